@@ -1,0 +1,24 @@
+//! The agentd wire protocol: every type that crosses the socket, every method
+//! name and every error code, with no logic of its own.
+//!
+//! JSON-RPC 2.0 over a Unix stream socket, one JSON object per line. Params are
+//! always passed by name (a JSON object). Each method is a type implementing
+//! [`Method`], which ties its wire name to its params and result types; the
+//! daemon registers handlers through it and the client calls through it, so
+//! the two cannot disagree. The JSON Schema of the whole protocol is generated
+//! from these types by [`schema::protocol_schema`] and committed as
+//! `protocol/schema/agentd-protocol.json`.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod methods;
+pub mod schema;
+pub mod session;
+pub mod socket;
+
+pub use error::ErrorCode;
+pub use methods::Method;
+
+/// Version of the wire protocol. Bumped when a change is not backwards
+/// compatible for clients; additions (new optional fields, new methods) keep it.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,88 @@
+//! Method names and their params/result types, one type per method.
+//!
+//! Names follow `noun/verb` like LSP and MCP. This is the contract clients and
+//! editor plugins are written against: extend, never rename.
+
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::session::{
+    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
+    SessionListParams, SessionListResult,
+};
+
+/// A JSON-RPC method: its wire name and the types of its params and result.
+pub trait Method {
+    /// The method name on the wire.
+    const NAME: &'static str;
+    /// The params object (always passed by name).
+    type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+    /// The `result` member of a successful response.
+    type Result: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+}
+
+macro_rules! method {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty => $result:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+        impl Method for $ty {
+            const NAME: &'static str = $name;
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+method!(
+    /// `daemon/info`: version, protocol version, uptime and counts.
+    DaemonInfo, "daemon/info", DaemonInfoParams => DaemonInfoResult
+);
+method!(
+    /// `session/create`: open a session on a workspace.
+    SessionCreate, "session/create", SessionCreateParams => SessionCreateResult
+);
+method!(
+    /// `session/list`: every open session.
+    SessionList, "session/list", SessionListParams => SessionListResult
+);
+method!(
+    /// `session/get`: one session.
+    SessionGet, "session/get", SessionIdParams => SessionInfo
+);
+method!(
+    /// `session/close`: end a session and cancel everything it runs.
+    SessionClose, "session/close", SessionIdParams => SessionCloseResult
+);
+
+/// Params of `daemon/info` (none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonInfoParams {}
+
+/// Result of `daemon/info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct DaemonInfoResult {
+    /// The daemon's version (its crate version).
+    pub version: String,
+    /// [`crate::PROTOCOL_VERSION`] of the daemon.
+    pub protocol_version: u32,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// Milliseconds since the daemon started.
+    pub uptime_ms: u64,
+    /// Path of the socket it serves, when it is known.
+    pub socket: Option<String>,
+    /// Whether the socket came from systemd socket activation.
+    pub socket_activated: bool,
+    /// Directory of the daemon's persistent state.
+    pub state_dir: String,
+    /// Open sessions.
+    pub sessions: u64,
+    /// Client connections open now.
+    pub connections: u64,
+    /// Connections accepted since start.
+    pub connections_total: u64,
+    /// Daemon tasks alive now (connections, requests, tool calls).
+    pub tasks: u64,
+}

@@ -1,0 +1,103 @@
+//! The protocol as one JSON document: every method with the JSON Schema of its
+//! params and result, the error codes, and the shared type definitions.
+//!
+//! The document is committed as `protocol/schema/agentd-protocol.json` so
+//! clients in other languages can generate code from it; a test regenerates
+//! it and fails when the committed copy has drifted.
+
+use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use crate::error::ErrorCode;
+use crate::methods::{DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList};
+
+/// Path of the committed schema, relative to the workspace root.
+pub const SCHEMA_PATH: &str = "protocol/schema/agentd-protocol.json";
+
+/// The command that rewrites the committed schema.
+pub const REGENERATE_COMMAND: &str = "UPDATE_SCHEMA=1 cargo test -p agentd-protocol schema";
+
+fn method_entry<M: Method>(generator: &mut SchemaGenerator, methods: &mut Map<String, Value>) {
+    let params = generator.subschema_for::<M::Params>();
+    let result = generator.subschema_for::<M::Result>();
+    methods.insert(M::NAME.to_owned(), json!({ "params": params, "result": result }));
+}
+
+fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<T>().to_value()
+}
+
+/// Builds the protocol document.
+pub fn protocol_schema() -> Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "#/$defs/".into())
+        .into_generator();
+    let mut methods = Map::new();
+    method_entry::<DaemonInfo>(&mut generator, &mut methods);
+    method_entry::<SessionCreate>(&mut generator, &mut methods);
+    method_entry::<SessionList>(&mut generator, &mut methods);
+    method_entry::<SessionGet>(&mut generator, &mut methods);
+    method_entry::<SessionClose>(&mut generator, &mut methods);
+    let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
+
+    let errors: Map<String, Value> = ErrorCode::ALL
+        .iter()
+        .map(|c| (c.name().to_owned(), json!(c.code())))
+        .collect();
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "agentd protocol",
+        "description": "JSON-RPC 2.0 over a Unix stream socket, one JSON object per line; params by name.",
+        "protocol_version": crate::PROTOCOL_VERSION,
+        "methods": methods,
+        "errors": errors,
+        "invalid_params_data": invalid_params_data,
+        "$defs": generator.take_definitions(true),
+    })
+}
+
+/// The document as committed: pretty JSON with a trailing newline.
+pub fn protocol_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&protocol_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_schema_matches_the_types() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(SCHEMA_PATH);
+        let fresh = protocol_schema_text();
+        if std::env::var_os("UPDATE_SCHEMA").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &fresh).unwrap();
+            return;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "{SCHEMA_PATH} is out of date with the protocol types; rewrite it with `{REGENERATE_COMMAND}` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_method_has_params_and_result() {
+        let doc = protocol_schema();
+        let methods = doc["methods"].as_object().unwrap();
+        assert!(methods.contains_key("session/create"));
+        for (name, entry) in methods {
+            assert!(name.contains('/'), "{name} is not noun/verb");
+            assert!(entry.get("params").is_some() && entry.get("result").is_some());
+        }
+        // The cwd field's doc comment reaches the schema.
+        let defs = doc["$defs"].as_object().unwrap();
+        let create = &defs["SessionCreateParams"];
+        assert!(create["properties"]["cwd"]["description"].as_str().unwrap().contains("workspace"));
+        assert_eq!(create["required"], json!(["cwd"]));
+    }
+}

@@ -1,0 +1,126 @@
+//! Sessions: one workspace, its configuration and (later) its turns.
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How the permission pipeline treats calls that no rule decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionMode {
+    /// Reads inside the workspace are allowed; everything else asks.
+    #[default]
+    Default,
+    /// Like `default`, and file edits inside the workspace are allowed too.
+    AcceptEdits,
+    /// Read-only tools only.
+    Plan,
+    /// Everything but deny rules is allowed.
+    Bypass,
+}
+
+/// Permission rules in Claude Code's settings syntax, e.g. `Bash(npm test:*)`,
+/// `Read(src/**)`. Deny beats ask beats allow.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionRules {
+    /// Calls matching these run without asking.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Calls matching these are refused.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Calls matching these ask the client first.
+    #[serde(default)]
+    pub ask: Vec<String>,
+}
+
+/// Which tools the session offers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOptions {
+    /// Simple mode: offer only Bash, Read and Edit.
+    #[serde(default)]
+    pub simple: bool,
+    /// Names of tools not to offer.
+    #[serde(default)]
+    pub disabled: Vec<String>,
+}
+
+/// Params of `session/create`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCreateParams {
+    /// Absolute path of the workspace directory. It must exist; the daemon
+    /// stores it canonical (symlinks resolved).
+    pub cwd: PathBuf,
+    /// Permission mode; `default` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<PermissionMode>,
+    /// Session-level permission rules, on top of the settings files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<PermissionRules>,
+    /// Which tools to offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolOptions>,
+    /// Most tool calls run at once in this session (1 to 256); the daemon's
+    /// default (10, or `AGENTD_MAX_TOOL_CONCURRENCY`) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+}
+
+/// Result of `session/create`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionCreateResult {
+    /// Id to pass to every later call about this session.
+    pub session_id: String,
+    /// The session as stored.
+    pub session: SessionInfo,
+}
+
+/// Params of `session/get` and `session/close`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionIdParams {
+    /// The session's id, as `session/create` returned it.
+    pub session_id: String,
+}
+
+/// Params of `session/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListParams {}
+
+/// Result of `session/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionListResult {
+    /// Open sessions, oldest first.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// Result of `session/close`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionCloseResult {
+    /// The session that was closed.
+    pub session_id: String,
+}
+
+/// A session as the daemon holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub session_id: String,
+    /// Canonical absolute path of the workspace.
+    pub cwd: PathBuf,
+    /// Permission mode.
+    pub mode: PermissionMode,
+    /// Session-level permission rules.
+    pub permissions: PermissionRules,
+    /// Tool options.
+    pub tools: ToolOptions,
+    /// Most tool calls run at once.
+    pub max_concurrency: u32,
+    /// When the session was created, in milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+}
