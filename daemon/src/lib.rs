@@ -1,1 +1,27 @@
-//! placeholder
+//! agentd: the tool system of an AI coding agent, served on a Unix socket.
+//!
+//! The binary (`main.rs`) only parses arguments and sets up logging; all of the
+//! daemon is here so tests can start it in-process. [`Daemon::bind`] claims the
+//! socket (or takes the one systemd passed), [`Daemon::serve`] runs until the
+//! shutdown token is cancelled, and [`run`] does both and tells systemd.
+
+pub mod config;
+pub mod error;
+pub mod server;
+pub mod session;
+pub mod store;
+
+pub use config::{Config, SocketConfig};
+pub use error::DaemonError;
+pub use server::Daemon;
+
+use tokio_util::sync::CancellationToken;
+
+/// Binds, tells systemd the daemon is ready, serves until `shutdown` is
+/// cancelled, then tells systemd it is stopping and cleans up.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let daemon = Daemon::bind(config)?;
+    server::systemd::notify("READY=1");
+    let result = daemon.serve(shutdown).await;
+    result
+}

@@ -1,0 +1,86 @@
+//! The daemon's configuration, as the binary parsed it or a test built it.
+
+use std::path::{Path, PathBuf};
+
+/// Default cap on one request line: 16 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+/// Default number of tool calls a session runs at once.
+pub const DEFAULT_MAX_TOOL_CONCURRENCY: u32 = 10;
+
+/// Largest `max_concurrency` a session may ask for.
+pub const MAX_TOOL_CONCURRENCY_LIMIT: u32 = 256;
+
+/// Where the listening socket comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketConfig {
+    /// Bind this path (directory created 0700 if missing, socket 0600).
+    Path(PathBuf),
+    /// Take the socket systemd passed (`LISTEN_FDS`); fall back to the path
+    /// when the environment carries no socket for this process.
+    ActivatedOr(PathBuf),
+}
+
+impl SocketConfig {
+    /// The path the socket lives at (or would be bound at).
+    pub fn path(&self) -> &Path {
+        match self {
+            SocketConfig::Path(p) | SocketConfig::ActivatedOr(p) => p,
+        }
+    }
+}
+
+/// Everything the daemon needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The listening socket.
+    pub socket: SocketConfig,
+    /// Directory for persistent state (created 0700).
+    pub state_dir: PathBuf,
+    /// Longest request line accepted, in bytes; a longer one gets an error and
+    /// the connection is closed.
+    pub max_request_bytes: usize,
+    /// The only uid allowed to connect; `None` means the daemon's own euid.
+    pub allowed_uid: Option<u32>,
+    /// Default tool concurrency for sessions that do not set one.
+    pub max_tool_concurrency: u32,
+    /// How long shutdown waits for in-flight work after cancelling it.
+    pub shutdown_grace: std::time::Duration,
+}
+
+impl Config {
+    /// A configuration with defaults for everything but the socket and state.
+    pub fn new(socket: SocketConfig, state_dir: PathBuf) -> Self {
+        Config {
+            socket,
+            state_dir,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            allowed_uid: None,
+            max_tool_concurrency: DEFAULT_MAX_TOOL_CONCURRENCY,
+            shutdown_grace: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// `$XDG_STATE_HOME/agentd`, else `$HOME/.local/state/agentd`, else a
+/// per-user directory under the temp dir.
+pub fn default_state_dir() -> PathBuf {
+    let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = abs(std::env::var_os("XDG_STATE_HOME")) {
+        return dir.join("agentd");
+    }
+    if let Some(home) = abs(std::env::var_os("HOME")) {
+        return home.join(".local/state/agentd");
+    }
+    std::env::temp_dir().join(format!("agentd-state-{}", nix::unistd::geteuid().as_raw()))
+}
+
+/// The default socket path for this process (see
+/// [`agentd_protocol::socket::default_socket_path`]).
+pub fn default_socket_path() -> PathBuf {
+    agentd_protocol::socket::default_socket_path(
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).as_deref(),
+        nix::unistd::geteuid().as_raw(),
+        &std::env::temp_dir(),
+    )
+}

@@ -1,0 +1,317 @@
+//! One client connection: NDJSON framing, the peer check, and a single task
+//! that reads requests and writes replies.
+//!
+//! Synchronous methods are answered on this task, with no hand-off to another
+//! thread (a cross-core wake costs 35–55 µs here, DESIGN.md §8); asynchronous
+//! methods and subscriptions run in tasks of their own and send their replies
+//! back through the connection's `MethodSink`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use agentd_protocol::ErrorCode;
+use jsonrpsee::MethodSink;
+use jsonrpsee::types::Id;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::UnixStream;
+use tokio::sync::{Notify, mpsc};
+use futures_util::StreamExt;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::dispatch::{Dispatcher, Handled, Reply, error_reply};
+use super::{DaemonState, Shared};
+
+/// Replies and subscription messages queued for one connection before
+/// senders wait.
+const OUTBOX_CAPACITY: usize = 1024;
+
+/// Requests of one connection running at once before reading pauses.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// Serves one accepted connection until the client leaves, the line limit is
+/// broken, or the daemon shuts down.
+pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared>, cancel: CancellationToken) {
+    let state = &shared.state;
+    let _count = ConnectionCount::new(state);
+    let allowed = shared.allowed_uid;
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == allowed => {}
+        Ok(cred) => {
+            tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), allowed, "refused connection from another user");
+            let reply = error_reply(
+                Id::Null,
+                ErrorCode::PeerNotAllowed,
+                format!("this agentd serves uid {allowed} only; connection from uid {} refused", cred.uid()),
+            );
+            let mut stream = stream;
+            let _ = write_line(&mut stream, &reply).await;
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("refused connection: cannot read peer credentials: {e}");
+            return;
+        }
+    }
+
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, LineCodec::new(shared.max_request_bytes));
+    let mut writer = BufWriter::new(write);
+    let (tx, mut outbox) = mpsc::channel::<Reply>(OUTBOX_CAPACITY);
+    let sink = MethodSink::new(tx);
+    let dispatcher = Dispatcher::new(shared.methods.clone(), conn_id, sink.clone());
+    let in_flight = TaskTracker::new();
+    let slot_freed = Arc::new(Notify::new());
+    let mut reading = true;
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break,
+            Some(reply) = outbox.recv() => {
+                if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                    break;
+                }
+            }
+            _ = slot_freed.notified(), if reading && in_flight.len() >= MAX_IN_FLIGHT => {}
+            frame = frames.next(), if reading && in_flight.len() < MAX_IN_FLIGHT => {
+                let line = match frame {
+                    None => {
+                        // The client is done sending; answer what it asked, then close.
+                        reading = false;
+                        in_flight.close();
+                        continue;
+                    }
+                    Some(Err(LineError::TooLong)) => {
+                        let reply = error_reply(
+                            Id::Null,
+                            ErrorCode::RequestTooLarge,
+                            format!(
+                                "request line exceeds the {}-byte limit (agentd --max-request-bytes); closing the connection",
+                                shared.max_request_bytes
+                            ),
+                        );
+                        let _ = write_reply(&mut writer, &reply, true, &cancel).await;
+                        break;
+                    }
+                    Some(Err(LineError::Io(e))) => {
+                        tracing::debug!("read failed: {e}");
+                        break;
+                    }
+                    Some(Ok(line)) => line,
+                };
+                let text = match std::str::from_utf8(&line) {
+                    Ok(text) => text.trim_end_matches('\r'),
+                    Err(e) => {
+                        let reply = error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: request is not valid UTF-8 ({e})"));
+                        if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                if text.trim().is_empty() {
+                    continue;
+                }
+                match dispatcher.handle(text) {
+                    Handled::Ready(None) => {}
+                    Handled::Ready(Some(reply)) => {
+                        if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                            break;
+                        }
+                    }
+                    Handled::Later(fut) => {
+                        let sink = sink.clone();
+                        let freed = slot_freed.clone();
+                        let cancel = cancel.clone();
+                        let task = in_flight.track_future(async move {
+                            tokio::select! {
+                                reply = fut => {
+                                    if let Some(reply) = reply {
+                                        let _ = sink.send(reply).await;
+                                    }
+                                }
+                                _ = cancel.cancelled() => {}
+                            }
+                            freed.notify_one();
+                        });
+                        shared.tracker.spawn(task.in_current_span());
+                    }
+                }
+            }
+            _ = in_flight.wait(), if !reading => {
+                // Every request is answered; flush what is queued and leave.
+                while let Ok(reply) = outbox.try_recv() {
+                    if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                        break;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    // Ends this connection's requests and subscriptions: dropping the outbox
+    // closes the sink they hold.
+    cancel.cancel();
+    drop(outbox);
+    in_flight.close();
+    let _ = writer.shutdown().await;
+    tracing::debug!("connection closed");
+}
+
+/// Writes one reply line; flushes when nothing else is queued.
+async fn write_reply(
+    writer: &mut BufWriter<tokio::net::unix::OwnedWriteHalf>,
+    reply: &Reply,
+    flush: bool,
+    cancel: &CancellationToken,
+) -> std::io::Result<()> {
+    let write = async {
+        writer.write_all(reply.get().as_bytes()).await?;
+        writer.write_all(b"\n").await?;
+        if flush {
+            writer.flush().await?;
+        }
+        Ok(())
+    };
+    tokio::select! {
+        r = write => r.inspect_err(|e| tracing::debug!("write failed: {e}")),
+        _ = cancel.cancelled() => Err(std::io::Error::other("connection cancelled")),
+    }
+}
+
+async fn write_line(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
+    stream.write_all(reply.get().as_bytes()).await?;
+    stream.write_all(b"\n").await?;
+    stream.flush().await
+}
+
+/// Keeps `daemon/info`'s connection count honest however the task ends.
+struct ConnectionCount<'a>(&'a DaemonState);
+
+impl<'a> ConnectionCount<'a> {
+    fn new(state: &'a DaemonState) -> Self {
+        state.connections.fetch_add(1, Ordering::Relaxed);
+        state.connections_total.fetch_add(1, Ordering::Relaxed);
+        ConnectionCount(state)
+    }
+}
+
+impl Drop for ConnectionCount<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Why no line could be read.
+#[derive(Debug)]
+pub(crate) enum LineError {
+    /// The line grew past the limit before its newline.
+    TooLong,
+    /// The socket failed.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for LineError {
+    fn from(e: std::io::Error) -> Self {
+        LineError::Io(e)
+    }
+}
+
+/// Splits the byte stream at `\n`, refusing a line longer than `max` bytes
+/// as soon as it is known to be too long (not once it has all arrived).
+pub(crate) struct LineCodec {
+    max: usize,
+    /// How far the buffer has been searched for a newline already.
+    searched: usize,
+}
+
+impl LineCodec {
+    pub(crate) fn new(max: usize) -> Self {
+        LineCodec { max, searched: 0 }
+    }
+}
+
+impl Decoder for LineCodec {
+    type Item = BytesMut;
+    type Error = LineError;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<BytesMut>, LineError> {
+        match buf[self.searched..].iter().position(|b| *b == b'\n') {
+            Some(pos) => {
+                let end = self.searched + pos;
+                self.searched = 0;
+                if end > self.max {
+                    return Err(LineError::TooLong);
+                }
+                let mut line = buf.split_to(end + 1);
+                line.truncate(end);
+                Ok(Some(line))
+            }
+            None if buf.len() > self.max => Err(LineError::TooLong),
+            None => {
+                self.searched = buf.len();
+                Ok(None)
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<BytesMut>, LineError> {
+        if let Some(line) = self.decode(buf)? {
+            return Ok(Some(line));
+        }
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        // A last line without its newline still counts.
+        self.searched = 0;
+        Ok(Some(buf.split_to(buf.len())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(codec: &mut LineCodec, input: &[u8]) -> Vec<Result<Vec<u8>, String>> {
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        loop {
+            match codec.decode(&mut buf) {
+                Ok(Some(line)) => out.push(Ok(line.to_vec())),
+                Ok(None) => break,
+                Err(e) => {
+                    out.push(Err(format!("{e:?}")));
+                    break;
+                }
+            }
+        }
+        if let Ok(Some(line)) = codec.decode_eof(&mut buf) {
+            out.push(Ok(line.to_vec()));
+        }
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_keeps_a_last_line_without_newline() {
+        let mut codec = LineCodec::new(100);
+        let got = decode_all(&mut codec, b"a\nbb\n\nccc");
+        let want: Vec<Result<Vec<u8>, String>> =
+            vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Ok(b"".to_vec()), Ok(b"ccc".to_vec())];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn refuses_a_line_over_the_limit_before_its_newline() {
+        let mut codec = LineCodec::new(4);
+        let mut buf = BytesMut::from(&b"12345"[..]);
+        assert!(matches!(codec.decode(&mut buf), Err(LineError::TooLong)));
+        let mut codec = LineCodec::new(4);
+        let mut buf = BytesMut::from(&b"1234\n12345\n"[..]);
+        assert_eq!(codec.decode(&mut buf).unwrap().unwrap().as_ref(), b"1234");
+        assert!(matches!(codec.decode(&mut buf), Err(LineError::TooLong)));
+    }
+}

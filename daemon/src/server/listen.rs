@@ -1,0 +1,173 @@
+//! Claiming the listening socket: from systemd, or by binding a path guarded
+//! by a lock file so a second daemon cannot steal a live socket.
+//!
+//! **Invariant:** a socket file is only ever unlinked by the daemon holding
+//! its lock, and only if it is still the inode that daemon bound.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::config::SocketConfig;
+use crate::error::DaemonError;
+use crate::server::systemd;
+
+/// A listening socket and what is needed to give it back cleanly.
+#[derive(Debug)]
+pub struct BoundSocket {
+    /// The listener, non-blocking, ready for tokio.
+    pub listener: std::os::unix::net::UnixListener,
+    /// The socket's path, when it has one.
+    pub path: Option<PathBuf>,
+    /// True when systemd passed the socket; the file is then systemd's.
+    pub activated: bool,
+    /// `(dev, ino)` of the socket file this daemon created, to unlink at exit.
+    created: Option<(u64, u64)>,
+    /// The held lock; released when dropped.
+    _lock: Option<Flock<File>>,
+}
+
+impl BoundSocket {
+    /// Removes the socket file if this daemon created it and it is still the
+    /// same file (another daemon may have replaced it after a forced stop).
+    pub fn remove_socket_file(&self) {
+        let (Some(path), Some((dev, ino))) = (&self.path, self.created) else {
+            return;
+        };
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.dev() == dev && meta.ino() == ino => {
+                if let Err(e) = std::fs::remove_file(path) {
+                    tracing::warn!(path = %path.display(), "could not remove socket file: {e}");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Claims the socket described by `config`.
+pub fn open(config: &SocketConfig) -> Result<BoundSocket, DaemonError> {
+    if let SocketConfig::ActivatedOr(_) = config {
+        if let Some((listener, path)) = systemd::take_listener()? {
+            // Hold the lock too, so a hand-started daemon cannot replace
+            // systemd's socket file; not fatal if someone else holds it.
+            let lock = path.as_deref().and_then(|p| match lock(p) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!("socket activated but not locked: {e}");
+                    None
+                }
+            });
+            tracing::info!(path = ?path, "using socket passed by systemd");
+            return Ok(BoundSocket { listener, path, activated: true, created: None, _lock: lock });
+        }
+    }
+    bind_path(config.path())
+}
+
+fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        prepare_dir(dir)?;
+    }
+    let lock = lock(path)?;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(DaemonError::AlreadyRunning {
+                    socket: path.to_owned(),
+                    lock: lock_path(path),
+                    holder: ", and something answers on the socket".into(),
+                });
+            }
+            tracing::info!(path = %path.display(), "replacing stale socket file");
+            std::fs::remove_file(path).map_err(|e| DaemonError::io("remove stale socket", path, e))?;
+        }
+        Ok(_) => return Err(DaemonError::NotASocket { path: path.to_owned() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(DaemonError::io("inspect", path, e)),
+    }
+    // Bind with a umask that leaves the socket 0600 from its first instant;
+    // nothing else runs yet, so the process-wide umask is ours to borrow.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = bound.map_err(|e| DaemonError::io("bind", path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| DaemonError::io("chmod 0600", path, e))?;
+    listener.set_nonblocking(true).map_err(|e| DaemonError::io("set non-blocking", path, e))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| DaemonError::io("inspect", path, e))?;
+    tracing::info!(path = %path.display(), "listening");
+    Ok(BoundSocket {
+        listener,
+        path: Some(path.to_owned()),
+        activated: false,
+        created: Some((meta.dev(), meta.ino())),
+        _lock: Some(lock),
+    })
+}
+
+/// Creates the socket's directory 0700 when missing; warns when an existing
+/// one lets other users in (a `--socket` in a shared directory is the
+/// user's choice, but worth a line in the log).
+fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
+    if !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| DaemonError::io("create directory", dir, e))?;
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| DaemonError::io("inspect", dir, e))?;
+    if !meta.is_dir() {
+        return Err(DaemonError::UnsafeDirectory { path: dir.to_owned(), why: "not a directory".into() });
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() == euid && meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+        tracing::warn!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o7777), "socket directory is writable by other users");
+    }
+    Ok(())
+}
+
+/// `agentd.sock` → `agentd.sock.lock`, beside it.
+pub fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".lock");
+    socket.with_file_name(name)
+}
+
+/// Takes the exclusive lock for `socket`, writing our pid into the lock file.
+/// The file is never removed: unlinking a lock file others may have open
+/// would let two daemons lock different inodes of the same name.
+fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
+    let path = lock_path(socket);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| DaemonError::io("open lock file", &path, e))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut locked) => {
+            let _ = locked.set_len(0);
+            let _ = locked.rewind();
+            let _ = writeln!(locked, "{}", std::process::id());
+            Ok(locked)
+        }
+        Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            Err(DaemonError::AlreadyRunning {
+                socket: socket.to_owned(),
+                lock: path,
+                holder: if pid.is_empty() { String::new() } else { format!(" by pid {pid}") },
+            })
+        }
+        Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),
+    }
+}

@@ -1,0 +1,27 @@
+//! `daemon/info`.
+
+use agentd_protocol::PROTOCOL_VERSION;
+use agentd_protocol::methods::{DaemonInfo, DaemonInfoResult};
+use jsonrpsee::RpcModule;
+
+use crate::server::DaemonState;
+use crate::server::rpc;
+
+pub(super) fn register(module: &mut RpcModule<DaemonState>) {
+    rpc::register::<DaemonInfo, _, _>(module, |_params, state| {
+        use std::sync::atomic::Ordering::Relaxed;
+        Ok(DaemonInfoResult {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            protocol_version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            uptime_ms: state.started.elapsed().as_millis() as u64,
+            socket: state.socket.as_ref().map(|p| p.display().to_string()),
+            socket_activated: state.activated,
+            state_dir: state.state_dir.display().to_string(),
+            sessions: state.sessions.len() as u64,
+            connections: state.connections.load(Relaxed),
+            connections_total: state.connections_total.load(Relaxed),
+            tasks: state.tracker.len() as u64,
+        })
+    });
+}

@@ -1,0 +1,19 @@
+//! The RPC surface: one file per method group, each registering its methods
+//! on the daemon's module.
+
+mod daemon;
+mod session;
+
+use std::sync::Arc;
+
+use jsonrpsee::RpcModule;
+
+use super::DaemonState;
+
+/// Every method the daemon serves.
+pub(crate) fn module(state: Arc<DaemonState>) -> RpcModule<DaemonState> {
+    let mut module = RpcModule::from_arc(state);
+    daemon::register(&mut module);
+    session::register(&mut module);
+    module
+}

@@ -1,0 +1,164 @@
+//! The server: claims the socket, accepts connections, checks who is
+//! connecting, and shuts down cleanly.
+//!
+//! **Invariant:** only `protocol` and this module know JSON-RPC; sessions and
+//! everything below them see typed params and return typed results.
+//!
+//! Shutdown is close → cancel → wait: stop accepting, cancel the daemon's
+//! token (every connection, session, turn and call is a child of it), wait
+//! for tracked tasks up to the grace period, remove the socket file.
+
+mod connection;
+mod dispatch;
+pub mod listen;
+mod methods;
+pub mod rpc;
+pub mod systemd;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use jsonrpsee::Methods;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::config::Config;
+use crate::error::DaemonError;
+use crate::session::SessionManager;
+use crate::store::MemoryStore;
+
+/// What the RPC methods see: the daemon's state.
+pub struct DaemonState {
+    /// When the daemon started.
+    pub started: Instant,
+    /// The socket path, when known.
+    pub socket: Option<PathBuf>,
+    /// Whether systemd passed the socket.
+    pub activated: bool,
+    /// Persistent state directory.
+    pub state_dir: PathBuf,
+    /// Open sessions.
+    pub sessions: SessionManager,
+    /// Connections open now.
+    pub connections: AtomicU64,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Every task the daemon spawned and still waits for at shutdown.
+    pub tracker: TaskTracker,
+}
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub(crate) state: Arc<DaemonState>,
+    pub(crate) methods: Methods,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) max_request_bytes: usize,
+    pub(crate) allowed_uid: u32,
+}
+
+/// A daemon that holds its socket and is ready to serve.
+pub struct Daemon {
+    socket: listen::BoundSocket,
+    listener: tokio::net::UnixListener,
+    shared: Arc<Shared>,
+    root: CancellationToken,
+    config: Config,
+}
+
+impl Daemon {
+    /// Claims the socket and the state directory. Call from within a tokio
+    /// runtime. Fails when another daemon serves the same socket.
+    pub fn bind(config: Config) -> Result<Daemon, DaemonError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&config.state_dir)
+            .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
+        let socket = listen::open(&config.socket)?;
+        let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
+        let listener = socket
+            .listener
+            .try_clone()
+            .and_then(tokio::net::UnixListener::from_std)
+            .map_err(|e| DaemonError::io("register listener", &path, e))?;
+        let root = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let state = Arc::new(DaemonState {
+            started: Instant::now(),
+            socket: socket.path.clone(),
+            activated: socket.activated,
+            state_dir: config.state_dir.clone(),
+            sessions: SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), config.max_tool_concurrency),
+            connections: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+            tracker: tracker.clone(),
+        });
+        let methods: Methods = methods::module(state.clone()).into();
+        let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        let shared = Arc::new(Shared {
+            state,
+            methods,
+            tracker,
+            max_request_bytes: config.max_request_bytes,
+            allowed_uid,
+        });
+        Ok(Daemon { socket, listener, shared, root, config })
+    }
+
+    /// The socket path the daemon serves, when it has one.
+    pub fn socket_path(&self) -> Option<&Path> {
+        self.socket.path.as_deref()
+    }
+
+    /// The daemon's state, for in-process inspection (tests, benchmarks).
+    pub fn state(&self) -> Arc<DaemonState> {
+        self.shared.state.clone()
+    }
+
+    /// Serves until `shutdown` is cancelled, then shuts down cleanly.
+    ///
+    /// # Cancellation safety
+    /// Cancel `shutdown` rather than dropping this future: dropping it skips
+    /// the cleanup (in-flight work is then cancelled only as its tasks drop).
+    pub async fn serve(self, shutdown: CancellationToken) -> Result<(), DaemonError> {
+        let next_conn = AtomicUsize::new(1);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let id = next_conn.fetch_add(1, Ordering::Relaxed);
+                        let span = tracing::info_span!("conn", id);
+                        let cancel = self.root.child_token();
+                        let fut = connection::serve(stream, id, self.shared.clone(), cancel);
+                        self.shared.tracker.spawn(fut.instrument(span));
+                    }
+                    Err(e) => {
+                        // Out of descriptors or similar: back off instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                        }
+                    }
+                },
+            }
+        }
+        tracing::info!("shutting down");
+        systemd::notify("STOPPING=1");
+        drop(self.listener);
+        self.root.cancel();
+        self.shared.tracker.close();
+        if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {
+            tracing::warn!(tasks = self.shared.tracker.len(), "tasks still running after the grace period");
+        }
+        self.socket.remove_socket_file();
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+use std::os::unix::fs::DirBuilderExt;

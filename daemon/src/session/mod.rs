@@ -1,0 +1,237 @@
+//! Sessions: a workspace, its configuration, and the cancellation node under
+//! which all of its work runs (daemon → session → turn → call).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentd_protocol::session::{SessionCreateParams, SessionInfo};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
+use crate::store::{Store, StoreError};
+
+/// Why a session request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// No open session has this id.
+    #[error("no open session with id {session_id:?}")]
+    Unknown {
+        /// The id asked for.
+        session_id: String,
+    },
+    /// A field of `session/create` has a value the daemon cannot use.
+    #[error("{field}: {why}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong, with the value.
+        why: String,
+    },
+    /// The store failed; nothing was changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Session {
+    info: SessionInfo,
+    /// Creation order, to list sessions oldest first.
+    seq: u64,
+    cancel: CancellationToken,
+}
+
+/// Every open session of the daemon.
+pub struct SessionManager {
+    sessions: Mutex<HashMap<String, Session>>,
+    next_seq: std::sync::atomic::AtomicU64,
+    root: CancellationToken,
+    store: Arc<dyn Store>,
+    default_concurrency: u32,
+}
+
+impl SessionManager {
+    /// Sessions whose tokens are children of `root` (the daemon's token).
+    pub fn new(root: CancellationToken, store: Arc<dyn Store>, default_concurrency: u32) -> Self {
+        SessionManager {
+            sessions: Mutex::new(HashMap::new()),
+            next_seq: std::sync::atomic::AtomicU64::new(0),
+            root,
+            store,
+            default_concurrency,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Opens a session. Every field is checked before anything is stored, so
+    /// a refused request changes nothing.
+    pub fn create(&self, params: SessionCreateParams) -> Result<SessionInfo, SessionError> {
+        let cwd = canonical_workspace(&params.cwd)?;
+        let max_concurrency = match params.max_concurrency {
+            None => self.default_concurrency,
+            Some(n) if (1..=MAX_TOOL_CONCURRENCY_LIMIT).contains(&n) => n,
+            Some(n) => {
+                return Err(SessionError::Invalid {
+                    field: "max_concurrency",
+                    why: format!("must be between 1 and {MAX_TOOL_CONCURRENCY_LIMIT}, got {n}"),
+                });
+            }
+        };
+        let info = SessionInfo {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            cwd,
+            mode: params.mode.unwrap_or_default(),
+            permissions: params.permissions.unwrap_or_default(),
+            tools: params.tools.unwrap_or_default(),
+            max_concurrency,
+            created_at_ms: now_ms(),
+        };
+        self.store.save_session(&info)?;
+        let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = Session { info: info.clone(), seq, cancel: self.root.child_token() };
+        self.lock().insert(info.session_id.clone(), session);
+        tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
+        Ok(info)
+    }
+
+    /// Every open session, oldest first.
+    pub fn list(&self) -> Vec<SessionInfo> {
+        let map = self.lock();
+        let mut sessions: Vec<&Session> = map.values().collect();
+        sessions.sort_by_key(|s| s.seq);
+        sessions.into_iter().map(|s| s.info.clone()).collect()
+    }
+
+    /// One session.
+    pub fn get(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
+        self.lock()
+            .get(session_id)
+            .map(|s| s.info.clone())
+            .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
+    }
+
+    /// Closes a session: cancels everything running under it and forgets it.
+    pub fn close(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
+        let session = self
+            .lock()
+            .remove(session_id)
+            .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
+        session.cancel.cancel();
+        if let Err(e) = self.store.remove_session(session_id) {
+            tracing::warn!(session_id, "session closed but its record stays: {e}");
+        }
+        tracing::info!(session_id, "session closed");
+        Ok(session.info)
+    }
+
+    /// The number of open sessions.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An absolute, existing directory, with symlinks and `..` resolved.
+fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
+    let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
+    if !cwd.is_absolute() {
+        return Err(invalid(format!("must be an absolute path, got {:?}", cwd.display().to_string())));
+    }
+    let canonical = std::fs::canonicalize(cwd).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => invalid(format!("{} does not exist", cwd.display())),
+        _ => invalid(format!("cannot resolve {}: {e}", cwd.display())),
+    })?;
+    if !canonical.is_dir() {
+        return Err(invalid(format!("{} is not a directory", cwd.display())));
+    }
+    Ok(canonical)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn manager() -> (SessionManager, CancellationToken) {
+        let root = CancellationToken::new();
+        (SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), 10), root)
+    }
+
+    fn params(cwd: &Path) -> SessionCreateParams {
+        SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
+    }
+
+    #[test]
+    fn cwd_is_stored_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let (m, _) = manager();
+        let info = m.create(params(&dir.path().join("link/../link"))).unwrap();
+        assert_eq!(info.cwd, std::fs::canonicalize(dir.path().join("real")).unwrap());
+        assert_eq!(info.max_concurrency, 10);
+    }
+
+    #[test]
+    fn bad_cwd_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let (m, _) = manager();
+        for (cwd, needle) in [
+            (PathBuf::from("relative/dir"), "absolute"),
+            (dir.path().join("missing"), "does not exist"),
+            (file, "not a directory"),
+        ] {
+            let err = m.create(params(&cwd)).unwrap_err();
+            assert!(matches!(err, SessionError::Invalid { field: "cwd", .. }), "{err}");
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn close_cancels_the_session_token_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, root) = manager();
+        let a = m.create(params(dir.path())).unwrap();
+        let b = m.create(params(dir.path())).unwrap();
+        let token_a = m.lock().get(&a.session_id).unwrap().cancel.clone();
+        let token_b = m.lock().get(&b.session_id).unwrap().cancel.clone();
+        m.close(&a.session_id).unwrap();
+        assert!(token_a.is_cancelled());
+        assert!(!token_b.is_cancelled() && !root.is_cancelled());
+        assert!(matches!(m.close(&a.session_id), Err(SessionError::Unknown { .. })));
+        assert_eq!(m.list().len(), 1);
+        root.cancel();
+        assert!(token_b.is_cancelled());
+    }
+
+    #[test]
+    fn concurrency_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, _) = manager();
+        for bad in [0, MAX_TOOL_CONCURRENCY_LIMIT + 1] {
+            let mut p = params(dir.path());
+            p.max_concurrency = Some(bad);
+            assert!(matches!(m.create(p), Err(SessionError::Invalid { field: "max_concurrency", .. })));
+        }
+        let mut p = params(dir.path());
+        p.max_concurrency = Some(3);
+        assert_eq!(m.create(p).unwrap().max_concurrency, 3);
+    }
+}
