@@ -1,1 +1,162 @@
-//! placeholder
+//! `agentd-client`: a typed async client for the agentd daemon.
+//!
+//! It speaks the same NDJSON JSON-RPC as any other client, through
+//! jsonrpsee's async client over a Unix socket transport, and calls methods
+//! through the protocol crate's [`Method`] types so params and results are
+//! checked at compile time.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentd_client::ClientError> {
+//! let client = agentd_client::Client::connect(agentd_client::default_socket_path()).await?;
+//! let info = client.daemon_info().await?;
+//! println!("agentd {} up {} ms", info.version, info.uptime_ms);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod transport;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentd_protocol::methods::{
+    DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet, SessionList,
+};
+use agentd_protocol::session::{
+    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
+    SessionListParams,
+};
+use agentd_protocol::{ErrorCode, Method};
+use jsonrpsee::async_client::ClientBuilder;
+use jsonrpsee::core::client::ClientT;
+
+pub use agentd_protocol as protocol;
+
+/// How long one request may take before the client gives up. Tool calls can
+/// run for ten minutes; leave room beyond that.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// A failed call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket could not be reached: the daemon is probably not running.
+    #[error("cannot connect to agentd at {path}: {source}")]
+    Connect {
+        /// The socket path tried.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// The daemon answered with an error.
+    #[error("{message} ({})", ErrorCode::from_code(*.code).map(|c| c.name()).unwrap_or("error"))]
+    Rpc {
+        /// The JSON-RPC error code (see [`ErrorCode`]).
+        code: i32,
+        /// The daemon's message.
+        message: String,
+        /// Structured detail, if any.
+        data: Option<serde_json::Value>,
+    },
+    /// The connection failed or the reply could not be understood.
+    #[error("talking to agentd: {0}")]
+    Transport(String),
+}
+
+impl ClientError {
+    /// The protocol error code, when the daemon sent one of ours.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Rpc { code, .. } => ErrorCode::from_code(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<jsonrpsee::core::ClientError> for ClientError {
+    fn from(e: jsonrpsee::core::ClientError) -> Self {
+        match e {
+            jsonrpsee::core::ClientError::Call(obj) => ClientError::Rpc {
+                code: obj.code(),
+                message: obj.message().to_owned(),
+                data: obj.data().and_then(|d| serde_json::from_str(d.get()).ok()),
+            },
+            other => ClientError::Transport(other.to_string()),
+        }
+    }
+}
+
+/// The socket clients connect to when not told otherwise: `$AGENTD_SOCKET`,
+/// else the daemon's default path.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(p) = std::env::var_os(agentd_protocol::socket::SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    agentd_protocol::socket::default_socket_path(
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).as_deref(),
+        nix::unistd::geteuid().as_raw(),
+        &std::env::temp_dir(),
+    )
+}
+
+/// A connection to the daemon. Cheap to share by reference; calls may run
+/// concurrently over the one connection.
+pub struct Client {
+    inner: jsonrpsee::async_client::Client,
+    socket: PathBuf,
+}
+
+impl Client {
+    /// Connects to the daemon's socket.
+    pub async fn connect(path: impl AsRef<Path>) -> Result<Client, ClientError> {
+        Self::connect_with_timeout(path, DEFAULT_REQUEST_TIMEOUT).await
+    }
+
+    /// Connects, giving each request at most `timeout`.
+    pub async fn connect_with_timeout(path: impl AsRef<Path>, timeout: Duration) -> Result<Client, ClientError> {
+        let path = path.as_ref();
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+        let (sender, receiver) = transport::split(stream);
+        let inner = ClientBuilder::default()
+            .request_timeout(timeout)
+            .build_with_tokio(sender, receiver);
+        Ok(Client { inner, socket: path.to_owned() })
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Calls method `M` with `params`.
+    pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
+        let result = self.inner.request::<M::Result, _>(M::NAME, transport::ByName(params)).await?;
+        Ok(result)
+    }
+
+    /// `daemon/info`.
+    pub async fn daemon_info(&self) -> Result<DaemonInfoResult, ClientError> {
+        self.call::<DaemonInfo>(DaemonInfoParams {}).await
+    }
+
+    /// `session/create`.
+    pub async fn session_create(&self, params: SessionCreateParams) -> Result<SessionCreateResult, ClientError> {
+        self.call::<SessionCreate>(params).await
+    }
+
+    /// `session/list`.
+    pub async fn session_list(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        Ok(self.call::<SessionList>(SessionListParams {}).await?.sessions)
+    }
+
+    /// `session/get`.
+    pub async fn session_get(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
+        self.call::<SessionGet>(SessionIdParams { session_id: session_id.to_owned() }).await
+    }
+
+    /// `session/close`.
+    pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
+        self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await
+    }
+}

@@ -35,7 +35,6 @@ fn main() -> std::process::ExitCode {
     match start(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
             eprintln!("agentd: {e:#}");
             std::process::ExitCode::FAILURE
         }
