@@ -98,6 +98,23 @@ pub fn default_socket_path() -> PathBuf {
     )
 }
 
+/// Connects to a Unix socket, waiting briefly while the daemon's accept
+/// queue is full (connect on a Unix socket fails with EAGAIN then, where TCP
+/// would wait).
+pub async fn connect_socket(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut pause = Duration::from_micros(100);
+    loop {
+        match tokio::net::UnixStream::connect(path).await {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A connection to the daemon. Cheap to share by reference; calls may run
 /// concurrently over the one connection.
 pub struct Client {
@@ -114,7 +131,7 @@ impl Client {
     /// Connects, giving each request at most `timeout`.
     pub async fn connect_with_timeout(path: impl AsRef<Path>, timeout: Duration) -> Result<Client, ClientError> {
         let path = path.as_ref();
-        let stream = tokio::net::UnixStream::connect(path)
+        let stream = connect_socket(path)
             .await
             .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
         let (sender, receiver) = transport::split(stream);

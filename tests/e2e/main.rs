@@ -1,1 +1,10 @@
+//! End-to-end tests: the real daemon on a real socket. One binary, so the
+//! workspace links once (as ripgrep and codex-rs do).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agentctl;
+mod bad_input;
+mod lifecycle;
+mod sessions;
+mod socket;
+mod systemd;

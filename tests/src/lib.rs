@@ -1,1 +1,303 @@
-//! placeholder
+//! The end-to-end test harness: start agentd on a temp socket with a temp
+//! state directory, talk to it, and drop it cleanly.
+//!
+//! [`TestDaemon`] runs the daemon in-process (fast, and its state can be
+//! inspected); [`StandaloneDaemon`] runs the real `agentd` binary, for
+//! signals, socket activation, descriptor counts and the command line.
+//! Nothing here sleeps to wait: [`eventually`] polls a condition against a
+//! deadline, and every await in the tests is wrapped in [`within`].
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentd::server::DaemonState;
+use agentd::{Config, Daemon, SocketConfig};
+use agentd_client::Client;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_util::sync::CancellationToken;
+
+/// How long any single step of a test may take before it fails. Generous:
+/// tests run on a loaded 2-core machine; a hang still fails, just not at once.
+pub const STEP: Duration = Duration::from_secs(30);
+
+/// Awaits `fut`, failing the test with `what` if it takes longer than [`STEP`].
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(STEP, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {STEP:?}: {what}"),
+    }
+}
+
+/// Polls `cond` until it holds, failing with `what` after [`STEP`].
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !cond() {
+        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Like [`eventually`] for blocking code (no runtime needed).
+pub fn eventually_blocking(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !cond() {
+        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Path of a binary built from this workspace (`agentd`, `agentctl`), next
+/// to the test executable's `deps/` folder.
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run the tests with `cargo test --workspace` so cargo builds it",
+        path.display()
+    );
+    path
+}
+
+/// An agentd running in this process on a temp socket.
+pub struct TestDaemon {
+    /// Holds the socket and state directory.
+    pub dir: tempfile::TempDir,
+    /// The socket path.
+    pub socket: PathBuf,
+    /// The daemon's state, for inspection.
+    pub state: Arc<DaemonState>,
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<(), agentd::DaemonError>>>,
+}
+
+impl TestDaemon {
+    /// Starts a daemon with default settings.
+    pub async fn start() -> TestDaemon {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts a daemon after `adjust` has changed its configuration.
+    pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/agentd.sock");
+        let mut config = Config::new(SocketConfig::Path(socket.clone()), dir.path().join("state"));
+        config.shutdown_grace = Duration::from_secs(5);
+        adjust(&mut config);
+        let daemon = Daemon::bind(config).expect("daemon binds");
+        let state = daemon.state();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(daemon.serve(shutdown.clone()));
+        TestDaemon { dir, socket, state, shutdown, task: Some(task) }
+    }
+
+    /// A typed client connected to this daemon.
+    pub async fn client(&self) -> Client {
+        within("connect client", Client::connect(&self.socket)).await.unwrap()
+    }
+
+    /// A line-level connection, for sending anything at all.
+    pub async fn raw(&self) -> RawConn {
+        RawConn::connect(&self.socket).await
+    }
+
+    /// Shuts the daemon down and waits for it.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            within("daemon shutdown", task).await.unwrap().unwrap();
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A raw NDJSON connection.
+pub struct RawConn {
+    reader: BufReader<OwnedReadHalf>,
+    /// The write half, for tests that half-close or write odd bytes.
+    pub writer: OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl RawConn {
+    /// Connects to `socket`.
+    pub async fn connect(socket: &Path) -> RawConn {
+        let stream = within("connect", agentd_client::connect_socket(socket)).await.unwrap();
+        let (r, w) = stream.into_split();
+        RawConn { reader: BufReader::new(r), writer: w, next_id: 1 }
+    }
+
+    /// Sends `bytes` followed by a newline.
+    pub async fn send_line(&mut self, bytes: impl AsRef<[u8]>) {
+        let mut line = bytes.as_ref().to_vec();
+        line.push(b'\n');
+        within("send", self.writer.write_all(&line)).await.unwrap();
+    }
+
+    /// Reads one line and parses it; `None` at end of stream.
+    pub async fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        let n = within("receive a line", self.reader.read_line(&mut line)).await.unwrap();
+        if n == 0 {
+            return None;
+        }
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")))
+    }
+
+    /// Reads one line, failing at end of stream.
+    pub async fn recv_some(&mut self) -> Value {
+        self.recv().await.expect("a reply, not end of stream")
+    }
+
+    /// Sends a request and returns the whole reply object.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(line.to_string()).await;
+        let reply = self.recv_some().await;
+        assert_eq!(reply["id"], json!(id), "reply to another request: {reply}");
+        reply
+    }
+
+    /// Sends a request that must succeed; returns its `result`.
+    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.request(method, params).await;
+        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+        reply["result"].clone()
+    }
+}
+
+/// The real `agentd` binary in a child process.
+pub struct StandaloneDaemon {
+    /// The process.
+    pub child: Child,
+    /// Holds the socket and state directory.
+    pub dir: tempfile::TempDir,
+    /// The socket path.
+    pub socket: PathBuf,
+}
+
+impl StandaloneDaemon {
+    /// Starts `agentd --socket <tmp> --state-dir <tmp>` plus `args`, with
+    /// `env` added, and waits until its socket answers.
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> StandaloneDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/agentd.sock");
+        let mut cmd = Command::new(bin_path("agentd"));
+        cmd.arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state"));
+        cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
+        let log = std::fs::File::create(dir.path().join("agentd.log")).unwrap();
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        let child = cmd.spawn().unwrap();
+        let daemon = StandaloneDaemon { child, dir, socket };
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Waits until the socket accepts connections.
+    pub fn wait_ready(&self) {
+        eventually_blocking("agentd accepts connections", || {
+            std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+        });
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to the daemon.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
+    }
+
+    /// Waits for the process to exit, failing after [`STEP`].
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut status = None;
+        eventually_blocking("agentd exits", || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+
+    /// Everything the daemon wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agentd.log")).unwrap_or_default()
+    }
+
+    /// Open file descriptors of the daemon, from `/proc/<pid>/fd`.
+    pub fn fd_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap().count()
+    }
+}
+
+impl Drop for StandaloneDaemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A child process killed (and reaped) when dropped, so a failing test
+/// leaves no daemon behind.
+pub struct ChildGuard(pub Child);
+
+impl ChildGuard {
+    /// Spawns `cmd` with stdin and stdout closed.
+    pub fn spawn(cmd: &mut Command) -> ChildGuard {
+        ChildGuard(cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+    }
+
+    /// Waits for the process to exit, failing after [`STEP`].
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut status = None;
+        eventually_blocking("child exits", || {
+            status = self.0.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs `agentctl` with `args` against `socket`; returns (exit code, stdout, stderr).
+pub fn agentctl(socket: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin_path("agentctl"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .env_remove("AGENTD_SOCKET")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

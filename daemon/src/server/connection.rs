@@ -29,6 +29,9 @@ use super::{DaemonState, Shared};
 /// senders wait.
 const OUTBOX_CAPACITY: usize = 1024;
 
+/// How long a connection closed for a too-long line keeps discarding input.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Requests of one connection running at once before reading pauses.
 const MAX_IN_FLIGHT: usize = 1024;
 
@@ -94,7 +97,10 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
                                 shared.max_request_bytes
                             ),
                         );
-                        let _ = write_reply(&mut writer, &reply, true, &cancel).await;
+                        if write_reply(&mut writer, &reply, true, &cancel).await.is_ok() {
+                            let _ = writer.shutdown().await;
+                            drain(frames.get_mut(), &cancel).await;
+                        }
                         break;
                     }
                     Some(Err(LineError::Io(e))) => {
@@ -180,6 +186,22 @@ async fn write_reply(
     tokio::select! {
         r = write => r.inspect_err(|e| tracing::debug!("write failed: {e}")),
         _ = cancel.cancelled() => Err(std::io::Error::other("connection cancelled")),
+    }
+}
+
+/// Reads and discards what the client is still sending, until it stops or
+/// a few seconds pass. Closing a Unix socket with unread input resets the
+/// connection, and the client would lose the error it was just sent.
+async fn drain(read: &mut tokio::net::unix::OwnedReadHalf, cancel: &CancellationToken) {
+    use tokio::io::AsyncReadExt;
+    let mut scratch = vec![0u8; 64 * 1024];
+    let drained = async {
+        while matches!(read.read(&mut scratch).await, Ok(n) if n > 0) {}
+    };
+    tokio::select! {
+        _ = drained => {}
+        _ = tokio::time::sleep(DRAIN_LIMIT) => {}
+        _ = cancel.cancelled() => {}
     }
 }
 

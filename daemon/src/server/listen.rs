@@ -89,14 +89,16 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(DaemonError::io("inspect", path, e)),
     }
-    // Bind with a umask that leaves the socket 0600 from its first instant;
-    // nothing else runs yet, so the process-wide umask is ours to borrow.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let bound = std::os::unix::net::UnixListener::bind(path);
-    nix::sys::stat::umask(old);
-    let listener = bound.map_err(|e| DaemonError::io("bind", path, e))?;
+    // Between bind and chmod the socket has the umask's mode; the umask is
+    // not borrowed to close that gap because it is process-wide (other
+    // threads create files). The directory (0700 when we create it) and the
+    // peer-uid check guard the gap.
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| DaemonError::io("bind", path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| DaemonError::io("chmod 0600", path, e))?;
+    // A burst of clients must queue, not get EAGAIN from connect().
+    nix::sys::socket::listen(&listener, nix::sys::socket::Backlog::MAXCONN)
+        .map_err(|e| DaemonError::io("listen", path, e.into()))?;
     listener.set_nonblocking(true).map_err(|e| DaemonError::io("set non-blocking", path, e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| DaemonError::io("inspect", path, e))?;
     tracing::info!(path = %path.display(), "listening");

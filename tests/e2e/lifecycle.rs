@@ -1,0 +1,159 @@
+//! Start, signals, systemd socket activation and readiness, and leaks.
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentd_tests::{ChildGuard, RawConn, StandaloneDaemon, bin_path, eventually_blocking, within};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+#[test]
+fn sigterm_stops_accepting_ends_connections_removes_the_socket_and_exits_0() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    // An idle client: shutdown must end its connection, not wait for it
+    // (the grace period is 10 s; this must be much faster).
+    let mut idle = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let started = Instant::now();
+    d.signal(Signal::SIGTERM);
+    let status = d.wait_exit();
+    assert_eq!(status.code(), Some(0), "{}", d.stderr());
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert!(!d.socket.exists(), "socket file removed");
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut idle, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "idle connection closed");
+}
+
+#[test]
+fn sigint_also_shuts_down_cleanly() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    d.signal(Signal::SIGINT);
+    assert_eq!(d.wait_exit().code(), Some(0));
+    assert!(!d.socket.exists());
+    assert!(d.stderr().contains("shutdown requested"), "{}", d.stderr());
+}
+
+#[test]
+fn logs_go_to_stderr_at_the_rust_log_level() {
+    let mut quiet = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
+    quiet.signal(Signal::SIGTERM);
+    quiet.wait_exit();
+    assert!(!quiet.stderr().contains("listening"), "{}", quiet.stderr());
+    let mut chatty = StandaloneDaemon::start(&[], &[("RUST_LOG", "debug")]);
+    chatty.signal(Signal::SIGTERM);
+    chatty.wait_exit();
+    let log = chatty.stderr();
+    assert!(log.contains("listening") && log.contains("DEBUG"), "{log}");
+}
+
+/// `systemd-socket-activate` hands a listening socket over the way systemd
+/// does; the daemon serves it, reports it, and leaves the file to systemd.
+#[test]
+fn socket_activation_through_systemd_socket_activate() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("activated.sock");
+    let mut child = ChildGuard::spawn(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&socket)
+            .arg(bin_path("agentd"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env_remove("AGENTD_SOCKET")
+            // Make sure the daemon could not have bound this path itself.
+            .env("XDG_RUNTIME_DIR", dir.path().join("elsewhere"))
+            .stderr(Stdio::null()),
+    );
+    eventually_blocking("socket appears", || socket.exists());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let info = rt.block_on(async {
+        let mut c = RawConn::connect(&socket).await;
+        c.ok("daemon/info", json!({})).await
+    });
+    assert_eq!(info["socket_activated"], json!(true), "{info}");
+    assert_eq!(info["socket"], json!(socket), "{info}");
+    assert_eq!(info["pid"], json!(child.0.id()), "LISTEN_PID matched the exec'd daemon");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
+    assert_eq!(child.wait_exit().code(), Some(0));
+    assert!(socket.exists(), "the socket belongs to systemd and stays");
+}
+
+#[test]
+fn sd_notify_ready_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(agentd_tests::STEP)).unwrap();
+    let mut d = StandaloneDaemon::start(&[], &[("NOTIFY_SOCKET", notify_path.to_str().unwrap())]);
+    let mut buf = [0u8; 256];
+    let n = notify.recv(&mut buf).expect("READY=1 arrives");
+    assert_eq!(&buf[..n], b"READY=1");
+    d.signal(Signal::SIGTERM);
+    let n = notify.recv(&mut buf).expect("STOPPING=1 arrives");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert_eq!(d.wait_exit().code(), Some(0));
+}
+
+/// Opening and dropping 10,000 connections (some mid-request, some without
+/// reading their reply) leaves the daemon with the descriptors and tasks it
+/// had before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
+    let d = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
+    let mut probe = RawConn::connect(&d.socket).await;
+    // The baseline: only the probe is connected (start-up's readiness check
+    // may still be closing).
+    let deadline = Instant::now() + agentd_tests::STEP;
+    let before = loop {
+        let info = probe.ok("daemon/info", json!({})).await;
+        if (info["connections"] == json!(1) && info["tasks"] == json!(1)) || Instant::now() > deadline {
+            break info;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(1)), "{before}");
+    let fds_before = d.fd_count();
+    let socket = d.socket.clone();
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                for i in 0..1250 {
+                    let mut c = agentd_client::connect_socket(&socket).await.unwrap();
+                    match (w + i) % 4 {
+                        0 => {}
+                        1 => {
+                            let _ = c.write_all(br#"{"jsonrpc":"2.0","id":1,"meth"#).await;
+                        }
+                        2 => {
+                            let _ = c.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}\n").await;
+                        }
+                        _ => {
+                            let _ = c.write_all(b"not json\n").await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        within("connection storm", w).await.unwrap();
+    }
+    // Poll until the daemon has finished closing what the clients dropped.
+    let deadline = Instant::now() + agentd_tests::STEP;
+    let (after, fds_after) = loop {
+        let info = probe.ok("daemon/info", json!({})).await;
+        let fds = d.fd_count();
+        let settled = info["connections"] == json!(1) && info["tasks"] == before["tasks"] && fds == fds_before;
+        if settled || Instant::now() > deadline {
+            break (info, fds);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(fds_after, fds_before, "descriptors before/after; last info {after}");
+    assert_eq!(after["connections"], json!(1), "only the probe is left");
+    assert_eq!(after["tasks"], before["tasks"]);
+    assert_eq!(after["connections_total"].as_u64().unwrap(), before["connections_total"].as_u64().unwrap() + 10_000);
+}
