@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentd_protocol::methods::{
-    DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet, SessionList,
+    DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet,
+    SessionList,
 };
 use agentd_protocol::session::{
     SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
@@ -88,11 +89,14 @@ impl From<jsonrpsee::core::ClientError> for ClientError {
 /// The socket clients connect to when not told otherwise: `$AGENTD_SOCKET`,
 /// else the daemon's default path.
 pub fn default_socket_path() -> PathBuf {
-    if let Some(p) = std::env::var_os(agentd_protocol::socket::SOCKET_ENV).filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(agentd_protocol::socket::SOCKET_ENV).filter(|p| !p.is_empty())
+    {
         return PathBuf::from(p);
     }
     agentd_protocol::socket::default_socket_path(
-        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).as_deref(),
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .as_deref(),
         nix::unistd::geteuid().as_raw(),
         &std::env::temp_dir(),
     )
@@ -106,7 +110,10 @@ pub async fn connect_socket(path: &Path) -> std::io::Result<tokio::net::UnixStre
     let mut pause = Duration::from_micros(100);
     loop {
         match tokio::net::UnixStream::connect(path).await {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tokio::time::Instant::now() < deadline => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
@@ -129,16 +136,25 @@ impl Client {
     }
 
     /// Connects, giving each request at most `timeout`.
-    pub async fn connect_with_timeout(path: impl AsRef<Path>, timeout: Duration) -> Result<Client, ClientError> {
+    pub async fn connect_with_timeout(
+        path: impl AsRef<Path>,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
         let path = path.as_ref();
         let stream = connect_socket(path)
             .await
-            .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+            .map_err(|source| ClientError::Connect {
+                path: path.to_owned(),
+                source,
+            })?;
         let (sender, receiver) = transport::split(stream);
         let inner = ClientBuilder::default()
             .request_timeout(timeout)
             .build_with_tokio(sender, receiver);
-        Ok(Client { inner, socket: path.to_owned() })
+        Ok(Client {
+            inner,
+            socket: path.to_owned(),
+        })
     }
 
     /// The socket this client is connected to.
@@ -148,7 +164,10 @@ impl Client {
 
     /// Calls method `M` with `params`.
     pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
-        let result = self.inner.request::<M::Result, _>(M::NAME, transport::ByName(params)).await?;
+        let result = self
+            .inner
+            .request::<M::Result, _>(M::NAME, transport::ByName(params))
+            .await?;
         Ok(result)
     }
 
@@ -158,22 +177,34 @@ impl Client {
     }
 
     /// `session/create`.
-    pub async fn session_create(&self, params: SessionCreateParams) -> Result<SessionCreateResult, ClientError> {
+    pub async fn session_create(
+        &self,
+        params: SessionCreateParams,
+    ) -> Result<SessionCreateResult, ClientError> {
         self.call::<SessionCreate>(params).await
     }
 
     /// `session/list`.
     pub async fn session_list(&self) -> Result<Vec<SessionInfo>, ClientError> {
-        Ok(self.call::<SessionList>(SessionListParams {}).await?.sessions)
+        Ok(self
+            .call::<SessionList>(SessionListParams {})
+            .await?
+            .sessions)
     }
 
     /// `session/get`.
     pub async fn session_get(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
-        self.call::<SessionGet>(SessionIdParams { session_id: session_id.to_owned() }).await
+        self.call::<SessionGet>(SessionIdParams {
+            session_id: session_id.to_owned(),
+        })
+        .await
     }
 
     /// `session/close`.
     pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
-        self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await
+        self.call::<SessionClose>(SessionIdParams {
+            session_id: session_id.to_owned(),
+        })
+        .await
     }
 }

@@ -47,6 +47,10 @@ pub enum DaemonError {
 
 impl DaemonError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        DaemonError::Io { op, path: path.into(), source }
+        DaemonError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -22,6 +22,5 @@ use tokio_util::sync::CancellationToken;
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let daemon = Daemon::bind(config)?;
     server::systemd::notify("READY=1");
-    let result = daemon.serve(shutdown).await;
-    result
+    daemon.serve(shutdown).await
 }

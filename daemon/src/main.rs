@@ -42,13 +42,17 @@ fn main() -> std::process::ExitCode {
 }
 
 fn start(args: Args) -> anyhow::Result<()> {
-    let socket_path = args.socket.unwrap_or_else(agentd::config::default_socket_path);
+    let socket_path = args
+        .socket
+        .unwrap_or_else(agentd::config::default_socket_path);
     let socket = if args.no_socket_activation {
         agentd::SocketConfig::Path(socket_path)
     } else {
         agentd::SocketConfig::ActivatedOr(socket_path)
     };
-    let state_dir = args.state_dir.unwrap_or_else(agentd::config::default_state_dir);
+    let state_dir = args
+        .state_dir
+        .unwrap_or_else(agentd::config::default_state_dir);
     let mut config = agentd::Config::new(socket, state_dir);
     config.max_request_bytes = args.max_request_bytes;
     config.max_tool_concurrency = args.max_tool_concurrency;
@@ -61,7 +65,9 @@ fn start(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
-        agentd::run(config, shutdown).await.map_err(anyhow::Error::from)
+        agentd::run(config, shutdown)
+            .await
+            .map_err(anyhow::Error::from)
     })
 }
 

@@ -20,7 +20,10 @@ pub const REGENERATE_COMMAND: &str = "UPDATE_SCHEMA=1 cargo test -p agentd-proto
 fn method_entry<M: Method>(generator: &mut SchemaGenerator, methods: &mut Map<String, Value>) {
     let params = generator.subschema_for::<M::Params>();
     let result = generator.subschema_for::<M::Result>();
-    methods.insert(M::NAME.to_owned(), json!({ "params": params, "result": result }));
+    methods.insert(
+        M::NAME.to_owned(),
+        json!({ "params": params, "result": result }),
+    );
 }
 
 fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
@@ -97,7 +100,12 @@ mod tests {
         // The cwd field's doc comment reaches the schema.
         let defs = doc["$defs"].as_object().unwrap();
         let create = &defs["SessionCreateParams"];
-        assert!(create["properties"]["cwd"]["description"].as_str().unwrap().contains("workspace"));
+        assert!(
+            create["properties"]["cwd"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("workspace")
+        );
         assert_eq!(create["required"], json!(["cwd"]));
     }
 }

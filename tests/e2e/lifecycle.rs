@@ -19,7 +19,11 @@ fn sigterm_stops_accepting_ends_connections_removes_the_socket_and_exits_0() {
     d.signal(Signal::SIGTERM);
     let status = d.wait_exit();
     assert_eq!(status.code(), Some(0), "{}", d.stderr());
-    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(!d.socket.exists(), "socket file removed");
     let mut buf = [0u8; 16];
     let n = std::io::Read::read(&mut idle, &mut buf).unwrap_or(0);
@@ -67,15 +71,26 @@ fn socket_activation_through_systemd_socket_activate() {
             .stderr(Stdio::null()),
     );
     eventually_blocking("socket appears", || socket.exists());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let info = rt.block_on(async {
         let mut c = RawConn::connect(&socket).await;
         c.ok("daemon/info", json!({})).await
     });
     assert_eq!(info["socket_activated"], json!(true), "{info}");
     assert_eq!(info["socket"], json!(socket), "{info}");
-    assert_eq!(info["pid"], json!(child.0.id()), "LISTEN_PID matched the exec'd daemon");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
+    assert_eq!(
+        info["pid"],
+        json!(child.0.id()),
+        "LISTEN_PID matched the exec'd daemon"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
     assert_eq!(child.wait_exit().code(), Some(0));
     assert!(socket.exists(), "the socket belongs to systemd and stays");
 }
@@ -108,12 +123,18 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     let deadline = Instant::now() + agentd_tests::STEP;
     let before = loop {
         let info = probe.ok("daemon/info", json!({})).await;
-        if (info["connections"] == json!(1) && info["tasks"] == json!(1)) || Instant::now() > deadline {
+        if (info["connections"] == json!(1) && info["tasks"] == json!(1))
+            || Instant::now() > deadline
+        {
             break info;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(1)), "{before}");
+    assert_eq!(
+        (before["connections"].clone(), before["tasks"].clone()),
+        (json!(1), json!(1)),
+        "{before}"
+    );
     let fds_before = d.fd_count();
     let socket = d.socket.clone();
     let workers: Vec<_> = (0..8)
@@ -128,7 +149,11 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
                             let _ = c.write_all(br#"{"jsonrpc":"2.0","id":1,"meth"#).await;
                         }
                         2 => {
-                            let _ = c.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}\n").await;
+                            let _ = c
+                                .write_all(
+                                    b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}\n",
+                                )
+                                .await;
                         }
                         _ => {
                             let _ = c.write_all(b"not json\n").await;
@@ -146,14 +171,22 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     let (after, fds_after) = loop {
         let info = probe.ok("daemon/info", json!({})).await;
         let fds = d.fd_count();
-        let settled = info["connections"] == json!(1) && info["tasks"] == before["tasks"] && fds == fds_before;
+        let settled = info["connections"] == json!(1)
+            && info["tasks"] == before["tasks"]
+            && fds == fds_before;
         if settled || Instant::now() > deadline {
             break (info, fds);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(fds_after, fds_before, "descriptors before/after; last info {after}");
+    assert_eq!(
+        fds_after, fds_before,
+        "descriptors before/after; last info {after}"
+    );
     assert_eq!(after["connections"], json!(1), "only the probe is left");
     assert_eq!(after["tasks"], before["tasks"]);
-    assert_eq!(after["connections_total"].as_u64().unwrap(), before["connections_total"].as_u64().unwrap() + 10_000);
+    assert_eq!(
+        after["connections_total"].as_u64().unwrap(),
+        before["connections_total"].as_u64().unwrap() + 10_000
+    );
 }

@@ -4,6 +4,7 @@
 
 mod agentctl;
 mod bad_input;
+mod conventions;
 mod lifecycle;
 mod sessions;
 mod socket;

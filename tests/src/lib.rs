@@ -38,7 +38,10 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !cond() {
-        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "condition not reached within {STEP:?}: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -47,7 +50,10 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 pub fn eventually_blocking(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !cond() {
-        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "condition not reached within {STEP:?}: {what}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -95,12 +101,20 @@ impl TestDaemon {
         let state = daemon.state();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(daemon.serve(shutdown.clone()));
-        TestDaemon { dir, socket, state, shutdown, task: Some(task) }
+        TestDaemon {
+            dir,
+            socket,
+            state,
+            shutdown,
+            task: Some(task),
+        }
     }
 
     /// A typed client connected to this daemon.
     pub async fn client(&self) -> Client {
-        within("connect client", Client::connect(&self.socket)).await.unwrap()
+        within("connect client", Client::connect(&self.socket))
+            .await
+            .unwrap()
     }
 
     /// A line-level connection, for sending anything at all.
@@ -134,9 +148,15 @@ pub struct RawConn {
 impl RawConn {
     /// Connects to `socket`.
     pub async fn connect(socket: &Path) -> RawConn {
-        let stream = within("connect", agentd_client::connect_socket(socket)).await.unwrap();
+        let stream = within("connect", agentd_client::connect_socket(socket))
+            .await
+            .unwrap();
         let (r, w) = stream.into_split();
-        RawConn { reader: BufReader::new(r), writer: w, next_id: 1 }
+        RawConn {
+            reader: BufReader::new(r),
+            writer: w,
+            next_id: 1,
+        }
     }
 
     /// Sends `bytes` followed by a newline.
@@ -149,11 +169,16 @@ impl RawConn {
     /// Reads one line and parses it; `None` at end of stream.
     pub async fn recv(&mut self) -> Option<Value> {
         let mut line = String::new();
-        let n = within("receive a line", self.reader.read_line(&mut line)).await.unwrap();
+        let n = within("receive a line", self.reader.read_line(&mut line))
+            .await
+            .unwrap();
         if n == 0 {
             return None;
         }
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")))
+        Some(
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")),
+        )
     }
 
     /// Reads one line, failing at end of stream.
@@ -197,8 +222,13 @@ impl StandaloneDaemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agentd.sock");
         let mut cmd = Command::new(bin_path("agentd"));
-        cmd.arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state"));
-        cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"));
+        cmd.args(args)
+            .envs(env.iter().copied())
+            .env_remove("AGENTD_SOCKET");
         let log = std::fs::File::create(dir.path().join("agentd.log")).unwrap();
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         let child = cmd.spawn().unwrap();
@@ -241,7 +271,9 @@ impl StandaloneDaemon {
 
     /// Open file descriptors of the daemon, from `/proc/<pid>/fd`.
     pub fn fd_count(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap().count()
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
     }
 }
 
@@ -261,7 +293,12 @@ pub struct ChildGuard(pub Child);
 impl ChildGuard {
     /// Spawns `cmd` with stdin and stdout closed.
     pub fn spawn(cmd: &mut Command) -> ChildGuard {
-        ChildGuard(cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
+        ChildGuard(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// Waits for the process to exit, failing after [`STEP`].

@@ -109,14 +109,20 @@ impl From<Mode> for PermissionMode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agentctl: cannot start: {e}");
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    let socket = cli.socket.clone().unwrap_or_else(agentd_client::default_socket_path);
+    let socket = cli
+        .socket
+        .clone()
+        .unwrap_or_else(agentd_client::default_socket_path);
     match runtime.block_on(run(&cli, &socket)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Client(ClientError::Connect { path, source })) => {
@@ -125,14 +131,19 @@ fn main() -> ExitCode {
                     "error": { "kind": "unreachable", "socket": path, "message": source.to_string() }
                 }));
             }
-            eprintln!("agentctl: agentd is not running at {} ({source})", path.display());
+            eprintln!(
+                "agentctl: agentd is not running at {} ({source})",
+                path.display()
+            );
             eprintln!("start it with one of:");
             if cli.socket.is_some() {
                 eprintln!("  agentd --socket {} &", path.display());
             } else {
                 eprintln!("  agentd &");
             }
-            eprintln!("  systemctl --user enable --now agentd.socket   (units in systemd/, see README)");
+            eprintln!(
+                "  systemctl --user enable --now agentd.socket   (units in systemd/, see README)"
+            );
             ExitCode::from(EXIT_UNREACHABLE)
         }
         Err(Failure::Client(e)) => {
@@ -174,7 +185,11 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             if cli.json {
                 print_json(&info);
             } else {
-                let activated = if info.socket_activated { " (socket-activated)" } else { "" };
+                let activated = if info.socket_activated {
+                    " (socket-activated)"
+                } else {
+                    ""
+                };
                 println!(
                     "agentd {} (protocol {}), pid {}, up {}",
                     info.version,
@@ -182,10 +197,16 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                     info.pid,
                     human_duration(info.uptime_ms)
                 );
-                println!("socket:      {}{activated}", info.socket.as_deref().unwrap_or("?"));
+                println!(
+                    "socket:      {}{activated}",
+                    info.socket.as_deref().unwrap_or("?")
+                );
                 println!("state:       {}", info.state_dir);
                 println!("sessions:    {}", info.sessions);
-                println!("connections: {} ({} since start)", info.connections, info.connections_total);
+                println!(
+                    "connections: {} ({} since start)",
+                    info.connections, info.connections_total
+                );
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
@@ -195,10 +216,20 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
 
 async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
     match cmd {
-        SessionCommand::Create { cwd, mode, allow, deny, ask, simple, disable, max_concurrency } => {
+        SessionCommand::Create {
+            cwd,
+            mode,
+            allow,
+            deny,
+            ask,
+            simple,
+            disable,
+            max_concurrency,
+        } => {
             let cwd = match cwd {
                 Some(dir) => dir.clone(),
-                None => std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?,
+                None => std::env::current_dir()
+                    .map_err(|e| Failure::Local(format!("current directory: {e}")))?,
             };
             // The daemon wants an absolute path; resolve a relative one here,
             // where "relative" means something.
@@ -209,8 +240,15 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                     .map_err(|e| Failure::Local(format!("current directory: {e}")))?
                     .join(cwd)
             };
-            let rules = PermissionRules { allow: allow.clone(), deny: deny.clone(), ask: ask.clone() };
-            let tools = ToolOptions { simple: *simple, disabled: disable.clone() };
+            let rules = PermissionRules {
+                allow: allow.clone(),
+                deny: deny.clone(),
+                ask: ask.clone(),
+            };
+            let tools = ToolOptions {
+                simple: *simple,
+                disabled: disable.clone(),
+            };
             let params = SessionCreateParams {
                 cwd,
                 mode: mode.map(Into::into),
@@ -266,17 +304,29 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
 }
 
 fn show_session(s: &SessionInfo) {
-    let list = |v: &[String]| if v.is_empty() { "-".to_owned() } else { v.join(", ") };
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
     println!("session:         {}", s.session_id);
     println!("cwd:             {}", s.cwd.display());
     println!("mode:            {}", mode_name(s.mode));
     println!("allow:           {}", list(&s.permissions.allow));
     println!("deny:            {}", list(&s.permissions.deny));
     println!("ask:             {}", list(&s.permissions.ask));
-    println!("simple tools:    {}", if s.tools.simple { "yes" } else { "no" });
+    println!(
+        "simple tools:    {}",
+        if s.tools.simple { "yes" } else { "no" }
+    );
     println!("disabled tools:  {}", list(&s.tools.disabled));
     println!("max concurrency: {}", s.max_concurrency);
-    println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
+    println!(
+        "age:             {}",
+        human_duration(now_ms().saturating_sub(s.created_at_ms))
+    );
 }
 
 fn mode_name(mode: PermissionMode) -> &'static str {

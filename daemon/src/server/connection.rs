@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentd_protocol::ErrorCode;
+use futures_util::StreamExt;
 use jsonrpsee::MethodSink;
 use jsonrpsee::types::Id;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::UnixStream;
 use tokio::sync::{Notify, mpsc};
-use futures_util::StreamExt;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedRead};
 use tokio_util::sync::CancellationToken;
@@ -37,7 +37,12 @@ const MAX_IN_FLIGHT: usize = 1024;
 
 /// Serves one accepted connection until the client leaves, the line limit is
 /// broken, or the daemon shuts down.
-pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared>, cancel: CancellationToken) {
+pub(crate) async fn serve(
+    stream: UnixStream,
+    conn_id: usize,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
     let state = &shared.state;
     let _count = ConnectionCount::new(state);
     let allowed = shared.allowed_uid;
@@ -48,7 +53,10 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
             let reply = error_reply(
                 Id::Null,
                 ErrorCode::PeerNotAllowed,
-                format!("this agentd serves uid {allowed} only; connection from uid {} refused", cred.uid()),
+                format!(
+                    "this agentd serves uid {allowed} only; connection from uid {} refused",
+                    cred.uid()
+                ),
             );
             let mut stream = stream;
             let _ = write_line(&mut stream, &reply).await;
@@ -195,9 +203,7 @@ async fn write_reply(
 async fn drain(read: &mut tokio::net::unix::OwnedReadHalf, cancel: &CancellationToken) {
     use tokio::io::AsyncReadExt;
     let mut scratch = vec![0u8; 64 * 1024];
-    let drained = async {
-        while matches!(read.read(&mut scratch).await, Ok(n) if n > 0) {}
-    };
+    let drained = async { while matches!(read.read(&mut scratch).await, Ok(n) if n > 0) {} };
     tokio::select! {
         _ = drained => {}
         _ = tokio::time::sleep(DRAIN_LIMIT) => {}
@@ -321,8 +327,12 @@ mod tests {
     fn splits_lines_and_keeps_a_last_line_without_newline() {
         let mut codec = LineCodec::new(100);
         let got = decode_all(&mut codec, b"a\nbb\n\nccc");
-        let want: Vec<Result<Vec<u8>, String>> =
-            vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Ok(b"".to_vec()), Ok(b"ccc".to_vec())];
+        let want: Vec<Result<Vec<u8>, String>> = vec![
+            Ok(b"a".to_vec()),
+            Ok(b"bb".to_vec()),
+            Ok(b"".to_vec()),
+            Ok(b"ccc".to_vec()),
+        ];
         assert_eq!(got, want);
     }
 

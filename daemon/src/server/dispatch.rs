@@ -86,7 +86,9 @@ impl Dispatcher {
     }
 
     fn call(&self, req: Request<'_>, in_batch: bool) -> Single {
-        let Request { id, method, params, .. } = req;
+        let Request {
+            id, method, params, ..
+        } = req;
         let params = Params::new(params.as_ref().map(|p| p.get()));
         let span = tracing::debug_span!("request", method = %method);
         let _enter = span.enter();
@@ -95,28 +97,48 @@ impl Dispatcher {
             None => Single::Ready(Some(error_reply(
                 id,
                 ErrorCode::MethodNotFound,
-                format!("unknown method {method:?}; the protocol's methods are listed in protocol/schema/agentd-protocol.json"),
+                format!(
+                    "unknown method {method:?}; the protocol's methods are listed in protocol/schema/agentd-protocol.json"
+                ),
             ))),
-            Some(MethodCallback::Sync(cb)) => Single::Ready(Some(finish((cb)(id, params, usize::MAX, ext)))),
-            Some(MethodCallback::Unsubscription(cb)) => {
-                Single::Ready(Some(finish((cb)(id, params, self.conn_id, usize::MAX, ext))))
+            Some(MethodCallback::Sync(cb)) => {
+                Single::Ready(Some(finish((cb)(id, params, usize::MAX, ext))))
             }
+            Some(MethodCallback::Unsubscription(cb)) => Single::Ready(Some(finish((cb)(
+                id,
+                params,
+                self.conn_id,
+                usize::MAX,
+                ext,
+            )))),
             Some(MethodCallback::Async(cb)) => {
-                let fut = (cb)(id.into_owned(), params.into_owned(), self.conn_id, usize::MAX, ext);
+                let fut = (cb)(
+                    id.into_owned(),
+                    params.into_owned(),
+                    self.conn_id,
+                    usize::MAX,
+                    ext,
+                );
                 drop(_enter);
-                Single::Later(Box::pin(async move { Some(finish(fut.await)) }.instrument(span.clone())))
+                Single::Later(Box::pin(
+                    async move { Some(finish(fut.await)) }.instrument(span.clone()),
+                ))
             }
             Some(MethodCallback::Subscription(_)) if in_batch => Single::Ready(Some(error_reply(
                 id,
                 ErrorCode::InvalidRequest,
-                format!("{method:?} opens a subscription, which cannot be part of a batch; send it on its own line"),
+                format!(
+                    "{method:?} opens a subscription, which cannot be part of a batch; send it on its own line"
+                ),
             ))),
             Some(MethodCallback::Subscription(cb)) => {
                 let Some(permit) = self.subscriptions.acquire() else {
                     return Single::Ready(Some(error_reply(
                         id,
                         ErrorCode::InvalidRequest,
-                        format!("this connection already has {MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions; close one or open another connection"),
+                        format!(
+                            "this connection already has {MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions; close one or open another connection"
+                        ),
                     )));
                 };
                 let state = SubscriptionState {
@@ -150,7 +172,11 @@ impl Dispatcher {
         let value: Value = match serde_json::from_str(raw) {
             Ok(v) => v,
             Err(e) => {
-                return Single::Ready(Some(error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}"))));
+                return Single::Ready(Some(error_reply(
+                    Id::Null,
+                    ErrorCode::ParseError,
+                    format!("parse error: {e}"),
+                )));
             }
         };
         let Value::Object(obj) = &value else {
@@ -159,7 +185,11 @@ impl Dispatcher {
                 ErrorCode::InvalidRequest,
                 format!(
                     "a request must be a JSON object{}, got {}",
-                    if in_batch { "" } else { " (or an array of them for a batch)" },
+                    if in_batch {
+                        ""
+                    } else {
+                        " (or an array of them for a batch)"
+                    },
                     json_kind(&value)
                 ),
             )));
@@ -174,14 +204,21 @@ impl Dispatcher {
                     return Single::Ready(Some(error_reply(
                         Id::Null,
                         ErrorCode::InvalidRequest,
-                        format!("\"id\" must be a string, a non-negative integer or null, got {}", json_kind(v)),
+                        format!(
+                            "\"id\" must be a string, a non-negative integer or null, got {}",
+                            json_kind(v)
+                        ),
                     )));
                 }
             },
         };
         let reply_id = id.clone().unwrap_or(Id::Null);
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Single::Ready(Some(error_reply(reply_id, ErrorCode::InvalidRequest, "\"jsonrpc\" must be \"2.0\"")));
+            return Single::Ready(Some(error_reply(
+                reply_id,
+                ErrorCode::InvalidRequest,
+                "\"jsonrpc\" must be \"2.0\"",
+            )));
         }
         let Some(method) = obj.get("method").and_then(Value::as_str) else {
             return Single::Ready(Some(error_reply(
@@ -191,7 +228,11 @@ impl Dispatcher {
             )));
         };
         if id.is_some() {
-            return Single::Ready(Some(error_reply(reply_id, ErrorCode::InvalidRequest, "not a valid JSON-RPC 2.0 request")));
+            return Single::Ready(Some(error_reply(
+                reply_id,
+                ErrorCode::InvalidRequest,
+                "not a valid JSON-RPC 2.0 request",
+            )));
         }
         // A notification: run it, send nothing back (JSON-RPC 2.0 §4.1).
         let params = obj.get("params").map(|p| p.to_string());
@@ -229,16 +270,29 @@ impl Dispatcher {
             Ok(items) => items,
             Err(e) => {
                 let reply = match serde_json::from_str::<Value>(raw) {
-                    Err(_) => error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}")),
-                    Ok(_) => error_reply(Id::Null, ErrorCode::InvalidRequest, format!("invalid batch: {e}")),
+                    Err(_) => {
+                        error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}"))
+                    }
+                    Ok(_) => error_reply(
+                        Id::Null,
+                        ErrorCode::InvalidRequest,
+                        format!("invalid batch: {e}"),
+                    ),
                 };
                 return Handled::Ready(Some(reply));
             }
         };
         if items.is_empty() {
-            return Handled::Ready(Some(error_reply(Id::Null, ErrorCode::InvalidRequest, "empty batch")));
+            return Handled::Ready(Some(error_reply(
+                Id::Null,
+                ErrorCode::InvalidRequest,
+                "empty batch",
+            )));
         }
-        let parts: Vec<Single> = items.iter().map(|item| self.single(item.get(), true)).collect();
+        let parts: Vec<Single> = items
+            .iter()
+            .map(|item| self.single(item.get(), true))
+            .collect();
         if parts.iter().all(|p| matches!(p, Single::Ready(_))) {
             let replies = parts.into_iter().filter_map(|p| match p {
                 Single::Ready(r) => r,
@@ -270,7 +324,8 @@ fn join_batch(replies: Vec<Reply>) -> Option<Reply> {
     if replies.is_empty() {
         return None;
     }
-    let mut out = String::with_capacity(replies.iter().map(|r| r.get().len() + 1).sum::<usize>() + 1);
+    let mut out =
+        String::with_capacity(replies.iter().map(|r| r.get().len() + 1).sum::<usize>() + 1);
     out.push('[');
     for (i, r) in replies.iter().enumerate() {
         if i > 0 {

@@ -50,20 +50,26 @@ impl BoundSocket {
 
 /// Claims the socket described by `config`.
 pub fn open(config: &SocketConfig) -> Result<BoundSocket, DaemonError> {
-    if let SocketConfig::ActivatedOr(_) = config {
-        if let Some((listener, path)) = systemd::take_listener()? {
-            // Hold the lock too, so a hand-started daemon cannot replace
-            // systemd's socket file; not fatal if someone else holds it.
-            let lock = path.as_deref().and_then(|p| match lock(p) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    tracing::warn!("socket activated but not locked: {e}");
-                    None
-                }
-            });
-            tracing::info!(path = ?path, "using socket passed by systemd");
-            return Ok(BoundSocket { listener, path, activated: true, created: None, _lock: lock });
-        }
+    if let SocketConfig::ActivatedOr(_) = config
+        && let Some((listener, path)) = systemd::take_listener()?
+    {
+        // Hold the lock too, so a hand-started daemon cannot replace
+        // systemd's socket file; not fatal if someone else holds it.
+        let lock = path.as_deref().and_then(|p| match lock(p) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!("socket activated but not locked: {e}");
+                None
+            }
+        });
+        tracing::info!(path = ?path, "using socket passed by systemd");
+        return Ok(BoundSocket {
+            listener,
+            path,
+            activated: true,
+            created: None,
+            _lock: lock,
+        });
     }
     bind_path(config.path())
 }
@@ -83,9 +89,14 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
                 });
             }
             tracing::info!(path = %path.display(), "replacing stale socket file");
-            std::fs::remove_file(path).map_err(|e| DaemonError::io("remove stale socket", path, e))?;
+            std::fs::remove_file(path)
+                .map_err(|e| DaemonError::io("remove stale socket", path, e))?;
         }
-        Ok(_) => return Err(DaemonError::NotASocket { path: path.to_owned() }),
+        Ok(_) => {
+            return Err(DaemonError::NotASocket {
+                path: path.to_owned(),
+            });
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(DaemonError::io("inspect", path, e)),
     }
@@ -93,13 +104,16 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
     // not borrowed to close that gap because it is process-wide (other
     // threads create files). The directory (0700 when we create it) and the
     // peer-uid check guard the gap.
-    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| DaemonError::io("bind", path, e))?;
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| DaemonError::io("bind", path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| DaemonError::io("chmod 0600", path, e))?;
     // A burst of clients must queue, not get EAGAIN from connect().
     nix::sys::socket::listen(&listener, nix::sys::socket::Backlog::MAXCONN)
         .map_err(|e| DaemonError::io("listen", path, e.into()))?;
-    listener.set_nonblocking(true).map_err(|e| DaemonError::io("set non-blocking", path, e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| DaemonError::io("set non-blocking", path, e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| DaemonError::io("inspect", path, e))?;
     tracing::info!(path = %path.display(), "listening");
     Ok(BoundSocket {
@@ -124,7 +138,10 @@ fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
     }
     let meta = std::fs::metadata(dir).map_err(|e| DaemonError::io("inspect", dir, e))?;
     if !meta.is_dir() {
-        return Err(DaemonError::UnsafeDirectory { path: dir.to_owned(), why: "not a directory".into() });
+        return Err(DaemonError::UnsafeDirectory {
+            path: dir.to_owned(),
+            why: "not a directory".into(),
+        });
     }
     let euid = nix::unistd::geteuid().as_raw();
     if meta.uid() == euid && meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
@@ -135,7 +152,10 @@ fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
 
 /// `agentd.sock` → `agentd.sock.lock`, beside it.
 pub fn lock_path(socket: &Path) -> PathBuf {
-    let mut name = socket.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut name = socket
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     name.push(".lock");
     socket.with_file_name(name)
 }
@@ -167,7 +187,11 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
             Err(DaemonError::AlreadyRunning {
                 socket: socket.to_owned(),
                 lock: path,
-                holder: if pid.is_empty() { String::new() } else { format!(" by pid {pid}") },
+                holder: if pid.is_empty() {
+                    String::new()
+                } else {
+                    format!(" by pid {pid}")
+                },
             })
         }
         Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),

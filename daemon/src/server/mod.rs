@@ -78,7 +78,10 @@ impl Daemon {
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
         let socket = listen::open(&config.socket)?;
-        let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
+        let path = socket
+            .path
+            .clone()
+            .unwrap_or_else(|| config.socket.path().to_owned());
         let listener = socket
             .listener
             .try_clone()
@@ -91,13 +94,19 @@ impl Daemon {
             socket: socket.path.clone(),
             activated: socket.activated,
             state_dir: config.state_dir.clone(),
-            sessions: SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), config.max_tool_concurrency),
+            sessions: SessionManager::new(
+                root.clone(),
+                Arc::new(MemoryStore::default()),
+                config.max_tool_concurrency,
+            ),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             tracker: tracker.clone(),
         });
         let methods: Methods = methods::module(state.clone()).into();
-        let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        let allowed_uid = config
+            .allowed_uid
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
         let shared = Arc::new(Shared {
             state,
             methods,
@@ -105,7 +114,13 @@ impl Daemon {
             max_request_bytes: config.max_request_bytes,
             allowed_uid,
         });
-        Ok(Daemon { socket, listener, shared, root, config })
+        Ok(Daemon {
+            socket,
+            listener,
+            shared,
+            root,
+            config,
+        })
     }
 
     /// The socket path the daemon serves, when it has one.
@@ -152,8 +167,14 @@ impl Daemon {
         drop(self.listener);
         self.root.cancel();
         self.shared.tracker.close();
-        if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {
-            tracing::warn!(tasks = self.shared.tracker.len(), "tasks still running after the grace period");
+        if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = self.shared.tracker.len(),
+                "tasks still running after the grace period"
+            );
         }
         self.socket.remove_socket_file();
         tracing::info!("stopped");

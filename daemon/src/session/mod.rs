@@ -90,8 +90,14 @@ impl SessionManager {
             created_at_ms: now_ms(),
         };
         self.store.save_session(&info)?;
-        let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = Session { info: info.clone(), seq, cancel: self.root.child_token() };
+        let seq = self
+            .next_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = Session {
+            info: info.clone(),
+            seq,
+            cancel: self.root.child_token(),
+        };
         self.lock().insert(info.session_id.clone(), session);
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
@@ -110,7 +116,9 @@ impl SessionManager {
         self.lock()
             .get(session_id)
             .map(|s| s.info.clone())
-            .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
+            .ok_or_else(|| SessionError::Unknown {
+                session_id: session_id.to_owned(),
+            })
     }
 
     /// Closes a session: cancels everything running under it and forgets it.
@@ -118,7 +126,9 @@ impl SessionManager {
         let session = self
             .lock()
             .remove(session_id)
-            .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
+            .ok_or_else(|| SessionError::Unknown {
+                session_id: session_id.to_owned(),
+            })?;
         session.cancel.cancel();
         if let Err(e) = self.store.remove_session(session_id) {
             tracing::warn!(session_id, "session closed but its record stays: {e}");
@@ -142,7 +152,10 @@ impl SessionManager {
 fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
     if !cwd.is_absolute() {
-        return Err(invalid(format!("must be an absolute path, got {:?}", cwd.display().to_string())));
+        return Err(invalid(format!(
+            "must be an absolute path, got {:?}",
+            cwd.display().to_string()
+        )));
     }
     let canonical = std::fs::canonicalize(cwd).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => invalid(format!("{} does not exist", cwd.display())),
@@ -168,11 +181,20 @@ mod tests {
 
     fn manager() -> (SessionManager, CancellationToken) {
         let root = CancellationToken::new();
-        (SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), 10), root)
+        (
+            SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), 10),
+            root,
+        )
     }
 
     fn params(cwd: &Path) -> SessionCreateParams {
-        SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
+        SessionCreateParams {
+            cwd: cwd.to_owned(),
+            mode: None,
+            permissions: None,
+            tools: None,
+            max_concurrency: None,
+        }
     }
 
     #[test]
@@ -182,7 +204,10 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
         let (m, _) = manager();
         let info = m.create(params(&dir.path().join("link/../link"))).unwrap();
-        assert_eq!(info.cwd, std::fs::canonicalize(dir.path().join("real")).unwrap());
+        assert_eq!(
+            info.cwd,
+            std::fs::canonicalize(dir.path().join("real")).unwrap()
+        );
         assert_eq!(info.max_concurrency, 10);
     }
 
@@ -198,7 +223,10 @@ mod tests {
             (file, "not a directory"),
         ] {
             let err = m.create(params(&cwd)).unwrap_err();
-            assert!(matches!(err, SessionError::Invalid { field: "cwd", .. }), "{err}");
+            assert!(
+                matches!(err, SessionError::Invalid { field: "cwd", .. }),
+                "{err}"
+            );
             assert!(err.to_string().contains(needle), "{err}");
         }
         assert!(m.is_empty());
@@ -215,7 +243,10 @@ mod tests {
         m.close(&a.session_id).unwrap();
         assert!(token_a.is_cancelled());
         assert!(!token_b.is_cancelled() && !root.is_cancelled());
-        assert!(matches!(m.close(&a.session_id), Err(SessionError::Unknown { .. })));
+        assert!(matches!(
+            m.close(&a.session_id),
+            Err(SessionError::Unknown { .. })
+        ));
         assert_eq!(m.list().len(), 1);
         root.cancel();
         assert!(token_b.is_cancelled());
@@ -228,7 +259,13 @@ mod tests {
         for bad in [0, MAX_TOOL_CONCURRENCY_LIMIT + 1] {
             let mut p = params(dir.path());
             p.max_concurrency = Some(bad);
-            assert!(matches!(m.create(p), Err(SessionError::Invalid { field: "max_concurrency", .. })));
+            assert!(matches!(
+                m.create(p),
+                Err(SessionError::Invalid {
+                    field: "max_concurrency",
+                    ..
+                })
+            ));
         }
         let mut p = params(dir.path());
         p.max_concurrency = Some(3);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds agentd and agentctl, starts the daemon on a private socket, and
+# drives it with agentctl: status, a session on this checkout, list, show,
+# close. Stops the daemon with SIGTERM at the end (or on Ctrl+C).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --locked -p agentd -p agentd-client
+bin="$PWD/target/release"
+run="$(mktemp -d)"
+export AGENTD_SOCKET="$run/agentd.sock"
+
+"$bin/agentd" --state-dir "$run/state" 2>"$run/agentd.log" &
+pid=$!
+cleanup() {
+  kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  echo "--- agentd log ---"; cat "$run/agentd.log"
+  rm -rf "$run"
+}
+trap cleanup EXIT
+
+for _ in $(seq 100); do
+  "$bin/agentctl" status >/dev/null 2>&1 && break
+  sleep 0.05
+done
+
+step() { printf '\n$ agentctl %s\n' "$*"; "$bin/agentctl" "$@"; }
+step status
+sid=$("$bin/agentctl" session create --cwd "$PWD" --mode plan --allow 'Read(src/**)' --deny 'Bash(rm:*)')
+printf '\n$ agentctl session create --cwd %s --mode plan ...\n%s\n' "$PWD" "$sid"
+step session list
+step session show "$sid"
+step --json session show "$sid"
+step session close "$sid"
+printf '\n$ agentctl session show %s   # closed: exit code 1\n' "$sid"
+"$bin/agentctl" session show "$sid" || echo "(exit code $?)"

@@ -1,0 +1,229 @@
+//! `bench`: measures agentd's RPC path against the floor of a bare Unix
+//! socket line echo, in the same run, with the same client code.
+//!
+//! ```text
+//! cargo build --release --workspace
+//! target/release/bench rpc [--calls 10000] [--clients 8] [--per-client 5000]
+//! ```
+//!
+//! Both servers are separate processes with a multi-threaded tokio runtime:
+//! the real `agentd` binary beside this one, and this binary re-executed as
+//! `bench echo-server SOCKET`. The client sends `daemon/info` requests, one
+//! line each, and waits for each reply before the next.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("echo-server") => echo_server(Path::new(&args[1])),
+        Some("rpc") => rpc(&args[1..]),
+        _ => {
+            eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N]");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn flag(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("a number"))
+        .unwrap_or(default)
+}
+
+/// A line echo on a multi-threaded runtime: the floor any NDJSON server pays.
+fn echo_server(socket: &Path) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = UnixListener::bind(socket).unwrap();
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let (r, mut w) = stream.into_split();
+                let mut lines = BufReader::new(r);
+                let mut line = String::new();
+                while lines.read_line(&mut line).await.unwrap_or(0) > 0 {
+                    if w.write_all(line.as_bytes()).await.is_err() {
+                        break;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+}
+
+struct Server {
+    name: &'static str,
+    socket: PathBuf,
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(socket: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server at {} did not start",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn rpc(args: &[String]) {
+    let calls = flag(args, "--calls", 10_000);
+    let clients = flag(args, "--clients", 8);
+    let per_client = flag(args, "--per-client", 5_000);
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.with_file_name("agentd");
+    assert!(
+        agentd.exists(),
+        "{} is not built: cargo build --release --workspace",
+        agentd.display()
+    );
+
+    let echo_sock = dir.path().join("echo.sock");
+    let echo = Server {
+        name: "line echo (floor)",
+        child: Command::new(&me)
+            .arg("echo-server")
+            .arg(&echo_sock)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: echo_sock,
+    };
+    let agentd_sock = dir.path().join("agentd.sock");
+    let daemon = Server {
+        name: "agentd daemon/info",
+        child: Command::new(&agentd)
+            .arg("--socket")
+            .arg(&agentd_sock)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: agentd_sock,
+    };
+    wait_for(&echo.socket);
+    wait_for(&daemon.socket);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "{} sequential calls on one connection; {clients} clients x {per_client} calls concurrently",
+        calls
+    );
+    println!(
+        "{:<22} {:>9} {:>9} {:>9} {:>12}",
+        "server", "p50 µs", "p99 µs", "mean µs", "calls/s (8c)"
+    );
+    let mut results = Vec::new();
+    for server in [&echo, &daemon] {
+        let (p50, p99, mean) = rt.block_on(sequential(&server.socket, calls));
+        let throughput = rt.block_on(concurrent(&server.socket, clients, per_client));
+        println!(
+            "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>12.0}",
+            server.name, p50, p99, mean, throughput
+        );
+        results.push((p50, p99, throughput));
+    }
+    let (floor, ours) = (results[0], results[1]);
+    println!(
+        "agentd / floor: p50 {:.2}x, p99 {:.2}x, throughput {:.2}x",
+        ours.0 / floor.0,
+        ours.1 / floor.1,
+        ours.2 / floor.2
+    );
+}
+
+async fn connect(
+    socket: &Path,
+) -> (
+    BufReader<tokio::net::unix::OwnedReadHalf>,
+    tokio::net::unix::OwnedWriteHalf,
+) {
+    let stream = UnixStream::connect(socket).await.unwrap();
+    let (r, w) = stream.into_split();
+    (BufReader::new(r), w)
+}
+
+async fn call(
+    r: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    w: &mut tokio::net::unix::OwnedWriteHalf,
+    line: &mut String,
+) {
+    w.write_all(REQUEST.as_bytes()).await.unwrap();
+    w.write_all(b"\n").await.unwrap();
+    line.clear();
+    let n = r.read_line(line).await.unwrap();
+    assert!(n > 0 && line.contains("\"id\":1"), "bad reply: {line}");
+}
+
+/// Latency percentiles (µs) of `calls` sequential calls after a warm-up.
+async fn sequential(socket: &Path, calls: usize) -> (f64, f64, f64) {
+    let (mut r, mut w) = connect(socket).await;
+    let mut line = String::new();
+    for _ in 0..1000 {
+        call(&mut r, &mut w, &mut line).await;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        call(&mut r, &mut w, &mut line).await;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+    (pct(0.50), pct(0.99), mean)
+}
+
+/// Calls per second with `clients` connections each making `per_client`
+/// sequential calls at the same time.
+async fn concurrent(socket: &Path, clients: usize, per_client: usize) -> f64 {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let socket = socket.to_owned();
+            tokio::spawn(async move {
+                let (mut r, mut w) = connect(&socket).await;
+                let mut line = String::new();
+                for _ in 0..per_client {
+                    call(&mut r, &mut w, &mut line).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (clients * per_client) as f64 / start.elapsed().as_secs_f64()
+}
