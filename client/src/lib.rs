@@ -14,6 +14,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod cli;
 mod transport;
 
 use std::path::{Path, PathBuf};

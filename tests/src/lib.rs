@@ -58,15 +58,16 @@ pub fn eventually_blocking(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Path of a binary built from this workspace (`agentd`, `agentctl`), next
-/// to the test executable's `deps/` folder.
+/// Path of `agentd` or `agentctl` as this package builds them for the tests
+/// (`e2e-agentd`, `e2e-agentctl`: the same `cli::main` as the real binaries,
+/// built fresh by every `cargo test`), next to the test executable's `deps/`.
 pub fn bin_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(Path::parent).unwrap();
-    let path = dir.join(name);
+    let path = dir.join(format!("e2e-{name}"));
     assert!(
         path.exists(),
-        "{} is not built; run the tests with `cargo test --workspace` so cargo builds it",
+        "{} is not built; run the tests with cargo test",
         path.display()
     );
     path

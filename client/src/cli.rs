@@ -1,0 +1,366 @@
+//! `agentctl`: drive agentd from a terminal or a shell script. The binary's
+//! `main` is one call to [`main`].
+//!
+//! Every command prints text for people, or with `--json` one JSON object a
+//! script can parse. Exit codes are stable: see `EXIT CODES` in `--help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::protocol::session::{
+    PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions,
+};
+use crate::{Client, ClientError};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+/// The daemon answered with an error.
+const EXIT_ERROR: u8 = 1;
+/// The daemon could not be reached.
+const EXIT_UNREACHABLE: u8 = 3;
+
+/// Control the agentd daemon: the tool system of an AI coding agent.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentctl",
+    version,
+    about,
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable"
+)]
+struct Cli {
+    /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
+    #[arg(long, global = true, env = "AGENTD_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show whether the daemon runs, its version, uptime and counts
+    Status,
+    /// Create, list, show and close sessions
+    #[command(subcommand)]
+    Session(SessionCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Open a session on a workspace; prints its id
+    Create {
+        /// Workspace directory [default: the current directory]
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Permission mode
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Allow rule, e.g. 'Bash(npm test:*)' (repeatable)
+        #[arg(long = "allow", value_name = "RULE")]
+        allow: Vec<String>,
+        /// Deny rule (repeatable)
+        #[arg(long = "deny", value_name = "RULE")]
+        deny: Vec<String>,
+        /// Ask rule (repeatable)
+        #[arg(long = "ask", value_name = "RULE")]
+        ask: Vec<String>,
+        /// Offer only Bash, Read and Edit
+        #[arg(long)]
+        simple: bool,
+        /// Do not offer this tool (repeatable)
+        #[arg(long = "disable", value_name = "TOOL")]
+        disable: Vec<String>,
+        /// Tool calls run at once
+        #[arg(long)]
+        max_concurrency: Option<u32>,
+    },
+    /// List open sessions
+    List,
+    /// Show one session
+    Show {
+        /// Session id
+        session_id: String,
+    },
+    /// Close a session, cancelling everything it runs
+    Close {
+        /// Session id
+        session_id: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    Default,
+    AcceptEdits,
+    Plan,
+    Bypass,
+}
+
+impl From<Mode> for PermissionMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Default => PermissionMode::Default,
+            Mode::AcceptEdits => PermissionMode::AcceptEdits,
+            Mode::Plan => PermissionMode::Plan,
+            Mode::Bypass => PermissionMode::Bypass,
+        }
+    }
+}
+
+/// Runs the `agentctl` command with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agentctl: cannot start: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let socket = cli
+        .socket
+        .clone()
+        .unwrap_or_else(crate::default_socket_path);
+    match runtime.block_on(run(&cli, &socket)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Client(ClientError::Connect { path, source })) => {
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "error": { "kind": "unreachable", "socket": path, "message": source.to_string() }
+                }));
+            }
+            eprintln!(
+                "agentctl: agentd is not running at {} ({source})",
+                path.display()
+            );
+            eprintln!("start it with one of:");
+            if cli.socket.is_some() {
+                eprintln!("  agentd --socket {} &", path.display());
+            } else {
+                eprintln!("  agentd &");
+            }
+            eprintln!(
+                "  systemctl --user enable --now agentd.socket   (units in systemd/, see README)"
+            );
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        Err(Failure::Client(e)) => {
+            if cli.json {
+                let (code, data) = match &e {
+                    ClientError::Rpc { code, data, .. } => (Some(*code), data.clone()),
+                    _ => (None, None),
+                };
+                print_json(&serde_json::json!({
+                    "error": { "kind": e.code().map(|c| c.name()).unwrap_or("transport"), "code": code, "message": e.to_string(), "data": data }
+                }));
+            }
+            eprintln!("agentctl: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
+        Err(Failure::Local(msg)) => {
+            eprintln!("agentctl: {msg}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+enum Failure {
+    Client(ClientError),
+    Local(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Client(e)
+    }
+}
+
+async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
+    let client = Client::connect(socket).await?;
+    match &cli.command {
+        Command::Status => {
+            let info = client.daemon_info().await?;
+            if cli.json {
+                print_json(&info);
+            } else {
+                let activated = if info.socket_activated {
+                    " (socket-activated)"
+                } else {
+                    ""
+                };
+                println!(
+                    "agentd {} (protocol {}), pid {}, up {}",
+                    info.version,
+                    info.protocol_version,
+                    info.pid,
+                    human_duration(info.uptime_ms)
+                );
+                println!(
+                    "socket:      {}{activated}",
+                    info.socket.as_deref().unwrap_or("?")
+                );
+                println!("state:       {}", info.state_dir);
+                println!("sessions:    {}", info.sessions);
+                println!(
+                    "connections: {} ({} since start)",
+                    info.connections, info.connections_total
+                );
+            }
+        }
+        Command::Session(cmd) => session(cli, &client, cmd).await?,
+    }
+    Ok(())
+}
+
+async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
+    match cmd {
+        SessionCommand::Create {
+            cwd,
+            mode,
+            allow,
+            deny,
+            ask,
+            simple,
+            disable,
+            max_concurrency,
+        } => {
+            let cwd = match cwd {
+                Some(dir) => dir.clone(),
+                None => std::env::current_dir()
+                    .map_err(|e| Failure::Local(format!("current directory: {e}")))?,
+            };
+            // The daemon wants an absolute path; resolve a relative one here,
+            // where "relative" means something.
+            let cwd = if cwd.is_absolute() {
+                cwd
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| Failure::Local(format!("current directory: {e}")))?
+                    .join(cwd)
+            };
+            let rules = PermissionRules {
+                allow: allow.clone(),
+                deny: deny.clone(),
+                ask: ask.clone(),
+            };
+            let tools = ToolOptions {
+                simple: *simple,
+                disabled: disable.clone(),
+            };
+            let params = SessionCreateParams {
+                cwd,
+                mode: mode.map(Into::into),
+                permissions: (rules != PermissionRules::default()).then_some(rules),
+                tools: (tools != ToolOptions::default()).then_some(tools),
+                max_concurrency: *max_concurrency,
+            };
+            let created = client.session_create(params).await?;
+            if cli.json {
+                print_json(&created);
+            } else {
+                println!("{}", created.session_id);
+            }
+        }
+        SessionCommand::List => {
+            let sessions = client.session_list().await?;
+            if cli.json {
+                print_json(&serde_json::json!({ "sessions": sessions }));
+            } else if sessions.is_empty() {
+                println!("no open sessions");
+            } else {
+                println!("{:<36}  {:<12}  {:>6}  CWD", "SESSION", "MODE", "AGE");
+                let now = now_ms();
+                for s in &sessions {
+                    println!(
+                        "{:<36}  {:<12}  {:>6}  {}",
+                        s.session_id,
+                        mode_name(s.mode),
+                        human_duration(now.saturating_sub(s.created_at_ms)),
+                        s.cwd.display()
+                    );
+                }
+            }
+        }
+        SessionCommand::Show { session_id } => {
+            let s = client.session_get(session_id).await?;
+            if cli.json {
+                print_json(&s);
+            } else {
+                show_session(&s);
+            }
+        }
+        SessionCommand::Close { session_id } => {
+            let closed = client.session_close(session_id).await?;
+            if cli.json {
+                print_json(&closed);
+            } else {
+                println!("closed {}", closed.session_id);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show_session(s: &SessionInfo) {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    println!("session:         {}", s.session_id);
+    println!("cwd:             {}", s.cwd.display());
+    println!("mode:            {}", mode_name(s.mode));
+    println!("allow:           {}", list(&s.permissions.allow));
+    println!("deny:            {}", list(&s.permissions.deny));
+    println!("ask:             {}", list(&s.permissions.ask));
+    println!(
+        "simple tools:    {}",
+        if s.tools.simple { "yes" } else { "no" }
+    );
+    println!("disabled tools:  {}", list(&s.tools.disabled));
+    println!("max concurrency: {}", s.max_concurrency);
+    println!(
+        "age:             {}",
+        human_duration(now_ms().saturating_sub(s.created_at_ms))
+    );
+}
+
+fn mode_name(mode: PermissionMode) -> &'static str {
+    match mode {
+        PermissionMode::Default => "default",
+        PermissionMode::AcceptEdits => "accept_edits",
+        PermissionMode::Plan => "plan",
+        PermissionMode::Bypass => "bypass",
+    }
+}
+
+fn print_json(value: &impl Serialize) {
+    match serde_json::to_string(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("agentctl: cannot print JSON: {e}"),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn human_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}

@@ -1,0 +1,113 @@
+//! The `agentd` command line: parses arguments, sets up logging and signals,
+//! and hands over to [`crate::run`]. The binary's `main` is one call to
+//! [`main`]; the e2e tests build the same function into a binary of their own
+//! so `cargo test` always runs the current code.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+/// agentd: the tool system of an AI coding agent, as a daemon on a Unix socket.
+#[derive(Debug, Parser)]
+#[command(name = "agentd", version, about, long_about = None)]
+struct Args {
+    /// Socket to listen on [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
+    #[arg(long, env = "AGENTD_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Directory for persistent state [default: $XDG_STATE_HOME/agentd]
+    #[arg(long, env = "AGENTD_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Longest request line accepted, in bytes
+    #[arg(long, env = "AGENTD_MAX_REQUEST_BYTES", default_value_t = crate::config::DEFAULT_MAX_REQUEST_BYTES)]
+    max_request_bytes: usize,
+    /// Tool calls a session runs at once unless it says otherwise
+    #[arg(long, env = "AGENTD_MAX_TOOL_CONCURRENCY", default_value_t = crate::config::DEFAULT_MAX_TOOL_CONCURRENCY,
+          value_parser = clap::value_parser!(u32).range(1..=crate::config::MAX_TOOL_CONCURRENCY_LIMIT as i64))]
+    max_tool_concurrency: u32,
+    /// Ignore a socket passed by systemd and bind the path instead
+    #[arg(long)]
+    no_socket_activation: bool,
+}
+
+/// Runs the `agentd` command with the process's arguments.
+pub fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    init_tracing();
+    match start(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agentd: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(args: Args) -> anyhow::Result<()> {
+    let socket_path = args
+        .socket
+        .unwrap_or_else(crate::config::default_socket_path);
+    let socket = if args.no_socket_activation {
+        crate::SocketConfig::Path(socket_path)
+    } else {
+        crate::SocketConfig::ActivatedOr(socket_path)
+    };
+    let state_dir = args
+        .state_dir
+        .unwrap_or_else(crate::config::default_state_dir);
+    let mut config = crate::Config::new(socket, state_dir);
+    config.max_request_bytes = args.max_request_bytes;
+    config.max_tool_concurrency = args.max_tool_concurrency;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("agentd")
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        spawn_signal_handler(shutdown.clone())?;
+        crate::run(config, shutdown)
+            .await
+            .map_err(anyhow::Error::from)
+    })
+}
+
+/// SIGTERM or SIGINT starts a clean shutdown; a second one exits at once.
+fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::spawn(async move {
+        for round in 0.. {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if round == 0 {
+                tracing::info!(signal = name, "shutdown requested");
+                shutdown.cancel();
+            } else {
+                tracing::warn!(signal = name, "second signal: exiting without waiting");
+                std::process::exit(130);
+            }
+        }
+    });
+    Ok(())
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    // journald stamps every line itself.
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().init();
+    } else {
+        builder.init();
+    }
+}

@@ -1,0 +1,6 @@
+//! `agentd` as built for the e2e tests: the same [`agentd::cli::main`] as the
+//! real binary, in a target of this package so `cargo test` builds it fresh.
+
+fn main() -> std::process::ExitCode {
+    agentd::cli::main()
+}
