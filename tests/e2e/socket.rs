@@ -139,7 +139,11 @@ fn a_real_process_of_another_uid_is_refused() {
     let nobody = 65534;
     nix::unistd::chown(dir.path(), Some(nobody.into()), Some(nobody.into())).unwrap();
     let socket = dir.path().join("agentd.sock");
-    let mut child = std::process::Command::new(bin_path("agentd"));
+    // A copy nobody can execute wherever the checkout lives.
+    let exe = dir.path().join("agentd");
+    std::fs::copy(bin_path("agentd"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(&exe);
     std::os::unix::process::CommandExt::uid(&mut child, nobody);
     std::os::unix::process::CommandExt::gid(&mut child, nobody);
     let _child = ChildGuard::spawn(
