@@ -18,8 +18,8 @@ use crate::server::systemd;
 /// A listening socket and what is needed to give it back cleanly.
 #[derive(Debug)]
 pub struct BoundSocket {
-    /// The listener, non-blocking, ready for tokio.
-    pub listener: std::os::unix::net::UnixListener,
+    /// The listener, non-blocking, ready for tokio; taken by the server.
+    pub listener: Option<std::os::unix::net::UnixListener>,
     /// The socket's path, when it has one.
     pub path: Option<PathBuf>,
     /// True when systemd passed the socket; the file is then systemd's.
@@ -64,7 +64,7 @@ pub fn open(config: &SocketConfig) -> Result<BoundSocket, DaemonError> {
         });
         tracing::info!(path = ?path, "using socket passed by systemd");
         return Ok(BoundSocket {
-            listener,
+            listener: Some(listener),
             path,
             activated: true,
             created: None,
@@ -117,7 +117,7 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| DaemonError::io("inspect", path, e))?;
     tracing::info!(path = %path.display(), "listening");
     Ok(BoundSocket {
-        listener,
+        listener: Some(listener),
         path: Some(path.to_owned()),
         activated: false,
         created: Some((meta.dev(), meta.ino())),

@@ -77,16 +77,19 @@ impl Daemon {
             .mode(0o700)
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
-        let socket = listen::open(&config.socket)?;
+        let mut socket = listen::open(&config.socket)?;
         let path = socket
             .path
             .clone()
             .unwrap_or_else(|| config.socket.path().to_owned());
+        // The server owns the only descriptor, so dropping it stops accepting.
         let listener = socket
             .listener
-            .try_clone()
-            .and_then(tokio::net::UnixListener::from_std)
-            .map_err(|e| DaemonError::io("register listener", &path, e))?;
+            .take()
+            .map(tokio::net::UnixListener::from_std)
+            .transpose()
+            .map_err(|e| DaemonError::io("register listener", &path, e))?
+            .ok_or_else(|| DaemonError::Activation("no listener".into()))?;
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
         let state = Arc::new(DaemonState {
