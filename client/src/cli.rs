@@ -45,6 +45,19 @@ enum Command {
     /// Create, list, show and close sessions
     #[command(subcommand)]
     Session(SessionCommand),
+    /// List the tools a session offers the model: definitions, deferred
+    /// names, estimated tokens
+    Tools {
+        /// Session to list [default: a temporary session on --cwd]
+        #[arg(long)]
+        session: Option<String>,
+        /// Workspace of the temporary session [default: the current directory]
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<PathBuf>,
+        /// Print each definition in full (description and input schema)
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,6 +226,83 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
+        Command::Tools { session, cwd, all } => {
+            tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?
+        }
+    }
+    Ok(())
+}
+
+/// An absolute workspace path: `dir` resolved against the current directory,
+/// or the current directory itself.
+fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    let here =
+        std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
+    Ok(match dir {
+        Some(d) if d.is_absolute() => d.to_owned(),
+        Some(d) => here.join(d),
+        None => here,
+    })
+}
+
+async fn tools(
+    cli: &Cli,
+    client: &Client,
+    session: Option<&str>,
+    cwd: Option<&std::path::Path>,
+    all: bool,
+) -> Result<(), Failure> {
+    let list = match session {
+        Some(id) => client.tools_list(id).await?,
+        None => {
+            let params = SessionCreateParams {
+                cwd: workspace(cwd)?,
+                mode: None,
+                permissions: None,
+                tools: None,
+                max_concurrency: None,
+            };
+            let temp = client.session_create(params).await?;
+            let list = client.tools_list(&temp.session_id).await;
+            let closed = client.session_close(&temp.session_id).await;
+            let list = list?;
+            closed?;
+            list
+        }
+    };
+    if cli.json {
+        print_json(&list);
+        return Ok(());
+    }
+    println!(
+        "tools ({}, ~{} tokens):",
+        list.tools.len(),
+        list.estimated_tokens
+    );
+    let width = list.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for tool in &list.tools {
+        if all {
+            println!(
+                "\n{}\n  {}",
+                tool.name,
+                tool.description.replace('\n', "\n  ")
+            );
+            let schema = serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default();
+            println!("  input_schema: {}", schema.replace('\n', "\n  "));
+        } else {
+            let first = tool.description.lines().next().unwrap_or("");
+            println!("  {:<width$}  {}", tool.name, first);
+        }
+    }
+    if !list.deferred.is_empty() {
+        println!(
+            "deferred ({}, ~{} tokens saved; loaded on demand with ToolSearch):",
+            list.deferred.len(),
+            list.deferred_tokens_saved
+        );
+        for name in &list.deferred {
+            println!("  {name}");
+        }
     }
     Ok(())
 }
@@ -229,26 +319,16 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
             disable,
             max_concurrency,
         } => {
-            let cwd = match cwd {
-                Some(dir) => dir.clone(),
-                None => std::env::current_dir()
-                    .map_err(|e| Failure::Local(format!("current directory: {e}")))?,
-            };
             // The daemon wants an absolute path; resolve a relative one here,
             // where "relative" means something.
-            let cwd = if cwd.is_absolute() {
-                cwd
-            } else {
-                std::env::current_dir()
-                    .map_err(|e| Failure::Local(format!("current directory: {e}")))?
-                    .join(cwd)
-            };
+            let cwd = workspace(cwd.as_deref())?;
             let rules = PermissionRules {
                 allow: allow.clone(),
                 deny: deny.clone(),
                 ask: ask.clone(),
             };
             let tools = ToolOptions {
+                defer: None,
                 simple: *simple,
                 disabled: disable.clone(),
             };

@@ -24,10 +24,12 @@ use agentd_protocol::methods::{
     DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet,
     SessionList,
 };
+use agentd_protocol::methods::{ToolCall, ToolsList};
 use agentd_protocol::session::{
     SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
     SessionListParams,
 };
+use agentd_protocol::tools::{ToolCallParams, ToolCallResult, ToolsListParams, ToolsListResult};
 use agentd_protocol::{ErrorCode, Method};
 use jsonrpsee::async_client::ClientBuilder;
 use jsonrpsee::core::client::ClientT;
@@ -199,6 +201,29 @@ impl Client {
             session_id: session_id.to_owned(),
         })
         .await
+    }
+
+    /// `tools/list`.
+    pub async fn tools_list(&self, session_id: &str) -> Result<ToolsListResult, ClientError> {
+        self.call::<ToolsList>(ToolsListParams {
+            session_id: session_id.to_owned(),
+        })
+        .await
+    }
+
+    /// `tool/call`.
+    pub async fn tool_call(
+        &self,
+        session_id: &str,
+        name: &str,
+        input: serde_json::Value,
+    ) -> Result<ToolCallResult, ClientError> {
+        let params = ToolCallParams {
+            session_id: session_id.to_owned(),
+            name: name.to_owned(),
+            input,
+        };
+        self.call::<ToolCall>(params).await
     }
 
     /// `session/close`.

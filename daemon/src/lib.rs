@@ -8,9 +8,13 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod executor;
+pub mod permission;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod tool;
+pub mod tools;
 
 pub use config::{Config, SocketConfig};
 pub use error::DaemonError;

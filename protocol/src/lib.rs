@@ -15,6 +15,7 @@ pub mod methods;
 pub mod schema;
 pub mod session;
 pub mod socket;
+pub mod tools;
 
 pub use error::ErrorCode;
 pub use methods::Method;

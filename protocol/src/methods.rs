@@ -55,6 +55,15 @@ method!(
     SessionClose, "session/close", SessionIdParams => SessionCloseResult
 );
 
+method!(
+    /// `tools/list`: the session's tools, ready for a model API.
+    ToolsList, "tools/list", crate::tools::ToolsListParams => crate::tools::ToolsListResult
+);
+method!(
+    /// `tool/call`: run one tool call in a session.
+    ToolCall, "tool/call", crate::tools::ToolCallParams => crate::tools::ToolCallResult
+);
+
 /// Params of `daemon/info` (none).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

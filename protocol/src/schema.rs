@@ -9,7 +9,9 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
-use crate::methods::{DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList};
+use crate::methods::{
+    DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList,
+};
 
 /// Path of the committed schema, relative to the workspace root.
 pub const SCHEMA_PATH: &str = "protocol/schema/agentd-protocol.json";
@@ -41,6 +43,8 @@ pub fn protocol_schema() -> Value {
     method_entry::<SessionList>(&mut generator, &mut methods);
     method_entry::<SessionGet>(&mut generator, &mut methods);
     method_entry::<SessionClose>(&mut generator, &mut methods);
+    method_entry::<ToolsList>(&mut generator, &mut methods);
+    method_entry::<ToolCall>(&mut generator, &mut methods);
     let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
 
     let errors: Map<String, Value> = ErrorCode::ALL

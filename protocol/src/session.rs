@@ -46,6 +46,9 @@ pub struct ToolOptions {
     /// Names of tools not to offer.
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// Deferred discovery (ToolSearch) settings; daemon defaults when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer: Option<crate::tools::DeferralOptions>,
 }
 
 /// Params of `session/create`.

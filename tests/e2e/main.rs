@@ -9,3 +9,4 @@ mod lifecycle;
 mod sessions;
 mod socket;
 mod systemd;
+mod tools;

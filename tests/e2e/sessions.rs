@@ -30,6 +30,7 @@ async fn create_list_get_close_round_trip() {
         ask: vec![],
     });
     p.tools = Some(ToolOptions {
+        defer: None,
         simple: true,
         disabled: vec!["Write".into()],
     });

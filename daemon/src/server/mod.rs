@@ -101,6 +101,8 @@ impl Daemon {
                 root.clone(),
                 Arc::new(MemoryStore::default()),
                 config.max_tool_concurrency,
+                Arc::new(crate::tools::builtin_registry()),
+                crate::tools::external_sources(),
             ),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),

@@ -7,10 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentd_protocol::session::{SessionCreateParams, SessionInfo};
+use agentd_protocol::tools::ToolsListResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
 use crate::store::{Store, StoreError};
+use crate::tool::toolset::ToolSetOptions;
+use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
 
 /// Why a session request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -34,35 +37,66 @@ pub enum SessionError {
     Store(#[from] StoreError),
 }
 
-struct Session {
-    info: SessionInfo,
+/// An open session.
+pub struct Session {
+    /// The session as stored.
+    pub info: SessionInfo,
     /// Creation order, to list sessions oldest first.
     seq: u64,
-    cancel: CancellationToken,
+    /// Cancelled when the session closes; the parent of its turns and calls.
+    pub cancel: CancellationToken,
+    /// The session's tools, computed once (the list must not change under
+    /// a prompt cache).
+    pub tools: Arc<ToolSet>,
+    /// What tool calls have changed (context modifiers).
+    context: Mutex<SessionContext>,
+}
+
+impl Session {
+    /// The session's context, locked.
+    pub fn context(&self) -> std::sync::MutexGuard<'_, SessionContext> {
+        self.context.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `tools/list` for this session.
+    pub fn tools_list(&self) -> ToolsListResult {
+        self.tools.list(&self.context())
+    }
 }
 
 /// Every open session of the daemon.
 pub struct SessionManager {
-    sessions: Mutex<HashMap<String, Session>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
     next_seq: std::sync::atomic::AtomicU64,
     root: CancellationToken,
     store: Arc<dyn Store>,
     default_concurrency: u32,
+    registry: Arc<Registry>,
+    external: Vec<Arc<dyn ExternalToolSource>>,
 }
 
 impl SessionManager {
-    /// Sessions whose tokens are children of `root` (the daemon's token).
-    pub fn new(root: CancellationToken, store: Arc<dyn Store>, default_concurrency: u32) -> Self {
+    /// Sessions whose tokens are children of `root` (the daemon's token),
+    /// offering tools from `registry` and `external`.
+    pub fn new(
+        root: CancellationToken,
+        store: Arc<dyn Store>,
+        default_concurrency: u32,
+        registry: Arc<Registry>,
+        external: Vec<Arc<dyn ExternalToolSource>>,
+    ) -> Self {
         SessionManager {
             sessions: Mutex::new(HashMap::new()),
             next_seq: std::sync::atomic::AtomicU64::new(0),
             root,
             store,
             default_concurrency,
+            registry,
+            external,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -89,6 +123,16 @@ impl SessionManager {
             max_concurrency,
             created_at_ms: now_ms(),
         };
+        let tools = ToolSet::build(
+            &self.registry,
+            &self.external,
+            ToolSetOptions {
+                simple: info.tools.simple,
+                disabled: &info.tools.disabled,
+                deny_rules: &info.permissions.deny,
+                deferral: DeferralSettings::from(info.tools.defer.as_ref()),
+            },
+        );
         self.store.save_session(&info)?;
         let seq = self
             .next_seq
@@ -97,8 +141,11 @@ impl SessionManager {
             info: info.clone(),
             seq,
             cancel: self.root.child_token(),
+            tools: Arc::new(tools),
+            context: Mutex::new(SessionContext::default()),
         };
-        self.lock().insert(info.session_id.clone(), session);
+        self.lock()
+            .insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
     }
@@ -106,16 +153,21 @@ impl SessionManager {
     /// Every open session, oldest first.
     pub fn list(&self) -> Vec<SessionInfo> {
         let map = self.lock();
-        let mut sessions: Vec<&Session> = map.values().collect();
+        let mut sessions: Vec<&Arc<Session>> = map.values().collect();
         sessions.sort_by_key(|s| s.seq);
         sessions.into_iter().map(|s| s.info.clone()).collect()
     }
 
     /// One session.
     pub fn get(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
+        self.handle(session_id).map(|s| s.info.clone())
+    }
+
+    /// One open session, to work in.
+    pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
         self.lock()
             .get(session_id)
-            .map(|s| s.info.clone())
+            .cloned()
             .ok_or_else(|| SessionError::Unknown {
                 session_id: session_id.to_owned(),
             })
@@ -134,7 +186,7 @@ impl SessionManager {
             tracing::warn!(session_id, "session closed but its record stays: {e}");
         }
         tracing::info!(session_id, "session closed");
-        Ok(session.info)
+        Ok(session.info.clone())
     }
 
     /// The number of open sessions.
@@ -182,7 +234,13 @@ mod tests {
     fn manager() -> (SessionManager, CancellationToken) {
         let root = CancellationToken::new();
         (
-            SessionManager::new(root.clone(), Arc::new(MemoryStore::default()), 10),
+            SessionManager::new(
+                root.clone(),
+                Arc::new(MemoryStore::default()),
+                10,
+                Arc::new(crate::tools::builtin_registry()),
+                Vec::new(),
+            ),
             root,
         )
     }

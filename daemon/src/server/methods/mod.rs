@@ -3,6 +3,7 @@
 
 mod daemon;
 mod session;
+mod tools;
 
 use std::sync::Arc;
 
@@ -15,5 +16,6 @@ pub(crate) fn module(state: Arc<DaemonState>) -> RpcModule<DaemonState> {
     let mut module = RpcModule::from_arc(state);
     daemon::register(&mut module);
     session::register(&mut module);
+    tools::register(&mut module);
     module
 }

@@ -1,0 +1,43 @@
+//! Permission decisions. The rule engine and modes (DESIGN.md §5) come in
+//! the permissions issue; this module defines the decision every layer
+//! returns, so tools can already say what they think of a call.
+
+use serde::Serialize;
+
+/// What a permission layer says about one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Refuse it; the model sees the reason.
+    Deny {
+        /// Why, in words the model and the user can act on.
+        reason: String,
+    },
+    /// Ask the client (the user) first.
+    Ask {
+        /// What the user is asked to approve.
+        reason: String,
+        /// A rule that would allow calls like this one from now on, e.g.
+        /// `Bash(npm test:*)`, offered as "always allow".
+        suggestion: Option<String>,
+    },
+}
+
+impl Decision {
+    /// An `ask` without a suggested rule.
+    pub fn ask(reason: impl Into<String>) -> Self {
+        Decision::Ask {
+            reason: reason.into(),
+            suggestion: None,
+        }
+    }
+
+    /// A `deny`.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Decision::Deny {
+            reason: reason.into(),
+        }
+    }
+}

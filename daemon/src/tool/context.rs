@@ -1,0 +1,88 @@
+//! What a tool call sees (`ToolContext`), how it reports progress
+//! (`ProgressSink`), and how it changes the session afterwards
+//! (`ContextModifier` applied to `SessionContext`).
+
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::toolset::ToolSet;
+
+/// Session state that tool calls change through context modifiers, applied
+/// in request order as results are yielded (DESIGN.md §4 rule 8).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionContext {
+    /// Deferred tools ToolSearch has loaded, in load order.
+    pub loaded_tools: Vec<String>,
+}
+
+/// A change to the session made by a finished call.
+pub type ContextModifier = Box<dyn FnOnce(&mut SessionContext) + Send>;
+
+/// What a running call can see.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session's id.
+    pub session_id: Arc<str>,
+    /// The session's workspace (canonical).
+    pub cwd: Arc<PathBuf>,
+    /// Cancelled when the call is cancelled (or its turn, or its session).
+    pub cancel: CancellationToken,
+    /// The session's tools, for tools that need them (ToolSearch).
+    pub tools: Arc<ToolSet>,
+}
+
+/// One progress report, type-erased: the data and its render text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProgressReport {
+    /// The tool's progress value, as JSON.
+    pub data: serde_json::Value,
+    /// One line for a UI.
+    pub render: String,
+}
+
+/// Where a progress report goes once erased (the executor's event stream).
+pub type ProgressReporter = Arc<dyn Fn(ProgressReport) + Send + Sync>;
+
+/// A tool's typed progress channel. Reports are forwarded at once, ahead of
+/// results (DESIGN.md §4 rule 3).
+pub struct ProgressSink<P> {
+    report: Option<ProgressReporter>,
+    render: Arc<dyn Fn(&P) -> String + Send + Sync>,
+    _marker: PhantomData<fn(P)>,
+}
+
+impl<P: Serialize> ProgressSink<P> {
+    /// A sink that renders with `render` and forwards to `report`.
+    pub fn new(
+        render: impl Fn(&P) -> String + Send + Sync + 'static,
+        report: Option<ProgressReporter>,
+    ) -> Self {
+        ProgressSink {
+            report,
+            render: Arc::new(render),
+            _marker: PhantomData,
+        }
+    }
+
+    /// A sink that drops every report.
+    pub fn discard() -> Self {
+        ProgressSink {
+            report: None,
+            render: Arc::new(|_| String::new()),
+            _marker: PhantomData,
+        }
+    }
+
+    /// Reports progress.
+    pub fn send(&self, progress: P) {
+        if let Some(report) = &self.report {
+            let render = (self.render)(&progress);
+            let data = serde_json::to_value(&progress).unwrap_or(serde_json::Value::Null);
+            report(ProgressReport { data, render });
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Type erasure (the seed's `buildTool`): any [`Tool`] becomes an
+//! `Arc<dyn DynTool>` the registry can hold. JSON input is parsed into the
+//! tool's `Input` once, into a [`PreparedCall`] that answers the per-input
+//! questions (concurrency safety, permissions, render text) and then runs.
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agentd_protocol::tools::{ContentBlock, ToolDefinition};
+use futures_util::FutureExt;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::Value;
+
+use super::context::{ContextModifier, ProgressReporter, ProgressSink, ToolContext};
+use super::{InterruptBehavior, Tool, ValidationError};
+use crate::permission::Decision;
+
+/// A boxed future that can cross tasks.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The model's input does not fit the tool's schema. The message names the
+/// field and what was expected, so the model can fix it and retry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid input for {tool}: {detail}")]
+pub struct InputError {
+    /// The tool.
+    pub tool: String,
+    /// Dotted path of the bad field, or `.` for the input as a whole.
+    pub field: String,
+    /// The field and what was wrong with it.
+    pub detail: String,
+}
+
+/// How a finished call turned out, ready to become a `tool_result`.
+pub struct CallOutcome {
+    /// Content for the model.
+    pub content: Vec<ContentBlock>,
+    /// Whether the model should read it as a failure.
+    pub is_error: bool,
+    /// Short text for a UI.
+    pub render: String,
+    /// A change to the session, applied after the call in request order.
+    pub modifier: Option<ContextModifier>,
+}
+
+impl CallOutcome {
+    /// A failed call whose message is both the content and the render text.
+    pub fn error(message: impl Into<String>) -> Self {
+        let message = message.into();
+        CallOutcome {
+            content: vec![ContentBlock::text(message.clone())],
+            is_error: true,
+            render: message,
+            modifier: None,
+        }
+    }
+}
+
+/// A tool with its types erased, as the registry and the executor hold it.
+pub trait DynTool: Send + Sync + 'static {
+    /// The tool's name.
+    fn name(&self) -> &str;
+    /// Old names that still reach the tool.
+    fn aliases(&self) -> &[&'static str];
+    /// The description the model reads.
+    fn description(&self) -> String;
+    /// The JSON Schema of the input (an object schema, no `$ref`s).
+    fn input_schema(&self) -> &Value;
+    /// Is the tool available here?
+    fn is_enabled(&self) -> bool;
+    /// Never deferred.
+    fn always_load(&self) -> bool;
+    /// May be deferred behind ToolSearch.
+    fn should_defer(&self) -> bool;
+    /// Comes from an external source (MCP): always deferrable.
+    fn is_external(&self) -> bool {
+        false
+    }
+    /// What an interrupt does to a running call.
+    fn interrupt_behavior(&self) -> InterruptBehavior;
+    /// Parses `input` into a call of this tool.
+    fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;
+    /// One line for several calls of this tool side by side.
+    fn render_grouped(&self, calls: &[&dyn PreparedCall]) -> String;
+
+    /// The definition a model API takes.
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.name().to_owned(),
+            description: self.description(),
+            input_schema: self.input_schema().clone(),
+        }
+    }
+
+    /// Does `name` name this tool, by its name or an alias?
+    fn answers_to(&self, name: &str) -> bool {
+        self.name() == name || self.aliases().contains(&name)
+    }
+}
+
+/// One call of a tool with its input parsed.
+pub trait PreparedCall: Send + Sync {
+    /// The tool's canonical name.
+    fn tool_name(&self) -> &str;
+    /// The typed input, for `render_grouped`.
+    fn input_any(&self) -> &dyn Any;
+    /// May run beside other concurrency-safe calls.
+    fn is_concurrency_safe(&self) -> bool;
+    /// Only reads.
+    fn is_read_only(&self) -> bool;
+    /// Could destroy something.
+    fn is_destructive(&self) -> bool;
+    /// First permission layer: is the input legal at all?
+    fn validate(&self, ctx: &ToolContext) -> Result<(), ValidationError>;
+    /// Second permission layer: the tool's own view.
+    fn check_permissions(&self, ctx: &ToolContext) -> Decision;
+    /// One line describing the call.
+    fn render_use(&self) -> String;
+    /// Short text when the call is refused.
+    fn render_rejected(&self, reason: &str) -> String;
+    /// Runs the call. A panic inside the tool becomes an error outcome.
+    fn run(
+        self: Box<Self>,
+        ctx: ToolContext,
+        progress: Option<ProgressReporter>,
+    ) -> BoxFuture<CallOutcome>;
+}
+
+/// A [`Tool`] behind the [`DynTool`] interface.
+pub struct Erased<T: Tool> {
+    tool: Arc<T>,
+    schema: Value,
+}
+
+impl<T: Tool> Erased<T> {
+    /// Erases `tool`, generating its input schema once.
+    pub fn new(tool: T) -> Self {
+        Erased {
+            tool: Arc::new(tool),
+            schema: input_schema_for::<T::Input>(),
+        }
+    }
+}
+
+/// The input schema of `I` as model APIs take it: an object schema with
+/// every subschema inline (no `$ref`/`$defs`), no `$schema` or `title`.
+pub fn input_schema_for<I: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<I>().to_value();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("title");
+        obj.remove("$schema");
+        obj.entry("type")
+            .or_insert_with(|| Value::String("object".into()));
+        obj.entry("properties")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    schema
+}
+
+/// Parses JSON into `I`, naming the field that did not fit.
+pub fn parse_input<I: serde::de::DeserializeOwned>(
+    tool: &str,
+    input: Value,
+) -> Result<I, InputError> {
+    if !input.is_object() {
+        return Err(InputError {
+            tool: tool.to_owned(),
+            field: ".".into(),
+            detail: format!("the input must be a JSON object, got {}", json_kind(&input)),
+        });
+    }
+    serde_path_to_error::deserialize(input).map_err(|e| {
+        let field = e.path().to_string();
+        let detail = if field == "." {
+            e.inner().to_string()
+        } else {
+            format!("field `{field}`: {}", e.inner())
+        };
+        InputError {
+            tool: tool.to_owned(),
+            field,
+            detail,
+        }
+    })
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl<T: Tool> DynTool for Erased<T> {
+    fn name(&self) -> &str {
+        T::NAME
+    }
+
+    fn aliases(&self) -> &[&'static str] {
+        self.tool.aliases()
+    }
+
+    fn description(&self) -> String {
+        self.tool.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_enabled(&self) -> bool {
+        self.tool.is_enabled()
+    }
+
+    fn always_load(&self) -> bool {
+        self.tool.always_load()
+    }
+
+    fn should_defer(&self) -> bool {
+        self.tool.should_defer()
+    }
+
+    fn interrupt_behavior(&self) -> InterruptBehavior {
+        self.tool.interrupt_behavior()
+    }
+
+    fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
+        let input = parse_input::<T::Input>(T::NAME, input)?;
+        Ok(Box::new(TypedCall {
+            tool: self.tool.clone(),
+            input,
+        }))
+    }
+
+    fn render_grouped(&self, calls: &[&dyn PreparedCall]) -> String {
+        let inputs: Vec<&T::Input> = calls
+            .iter()
+            .filter_map(|c| c.input_any().downcast_ref::<T::Input>())
+            .collect();
+        self.tool.render_grouped(&inputs)
+    }
+}
+
+struct TypedCall<T: Tool> {
+    tool: Arc<T>,
+    input: T::Input,
+}
+
+impl<T: Tool> PreparedCall for TypedCall<T> {
+    fn tool_name(&self) -> &str {
+        T::NAME
+    }
+
+    fn input_any(&self) -> &dyn Any {
+        &self.input
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        self.tool.is_concurrency_safe(&self.input)
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.tool.is_read_only(&self.input)
+    }
+
+    fn is_destructive(&self) -> bool {
+        self.tool.is_destructive(&self.input)
+    }
+
+    fn validate(&self, ctx: &ToolContext) -> Result<(), ValidationError> {
+        self.tool.validate_input(&self.input, ctx)
+    }
+
+    fn check_permissions(&self, ctx: &ToolContext) -> Decision {
+        self.tool.check_permissions(&self.input, ctx)
+    }
+
+    fn render_use(&self) -> String {
+        self.tool.render_use(&self.input)
+    }
+
+    fn render_rejected(&self, reason: &str) -> String {
+        self.tool.render_rejected(&self.input, reason)
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: ToolContext,
+        progress: Option<ProgressReporter>,
+    ) -> BoxFuture<CallOutcome> {
+        let TypedCall { tool, input } = *self;
+        Box::pin(async move {
+            let render_tool = tool.clone();
+            let sink = ProgressSink::new(
+                move |p: &T::Progress| render_tool.render_progress(p),
+                progress,
+            );
+            let kept = input.clone();
+            let ran = AssertUnwindSafe(tool.call(input, ctx, sink))
+                .catch_unwind()
+                .await;
+            match ran {
+                Ok(Ok(out)) => CallOutcome {
+                    content: tool.result_content(&out.output),
+                    is_error: false,
+                    render: tool.render_result(&out.output),
+                    modifier: out.modifier,
+                },
+                Ok(Err(err)) => CallOutcome {
+                    content: vec![ContentBlock::text(err.message.clone())],
+                    is_error: true,
+                    render: tool.render_error(&kept, &err),
+                    modifier: None,
+                },
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    tracing::error!(tool = T::NAME, "tool panicked: {what}");
+                    CallOutcome::error(format!(
+                        "internal error: the {} tool failed unexpectedly ({what})",
+                        T::NAME
+                    ))
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "erased_tests.rs"]
+mod tests;

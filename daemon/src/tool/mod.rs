@@ -1,0 +1,240 @@
+//! The tool protocol (seed §3.1): the `Tool` trait with its five elements —
+//! name and aliases, input schema, permission layers, execution with a
+//! context modifier, and render text — plus the type-erased form the
+//! registry holds (`erased`), the registry (`registry`), and the per-session
+//! filter pipeline with deferred discovery (`toolset`).
+//!
+//! Defaults are fail-closed, as the seed's `buildTool`: a tool that says
+//! nothing is not concurrency safe, not read-only, destructive, and asks
+//! before it runs.
+
+pub mod context;
+pub mod erased;
+pub mod registry;
+pub mod toolset;
+
+use std::future::Future;
+
+use agentd_protocol::tools::ContentBlock;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use context::{ContextModifier, ProgressSink, SessionContext, ToolContext};
+pub use erased::{CallOutcome, DynTool, PreparedCall};
+pub use registry::Registry;
+pub use toolset::{DeferralSettings, ExternalToolSource, ToolSet};
+
+use crate::permission::Decision;
+
+/// What a tool does when the user interrupts the turn (seed §3.3, BashTool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptBehavior {
+    /// Stop now.
+    Cancel,
+    /// Let it finish; its result is still worth having (e.g. a test suite).
+    Block,
+}
+
+/// A call's input was legal JSON of the right shape but is not acceptable
+/// (first permission layer, before any rule is consulted).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ValidationError {
+    /// What is wrong, for the model to fix and retry.
+    pub message: String,
+}
+
+impl ValidationError {
+    /// A validation error with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        ValidationError {
+            message: message.into(),
+        }
+    }
+}
+
+/// A tool failed while running. The model sees the message as an error
+/// `tool_result`; it is data, not an RPC error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// What failed, on what.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A tool error with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+        }
+    }
+}
+
+/// What a successful call returns: its output and, optionally, a change to
+/// the session applied after the call (in request order, by the executor).
+pub struct ToolOutput<O> {
+    /// The output.
+    pub output: O,
+    /// A change to the session's context, e.g. the file-state cache.
+    pub modifier: Option<ContextModifier>,
+}
+
+impl<O> ToolOutput<O> {
+    /// An output without a context modifier.
+    pub fn new(output: O) -> Self {
+        ToolOutput {
+            output,
+            modifier: None,
+        }
+    }
+
+    /// An output with a context modifier.
+    pub fn with_modifier(output: O, modifier: ContextModifier) -> Self {
+        ToolOutput {
+            output,
+            modifier: Some(modifier),
+        }
+    }
+}
+
+/// A tool. Implement this in one file under `tools/`, then add one line to
+/// [`registry::Registry::builtin`].
+pub trait Tool: Send + Sync + Sized + 'static {
+    /// The input, as the model writes it. Its doc comments become the field
+    /// descriptions of the input schema: write them for a model.
+    type Input: DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static;
+    /// The output.
+    type Output: Serialize + Send + 'static;
+    /// What the tool reports while it runs.
+    type Progress: Serialize + Send + 'static;
+
+    // --- element one: name and aliases ---
+
+    /// The tool's name, as the model calls it.
+    const NAME: &'static str;
+
+    /// Old names that still reach this tool after a rename.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    // --- element two: the input schema (generated from `Input`) ---
+
+    /// What the tool does and when to use it, for the model.
+    fn description(&self) -> String;
+
+    // --- element three: permission layers and runtime properties ---
+
+    /// First layer: is this input legal at all (before any rule)?
+    fn validate_input(
+        &self,
+        _input: &Self::Input,
+        _ctx: &ToolContext,
+    ) -> Result<(), ValidationError> {
+        Ok(())
+    }
+
+    /// Second layer: the tool's own view of whether the call may run. Rules
+    /// and the session's mode are consulted around it by the permission
+    /// pipeline. Default: ask.
+    fn check_permissions(&self, _input: &Self::Input, _ctx: &ToolContext) -> Decision {
+        Decision::ask(format!("{} wants to run", Self::NAME))
+    }
+
+    /// May this call run beside other concurrency-safe calls? Default: no.
+    fn is_concurrency_safe(&self, _input: &Self::Input) -> bool {
+        false
+    }
+
+    /// Does this call only read? Default: no.
+    fn is_read_only(&self, _input: &Self::Input) -> bool {
+        false
+    }
+
+    /// Could this call destroy something? Unknown counts as yes.
+    fn is_destructive(&self, _input: &Self::Input) -> bool {
+        true
+    }
+
+    /// What an interrupt does to a running call. Default: cancel it.
+    fn interrupt_behavior(&self) -> InterruptBehavior {
+        InterruptBehavior::Cancel
+    }
+
+    /// Is the tool available at all here (platform, configuration)?
+    fn is_enabled(&self) -> bool {
+        true
+    }
+
+    /// Never hide this tool behind ToolSearch.
+    fn always_load(&self) -> bool {
+        false
+    }
+
+    /// May this tool be hidden behind ToolSearch when a session has many
+    /// tools? Core tools say no (the default); rarely used ones say yes.
+    fn should_defer(&self) -> bool {
+        false
+    }
+
+    // --- element four: execution ---
+
+    /// Runs the call. Reports progress through `progress`; returns the
+    /// output and an optional context modifier.
+    ///
+    /// # Cancellation safety
+    /// The future may be dropped at any await point when the call is
+    /// cancelled (and `ctx.cancel` is cancelled first); a tool that starts
+    /// work outside the future (a process) must end it when dropped.
+    fn call(
+        &self,
+        input: Self::Input,
+        ctx: ToolContext,
+        progress: ProgressSink<Self::Progress>,
+    ) -> impl Future<Output = Result<ToolOutput<Self::Output>, ToolError>> + Send;
+
+    /// The `tool_result` content for an output. Default: the output as text
+    /// (a string as it is, anything else as JSON).
+    fn result_content(&self, output: &Self::Output) -> Vec<ContentBlock> {
+        let value = serde_json::to_value(output).unwrap_or(serde_json::Value::Null);
+        let text = match value {
+            serde_json::Value::String(s) => s,
+            other => serde_json::to_string_pretty(&other).unwrap_or_default(),
+        };
+        vec![ContentBlock::text(text)]
+    }
+
+    // --- element five: render text for UIs ---
+
+    /// One line while the call is queued or running, e.g. "Reading src/foo.rs".
+    fn render_use(&self, input: &Self::Input) -> String;
+
+    /// One line for a progress report.
+    fn render_progress(&self, progress: &Self::Progress) -> String {
+        serde_json::to_string(progress).unwrap_or_default()
+    }
+
+    /// Short text for a finished call.
+    fn render_result(&self, output: &Self::Output) -> String;
+
+    /// Short text for a call the permission pipeline refused.
+    fn render_rejected(&self, input: &Self::Input, reason: &str) -> String {
+        format!("{} refused: {reason}", self.render_use(input))
+    }
+
+    /// Short text for a call that failed.
+    fn render_error(&self, input: &Self::Input, error: &ToolError) -> String {
+        format!("{} failed: {error}", self.render_use(input))
+    }
+
+    /// One line for several calls of this tool running side by side.
+    fn render_grouped(&self, inputs: &[&Self::Input]) -> String {
+        match inputs {
+            [one] => self.render_use(one),
+            many => format!("{} ×{}", Self::NAME, many.len()),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The built-in tools, one file each (schema, validation, permission view,
+//! call, render — the seed's five elements, in that order). Adding a tool is
+//! one file here and one line in [`builtin_registry`].
+
+pub mod tool_search;
+
+#[cfg(feature = "test-tools")]
+pub mod test_echo;
+#[cfg(feature = "test-tools")]
+pub mod test_external;
+#[cfg(feature = "test-tools")]
+pub mod test_flags;
+#[cfg(feature = "test-tools")]
+pub mod test_sleep;
+
+use std::sync::Arc;
+
+use crate::tool::{ExternalToolSource, Registry};
+
+/// Every built-in tool this build carries.
+///
+/// Tools behind cargo features are absent from builds without them (the
+/// seed's compile-time dead-code elimination): `test-tools` adds the
+/// deterministic tools the tests drive, never part of a default build.
+pub fn builtin_registry() -> Registry {
+    let mut registry = Registry::default();
+    registry.add(tool_search::ToolSearch);
+    #[cfg(feature = "test-tools")]
+    {
+        registry.add(test_echo::TestEcho);
+        registry.add(test_sleep::TestSleep);
+        registry.add(test_flags::TestDeferred);
+        registry.add(test_flags::TestAlwaysLoad);
+        registry.add(test_flags::TestDisabled);
+    }
+    registry
+}
+
+/// Tool sources outside the daemon. MCP servers will be named in a
+/// session's configuration; for now only test builds have one (a synthetic
+/// source of `AGENTD_TEST_EXTERNAL_TOOLS` tools).
+pub fn external_sources() -> Vec<Arc<dyn ExternalToolSource>> {
+    #[allow(unused_mut)]
+    let mut sources: Vec<Arc<dyn ExternalToolSource>> = Vec::new();
+    #[cfg(feature = "test-tools")]
+    if let Some(count) = std::env::var("AGENTD_TEST_EXTERNAL_TOOLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        sources.push(Arc::new(test_external::SyntheticSource::new(
+            "synthetic",
+            count,
+        )));
+    }
+    sources
+}

@@ -1,0 +1,137 @@
+//! Tool definitions as a model API takes them, tool results as a model API
+//! reads them, and the `tools/list` and `tool/call` methods.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One tool as a model API's `tools` field takes it (Anthropic's shape;
+/// other APIs map 1:1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolDefinition {
+    /// The tool's name (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub name: String,
+    /// What the tool does and when to use it, written for the model.
+    pub description: String,
+    /// JSON Schema (an object schema) of the tool's input.
+    pub input_schema: serde_json::Value,
+}
+
+/// How a session hides tools behind ToolSearch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferralMode {
+    /// Defer deferrable tools once the session passes a threshold.
+    #[default]
+    Auto,
+    /// Always defer deferrable tools.
+    Always,
+    /// Never defer: every tool is listed in full.
+    Never,
+}
+
+/// Deferred discovery settings of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeferralOptions {
+    /// `auto` (the default), `always` or `never`.
+    #[serde(default)]
+    pub mode: DeferralMode,
+    /// In `auto` mode, defer when the session has more tools than this
+    /// (default 40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<u32>,
+    /// In `auto` mode, defer when all definitions together are estimated at
+    /// more tokens than this (default 8000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// Params of `tools/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsListParams {
+    /// The session whose tools to list.
+    pub session_id: String,
+}
+
+/// Result of `tools/list`: ready for a model API's `tools` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolsListResult {
+    /// Tools to send in full: sorted by name, then the deferred tools that
+    /// ToolSearch has loaded since, in load order (so the prefix a prompt
+    /// cache holds does not change).
+    pub tools: Vec<ToolDefinition>,
+    /// Tools listed by name only; the model loads them with ToolSearch.
+    pub deferred: Vec<String>,
+    /// Estimated tokens of `tools` (about 4 characters a token).
+    pub estimated_tokens: u64,
+    /// Estimated tokens the deferred definitions would have cost.
+    pub deferred_tokens_saved: u64,
+}
+
+/// A block of a `tool_result`'s content, as model APIs read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64-encoded.
+    Image {
+        /// Where the image data is.
+        source: ImageSource,
+    },
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+}
+
+/// The data of an image block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ImageSource {
+    /// Always `base64`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The image bytes, base64-encoded.
+    pub data: String,
+}
+
+/// Params of `tool/call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallParams {
+    /// The session to run the call in.
+    pub session_id: String,
+    /// Tool name (or an alias).
+    pub name: String,
+    /// The tool's input, as the model wrote it.
+    #[serde(default = "empty_object")]
+    pub input: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// Result of `tool/call`: a `tool_result` and how to show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCallResult {
+    /// The tool that ran (its canonical name, even when called by alias).
+    pub name: String,
+    /// The `tool_result` content for the model.
+    pub content: Vec<ContentBlock>,
+    /// True when the call failed or was refused; the model must see it.
+    pub is_error: bool,
+    /// Short text for a UI: what the call did or why it failed.
+    pub render: String,
+    /// One-line description of the call, as a UI shows it while it runs.
+    pub render_use: String,
+}
