@@ -7,9 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::protocol::session::{
-    PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions,
-};
+use crate::protocol::session::{PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions};
 use crate::{Client, ClientError};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -19,13 +17,16 @@ const EXIT_ERROR: u8 = 1;
 /// The daemon could not be reached.
 const EXIT_UNREACHABLE: u8 = 3;
 
+/// How long agentctl waits for an answer before calling the daemon unreachable.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Control the agentd daemon: the tool system of an AI coding agent.
 #[derive(Debug, Parser)]
 #[command(
     name = "agentctl",
     version,
     about,
-    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable"
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer"
 )]
 struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
@@ -125,20 +126,14 @@ impl From<Mode> for PermissionMode {
 /// Runs the `agentctl` command with the process's arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agentctl: cannot start: {e}");
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    let socket = cli
-        .socket
-        .clone()
-        .unwrap_or_else(crate::default_socket_path);
+    let socket = cli.socket.clone().unwrap_or_else(crate::default_socket_path);
     match runtime.block_on(run(&cli, &socket)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Client(ClientError::Connect { path, source })) => {
@@ -147,19 +142,21 @@ pub fn main() -> ExitCode {
                     "error": { "kind": "unreachable", "socket": path, "message": source.to_string() }
                 }));
             }
-            eprintln!(
-                "agentctl: agentd is not running at {} ({source})",
-                path.display()
-            );
+            eprintln!("agentctl: agentd is not running at {} ({source})", path.display());
             eprintln!("start it with one of:");
             if cli.socket.is_some() {
                 eprintln!("  agentd --socket {} &", path.display());
             } else {
                 eprintln!("  agentd &");
             }
-            eprintln!(
-                "  systemctl --user enable --now agentd.socket   (units in systemd/, see README)"
-            );
+            eprintln!("  systemctl --user enable --now agentd.socket   (units in systemd/, see README)");
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        Err(Failure::Client(e @ (ClientError::Timeout { .. } | ClientError::WrongPeer { .. }))) => {
+            if cli.json {
+                print_json(&serde_json::json!({ "error": { "kind": "unreachable", "message": e.to_string() } }));
+            }
+            eprintln!("agentctl: {e}");
             ExitCode::from(EXIT_UNREACHABLE)
         }
         Err(Failure::Client(e)) => {
@@ -194,18 +191,14 @@ impl From<ClientError> for Failure {
 }
 
 async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
-    let client = Client::connect(socket).await?;
+    let client = Client::connect_with_timeout(socket, REQUEST_TIMEOUT).await?;
     match &cli.command {
         Command::Status => {
             let info = client.daemon_info().await?;
             if cli.json {
                 print_json(&info);
             } else {
-                let activated = if info.socket_activated {
-                    " (socket-activated)"
-                } else {
-                    ""
-                };
+                let activated = if info.socket_activated { " (socket-activated)" } else { "" };
                 println!(
                     "agentd {} (protocol {}), pid {}, up {}",
                     info.version,
@@ -213,22 +206,14 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                     info.pid,
                     human_duration(info.uptime_ms)
                 );
-                println!(
-                    "socket:      {}{activated}",
-                    info.socket.as_deref().unwrap_or("?")
-                );
+                println!("socket:      {}{activated}", info.socket.as_deref().unwrap_or("?"));
                 println!("state:       {}", info.state_dir);
                 println!("sessions:    {}", info.sessions);
-                println!(
-                    "connections: {} ({} since start)",
-                    info.connections, info.connections_total
-                );
+                println!("connections: {} ({} since start)", info.connections, info.connections_total);
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
-        Command::Tools { session, cwd, all } => {
-            tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?
-        }
+        Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
     }
     Ok(())
 }
@@ -236,8 +221,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
 /// An absolute workspace path: `dir` resolved against the current directory,
 /// or the current directory itself.
 fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
-    let here =
-        std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
+    let here = std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
     Ok(match dir {
         Some(d) if d.is_absolute() => d.to_owned(),
         Some(d) => here.join(d),
@@ -274,19 +258,11 @@ async fn tools(
         print_json(&list);
         return Ok(());
     }
-    println!(
-        "tools ({}, ~{} tokens):",
-        list.tools.len(),
-        list.estimated_tokens
-    );
+    println!("tools ({}, ~{} tokens):", list.tools.len(), list.estimated_tokens);
     let width = list.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for tool in &list.tools {
         if all {
-            println!(
-                "\n{}\n  {}",
-                tool.name,
-                tool.description.replace('\n', "\n  ")
-            );
+            println!("\n{}\n  {}", tool.name, tool.description.replace('\n', "\n  "));
             let schema = serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default();
             println!("  input_schema: {}", schema.replace('\n', "\n  "));
         } else {
@@ -309,29 +285,12 @@ async fn tools(
 
 async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
     match cmd {
-        SessionCommand::Create {
-            cwd,
-            mode,
-            allow,
-            deny,
-            ask,
-            simple,
-            disable,
-            max_concurrency,
-        } => {
+        SessionCommand::Create { cwd, mode, allow, deny, ask, simple, disable, max_concurrency } => {
             // The daemon wants an absolute path; resolve a relative one here,
             // where "relative" means something.
             let cwd = workspace(cwd.as_deref())?;
-            let rules = PermissionRules {
-                allow: allow.clone(),
-                deny: deny.clone(),
-                ask: ask.clone(),
-            };
-            let tools = ToolOptions {
-                defer: None,
-                simple: *simple,
-                disabled: disable.clone(),
-            };
+            let rules = PermissionRules { allow: allow.clone(), deny: deny.clone(), ask: ask.clone() };
+            let tools = ToolOptions { defer: None, simple: *simple, disabled: disable.clone() };
             let params = SessionCreateParams {
                 cwd,
                 mode: mode.map(Into::into),
@@ -388,11 +347,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
 
 fn show_session(s: &SessionInfo) {
     let list = |v: &[String]| {
-        if v.is_empty() {
-            "-".to_owned()
-        } else {
-            v.join(", ")
-        }
+        if v.is_empty() { "-".to_owned() } else { v.join(", ") }
     };
     println!("session:         {}", s.session_id);
     println!("cwd:             {}", s.cwd.display());
@@ -400,16 +355,10 @@ fn show_session(s: &SessionInfo) {
     println!("allow:           {}", list(&s.permissions.allow));
     println!("deny:            {}", list(&s.permissions.deny));
     println!("ask:             {}", list(&s.permissions.ask));
-    println!(
-        "simple tools:    {}",
-        if s.tools.simple { "yes" } else { "no" }
-    );
+    println!("simple tools:    {}", if s.tools.simple { "yes" } else { "no" });
     println!("disabled tools:  {}", list(&s.tools.disabled));
     println!("max concurrency: {}", s.max_concurrency);
-    println!(
-        "age:             {}",
-        human_duration(now_ms().saturating_sub(s.created_at_ms))
-    );
+    println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
 }
 
 fn mode_name(mode: PermissionMode) -> &'static str {
@@ -429,10 +378,7 @@ fn print_json(value: &impl Serialize) {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn human_duration(ms: u64) -> String {

@@ -21,13 +21,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentd_protocol::methods::{
-    DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet,
-    SessionList,
+    DaemonInfo, DaemonInfoParams, DaemonInfoResult, SessionClose, SessionCreate, SessionGet, SessionList,
 };
 use agentd_protocol::methods::{ToolCall, ToolsList};
 use agentd_protocol::session::{
-    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
-    SessionListParams,
+    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo, SessionListParams,
 };
 use agentd_protocol::tools::{ToolCallParams, ToolCallResult, ToolsListParams, ToolsListResult};
 use agentd_protocol::{ErrorCode, Method};
@@ -61,6 +59,24 @@ pub enum ClientError {
         /// Structured detail, if any.
         data: Option<serde_json::Value>,
     },
+    /// The daemon did not answer in time.
+    #[error("agentd at {path} did not answer within {} s", .timeout.as_secs())]
+    Timeout {
+        /// The socket.
+        path: PathBuf,
+        /// How long the client waited.
+        timeout: Duration,
+    },
+    /// Something that is not this user's agentd answers on the socket.
+    #[error("refusing to talk to {path}: it is served by uid {uid}, not by this user ({own})")]
+    WrongPeer {
+        /// The socket.
+        path: PathBuf,
+        /// The uid serving it.
+        uid: u32,
+        /// Our uid.
+        own: u32,
+    },
     /// The connection failed or the reply could not be understood.
     #[error("talking to agentd: {0}")]
     Transport(String),
@@ -92,14 +108,11 @@ impl From<jsonrpsee::core::ClientError> for ClientError {
 /// The socket clients connect to when not told otherwise: `$AGENTD_SOCKET`,
 /// else the daemon's default path.
 pub fn default_socket_path() -> PathBuf {
-    if let Some(p) = std::env::var_os(agentd_protocol::socket::SOCKET_ENV).filter(|p| !p.is_empty())
-    {
+    if let Some(p) = std::env::var_os(agentd_protocol::socket::SOCKET_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
     agentd_protocol::socket::default_socket_path(
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .as_deref(),
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).as_deref(),
         nix::unistd::geteuid().as_raw(),
         &std::env::temp_dir(),
     )
@@ -113,10 +126,7 @@ pub async fn connect_socket(path: &Path) -> std::io::Result<tokio::net::UnixStre
     let mut pause = Duration::from_micros(100);
     loop {
         match tokio::net::UnixStream::connect(path).await {
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    && tokio::time::Instant::now() < deadline =>
-            {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
@@ -130,6 +140,7 @@ pub async fn connect_socket(path: &Path) -> std::io::Result<tokio::net::UnixStre
 pub struct Client {
     inner: jsonrpsee::async_client::Client,
     socket: PathBuf,
+    timeout: Duration,
 }
 
 impl Client {
@@ -139,25 +150,20 @@ impl Client {
     }
 
     /// Connects, giving each request at most `timeout`.
-    pub async fn connect_with_timeout(
-        path: impl AsRef<Path>,
-        timeout: Duration,
-    ) -> Result<Client, ClientError> {
+    pub async fn connect_with_timeout(path: impl AsRef<Path>, timeout: Duration) -> Result<Client, ClientError> {
         let path = path.as_ref();
-        let stream = connect_socket(path)
-            .await
-            .map_err(|source| ClientError::Connect {
-                path: path.to_owned(),
-                source,
-            })?;
+        let stream =
+            connect_socket(path).await.map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+        // A socket in a shared directory could be someone else's trap.
+        let own = nix::unistd::geteuid().as_raw();
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == own || own == 0 => {}
+            Ok(cred) => return Err(ClientError::WrongPeer { path: path.to_owned(), uid: cred.uid(), own }),
+            Err(source) => return Err(ClientError::Connect { path: path.to_owned(), source }),
+        }
         let (sender, receiver) = transport::split(stream);
-        let inner = ClientBuilder::default()
-            .request_timeout(timeout)
-            .build_with_tokio(sender, receiver);
-        Ok(Client {
-            inner,
-            socket: path.to_owned(),
-        })
+        let inner = ClientBuilder::default().request_timeout(timeout).build_with_tokio(sender, receiver);
+        Ok(Client { inner, socket: path.to_owned(), timeout })
     }
 
     /// The socket this client is connected to.
@@ -167,11 +173,13 @@ impl Client {
 
     /// Calls method `M` with `params`.
     pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
-        let result = self
-            .inner
-            .request::<M::Result, _>(M::NAME, transport::ByName(params))
-            .await?;
-        Ok(result)
+        let result = self.inner.request::<M::Result, _>(M::NAME, transport::ByName(params)).await;
+        result.map_err(|e| match e {
+            jsonrpsee::core::ClientError::RequestTimeout => {
+                ClientError::Timeout { path: self.socket.clone(), timeout: self.timeout }
+            }
+            other => other.into(),
+        })
     }
 
     /// `daemon/info`.
@@ -180,35 +188,23 @@ impl Client {
     }
 
     /// `session/create`.
-    pub async fn session_create(
-        &self,
-        params: SessionCreateParams,
-    ) -> Result<SessionCreateResult, ClientError> {
+    pub async fn session_create(&self, params: SessionCreateParams) -> Result<SessionCreateResult, ClientError> {
         self.call::<SessionCreate>(params).await
     }
 
     /// `session/list`.
     pub async fn session_list(&self) -> Result<Vec<SessionInfo>, ClientError> {
-        Ok(self
-            .call::<SessionList>(SessionListParams {})
-            .await?
-            .sessions)
+        Ok(self.call::<SessionList>(SessionListParams {}).await?.sessions)
     }
 
     /// `session/get`.
     pub async fn session_get(&self, session_id: &str) -> Result<SessionInfo, ClientError> {
-        self.call::<SessionGet>(SessionIdParams {
-            session_id: session_id.to_owned(),
-        })
-        .await
+        self.call::<SessionGet>(SessionIdParams { session_id: session_id.to_owned() }).await
     }
 
     /// `tools/list`.
     pub async fn tools_list(&self, session_id: &str) -> Result<ToolsListResult, ClientError> {
-        self.call::<ToolsList>(ToolsListParams {
-            session_id: session_id.to_owned(),
-        })
-        .await
+        self.call::<ToolsList>(ToolsListParams { session_id: session_id.to_owned() }).await
     }
 
     /// `tool/call`.
@@ -218,19 +214,12 @@ impl Client {
         name: &str,
         input: serde_json::Value,
     ) -> Result<ToolCallResult, ClientError> {
-        let params = ToolCallParams {
-            session_id: session_id.to_owned(),
-            name: name.to_owned(),
-            input,
-        };
+        let params = ToolCallParams { session_id: session_id.to_owned(), name: name.to_owned(), input };
         self.call::<ToolCall>(params).await
     }
 
     /// `session/close`.
     pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
-        self.call::<SessionClose>(SessionIdParams {
-            session_id: session_id.to_owned(),
-        })
-        .await
+        self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await
     }
 }

@@ -33,13 +33,7 @@ pub(crate) struct Receiver(FramedRead<OwnedReadHalf, LinesCodec>);
 
 pub(crate) fn split(stream: UnixStream) -> (Sender, Receiver) {
     let (read, write) = stream.into_split();
-    (
-        Sender(write),
-        Receiver(FramedRead::new(
-            read,
-            LinesCodec::new_with_max_length(MAX_REPLY_BYTES),
-        )),
-    )
+    (Sender(write), Receiver(FramedRead::new(read, LinesCodec::new_with_max_length(MAX_REPLY_BYTES))))
 }
 
 impl TransportSenderT for Sender {

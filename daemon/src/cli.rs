@@ -26,6 +26,9 @@ struct Args {
     #[arg(long, env = "AGENTD_MAX_TOOL_CONCURRENCY", default_value_t = crate::config::DEFAULT_MAX_TOOL_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..=crate::config::MAX_TOOL_CONCURRENCY_LIMIT as i64))]
     max_tool_concurrency: u32,
+    /// Seconds shutdown waits for cancelled work to finish
+    #[arg(long, env = "AGENTD_SHUTDOWN_GRACE", default_value_t = 10)]
+    shutdown_grace: u64,
     /// Ignore a socket passed by systemd and bind the path instead
     #[arg(long)]
     no_socket_activation: bool,
@@ -45,20 +48,17 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn start(args: Args) -> anyhow::Result<()> {
-    let socket_path = args
-        .socket
-        .unwrap_or_else(crate::config::default_socket_path);
+    let socket_path = args.socket.unwrap_or_else(crate::config::default_socket_path);
     let socket = if args.no_socket_activation {
         crate::SocketConfig::Path(socket_path)
     } else {
         crate::SocketConfig::ActivatedOr(socket_path)
     };
-    let state_dir = args
-        .state_dir
-        .unwrap_or_else(crate::config::default_state_dir);
+    let state_dir = args.state_dir.unwrap_or_else(crate::config::default_state_dir);
     let mut config = crate::Config::new(socket, state_dir);
     config.max_request_bytes = args.max_request_bytes;
     config.max_tool_concurrency = args.max_tool_concurrency;
+    config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -68,9 +68,7 @@ fn start(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
-        crate::run(config, shutdown)
-            .await
-            .map_err(anyhow::Error::from)
+        crate::run(config, shutdown).await.map_err(anyhow::Error::from)
     })
 }
 

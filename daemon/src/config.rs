@@ -79,9 +79,7 @@ pub fn default_state_dir() -> PathBuf {
 /// [`agentd_protocol::socket::default_socket_path`]).
 pub fn default_socket_path() -> PathBuf {
     agentd_protocol::socket::default_socket_path(
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .as_deref(),
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).as_deref(),
         nix::unistd::geteuid().as_raw(),
         &std::env::temp_dir(),
     )

@@ -47,10 +47,6 @@ pub enum DaemonError {
 
 impl DaemonError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        DaemonError::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        DaemonError::Io { op, path: path.into(), source }
     }
 }

@@ -31,11 +31,13 @@ pub enum ErrorCode {
     PeerNotAllowed,
     /// The daemon is shutting down and takes no new work.
     ShuttingDown,
+    /// Too many requests of one connection are still running.
+    TooManyRequests,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and the generated schema.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -47,6 +49,7 @@ impl ErrorCode {
         ErrorCode::RequestTooLarge,
         ErrorCode::PeerNotAllowed,
         ErrorCode::ShuttingDown,
+        ErrorCode::TooManyRequests,
     ];
 
     /// The number sent in the JSON-RPC `error.code` field.
@@ -63,6 +66,7 @@ impl ErrorCode {
             ErrorCode::RequestTooLarge => -32004,
             ErrorCode::PeerNotAllowed => -32005,
             ErrorCode::ShuttingDown => -32006,
+            ErrorCode::TooManyRequests => -32007,
         }
     }
 
@@ -85,6 +89,7 @@ impl ErrorCode {
             ErrorCode::RequestTooLarge => "request_too_large",
             ErrorCode::PeerNotAllowed => "peer_not_allowed",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::TooManyRequests => "too_many_requests",
         }
     }
 }

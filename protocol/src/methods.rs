@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::session::{
-    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo,
-    SessionListParams, SessionListResult,
+    SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo, SessionListParams,
+    SessionListResult,
 };
 
 /// A JSON-RPC method: its wire name and the types of its params and result.

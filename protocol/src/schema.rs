@@ -9,9 +9,7 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
-use crate::methods::{
-    DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList,
-};
+use crate::methods::{DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList};
 
 /// Path of the committed schema, relative to the workspace root.
 pub const SCHEMA_PATH: &str = "protocol/schema/agentd-protocol.json";
@@ -22,10 +20,7 @@ pub const REGENERATE_COMMAND: &str = "UPDATE_SCHEMA=1 cargo test -p agentd-proto
 fn method_entry<M: Method>(generator: &mut SchemaGenerator, methods: &mut Map<String, Value>) {
     let params = generator.subschema_for::<M::Params>();
     let result = generator.subschema_for::<M::Result>();
-    methods.insert(
-        M::NAME.to_owned(),
-        json!({ "params": params, "result": result }),
-    );
+    methods.insert(M::NAME.to_owned(), json!({ "params": params, "result": result }));
 }
 
 fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
@@ -34,9 +29,8 @@ fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
 
 /// Builds the protocol document.
 pub fn protocol_schema() -> Value {
-    let mut generator = SchemaSettings::draft2020_12()
-        .with(|s| s.definitions_path = "#/$defs/".into())
-        .into_generator();
+    let mut generator =
+        SchemaSettings::draft2020_12().with(|s| s.definitions_path = "#/$defs/".into()).into_generator();
     let mut methods = Map::new();
     method_entry::<DaemonInfo>(&mut generator, &mut methods);
     method_entry::<SessionCreate>(&mut generator, &mut methods);
@@ -47,10 +41,7 @@ pub fn protocol_schema() -> Value {
     method_entry::<ToolCall>(&mut generator, &mut methods);
     let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
 
-    let errors: Map<String, Value> = ErrorCode::ALL
-        .iter()
-        .map(|c| (c.name().to_owned(), json!(c.code())))
-        .collect();
+    let errors: Map<String, Value> = ErrorCode::ALL.iter().map(|c| (c.name().to_owned(), json!(c.code()))).collect();
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "agentd protocol",
@@ -76,9 +67,7 @@ mod tests {
 
     #[test]
     fn committed_schema_matches_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(SCHEMA_PATH);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(SCHEMA_PATH);
         let fresh = protocol_schema_text();
         if std::env::var_os("UPDATE_SCHEMA").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -104,12 +93,7 @@ mod tests {
         // The cwd field's doc comment reaches the schema.
         let defs = doc["$defs"].as_object().unwrap();
         let create = &defs["SessionCreateParams"];
-        assert!(
-            create["properties"]["cwd"]["description"]
-                .as_str()
-                .unwrap()
-                .contains("workspace")
-        );
+        assert!(create["properties"]["cwd"]["description"].as_str().unwrap().contains("workspace"));
         assert_eq!(create["required"], json!(["cwd"]));
     }
 }

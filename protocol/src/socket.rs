@@ -33,9 +33,6 @@ mod tests {
             default_socket_path(Some(Path::new("relative")), 7, tmp),
             PathBuf::from("/tmp/agentd-7/agentd.sock")
         );
-        assert_eq!(
-            default_socket_path(None, 7, tmp),
-            PathBuf::from("/tmp/agentd-7/agentd.sock")
-        );
+        assert_eq!(default_socket_path(None, 7, tmp), PathBuf::from("/tmp/agentd-7/agentd.sock"));
     }
 }

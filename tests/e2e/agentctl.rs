@@ -8,10 +8,7 @@ fn status_in_text_and_json() {
     let d = StandaloneDaemon::start(&[], &[]);
     let (code, out, err) = agentctl(&d.socket, &["status"]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.starts_with(&format!("agentd {}", env!("CARGO_PKG_VERSION"))),
-        "{out}"
-    );
+    assert!(out.starts_with(&format!("agentd {}", env!("CARGO_PKG_VERSION"))), "{out}");
     assert!(out.contains(&format!("pid {}", d.pid())), "{out}");
     let (code, out, _) = agentctl(&d.socket, &["--json", "status"]);
     assert_eq!(code, 0);
@@ -26,19 +23,8 @@ fn session_create_list_show_close() {
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().to_str().unwrap();
-    let (code, out, err) = agentctl(
-        &d.socket,
-        &[
-            "session",
-            "create",
-            "--cwd",
-            cwd,
-            "--mode",
-            "plan",
-            "--allow",
-            "Read(src/**)",
-        ],
-    );
+    let (code, out, err) =
+        agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--mode", "plan", "--allow", "Read(src/**)"]);
     assert_eq!(code, 0, "{err}");
     let id = out.trim().to_owned();
     assert_eq!(id.len(), 36, "prints just the id: {out:?}");
@@ -52,15 +38,7 @@ fn session_create_list_show_close() {
     let s: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(s["mode"], "plan");
     assert_eq!(s["permissions"]["allow"][0], "Read(src/**)");
-    assert_eq!(
-        s["cwd"],
-        Value::from(
-            std::fs::canonicalize(work.path())
-                .unwrap()
-                .to_str()
-                .unwrap()
-        )
-    );
+    assert_eq!(s["cwd"], Value::from(std::fs::canonicalize(work.path()).unwrap().to_str().unwrap()));
 
     let (code, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
     assert_eq!(code, 0);
@@ -72,10 +50,7 @@ fn session_create_list_show_close() {
 
     let (code, _, err) = agentctl(&d.socket, &["session", "show", &id]);
     assert_eq!(code, 1, "a refused request exits 1");
-    assert!(
-        err.contains("no open session") && err.contains("unknown_session"),
-        "{err}"
-    );
+    assert!(err.contains("no open session") && err.contains("unknown_session"), "{err}");
     let (code, out, _) = agentctl(&d.socket, &["--json", "session", "close", &id]);
     assert_eq!(code, 1);
     let e: Value = serde_json::from_str(&out).unwrap();
@@ -85,24 +60,21 @@ fn session_create_list_show_close() {
 #[test]
 fn relative_cwd_is_resolved_by_agentctl_and_bad_cwd_is_reported() {
     let d = StandaloneDaemon::start(&[], &[]);
-    let (code, _, err) = agentctl(
-        &d.socket,
-        &["session", "create", "--cwd", "/definitely/not/here"],
-    );
+    let (code, _, err) = agentctl(&d.socket, &["session", "create", "--cwd", "/definitely/not/here"]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("cwd") && err.contains("does not exist"),
-        "{err}"
-    );
+    assert!(err.contains("cwd") && err.contains("does not exist"), "{err}");
+    // A relative --cwd is resolved against agentctl's working directory.
+    let (code, out, err) = agentctl(&d.socket, &["--json", "session", "create", "--cwd", "e2e/.."]);
+    assert_eq!(code, 0, "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    let cwd = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+    assert_eq!(created["session"]["cwd"], Value::from(cwd.to_str().unwrap()));
     // Without --cwd, agentctl's own working directory is the workspace.
     let (code, out, err) = agentctl(&d.socket, &["--json", "session", "create"]);
     assert_eq!(code, 0, "{err}");
     let created: Value = serde_json::from_str(&out).unwrap();
     let here = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
-    assert_eq!(
-        created["session"]["cwd"],
-        Value::from(here.to_str().unwrap())
-    );
+    assert_eq!(created["session"]["cwd"], Value::from(here.to_str().unwrap()));
 }
 
 #[test]
@@ -112,14 +84,8 @@ fn unreachable_daemon_says_so_and_how_to_start_it() {
     let (code, out, err) = agentctl(&socket, &["status"]);
     assert_eq!(code, 3, "{err}");
     assert!(out.is_empty());
-    assert!(
-        err.contains("not running") && err.contains(socket.to_str().unwrap()),
-        "{err}"
-    );
-    assert!(
-        err.contains("agentd --socket") && err.contains("systemctl --user"),
-        "{err}"
-    );
+    assert!(err.contains("not running") && err.contains(socket.to_str().unwrap()), "{err}");
+    assert!(err.contains("agentd --socket") && err.contains("systemctl --user"), "{err}");
     let (code, out, _) = agentctl(&socket, &["--json", "session", "list"]);
     assert_eq!(code, 3);
     let e: Value = serde_json::from_str(&out).unwrap();

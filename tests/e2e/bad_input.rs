@@ -6,9 +6,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 fn code(reply: &Value) -> i64 {
-    reply["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error: {reply}"))
+    reply["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {reply}"))
 }
 
 #[tokio::test]
@@ -16,8 +14,7 @@ async fn malformed_lines_get_errors_and_the_connection_goes_on() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
 
-    c.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info""#)
-        .await;
+    c.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info""#).await;
     let r = c.recv_some().await;
     assert_eq!(code(&r), -32700, "{r}");
     assert_eq!(r["id"], Value::Null);
@@ -25,26 +22,16 @@ async fn malformed_lines_get_errors_and_the_connection_goes_on() {
     c.send_line(b"\xff\xfe{}").await;
     let r = c.recv_some().await;
     assert_eq!(code(&r), -32700, "{r}");
-    assert!(
-        r["error"]["message"].as_str().unwrap().contains("UTF-8"),
-        "{r}"
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("UTF-8"), "{r}");
 
     for non_object in ["42", "\"daemon/info\"", "null", "true"] {
         c.send_line(non_object).await;
         let r = c.recv_some().await;
         assert_eq!(code(&r), -32600, "{non_object}: {r}");
-        assert!(
-            r["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("JSON object"),
-            "{r}"
-        );
+        assert!(r["error"]["message"].as_str().unwrap().contains("JSON object"), "{r}");
     }
 
-    c.send_line(r#"{"jsonrpc":"1.0","id":5,"method":"daemon/info"}"#)
-        .await;
+    c.send_line(r#"{"jsonrpc":"1.0","id":5,"method":"daemon/info"}"#).await;
     let r = c.recv_some().await;
     assert_eq!((code(&r), r["id"].clone()), (-32600, json!(5)), "{r}");
 
@@ -52,15 +39,22 @@ async fn malformed_lines_get_errors_and_the_connection_goes_on() {
     let r = c.recv_some().await;
     assert_eq!((code(&r), r["id"].clone()), (-32600, json!(6)), "{r}");
 
-    c.send_line(r#"{"jsonrpc":"2.0","id":[1],"method":"daemon/info"}"#)
-        .await;
+    c.send_line(r#"{"jsonrpc":"2.0","id":[1],"method":"daemon/info"}"#).await;
     let r = c.recv_some().await;
     assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null), "{r}");
 
+    // Any number is a valid id in JSON-RPC; ours are integers, but the
+    // error still carries the id the client sent.
+    c.send_line(r#"{"jsonrpc":"2.0","id":-3,"method":"daemon/info"}"#).await;
+    let r = c.recv_some().await;
+    assert_eq!((code(&r), r["id"].clone()), (-32600, json!(-3)), "{r}");
+
+    // None of that changed anything.
+    assert_eq!(c.ok("session/list", json!({})).await["sessions"], json!([]));
+
     // Blank lines and CRLF endings are tolerated.
     c.send_line("").await;
-    c.send_line("{\"jsonrpc\":\"2.0\",\"id\":\"crlf\",\"method\":\"daemon/info\"}\r")
-        .await;
+    c.send_line("{\"jsonrpc\":\"2.0\",\"id\":\"crlf\",\"method\":\"daemon/info\"}\r").await;
     let r = c.recv_some().await;
     assert_eq!(r["id"], json!("crlf"));
     assert!(r["result"]["version"].is_string(), "{r}");
@@ -72,52 +66,24 @@ async fn unknown_method_and_wrong_params() {
     let mut c = d.raw().await;
     let r = c.request("session/destroy", json!({})).await;
     assert_eq!(code(&r), -32601);
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("session/destroy"),
-        "{r}"
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("session/destroy"), "{r}");
 
     let r = c.request("session/get", json!({})).await;
     assert_eq!(code(&r), -32602);
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("session_id"),
-        "{r}"
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("session_id"), "{r}");
 
     let r = c.request("session/get", json!({ "session_id": 3 })).await;
-    assert_eq!(
-        (code(&r), r["error"]["data"]["field"].clone()),
-        (-32602, json!("session_id")),
-        "{r}"
-    );
+    assert_eq!((code(&r), r["error"]["data"]["field"].clone()), (-32602, json!("session_id")), "{r}");
 
     let r = c.request("session/get", json!(["positional"])).await;
     assert_eq!(code(&r), -32602);
-    assert!(
-        r["error"]["message"].as_str().unwrap().contains("object"),
-        "{r}"
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("object"), "{r}");
 
     let r = c.request("daemon/info", json!({ "verbose": true })).await;
-    assert_eq!(
-        code(&r),
-        -32602,
-        "unknown fields are refused, not ignored: {r}"
-    );
-    assert!(
-        r["error"]["message"].as_str().unwrap().contains("verbose"),
-        "{r}"
-    );
+    assert_eq!(code(&r), -32602, "unknown fields are refused, not ignored: {r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("verbose"), "{r}");
 
-    let r = c
-        .request("session/get", json!({ "session_id": "nope" }))
-        .await;
+    let r = c.request("session/get", json!({ "session_id": "nope" })).await;
     assert_eq!(code(&r), -32001, "{r}");
 }
 
@@ -129,11 +95,7 @@ async fn batches_are_answered_per_spec() {
 
     c.send_line("[]").await;
     let r = c.recv_some().await;
-    assert_eq!(
-        code(&r),
-        -32600,
-        "empty batch is one error, not an array: {r}"
-    );
+    assert_eq!(code(&r), -32600, "empty batch is one error, not an array: {r}");
 
     c.send_line("[1, 2]").await;
     let r = c.recv_some().await;
@@ -154,11 +116,7 @@ async fn batches_are_answered_per_spec() {
     let by_id = |id: i64| items.iter().find(|i| i["id"] == json!(id)).unwrap().clone();
     assert!(by_id(1)["result"]["version"].is_string());
     assert_eq!(code(&by_id(2)), -32601);
-    assert_eq!(
-        by_id(3)["result"]["sessions"].as_array().unwrap().len(),
-        1,
-        "the notification ran first"
-    );
+    assert_eq!(by_id(3)["result"]["sessions"].as_array().unwrap().len(), 1, "the notification ran first");
 
     // A batch of notifications only gets no reply at all: the next line's
     // reply is the first thing that arrives.
@@ -190,24 +148,14 @@ async fn a_line_over_the_limit_gets_an_error_then_the_connection_closes() {
     // Under the limit: served.
     let pad = "x".repeat(3000);
     let r = c.request("daemon/info", json!({ "pad": pad })).await;
-    assert_eq!(
-        code(&r),
-        -32602,
-        "parsed (and refused for the unknown field): {r}"
-    );
+    assert_eq!(code(&r), -32602, "parsed (and refused for the unknown field): {r}");
     // Over it, with no newline in sight: refused as soon as it is too long.
     let big = vec![b'a'; 10_000];
     within("write", c.writer.write_all(&big)).await.unwrap();
     let r = c.recv_some().await;
     assert_eq!(code(&r), -32004, "{r}");
-    assert!(
-        r["error"]["message"].as_str().unwrap().contains("4096"),
-        "{r}"
-    );
-    assert!(
-        c.recv().await.is_none(),
-        "connection closed after the error"
-    );
+    assert!(r["error"]["message"].as_str().unwrap().contains("4096"), "{r}");
+    assert!(c.recv().await.is_none(), "connection closed after the error");
     // The daemon itself is fine.
     let mut other = d.raw().await;
     assert!(other.ok("daemon/info", json!({})).await["version"].is_string());
@@ -217,16 +165,10 @@ async fn a_line_over_the_limit_gets_an_error_then_the_connection_closes() {
 async fn default_limit_is_16_mib() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let line = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"daemon/info","params":{{"pad":"{}"}}}}"#,
-        "y".repeat(15 << 20)
-    );
+    let line =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"daemon/info","params":{{"pad":"{}"}}}}"#, "y".repeat(15 << 20));
     c.send_line(&line).await;
-    assert_eq!(
-        code(&c.recv_some().await),
-        -32602,
-        "a 15 MiB line is read and parsed"
-    );
+    assert_eq!(code(&c.recv_some().await), -32602, "a 15 MiB line is read and parsed");
     let too_big = vec![b'z'; (16 << 20) + 1];
     // The daemon may close while we are still writing; that is the point.
     let _ = within("write", c.writer.write_all(&too_big)).await;
@@ -238,25 +180,15 @@ async fn a_client_that_vanishes_mid_request_harms_nothing() {
     let d = TestDaemon::start().await;
     {
         let mut c = d.raw().await;
-        within(
-            "write",
-            c.writer
-                .write_all(br#"{"jsonrpc":"2.0","id":1,"method":"sess"#),
-        )
-        .await
-        .unwrap();
+        within("write", c.writer.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"sess"#)).await.unwrap();
     }
     {
         // Sends a whole request and leaves without reading the reply.
         let mut c = d.raw().await;
-        c.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#)
-            .await;
+        c.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#).await;
     }
     let state = d.state.clone();
-    eventually("both connections are gone", || {
-        state.connections.load(std::sync::atomic::Ordering::Relaxed) == 0
-    })
-    .await;
+    eventually("both connections are gone", || state.connections.load(std::sync::atomic::Ordering::Relaxed) == 0).await;
     let mut c = RawConn::connect(&d.socket).await;
     let info = c.ok("daemon/info", json!({})).await;
     assert_eq!(info["connections"], json!(1));
@@ -269,11 +201,37 @@ async fn a_half_closed_client_still_gets_its_answers() {
     let mut c = d.raw().await;
     // No trailing newline: the last line counts at end of stream.
     let two = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/list\"}";
-    within("write", c.writer.write_all(two.as_bytes()))
-        .await
-        .unwrap();
+    within("write", c.writer.write_all(two.as_bytes())).await.unwrap();
     within("shutdown", c.writer.shutdown()).await.unwrap();
     assert_eq!(c.recv_some().await["id"], json!(1));
     assert_eq!(c.recv_some().await["id"], json!(2));
     assert!(c.recv().await.is_none());
+}
+
+#[tokio::test]
+async fn too_many_requests_in_flight_are_refused_not_queued() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].clone();
+    let total = 1030;
+    let mut lines = String::new();
+    for id in 0..total {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tool/call",
+            "params": {"session_id": sid, "name": "TestSleep", "input": {"ms": 600_000}}});
+        lines.push_str(&call.to_string());
+        lines.push('\n');
+    }
+    within("write", c.writer.write_all(lines.as_bytes())).await.unwrap();
+    // The first 1024 run (and sleep); the rest are refused at once, by id.
+    let mut refused = Vec::new();
+    while refused.len() < total - 1024 {
+        let r = c.recv_some().await;
+        assert_eq!(code(&r), -32007, "{r}");
+        refused.push(r["id"].as_u64().unwrap());
+    }
+    assert!(refused.iter().all(|id| *id >= 1024), "{refused:?}");
+    // The connection still reads: a later request is answered at once (and
+    // refused too while the limit holds), not stuck behind the sleepers.
+    let r = c.request("daemon/info", json!({})).await;
+    assert_eq!(code(&r), -32007);
 }

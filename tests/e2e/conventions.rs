@@ -22,17 +22,7 @@ fn every_rust_file_opens_with_a_module_doc_comment() {
         rust_files(&root.join(crate_dir), &mut files);
     }
     assert!(files.len() > 10, "found only {} files", files.len());
-    let missing: Vec<_> = files
-        .iter()
-        .filter(|f| {
-            !std::fs::read_to_string(f)
-                .unwrap()
-                .trim_start()
-                .starts_with("//!")
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "files without a //! header: {missing:?}"
-    );
+    let missing: Vec<_> =
+        files.iter().filter(|f| !std::fs::read_to_string(f).unwrap().trim_start().starts_with("//!")).collect();
+    assert!(missing.is_empty(), "files without a //! header: {missing:?}");
 }

@@ -6,6 +6,7 @@ mod agentctl;
 mod bad_input;
 mod conventions;
 mod lifecycle;
+mod readme;
 mod sessions;
 mod socket;
 mod systemd;

@@ -1,20 +1,12 @@
 //! Sessions through the typed client and on the wire.
 
 use agentd_client::protocol::ErrorCode;
-use agentd_client::protocol::session::{
-    PermissionMode, PermissionRules, SessionCreateParams, ToolOptions,
-};
+use agentd_client::protocol::session::{PermissionMode, PermissionRules, SessionCreateParams, ToolOptions};
 use agentd_tests::{TestDaemon, within};
 use serde_json::json;
 
 fn params(cwd: &std::path::Path) -> SessionCreateParams {
-    SessionCreateParams {
-        cwd: cwd.to_owned(),
-        mode: None,
-        permissions: None,
-        tools: None,
-        max_concurrency: None,
-    }
+    SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
 }
 
 #[tokio::test]
@@ -24,21 +16,11 @@ async fn create_list_get_close_round_trip() {
     let work = tempfile::tempdir().unwrap();
     let mut p = params(work.path());
     p.mode = Some(PermissionMode::AcceptEdits);
-    p.permissions = Some(PermissionRules {
-        allow: vec!["Bash(ls:*)".into()],
-        deny: vec![],
-        ask: vec![],
-    });
-    p.tools = Some(ToolOptions {
-        defer: None,
-        simple: true,
-        disabled: vec!["Write".into()],
-    });
+    p.permissions = Some(PermissionRules { allow: vec!["Bash(ls:*)".into()], deny: vec![], ask: vec![] });
+    p.tools = Some(ToolOptions { defer: None, simple: true, disabled: vec!["Write".into()] });
     p.max_concurrency = Some(4);
     let a = within("create a", c.session_create(p)).await.unwrap();
-    let b = within("create b", c.session_create(params(work.path())))
-        .await
-        .unwrap();
+    let b = within("create b", c.session_create(params(work.path()))).await.unwrap();
     assert_ne!(a.session_id, b.session_id);
     assert_eq!(a.session.mode, PermissionMode::AcceptEdits);
     assert_eq!(a.session.permissions.allow, vec!["Bash(ls:*)".to_owned()]);
@@ -48,26 +30,13 @@ async fn create_list_get_close_round_trip() {
 
     let listed = within("list", c.session_list()).await.unwrap();
     let ids: Vec<_> = listed.iter().map(|s| s.session_id.clone()).collect();
-    assert_eq!(
-        ids,
-        vec![a.session_id.clone(), b.session_id.clone()],
-        "oldest first"
-    );
-    assert_eq!(
-        within("get", c.session_get(&a.session_id)).await.unwrap(),
-        a.session
-    );
+    assert_eq!(ids, vec![a.session_id.clone(), b.session_id.clone()], "oldest first");
+    assert_eq!(within("get", c.session_get(&a.session_id)).await.unwrap(), a.session);
 
-    within("close", c.session_close(&a.session_id))
-        .await
-        .unwrap();
-    let err = within("get closed", c.session_get(&a.session_id))
-        .await
-        .unwrap_err();
+    within("close", c.session_close(&a.session_id)).await.unwrap();
+    let err = within("get closed", c.session_get(&a.session_id)).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::UnknownSession), "{err}");
-    let err = within("close twice", c.session_close(&a.session_id))
-        .await
-        .unwrap_err();
+    let err = within("close twice", c.session_close(&a.session_id)).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::UnknownSession));
     assert_eq!(within("list", c.session_list()).await.unwrap().len(), 1);
     assert_eq!(within("info", c.daemon_info()).await.unwrap().sessions, 1);
@@ -81,16 +50,8 @@ async fn cwd_is_stored_canonical_and_absolute() {
     std::fs::create_dir(work.path().join("real")).unwrap();
     std::os::unix::fs::symlink(work.path().join("real"), work.path().join("link")).unwrap();
     let c = d.client().await;
-    let s = within(
-        "create",
-        c.session_create(params(&work.path().join("link/./../link"))),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        s.session.cwd,
-        std::fs::canonicalize(work.path().join("real")).unwrap()
-    );
+    let s = within("create", c.session_create(params(&work.path().join("link/./../link")))).await.unwrap();
+    assert_eq!(s.session.cwd, std::fs::canonicalize(work.path().join("real")).unwrap());
     assert!(s.session.cwd.is_absolute());
 }
 
@@ -112,23 +73,9 @@ async fn bad_cwd_is_refused_naming_the_field_and_creates_nothing() {
         let msg = reply["error"]["message"].as_str().unwrap();
         assert!(msg.contains(needle), "{msg}");
     }
-    let reply = raw
-        .request(
-            "session/create",
-            json!({ "cwd": work.path(), "max_concurrency": 0 }),
-        )
-        .await;
-    assert_eq!(
-        reply["error"]["data"]["field"],
-        json!("max_concurrency"),
-        "{reply}"
-    );
-    let reply = raw
-        .request(
-            "session/create",
-            json!({ "cwd": work.path(), "mode": "yolo" }),
-        )
-        .await;
+    let reply = raw.request("session/create", json!({ "cwd": work.path(), "max_concurrency": 0 })).await;
+    assert_eq!(reply["error"]["data"]["field"], json!("max_concurrency"), "{reply}");
+    let reply = raw.request("session/create", json!({ "cwd": work.path(), "mode": "yolo" })).await;
     assert_eq!(reply["error"]["data"]["field"], json!("mode"), "{reply}");
     let list = raw.ok("session/list", json!({})).await;
     assert_eq!(list["sessions"], json!([]));
@@ -139,9 +86,7 @@ async fn sessions_are_shared_between_connections() {
     let d = TestDaemon::start().await;
     let work = tempfile::tempdir().unwrap();
     let mut one = d.raw().await;
-    let created = one
-        .ok("session/create", json!({ "cwd": work.path() }))
-        .await;
+    let created = one.ok("session/create", json!({ "cwd": work.path() })).await;
     let id = created["session_id"].clone();
     drop(one);
     let mut two = d.raw().await;

@@ -8,33 +8,19 @@ use serde_json::{Value, json};
 async fn session(c: &mut RawConn, extra: Value) -> String {
     let work = std::env::temp_dir();
     let mut params = json!({ "cwd": work });
-    params
-        .as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    c.ok("session/create", params).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
 }
 
 fn names(list: &Value) -> Vec<String> {
-    list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
+    list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
 /// Each definition has exactly the fields a model API's `tools` entry takes,
 /// a valid name, and an object input schema without references.
 fn assert_api_ready(list: &Value) {
     let name_ok = |n: &str| {
-        !n.is_empty()
-            && n.len() <= 64
-            && n.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     };
     for tool in list["tools"].as_array().unwrap() {
         let obj = tool.as_object().unwrap();
@@ -58,17 +44,12 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
     assert_api_ready(&list);
     // Test builds carry the test tools; TestDisabled is not enabled; nothing
     // is deferred below the threshold, so ToolSearch is not listed.
-    assert_eq!(
-        names(&list),
-        ["TestAlwaysLoad", "TestDeferred", "TestEcho", "TestSleep"]
-    );
+    assert_eq!(names(&list), ["TestAlwaysLoad", "TestDeferred", "TestEcho", "TestSleep"]);
     assert_eq!(list["deferred"], json!([]));
     assert_eq!(list["deferred_tokens_saved"], json!(0));
 
     // Byte-identical across calls: compare the raw reply lines.
-    let line =
-        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"session_id": sid}})
-            .to_string();
+    let line = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"session_id": sid}}).to_string();
     let mut raw = Vec::new();
     for _ in 0..3 {
         c.send_line(&line).await;
@@ -76,9 +57,7 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
     }
     assert!(raw.windows(2).all(|w| w[0] == w[1]));
 
-    let r = c
-        .request("tools/list", json!({ "session_id": "nope" }))
-        .await;
+    let r = c.request("tools/list", json!({ "session_id": "nope" })).await;
     assert_eq!(r["error"]["code"], json!(-32001));
 }
 
@@ -86,84 +65,48 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
 async fn session_options_drive_the_filter_pipeline() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let denied = session(
-        &mut c,
-        json!({ "permissions": { "deny": ["TestSleep", "TestEcho(x)"] } }),
-    )
-    .await;
+    let denied = session(&mut c, json!({ "permissions": { "deny": ["TestSleep", "TestEcho(x)"] } })).await;
     let list = c.ok("tools/list", json!({ "session_id": denied })).await;
-    assert_eq!(
-        names(&list),
-        ["TestAlwaysLoad", "TestDeferred", "TestEcho"],
-        "blanket deny only"
-    );
+    assert_eq!(names(&list), ["TestAlwaysLoad", "TestDeferred", "TestEcho"], "blanket deny only");
 
     let by_alias = session(&mut c, json!({ "tools": { "disabled": ["Echo"] } })).await;
     let list = c.ok("tools/list", json!({ "session_id": by_alias })).await;
-    assert!(
-        !names(&list).contains(&"TestEcho".to_owned()),
-        "disabled by its old name"
-    );
+    assert!(!names(&list).contains(&"TestEcho".to_owned()), "disabled by its old name");
 
     let simple = session(&mut c, json!({ "tools": { "simple": true } })).await;
     let list = c.ok("tools/list", json!({ "session_id": simple })).await;
-    assert_eq!(
-        names(&list),
-        Vec::<String>::new(),
-        "no Bash/Read/Edit in this build yet"
-    );
+    assert_eq!(names(&list), Vec::<String>::new(), "no Bash/Read/Edit in this build yet");
 
-    let always = session(
-        &mut c,
-        json!({ "tools": { "defer": { "mode": "always" } } }),
-    )
-    .await;
+    let always = session(&mut c, json!({ "tools": { "defer": { "mode": "always" } } })).await;
     let list = c.ok("tools/list", json!({ "session_id": always })).await;
-    assert_eq!(
-        names(&list),
-        ["TestAlwaysLoad", "TestEcho", "TestSleep", "ToolSearch"]
-    );
+    assert_eq!(names(&list), ["TestAlwaysLoad", "TestEcho", "TestSleep", "ToolSearch"]);
     assert_eq!(list["deferred"], json!(["TestDeferred"]));
 }
 
 #[test]
 fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
     let d = StandaloneDaemon::start(&[], &[("AGENTD_TEST_EXTERNAL_TOOLS", "60")]);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
         let deferred = session(&mut c, json!({})).await;
         let list = c.ok("tools/list", json!({ "session_id": deferred })).await;
         assert_api_ready(&list);
         let deferred_names = list["deferred"].as_array().unwrap();
-        assert_eq!(
-            deferred_names.len(),
-            61,
-            "60 external tools and TestDeferred"
-        );
+        assert_eq!(deferred_names.len(), 61, "60 external tools and TestDeferred");
         assert!(names(&list).contains(&"ToolSearch".to_owned()));
         assert!(!names(&list).iter().any(|n| n.starts_with("mcp__")));
 
         let full = session(&mut c, json!({ "tools": { "defer": { "mode": "never" } } })).await;
         let all = c.ok("tools/list", json!({ "session_id": full })).await;
-        assert_eq!(
-            all["tools"].as_array().unwrap().len(),
-            64,
-            "60 external and 4 test tools; no ToolSearch"
-        );
+        assert_eq!(all["tools"].as_array().unwrap().len(), 64, "60 external and 4 test tools; no ToolSearch");
         let saved = list["deferred_tokens_saved"].as_u64().unwrap();
         let with = list["estimated_tokens"].as_u64().unwrap();
         let without = all["estimated_tokens"].as_u64().unwrap();
         assert!(saved > 10 * with, "saved {saved}, listed {with}");
         // Deferral trades the deferred definitions for ToolSearch's own.
         let search_tokens = with + saved - without;
-        assert!(
-            search_tokens < 300,
-            "ToolSearch costs {search_tokens} tokens"
-        );
+        assert!(search_tokens < 300, "ToolSearch costs {search_tokens} tokens");
         eprintln!("60 external tools: {without} tokens in full, {with} deferred ({saved} saved)");
     });
 }
@@ -173,125 +116,63 @@ async fn tool_call_runs_by_name_or_alias_and_reports_input_errors_as_results() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let sid = session(&mut c, json!({})).await;
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "Echo", "input": { "text": "hi", "repeat": 2 } }),
-        )
-        .await;
+    let r =
+        c.ok("tool/call", json!({ "session_id": sid, "name": "Echo", "input": { "text": "hi", "repeat": 2 } })).await;
     assert_eq!(r["name"], "TestEcho");
     assert_eq!(r["is_error"], false);
     assert_eq!(r["content"], json!([{ "type": "text", "text": "hihi" }]));
     assert_eq!(r["render_use"], "Echoing \"hi\"");
     assert_eq!(r["render"], "Echoed 4 characters");
 
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TestEcho", "input": { "text": 3 } }),
-        )
-        .await;
-    assert_eq!(
-        r["is_error"], true,
-        "a bad input is a result the model reads, not an RPC error"
-    );
+    let r = c.ok("tool/call", json!({ "session_id": sid, "name": "TestEcho", "input": { "text": 3 } })).await;
+    assert_eq!(r["is_error"], true, "a bad input is a result the model reads, not an RPC error");
     let text = r["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("field `text`") && text.contains("expected a string"),
-        "{text}"
-    );
+    assert!(text.contains("field `text`") && text.contains("expected a string"), "{text}");
 
     let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TestEcho", "input": { "text": "x", "repeat": 0 } }),
-        )
+        .ok("tool/call", json!({ "session_id": sid, "name": "TestEcho", "input": { "text": "x", "repeat": 0 } }))
         .await;
     assert_eq!(r["is_error"], true);
-    assert!(
-        r["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("repeat must be"),
-        "{r}"
-    );
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("repeat must be"), "{r}");
 
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TestDisabled", "input": {} }),
-        )
-        .await;
+    let r = c.ok("tool/call", json!({ "session_id": sid, "name": "TestDisabled", "input": {} })).await;
     assert_eq!(r["is_error"], true);
-    assert!(
-        r["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("no tool named"),
-        "{r}"
-    );
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("no tool named"), "{r}");
 
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TestSleep", "input": { "ms": 1, "panic": true } }),
-        )
-        .await;
-    assert_eq!(
-        r["is_error"], true,
-        "a panicking tool is an error result: {r}"
-    );
-    assert!(
-        c.ok("daemon/info", json!({})).await["pid"].is_number(),
-        "and the daemon lives"
-    );
+    let r =
+        c.ok("tool/call", json!({ "session_id": sid, "name": "TestSleep", "input": { "ms": 1, "panic": true } })).await;
+    assert_eq!(r["is_error"], true, "a panicking tool is an error result: {r}");
+    assert!(c.ok("daemon/info", json!({})).await["pid"].is_number(), "and the daemon lives");
 }
 
 #[tokio::test]
 async fn a_deferred_tool_must_be_loaded_with_tool_search_first() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = session(
-        &mut c,
-        json!({ "tools": { "defer": { "mode": "always" } } }),
-    )
-    .await;
+    let sid = session(&mut c, json!({ "tools": { "defer": { "mode": "always" } } })).await;
     let call = json!({ "session_id": sid, "name": "TestDeferred", "input": {} });
     let r = c.ok("tool/call", call.clone()).await;
     assert_eq!(r["is_error"], true);
     let text = r["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("ToolSearch") && text.contains("select:TestDeferred"),
-        "{text}"
-    );
+    assert!(text.contains("ToolSearch") && text.contains("select:TestDeferred"), "{text}");
 
     let before = c.ok("tools/list", json!({ "session_id": sid })).await;
     let found = c
-        .ok("tool/call", json!({ "session_id": sid, "name": "ToolSearch", "input": { "query": "select:TestDeferred" } }))
+        .ok(
+            "tool/call",
+            json!({ "session_id": sid, "name": "ToolSearch", "input": { "query": "select:TestDeferred" } }),
+        )
         .await;
     assert_eq!(found["is_error"], false, "{found}");
-    assert!(
-        found["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("\"name\":\"TestDeferred\""),
-        "{found}"
-    );
+    assert!(found["content"][0]["text"].as_str().unwrap().contains("\"name\":\"TestDeferred\""), "{found}");
     assert_eq!(found["render"], "Loaded 1 tool: TestDeferred");
 
     let r = within("call", c.ok("tool/call", call)).await;
-    assert_eq!(
-        (r["is_error"].clone(), r["content"][0]["text"].clone()),
-        (json!(false), json!("TestDeferred ran"))
-    );
+    assert_eq!((r["is_error"].clone(), r["content"][0]["text"].clone()), (json!(false), json!("TestDeferred ran")));
     let after = c.ok("tools/list", json!({ "session_id": sid })).await;
     assert_eq!(after["deferred"], json!([]));
     let (b, a) = (names(&before), names(&after));
-    assert_eq!(
-        a[..b.len()],
-        b[..],
-        "loaded tools are appended, the prefix stays"
-    );
+    assert_eq!(a[..b.len()], b[..], "loaded tools are appended, the prefix stays");
     assert_eq!(a.last().unwrap(), "TestDeferred");
 }
 
@@ -300,14 +181,8 @@ fn agentctl_tools_shows_definitions_deferred_names_and_tokens() {
     let d = StandaloneDaemon::start(&[], &[("AGENTD_TEST_EXTERNAL_TOOLS", "60")]);
     let (code, out, err) = agentctl(&d.socket, &["tools"]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("TestEcho") && out.contains("ToolSearch"),
-        "{out}"
-    );
-    assert!(
-        out.contains("deferred (61, ~") && out.contains("mcp__synthetic__create_issue"),
-        "{out}"
-    );
+    assert!(out.contains("TestEcho") && out.contains("ToolSearch"), "{out}");
+    assert!(out.contains("deferred (61, ~") && out.contains("mcp__synthetic__create_issue"), "{out}");
     assert!(out.contains("tokens saved"), "{out}");
     let (code, out, _) = agentctl(&d.socket, &["--json", "tools"]);
     assert_eq!(code, 0);
@@ -315,8 +190,5 @@ fn agentctl_tools_shows_definitions_deferred_names_and_tokens() {
     assert_eq!(list["deferred"].as_array().unwrap().len(), 61);
     // The temporary session agentctl opened is closed again.
     let (_, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
-    assert_eq!(
-        serde_json::from_str::<Value>(&out).unwrap()["sessions"],
-        json!([])
-    );
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["sessions"], json!([]));
 }

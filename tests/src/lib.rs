@@ -38,10 +38,7 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "condition not reached within {STEP:?}: {what}"
-        );
+        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -50,10 +47,7 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 pub fn eventually_blocking(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + STEP;
     while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "condition not reached within {STEP:?}: {what}"
-        );
+        assert!(Instant::now() < deadline, "condition not reached within {STEP:?}: {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -65,11 +59,7 @@ pub fn bin_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(Path::parent).unwrap();
     let path = dir.join(format!("e2e-{name}"));
-    assert!(
-        path.exists(),
-        "{} is not built; run the tests with cargo test",
-        path.display()
-    );
+    assert!(path.exists(), "{} is not built; run the tests with cargo test", path.display());
     path
 }
 
@@ -102,20 +92,12 @@ impl TestDaemon {
         let state = daemon.state();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(daemon.serve(shutdown.clone()));
-        TestDaemon {
-            dir,
-            socket,
-            state,
-            shutdown,
-            task: Some(task),
-        }
+        TestDaemon { dir, socket, state, shutdown, task: Some(task) }
     }
 
     /// A typed client connected to this daemon.
     pub async fn client(&self) -> Client {
-        within("connect client", Client::connect(&self.socket))
-            .await
-            .unwrap()
+        within("connect client", Client::connect(&self.socket)).await.unwrap()
     }
 
     /// A line-level connection, for sending anything at all.
@@ -149,15 +131,9 @@ pub struct RawConn {
 impl RawConn {
     /// Connects to `socket`.
     pub async fn connect(socket: &Path) -> RawConn {
-        let stream = within("connect", agentd_client::connect_socket(socket))
-            .await
-            .unwrap();
+        let stream = within("connect", agentd_client::connect_socket(socket)).await.unwrap();
         let (r, w) = stream.into_split();
-        RawConn {
-            reader: BufReader::new(r),
-            writer: w,
-            next_id: 1,
-        }
+        RawConn { reader: BufReader::new(r), writer: w, next_id: 1 }
     }
 
     /// Sends `bytes` followed by a newline.
@@ -170,16 +146,11 @@ impl RawConn {
     /// Reads one line and parses it; `None` at end of stream.
     pub async fn recv(&mut self) -> Option<Value> {
         let mut line = String::new();
-        let n = within("receive a line", self.reader.read_line(&mut line))
-            .await
-            .unwrap();
+        let n = within("receive a line", self.reader.read_line(&mut line)).await.unwrap();
         if n == 0 {
             return None;
         }
-        Some(
-            serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")),
-        )
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")))
     }
 
     /// Reads one line, failing at end of stream.
@@ -223,26 +194,27 @@ impl StandaloneDaemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agentd.sock");
         let mut cmd = Command::new(bin_path("agentd"));
-        cmd.arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"));
-        cmd.args(args)
-            .envs(env.iter().copied())
-            .env_remove("AGENTD_SOCKET");
+        cmd.arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state"));
+        cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
         let log = std::fs::File::create(dir.path().join("agentd.log")).unwrap();
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         let child = cmd.spawn().unwrap();
-        let daemon = StandaloneDaemon { child, dir, socket };
+        let mut daemon = StandaloneDaemon { child, dir, socket };
         daemon.wait_ready();
         daemon
     }
 
-    /// Waits until the socket accepts connections.
-    pub fn wait_ready(&self) {
-        eventually_blocking("agentd accepts connections", || {
-            std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
-        });
+    /// Waits until the socket accepts connections; fails at once, with the
+    /// daemon's log, if it exits instead.
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + STEP;
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("agentd exited ({status}) before it listened:\n{}", self.stderr());
+            }
+            assert!(Instant::now() < deadline, "agentd did not listen within {STEP:?}:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The daemon's pid.
@@ -272,9 +244,7 @@ impl StandaloneDaemon {
 
     /// Open file descriptors of the daemon, from `/proc/<pid>/fd`.
     pub fn fd_count(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .unwrap()
-            .count()
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap().count()
     }
 }
 
@@ -294,12 +264,7 @@ pub struct ChildGuard(pub Child);
 impl ChildGuard {
     /// Spawns `cmd` with stdin and stdout closed.
     pub fn spawn(cmd: &mut Command) -> ChildGuard {
-        ChildGuard(
-            cmd.stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
+        ChildGuard(cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
     }
 
     /// Waits for the process to exit, failing after [`STEP`].

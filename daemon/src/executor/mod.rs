@@ -42,11 +42,7 @@ pub async fn call_one(session: Arc<Session>, name: &str, input: Value) -> ToolCa
         tools: session.tools.clone(),
     };
     if let Err(e) = prepared.validate(&ctx) {
-        return refused(
-            tool.name(),
-            render_use,
-            format!("invalid input for {}: {e}", tool.name()),
-        );
+        return refused(tool.name(), render_use, format!("invalid input for {}: {e}", tool.name()));
     }
     match prepared.check_permissions(&ctx) {
         Decision::Allow => {}
@@ -72,12 +68,7 @@ pub async fn call_one(session: Arc<Session>, name: &str, input: Value) -> ToolCa
             return outcome_result(
                 tool.name(),
                 render_use,
-                CallOutcome {
-                    content: vec![ContentBlock::text(message)],
-                    is_error: true,
-                    render,
-                    modifier: None,
-                },
+                CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None },
             );
         }
     }

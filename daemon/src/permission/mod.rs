@@ -28,16 +28,11 @@ pub enum Decision {
 impl Decision {
     /// An `ask` without a suggested rule.
     pub fn ask(reason: impl Into<String>) -> Self {
-        Decision::Ask {
-            reason: reason.into(),
-            suggestion: None,
-        }
+        Decision::Ask { reason: reason.into(), suggestion: None }
     }
 
     /// A `deny`.
     pub fn deny(reason: impl Into<String>) -> Self {
-        Decision::Deny {
-            reason: reason.into(),
-        }
+        Decision::Deny { reason: reason.into() }
     }
 }

@@ -15,14 +15,14 @@ use jsonrpsee::MethodSink;
 use jsonrpsee::types::Id;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::UnixStream;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedRead};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::dispatch::{Dispatcher, Handled, Reply, error_reply};
+use super::dispatch::{Dispatcher, Handled, Reply, busy_reply, error_reply};
 use super::{DaemonState, Shared};
 
 /// Replies and subscription messages queued for one connection before
@@ -32,17 +32,21 @@ const OUTBOX_CAPACITY: usize = 1024;
 /// How long a connection closed for a too-long line keeps discarding input.
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Requests of one connection running at once before reading pauses.
+/// How long a refused peer's input is discarded before closing.
+const REFUSED_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Requests of one connection running at once; more are refused.
 const MAX_IN_FLIGHT: usize = 1024;
+
+/// How long one reply may take to write before the client is dropped.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long closing a connection may wait to flush.
+const SHUTDOWN_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves one accepted connection until the client leaves, the line limit is
 /// broken, or the daemon shuts down.
-pub(crate) async fn serve(
-    stream: UnixStream,
-    conn_id: usize,
-    shared: Arc<Shared>,
-    cancel: CancellationToken,
-) {
+pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared>, cancel: CancellationToken) {
     let state = &shared.state;
     let _count = ConnectionCount::new(state);
     let allowed = shared.allowed_uid;
@@ -53,13 +57,13 @@ pub(crate) async fn serve(
             let reply = error_reply(
                 Id::Null,
                 ErrorCode::PeerNotAllowed,
-                format!(
-                    "this agentd serves uid {allowed} only; connection from uid {} refused",
-                    cred.uid()
-                ),
+                format!("this agentd serves uid {allowed} only; connection from uid {} refused", cred.uid()),
             );
             let mut stream = stream;
-            let _ = write_line(&mut stream, &reply).await;
+            if write_line(&mut stream, &reply).await.is_ok() {
+                let _ = stream.shutdown().await;
+                drain(&mut stream, REFUSED_DRAIN_LIMIT, &cancel).await;
+            }
             return;
         }
         Err(e) => {
@@ -73,9 +77,8 @@ pub(crate) async fn serve(
     let mut writer = BufWriter::new(write);
     let (tx, mut outbox) = mpsc::channel::<Reply>(OUTBOX_CAPACITY);
     let sink = MethodSink::new(tx);
-    let dispatcher = Dispatcher::new(shared.methods.clone(), conn_id, sink.clone());
+    let dispatcher = Arc::new(Dispatcher::new(shared.methods.clone(), conn_id, sink.clone()));
     let in_flight = TaskTracker::new();
-    let slot_freed = Arc::new(Notify::new());
     let mut reading = true;
 
     loop {
@@ -87,8 +90,7 @@ pub(crate) async fn serve(
                     break;
                 }
             }
-            _ = slot_freed.notified(), if reading && in_flight.len() >= MAX_IN_FLIGHT => {}
-            frame = frames.next(), if reading && in_flight.len() < MAX_IN_FLIGHT => {
+            frame = frames.next(), if reading => {
                 let line = match frame {
                     None => {
                         // The client is done sending; answer what it asked, then close.
@@ -107,7 +109,7 @@ pub(crate) async fn serve(
                         );
                         if write_reply(&mut writer, &reply, true, &cancel).await.is_ok() {
                             let _ = writer.shutdown().await;
-                            drain(frames.get_mut(), &cancel).await;
+                            drain(frames.get_mut(), DRAIN_LIMIT, &cancel).await;
                         }
                         break;
                     }
@@ -130,6 +132,15 @@ pub(crate) async fn serve(
                 if text.trim().is_empty() {
                     continue;
                 }
+                if in_flight.len() >= MAX_IN_FLIGHT {
+                    // Refuse rather than stop reading: the replies this
+                    // client waits for may need a later line (a cancel).
+                    let reply = busy_reply(text, MAX_IN_FLIGHT);
+                    if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 match dispatcher.handle(text) {
                     Handled::Ready(None) => {}
                     Handled::Ready(Some(reply)) => {
@@ -139,7 +150,6 @@ pub(crate) async fn serve(
                     }
                     Handled::Later(fut) => {
                         let sink = sink.clone();
-                        let freed = slot_freed.clone();
                         let cancel = cancel.clone();
                         let task = in_flight.track_future(async move {
                             tokio::select! {
@@ -150,7 +160,6 @@ pub(crate) async fn serve(
                                 }
                                 _ = cancel.cancelled() => {}
                             }
-                            freed.notify_one();
                         });
                         shared.tracker.spawn(task.in_current_span());
                     }
@@ -172,7 +181,7 @@ pub(crate) async fn serve(
     cancel.cancel();
     drop(outbox);
     in_flight.close();
-    let _ = writer.shutdown().await;
+    let _ = tokio::time::timeout(SHUTDOWN_WRITE_LIMIT, writer.shutdown()).await;
     tracing::debug!("connection closed");
 }
 
@@ -191,8 +200,16 @@ async fn write_reply(
         }
         Ok(())
     };
+    // A client that stops reading must not hold the connection (and the
+    // daemon's shutdown) forever.
     tokio::select! {
-        r = write => r.inspect_err(|e| tracing::debug!("write failed: {e}")),
+        r = tokio::time::timeout(WRITE_TIMEOUT, write) => match r {
+            Ok(r) => r.inspect_err(|e| tracing::debug!("write failed: {e}")),
+            Err(_) => {
+                tracing::warn!("client has not read its replies for {} s; closing the connection", WRITE_TIMEOUT.as_secs());
+                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "client stopped reading"))
+            }
+        },
         _ = cancel.cancelled() => Err(std::io::Error::other("connection cancelled")),
     }
 }
@@ -200,13 +217,13 @@ async fn write_reply(
 /// Reads and discards what the client is still sending, until it stops or
 /// a few seconds pass. Closing a Unix socket with unread input resets the
 /// connection, and the client would lose the error it was just sent.
-async fn drain(read: &mut tokio::net::unix::OwnedReadHalf, cancel: &CancellationToken) {
+async fn drain(read: &mut (impl tokio::io::AsyncRead + Unpin), limit: std::time::Duration, cancel: &CancellationToken) {
     use tokio::io::AsyncReadExt;
     let mut scratch = vec![0u8; 64 * 1024];
     let drained = async { while matches!(read.read(&mut scratch).await, Ok(n) if n > 0) {} };
     tokio::select! {
         _ = drained => {}
-        _ = tokio::time::sleep(DRAIN_LIMIT) => {}
+        _ = tokio::time::sleep(limit) => {}
         _ = cancel.cancelled() => {}
     }
 }
@@ -327,12 +344,8 @@ mod tests {
     fn splits_lines_and_keeps_a_last_line_without_newline() {
         let mut codec = LineCodec::new(100);
         let got = decode_all(&mut codec, b"a\nbb\n\nccc");
-        let want: Vec<Result<Vec<u8>, String>> = vec![
-            Ok(b"a".to_vec()),
-            Ok(b"bb".to_vec()),
-            Ok(b"".to_vec()),
-            Ok(b"ccc".to_vec()),
-        ];
+        let want: Vec<Result<Vec<u8>, String>> =
+            vec![Ok(b"a".to_vec()), Ok(b"bb".to_vec()), Ok(b"".to_vec()), Ok(b"ccc".to_vec())];
         assert_eq!(got, want);
     }
 

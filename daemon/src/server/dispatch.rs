@@ -11,13 +11,14 @@
 //! reply line; a notification gets none.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use agentd_protocol::ErrorCode;
 use jsonrpsee::core::id_providers::RandomStringIdProvider;
 use jsonrpsee::types::{ErrorObject, Id, Params, Request};
 use jsonrpsee::{
-    BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink,
-    Methods, SubscriptionState,
+    BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink, Methods,
+    SubscriptionState,
 };
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -67,7 +68,7 @@ impl Dispatcher {
     }
 
     /// Handles one line (a request, a notification or a batch).
-    pub fn handle(&self, line: &str) -> Handled {
+    pub fn handle(self: &Arc<Self>, line: &str) -> Handled {
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') {
             return self.batch(trimmed);
@@ -86,9 +87,7 @@ impl Dispatcher {
     }
 
     fn call(&self, req: Request<'_>, in_batch: bool) -> Single {
-        let Request {
-            id, method, params, ..
-        } = req;
+        let Request { id, method, params, .. } = req;
         let params = Params::new(params.as_ref().map(|p| p.get()));
         let span = tracing::debug_span!("request", method = %method);
         let _enter = span.enter();
@@ -101,35 +100,19 @@ impl Dispatcher {
                     "unknown method {method:?}; the protocol's methods are listed in protocol/schema/agentd-protocol.json"
                 ),
             ))),
-            Some(MethodCallback::Sync(cb)) => {
-                Single::Ready(Some(finish((cb)(id, params, usize::MAX, ext))))
+            Some(MethodCallback::Sync(cb)) => Single::Ready(Some(finish((cb)(id, params, usize::MAX, ext)))),
+            Some(MethodCallback::Unsubscription(cb)) => {
+                Single::Ready(Some(finish((cb)(id, params, self.conn_id, usize::MAX, ext))))
             }
-            Some(MethodCallback::Unsubscription(cb)) => Single::Ready(Some(finish((cb)(
-                id,
-                params,
-                self.conn_id,
-                usize::MAX,
-                ext,
-            )))),
             Some(MethodCallback::Async(cb)) => {
-                let fut = (cb)(
-                    id.into_owned(),
-                    params.into_owned(),
-                    self.conn_id,
-                    usize::MAX,
-                    ext,
-                );
+                let fut = (cb)(id.into_owned(), params.into_owned(), self.conn_id, usize::MAX, ext);
                 drop(_enter);
-                Single::Later(Box::pin(
-                    async move { Some(finish(fut.await)) }.instrument(span.clone()),
-                ))
+                Single::Later(Box::pin(async move { Some(finish(fut.await)) }.instrument(span.clone())))
             }
             Some(MethodCallback::Subscription(_)) if in_batch => Single::Ready(Some(error_reply(
                 id,
                 ErrorCode::InvalidRequest,
-                format!(
-                    "{method:?} opens a subscription, which cannot be part of a batch; send it on its own line"
-                ),
+                format!("{method:?} opens a subscription, which cannot be part of a batch; send it on its own line"),
             ))),
             Some(MethodCallback::Subscription(cb)) => {
                 let Some(permit) = self.subscriptions.acquire() else {
@@ -141,11 +124,8 @@ impl Dispatcher {
                         ),
                     )));
                 };
-                let state = SubscriptionState {
-                    conn_id: self.conn_id,
-                    id_provider: &self.ids,
-                    subscription_permit: permit,
-                };
+                let state =
+                    SubscriptionState { conn_id: self.conn_id, id_provider: &self.ids, subscription_permit: permit };
                 let fut = (cb)(id, params, self.sink.clone(), state, ext);
                 drop(_enter);
                 Single::Later(Box::pin(
@@ -172,11 +152,7 @@ impl Dispatcher {
         let value: Value = match serde_json::from_str(raw) {
             Ok(v) => v,
             Err(e) => {
-                return Single::Ready(Some(error_reply(
-                    Id::Null,
-                    ErrorCode::ParseError,
-                    format!("parse error: {e}"),
-                )));
+                return Single::Ready(Some(error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}"))));
             }
         };
         let Value::Object(obj) = &value else {
@@ -185,11 +161,7 @@ impl Dispatcher {
                 ErrorCode::InvalidRequest,
                 format!(
                     "a request must be a JSON object{}, got {}",
-                    if in_batch {
-                        ""
-                    } else {
-                        " (or an array of them for a batch)"
-                    },
+                    if in_batch { "" } else { " (or an array of them for a batch)" },
                     json_kind(&value)
                 ),
             )));
@@ -200,14 +172,24 @@ impl Dispatcher {
             Some(Value::String(s)) => Some(Id::Str(s.clone().into())),
             Some(v) => match v.as_u64() {
                 Some(n) => Some(Id::Number(n)),
+                // JSON-RPC allows any number; jsonrpsee's ids do not. Refuse
+                // it, but answer with the id the client sent.
+                None if v.is_number() => {
+                    let reply = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": v,
+                        "error": {
+                            "code": ErrorCode::InvalidRequest.code(),
+                            "message": "this server takes string or non-negative integer ids",
+                        },
+                    });
+                    return Single::Ready(serde_json::value::to_raw_value(&reply).ok());
+                }
                 None => {
                     return Single::Ready(Some(error_reply(
                         Id::Null,
                         ErrorCode::InvalidRequest,
-                        format!(
-                            "\"id\" must be a string, a non-negative integer or null, got {}",
-                            json_kind(v)
-                        ),
+                        format!("\"id\" must be a string, a non-negative integer or null, got {}", json_kind(v)),
                     )));
                 }
             },
@@ -265,52 +247,43 @@ impl Dispatcher {
         }
     }
 
-    fn batch(&self, raw: &str) -> Handled {
+    /// Members run in order: a member waiting for an async method holds
+    /// back the ones after it, so a batch means what it says in sequence.
+    fn batch(self: &Arc<Self>, raw: &str) -> Handled {
         let items: Vec<&RawValue> = match serde_json::from_str(raw) {
             Ok(items) => items,
             Err(e) => {
                 let reply = match serde_json::from_str::<Value>(raw) {
-                    Err(_) => {
-                        error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}"))
-                    }
-                    Ok(_) => error_reply(
-                        Id::Null,
-                        ErrorCode::InvalidRequest,
-                        format!("invalid batch: {e}"),
-                    ),
+                    Err(_) => error_reply(Id::Null, ErrorCode::ParseError, format!("parse error: {e}")),
+                    Ok(_) => error_reply(Id::Null, ErrorCode::InvalidRequest, format!("invalid batch: {e}")),
                 };
                 return Handled::Ready(Some(reply));
             }
         };
         if items.is_empty() {
-            return Handled::Ready(Some(error_reply(
-                Id::Null,
-                ErrorCode::InvalidRequest,
-                "empty batch",
-            )));
+            return Handled::Ready(Some(error_reply(Id::Null, ErrorCode::InvalidRequest, "empty batch")));
         }
-        let parts: Vec<Single> = items
-            .iter()
-            .map(|item| self.single(item.get(), true))
-            .collect();
-        if parts.iter().all(|p| matches!(p, Single::Ready(_))) {
-            let replies = parts.into_iter().filter_map(|p| match p {
-                Single::Ready(r) => r,
-                Single::Later(_) => None,
-            });
-            return Handled::Ready(join_batch(replies.collect()));
-        }
-        Handled::Later(Box::pin(async move {
-            let mut replies = Vec::with_capacity(parts.len());
-            for part in parts {
-                let reply = match part {
-                    Single::Ready(r) => r,
-                    Single::Later(fut) => fut.await,
-                };
-                replies.extend(reply);
+        let mut replies = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            match self.single(item.get(), true) {
+                Single::Ready(reply) => replies.extend(reply),
+                Single::Later(fut) => {
+                    let rest: Vec<String> = items[i + 1..].iter().map(|r| r.get().to_owned()).collect();
+                    let me = self.clone();
+                    return Handled::Later(Box::pin(async move {
+                        replies.extend(fut.await);
+                        for item in rest {
+                            match me.single(&item, true) {
+                                Single::Ready(reply) => replies.extend(reply),
+                                Single::Later(fut) => replies.extend(fut.await),
+                            }
+                        }
+                        join_batch(replies)
+                    }));
+                }
             }
-            join_batch(replies)
-        }))
+        }
+        Handled::Ready(join_batch(replies))
     }
 }
 
@@ -324,8 +297,7 @@ fn join_batch(replies: Vec<Reply>) -> Option<Reply> {
     if replies.is_empty() {
         return None;
     }
-    let mut out =
-        String::with_capacity(replies.iter().map(|r| r.get().len() + 1).sum::<usize>() + 1);
+    let mut out = String::with_capacity(replies.iter().map(|r| r.get().len() + 1).sum::<usize>() + 1);
     out.push('[');
     for (i, r) in replies.iter().enumerate() {
         if i > 0 {
@@ -345,6 +317,21 @@ fn finish(rp: MethodResponse) -> Reply {
         n.notify(ok);
     }
     json
+}
+
+/// The reply to a line refused because `limit` requests of its connection
+/// are still running: the request's id when it has one.
+pub fn busy_reply(line: &str, limit: usize) -> Reply {
+    let id = serde_json::from_str::<jsonrpsee::types::InvalidRequest<'_>>(line)
+        .map(|r| r.id.into_owned())
+        .unwrap_or(Id::Null);
+    error_reply(
+        id,
+        ErrorCode::TooManyRequests,
+        format!(
+            "{limit} requests of this connection are still running; wait for their replies or open another connection"
+        ),
+    )
 }
 
 /// An error reply with one of our codes.

@@ -63,13 +63,7 @@ pub fn open(config: &SocketConfig) -> Result<BoundSocket, DaemonError> {
             }
         });
         tracing::info!(path = ?path, "using socket passed by systemd");
-        return Ok(BoundSocket {
-            listener: Some(listener),
-            path,
-            activated: true,
-            created: None,
-            _lock: lock,
-        });
+        return Ok(BoundSocket { listener: Some(listener), path, activated: true, created: None, _lock: lock });
     }
     bind_path(config.path())
 }
@@ -89,13 +83,10 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
                 });
             }
             tracing::info!(path = %path.display(), "replacing stale socket file");
-            std::fs::remove_file(path)
-                .map_err(|e| DaemonError::io("remove stale socket", path, e))?;
+            std::fs::remove_file(path).map_err(|e| DaemonError::io("remove stale socket", path, e))?;
         }
         Ok(_) => {
-            return Err(DaemonError::NotASocket {
-                path: path.to_owned(),
-            });
+            return Err(DaemonError::NotASocket { path: path.to_owned() });
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(DaemonError::io("inspect", path, e)),
@@ -104,16 +95,13 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
     // not borrowed to close that gap because it is process-wide (other
     // threads create files). The directory (0700 when we create it) and the
     // peer-uid check guard the gap.
-    let listener = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| DaemonError::io("bind", path, e))?;
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| DaemonError::io("bind", path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| DaemonError::io("chmod 0600", path, e))?;
     // A burst of clients must queue, not get EAGAIN from connect().
     nix::sys::socket::listen(&listener, nix::sys::socket::Backlog::MAXCONN)
         .map_err(|e| DaemonError::io("listen", path, e.into()))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| DaemonError::io("set non-blocking", path, e))?;
+    listener.set_nonblocking(true).map_err(|e| DaemonError::io("set non-blocking", path, e))?;
     let meta = std::fs::symlink_metadata(path).map_err(|e| DaemonError::io("inspect", path, e))?;
     tracing::info!(path = %path.display(), "listening");
     Ok(BoundSocket {
@@ -125,9 +113,10 @@ fn bind_path(path: &Path) -> Result<BoundSocket, DaemonError> {
     })
 }
 
-/// Creates the socket's directory 0700 when missing; warns when an existing
-/// one lets other users in (a `--socket` in a shared directory is the
-/// user's choice, but worth a line in the log).
+/// Creates the socket's directory 0700 when missing, and refuses one that
+/// another user could use to replace the socket or plant the lock file:
+/// owned by someone else (unless it is a sticky root directory like /tmp),
+/// or writable by others without the sticky bit.
 fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
     if !dir.exists() {
         DirBuilder::new()
@@ -137,25 +126,30 @@ fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
             .map_err(|e| DaemonError::io("create directory", dir, e))?;
     }
     let meta = std::fs::metadata(dir).map_err(|e| DaemonError::io("inspect", dir, e))?;
+    let unsafe_dir = |why: String| DaemonError::UnsafeDirectory { path: dir.to_owned(), why };
     if !meta.is_dir() {
-        return Err(DaemonError::UnsafeDirectory {
-            path: dir.to_owned(),
-            why: "not a directory".into(),
-        });
+        return Err(unsafe_dir("not a directory".into()));
     }
     let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() == euid && meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
-        tracing::warn!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o7777), "socket directory is writable by other users");
+    let sticky = meta.mode() & 0o1000 != 0;
+    if meta.uid() != euid && !(meta.uid() == 0 && sticky) {
+        return Err(unsafe_dir(format!(
+            "it belongs to uid {}, not to this user ({euid}); pick another --socket",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 && !sticky {
+        return Err(unsafe_dir(format!(
+            "other users can write to it (mode {:o}); chmod go-w it or pick another --socket",
+            meta.mode() & 0o7777
+        )));
     }
     Ok(())
 }
 
 /// `agentd.sock` → `agentd.sock.lock`, beside it.
 pub fn lock_path(socket: &Path) -> PathBuf {
-    let mut name = socket
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = socket.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".lock");
     socket.with_file_name(name)
 }
@@ -171,8 +165,17 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // A planted symlink must not make us truncate someone's file.
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(&path)
         .map_err(|e| DaemonError::io("open lock file", &path, e))?;
+    let meta = file.metadata().map_err(|e| DaemonError::io("inspect lock file", &path, e))?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(DaemonError::UnsafeDirectory {
+            path: path.clone(),
+            why: "the lock file is not a regular file of this user".into(),
+        });
+    }
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut locked) => {
             let _ = locked.set_len(0);
@@ -187,11 +190,7 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
             Err(DaemonError::AlreadyRunning {
                 socket: socket.to_owned(),
                 lock: path,
-                holder: if pid.is_empty() {
-                    String::new()
-                } else {
-                    format!(" by pid {pid}")
-                },
+                holder: if pid.is_empty() { String::new() } else { format!(" by pid {pid}") },
             })
         }
         Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),

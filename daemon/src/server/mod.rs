@@ -78,10 +78,7 @@ impl Daemon {
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
         let mut socket = listen::open(&config.socket)?;
-        let path = socket
-            .path
-            .clone()
-            .unwrap_or_else(|| config.socket.path().to_owned());
+        let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
         // The server owns the only descriptor, so dropping it stops accepting.
         let listener = socket
             .listener
@@ -109,23 +106,10 @@ impl Daemon {
             tracker: tracker.clone(),
         });
         let methods: Methods = methods::module(state.clone()).into();
-        let allowed_uid = config
-            .allowed_uid
-            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
-        let shared = Arc::new(Shared {
-            state,
-            methods,
-            tracker,
-            max_request_bytes: config.max_request_bytes,
-            allowed_uid,
-        });
-        Ok(Daemon {
-            socket,
-            listener,
-            shared,
-            root,
-            config,
-        })
+        let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+        let shared =
+            Arc::new(Shared { state, methods, tracker, max_request_bytes: config.max_request_bytes, allowed_uid });
+        Ok(Daemon { socket, listener, shared, root, config })
     }
 
     /// The socket path the daemon serves, when it has one.
@@ -172,14 +156,8 @@ impl Daemon {
         drop(self.listener);
         self.root.cancel();
         self.shared.tracker.close();
-        if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                tasks = self.shared.tracker.len(),
-                "tasks still running after the grace period"
-            );
+        if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {
+            tracing::warn!(tasks = self.shared.tracker.len(), "tasks still running after the grace period");
         }
         self.socket.remove_socket_file();
         tracing::info!("stopped");

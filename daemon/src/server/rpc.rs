@@ -30,11 +30,7 @@ pub struct RpcError {
 impl RpcError {
     /// An error without data.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     /// An `invalid_params` error about `field`.
@@ -46,11 +42,7 @@ impl RpcError {
             format!("invalid params: {field}: {message}")
         };
         let data = serde_json::to_value(InvalidParamsData { field }).ok();
-        RpcError {
-            code: ErrorCode::InvalidParams,
-            message,
-            data,
-        }
+        RpcError { code: ErrorCode::InvalidParams, message, data }
     }
 }
 
@@ -78,17 +70,11 @@ pub fn parse_params<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, RpcEr
     match first {
         Some(b'{') => {}
         Some(b'[') => {
-            return Err(RpcError::invalid_params(
-                ".",
-                "params must be an object of named fields, not an array",
-            ));
+            return Err(RpcError::invalid_params(".", "params must be an object of named fields, not an array"));
         }
         _ if raw.trim() == "null" => return parse_params(&Params::new(None)),
         _ => {
-            return Err(RpcError::invalid_params(
-                ".",
-                "params must be an object of named fields",
-            ));
+            return Err(RpcError::invalid_params(".", "params must be an object of named fields"));
         }
     }
     let mut de = serde_json::Deserializer::from_str(raw);
@@ -173,11 +159,9 @@ mod tests {
 
     #[test]
     fn absent_or_null_params_are_an_empty_object() {
-        let p: Result<agentd_protocol::methods::DaemonInfoParams, _> =
-            parse_params(&Params::new(None));
+        let p: Result<agentd_protocol::methods::DaemonInfoParams, _> = parse_params(&Params::new(None));
         assert!(p.is_ok());
-        let p: Result<agentd_protocol::methods::DaemonInfoParams, _> =
-            parse_params(&Params::new(Some("null")));
+        let p: Result<agentd_protocol::methods::DaemonInfoParams, _> = parse_params(&Params::new(Some("null")));
         assert!(p.is_ok());
     }
 }

@@ -29,9 +29,7 @@ pub fn take_listener() -> Result<Option<(UnixListener, Option<PathBuf>)>, Daemon
         .ok()
         .and_then(|p| p.trim().parse::<u32>().ok())
         .is_some_and(|p| p == std::process::id());
-    let count = std::env::var("LISTEN_FDS")
-        .ok()
-        .and_then(|n| n.trim().parse::<i32>().ok());
+    let count = std::env::var("LISTEN_FDS").ok().and_then(|n| n.trim().parse::<i32>().ok());
     let Some(count) = count.filter(|n| *n > 0 && pid_matches) else {
         return Ok(None);
     };
@@ -39,10 +37,7 @@ pub fn take_listener() -> Result<Option<(UnixListener, Option<PathBuf>)>, Daemon
         return Ok(None);
     }
     if count > 1 {
-        tracing::warn!(
-            count,
-            "systemd passed more than one socket; serving the first only"
-        );
+        tracing::warn!(count, "systemd passed more than one socket; serving the first only");
     }
     // SAFETY: LISTEN_PID names this process, so by the sd_listen_fds(3)
     // protocol descriptor 3 is open and was handed to us; TAKEN guarantees we
@@ -53,12 +48,9 @@ pub fn take_listener() -> Result<Option<(UnixListener, Option<PathBuf>)>, Daemon
     // systemd passes the descriptor without close-on-exec; tools must not inherit it.
     fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
         .map_err(|e| bad(format!("set close-on-exec on fd 3: {e}")))?;
-    let sock_type = getsockopt(&fd, sockopt::SockType)
-        .map_err(|e| bad(format!("fd 3 is not a socket: {e}")))?;
+    let sock_type = getsockopt(&fd, sockopt::SockType).map_err(|e| bad(format!("fd 3 is not a socket: {e}")))?;
     if sock_type != SockType::Stream {
-        return Err(bad(format!(
-            "fd 3 is a {sock_type:?} socket, not a stream socket"
-        )));
+        return Err(bad(format!("fd 3 is a {sock_type:?} socket, not a stream socket")));
     }
     let listening = getsockopt(&fd, sockopt::AcceptConn).unwrap_or(false);
     if !listening {
@@ -68,9 +60,7 @@ pub fn take_listener() -> Result<Option<(UnixListener, Option<PathBuf>)>, Daemon
         .map_err(|e| bad(format!("fd 3 is not a Unix socket: {e}")))?;
     let path = addr.path().map(PathBuf::from);
     let listener = UnixListener::from(fd);
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| bad(format!("set fd 3 non-blocking: {e}")))?;
+    listener.set_nonblocking(true).map_err(|e| bad(format!("set fd 3 non-blocking: {e}")))?;
     Ok(Some((listener, path)))
 }
 

@@ -134,9 +134,7 @@ impl SessionManager {
             },
         );
         self.store.save_session(&info)?;
-        let seq = self
-            .next_seq
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let session = Session {
             info: info.clone(),
             seq,
@@ -144,8 +142,7 @@ impl SessionManager {
             tools: Arc::new(tools),
             context: Mutex::new(SessionContext::default()),
         };
-        self.lock()
-            .insert(info.session_id.clone(), Arc::new(session));
+        self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
     }
@@ -165,12 +162,7 @@ impl SessionManager {
 
     /// One open session, to work in.
     pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
-        self.lock()
-            .get(session_id)
-            .cloned()
-            .ok_or_else(|| SessionError::Unknown {
-                session_id: session_id.to_owned(),
-            })
+        self.lock().get(session_id).cloned().ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
     }
 
     /// Closes a session: cancels everything running under it and forgets it.
@@ -178,9 +170,7 @@ impl SessionManager {
         let session = self
             .lock()
             .remove(session_id)
-            .ok_or_else(|| SessionError::Unknown {
-                session_id: session_id.to_owned(),
-            })?;
+            .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
         session.cancel.cancel();
         if let Err(e) = self.store.remove_session(session_id) {
             tracing::warn!(session_id, "session closed but its record stays: {e}");
@@ -204,10 +194,7 @@ impl SessionManager {
 fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
     if !cwd.is_absolute() {
-        return Err(invalid(format!(
-            "must be an absolute path, got {:?}",
-            cwd.display().to_string()
-        )));
+        return Err(invalid(format!("must be an absolute path, got {:?}", cwd.display().to_string())));
     }
     let canonical = std::fs::canonicalize(cwd).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => invalid(format!("{} does not exist", cwd.display())),
@@ -220,10 +207,7 @@ fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -246,13 +230,7 @@ mod tests {
     }
 
     fn params(cwd: &Path) -> SessionCreateParams {
-        SessionCreateParams {
-            cwd: cwd.to_owned(),
-            mode: None,
-            permissions: None,
-            tools: None,
-            max_concurrency: None,
-        }
+        SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
     }
 
     #[test]
@@ -262,10 +240,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
         let (m, _) = manager();
         let info = m.create(params(&dir.path().join("link/../link"))).unwrap();
-        assert_eq!(
-            info.cwd,
-            std::fs::canonicalize(dir.path().join("real")).unwrap()
-        );
+        assert_eq!(info.cwd, std::fs::canonicalize(dir.path().join("real")).unwrap());
         assert_eq!(info.max_concurrency, 10);
     }
 
@@ -281,10 +256,7 @@ mod tests {
             (file, "not a directory"),
         ] {
             let err = m.create(params(&cwd)).unwrap_err();
-            assert!(
-                matches!(err, SessionError::Invalid { field: "cwd", .. }),
-                "{err}"
-            );
+            assert!(matches!(err, SessionError::Invalid { field: "cwd", .. }), "{err}");
             assert!(err.to_string().contains(needle), "{err}");
         }
         assert!(m.is_empty());
@@ -301,10 +273,7 @@ mod tests {
         m.close(&a.session_id).unwrap();
         assert!(token_a.is_cancelled());
         assert!(!token_b.is_cancelled() && !root.is_cancelled());
-        assert!(matches!(
-            m.close(&a.session_id),
-            Err(SessionError::Unknown { .. })
-        ));
+        assert!(matches!(m.close(&a.session_id), Err(SessionError::Unknown { .. })));
         assert_eq!(m.list().len(), 1);
         root.cancel();
         assert!(token_b.is_cancelled());
@@ -317,13 +286,7 @@ mod tests {
         for bad in [0, MAX_TOOL_CONCURRENCY_LIMIT + 1] {
             let mut p = params(dir.path());
             p.max_concurrency = Some(bad);
-            assert!(matches!(
-                m.create(p),
-                Err(SessionError::Invalid {
-                    field: "max_concurrency",
-                    ..
-                })
-            ));
+            assert!(matches!(m.create(p), Err(SessionError::Invalid { field: "max_concurrency", .. })));
         }
         let mut p = params(dir.path());
         p.max_concurrency = Some(3);

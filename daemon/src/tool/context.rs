@@ -57,24 +57,13 @@ pub struct ProgressSink<P> {
 
 impl<P: Serialize> ProgressSink<P> {
     /// A sink that renders with `render` and forwards to `report`.
-    pub fn new(
-        render: impl Fn(&P) -> String + Send + Sync + 'static,
-        report: Option<ProgressReporter>,
-    ) -> Self {
-        ProgressSink {
-            report,
-            render: Arc::new(render),
-            _marker: PhantomData,
-        }
+    pub fn new(render: impl Fn(&P) -> String + Send + Sync + 'static, report: Option<ProgressReporter>) -> Self {
+        ProgressSink { report, render: Arc::new(render), _marker: PhantomData }
     }
 
     /// A sink that drops every report.
     pub fn discard() -> Self {
-        ProgressSink {
-            report: None,
-            render: Arc::new(|_| String::new()),
-            _marker: PhantomData,
-        }
+        ProgressSink { report: None, render: Arc::new(|_| String::new()), _marker: PhantomData }
     }
 
     /// Reports progress.

@@ -123,11 +123,7 @@ pub trait PreparedCall: Send + Sync {
     /// Short text when the call is refused.
     fn render_rejected(&self, reason: &str) -> String;
     /// Runs the call. A panic inside the tool becomes an error outcome.
-    fn run(
-        self: Box<Self>,
-        ctx: ToolContext,
-        progress: Option<ProgressReporter>,
-    ) -> BoxFuture<CallOutcome>;
+    fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome>;
 }
 
 /// A [`Tool`] behind the [`DynTool`] interface.
@@ -139,10 +135,7 @@ pub struct Erased<T: Tool> {
 impl<T: Tool> Erased<T> {
     /// Erases `tool`, generating its input schema once.
     pub fn new(tool: T) -> Self {
-        Erased {
-            tool: Arc::new(tool),
-            schema: input_schema_for::<T::Input>(),
-        }
+        Erased { tool: Arc::new(tool), schema: input_schema_for::<T::Input>() }
     }
 }
 
@@ -159,19 +152,14 @@ pub fn input_schema_for<I: JsonSchema>() -> Value {
     if let Some(obj) = schema.as_object_mut() {
         obj.remove("title");
         obj.remove("$schema");
-        obj.entry("type")
-            .or_insert_with(|| Value::String("object".into()));
-        obj.entry("properties")
-            .or_insert_with(|| Value::Object(Default::default()));
+        obj.entry("type").or_insert_with(|| Value::String("object".into()));
+        obj.entry("properties").or_insert_with(|| Value::Object(Default::default()));
     }
     schema
 }
 
 /// Parses JSON into `I`, naming the field that did not fit.
-pub fn parse_input<I: serde::de::DeserializeOwned>(
-    tool: &str,
-    input: Value,
-) -> Result<I, InputError> {
+pub fn parse_input<I: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<I, InputError> {
     if !input.is_object() {
         return Err(InputError {
             tool: tool.to_owned(),
@@ -181,16 +169,8 @@ pub fn parse_input<I: serde::de::DeserializeOwned>(
     }
     serde_path_to_error::deserialize(input).map_err(|e| {
         let field = e.path().to_string();
-        let detail = if field == "." {
-            e.inner().to_string()
-        } else {
-            format!("field `{field}`: {}", e.inner())
-        };
-        InputError {
-            tool: tool.to_owned(),
-            field,
-            detail,
-        }
+        let detail = if field == "." { e.inner().to_string() } else { format!("field `{field}`: {}", e.inner()) };
+        InputError { tool: tool.to_owned(), field, detail }
     })
 }
 
@@ -240,17 +220,11 @@ impl<T: Tool> DynTool for Erased<T> {
 
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
         let input = parse_input::<T::Input>(T::NAME, input)?;
-        Ok(Box::new(TypedCall {
-            tool: self.tool.clone(),
-            input,
-        }))
+        Ok(Box::new(TypedCall { tool: self.tool.clone(), input }))
     }
 
     fn render_grouped(&self, calls: &[&dyn PreparedCall]) -> String {
-        let inputs: Vec<&T::Input> = calls
-            .iter()
-            .filter_map(|c| c.input_any().downcast_ref::<T::Input>())
-            .collect();
+        let inputs: Vec<&T::Input> = calls.iter().filter_map(|c| c.input_any().downcast_ref::<T::Input>()).collect();
         self.tool.render_grouped(&inputs)
     }
 }
@@ -297,22 +271,13 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
         self.tool.render_rejected(&self.input, reason)
     }
 
-    fn run(
-        self: Box<Self>,
-        ctx: ToolContext,
-        progress: Option<ProgressReporter>,
-    ) -> BoxFuture<CallOutcome> {
+    fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
         let TypedCall { tool, input } = *self;
         Box::pin(async move {
             let render_tool = tool.clone();
-            let sink = ProgressSink::new(
-                move |p: &T::Progress| render_tool.render_progress(p),
-                progress,
-            );
+            let sink = ProgressSink::new(move |p: &T::Progress| render_tool.render_progress(p), progress);
             let kept = input.clone();
-            let ran = AssertUnwindSafe(tool.call(input, ctx, sink))
-                .catch_unwind()
-                .await;
+            let ran = AssertUnwindSafe(tool.call(input, ctx, sink)).catch_unwind().await;
             match ran {
                 Ok(Ok(out)) => CallOutcome {
                     content: tool.result_content(&out.output),
@@ -333,10 +298,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "unknown panic".into());
                     tracing::error!(tool = T::NAME, "tool panicked: {what}");
-                    CallOutcome::error(format!(
-                        "internal error: the {} tool failed unexpectedly ({what})",
-                        T::NAME
-                    ))
+                    CallOutcome::error(format!("internal error: the {} tool failed unexpectedly ({what})", T::NAME))
                 }
             }
         })

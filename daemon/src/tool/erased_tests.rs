@@ -95,10 +95,7 @@ fn fail_closed_defaults() {
     assert!(!call.is_concurrency_safe());
     assert!(!call.is_read_only());
     assert!(call.is_destructive());
-    assert!(matches!(
-        call.check_permissions(&ctx(ToolSet::default())),
-        Decision::Ask { .. }
-    ));
+    assert!(matches!(call.check_permissions(&ctx(ToolSet::default())), Decision::Ask { .. }));
     assert_eq!(t.interrupt_behavior(), InterruptBehavior::Cancel);
     assert!(t.is_enabled() && !t.always_load() && !t.should_defer());
 }
@@ -108,16 +105,10 @@ fn the_schema_is_an_inline_object_schema_with_the_doc_comments() {
     let t = Erased::new(Greet);
     let schema = t.input_schema();
     assert_eq!(schema["type"], "object");
-    assert_eq!(
-        schema["properties"]["who"]["description"],
-        "Who to greet, by name."
-    );
+    assert_eq!(schema["properties"]["who"]["description"], "Who to greet, by name.");
     assert_eq!(schema["required"], json!(["who"]));
     let text = schema.to_string();
-    assert!(
-        !text.contains("$ref") && !text.contains("$defs") && !text.contains("$schema"),
-        "{text}"
-    );
+    assert!(!text.contains("$ref") && !text.contains("$defs") && !text.contains("$schema"), "{text}");
     assert!(text.contains("loud"), "enum inlined: {text}");
 }
 
@@ -126,19 +117,10 @@ fn input_errors_name_the_field_and_what_was_expected() {
     let t = Erased::new(Greet);
     let e = t.prepare(json!({"who": 5})).err().unwrap();
     assert_eq!(e.field, "who");
-    assert!(
-        e.to_string().contains("field `who`") && e.to_string().contains("expected a string"),
-        "{e}"
-    );
-    let e = t
-        .prepare(json!({"who": "x", "volume": "medium"}))
-        .err()
-        .unwrap();
+    assert!(e.to_string().contains("field `who`") && e.to_string().contains("expected a string"), "{e}");
+    let e = t.prepare(json!({"who": "x", "volume": "medium"})).err().unwrap();
     assert_eq!(e.field, "volume");
-    assert!(
-        e.to_string().contains("quiet") && e.to_string().contains("loud"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("quiet") && e.to_string().contains("loud"), "{e}");
     let e = t.prepare(json!({})).err().unwrap();
     assert!(e.to_string().contains("missing field `who`"), "{e}");
     let e = t.prepare(json!(["x"])).err().unwrap();
@@ -153,40 +135,21 @@ async fn run_renders_progress_result_error_and_turns_a_panic_into_an_error() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = seen.clone();
     let reporter: ProgressReporter = Arc::new(move |p| sink.lock().unwrap().push(p));
-    let out = t
-        .prepare(json!({"who": "ann"}))
-        .unwrap()
-        .run(ctx(ToolSet::default()), Some(reporter))
-        .await;
+    let out = t.prepare(json!({"who": "ann"})).unwrap().run(ctx(ToolSet::default()), Some(reporter)).await;
     assert!(!out.is_error);
     assert_eq!(out.content, vec![ContentBlock::text("hello ann")]);
     assert_eq!(out.render, "hello ann");
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
-    assert_eq!(
-        (seen[0].data.clone(), seen[0].render.as_str()),
-        (json!(50), "50%")
-    );
+    assert_eq!((seen[0].data.clone(), seen[0].render.as_str()), (json!(50), "50%"));
 
-    let out = t
-        .prepare(json!({"who": ""}))
-        .unwrap()
-        .run(ctx(ToolSet::default()), None)
-        .await;
+    let out = t.prepare(json!({"who": ""})).unwrap().run(ctx(ToolSet::default()), None).await;
     assert!(out.is_error);
     assert_eq!(out.render, "Greeting  failed: nobody to greet");
 
-    let out = t
-        .prepare(json!({"who": "panic"}))
-        .unwrap()
-        .run(ctx(ToolSet::default()), None)
-        .await;
+    let out = t.prepare(json!({"who": "panic"})).unwrap().run(ctx(ToolSet::default()), None).await;
     assert!(out.is_error);
-    assert!(
-        out.render.contains("Greet") && out.render.contains("asked to"),
-        "{}",
-        out.render
-    );
+    assert!(out.render.contains("Greet") && out.render.contains("asked to"), "{}", out.render);
 }
 
 #[test]
@@ -259,30 +222,18 @@ async fn tool_search_loads_deferred_tools_through_its_context_modifier() {
             simple: false,
             disabled: &[],
             deny_rules: &[],
-            deferral: DeferralSettings {
-                mode: DeferralMode::Always,
-                ..DeferralSettings::from(None)
-            },
+            deferral: DeferralSettings { mode: DeferralMode::Always, ..DeferralSettings::from(None) },
         },
     );
     assert_eq!(set.deferred_names(), ["mcp__ext__greet"]);
     let search = set.find("ToolSearch").unwrap().clone();
-    let call = search
-        .prepare(json!({"query": "select:mcp__ext__greet"}))
-        .unwrap();
+    let call = search.prepare(json!({"query": "select:mcp__ext__greet"})).unwrap();
     assert!(call.is_concurrency_safe() && call.is_read_only() && !call.is_destructive());
     assert_eq!(call.check_permissions(&ctx(set.clone())), Decision::Allow);
-    let out = tokio::time::timeout(Duration::from_secs(5), call.run(ctx(set.clone()), None))
-        .await
-        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(5), call.run(ctx(set.clone()), None)).await.unwrap();
     assert!(!out.is_error);
-    let ContentBlock::Text { text } = &out.content[0] else {
-        panic!("text")
-    };
-    assert!(
-        text.contains("\"name\":\"mcp__ext__greet\"") && text.contains("input_schema"),
-        "{text}"
-    );
+    let ContentBlock::Text { text } = &out.content[0] else { panic!("text") };
+    assert!(text.contains("\"name\":\"mcp__ext__greet\"") && text.contains("input_schema"), "{text}");
     let mut session = SessionContext::default();
     (out.modifier.expect("a modifier"))(&mut session);
     assert_eq!(session.loaded_tools, ["mcp__ext__greet"]);

@@ -49,9 +49,7 @@ pub struct ValidationError {
 impl ValidationError {
     /// A validation error with `message`.
     pub fn new(message: impl Into<String>) -> Self {
-        ValidationError {
-            message: message.into(),
-        }
+        ValidationError { message: message.into() }
     }
 }
 
@@ -67,9 +65,7 @@ pub struct ToolError {
 impl ToolError {
     /// A tool error with `message`.
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError {
-            message: message.into(),
-        }
+        ToolError { message: message.into() }
     }
 }
 
@@ -85,18 +81,12 @@ pub struct ToolOutput<O> {
 impl<O> ToolOutput<O> {
     /// An output without a context modifier.
     pub fn new(output: O) -> Self {
-        ToolOutput {
-            output,
-            modifier: None,
-        }
+        ToolOutput { output, modifier: None }
     }
 
     /// An output with a context modifier.
     pub fn with_modifier(output: O, modifier: ContextModifier) -> Self {
-        ToolOutput {
-            output,
-            modifier: Some(modifier),
-        }
+        ToolOutput { output, modifier: Some(modifier) }
     }
 }
 
@@ -129,11 +119,7 @@ pub trait Tool: Send + Sync + Sized + 'static {
     // --- element three: permission layers and runtime properties ---
 
     /// First layer: is this input legal at all (before any rule)?
-    fn validate_input(
-        &self,
-        _input: &Self::Input,
-        _ctx: &ToolContext,
-    ) -> Result<(), ValidationError> {
+    fn validate_input(&self, _input: &Self::Input, _ctx: &ToolContext) -> Result<(), ValidationError> {
         Ok(())
     }
 

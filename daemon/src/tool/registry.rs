@@ -16,10 +16,7 @@ pub struct Registry {
 
 /// Names model APIs accept for a tool.
 pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl Registry {
@@ -37,10 +34,7 @@ impl Registry {
 
     /// The tool `name` names, by its name or an alias.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
-        self.tools
-            .iter()
-            .find(|t| t.name() == name)
-            .or_else(|| self.tools.iter().find(|t| t.answers_to(name)))
+        self.tools.iter().find(|t| t.name() == name).or_else(|| self.tools.iter().find(|t| t.answers_to(name)))
     }
 
     /// Every tool.

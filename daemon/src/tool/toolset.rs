@@ -64,12 +64,8 @@ impl From<Option<&DeferralOptions>> for DeferralSettings {
     fn from(o: Option<&DeferralOptions>) -> Self {
         DeferralSettings {
             mode: o.map(|o| o.mode).unwrap_or_default(),
-            max_tools: o
-                .and_then(|o| o.max_tools)
-                .unwrap_or(DEFAULT_DEFER_MAX_TOOLS),
-            max_tokens: o
-                .and_then(|o| o.max_tokens)
-                .unwrap_or(DEFAULT_DEFER_MAX_TOKENS),
+            max_tools: o.and_then(|o| o.max_tools).unwrap_or(DEFAULT_DEFER_MAX_TOOLS),
+            max_tokens: o.and_then(|o| o.max_tokens).unwrap_or(DEFAULT_DEFER_MAX_TOKENS),
         }
     }
 }
@@ -91,9 +87,7 @@ pub struct ToolSetOptions<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
     /// The session has no such tool.
-    #[error(
-        "no tool named {name:?} is available in this session; the available tools are: {available}"
-    )]
+    #[error("no tool named {name:?} is available in this session; the available tools are: {available}")]
     Unknown {
         /// The name asked for.
         name: String,
@@ -122,20 +116,14 @@ impl Entry {
     fn new(tool: Arc<dyn DynTool>) -> Self {
         let definition = tool.definition();
         let tokens = estimate_tokens(&definition);
-        Entry {
-            tool,
-            definition,
-            tokens,
-        }
+        Entry { tool, definition, tokens }
     }
 }
 
 /// The estimated tokens of a definition: about four characters a token, the
 /// usual rule of thumb for JSON and English.
 pub fn estimate_tokens(definition: &ToolDefinition) -> u64 {
-    let chars = serde_json::to_string(definition)
-        .map(|s| s.chars().count())
-        .unwrap_or(0);
+    let chars = serde_json::to_string(definition).map(|s| s.chars().count()).unwrap_or(0);
     (chars as u64).div_ceil(4)
 }
 
@@ -161,40 +149,22 @@ impl ToolSet {
                 return false;
             }
             // 2. blanket deny and disabled
-            if options
-                .deny_rules
-                .iter()
-                .any(|rule| blanket_rule_matches(rule, tool.as_ref()))
-                || options
-                    .disabled
-                    .iter()
-                    .any(|name| tool.answers_to(name.trim()))
+            if options.deny_rules.iter().any(|rule| blanket_rule_matches(rule, tool.as_ref()))
+                || options.disabled.iter().any(|name| tool.answers_to(name.trim()))
             {
                 return false;
             }
             // 3. enabled
             tool.is_enabled()
         };
-        let builtin: Vec<Arc<dyn DynTool>> = registry
-            .tools()
-            .iter()
-            .filter(|t| keep(t))
-            .cloned()
-            .collect();
-        let external: Vec<Arc<dyn DynTool>> = external
-            .iter()
-            .flat_map(|s| s.tools())
-            .filter(|t| keep(t))
-            .collect();
+        let builtin: Vec<Arc<dyn DynTool>> = registry.tools().iter().filter(|t| keep(t)).cloned().collect();
+        let external: Vec<Arc<dyn DynTool>> = external.iter().flat_map(|s| s.tools()).filter(|t| keep(t)).collect();
 
         // 4. merge, sort, dedupe (built-ins first, so they win).
         let mut merged: Vec<Arc<dyn DynTool>> = Vec::with_capacity(builtin.len() + external.len());
         for tool in builtin.into_iter().chain(external) {
             if merged.iter().any(|t| t.name() == tool.name()) {
-                tracing::warn!(
-                    tool = tool.name(),
-                    "an external tool has the name of another tool; it is not offered"
-                );
+                tracing::warn!(tool = tool.name(), "an external tool has the name of another tool; it is not offered");
                 continue;
             }
             merged.push(tool);
@@ -202,11 +172,9 @@ impl ToolSet {
         merged.sort_by(|a, b| a.name().cmp(b.name()));
 
         // Deferral.
-        let (search, rest): (Vec<_>, Vec<_>) =
-            merged.into_iter().partition(|t| t.name() == TOOL_SEARCH);
+        let (search, rest): (Vec<_>, Vec<_>) = merged.into_iter().partition(|t| t.name() == TOOL_SEARCH);
         let entries: Vec<Entry> = rest.into_iter().map(Entry::new).collect();
-        let deferrable =
-            |e: &Entry| (e.tool.is_external() || e.tool.should_defer()) && !e.tool.always_load();
+        let deferrable = |e: &Entry| (e.tool.is_external() || e.tool.should_defer()) && !e.tool.always_load();
         let total_tokens: u64 = entries.iter().map(|e| e.tokens).sum();
         let wanted = match options.deferral.mode {
             DeferralMode::Never => false,
@@ -220,13 +188,9 @@ impl ToolSet {
         // deferred tool, so nothing is deferred.
         let defer = wanted && !search.is_empty() && entries.iter().any(deferrable);
         if !defer {
-            return ToolSet {
-                listed: entries,
-                deferred: Vec::new(),
-            };
+            return ToolSet { listed: entries, deferred: Vec::new() };
         }
-        let (deferred, mut listed): (Vec<Entry>, Vec<Entry>) =
-            entries.into_iter().partition(|e| deferrable(e));
+        let (deferred, mut listed): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| deferrable(e));
         listed.extend(search.into_iter().map(Entry::new));
         listed.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
         ToolSet { listed, deferred }
@@ -235,10 +199,7 @@ impl ToolSet {
     /// The tool a call names, if the session has it (listed or deferred).
     pub fn find(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
         let all = || self.listed.iter().chain(&self.deferred);
-        all()
-            .find(|e| e.tool.name() == name)
-            .or_else(|| all().find(|e| e.tool.answers_to(name)))
-            .map(|e| &e.tool)
+        all().find(|e| e.tool.name() == name).or_else(|| all().find(|e| e.tool.answers_to(name))).map(|e| &e.tool)
     }
 
     /// Is `name` (canonical) a deferred tool?
@@ -248,38 +209,23 @@ impl ToolSet {
 
     /// Names of the deferred tools, sorted.
     pub fn deferred_names(&self) -> Vec<String> {
-        self.deferred
-            .iter()
-            .map(|e| e.definition.name.clone())
-            .collect()
+        self.deferred.iter().map(|e| e.definition.name.clone()).collect()
     }
 
     /// Names of the tools listed in full, sorted.
     pub fn listed_names(&self) -> Vec<String> {
-        self.listed
-            .iter()
-            .map(|e| e.definition.name.clone())
-            .collect()
+        self.listed.iter().map(|e| e.definition.name.clone()).collect()
     }
 
     /// The tool a call may use: listed tools, and deferred tools once loaded.
-    pub fn resolve_for_call(
-        &self,
-        name: &str,
-        ctx: &SessionContext,
-    ) -> Result<Arc<dyn DynTool>, LookupError> {
+    pub fn resolve_for_call(&self, name: &str, ctx: &SessionContext) -> Result<Arc<dyn DynTool>, LookupError> {
         let Some(tool) = self.find(name) else {
             let mut available = self.listed_names();
             available.extend(ctx.loaded_tools.iter().cloned());
-            return Err(LookupError::Unknown {
-                name: name.to_owned(),
-                available: available.join(", "),
-            });
+            return Err(LookupError::Unknown { name: name.to_owned(), available: available.join(", ") });
         };
         if self.is_deferred(tool.name()) && !ctx.loaded_tools.iter().any(|n| n == tool.name()) {
-            return Err(LookupError::NotLoaded {
-                name: tool.name().to_owned(),
-            });
+            return Err(LookupError::NotLoaded { name: tool.name().to_owned() });
         }
         Ok(tool.clone())
     }
@@ -287,8 +233,7 @@ impl ToolSet {
     /// The `tools/list` result: listed definitions, then the deferred ones
     /// loaded since (in load order, so the cached prefix stays the same).
     pub fn list(&self, ctx: &SessionContext) -> ToolsListResult {
-        let mut tools: Vec<ToolDefinition> =
-            self.listed.iter().map(|e| e.definition.clone()).collect();
+        let mut tools: Vec<ToolDefinition> = self.listed.iter().map(|e| e.definition.clone()).collect();
         let mut estimated_tokens: u64 = self.listed.iter().map(|e| e.tokens).sum();
         let loaded = |e: &&Entry| ctx.loaded_tools.contains(&e.definition.name);
         for name in &ctx.loaded_tools {
@@ -300,10 +245,7 @@ impl ToolSet {
         let still_deferred: Vec<&Entry> = self.deferred.iter().filter(|e| !loaded(e)).collect();
         ToolsListResult {
             tools,
-            deferred: still_deferred
-                .iter()
-                .map(|e| e.definition.name.clone())
-                .collect(),
+            deferred: still_deferred.iter().map(|e| e.definition.name.clone()).collect(),
             estimated_tokens,
             deferred_tokens_saved: still_deferred.iter().map(|e| e.tokens).sum(),
         }
@@ -317,13 +259,9 @@ impl ToolSet {
             let mut found = Vec::new();
             let mut unknown = Vec::new();
             for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                let definition = self
-                    .find(name)
-                    .and_then(|tool| self.definition_of(tool.name()));
+                let definition = self.find(name).and_then(|tool| self.definition_of(tool.name()));
                 match definition {
-                    Some(d) if !found.iter().any(|f: &ToolDefinition| f.name == d.name) => {
-                        found.push(d)
-                    }
+                    Some(d) if !found.iter().any(|f: &ToolDefinition| f.name == d.name) => found.push(d),
                     Some(_) => {}
                     None => unknown.push(name.to_owned()),
                 }
@@ -364,24 +302,13 @@ impl ToolSet {
                 (score > 0).then_some((score, e))
             })
             .collect();
-        scored.sort_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then_with(|| a.1.definition.name.cmp(&b.1.definition.name))
-        });
-        let found = scored
-            .into_iter()
-            .take(max_results)
-            .map(|(_, e)| e.definition.clone())
-            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.definition.name.cmp(&b.1.definition.name)));
+        let found = scored.into_iter().take(max_results).map(|(_, e)| e.definition.clone()).collect();
         (found, Vec::new())
     }
 
     fn definition_of(&self, name: &str) -> Option<ToolDefinition> {
-        self.listed
-            .iter()
-            .chain(&self.deferred)
-            .find(|e| e.definition.name == name)
-            .map(|e| e.definition.clone())
+        self.listed.iter().chain(&self.deferred).find(|e| e.definition.name == name).map(|e| e.definition.clone())
     }
 }
 
@@ -395,9 +322,7 @@ pub fn blanket_rule_matches(rule: &str, tool: &dyn DynTool) -> bool {
     if tool.answers_to(rule) {
         return true;
     }
-    rule.starts_with("mcp__")
-        && rule.matches("__").count() == 1
-        && tool.name().starts_with(&format!("{rule}__"))
+    rule.starts_with("mcp__") && rule.matches("__").count() == 1 && tool.name().starts_with(&format!("{rule}__"))
 }
 
 /// A tool name split into lower-case words: `mcp__slack__send_message` →

@@ -105,11 +105,7 @@ impl PreparedCall for FakeCall {
     fn render_rejected(&self, _reason: &str) -> String {
         String::new()
     }
-    fn run(
-        self: Box<Self>,
-        _ctx: ToolContext,
-        _p: Option<ProgressReporter>,
-    ) -> BoxFuture<CallOutcome> {
+    fn run(self: Box<Self>, _ctx: ToolContext, _p: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
         Box::pin(async { CallOutcome::error("fake") })
     }
 }
@@ -121,18 +117,12 @@ impl ExternalToolSource for Source {
         "srv"
     }
     fn tools(&self) -> Vec<Arc<dyn DynTool>> {
-        self.0
-            .iter()
-            .map(|t| Arc::new(t.clone()) as Arc<dyn DynTool>)
-            .collect()
+        self.0.iter().map(|t| Arc::new(t.clone()) as Arc<dyn DynTool>).collect()
     }
 }
 
 fn mcp(name: &str) -> Fake {
-    Fake {
-        external: true,
-        ..fake(&format!("mcp__srv__{name}"))
-    }
+    Fake { external: true, ..fake(&format!("mcp__srv__{name}")) }
 }
 
 fn registry(tools: Vec<Fake>) -> Registry {
@@ -144,13 +134,7 @@ fn registry(tools: Vec<Fake>) -> Registry {
 }
 
 fn core() -> Vec<Fake> {
-    vec![
-        fake("Bash"),
-        fake("Read"),
-        fake("Edit"),
-        fake("Glob"),
-        fake(TOOL_SEARCH),
-    ]
+    vec![fake("Bash"), fake("Read"), fake("Edit"), fake("Glob"), fake(TOOL_SEARCH)]
 }
 
 struct Opts {
@@ -161,12 +145,7 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    Opts {
-        simple: false,
-        disabled: vec![],
-        deny: vec![],
-        deferral: DeferralSettings::from(None),
-    }
+    Opts { simple: false, disabled: vec![], deny: vec![], deferral: DeferralSettings::from(None) }
 }
 
 fn build(builtin: Vec<Fake>, external: Vec<Fake>, o: &Opts) -> ToolSet {
@@ -174,12 +153,7 @@ fn build(builtin: Vec<Fake>, external: Vec<Fake>, o: &Opts) -> ToolSet {
     ToolSet::build(
         &registry(builtin),
         &sources,
-        ToolSetOptions {
-            simple: o.simple,
-            disabled: &o.disabled,
-            deny_rules: &o.deny,
-            deferral: o.deferral,
-        },
+        ToolSetOptions { simple: o.simple, disabled: &o.disabled, deny_rules: &o.deny, deferral: o.deferral },
     )
 }
 
@@ -189,10 +163,7 @@ fn listed(set: &ToolSet) -> Vec<String> {
 
 #[test]
 fn mode_filter_simple_mode_keeps_bash_read_edit_only() {
-    let o = Opts {
-        simple: true,
-        ..opts()
-    };
+    let o = Opts { simple: true, ..opts() };
     let set = build(core(), vec![mcp("send")], &o);
     assert_eq!(listed(&set), ["Bash", "Edit", "Read"]);
     assert!(set.deferred_names().is_empty());
@@ -200,73 +171,39 @@ fn mode_filter_simple_mode_keeps_bash_read_edit_only() {
 
 #[test]
 fn blanket_deny_removes_a_tool_but_a_pattern_rule_does_not() {
-    let o = Opts {
-        deny: vec!["Glob".into(), "Bash(rm:*)".into()],
-        ..opts()
-    };
+    let o = Opts { deny: vec!["Glob".into(), "Bash(rm:*)".into()], ..opts() };
     let set = build(core(), vec![], &o);
     assert_eq!(listed(&set), ["Bash", "Edit", "Read"]);
 }
 
 #[test]
 fn blanket_deny_by_alias_and_by_mcp_server() {
-    let renamed = Fake {
-        aliases: &["OldGlob"],
-        ..fake("Glob")
-    };
-    let o = Opts {
-        deny: vec!["OldGlob".into(), "mcp__srv".into()],
-        deferral: never(),
-        ..opts()
-    };
+    let renamed = Fake { aliases: &["OldGlob"], ..fake("Glob") };
+    let o = Opts { deny: vec!["OldGlob".into(), "mcp__srv".into()], deferral: never(), ..opts() };
     let set = build(vec![fake("Read"), renamed], vec![mcp("a"), mcp("b")], &o);
     assert_eq!(listed(&set), ["Read"]);
-    let o = Opts {
-        deny: vec!["mcp__srv__a".into()],
-        deferral: never(),
-        ..opts()
-    };
+    let o = Opts { deny: vec!["mcp__srv__a".into()], deferral: never(), ..opts() };
     let set = build(vec![fake("Read")], vec![mcp("a"), mcp("b")], &o);
     assert_eq!(listed(&set), ["Read", "mcp__srv__b"]);
 }
 
 #[test]
 fn disabled_list_removes_tools() {
-    let o = Opts {
-        disabled: vec!["Edit".into()],
-        ..opts()
-    };
+    let o = Opts { disabled: vec!["Edit".into()], ..opts() };
     assert_eq!(listed(&build(core(), vec![], &o)), ["Bash", "Glob", "Read"]);
 }
 
 #[test]
 fn enabled_check_removes_tools_that_are_not_enabled() {
-    let off = Fake {
-        enabled: false,
-        ..fake("Glob")
-    };
-    assert_eq!(
-        listed(&build(vec![fake("Read"), off], vec![], &opts())),
-        ["Read"]
-    );
+    let off = Fake { enabled: false, ..fake("Glob") };
+    assert_eq!(listed(&build(vec![fake("Read"), off], vec![], &opts())), ["Read"]);
 }
 
 #[test]
 fn merge_sorts_by_name_and_builtins_win_a_name_clash() {
-    let clash = Fake {
-        external: true,
-        description: "impostor".into(),
-        ..fake("Read")
-    };
-    let o = Opts {
-        deferral: never(),
-        ..opts()
-    };
-    let set = build(
-        vec![fake("Read"), fake("Bash")],
-        vec![mcp("z"), clash, mcp("a")],
-        &o,
-    );
+    let clash = Fake { external: true, description: "impostor".into(), ..fake("Read") };
+    let o = Opts { deferral: never(), ..opts() };
+    let set = build(vec![fake("Read"), fake("Bash")], vec![mcp("z"), clash, mcp("a")], &o);
     assert_eq!(listed(&set), ["Bash", "Read", "mcp__srv__a", "mcp__srv__z"]);
     assert_eq!(set.find("Read").unwrap().description(), "The Read tool.");
 }
@@ -275,112 +212,54 @@ fn merge_sorts_by_name_and_builtins_win_a_name_clash() {
 fn filter_order_a_builtin_filtered_out_before_the_merge_does_not_shadow() {
     // The enabled check runs before the merge, so a built-in that is off
     // leaves its name free for an external tool.
-    let off = Fake {
-        enabled: false,
-        ..fake("Read")
-    };
-    let external = Fake {
-        external: true,
-        description: "external Read".into(),
-        ..fake("Read")
-    };
-    let o = Opts {
-        deferral: never(),
-        ..opts()
-    };
+    let off = Fake { enabled: false, ..fake("Read") };
+    let external = Fake { external: true, description: "external Read".into(), ..fake("Read") };
+    let o = Opts { deferral: never(), ..opts() };
     let set = build(vec![off], vec![external], &o);
     assert_eq!(set.find("Read").unwrap().description(), "external Read");
 }
 
 fn never() -> DeferralSettings {
-    DeferralSettings {
-        mode: DeferralMode::Never,
-        ..DeferralSettings::from(None)
-    }
+    DeferralSettings { mode: DeferralMode::Never, ..DeferralSettings::from(None) }
 }
 
 fn auto(max_tools: u32, max_tokens: u32) -> DeferralSettings {
-    DeferralSettings {
-        mode: DeferralMode::Auto,
-        max_tools,
-        max_tokens,
-    }
+    DeferralSettings { mode: DeferralMode::Auto, max_tools, max_tokens }
 }
 
 #[test]
 fn below_the_threshold_nothing_is_deferred_and_tool_search_is_not_listed() {
-    let o = Opts {
-        deferral: auto(10, 100_000),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(10, 100_000), ..opts() };
     let set = build(core(), vec![mcp("a"), mcp("b")], &o);
     assert!(set.deferred_names().is_empty());
-    assert_eq!(
-        listed(&set),
-        ["Bash", "Edit", "Glob", "Read", "mcp__srv__a", "mcp__srv__b"]
-    );
+    assert_eq!(listed(&set), ["Bash", "Edit", "Glob", "Read", "mcp__srv__a", "mcp__srv__b"]);
 }
 
 #[test]
 fn above_the_count_threshold_external_and_should_defer_tools_are_deferred() {
-    let rare = Fake {
-        defer: true,
-        ..fake("NotebookEdit")
-    };
-    let pinned = Fake {
-        defer: true,
-        always: true,
-        ..fake("Agent")
-    };
+    let rare = Fake { defer: true, ..fake("NotebookEdit") };
+    let pinned = Fake { defer: true, always: true, ..fake("Agent") };
     let mut builtin = core();
     builtin.extend([rare, pinned]);
-    let o = Opts {
-        deferral: auto(5, 100_000),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(5, 100_000), ..opts() };
     let set = build(builtin, vec![mcp("a"), mcp("b")], &o);
-    assert_eq!(
-        set.deferred_names(),
-        ["NotebookEdit", "mcp__srv__a", "mcp__srv__b"]
-    );
-    assert_eq!(
-        listed(&set),
-        ["Agent", "Bash", "Edit", "Glob", "Read", TOOL_SEARCH],
-        "always_load stays"
-    );
+    assert_eq!(set.deferred_names(), ["NotebookEdit", "mcp__srv__a", "mcp__srv__b"]);
+    assert_eq!(listed(&set), ["Agent", "Bash", "Edit", "Glob", "Read", TOOL_SEARCH], "always_load stays");
 }
 
 #[test]
 fn above_the_token_threshold_tools_are_deferred() {
-    let big = Fake {
-        description: "x".repeat(4000),
-        ..mcp("big")
-    };
-    let o = Opts {
-        deferral: auto(1000, 500),
-        ..opts()
-    };
+    let big = Fake { description: "x".repeat(4000), ..mcp("big") };
+    let o = Opts { deferral: auto(1000, 500), ..opts() };
     let set = build(core(), vec![big], &o);
     assert_eq!(set.deferred_names(), ["mcp__srv__big"]);
 }
 
 #[test]
 fn modes_always_and_never() {
-    let o = Opts {
-        deferral: DeferralSettings {
-            mode: DeferralMode::Always,
-            ..auto(1000, 1_000_000)
-        },
-        ..opts()
-    };
-    assert_eq!(
-        build(core(), vec![mcp("a")], &o).deferred_names(),
-        ["mcp__srv__a"]
-    );
-    let o = Opts {
-        deferral: never(),
-        ..opts()
-    };
+    let o = Opts { deferral: DeferralSettings { mode: DeferralMode::Always, ..auto(1000, 1_000_000) }, ..opts() };
+    assert_eq!(build(core(), vec![mcp("a")], &o).deferred_names(), ["mcp__srv__a"]);
+    let o = Opts { deferral: never(), ..opts() };
     let many: Vec<Fake> = (0..100).map(|i| mcp(&format!("t{i:03}"))).collect();
     let set = build(core(), many, &o);
     assert!(set.deferred_names().is_empty());
@@ -389,91 +268,46 @@ fn modes_always_and_never() {
 
 #[test]
 fn without_tool_search_nothing_is_deferred() {
-    let o = Opts {
-        deny: vec![TOOL_SEARCH.into()],
-        deferral: auto(1, 1),
-        ..opts()
-    };
+    let o = Opts { deny: vec![TOOL_SEARCH.into()], deferral: auto(1, 1), ..opts() };
     let set = build(core(), vec![mcp("a")], &o);
     assert!(set.deferred_names().is_empty());
     assert!(listed(&set).contains(&"mcp__srv__a".to_owned()));
 }
 
 fn loaded(names: &[&str]) -> SessionContext {
-    SessionContext {
-        loaded_tools: names.iter().map(|s| s.to_string()).collect(),
-    }
+    SessionContext { loaded_tools: names.iter().map(|s| s.to_string()).collect() }
 }
 
 #[test]
 fn calling_a_deferred_tool_before_loading_it_says_to_use_tool_search() {
-    let o = Opts {
-        deferral: auto(1, 1),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(1, 1), ..opts() };
     let set = build(core(), vec![mcp("a")], &o);
-    let err = set
-        .resolve_for_call("mcp__srv__a", &SessionContext::default())
-        .err()
-        .unwrap();
+    let err = set.resolve_for_call("mcp__srv__a", &SessionContext::default()).err().unwrap();
     assert!(matches!(err, LookupError::NotLoaded { .. }));
     let msg = err.to_string();
-    assert!(
-        msg.contains(TOOL_SEARCH) && msg.contains("select:mcp__srv__a"),
-        "{msg}"
-    );
-    assert!(
-        set.resolve_for_call("mcp__srv__a", &loaded(&["mcp__srv__a"]))
-            .is_ok()
-    );
-    assert!(
-        set.resolve_for_call("Read", &SessionContext::default())
-            .is_ok()
-    );
-    let err = set
-        .resolve_for_call("Nope", &SessionContext::default())
-        .err()
-        .unwrap();
-    assert!(
-        err.to_string().contains("Read"),
-        "lists what is available: {err}"
-    );
+    assert!(msg.contains(TOOL_SEARCH) && msg.contains("select:mcp__srv__a"), "{msg}");
+    assert!(set.resolve_for_call("mcp__srv__a", &loaded(&["mcp__srv__a"])).is_ok());
+    assert!(set.resolve_for_call("Read", &SessionContext::default()).is_ok());
+    let err = set.resolve_for_call("Nope", &SessionContext::default()).err().unwrap();
+    assert!(err.to_string().contains("Read"), "lists what is available: {err}");
 }
 
 #[test]
 fn aliases_resolve_to_the_renamed_tool() {
-    let renamed = Fake {
-        aliases: &["SearchTool"],
-        ..fake("Grep")
-    };
+    let renamed = Fake { aliases: &["SearchTool"], ..fake("Grep") };
     let set = build(vec![renamed], vec![], &opts());
-    assert_eq!(
-        set.resolve_for_call("SearchTool", &SessionContext::default())
-            .unwrap()
-            .name(),
-        "Grep"
-    );
+    assert_eq!(set.resolve_for_call("SearchTool", &SessionContext::default()).unwrap().name(), "Grep");
 }
 
 #[test]
 fn loaded_tools_are_appended_in_load_order_and_leave_the_deferred_list() {
-    let o = Opts {
-        deferral: auto(1, 1),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(1, 1), ..opts() };
     let set = build(core(), vec![mcp("a"), mcp("b"), mcp("c")], &o);
     let before: ToolsListResult = set.list(&SessionContext::default());
     let after = set.list(&loaded(&["mcp__srv__c", "mcp__srv__a"]));
     let names = |r: &ToolsListResult| r.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-    assert_eq!(
-        names(&after)[..names(&before).len()],
-        names(&before)[..],
-        "the cached prefix is unchanged"
-    );
-    assert_eq!(
-        names(&after)[names(&before).len()..],
-        ["mcp__srv__c", "mcp__srv__a"]
-    );
+    assert_eq!(names(&after)[..names(&before).len()], names(&before)[..], "the cached prefix is unchanged");
+    assert_eq!(names(&after)[names(&before).len()..], ["mcp__srv__c", "mcp__srv__a"]);
     assert_eq!(after.deferred, ["mcp__srv__b"]);
     assert!(after.estimated_tokens > before.estimated_tokens);
     assert_eq!(
@@ -484,10 +318,7 @@ fn loaded_tools_are_appended_in_load_order_and_leave_the_deferred_list() {
 
 #[test]
 fn the_list_is_byte_identical_across_calls() {
-    let o = Opts {
-        deferral: auto(3, 1_000_000),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(3, 1_000_000), ..opts() };
     let set = build(core(), (0..20).map(|i| mcp(&format!("t{i}"))).collect(), &o);
     let a = serde_json::to_string(&set.list(&SessionContext::default())).unwrap();
     let b = serde_json::to_string(&set.list(&SessionContext::default())).unwrap();
@@ -496,10 +327,7 @@ fn the_list_is_byte_identical_across_calls() {
 
 #[test]
 fn search_select_returns_exactly_those_and_names_unknown_ones() {
-    let o = Opts {
-        deferral: auto(1, 1),
-        ..opts()
-    };
+    let o = Opts { deferral: auto(1, 1), ..opts() };
     let set = build(core(), vec![mcp("a"), mcp("b"), mcp("c")], &o);
     let (found, unknown) = set.search("select: mcp__srv__c ,mcp__srv__a,nope,mcp__srv__a", 5);
     let names: Vec<_> = found.iter().map(|d| d.name.as_str()).collect();
@@ -509,22 +337,10 @@ fn search_select_returns_exactly_those_and_names_unknown_ones() {
 
 #[test]
 fn search_keywords_rank_name_over_description_and_plus_requires() {
-    let o = Opts {
-        deferral: auto(1, 1),
-        ..opts()
-    };
-    let send = Fake {
-        description: "Posts to a channel.".into(),
-        ..mcp("send_message")
-    };
-    let read = Fake {
-        description: "Reads a message from a channel.".into(),
-        ..mcp("read_history")
-    };
-    let other = Fake {
-        description: "Lists users.".into(),
-        ..mcp("list_users")
-    };
+    let o = Opts { deferral: auto(1, 1), ..opts() };
+    let send = Fake { description: "Posts to a channel.".into(), ..mcp("send_message") };
+    let read = Fake { description: "Reads a message from a channel.".into(), ..mcp("read_history") };
+    let other = Fake { description: "Lists users.".into(), ..mcp("list_users") };
     let set = build(core(), vec![send, read, other], &o);
     let (found, _) = set.search("message", 5);
     let names: Vec<_> = found.iter().map(|d| d.name.as_str()).collect();
@@ -539,9 +355,6 @@ fn search_keywords_rank_name_over_description_and_plus_requires() {
 
 #[test]
 fn name_parts_split_snake_and_camel_case() {
-    assert_eq!(
-        name_parts("mcp__slack__send_message"),
-        ["mcp", "slack", "send", "message"]
-    );
+    assert_eq!(name_parts("mcp__slack__send_message"), ["mcp", "slack", "send", "message"]);
     assert_eq!(name_parts("NotebookEdit"), ["notebook", "edit"]);
 }

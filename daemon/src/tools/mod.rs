@@ -43,14 +43,8 @@ pub fn external_sources() -> Vec<Arc<dyn ExternalToolSource>> {
     #[allow(unused_mut)]
     let mut sources: Vec<Arc<dyn ExternalToolSource>> = Vec::new();
     #[cfg(feature = "test-tools")]
-    if let Some(count) = std::env::var("AGENTD_TEST_EXTERNAL_TOOLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-    {
-        sources.push(Arc::new(test_external::SyntheticSource::new(
-            "synthetic",
-            count,
-        )));
+    if let Some(count) = std::env::var("AGENTD_TEST_EXTERNAL_TOOLS").ok().and_then(|n| n.parse().ok()) {
+        sources.push(Arc::new(test_external::SyntheticSource::new("synthetic", count)));
     }
     sources
 }

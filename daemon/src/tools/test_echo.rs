@@ -38,15 +38,9 @@ impl Tool for TestEcho {
         "Returns the given text (a test tool).".to_owned()
     }
 
-    fn validate_input(
-        &self,
-        input: &TestEchoInput,
-        _ctx: &ToolContext,
-    ) -> Result<(), ValidationError> {
+    fn validate_input(&self, input: &TestEchoInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
         match input.repeat {
-            Some(0) | Some(1001..) => {
-                Err(ValidationError::new("repeat must be between 1 and 1000"))
-            }
+            Some(0) | Some(1001..) => Err(ValidationError::new("repeat must be between 1 and 1000")),
             _ => Ok(()),
         }
     }
@@ -73,9 +67,7 @@ impl Tool for TestEcho {
         _ctx: ToolContext,
         _progress: ProgressSink<()>,
     ) -> Result<ToolOutput<String>, ToolError> {
-        Ok(ToolOutput::new(
-            input.text.repeat(input.repeat.unwrap_or(1) as usize),
-        ))
+        Ok(ToolOutput::new(input.text.repeat(input.repeat.unwrap_or(1) as usize)))
     }
 
     fn render_use(&self, input: &TestEchoInput) -> String {

@@ -12,16 +12,12 @@ use serde_json::{Value, json};
 use crate::permission::Decision;
 use crate::tool::erased::{BoxFuture, InputError};
 use crate::tool::{
-    CallOutcome, DynTool, ExternalToolSource, InterruptBehavior, PreparedCall, ToolContext,
-    ValidationError, context::ProgressReporter,
+    CallOutcome, DynTool, ExternalToolSource, InterruptBehavior, PreparedCall, ToolContext, ValidationError,
+    context::ProgressReporter,
 };
 
-const VERBS: [&str; 8] = [
-    "create", "get", "list", "update", "delete", "search", "archive", "assign",
-];
-const NOUNS: [&str; 8] = [
-    "issue", "comment", "channel", "message", "file", "user", "project", "label",
-];
+const VERBS: [&str; 8] = ["create", "get", "list", "update", "delete", "search", "archive", "assign"];
+const NOUNS: [&str; 8] = ["issue", "comment", "channel", "message", "file", "user", "project", "label"];
 
 /// A source of `count` synthetic tools named `mcp__<source>__<verb>_<noun>`.
 pub struct SyntheticSource {
@@ -38,10 +34,7 @@ impl SyntheticSource {
             .take(count)
             .map(|(verb, noun)| Arc::new(SyntheticTool::new(name, verb, noun)) as Arc<dyn DynTool>)
             .collect();
-        SyntheticSource {
-            name: name.to_owned(),
-            tools,
-        }
+        SyntheticSource { name: name.to_owned(), tools }
     }
 }
 
@@ -83,11 +76,7 @@ impl SyntheticTool {
             "required": ["workspace"],
             "additionalProperties": false
         });
-        SyntheticTool {
-            name: format!("mcp__{source}__{verb}_{noun}"),
-            description,
-            schema,
-        }
+        SyntheticTool { name: format!("mcp__{source}__{verb}_{noun}"), description, schema }
     }
 }
 
@@ -137,10 +126,7 @@ impl DynTool for SyntheticTool {
                 detail: "field `workspace`: missing or not a string".into(),
             });
         }
-        Ok(Box::new(SyntheticCall {
-            tool: self.name.clone(),
-            input,
-        }))
+        Ok(Box::new(SyntheticCall { tool: self.name.clone(), input }))
     }
 
     fn render_grouped(&self, calls: &[&dyn PreparedCall]) -> String {
@@ -190,17 +176,10 @@ impl PreparedCall for SyntheticCall {
         format!("{} refused: {reason}", self.tool)
     }
 
-    fn run(
-        self: Box<Self>,
-        _ctx: ToolContext,
-        _progress: Option<ProgressReporter>,
-    ) -> BoxFuture<CallOutcome> {
+    fn run(self: Box<Self>, _ctx: ToolContext, _progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
         Box::pin(async move {
             CallOutcome {
-                content: vec![ContentBlock::text(format!(
-                    "{} called with {}",
-                    self.tool, self.input
-                ))],
+                content: vec![ContentBlock::text(format!("{} called with {}", self.tool, self.input))],
                 is_error: false,
                 render: format!("{} done", self.tool),
                 modifier: None,

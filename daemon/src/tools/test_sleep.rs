@@ -87,10 +87,7 @@ impl Tool for TestSleep {
                 _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
             }
             if input.ticks > 0 {
-                progress.send(Tick {
-                    tick,
-                    of: input.ticks,
-                });
+                progress.send(Tick { tick, of: input.ticks });
             }
         }
         if input.panic {

@@ -57,21 +57,15 @@ impl Tool for ToolSearch {
             .to_owned()
     }
 
-    fn validate_input(
-        &self,
-        input: &ToolSearchInput,
-        _ctx: &ToolContext,
-    ) -> Result<(), ValidationError> {
+    fn validate_input(&self, input: &ToolSearchInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
         if input.query.trim().is_empty() {
-            return Err(ValidationError::new(
-                "query is empty: give tool names after `select:` or keywords",
-            ));
+            return Err(ValidationError::new("query is empty: give tool names after `select:` or keywords"));
         }
         match input.max_results {
             Some(0) => Err(ValidationError::new("max_results must be at least 1")),
-            Some(n) if n > MAX_RESULTS_LIMIT => Err(ValidationError::new(format!(
-                "max_results must be at most {MAX_RESULTS_LIMIT}"
-            ))),
+            Some(n) if n > MAX_RESULTS_LIMIT => {
+                Err(ValidationError::new(format!("max_results must be at most {MAX_RESULTS_LIMIT}")))
+            }
             _ => Ok(()),
         }
     }
@@ -103,26 +97,10 @@ impl Tool for ToolSearch {
         ctx: ToolContext,
         _progress: ProgressSink<()>,
     ) -> Result<ToolOutput<ToolSearchOutput>, ToolError> {
-        let (matches, unknown) = ctx
-            .tools
-            .search(&input.query, input.max_results.unwrap_or(5));
-        let loaded: Vec<String> = matches
-            .iter()
-            .map(|d| d.name.clone())
-            .filter(|n| ctx.tools.is_deferred(n))
-            .collect();
-        let still_deferred = ctx
-            .tools
-            .deferred_names()
-            .into_iter()
-            .filter(|n| !loaded.contains(n))
-            .collect();
-        let output = ToolSearchOutput {
-            query: input.query,
-            matches,
-            unknown,
-            still_deferred,
-        };
+        let (matches, unknown) = ctx.tools.search(&input.query, input.max_results.unwrap_or(5));
+        let loaded: Vec<String> = matches.iter().map(|d| d.name.clone()).filter(|n| ctx.tools.is_deferred(n)).collect();
+        let still_deferred = ctx.tools.deferred_names().into_iter().filter(|n| !loaded.contains(n)).collect();
+        let output = ToolSearchOutput { query: input.query, matches, unknown, still_deferred };
         Ok(ToolOutput::with_modifier(
             output,
             Box::new(move |session| {
@@ -154,10 +132,7 @@ impl Tool for ToolSearch {
             text.push_str(&format!("\nNo tool is named: {}.", out.unknown.join(", ")));
         }
         if out.matches.is_empty() && !out.still_deferred.is_empty() {
-            text.push_str(&format!(
-                "\nDeferred tools: {}.",
-                out.still_deferred.join(", ")
-            ));
+            text.push_str(&format!("\nDeferred tools: {}.", out.still_deferred.join(", ")));
         }
         vec![ContentBlock::text(text)]
     }
@@ -171,11 +146,7 @@ impl Tool for ToolSearch {
             0 => "No tools found".to_owned(),
             n => {
                 let names: Vec<&str> = out.matches.iter().map(|d| d.name.as_str()).collect();
-                format!(
-                    "Loaded {n} tool{}: {}",
-                    if n == 1 { "" } else { "s" },
-                    names.join(", ")
-                )
+                format!("Loaded {n} tool{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
             }
         }
     }

@@ -43,10 +43,7 @@ fn flag(args: &[String], name: &str, default: usize) -> usize {
 
 /// A line echo on a multi-threaded runtime: the floor any NDJSON server pays.
 fn echo_server(socket: &Path) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let listener = UnixListener::bind(socket).unwrap();
         loop {
@@ -82,11 +79,7 @@ impl Drop for Server {
 fn wait_for(socket: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server at {} did not start",
-            socket.display()
-        );
+        assert!(Instant::now() < deadline, "server at {} did not start", socket.display());
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -98,21 +91,12 @@ fn rpc(args: &[String]) {
     let dir = tempfile::tempdir().unwrap();
     let me = std::env::current_exe().unwrap();
     let agentd = me.with_file_name("agentd");
-    assert!(
-        agentd.exists(),
-        "{} is not built: cargo build --release --workspace",
-        agentd.display()
-    );
+    assert!(agentd.exists(), "{} is not built: cargo build --release --workspace", agentd.display());
 
     let echo_sock = dir.path().join("echo.sock");
     let echo = Server {
         name: "line echo (floor)",
-        child: Command::new(&me)
-            .arg("echo-server")
-            .arg(&echo_sock)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
+        child: Command::new(&me).arg("echo-server").arg(&echo_sock).stdin(Stdio::null()).spawn().unwrap(),
         socket: echo_sock,
     };
     let agentd_sock = dir.path().join("agentd.sock");
@@ -132,27 +116,14 @@ fn rpc(args: &[String]) {
     wait_for(&echo.socket);
     wait_for(&daemon.socket);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    println!(
-        "{} sequential calls on one connection; {clients} clients x {per_client} calls concurrently",
-        calls
-    );
-    println!(
-        "{:<22} {:>9} {:>9} {:>9} {:>12}",
-        "server", "p50 µs", "p99 µs", "mean µs", "calls/s (8c)"
-    );
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    println!("{} sequential calls on one connection; {clients} clients x {per_client} calls concurrently", calls);
+    println!("{:<22} {:>9} {:>9} {:>9} {:>12}", "server", "p50 µs", "p99 µs", "mean µs", "calls/s (8c)");
     let mut results = Vec::new();
     for server in [&echo, &daemon] {
         let (p50, p99, mean) = rt.block_on(sequential(&server.socket, calls));
         let throughput = rt.block_on(concurrent(&server.socket, clients, per_client));
-        println!(
-            "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>12.0}",
-            server.name, p50, p99, mean, throughput
-        );
+        println!("{:<22} {:>9.1} {:>9.1} {:>9.1} {:>12.0}", server.name, p50, p99, mean, throughput);
         results.push((p50, p99, throughput));
     }
     let (floor, ours) = (results[0], results[1]);
@@ -164,12 +135,7 @@ fn rpc(args: &[String]) {
     );
 }
 
-async fn connect(
-    socket: &Path,
-) -> (
-    BufReader<tokio::net::unix::OwnedReadHalf>,
-    tokio::net::unix::OwnedWriteHalf,
-) {
+async fn connect(socket: &Path) -> (BufReader<tokio::net::unix::OwnedReadHalf>, tokio::net::unix::OwnedWriteHalf) {
     let stream = UnixStream::connect(socket).await.unwrap();
     let (r, w) = stream.into_split();
     (BufReader::new(r), w)

@@ -8,17 +8,11 @@ use crate::server::rpc::{self, RpcError};
 
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register::<ToolsList, _, _>(module, |params, state| {
-        let session = state
-            .sessions
-            .handle(&params.session_id)
-            .map_err(RpcError::from)?;
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
         Ok(session.tools_list())
     });
     rpc::register_async::<ToolCall, _, _, _>(module, |params, state| async move {
-        let session = state
-            .sessions
-            .handle(&params.session_id)
-            .map_err(RpcError::from)?;
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
         Ok(crate::executor::call_one(session, &params.name, params.input).await)
     });
 }
