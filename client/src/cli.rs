@@ -210,6 +210,9 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 println!("state:       {}", info.state_dir);
                 println!("sessions:    {}", info.sessions);
                 println!("connections: {} ({} since start)", info.connections, info.connections_total);
+                if !info.features.is_empty() {
+                    println!("features:    {}", info.features.join(", "));
+                }
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,

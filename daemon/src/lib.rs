@@ -17,6 +17,12 @@ pub mod tool;
 pub mod tools;
 
 pub use config::{Config, SocketConfig};
+
+/// Optional cargo features compiled into this build.
+pub const BUILD_FEATURES: &[&str] = &[
+    #[cfg(feature = "test-tools")]
+    "test-tools",
+];
 pub use error::DaemonError;
 pub use server::Daemon;
 

@@ -94,4 +94,7 @@ pub struct DaemonInfoResult {
     pub connections_total: u64,
     /// Daemon tasks alive now (connections, requests, tool calls).
     pub tasks: u64,
+    /// Optional cargo features this build carries (e.g. `test-tools`, which
+    /// a release build never should).
+    pub features: Vec<String>,
 }

@@ -15,6 +15,7 @@ fn status_in_text_and_json() {
     let info: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(info["pid"], Value::from(d.pid()));
     assert_eq!(info["protocol_version"], Value::from(1));
+    assert_eq!(info["features"], serde_json::json!(["test-tools"]), "the test build says what it carries");
     assert_eq!(info["socket"], Value::from(d.socket.to_str().unwrap()));
 }
 

@@ -77,6 +77,11 @@ impl Daemon {
             .mode(0o700)
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
+        if crate::BUILD_FEATURES.contains(&"test-tools") {
+            tracing::warn!(
+                "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
+            );
+        }
         let mut socket = listen::open(&config.socket)?;
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
         // The server owns the only descriptor, so dropping it stops accepting.

@@ -2,8 +2,8 @@
 //! socket line echo, in the same run, with the same client code.
 //!
 //! ```text
-//! cargo build --release --workspace
-//! target/release/bench rpc [--calls 10000] [--clients 8] [--per-client 5000]
+//! cargo build --release && cargo run --release -p agentd-client --example bench -- rpc
+//!     [--calls 10000] [--clients 8] [--per-client 5000]
 //! ```
 //!
 //! Both servers are separate processes with a multi-threaded tokio runtime:
@@ -90,8 +90,9 @@ fn rpc(args: &[String]) {
     let per_client = flag(args, "--per-client", 5_000);
     let dir = tempfile::tempdir().unwrap();
     let me = std::env::current_exe().unwrap();
-    let agentd = me.with_file_name("agentd");
-    assert!(agentd.exists(), "{} is not built: cargo build --release --workspace", agentd.display());
+    // Examples live in target/<profile>/examples/, the daemon one level up.
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
 
     let echo_sock = dir.path().join("echo.sock");
     let echo = Server {
