@@ -248,6 +248,7 @@ async fn tools(
                 permissions: None,
                 tools: None,
                 max_concurrency: None,
+                sibling_cancel: None,
             };
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
@@ -300,6 +301,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                 permissions: (rules != PermissionRules::default()).then_some(rules),
                 tools: (tools != ToolOptions::default()).then_some(tools),
                 max_concurrency: *max_concurrency,
+                sibling_cancel: None,
             };
             let created = client.session_create(params).await?;
             if cli.json {

@@ -16,6 +16,7 @@ pub mod schema;
 pub mod session;
 pub mod socket;
 pub mod tools;
+pub mod turn;
 
 pub use error::ErrorCode;
 pub use methods::Method;

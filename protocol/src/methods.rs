@@ -64,6 +64,29 @@ method!(
     ToolCall, "tool/call", crate::tools::ToolCallParams => crate::tools::ToolCallResult
 );
 
+method!(
+    /// `turn/submit`: add `tool_use` blocks to a turn; they start at once.
+    TurnSubmit, "turn/submit", crate::turn::TurnSubmitParams => crate::turn::TurnSubmitResult
+);
+method!(
+    /// `turn/cancel`: cancel one call, one turn, or everything in the session.
+    TurnCancel, "turn/cancel", crate::turn::TurnCancelParams => crate::turn::TurnCancelResult
+);
+method!(
+    /// `turn/discard`: drop a turn's queued and running calls; nothing more is yielded for them.
+    TurnDiscard, "turn/discard", crate::turn::TurnDiscardParams => crate::turn::TurnDiscardResult
+);
+
+/// `turn/stream`: a subscription of the session's events. The subscribe
+/// call answers with a subscription id (a string); events arrive as
+/// notifications of method [`TURN_EVENT`] whose `params.result` is an
+/// [`crate::turn::Event`]. `turn/unstream` with the id ends it.
+pub const TURN_STREAM: &str = "turn/stream";
+/// Notification method of `turn/stream` events.
+pub const TURN_EVENT: &str = "turn/event";
+/// Unsubscribe method of `turn/stream`.
+pub const TURN_UNSTREAM: &str = "turn/unstream";
+
 /// Params of `daemon/info` (none).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -9,7 +9,10 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
-use crate::methods::{DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList};
+use crate::methods::{
+    DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList, TurnCancel,
+    TurnDiscard, TurnSubmit,
+};
 
 /// Path of the committed schema, relative to the workspace root.
 pub const SCHEMA_PATH: &str = "protocol/schema/agentd-protocol.json";
@@ -39,6 +42,21 @@ pub fn protocol_schema() -> Value {
     method_entry::<SessionClose>(&mut generator, &mut methods);
     method_entry::<ToolsList>(&mut generator, &mut methods);
     method_entry::<ToolCall>(&mut generator, &mut methods);
+    method_entry::<TurnSubmit>(&mut generator, &mut methods);
+    method_entry::<TurnCancel>(&mut generator, &mut methods);
+    method_entry::<TurnDiscard>(&mut generator, &mut methods);
+    let stream_params = generator.subschema_for::<crate::turn::TurnStreamParams>();
+    let event = generator.subschema_for::<crate::turn::Event>();
+    methods.insert(
+        crate::methods::TURN_STREAM.to_owned(),
+        json!({
+            "params": stream_params,
+            "result": {"type": "string", "description": "subscription id"},
+            "notification": crate::methods::TURN_EVENT,
+            "unsubscribe": crate::methods::TURN_UNSTREAM,
+            "item": event,
+        }),
+    );
     let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
 
     let errors: Map<String, Value> = ErrorCode::ALL.iter().map(|c| (c.name().to_owned(), json!(c.code()))).collect();

@@ -71,6 +71,10 @@ pub struct SessionCreateParams {
     /// default (10, or `AGENTD_MAX_TOOL_CONCURRENCY`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
+    /// When a failed call cancels the other calls of its turn
+    /// (`bash_failure`, the default, or `never`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sibling_cancel: Option<crate::turn::SiblingCancel>,
 }
 
 /// Result of `session/create`.
@@ -124,6 +128,9 @@ pub struct SessionInfo {
     pub tools: ToolOptions,
     /// Most tool calls run at once.
     pub max_concurrency: u32,
+    /// When a failed call cancels its siblings.
+    #[serde(default)]
+    pub sibling_cancel: crate::turn::SiblingCancel,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -6,7 +6,14 @@ use agentd_tests::{TestDaemon, within};
 use serde_json::json;
 
 fn params(cwd: &std::path::Path) -> SessionCreateParams {
-    SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
+    SessionCreateParams {
+        cwd: cwd.to_owned(),
+        mode: None,
+        permissions: None,
+        tools: None,
+        max_concurrency: None,
+        sibling_cancel: None,
+    }
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
     assert_api_ready(&list);
     // Test builds carry the test tools; TestDisabled is not enabled; nothing
     // is deferred below the threshold, so ToolSearch is not listed.
-    assert_eq!(names(&list), ["TestAlwaysLoad", "TestDeferred", "TestEcho", "TestSleep"]);
+    assert_eq!(names(&list), ["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell", "TestSleep"]);
     assert_eq!(list["deferred"], json!([]));
     assert_eq!(list["deferred_tokens_saved"], json!(0));
 
@@ -67,7 +67,11 @@ async fn session_options_drive_the_filter_pipeline() {
     let mut c = d.raw().await;
     let denied = session(&mut c, json!({ "permissions": { "deny": ["TestSleep", "TestEcho(x)"] } })).await;
     let list = c.ok("tools/list", json!({ "session_id": denied })).await;
-    assert_eq!(names(&list), ["TestAlwaysLoad", "TestDeferred", "TestEcho"], "blanket deny only");
+    assert_eq!(
+        names(&list),
+        ["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell"],
+        "blanket deny only"
+    );
 
     let by_alias = session(&mut c, json!({ "tools": { "disabled": ["Echo"] } })).await;
     let list = c.ok("tools/list", json!({ "session_id": by_alias })).await;
@@ -79,7 +83,7 @@ async fn session_options_drive_the_filter_pipeline() {
 
     let always = session(&mut c, json!({ "tools": { "defer": { "mode": "always" } } })).await;
     let list = c.ok("tools/list", json!({ "session_id": always })).await;
-    assert_eq!(names(&list), ["TestAlwaysLoad", "TestEcho", "TestSleep", "ToolSearch"]);
+    assert_eq!(names(&list), ["TestAlwaysLoad", "TestBlock", "TestEcho", "TestShell", "TestSleep", "ToolSearch"]);
     assert_eq!(list["deferred"], json!(["TestDeferred"]));
 }
 
@@ -99,7 +103,7 @@ fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
 
         let full = session(&mut c, json!({ "tools": { "defer": { "mode": "never" } } })).await;
         let all = c.ok("tools/list", json!({ "session_id": full })).await;
-        assert_eq!(all["tools"].as_array().unwrap().len(), 64, "60 external and 4 test tools; no ToolSearch");
+        assert_eq!(all["tools"].as_array().unwrap().len(), 66, "60 external and 6 test tools; no ToolSearch");
         let saved = list["deferred_tokens_saved"].as_u64().unwrap();
         let with = list["estimated_tokens"].as_u64().unwrap();
         let without = all["estimated_tokens"].as_u64().unwrap();

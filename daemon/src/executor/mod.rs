@@ -1,102 +1,536 @@
-//! Running tool calls. Today: one call at a time for `tool/call`, through
-//! the whole path a call takes — lookup (deferred tools must be loaded),
-//! input parsing, validation, the tool's permission view, execution,
-//! context modifier. The streaming executor of DESIGN.md §4 (partitioning,
-//! ordering, sibling cancellation) is the executor issue and will take this
-//! path over.
+//! The streaming executor (seed §3.4): a session's tool calls, submitted as
+//! the model streams them, scheduled, run, and yielded in order.
 //!
-//! Permission: the rule engine and asking the client are the permissions
-//! issue. Until then the path is fail-closed: a call the tool wants to ask
-//! about is refused with a message saying so, never run.
+//! [`machine`] is the state machine, a pure function of (state, event);
+//! [`SessionExecutor`] drives it: it prepares calls, carries out the
+//! machine's actions (start a task, abort a token, yield a result, apply a
+//! context modifier) and reports everything as events in the session's
+//! [`events::EventLog`].
+//!
+//! # Invariants
+//! Each has a test named after it in `machine_tests.rs` (and through the
+//! socket in `tests/e2e/turns.rs`).
+//! 1. Every call moves queued → executing → completed → yielded (or is
+//!    discarded), forward only, each step once.
+//! 2. A queued call starts when nothing is executing, or when it and every
+//!    executing call are concurrency safe, and fewer than the session's cap
+//!    are running. Calls start in request order: a later safe call never
+//!    overtakes an earlier unsafe one.
+//! 3. Results are yielded in request order. Progress is forwarded at once,
+//!    bypassing the order.
+//! 4. A failing call of a tool that cancels siblings (Bash) cancels the
+//!    queued and running calls of its turn, and any submitted to that turn
+//!    later; each yields an error naming the failed call. Failures of other
+//!    tools cancel nothing. `sibling_cancel: never` turns this off.
+//! 5. Discarding a turn drops its queued, running and unyielded calls:
+//!    nothing of theirs is yielded afterwards; running ones are stopped,
+//!    block tools included.
+//! 6. Cancelling a call reaches only that call; a turn, its calls; the
+//!    session, all calls. Results already complete are yielded as they were.
+//! 7. On cancel, running `cancel` tools stop and `block` tools finish (and
+//!    yield their own result); closing the session stops both.
+//! 8. Context modifiers are applied in request order, as results are yielded.
+//! 9. A turn completes (`turn/completed`, once) when it has ended and all its
+//!    results are out.
+//!
+//! Cancellation tokens: session → turn → call, built with `child_token()`.
+//! Discard cancels the turn's token, closing the session the session's;
+//! `turn/cancel` goes through the machine, which aborts call tokens one by
+//! one so block tools can be spared.
 
-use std::sync::Arc;
+pub mod events;
+pub mod machine;
+pub mod partition;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use agentd_protocol::tools::{ContentBlock, ToolCallResult};
-use serde_json::Value;
+use agentd_protocol::turn::{EventKind, ToolUse};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::permission::Decision;
-use crate::session::Session;
-use crate::tool::{CallOutcome, InterruptBehavior, ToolContext};
+use crate::tool::context::{ProgressReport, ProgressReporter};
+use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
+use events::EventLog;
+use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx};
 
-/// Runs one call of `name` with `input` in `session`.
-///
-/// # Cancellation safety
-/// Dropping the future drops the tool's future, which ends the call. The
-/// session's cancellation (close, shutdown) ends a call whose tool cancels
-/// on interrupt; a `block` tool is let finish.
-pub async fn call_one(session: Arc<Session>, name: &str, input: Value) -> ToolCallResult {
-    let resolved = session.tools.resolve_for_call(name, &session.context());
-    let tool = match resolved {
-        Ok(tool) => tool,
-        Err(e) => return refused(name, name.to_owned(), e.to_string()),
-    };
-    let prepared = match tool.prepare(input) {
-        Ok(p) => p,
-        Err(e) => return refused(tool.name(), tool.name().to_owned(), e.to_string()),
-    };
-    let render_use = prepared.render_use();
-    let ctx = ToolContext {
-        session_id: Arc::from(session.info.session_id.as_str()),
-        cwd: Arc::new(session.info.cwd.clone()),
-        cancel: session.cancel.child_token(),
-        tools: session.tools.clone(),
-    };
-    if let Err(e) = prepared.validate(&ctx) {
-        return refused(tool.name(), render_use, format!("invalid input for {}: {e}", tool.name()));
+/// Why a `turn/submit`, `turn/cancel` or `turn/discard` was refused as a
+/// whole (nothing was changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    /// The turn was ended (or completed, or discarded).
+    #[error("turn {turn_id} has ended; start a new turn for more tool_use blocks")]
+    TurnEnded {
+        /// The turn.
+        turn_id: String,
+    },
+    /// A `tool_use` id was used before in this session (or twice in one submit).
+    #[error("tool_use id {id:?} was already submitted in this session; ids must be unique")]
+    DuplicateToolUse {
+        /// The id.
+        id: String,
+    },
+    /// A `tool_use` id is empty.
+    #[error("a tool_use id must not be empty")]
+    EmptyToolUseId,
+    /// No turn has this id.
+    #[error("no turn {turn_id:?} in this session")]
+    UnknownTurn {
+        /// The id.
+        turn_id: String,
+    },
+    /// No call has this `tool_use` id.
+    #[error("no tool_use {id:?} in this session")]
+    UnknownToolUse {
+        /// The id.
+        id: String,
+    },
+    /// The session is closing.
+    #[error("the session is closed")]
+    Closed,
+}
+
+/// What the executor keeps about one call beside the machine's state.
+struct Slot {
+    tool_use_id: String,
+    name: String,
+    turn_id: Arc<str>,
+    /// Until the call starts.
+    prepared: Option<Box<dyn PreparedCall>>,
+    /// The result, once there is one.
+    outcome: Option<CallOutcome>,
+    token: CancellationToken,
+    /// A `tool/call` waiting for this call's result.
+    waiter: Option<oneshot::Sender<ToolCallResult>>,
+    render_use: String,
+}
+
+struct TurnSlot {
+    id: Arc<str>,
+    token: CancellationToken,
+}
+
+struct Inner {
+    machine: Machine,
+    slots: Vec<Slot>,
+    turns: Vec<TurnSlot>,
+    turn_ids: HashMap<Arc<str>, TurnIdx>,
+    tool_use_ids: HashMap<String, CallIdx>,
+    context: SessionContext,
+    closed: bool,
+}
+
+/// Runs one session's tool calls.
+pub struct SessionExecutor {
+    inner: Mutex<Inner>,
+    events: Arc<EventLog>,
+    session_id: Arc<str>,
+    cwd: Arc<PathBuf>,
+    tools: Arc<ToolSet>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    me: std::sync::Weak<SessionExecutor>,
+}
+
+impl SessionExecutor {
+    /// An executor for a session whose token is `cancel`.
+    pub fn new(
+        session_id: &str,
+        cwd: PathBuf,
+        tools: Arc<ToolSet>,
+        cap: u32,
+        sibling_cancel: bool,
+        cancel: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Arc<SessionExecutor> {
+        Arc::new_cyclic(|me| SessionExecutor {
+            inner: Mutex::new(Inner {
+                machine: Machine::new(cap as usize, sibling_cancel),
+                slots: Vec::new(),
+                turns: Vec::new(),
+                turn_ids: HashMap::new(),
+                tool_use_ids: HashMap::new(),
+                context: SessionContext::default(),
+                closed: false,
+            }),
+            events: Arc::new(EventLog::new(events::DEFAULT_LOG_CAPACITY)),
+            session_id: Arc::from(session_id),
+            cwd: Arc::new(cwd),
+            tools,
+            cancel,
+            tracker,
+            me: me.clone(),
+        })
     }
-    match prepared.check_permissions(&ctx) {
-        Decision::Allow => {}
-        Decision::Deny { reason } => {
-            let render = prepared.render_rejected(&reason);
-            return outcome_result(
-                tool.name(),
-                render_use,
-                CallOutcome {
-                    content: vec![ContentBlock::text(format!("permission denied: {reason}"))],
-                    is_error: true,
-                    render,
-                    modifier: None,
-                },
-            );
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session's event log.
+    pub fn events(&self) -> &Arc<EventLog> {
+        &self.events
+    }
+
+    /// A copy of the session context (what modifiers have changed).
+    pub fn context(&self) -> SessionContext {
+        self.lock().context.clone()
+    }
+
+    /// Runs `f` on the session context under the executor's lock.
+    pub fn with_context<R>(&self, f: impl FnOnce(&SessionContext) -> R) -> R {
+        f(&self.lock().context)
+    }
+
+    /// Adds `tool_uses` to a turn (a new one when `turn_id` is absent or
+    /// unknown); they start as soon as the rules allow. Returns the turn id.
+    /// Refused as a whole, changing nothing, when an id is a duplicate or
+    /// the turn has ended.
+    pub fn submit(&self, turn_id: Option<String>, tool_uses: Vec<ToolUse>, end: bool) -> Result<String, TurnError> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(TurnError::Closed);
         }
-        Decision::Ask { reason, .. } => {
-            let message = format!(
+        let mut seen = std::collections::HashSet::new();
+        for tu in &tool_uses {
+            if tu.id.is_empty() {
+                return Err(TurnError::EmptyToolUseId);
+            }
+            if inner.tool_use_ids.contains_key(&tu.id) || !seen.insert(tu.id.as_str()) {
+                return Err(TurnError::DuplicateToolUse { id: tu.id.clone() });
+            }
+        }
+        let turn = match turn_id.as_deref().and_then(|id| inner.turn_ids.get(id).copied()) {
+            Some(t) if inner.machine.turn_ended(t) => {
+                return Err(TurnError::TurnEnded { turn_id: inner.turns[t].id.to_string() });
+            }
+            Some(t) => t,
+            None => {
+                let id: Arc<str> =
+                    Arc::from(turn_id.unwrap_or_else(|| format!("turn_{}", uuid::Uuid::new_v4().simple())));
+                let t = inner.machine.new_turn();
+                inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
+                inner.turn_ids.insert(id, t);
+                t
+            }
+        };
+        let turn_id = inner.turns[turn].id.clone();
+        for tu in tool_uses {
+            let actions = self.enqueue(&mut inner, turn, tu, None);
+            self.carry_out(&mut inner, actions);
+        }
+        if end {
+            let actions = inner.machine.apply(Event::EndTurn(turn));
+            self.carry_out(&mut inner, actions);
+        }
+        Ok(turn_id.to_string())
+    }
+
+    /// Runs one call in a turn of its own and waits for its result
+    /// (`tool/call`).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future leaves the call running; its result still goes
+    /// to the event log.
+    pub async fn call(&self, name: &str, input: serde_json::Value) -> Result<ToolCallResult, TurnError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            if inner.closed {
+                return Err(TurnError::Closed);
+            }
+            let id: Arc<str> = Arc::from(format!("turn_{}", uuid::Uuid::new_v4().simple()));
+            let turn = inner.machine.new_turn();
+            inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
+            inner.turn_ids.insert(id, turn);
+            let tu = ToolUse { id: format!("call_{}", uuid::Uuid::new_v4().simple()), name: name.to_owned(), input };
+            let mut actions = self.enqueue(&mut inner, turn, tu, Some(tx));
+            actions.extend(inner.machine.apply(Event::EndTurn(turn)));
+            self.carry_out(&mut inner, actions);
+        }
+        Ok(rx.await.unwrap_or_else(|_| ToolCallResult {
+            name: name.to_owned(),
+            content: vec![ContentBlock::text("the call was discarded before it finished")],
+            is_error: true,
+            render: "discarded".into(),
+            render_use: name.to_owned(),
+        }))
+    }
+
+    /// Prepares one block and submits it to the machine.
+    fn enqueue(
+        &self,
+        inner: &mut Inner,
+        turn: TurnIdx,
+        tu: ToolUse,
+        waiter: Option<oneshot::Sender<ToolCallResult>>,
+    ) -> Vec<Action> {
+        let turn_slot = &inner.turns[turn];
+        let token = turn_slot.token.child_token();
+        let ctx = self.tool_context(token.clone());
+        let prepared = self.prepare(&tu, &inner.context, &ctx);
+        let idx = inner.machine.next_call();
+        inner.tool_use_ids.insert(tu.id.clone(), idx);
+        let (name, render_use, spec, refused, prepared) = match prepared {
+            Ok((name, call, block, cancels_siblings)) => {
+                let spec = CallSpec { turn, safe: call.is_concurrency_safe(), cancels_siblings, block };
+                (name, call.render_use(), Some(spec), None, Some(call))
+            }
+            Err((name, render_use, outcome)) => (name, render_use, None, Some(outcome), None),
+        };
+        self.events.push(EventKind::ToolQueued {
+            turn_id: turn_slot.id.to_string(),
+            tool_use_id: tu.id.clone(),
+            name: name.clone(),
+            render: render_use.clone(),
+        });
+        inner.slots.push(Slot {
+            tool_use_id: tu.id,
+            name,
+            turn_id: turn_slot.id.clone(),
+            prepared,
+            outcome: refused,
+            token,
+            waiter,
+            render_use,
+        });
+        match spec {
+            Some(spec) => inner.machine.apply(Event::Submit(spec)),
+            None => inner.machine.apply(Event::SubmitRefused { turn }),
+        }
+    }
+
+    fn tool_context(&self, cancel: CancellationToken) -> ToolContext {
+        ToolContext { session_id: self.session_id.clone(), cwd: self.cwd.clone(), cancel, tools: self.tools.clone() }
+    }
+
+    /// Lookup → parse → validate → permission. `Ok` is a call that may run
+    /// (name, call, blocks on interrupt, cancels siblings); `Err` the
+    /// error result to yield in its place (name, render, outcome).
+    ///
+    /// Permission: until the permission engine can ask the client, a call
+    /// the tool wants to ask about is refused (fail-closed).
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        tu: &ToolUse,
+        context: &SessionContext,
+        ctx: &ToolContext,
+    ) -> Result<(String, Box<dyn PreparedCall>, bool, bool), (String, String, CallOutcome)> {
+        let tool = self
+            .tools
+            .resolve_for_call(&tu.name, context)
+            .map_err(|e| (tu.name.clone(), tu.name.clone(), CallOutcome::error(e.to_string())))?;
+        let name = tool.name().to_owned();
+        let call = tool
+            .prepare(tu.input.clone())
+            .map_err(|e| (name.clone(), name.clone(), CallOutcome::error(e.to_string())))?;
+        let render_use = call.render_use();
+        if let Err(e) = call.validate(ctx) {
+            return Err((name.clone(), render_use, CallOutcome::error(format!("invalid input for {name}: {e}"))));
+        }
+        let refusal = match call.check_permissions(ctx) {
+            Decision::Allow => None,
+            Decision::Deny { reason } => Some(format!("permission denied: {reason}")),
+            Decision::Ask { reason, .. } => Some(format!(
                 "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
                  that need it are refused"
-            );
-            let render = prepared.render_rejected(&message);
-            return outcome_result(
-                tool.name(),
-                render_use,
-                CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None },
-            );
+            )),
+        };
+        if let Some(message) = refusal {
+            let render = call.render_rejected(&message);
+            let outcome =
+                CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None };
+            return Err((name, render_use, outcome));
+        }
+        let block = tool.interrupt_behavior() == InterruptBehavior::Block;
+        Ok((name, call, block, tool.cancels_siblings_on_failure()))
+    }
+
+    /// Carries out the machine's actions, under the lock.
+    fn carry_out(&self, inner: &mut Inner, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Start(i) => self.start(inner, i),
+                Action::Abort(i) => inner.slots[i].token.cancel(),
+                Action::Cancelled(_) => {}
+                Action::Yield(i, reason) => self.yield_result(inner, i, reason),
+                Action::Drop(i) => {
+                    let slot = &mut inner.slots[i];
+                    slot.prepared = None;
+                    slot.outcome = None;
+                    slot.waiter = None;
+                }
+                Action::TurnCompleted(t) => {
+                    self.events.push(EventKind::TurnCompleted { turn_id: inner.turns[t].id.to_string() });
+                }
+                Action::TurnDiscarded(t) => {
+                    inner.turns[t].token.cancel();
+                    self.events.push(EventKind::TurnDiscarded { turn_id: inner.turns[t].id.to_string() });
+                }
+            }
         }
     }
-    let cancel = ctx.cancel.clone();
-    let run = prepared.run(ctx, None);
-    let mut outcome = match tool.interrupt_behavior() {
-        InterruptBehavior::Block => run.await,
-        InterruptBehavior::Cancel => tokio::select! {
-            outcome = run => outcome,
-            _ = cancel.cancelled() => CallOutcome::error(format!("{} was cancelled: its session is closing", tool.name())),
-        },
-    };
-    if let Some(modifier) = outcome.modifier.take() {
-        modifier(&mut session.context());
+
+    fn start(&self, inner: &mut Inner, i: CallIdx) {
+        let slot = &mut inner.slots[i];
+        let Some(call) = slot.prepared.take() else { return };
+        self.events.push(EventKind::ToolStarted {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            render: slot.render_use.clone(),
+        });
+        let token = slot.token.clone();
+        let log = self.events.clone();
+        let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+        let reporter: ProgressReporter = Arc::new(move |p: ProgressReport| {
+            log.push(EventKind::ToolProgress {
+                turn_id: turn_id.clone(),
+                tool_use_id: tool_use_id.clone(),
+                data: p.data,
+                render: p.render,
+            });
+        });
+        let run = call.run(self.tool_context(token.clone()), Some(reporter));
+        let me = self.me.clone();
+        let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        self.tracker.spawn(
+            async move {
+                // The token is cancelled only when the machine aborts the
+                // call (or its turn or session ends): stop waiting then,
+                // whether or not the tool noticed.
+                let outcome = tokio::select! {
+                    outcome = run => outcome,
+                    _ = token.cancelled() => CallOutcome::error("cancelled"),
+                };
+                if let Some(me) = me.upgrade() {
+                    me.finished(i, outcome);
+                }
+            }
+            .instrument(span),
+        );
     }
-    outcome_result(tool.name(), render_use, outcome)
-}
 
-fn refused(name: &str, render_use: String, message: String) -> ToolCallResult {
-    outcome_result(name, render_use, CallOutcome::error(message))
-}
+    fn finished(&self, i: CallIdx, outcome: CallOutcome) {
+        let mut inner = self.lock();
+        let failed = outcome.is_error;
+        if inner.machine.state(i) != Some(machine::CallState::Discarded) {
+            inner.slots[i].outcome = Some(outcome);
+        }
+        let actions = inner.machine.apply(Event::Finished { call: i, failed });
+        self.carry_out(&mut inner, actions);
+    }
 
-fn outcome_result(name: &str, render_use: String, outcome: CallOutcome) -> ToolCallResult {
-    ToolCallResult {
-        name: name.to_owned(),
-        content: outcome.content,
-        is_error: outcome.is_error,
-        render: outcome.render,
-        render_use,
+    fn yield_result(&self, inner: &mut Inner, i: CallIdx, reason: Option<CancelReason>) {
+        let mut outcome = match reason {
+            Some(reason) => {
+                let message = self.cancel_message(inner, &reason);
+                CallOutcome::error(message)
+            }
+            None => inner.slots[i].outcome.take().unwrap_or_else(|| CallOutcome::error("the call produced no result")),
+        };
+        if let Some(modifier) = outcome.modifier.take() {
+            modifier(&mut inner.context);
+        }
+        let slot = &mut inner.slots[i];
+        slot.prepared = None;
+        self.events.push(EventKind::ToolResult {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            content: outcome.content.clone(),
+            is_error: outcome.is_error,
+            render: outcome.render.clone(),
+        });
+        if let Some(waiter) = slot.waiter.take() {
+            let _ = waiter.send(ToolCallResult {
+                name: slot.name.clone(),
+                content: outcome.content,
+                is_error: outcome.is_error,
+                render: outcome.render,
+                render_use: slot.render_use.clone(),
+            });
+        }
+    }
+
+    fn cancel_message(&self, inner: &Inner, reason: &CancelReason) -> String {
+        match reason {
+            CancelReason::Client => "cancelled: the user interrupted this call".into(),
+            CancelReason::SessionClosed => "cancelled: the session closed".into(),
+            CancelReason::SiblingFailed { call } => {
+                let failed = &inner.slots[*call];
+                format!(
+                    "cancelled: {} call {} in the same turn failed, so its sibling calls were cancelled",
+                    failed.name, failed.tool_use_id
+                )
+            }
+        }
+    }
+
+    /// `turn/cancel`: one call, one turn, or everything. Returns the ids of
+    /// the calls that were stopped or will not start.
+    pub fn cancel(&self, turn_id: Option<&str>, tool_use_id: Option<&str>) -> Result<Vec<String>, TurnError> {
+        let mut inner = self.lock();
+        let scope = match (tool_use_id, turn_id) {
+            (Some(id), _) => {
+                Scope::Call(*inner.tool_use_ids.get(id).ok_or_else(|| TurnError::UnknownToolUse { id: id.to_owned() })?)
+            }
+            (None, Some(t)) => {
+                Scope::Turn(*inner.turn_ids.get(t).ok_or_else(|| TurnError::UnknownTurn { turn_id: t.to_owned() })?)
+            }
+            (None, None) => Scope::All,
+        };
+        let actions = inner.machine.apply(Event::Cancel { scope, reason: CancelReason::Client });
+        let cancelled = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Abort(i) | Action::Cancelled(i) => Some(inner.slots[*i].tool_use_id.clone()),
+                _ => None,
+            })
+            .collect();
+        self.carry_out(&mut inner, actions);
+        Ok(cancelled)
+    }
+
+    /// `turn/discard`: drops the turn's queued, running and unyielded calls.
+    pub fn discard(&self, turn_id: &str) -> Result<Vec<String>, TurnError> {
+        let mut inner = self.lock();
+        let turn =
+            *inner.turn_ids.get(turn_id).ok_or_else(|| TurnError::UnknownTurn { turn_id: turn_id.to_owned() })?;
+        let actions = inner.machine.apply(Event::Discard(turn));
+        let discarded = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Drop(i) => Some(inner.slots[*i].tool_use_id.clone()),
+                _ => None,
+            })
+            .collect();
+        self.carry_out(&mut inner, actions);
+        Ok(discarded)
+    }
+
+    /// Closes the executor: cancels everything (block tools too), reports
+    /// `session/closed`, refuses new work.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        inner.closed = true;
+        let actions = inner.machine.apply(Event::Cancel { scope: Scope::All, reason: CancelReason::SessionClosed });
+        self.carry_out(&mut inner, actions);
+        self.cancel.cancel();
+        self.events.push(EventKind::SessionClosed {});
+    }
+
+    /// Whether the executor was closed.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 }

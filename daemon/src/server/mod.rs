@@ -105,6 +105,7 @@ impl Daemon {
                 config.max_tool_concurrency,
                 Arc::new(crate::tools::builtin_registry()),
                 crate::tools::external_sources(),
+                tracker.clone(),
             ),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),

@@ -11,6 +11,7 @@ use agentd_protocol::tools::ToolsListResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
+use crate::executor::SessionExecutor;
 use crate::store::{Store, StoreError};
 use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
@@ -48,19 +49,19 @@ pub struct Session {
     /// The session's tools, computed once (the list must not change under
     /// a prompt cache).
     pub tools: Arc<ToolSet>,
-    /// What tool calls have changed (context modifiers).
-    context: Mutex<SessionContext>,
+    /// Runs the session's tool calls; owns the session context.
+    pub executor: Arc<SessionExecutor>,
 }
 
 impl Session {
-    /// The session's context, locked.
-    pub fn context(&self) -> std::sync::MutexGuard<'_, SessionContext> {
-        self.context.lock().unwrap_or_else(|e| e.into_inner())
+    /// A copy of the session's context (what tool calls have changed).
+    pub fn context(&self) -> SessionContext {
+        self.executor.context()
     }
 
     /// `tools/list` for this session.
     pub fn tools_list(&self) -> ToolsListResult {
-        self.tools.list(&self.context())
+        self.executor.with_context(|ctx| self.tools.list(ctx))
     }
 }
 
@@ -73,6 +74,7 @@ pub struct SessionManager {
     default_concurrency: u32,
     registry: Arc<Registry>,
     external: Vec<Arc<dyn ExternalToolSource>>,
+    tracker: tokio_util::task::TaskTracker,
 }
 
 impl SessionManager {
@@ -84,6 +86,7 @@ impl SessionManager {
         default_concurrency: u32,
         registry: Arc<Registry>,
         external: Vec<Arc<dyn ExternalToolSource>>,
+        tracker: tokio_util::task::TaskTracker,
     ) -> Self {
         SessionManager {
             sessions: Mutex::new(HashMap::new()),
@@ -93,6 +96,7 @@ impl SessionManager {
             default_concurrency,
             registry,
             external,
+            tracker,
         }
     }
 
@@ -121,6 +125,7 @@ impl SessionManager {
             permissions: params.permissions.unwrap_or_default(),
             tools: params.tools.unwrap_or_default(),
             max_concurrency,
+            sibling_cancel: params.sibling_cancel.unwrap_or_default(),
             created_at_ms: now_ms(),
         };
         let tools = ToolSet::build(
@@ -135,13 +140,18 @@ impl SessionManager {
         );
         self.store.save_session(&info)?;
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = Session {
-            info: info.clone(),
-            seq,
-            cancel: self.root.child_token(),
-            tools: Arc::new(tools),
-            context: Mutex::new(SessionContext::default()),
-        };
+        let cancel = self.root.child_token();
+        let tools = Arc::new(tools);
+        let executor = SessionExecutor::new(
+            &info.session_id,
+            info.cwd.clone(),
+            tools.clone(),
+            info.max_concurrency,
+            info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure,
+            cancel.clone(),
+            self.tracker.clone(),
+        );
+        let session = Session { info: info.clone(), seq, cancel, tools, executor };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
@@ -171,6 +181,7 @@ impl SessionManager {
             .lock()
             .remove(session_id)
             .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
+        session.executor.close();
         session.cancel.cancel();
         if let Err(e) = self.store.remove_session(session_id) {
             tracing::warn!(session_id, "session closed but its record stays: {e}");
@@ -224,13 +235,21 @@ mod tests {
                 10,
                 Arc::new(crate::tools::builtin_registry()),
                 Vec::new(),
+                tokio_util::task::TaskTracker::new(),
             ),
             root,
         )
     }
 
     fn params(cwd: &Path) -> SessionCreateParams {
-        SessionCreateParams { cwd: cwd.to_owned(), mode: None, permissions: None, tools: None, max_concurrency: None }
+        SessionCreateParams {
+            cwd: cwd.to_owned(),
+            mode: None,
+            permissions: None,
+            tools: None,
+            max_concurrency: None,
+            sibling_cancel: None,
+        }
     }
 
     #[test]

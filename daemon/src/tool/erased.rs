@@ -82,6 +82,10 @@ pub trait DynTool: Send + Sync + 'static {
     }
     /// What an interrupt does to a running call.
     fn interrupt_behavior(&self) -> InterruptBehavior;
+    /// Does a failed call cancel the other calls of its turn?
+    fn cancels_siblings_on_failure(&self) -> bool {
+        false
+    }
     /// Parses `input` into a call of this tool.
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;
     /// One line for several calls of this tool side by side.
@@ -216,6 +220,10 @@ impl<T: Tool> DynTool for Erased<T> {
 
     fn interrupt_behavior(&self) -> InterruptBehavior {
         self.tool.interrupt_behavior()
+    }
+
+    fn cancels_siblings_on_failure(&self) -> bool {
+        self.tool.cancels_siblings_on_failure()
     }
 
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {

@@ -150,6 +150,13 @@ pub trait Tool: Send + Sync + Sized + 'static {
         InterruptBehavior::Cancel
     }
 
+    /// Does a failed call of this tool cancel the other calls of its turn?
+    /// The seed says Bash's does (its commands tend to depend on each
+    /// other); other tools' failures are local. Default: no.
+    fn cancels_siblings_on_failure(&self) -> bool {
+        false
+    }
+
     /// Is the tool available at all here (platform, configuration)?
     fn is_enabled(&self) -> bool {
         true

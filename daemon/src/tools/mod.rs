@@ -5,11 +5,15 @@
 pub mod tool_search;
 
 #[cfg(feature = "test-tools")]
+pub mod test_block;
+#[cfg(feature = "test-tools")]
 pub mod test_echo;
 #[cfg(feature = "test-tools")]
 pub mod test_external;
 #[cfg(feature = "test-tools")]
 pub mod test_flags;
+#[cfg(feature = "test-tools")]
+pub mod test_shell;
 #[cfg(feature = "test-tools")]
 pub mod test_sleep;
 
@@ -29,6 +33,8 @@ pub fn builtin_registry() -> Registry {
     {
         registry.add(test_echo::TestEcho);
         registry.add(test_sleep::TestSleep);
+        registry.add(test_shell::TestShell);
+        registry.add(test_block::TestBlock);
         registry.add(test_flags::TestDeferred);
         registry.add(test_flags::TestAlwaysLoad);
         registry.add(test_flags::TestDisabled);

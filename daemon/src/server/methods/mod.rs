@@ -4,6 +4,7 @@
 mod daemon;
 mod session;
 mod tools;
+mod turn;
 
 use std::sync::Arc;
 
@@ -17,5 +18,6 @@ pub(crate) fn module(state: Arc<DaemonState>) -> RpcModule<DaemonState> {
     daemon::register(&mut module);
     session::register(&mut module);
     tools::register(&mut module);
+    turn::register(&mut module);
     module
 }

@@ -13,6 +13,6 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     });
     rpc::register_async::<ToolCall, _, _, _>(module, |params, state| async move {
         let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
-        Ok(crate::executor::call_one(session, &params.name, params.input).await)
+        session.executor.call(&params.name, params.input).await.map_err(RpcError::from)
     });
 }

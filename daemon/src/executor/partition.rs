@@ -1,0 +1,33 @@
+//! The batch path's partitioning (seed §3.4, `runTools`): consecutive
+//! concurrency-safe calls form one parallel batch; each unsafe call is a
+//! serial batch of its own. The streaming machine, given every call at
+//! once, runs exactly these batches (a test checks it).
+
+use std::ops::Range;
+
+/// Batches of call indices for calls whose safety is `safe[i]`.
+pub fn partition(safe: &[bool]) -> Vec<Range<usize>> {
+    let mut batches: Vec<Range<usize>> = Vec::new();
+    for (i, &s) in safe.iter().enumerate() {
+        match batches.last_mut() {
+            Some(last) if s && safe[last.start] => last.end = i + 1,
+            _ => batches.push(i..i + 1),
+        }
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_vectors() {
+        // [Read a, Read b, Bash ls, Read c]
+        assert_eq!(partition(&[true, true, false, true]), vec![0..2, 2..3, 3..4]);
+        // [Glob, Grep, Bash, Read, Edit, Glob]: the Read batch is a safe batch of one.
+        assert_eq!(partition(&[true, true, false, true, false, true]), vec![0..2, 2..3, 3..4, 4..5, 5..6]);
+        assert_eq!(partition(&[false, false]), vec![0..1, 1..2]);
+        assert!(partition(&[]).is_empty());
+    }
+}

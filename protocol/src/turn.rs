@@ -1,0 +1,193 @@
+//! Turns: the model's `tool_use` blocks submitted as they stream in, the
+//! events that report on them, and cancellation.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::tools::ContentBlock;
+
+/// One `tool_use` block, as the model API streams it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolUse {
+    /// The block's id; its `tool_result` carries it back. Unique in the session.
+    pub id: String,
+    /// The tool's name (or an alias).
+    pub name: String,
+    /// The tool's input.
+    #[serde(default = "empty_object")]
+    pub input: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// Params of `turn/submit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSubmitParams {
+    /// The session.
+    pub session_id: String,
+    /// The turn to add to; a new turn when absent (or when no turn has this id yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// Blocks to run, in the order the model wrote them. Each starts as soon
+    /// as it is allowed to, before the turn ends.
+    #[serde(default)]
+    pub tool_uses: Vec<ToolUse>,
+    /// No more blocks come in this turn.
+    #[serde(default)]
+    pub end: bool,
+}
+
+/// Result of `turn/submit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnSubmitResult {
+    /// The turn the blocks joined; pass it with the next blocks.
+    pub turn_id: String,
+}
+
+/// Params of `turn/stream`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnStreamParams {
+    /// The session whose events to stream.
+    pub session_id: String,
+    /// Replay the events after this `seq` first (a reconnecting client passes
+    /// the last `seq` it saw); only new events when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+}
+
+/// Params of `turn/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnCancelParams {
+    /// The session.
+    pub session_id: String,
+    /// Cancel this turn's calls (all turns when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// Cancel only this call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+}
+
+/// Result of `turn/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnCancelResult {
+    /// Calls that were queued or running and are now cancelled.
+    pub cancelled: Vec<String>,
+}
+
+/// Params of `turn/discard`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnDiscardParams {
+    /// The session.
+    pub session_id: String,
+    /// The turn to discard.
+    pub turn_id: String,
+}
+
+/// Result of `turn/discard`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnDiscardResult {
+    /// Calls whose results will never be yielded.
+    pub discarded: Vec<String>,
+}
+
+/// One event of a session's stream. `seq` grows by one per event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    /// Position in the session's event log.
+    pub seq: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What an event reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type")]
+pub enum EventKind {
+    /// A call was accepted and waits to run.
+    #[serde(rename = "tool/queued")]
+    ToolQueued {
+        /// Its turn.
+        turn_id: String,
+        /// Its `tool_use` id.
+        tool_use_id: String,
+        /// The tool (canonical name).
+        name: String,
+        /// One line describing the call.
+        render: String,
+    },
+    /// A call started running.
+    #[serde(rename = "tool/started")]
+    ToolStarted {
+        /// Its turn.
+        turn_id: String,
+        /// Its `tool_use` id.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// One line describing the call.
+        render: String,
+    },
+    /// A running call reported progress (sent at once, ahead of results).
+    #[serde(rename = "tool/progress")]
+    ToolProgress {
+        /// Its turn.
+        turn_id: String,
+        /// Its `tool_use` id.
+        tool_use_id: String,
+        /// The tool's progress value.
+        data: serde_json::Value,
+        /// One line for a UI.
+        render: String,
+    },
+    /// A call's `tool_result`, in request order.
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        /// Its turn.
+        turn_id: String,
+        /// The `tool_use` id this result answers.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// The `tool_result` content for the model.
+        content: Vec<ContentBlock>,
+        /// The model must read it as a failure.
+        is_error: bool,
+        /// Short text for a UI.
+        render: String,
+    },
+    /// The turn ended and all its results are out.
+    #[serde(rename = "turn/completed")]
+    TurnCompleted {
+        /// The turn.
+        turn_id: String,
+    },
+    /// The turn was discarded: nothing more comes for it.
+    #[serde(rename = "turn/discarded")]
+    TurnDiscarded {
+        /// The turn.
+        turn_id: String,
+    },
+    /// The session closed; the stream ends after this event.
+    #[serde(rename = "session/closed")]
+    SessionClosed {},
+}
+
+/// When a failed call cancels its siblings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SiblingCancel {
+    /// A failing Bash call cancels the other calls of its turn (the seed's rule).
+    #[default]
+    BashFailure,
+    /// Failures never cancel other calls.
+    Never,
+}
