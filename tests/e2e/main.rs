@@ -11,3 +11,4 @@ mod sessions;
 mod socket;
 mod systemd;
 mod tools;
+mod turns;

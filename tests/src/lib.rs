@@ -304,3 +304,78 @@ pub fn agentctl(socket: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A `turn/stream` subscription on a connection of its own.
+pub struct EventStream {
+    conn: RawConn,
+    /// The subscription id the daemon gave.
+    pub subscription: String,
+}
+
+impl EventStream {
+    /// Subscribes to `session_id`'s events (after `after_seq` when given).
+    /// `Err` holds the daemon's error reply.
+    pub async fn open(socket: &Path, session_id: &str, after_seq: Option<u64>) -> Result<EventStream, Value> {
+        let mut conn = RawConn::connect(socket).await;
+        let mut params = json!({ "session_id": session_id });
+        if let Some(seq) = after_seq {
+            params["after_seq"] = json!(seq);
+        }
+        let reply = conn.request("turn/stream", params).await;
+        if reply.get("error").is_some() {
+            return Err(reply);
+        }
+        let subscription = reply["result"].as_str().expect("a string subscription id").to_owned();
+        Ok(EventStream { conn, subscription })
+    }
+
+    /// The next event, or `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        let note = self.conn.recv().await?;
+        assert_eq!(note["method"], "turn/event", "{note}");
+        assert_eq!(note["params"]["subscription"], json!(self.subscription), "{note}");
+        Some(note["params"]["result"].clone())
+    }
+
+    /// `turn/unstream`: true when the subscription was still active.
+    pub async fn unsubscribe(&mut self) -> bool {
+        let reply = self.conn.request("turn/unstream", json!([self.subscription])).await;
+        reply["result"].as_bool().unwrap_or_else(|| panic!("unsubscribe failed: {reply}"))
+    }
+
+    /// Events up to and including the first that `stop` accepts.
+    pub async fn until(&mut self, mut stop: impl FnMut(&Value) -> bool) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            let event = self.next().await.expect("the stream ended early");
+            let done = stop(&event);
+            events.push(event);
+            if done {
+                return events;
+            }
+        }
+    }
+
+    /// Events up to and including `turn/completed` (or `turn/discarded`) of `turn_id`.
+    pub async fn until_turn_done(&mut self, turn_id: &str) -> Vec<Value> {
+        self.until(|e| {
+            (e["type"] == "turn/completed" || e["type"] == "turn/discarded") && e["turn_id"] == json!(turn_id)
+        })
+        .await
+    }
+}
+
+/// `{"id", "name", "input"}`, a `tool_use` block.
+pub fn tool_use(id: &str, name: &str, input: Value) -> Value {
+    json!({ "id": id, "name": name, "input": input })
+}
+
+/// Short form of an event for order assertions: `started:a`, `result:a`, …
+pub fn brief(event: &Value) -> String {
+    let kind = event["type"].as_str().unwrap_or("?");
+    let kind = kind.split('/').nth(1).unwrap_or(kind);
+    match event.get("tool_use_id").and_then(Value::as_str) {
+        Some(id) => format!("{kind}:{id}"),
+        None => kind.to_owned(),
+    }
+}

@@ -222,8 +222,10 @@ impl Machine {
             }
             Event::Discard(turn) => self.discard(turn, &mut actions),
         }
-        self.schedule(&mut actions);
+        // Results first, then starts: the event stream then shows a call's
+        // result before the calls its completion let start.
         self.yield_ready(&mut actions);
+        self.schedule(&mut actions);
         self.complete_turns(&mut actions);
         actions
     }

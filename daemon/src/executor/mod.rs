@@ -123,6 +123,8 @@ struct Inner {
     tool_use_ids: HashMap<String, CallIdx>,
     context: SessionContext,
     closed: bool,
+    /// `session/closed` was pushed (after the last running call ended).
+    close_reported: bool,
 }
 
 /// Runs one session's tool calls.
@@ -157,6 +159,7 @@ impl SessionExecutor {
                 tool_use_ids: HashMap::new(),
                 context: SessionContext::default(),
                 closed: false,
+                close_reported: false,
             }),
             events: Arc::new(EventLog::new(events::DEFAULT_LOG_CAPACITY)),
             session_id: Arc::from(session_id),
@@ -398,7 +401,9 @@ impl SessionExecutor {
             });
         });
         let run = call.run(self.tool_context(token.clone()), Some(reporter));
-        let me = self.me.clone();
+        // A strong reference: a closed session's executor lives until its
+        // last call has reported back (and `session/closed` is pushed).
+        let Some(me) = self.me.upgrade() else { return };
         let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
         self.tracker.spawn(
             async move {
@@ -409,9 +414,7 @@ impl SessionExecutor {
                     outcome = run => outcome,
                     _ = token.cancelled() => CallOutcome::error("cancelled"),
                 };
-                if let Some(me) = me.upgrade() {
-                    me.finished(i, outcome);
-                }
+                me.finished(i, outcome);
             }
             .instrument(span),
         );
@@ -425,6 +428,17 @@ impl SessionExecutor {
         }
         let actions = inner.machine.apply(Event::Finished { call: i, failed });
         self.carry_out(&mut inner, actions);
+        self.report_closed(&mut inner);
+    }
+
+    /// `session/closed` is the stream's last event: pushed once the session
+    /// is closed and no call is running any more (their cancelled results
+    /// come first).
+    fn report_closed(&self, inner: &mut Inner) {
+        if inner.closed && !inner.close_reported && inner.machine.running() == 0 {
+            inner.close_reported = true;
+            self.events.push(EventKind::SessionClosed {});
+        }
     }
 
     fn yield_result(&self, inner: &mut Inner, i: CallIdx, reason: Option<CancelReason>) {
@@ -526,7 +540,7 @@ impl SessionExecutor {
         let actions = inner.machine.apply(Event::Cancel { scope: Scope::All, reason: CancelReason::SessionClosed });
         self.carry_out(&mut inner, actions);
         self.cancel.cancel();
-        self.events.push(EventKind::SessionClosed {});
+        self.report_closed(&mut inner);
     }
 
     /// Whether the executor was closed.

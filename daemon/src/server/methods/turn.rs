@@ -70,7 +70,6 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::from(e))).await,
     };
     let log: Arc<EventLog> = session.executor.events().clone();
-    let closed_before = session.executor.is_closed();
     drop(session);
     let sub = match log.subscribe(params.after_seq) {
         Ok(sub) => sub,
@@ -95,9 +94,6 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
             if ended {
                 return;
             }
-        }
-        if closed_before && last >= log.last_seq() {
-            return;
         }
         let next = tokio::select! {
             next = receiver.recv() => next,
