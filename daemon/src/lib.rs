@@ -11,6 +11,7 @@ pub mod error;
 pub mod executor;
 pub mod permission;
 pub mod server;
+pub mod shell;
 pub mod session;
 pub mod store;
 pub mod tool;

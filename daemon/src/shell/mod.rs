@@ -1,0 +1,257 @@
+//! Shell command analysis with a real bash parser (brush-parser): what a
+//! command runs, whether it only reads, and what its exit code means. The
+//! Bash tool uses it for concurrency safety and semantic exit codes; the
+//! permission engine will use the same parse for rules on sub-commands.
+//!
+//! Everything here is conservative: what the analysis does not understand
+//! is not read-only.
+
+mod readonly;
+
+pub use readonly::is_read_only;
+
+use brush_parser::ast;
+
+/// One simple command of a script, as far as it can be known without
+/// running anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// The program, unquoted; `None` when it is computed (`$CMD`, `$(…)`).
+    pub program: Option<String>,
+    /// The arguments, unquoted where they are literal.
+    pub args: Vec<String>,
+    /// Output redirections to files (not `/dev/null`, not fd duplication).
+    pub writes_files: Vec<String>,
+    /// Any word holds a command or process substitution.
+    pub has_substitution: bool,
+}
+
+/// What a script is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Script {
+    /// Every simple command, in source order (inside compound commands too).
+    pub commands: Vec<SimpleCommand>,
+    /// Contains compound commands (loops, `if`, subshells, groups), function
+    /// definitions, coprocesses or `[[ … ]]`.
+    pub has_compound: bool,
+    /// The last simple command at the top level, whose exit code is the
+    /// script's (when it is a plain list of pipelines).
+    pub last: Option<SimpleCommand>,
+}
+
+/// Why a command could not be analysed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot parse the command: {0}")]
+pub struct ParseError(pub String);
+
+/// Longest command analysed; longer ones count as not understood.
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+
+/// Parses a bash command line.
+pub fn parse(command: &str) -> Result<Script, ParseError> {
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(ParseError(format!("longer than {MAX_COMMAND_BYTES} bytes")));
+    }
+    let mut parser =
+        brush_parser::Parser::new(std::io::Cursor::new(command), &brush_parser::ParserOptions::default());
+    let program = parser.parse_program().map_err(|e| ParseError(e.to_string()))?;
+    let mut script = Script::default();
+    for list in &program.complete_commands {
+        walk_list(list, &mut script, true);
+    }
+    Ok(script)
+}
+
+fn walk_list(list: &ast::CompoundList, script: &mut Script, top: bool) {
+    for ast::CompoundListItem(and_or, _sep) in &list.0 {
+        walk_pipeline(&and_or.first, script, top);
+        for next in &and_or.additional {
+            let (ast::AndOr::And(p) | ast::AndOr::Or(p)) = next;
+            walk_pipeline(p, script, top);
+        }
+    }
+}
+
+fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
+    for command in &pipeline.seq {
+        match command {
+            ast::Command::Simple(simple) => {
+                let cmd = simple_command(simple);
+                if top {
+                    script.last = Some(cmd.clone());
+                }
+                script.commands.push(cmd);
+            }
+            ast::Command::Compound(compound, _) => {
+                script.has_compound = true;
+                if top {
+                    script.last = None;
+                }
+                walk_compound(compound, script);
+            }
+            ast::Command::Function(_) | ast::Command::ExtendedTest(..) => {
+                script.has_compound = true;
+                if top {
+                    script.last = None;
+                }
+            }
+        }
+    }
+}
+
+fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
+    use ast::CompoundCommand as C;
+    match compound {
+        C::BraceGroup(g) => walk_list(&g.list, script, false),
+        C::Subshell(s) => walk_list(&s.list, script, false),
+        C::ForClause(f) => walk_list(&f.body.list, script, false),
+        C::WhileClause(w) | C::UntilClause(w) => {
+            walk_list(&w.0, script, false);
+            walk_list(&w.1.list, script, false);
+        }
+        C::IfClause(i) => {
+            walk_list(&i.condition, script, false);
+            walk_list(&i.then, script, false);
+            for e in i.elses.iter().flatten() {
+                if let Some(c) = &e.condition {
+                    walk_list(c, script, false);
+                }
+                walk_list(&e.body, script, false);
+            }
+        }
+        C::CaseClause(c) => {
+            for item in &c.cases {
+                if let Some(cmd) = &item.cmd {
+                    walk_list(cmd, script, false);
+                }
+            }
+        }
+        C::ArithmeticForClause(f) => walk_list(&f.body.list, script, false),
+        C::Arithmetic(_) | C::Coprocess(_) => {}
+    }
+}
+
+/// True when a raw word would run something while being expanded.
+fn substitutes(word: &str) -> bool {
+    word.contains("$(") || word.contains('`') || word.contains("<(") || word.contains(">(")
+}
+
+/// A literal word's value, unquoted; `None` when it expands to something
+/// only the shell knows.
+fn literal(word: &str) -> Option<String> {
+    if word.contains('$') || word.contains('`') {
+        return None;
+    }
+    Some(brush_parser::unquote_str(word))
+}
+
+fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
+    let mut cmd = SimpleCommand { program: None, args: Vec::new(), writes_files: Vec::new(), has_substitution: false };
+    let items = simple
+        .prefix
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
+    if let Some(word) = &simple.word_or_name {
+        cmd.has_substitution |= substitutes(&word.value);
+        cmd.program = literal(&word.value);
+    }
+    for item in items {
+        match item {
+            ast::CommandPrefixOrSuffixItem::Word(w) => {
+                cmd.has_substitution |= substitutes(&w.value);
+                cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
+            }
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => cmd.has_substitution |= substitutes(&w.value),
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => cmd.has_substitution = true,
+            ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirect(r, &mut cmd),
+        }
+    }
+    cmd
+}
+
+fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
+    use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
+    match r {
+        R::File(_, kind, target) => {
+            let output = !matches!(kind, K::Read | K::DuplicateInput);
+            match target {
+                T::Filename(w) => {
+                    cmd.has_substitution |= substitutes(&w.value);
+                    if output && literal(&w.value).as_deref() != Some("/dev/null") {
+                        cmd.writes_files.push(w.value.clone());
+                    }
+                }
+                T::ProcessSubstitution(..) => cmd.has_substitution = true,
+                T::Fd(_) | T::Duplicate(_) => {}
+            }
+        }
+        R::OutputAndError(w, _) => {
+            if literal(&w.value).as_deref() != Some("/dev/null") {
+                cmd.writes_files.push(w.value.clone());
+            }
+        }
+        R::HereDocument(..) | R::HereString(..) => {}
+    }
+}
+
+/// What a non-zero exit code means for `script`: `Some(note)` when, by the
+/// final command's own convention, it is an answer rather than a failure
+/// (`grep` exit 1 = no match, `diff`/`cmp` exit 1 = files differ, `test`
+/// exit 1 = false).
+pub fn benign_exit(script: &Script, code: i32) -> Option<&'static str> {
+    let last = script.last.as_ref()?;
+    let program = last.program.as_deref()?;
+    let program = program.rsplit('/').next().unwrap_or(program);
+    match (program, code) {
+        ("grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack", 1) => Some("no matches"),
+        ("git", 1) if last.args.first().map(String::as_str) == Some("grep") => Some("no matches"),
+        ("diff" | "cmp", 1) => Some("the files differ"),
+        ("test" | "[", 1) => Some("the condition is false"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_pipelines_and_compounds() {
+        let s = parse("cd src && grep -rn 'fn main' . | head -5; echo done").unwrap();
+        let programs: Vec<_> = s.commands.iter().map(|c| c.program.clone().unwrap()).collect();
+        assert_eq!(programs, ["cd", "grep", "head", "echo"]);
+        assert_eq!(s.commands[1].args, ["-rn", "fn main", "."]);
+        assert_eq!(s.last.as_ref().unwrap().program.as_deref(), Some("echo"));
+        assert!(!s.has_compound);
+        let s = parse("for f in *.rs; do wc -l \"$f\"; done").unwrap();
+        assert!(s.has_compound);
+        assert_eq!(s.commands[0].program.as_deref(), Some("wc"));
+        assert!(s.last.is_none());
+    }
+
+    #[test]
+    fn finds_substitutions_and_redirections() {
+        assert!(parse("echo $(rm -rf /)").unwrap().commands[0].has_substitution);
+        assert!(parse("echo \"`id`\"").unwrap().commands[0].has_substitution);
+        assert!(parse("diff <(ls a) <(ls b)").unwrap().commands[0].has_substitution);
+        assert_eq!(parse("ls > out.txt").unwrap().commands[0].writes_files, ["out.txt"]);
+        assert!(parse("ls 2>/dev/null >/dev/null 2>&1").unwrap().commands[0].writes_files.is_empty());
+        assert!(parse("cat < in.txt").unwrap().commands[0].writes_files.is_empty());
+        assert_eq!(parse("$CMD arg").unwrap().commands[0].program, None);
+        assert!(parse("echo 'unterminated").is_err());
+    }
+
+    #[test]
+    fn benign_exit_codes_follow_the_final_command() {
+        let grep = parse("cat x | grep foo").unwrap();
+        assert_eq!(benign_exit(&grep, 1), Some("no matches"));
+        assert_eq!(benign_exit(&grep, 2), None, "grep exit 2 is an error");
+        assert_eq!(benign_exit(&parse("diff a b").unwrap(), 1), Some("the files differ"));
+        assert_eq!(benign_exit(&parse("[ -f x ]").unwrap(), 1), Some("the condition is false"));
+        assert_eq!(benign_exit(&parse("/usr/bin/rg x").unwrap(), 1), Some("no matches"));
+        assert_eq!(benign_exit(&parse("git grep x").unwrap(), 1), Some("no matches"));
+        assert_eq!(benign_exit(&parse("grep x f; false").unwrap(), 1), None);
+        assert_eq!(benign_exit(&parse("make").unwrap(), 1), None);
+    }
+}

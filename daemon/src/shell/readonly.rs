@@ -1,0 +1,150 @@
+//! Is a command read-only? Only when every simple command is a known
+//! read-only program used without a flag that writes, with no output
+//! redirection to a file and no command or process substitution; compound
+//! commands, functions and computed program names are not read-only.
+
+use super::{Script, SimpleCommand};
+
+/// Programs that only read whatever their arguments (output goes to stdout).
+const ALWAYS: &[&str] = &[
+    "cat", "head", "tail", "ls", "pwd", "echo", "printf", "wc", "grep", "egrep", "fgrep", "zgrep", "rg", "ag",
+    "file", "stat", "du", "df", "which", "whoami", "id", "date", "uname", "printenv", "true", "false", "test", "[",
+    "basename", "dirname", "realpath", "readlink", "cut", "tr", "diff", "cmp", "comm", "nl", "od", "hexdump",
+    "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "jq", "seq", "sleep", "type", "column", "fold",
+    "expand", "rev", "strings", "hostname", "nproc", "free", "uptime", "ps", "lsof", "locale", "tac",
+];
+
+/// `git` subcommands that never write.
+const GIT_READS: &[&str] = &[
+    "status", "log", "diff", "show", "rev-parse", "ls-files", "ls-tree", "blame", "grep", "describe", "shortlog",
+    "cat-file", "rev-list", "merge-base", "name-rev", "whatchanged",
+];
+
+/// Whether `script` only reads (see the module docs).
+pub fn is_read_only(script: &Script) -> bool {
+    !script.has_compound && !script.commands.is_empty() && script.commands.iter().all(simple_is_read_only)
+}
+
+fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
+    if cmd.has_substitution || !cmd.writes_files.is_empty() {
+        return false;
+    }
+    let Some(program) = cmd.program.as_deref() else { return false };
+    let args: Vec<&str> = cmd.args.iter().map(String::as_str).collect();
+    match program {
+        p if ALWAYS.contains(&p) => true,
+        "find" => !args.iter().any(|a| {
+            matches!(*a, "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls")
+        }),
+        "sed" => sed_reads(&args),
+        "sort" => !args.iter().any(|a| a.starts_with("-o") || a.starts_with("--output")),
+        "uniq" => args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
+        "env" => args.is_empty(),
+        "tree" => !args.iter().any(|a| *a == "-o"),
+        "xxd" => !args.iter().any(|a| a.starts_with("-r")) && args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
+        "git" => git_reads(&args),
+        _ => false,
+    }
+}
+
+/// `sed` without in-place editing, whose script (the first operand) has no
+/// command that writes a file or runs one (`w`, `W`, `e`); conservative.
+fn sed_reads(args: &[&str]) -> bool {
+    if args.iter().any(|a| a.starts_with("-i") || a.starts_with("--in-place") || matches!(*a, "-e" | "-f" | "-s")) {
+        return false;
+    }
+    match args.iter().find(|a| !a.starts_with('-')) {
+        Some(script) => !script.contains(['w', 'W', 'e']),
+        None => false,
+    }
+}
+
+fn git_reads(args: &[&str]) -> bool {
+    let mut rest = args.iter().copied();
+    while let Some(arg) = rest.next() {
+        match arg {
+            "-C" | "-c" => {
+                // `-c key=value` could set an alias or hook: only `-C dir` is fine.
+                if arg == "-c" {
+                    return false;
+                }
+                rest.next();
+            }
+            "--no-pager" | "--no-optional-locks" => {}
+            sub if sub.starts_with('-') => return false,
+            sub if GIT_READS.contains(&sub) => {
+                let rest: Vec<&str> = rest.collect();
+                // `git diff --output=f` writes a file.
+                return !rest.iter().any(|a| a.starts_with("--output") || *a == "--ext-diff");
+            }
+            "branch" | "tag" | "remote" | "stash" => {
+                let rest: Vec<&str> = rest.collect();
+                let listing = |a: &&str| matches!(*a, "-a" | "-r" | "-v" | "-vv" | "--list" | "-l" | "--all" | "list");
+                return rest.iter().all(listing);
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn ro(cmd: &str) -> bool {
+        parse(cmd).map(|s| is_read_only(&s)).unwrap_or(false)
+    }
+
+    #[test]
+    fn reads_are_read_only() {
+        for cmd in [
+            "ls -la",
+            "cat a.txt | grep foo | wc -l",
+            "grep -rn TODO src && echo found",
+            "find . -name '*.rs' -type f",
+            "git status",
+            "git -C repo log --oneline -5",
+            "git branch",
+            "sed -n 1,10p file.txt",
+            "sort -u names.txt",
+            "head -5 x 2>/dev/null",
+            "cat < input.txt",
+        ] {
+            assert!(ro(cmd), "{cmd} should be read-only");
+        }
+    }
+
+    #[test]
+    fn anything_that_writes_or_is_unknown_is_not() {
+        for cmd in [
+            "rm -rf build",
+            "ls > listing.txt",
+            "echo hi >> log",
+            "find . -name '*.tmp' -delete",
+            "find . -exec rm {} \\;",
+            "sed -i s/a/b/ f",
+            "sort -o out in",
+            "git commit -m x",
+            "git push",
+            "git branch -D old",
+            "git -c alias.st=!rm status",
+            "echo $(rm x)",
+            "cat `which rm`",
+            "diff <(ls) <(ls -a)",
+            "$CMD",
+            "for f in *; do cat $f; done",
+            "(ls)",
+            "f() { ls; }; f",
+            "cd src",
+            "env rm x",
+            "npm test",
+            "ls && rm x",
+            "unterminated '",
+            "",
+        ] {
+            assert!(!ro(cmd), "{cmd} should not be read-only");
+        }
+    }
+}
