@@ -40,7 +40,7 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
         "sort" => !args.iter().any(|a| a.starts_with("-o") || a.starts_with("--output")),
         "uniq" => args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
         "env" => args.is_empty(),
-        "tree" => !args.iter().any(|a| *a == "-o"),
+        "tree" => !args.contains(&"-o"),
         "xxd" => !args.iter().any(|a| a.starts_with("-r")) && args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
         "git" => git_reads(&args),
         _ => false,
