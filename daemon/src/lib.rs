@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod executor;
 pub mod permission;
+pub mod process;
 pub mod server;
 pub mod shell;
 pub mod session;

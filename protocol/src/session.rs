@@ -51,6 +51,55 @@ pub struct ToolOptions {
     pub defer: Option<crate::tools::DeferralOptions>,
 }
 
+/// Limits of the Bash tool in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashOptions {
+    /// Timeout of a command that names none, in milliseconds (default 120000).
+    #[serde(default = "default_timeout_ms")]
+    pub default_timeout_ms: u64,
+    /// Longest timeout a command may ask for, in milliseconds (default 600000).
+    #[serde(default = "max_timeout_ms")]
+    pub max_timeout_ms: u64,
+    /// Characters of output a result keeps; the middle of longer output is
+    /// elided (default 30000). The full output is kept in a file.
+    #[serde(default = "max_output_chars")]
+    pub max_output_chars: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    120_000
+}
+fn max_timeout_ms() -> u64 {
+    600_000
+}
+fn max_output_chars() -> u64 {
+    30_000
+}
+
+impl Default for BashOptions {
+    fn default() -> Self {
+        BashOptions {
+            default_timeout_ms: default_timeout_ms(),
+            max_timeout_ms: max_timeout_ms(),
+            max_output_chars: max_output_chars(),
+        }
+    }
+}
+
+/// A background job of the Bash tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobInfo {
+    /// The job's id (`BashOutput` and `KillShell` take it).
+    pub job_id: String,
+    /// The command.
+    pub command: String,
+    /// `running`, `exited` or `killed`.
+    pub status: String,
+    /// The exit code, once it exited.
+    pub exit_code: Option<i32>,
+}
+
 /// Params of `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +124,9 @@ pub struct SessionCreateParams {
     /// (`bash_failure`, the default, or `never`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sibling_cancel: Option<crate::turn::SiblingCancel>,
+    /// Limits of the Bash tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bash: Option<BashOptions>,
 }
 
 /// Result of `session/create`.
@@ -131,6 +183,13 @@ pub struct SessionInfo {
     /// When a failed call cancels its siblings.
     #[serde(default)]
     pub sibling_cancel: crate::turn::SiblingCancel,
+    /// Limits of the Bash tool.
+    #[serde(default)]
+    pub bash: BashOptions,
+    /// Background jobs of the Bash tool (filled in by `session/get` and
+    /// `session/list`).
+    #[serde(default)]
+    pub jobs: Vec<JobInfo>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

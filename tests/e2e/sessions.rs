@@ -13,6 +13,7 @@ fn params(cwd: &std::path::Path) -> SessionCreateParams {
         tools: None,
         max_concurrency: None,
         sibling_cancel: None,
+        bash: None,
     }
 }
 

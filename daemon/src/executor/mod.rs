@@ -351,7 +351,7 @@ impl SessionExecutor {
                 CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None };
             return Err((name, render_use, outcome));
         }
-        let block = tool.interrupt_behavior() == InterruptBehavior::Block;
+        let block = call.interrupt_behavior() == InterruptBehavior::Block;
         Ok((name, call, block, tool.cancels_siblings_on_failure()))
     }
 

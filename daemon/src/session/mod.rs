@@ -126,6 +126,8 @@ impl SessionManager {
             tools: params.tools.unwrap_or_default(),
             max_concurrency,
             sibling_cancel: params.sibling_cancel.unwrap_or_default(),
+            bash: params.bash.unwrap_or_default(),
+            jobs: Vec::new(),
             created_at_ms: now_ms(),
         };
         let tools = ToolSet::build(
@@ -249,6 +251,7 @@ mod tests {
             tools: None,
             max_concurrency: None,
             sibling_cancel: None,
+        bash: None,
         }
     }
 

@@ -80,8 +80,6 @@ pub trait DynTool: Send + Sync + 'static {
     fn is_external(&self) -> bool {
         false
     }
-    /// What an interrupt does to a running call.
-    fn interrupt_behavior(&self) -> InterruptBehavior;
     /// Does a failed call cancel the other calls of its turn?
     fn cancels_siblings_on_failure(&self) -> bool {
         false
@@ -122,6 +120,10 @@ pub trait PreparedCall: Send + Sync {
     fn validate(&self, ctx: &ToolContext) -> Result<(), ValidationError>;
     /// Second permission layer: the tool's own view.
     fn check_permissions(&self, ctx: &ToolContext) -> Decision;
+    /// What an interrupt does to this call while it runs.
+    fn interrupt_behavior(&self) -> InterruptBehavior {
+        InterruptBehavior::Cancel
+    }
     /// One line describing the call.
     fn render_use(&self) -> String;
     /// Short text when the call is refused.
@@ -218,10 +220,6 @@ impl<T: Tool> DynTool for Erased<T> {
         self.tool.should_defer()
     }
 
-    fn interrupt_behavior(&self) -> InterruptBehavior {
-        self.tool.interrupt_behavior()
-    }
-
     fn cancels_siblings_on_failure(&self) -> bool {
         self.tool.cancels_siblings_on_failure()
     }
@@ -269,6 +267,10 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
 
     fn check_permissions(&self, ctx: &ToolContext) -> Decision {
         self.tool.check_permissions(&self.input, ctx)
+    }
+
+    fn interrupt_behavior(&self) -> InterruptBehavior {
+        self.tool.interrupt_behavior(&self.input)
     }
 
     fn render_use(&self) -> String {

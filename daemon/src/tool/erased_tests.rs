@@ -96,7 +96,7 @@ fn fail_closed_defaults() {
     assert!(!call.is_read_only());
     assert!(call.is_destructive());
     assert!(matches!(call.check_permissions(&ctx(ToolSet::default())), Decision::Ask { .. }));
-    assert_eq!(t.interrupt_behavior(), InterruptBehavior::Cancel);
+    assert_eq!(call.interrupt_behavior(), InterruptBehavior::Cancel);
     assert!(t.is_enabled() && !t.always_load() && !t.should_defer());
 }
 
@@ -203,9 +203,6 @@ async fn tool_search_loads_deferred_tools_through_its_context_modifier() {
         }
         fn is_external(&self) -> bool {
             true
-        }
-        fn interrupt_behavior(&self) -> InterruptBehavior {
-            InterruptBehavior::Cancel
         }
         fn prepare(&self, input: serde_json::Value) -> Result<Box<dyn PreparedCall>, InputError> {
             self.0.prepare(input)

@@ -146,7 +146,7 @@ pub trait Tool: Send + Sync + Sized + 'static {
     }
 
     /// What an interrupt does to a running call. Default: cancel it.
-    fn interrupt_behavior(&self) -> InterruptBehavior {
+    fn interrupt_behavior(&self, _input: &Self::Input) -> InterruptBehavior {
         InterruptBehavior::Cancel
     }
 

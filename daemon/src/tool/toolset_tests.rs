@@ -12,7 +12,7 @@ use super::*;
 use crate::permission::Decision;
 use crate::tool::context::ProgressReporter;
 use crate::tool::erased::{BoxFuture, InputError};
-use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, ToolContext, ValidationError};
+use crate::tool::{CallOutcome, PreparedCall, ToolContext, ValidationError};
 
 #[derive(Clone)]
 struct Fake {
@@ -63,9 +63,6 @@ impl DynTool for Fake {
     }
     fn is_external(&self) -> bool {
         self.external
-    }
-    fn interrupt_behavior(&self) -> InterruptBehavior {
-        InterruptBehavior::Cancel
     }
     fn prepare(&self, _input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
         Ok(Box::new(FakeCall))

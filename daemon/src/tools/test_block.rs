@@ -40,7 +40,7 @@ impl Tool for TestBlock {
         true
     }
 
-    fn interrupt_behavior(&self) -> InterruptBehavior {
+    fn interrupt_behavior(&self, _input: &TestBlockInput) -> InterruptBehavior {
         InterruptBehavior::Block
     }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::permission::Decision;
 use crate::tool::erased::{BoxFuture, InputError};
 use crate::tool::{
-    CallOutcome, DynTool, ExternalToolSource, InterruptBehavior, PreparedCall, ToolContext, ValidationError,
+    CallOutcome, DynTool, ExternalToolSource, PreparedCall, ToolContext, ValidationError,
     context::ProgressReporter,
 };
 
@@ -113,9 +113,6 @@ impl DynTool for SyntheticTool {
         true
     }
 
-    fn interrupt_behavior(&self) -> InterruptBehavior {
-        InterruptBehavior::Cancel
-    }
 
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
         let has_workspace = input.get("workspace").is_some_and(Value::is_string);

@@ -1,0 +1,151 @@
+//! Output capture that never grows with the output: the first and last
+//! halves of the limit are kept in memory, the middle is counted and
+//! elided; everything goes to a file (itself capped) whose path the result
+//! gives.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Most bytes written to the full-output file.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Captures one command's output.
+pub struct Capture {
+    limit_chars: usize,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total_bytes: u64,
+    total_chars: u64,
+    file: Option<(std::fs::File, PathBuf)>,
+    file_bytes: u64,
+}
+
+/// What a capture holds at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureSummary {
+    /// The output, its middle elided when it was longer than the limit.
+    pub text: String,
+    /// Characters left out of `text`.
+    pub elided_chars: u64,
+    /// All characters the command wrote.
+    pub total_chars: u64,
+    /// Where the full output is (when a file could be written).
+    pub file: Option<PathBuf>,
+    /// The file stopped at [`MAX_FILE_BYTES`].
+    pub file_truncated: bool,
+}
+
+impl Capture {
+    /// A capture keeping about `limit_chars` characters, writing the full
+    /// output to `file` when given (errors there only lose the file).
+    pub fn new(limit_chars: usize, file: Option<&Path>) -> Self {
+        let file = file.and_then(|path| {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            match std::fs::File::create(path) {
+                Ok(f) => Some((f, path.to_owned())),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "cannot keep the full output: {e}");
+                    None
+                }
+            }
+        });
+        Capture {
+            limit_chars: limit_chars.max(2),
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            total_bytes: 0,
+            total_chars: 0,
+            file,
+            file_bytes: 0,
+        }
+    }
+
+    /// Adds output.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.total_bytes += bytes.len() as u64;
+        self.total_chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count() as u64;
+        if let Some((file, _)) = &mut self.file
+            && self.file_bytes < MAX_FILE_BYTES
+        {
+            let room = (MAX_FILE_BYTES - self.file_bytes) as usize;
+            let part = &bytes[..bytes.len().min(room)];
+            if file.write_all(part).is_ok() {
+                self.file_bytes += part.len() as u64;
+            }
+        }
+        // Four bytes a character at most: keep enough bytes for half the
+        // limit in characters at each end.
+        let half_bytes = self.limit_chars / 2 * 4;
+        let mut rest = bytes;
+        if self.head.len() < half_bytes {
+            let take = rest.len().min(half_bytes - self.head.len());
+            self.head.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
+        self.tail.extend(rest);
+        while self.tail.len() > half_bytes {
+            self.tail.pop_front();
+        }
+    }
+
+    /// The output so far.
+    pub fn summary(&self) -> CaptureSummary {
+        let file = self.file.as_ref().map(|(_, p)| p.clone());
+        let file_truncated = self.total_bytes > MAX_FILE_BYTES;
+        if self.total_chars as usize <= self.limit_chars {
+            let mut all = self.head.clone();
+            all.extend(self.tail.iter());
+            let text = String::from_utf8_lossy(&all).into_owned();
+            return CaptureSummary { text, elided_chars: 0, total_chars: self.total_chars, file, file_truncated };
+        }
+        let half = self.limit_chars / 2;
+        let head: String = String::from_utf8_lossy(&self.head).chars().take(half).collect();
+        let tail_bytes: Vec<u8> = self.tail.iter().copied().collect();
+        let tail_text = String::from_utf8_lossy(&tail_bytes).into_owned();
+        let tail_chars: Vec<char> = tail_text.chars().collect();
+        let tail: String = tail_chars[tail_chars.len().saturating_sub(half)..].iter().collect();
+        let elided = self.total_chars.saturating_sub((head.chars().count() + tail.chars().count()) as u64);
+        let where_ = match &file {
+            Some(p) => format!("; the full output is in {}", p.display()),
+            None => String::new(),
+        };
+        let text = format!("{head}\n\n[… {elided} characters elided{where_} …]\n\n{tail}");
+        CaptureSummary { text, elided_chars: elided, total_chars: self.total_chars, file, file_truncated }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        let mut c = Capture::new(100, None);
+        c.push(b"hello ");
+        c.push("wörld".as_bytes());
+        let s = c.summary();
+        assert_eq!((s.text.as_str(), s.elided_chars, s.total_chars), ("hello wörld", 0, 11));
+    }
+
+    #[test]
+    fn long_output_keeps_both_ends_in_bounded_memory_and_the_file_has_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.log");
+        let mut c = Capture::new(20, Some(&path));
+        c.push(b"BEGIN");
+        for _ in 0..10_000 {
+            c.push(b"y\n");
+        }
+        c.push(b"END");
+        assert!(c.head.len() + c.tail.len() <= 2 * 10 * 4, "memory stays bounded");
+        let s = c.summary();
+        assert!(s.text.starts_with("BEGIN") && s.text.ends_with("END"), "{}", s.text);
+        assert_eq!(s.total_chars, 20_008);
+        assert_eq!(s.elided_chars, 20_008 - 20);
+        assert!(s.text.contains("20 characters") || s.text.contains(&format!("{} characters elided", s.elided_chars)));
+        assert!(s.text.contains(path.to_str().unwrap()));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 20_008);
+    }
+}

@@ -1,0 +1,223 @@
+//! Background jobs of the Bash tool (`run_in_background`): a session's
+//! long-running commands, their unread output, and their end. Every job is
+//! a child of the session's cancellation token, so closing the session
+//! ends them all.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentd_protocol::session::JobInfo;
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Capture, ProcessTree, spawn_bash};
+
+/// Unread output a job keeps; older unread output is dropped (and counted).
+const MAX_UNREAD_BYTES: usize = 1024 * 1024;
+
+/// How a job stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Still running.
+    Running,
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed (`KillShell`, or the session closed).
+    Killed,
+}
+
+impl JobStatus {
+    fn name(&self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Exited(_) => "exited",
+            JobStatus::Killed => "killed",
+        }
+    }
+}
+
+struct JobState {
+    unread: Vec<u8>,
+    dropped: u64,
+    status: JobStatus,
+    capture: Capture,
+}
+
+/// One background job.
+pub struct Job {
+    /// Its id.
+    pub id: String,
+    /// The command it runs.
+    pub command: String,
+    state: Mutex<JobState>,
+    cancel: CancellationToken,
+    finished: tokio::sync::Notify,
+}
+
+/// New output of a job since the last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutput {
+    /// The output (lossy UTF-8).
+    pub text: String,
+    /// Bytes dropped because nobody read them in time.
+    pub dropped: u64,
+    /// The job's status now.
+    pub status: JobStatus,
+    /// Where the full output is.
+    pub file: Option<PathBuf>,
+}
+
+impl Job {
+    fn lock(&self) -> std::sync::MutexGuard<'_, JobState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the output written since the last call.
+    pub fn read_new(&self) -> JobOutput {
+        let mut s = self.lock();
+        let text = String::from_utf8_lossy(&std::mem::take(&mut s.unread)).into_owned();
+        let dropped = std::mem::take(&mut s.dropped);
+        JobOutput { text, dropped, status: s.status.clone(), file: s.capture.summary().file }
+    }
+
+    /// The job's status.
+    pub fn status(&self) -> JobStatus {
+        self.lock().status.clone()
+    }
+
+    /// Ends the job (SIGTERM, grace, SIGKILL, sweep) and waits until it is over.
+    pub async fn kill(&self) {
+        self.cancel.cancel();
+        let finished = self.finished.notified();
+        if self.status() == JobStatus::Running {
+            let _ = tokio::time::timeout(Duration::from_secs(10), finished).await;
+        }
+    }
+
+    fn info(&self) -> JobInfo {
+        let status = self.status();
+        JobInfo {
+            job_id: self.id.clone(),
+            command: self.command.clone(),
+            status: status.name().to_owned(),
+            exit_code: match status {
+                JobStatus::Exited(code) => Some(code),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// A session's jobs.
+pub struct JobTable {
+    jobs: Mutex<Vec<Arc<Job>>>,
+    next: AtomicU64,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl JobTable {
+    /// Jobs whose tokens are children of `cancel` (the session's).
+    pub fn new(cancel: CancellationToken, tracker: TaskTracker) -> Self {
+        JobTable { jobs: Mutex::new(Vec::new()), next: AtomicU64::new(1), cancel, tracker }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Job>>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts `script` (for `command`) in `cwd` as a job.
+    pub fn start(
+        &self,
+        command: &str,
+        script: &str,
+        cwd: &Path,
+        marker: &str,
+        output_file: Option<&Path>,
+    ) -> std::io::Result<Arc<Job>> {
+        let tree = spawn_bash(script, cwd, marker)?;
+        let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let job = Arc::new(Job {
+            id,
+            command: command.to_owned(),
+            state: Mutex::new(JobState {
+                unread: Vec::new(),
+                dropped: 0,
+                status: JobStatus::Running,
+                capture: Capture::new(1, output_file),
+            }),
+            cancel: self.cancel.child_token(),
+            finished: tokio::sync::Notify::new(),
+        });
+        self.lock().push(job.clone());
+        self.tracker.spawn(pump(job.clone(), tree));
+        Ok(job)
+    }
+
+    /// The job `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<Job>> {
+        self.lock().iter().find(|j| j.id == id).cloned()
+    }
+
+    /// Every job, oldest first.
+    pub fn list(&self) -> Vec<JobInfo> {
+        self.lock().iter().map(|j| j.info()).collect()
+    }
+}
+
+/// Moves a job's output into its state until the job's process group is
+/// gone (not merely until EOF), or kills it when its token is cancelled.
+async fn pump(job: Arc<Job>, mut tree: ProcessTree) {
+    let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
+        return;
+    };
+    let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut exit: Option<i32> = None;
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    let status = loop {
+        tokio::select! {
+            n = out.read(&mut out_buf), if out_open => match n {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => push(&job, &out_buf[..n]),
+            },
+            n = err.read(&mut err_buf), if err_open => match n {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => push(&job, &err_buf[..n]),
+            },
+            code = tree.wait_shell(), if exit.is_none() => exit = Some(code.unwrap_or(-1)),
+            _ = poll.tick(), if exit.is_some() => {
+                // The shell is gone; output may still be held by a child of
+                // the group. Stop once the group is gone, EOF or not.
+                if !tree.group_alive() {
+                    break JobStatus::Exited(exit.unwrap_or(-1));
+                }
+            }
+            _ = job.cancel.cancelled() => {
+                tree.terminate().await;
+                break JobStatus::Killed;
+            }
+        }
+        if !out_open && !err_open && exit.is_some() && !tree.group_alive() {
+            break JobStatus::Exited(exit.unwrap_or(-1));
+        }
+    };
+    // Whatever the command left behind goes with it.
+    tree.kill_now();
+    job.lock().status = status;
+    job.finished.notify_waiters();
+}
+
+fn push(job: &Job, bytes: &[u8]) {
+    let mut s = job.lock();
+    s.capture.push(bytes);
+    s.unread.extend_from_slice(bytes);
+    if s.unread.len() > MAX_UNREAD_BYTES {
+        let excess = s.unread.len() - MAX_UNREAD_BYTES;
+        s.unread.drain(..excess);
+        s.dropped += excess as u64;
+    }
+}

@@ -1,0 +1,179 @@
+//! Child processes that always end: every command runs in its own process
+//! group with a marker in its environment, and ending it means
+//! `killpg(SIGTERM)`, a short grace, then always `killpg(SIGKILL)` — plus a
+//! sweep of `/proc` for processes carrying the marker, which finds those
+//! that left the group (`setsid`, double forks). The daemon is a child
+//! subreaper (`PR_SET_CHILD_SUBREAPER`), so such escapees are re-parented
+//! to it rather than to init, and [`reap_adopted`] collects their exit
+//! statuses so no zombie stays behind.
+//!
+//! Spawning uses `process_group(0)` and no `pre_exec`, so the standard
+//! library can use `posix_spawn` (DESIGN.md §8: `fork` at a large RSS costs
+//! far more).
+
+mod capture;
+pub mod jobs;
+
+pub use capture::{Capture, CaptureSummary};
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// Name of the environment variable that marks a call's processes.
+pub const MARKER_VAR: &str = "AGENTD_PROCESS";
+
+/// Time between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Environment variables of the daemon's own that children must not see.
+const PRIVATE_ENV: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "AGENTD_SOCKET"];
+
+/// Pids of children tokio waits for; [`reap_adopted`] leaves them alone.
+static OWNED: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+
+fn owned() -> std::sync::MutexGuard<'static, HashSet<i32>> {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes this process a child subreaper. Called once at start-up.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("cannot become a child subreaper ({e}); escaped processes are still swept by marker");
+    }
+}
+
+/// A running command: its process group and marker. Dropping it ends
+/// everything the command started (SIGKILL at once, then a sweep).
+pub struct ProcessTree {
+    /// The shell process.
+    pub child: tokio::process::Child,
+    pgid: Pid,
+    marker: String,
+    ended: bool,
+}
+
+/// Spawns `bash -c script` in `cwd`, in a new process group, stdin closed,
+/// stdout and stderr piped, marked with `marker`.
+pub fn spawn_bash(script: &str, cwd: &Path, marker: &str) -> std::io::Result<ProcessTree> {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("--noprofile").arg("--norc").arg("-c").arg(script);
+    cmd.current_dir(cwd)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .env(MARKER_VAR, marker);
+    for var in PRIVATE_ENV {
+        cmd.env_remove(var);
+    }
+    // Holding the set while spawning: the child is known as ours before it
+    // could possibly exit and be mistaken for an adopted one.
+    let mut owned = owned();
+    let child = cmd.spawn()?;
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    owned.insert(pid);
+    drop(owned);
+    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false })
+}
+
+impl ProcessTree {
+    /// The process group id.
+    pub fn pgid(&self) -> i32 {
+        self.pgid.as_raw()
+    }
+
+    /// Whether any process of the group is still alive.
+    pub fn group_alive(&self) -> bool {
+        killpg(self.pgid, None).is_ok()
+    }
+
+    /// Waits for the shell itself to exit; returns its exit code (or
+    /// 128+signal when a signal ended it).
+    pub async fn wait_shell(&mut self) -> std::io::Result<i32> {
+        let status = self.child.wait().await?;
+        owned().remove(&self.pgid.as_raw());
+        use std::os::unix::process::ExitStatusExt;
+        Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1))
+    }
+
+    /// Ends every process of the command: SIGTERM to the group and the
+    /// marked processes, up to [`KILL_GRACE`] for them to go, then SIGKILL
+    /// regardless (a `trap '' TERM` is inherited by children).
+    pub async fn terminate(&mut self) {
+        signal_tree(self.pgid, &self.marker, Signal::SIGTERM);
+        let deadline = tokio::time::Instant::now() + KILL_GRACE;
+        while tokio::time::Instant::now() < deadline && (self.group_alive() || !marked(&self.marker).is_empty()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.kill_now();
+        let _ = self.wait_shell().await;
+    }
+
+    /// SIGKILL to the group and every marked process, at once.
+    pub fn kill_now(&mut self) {
+        signal_tree(self.pgid, &self.marker, Signal::SIGKILL);
+        self.ended = true;
+        reap_adopted();
+    }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        if !self.ended {
+            signal_tree(self.pgid, &self.marker, Signal::SIGKILL);
+            reap_adopted();
+        }
+        // tokio reaps the shell itself once it is gone; its pid stays in
+        // the owned set so `reap_adopted` never races tokio for it.
+    }
+}
+
+fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
+    if pgid.as_raw() > 1 {
+        let _ = killpg(pgid, signal);
+    }
+    for pid in marked(marker) {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Pids of live processes whose environment carries `MARKER_VAR=marker`.
+pub fn marked(marker: &str) -> Vec<i32> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            // Zombies have an empty environment: nothing to signal.
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Collects the exit status of adopted children (escapees re-parented to
+/// the daemon) that have exited, leaving tokio's own children alone.
+pub fn reap_adopted() {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    let owned = owned().clone();
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        if owned.contains(&pid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let mut fields = rest.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
+        if state == Some("Z") && ppid == Some(me) {
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        }
+    }
+}
