@@ -249,7 +249,7 @@ async fn tools(
                 tools: None,
                 max_concurrency: None,
                 sibling_cancel: None,
-        bash: None,
+                bash: None,
             };
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
@@ -303,7 +303,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                 tools: (tools != ToolOptions::default()).then_some(tools),
                 max_concurrency: *max_concurrency,
                 sibling_cancel: None,
-        bash: None,
+                bash: None,
             };
             let created = client.session_create(params).await?;
             if cli.json {

@@ -55,6 +55,7 @@ struct LogInner {
 
 /// A session's events.
 pub struct EventLog {
+    closed: std::sync::atomic::AtomicBool,
     inner: Mutex<LogInner>,
     capacity: usize,
     live: broadcast::Sender<Arc<Event>>,
@@ -65,6 +66,7 @@ impl EventLog {
     pub fn new(capacity: usize) -> Self {
         let (live, _) = broadcast::channel(4096);
         EventLog {
+            closed: Default::default(),
             inner: Mutex::new(LogInner { events: VecDeque::new(), next_seq: 1 }),
             capacity: capacity.max(1),
             live,
@@ -80,6 +82,9 @@ impl EventLog {
         let mut inner = self.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
+        if matches!(kind, EventKind::SessionClosed {}) {
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let event = Arc::new(Event { seq, kind });
         inner.events.push_back(event.clone());
         if inner.events.len() > self.capacity {
@@ -120,6 +125,11 @@ impl EventLog {
         }
         let skip = (after + 1 - oldest) as usize;
         Ok(inner.events.iter().skip(skip).cloned().collect())
+    }
+
+    /// Whether `session/closed` was pushed: nothing follows it.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The last seq pushed (0 when none).

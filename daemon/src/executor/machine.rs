@@ -195,6 +195,11 @@ impl Machine {
         self.turns.get(turn).is_some_and(|t| t.ended || t.done)
     }
 
+    /// Whether a call is between `Start` and `Finished`.
+    pub fn is_running(&self, call: CallIdx) -> bool {
+        self.calls.get(call).is_some_and(|c| c.running)
+    }
+
     /// Calls running now.
     pub fn running(&self) -> usize {
         self.running
@@ -303,9 +308,10 @@ impl Machine {
                 actions.push(Action::Cancelled(call));
             }
             CallState::Executing => {
-                // Invariant 7: a block tool finishes what it started, unless
-                // the session itself is going away.
-                if c.spec.block && reason != CancelReason::SessionClosed {
+                // Invariant 7: a block tool finishes what it started when the
+                // user interrupts; a failed sibling or a closing session
+                // stop it all the same.
+                if c.spec.block && reason == CancelReason::Client {
                     return;
                 }
                 if c.aborted.is_none() {

@@ -43,21 +43,49 @@ pub mod machine;
 pub mod partition;
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use agentd_protocol::session::SessionInfo;
 use agentd_protocol::tools::{ContentBlock, ToolCallResult};
 use agentd_protocol::turn::{EventKind, ToolUse};
+use futures_util::FutureExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::permission::Decision;
+use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
 use events::EventLog;
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx};
+
+/// How long a cancelled call may take to stop on its own before it is dropped.
+const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// Reports a call as finished if its task ends without doing so (a panic
+/// that escaped, a runtime shutting down): the session must not wait forever.
+struct ReportOnDrop {
+    me: Option<Arc<SessionExecutor>>,
+    call: CallIdx,
+}
+
+impl Drop for ReportOnDrop {
+    fn drop(&mut self) {
+        let Some(me) = self.me.take() else { return };
+        // A task dropped while its executor's lock is held on this thread
+        // (a runtime shutting down drops tasks as they are spawned) must not
+        // lock again: it would deadlock. Nothing waits on it then anyway.
+        let Ok(mut inner) = me.inner.try_lock() else { return };
+        let outcome = CallOutcome::error("internal error: the call's task ended unexpectedly");
+        me.finished_locked(&mut inner, self.call, outcome, false);
+    }
+}
 
 /// Why a `turn/submit`, `turn/cancel` or `turn/discard` was refused as a
 /// whole (nothing was changed).
@@ -104,7 +132,12 @@ struct Slot {
     prepared: Option<Box<dyn PreparedCall>>,
     /// The result, once there is one.
     outcome: Option<CallOutcome>,
-    token: CancellationToken,
+    /// Until the call is yielded or dropped (a kept token would stay in its
+    /// parent's list of children).
+    token: Option<CancellationToken>,
+    /// False once the call's result is out or dropped: late progress is
+    /// not reported.
+    live: Arc<AtomicBool>,
     /// A `tool/call` waiting for this call's result.
     waiter: Option<oneshot::Sender<ToolCallResult>>,
     render_use: String,
@@ -127,6 +160,16 @@ struct Inner {
     close_reported: bool,
 }
 
+/// What calls of a session share beside the session context.
+pub struct SessionServices {
+    /// The session as created (its settings).
+    pub info: Arc<SessionInfo>,
+    /// Where tools keep per-call files (full command output).
+    pub output_dir: Arc<PathBuf>,
+    /// The session's background jobs.
+    pub jobs: Arc<JobTable>,
+}
+
 /// Runs one session's tool calls.
 pub struct SessionExecutor {
     inner: Mutex<Inner>,
@@ -134,25 +177,26 @@ pub struct SessionExecutor {
     session_id: Arc<str>,
     cwd: Arc<PathBuf>,
     tools: Arc<ToolSet>,
+    services: SessionServices,
     cancel: CancellationToken,
     tracker: TaskTracker,
     me: std::sync::Weak<SessionExecutor>,
 }
 
 impl SessionExecutor {
-    /// An executor for a session whose token is `cancel`.
+    /// An executor for the session `info`, whose token is `cancel`.
     pub fn new(
-        session_id: &str,
-        cwd: PathBuf,
+        info: &SessionInfo,
         tools: Arc<ToolSet>,
-        cap: u32,
-        sibling_cancel: bool,
+        output_dir: PathBuf,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Arc<SessionExecutor> {
+        let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
+        let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
         Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {
-                machine: Machine::new(cap as usize, sibling_cancel),
+                machine: Machine::new(info.max_concurrency as usize, sibling_cancel),
                 slots: Vec::new(),
                 turns: Vec::new(),
                 turn_ids: HashMap::new(),
@@ -162,9 +206,10 @@ impl SessionExecutor {
                 close_reported: false,
             }),
             events: Arc::new(EventLog::new(events::DEFAULT_LOG_CAPACITY)),
-            session_id: Arc::from(session_id),
-            cwd: Arc::new(cwd),
+            session_id: Arc::from(info.session_id.as_str()),
+            cwd: Arc::new(info.cwd.clone()),
             tools,
+            services: SessionServices { info: Arc::new(info.clone()), output_dir: Arc::new(output_dir), jobs },
             cancel,
             tracker,
             me: me.clone(),
@@ -178,6 +223,11 @@ impl SessionExecutor {
     /// The session's event log.
     pub fn events(&self) -> &Arc<EventLog> {
         &self.events
+    }
+
+    /// The session's background jobs.
+    pub fn jobs(&self) -> &Arc<JobTable> {
+        &self.services.jobs
     }
 
     /// A copy of the session context (what modifiers have changed).
@@ -213,14 +263,7 @@ impl SessionExecutor {
                 return Err(TurnError::TurnEnded { turn_id: inner.turns[t].id.to_string() });
             }
             Some(t) => t,
-            None => {
-                let id: Arc<str> =
-                    Arc::from(turn_id.unwrap_or_else(|| format!("turn_{}", uuid::Uuid::new_v4().simple())));
-                let t = inner.machine.new_turn();
-                inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
-                inner.turn_ids.insert(id, t);
-                t
-            }
+            None => self.new_turn(&mut inner, turn_id),
         };
         let turn_id = inner.turns[turn].id.clone();
         for tu in tool_uses {
@@ -232,6 +275,14 @@ impl SessionExecutor {
             self.carry_out(&mut inner, actions);
         }
         Ok(turn_id.to_string())
+    }
+
+    fn new_turn(&self, inner: &mut Inner, id: Option<String>) -> TurnIdx {
+        let id: Arc<str> = Arc::from(id.unwrap_or_else(|| format!("turn_{}", uuid::Uuid::new_v4().simple())));
+        let t = inner.machine.new_turn();
+        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
+        inner.turn_ids.insert(id, t);
+        t
     }
 
     /// Runs one call in a turn of its own and waits for its result
@@ -247,10 +298,7 @@ impl SessionExecutor {
             if inner.closed {
                 return Err(TurnError::Closed);
             }
-            let id: Arc<str> = Arc::from(format!("turn_{}", uuid::Uuid::new_v4().simple()));
-            let turn = inner.machine.new_turn();
-            inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
-            inner.turn_ids.insert(id, turn);
+            let turn = self.new_turn(&mut inner, None);
             let tu = ToolUse { id: format!("call_{}", uuid::Uuid::new_v4().simple()), name: name.to_owned(), input };
             let mut actions = self.enqueue(&mut inner, turn, tu, Some(tx));
             actions.extend(inner.machine.apply(Event::EndTurn(turn)));
@@ -265,7 +313,9 @@ impl SessionExecutor {
         }))
     }
 
-    /// Prepares one block and submits it to the machine.
+    /// Looks the tool up and parses the input; what depends on the state
+    /// of the session when the call runs (a deferred tool being loaded,
+    /// validation, permission) is decided when it starts.
     fn enqueue(
         &self,
         inner: &mut Inner,
@@ -275,12 +325,18 @@ impl SessionExecutor {
     ) -> Vec<Action> {
         let turn_slot = &inner.turns[turn];
         let token = turn_slot.token.child_token();
-        let ctx = self.tool_context(token.clone());
-        let prepared = self.prepare(&tu, &inner.context, &ctx);
+        let parsed = match self.tools.find(&tu.name) {
+            None => Err((tu.name.clone(), tu.name.clone(), self.unknown_tool(&tu.name, &inner.context))),
+            Some(tool) => match tool.prepare(tu.input.clone()) {
+                Ok(call) => Ok((tool.name().to_owned(), call, tool.cancels_siblings_on_failure())),
+                Err(e) => Err((tool.name().to_owned(), tool.name().to_owned(), CallOutcome::error(e.to_string()))),
+            },
+        };
         let idx = inner.machine.next_call();
         inner.tool_use_ids.insert(tu.id.clone(), idx);
-        let (name, render_use, spec, refused, prepared) = match prepared {
-            Ok((name, call, block, cancels_siblings)) => {
+        let (name, render_use, spec, refused, prepared) = match parsed {
+            Ok((name, call, cancels_siblings)) => {
+                let block = call.interrupt_behavior() == InterruptBehavior::Block;
                 let spec = CallSpec { turn, safe: call.is_concurrency_safe(), cancels_siblings, block };
                 (name, call.render_use(), Some(spec), None, Some(call))
             }
@@ -298,7 +354,8 @@ impl SessionExecutor {
             turn_id: turn_slot.id.clone(),
             prepared,
             outcome: refused,
-            token,
+            token: Some(token),
+            live: Arc::new(AtomicBool::new(true)),
             waiter,
             render_use,
         });
@@ -308,51 +365,56 @@ impl SessionExecutor {
         }
     }
 
-    fn tool_context(&self, cancel: CancellationToken) -> ToolContext {
-        ToolContext { session_id: self.session_id.clone(), cwd: self.cwd.clone(), cancel, tools: self.tools.clone() }
+    fn unknown_tool(&self, name: &str, context: &SessionContext) -> CallOutcome {
+        match self.tools.resolve_for_call(name, context) {
+            Err(e) => CallOutcome::error(e.to_string()),
+            Ok(_) => CallOutcome::error(format!("no tool named {name:?}")),
+        }
     }
 
-    /// Lookup → parse → validate → permission. `Ok` is a call that may run
-    /// (name, call, blocks on interrupt, cancels siblings); `Err` the
-    /// error result to yield in its place (name, render, outcome).
+    fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
+        ToolContext {
+            session_id: self.session_id.clone(),
+            cwd: self.cwd.clone(),
+            cancel,
+            tools: self.tools.clone(),
+            session: Arc::new(context.clone()),
+            info: self.services.info.clone(),
+            output_dir: self.services.output_dir.clone(),
+            jobs: self.services.jobs.clone(),
+        }
+    }
+
+    /// The last checks before a call runs, against the session as it is
+    /// now (after every earlier result's modifier): a deferred tool must be
+    /// loaded, the input valid, the tool willing. `Err` is the result to
+    /// yield instead.
     ///
     /// Permission: until the permission engine can ask the client, a call
     /// the tool wants to ask about is refused (fail-closed).
-    #[allow(clippy::type_complexity)]
-    fn prepare(
+    fn admit(
         &self,
-        tu: &ToolUse,
+        slot: &Slot,
+        call: &dyn PreparedCall,
         context: &SessionContext,
         ctx: &ToolContext,
-    ) -> Result<(String, Box<dyn PreparedCall>, bool, bool), (String, String, CallOutcome)> {
-        let tool = self
-            .tools
-            .resolve_for_call(&tu.name, context)
-            .map_err(|e| (tu.name.clone(), tu.name.clone(), CallOutcome::error(e.to_string())))?;
-        let name = tool.name().to_owned();
-        let call = tool
-            .prepare(tu.input.clone())
-            .map_err(|e| (name.clone(), name.clone(), CallOutcome::error(e.to_string())))?;
-        let render_use = call.render_use();
+    ) -> Result<(), CallOutcome> {
+        if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
+            return Err(CallOutcome::error(e.to_string()));
+        }
         if let Err(e) = call.validate(ctx) {
-            return Err((name.clone(), render_use, CallOutcome::error(format!("invalid input for {name}: {e}"))));
+            return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
         }
         let refusal = match call.check_permissions(ctx) {
-            Decision::Allow => None,
-            Decision::Deny { reason } => Some(format!("permission denied: {reason}")),
-            Decision::Ask { reason, .. } => Some(format!(
+            Decision::Allow => return Ok(()),
+            Decision::Deny { reason } => format!("permission denied: {reason}"),
+            Decision::Ask { reason, .. } => format!(
                 "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
                  that need it are refused"
-            )),
+            ),
         };
-        if let Some(message) = refusal {
-            let render = call.render_rejected(&message);
-            let outcome =
-                CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None };
-            return Err((name, render_use, outcome));
-        }
-        let block = call.interrupt_behavior() == InterruptBehavior::Block;
-        Ok((name, call, block, tool.cancels_siblings_on_failure()))
+        let render = call.render_rejected(&refusal);
+        Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
     }
 
     /// Carries out the machine's actions, under the lock.
@@ -360,14 +422,24 @@ impl SessionExecutor {
         for action in actions {
             match action {
                 Action::Start(i) => self.start(inner, i),
-                Action::Abort(i) => inner.slots[i].token.cancel(),
+                Action::Abort(i) => {
+                    if let Some(token) = &inner.slots[i].token {
+                        token.cancel();
+                    }
+                }
                 Action::Cancelled(_) => {}
                 Action::Yield(i, reason) => self.yield_result(inner, i, reason),
                 Action::Drop(i) => {
                     let slot = &mut inner.slots[i];
+                    slot.live.store(false, Ordering::Relaxed);
                     slot.prepared = None;
                     slot.outcome = None;
                     slot.waiter = None;
+                    // A running call's token must stay to be cancelled by
+                    // the turn's; it goes when the call reports back.
+                    if !inner.machine.is_running(i) {
+                        slot.token = None;
+                    }
                 }
                 Action::TurnCompleted(t) => {
                     self.events.push(EventKind::TurnCompleted { turn_id: inner.turns[t].id.to_string() });
@@ -381,54 +453,85 @@ impl SessionExecutor {
     }
 
     fn start(&self, inner: &mut Inner, i: CallIdx) {
-        let slot = &mut inner.slots[i];
-        let Some(call) = slot.prepared.take() else { return };
+        let Some(call) = inner.slots[i].prepared.take() else {
+            // Cannot happen (a call starts once); report it rather than hang.
+            let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
+            inner.slots[i].outcome = Some(CallOutcome::error("internal error: the call was started twice"));
+            return self.carry_out(inner, actions);
+        };
+        let token = inner.slots[i].token.clone().unwrap_or_default();
+        let ctx = self.tool_context(token.clone(), &inner.context);
+        if let Err(refused) = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx) {
+            inner.slots[i].outcome = Some(refused);
+            let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
+            return self.carry_out(inner, actions);
+        }
+        let slot = &inner.slots[i];
         self.events.push(EventKind::ToolStarted {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),
             name: slot.name.clone(),
             render: slot.render_use.clone(),
         });
-        let token = slot.token.clone();
         let log = self.events.clone();
+        let live = slot.live.clone();
         let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
         let reporter: ProgressReporter = Arc::new(move |p: ProgressReport| {
-            log.push(EventKind::ToolProgress {
-                turn_id: turn_id.clone(),
-                tool_use_id: tool_use_id.clone(),
-                data: p.data,
-                render: p.render,
-            });
+            if live.load(Ordering::Relaxed) {
+                log.push(EventKind::ToolProgress {
+                    turn_id: turn_id.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    data: p.data,
+                    render: p.render,
+                });
+            }
         });
-        let run = call.run(self.tool_context(token.clone()), Some(reporter));
+        let run = call.run(ctx, Some(reporter));
         // A strong reference: a closed session's executor lives until its
         // last call has reported back (and `session/closed` is pushed).
         let Some(me) = self.me.upgrade() else { return };
         let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        let mut guard = ReportOnDrop { me: Some(me), call: i };
         self.tracker.spawn(
             async move {
                 // The token is cancelled only when the machine aborts the
-                // call (or its turn or session ends): stop waiting then,
-                // whether or not the tool noticed.
+                // call (or its turn or session ends). The tool gets a grace
+                // period to stop on its own (a command's processes are ended
+                // and its partial output kept); then it is dropped.
+                let mut run = std::pin::pin!(AssertUnwindSafe(run).catch_unwind());
                 let outcome = tokio::select! {
-                    outcome = run => outcome,
-                    _ = token.cancelled() => CallOutcome::error("cancelled"),
+                    outcome = &mut run => outcome,
+                    _ = token.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut run).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Ok(CallOutcome::error("cancelled")),
+                    },
                 };
-                me.finished(i, outcome);
+                let outcome =
+                    outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
+                // A failure that is the cancellation itself blames nobody.
+                let failed = outcome.is_error && !token.is_cancelled();
+                if let Some(me) = guard.me.take() {
+                    me.finished(i, outcome, failed);
+                }
             }
             .instrument(span),
         );
     }
 
-    fn finished(&self, i: CallIdx, outcome: CallOutcome) {
+    fn finished(&self, i: CallIdx, outcome: CallOutcome, failed: bool) {
         let mut inner = self.lock();
-        let failed = outcome.is_error;
+        self.finished_locked(&mut inner, i, outcome, failed);
+    }
+
+    fn finished_locked(&self, inner: &mut Inner, i: CallIdx, outcome: CallOutcome, failed: bool) {
         if inner.machine.state(i) != Some(machine::CallState::Discarded) {
             inner.slots[i].outcome = Some(outcome);
+        } else {
+            inner.slots[i].token = None;
         }
         let actions = inner.machine.apply(Event::Finished { call: i, failed });
-        self.carry_out(&mut inner, actions);
-        self.report_closed(&mut inner);
+        self.carry_out(inner, actions);
+        self.report_closed(inner);
     }
 
     /// `session/closed` is the stream's last event: pushed once the session
@@ -442,18 +545,34 @@ impl SessionExecutor {
     }
 
     fn yield_result(&self, inner: &mut Inner, i: CallIdx, reason: Option<CancelReason>) {
+        let own = inner.slots[i].outcome.take();
         let mut outcome = match reason {
             Some(reason) => {
-                let message = self.cancel_message(inner, &reason);
+                let mut message = self.cancel_message(inner, &reason);
+                // What a cancelled call had done so far (a command's output)
+                // is still worth showing.
+                if let Some(own) = own {
+                    for block in own.content {
+                        if let ContentBlock::Text { text } = block
+                            && !text.is_empty()
+                            && text != "cancelled"
+                        {
+                            message.push_str("\n\n");
+                            message.push_str(&text);
+                        }
+                    }
+                }
                 CallOutcome::error(message)
             }
-            None => inner.slots[i].outcome.take().unwrap_or_else(|| CallOutcome::error("the call produced no result")),
+            None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);
         }
         let slot = &mut inner.slots[i];
         slot.prepared = None;
+        slot.token = None;
+        slot.live.store(false, Ordering::Relaxed);
         self.events.push(EventKind::ToolResult {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),

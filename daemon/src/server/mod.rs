@@ -82,6 +82,7 @@ impl Daemon {
                 "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
             );
         }
+        crate::process::become_subreaper();
         let mut socket = listen::open(&config.socket)?;
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
         // The server owns the only descriptor, so dropping it stops accepting.
@@ -106,6 +107,7 @@ impl Daemon {
                 Arc::new(crate::tools::builtin_registry()),
                 crate::tools::external_sources(),
                 tracker.clone(),
+                config.state_dir.clone(),
             ),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
@@ -160,6 +162,9 @@ impl Daemon {
         tracing::info!("shutting down");
         systemd::notify("STOPPING=1");
         drop(self.listener);
+        // Sessions first, so their calls end as cancelled (not as failures
+        // that would cancel siblings) and streams see `session/closed`.
+        self.shared.state.sessions.close_all();
         self.root.cancel();
         self.shared.tracker.close();
         if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {

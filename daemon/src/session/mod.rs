@@ -59,6 +59,13 @@ impl Session {
         self.executor.context()
     }
 
+    /// The session as stored, with its background jobs as they are now.
+    pub fn current_info(&self) -> SessionInfo {
+        let mut info = self.info.clone();
+        info.jobs = self.executor.jobs().list();
+        info
+    }
+
     /// `tools/list` for this session.
     pub fn tools_list(&self) -> ToolsListResult {
         self.executor.with_context(|ctx| self.tools.list(ctx))
@@ -75,6 +82,7 @@ pub struct SessionManager {
     registry: Arc<Registry>,
     external: Vec<Arc<dyn ExternalToolSource>>,
     tracker: tokio_util::task::TaskTracker,
+    state_dir: PathBuf,
 }
 
 impl SessionManager {
@@ -87,6 +95,7 @@ impl SessionManager {
         registry: Arc<Registry>,
         external: Vec<Arc<dyn ExternalToolSource>>,
         tracker: tokio_util::task::TaskTracker,
+        state_dir: PathBuf,
     ) -> Self {
         SessionManager {
             sessions: Mutex::new(HashMap::new()),
@@ -97,6 +106,7 @@ impl SessionManager {
             registry,
             external,
             tracker,
+            state_dir,
         }
     }
 
@@ -118,6 +128,22 @@ impl SessionManager {
                 });
             }
         };
+        let bash = params.bash.unwrap_or_default();
+        if bash.default_timeout_ms == 0 || bash.default_timeout_ms > bash.max_timeout_ms {
+            return Err(SessionError::Invalid {
+                field: "bash",
+                why: format!(
+                    "default_timeout_ms ({}) must be at least 1 and at most max_timeout_ms ({})",
+                    bash.default_timeout_ms, bash.max_timeout_ms
+                ),
+            });
+        }
+        if !(100..=10_000_000).contains(&bash.max_output_chars) {
+            return Err(SessionError::Invalid {
+                field: "bash",
+                why: format!("max_output_chars must be between 100 and 10000000, got {}", bash.max_output_chars),
+            });
+        }
         let info = SessionInfo {
             session_id: uuid::Uuid::new_v4().to_string(),
             cwd,
@@ -126,7 +152,7 @@ impl SessionManager {
             tools: params.tools.unwrap_or_default(),
             max_concurrency,
             sibling_cancel: params.sibling_cancel.unwrap_or_default(),
-            bash: params.bash.unwrap_or_default(),
+            bash,
             jobs: Vec::new(),
             created_at_ms: now_ms(),
         };
@@ -144,15 +170,8 @@ impl SessionManager {
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
         let tools = Arc::new(tools);
-        let executor = SessionExecutor::new(
-            &info.session_id,
-            info.cwd.clone(),
-            tools.clone(),
-            info.max_concurrency,
-            info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure,
-            cancel.clone(),
-            self.tracker.clone(),
-        );
+        let output_dir = self.state_dir.join("sessions").join(&info.session_id).join("output");
+        let executor = SessionExecutor::new(&info, tools.clone(), output_dir, cancel.clone(), self.tracker.clone());
         let session = Session { info: info.clone(), seq, cancel, tools, executor };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
@@ -164,12 +183,12 @@ impl SessionManager {
         let map = self.lock();
         let mut sessions: Vec<&Arc<Session>> = map.values().collect();
         sessions.sort_by_key(|s| s.seq);
-        sessions.into_iter().map(|s| s.info.clone()).collect()
+        sessions.into_iter().map(|s| s.current_info()).collect()
     }
 
     /// One session.
     pub fn get(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
-        self.handle(session_id).map(|s| s.info.clone())
+        self.handle(session_id).map(|s| s.current_info())
     }
 
     /// One open session, to work in.
@@ -190,6 +209,16 @@ impl SessionManager {
         }
         tracing::info!(session_id, "session closed");
         Ok(session.info.clone())
+    }
+
+    /// Closes every session (daemon shutdown): each cancels its calls and
+    /// jobs and reports `session/closed`.
+    pub fn close_all(&self) {
+        let sessions: Vec<Arc<Session>> = self.lock().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.executor.close();
+            session.cancel.cancel();
+        }
     }
 
     /// The number of open sessions.
@@ -238,6 +267,7 @@ mod tests {
                 Arc::new(crate::tools::builtin_registry()),
                 Vec::new(),
                 tokio_util::task::TaskTracker::new(),
+                std::env::temp_dir(),
             ),
             root,
         )
@@ -251,7 +281,7 @@ mod tests {
             tools: None,
             max_concurrency: None,
             sibling_cancel: None,
-        bash: None,
+            bash: None,
         }
     }
 

@@ -52,8 +52,7 @@ pub fn parse(command: &str) -> Result<Script, ParseError> {
     if command.len() > MAX_COMMAND_BYTES {
         return Err(ParseError(format!("longer than {MAX_COMMAND_BYTES} bytes")));
     }
-    let mut parser =
-        brush_parser::Parser::new(std::io::Cursor::new(command), &brush_parser::ParserOptions::default());
+    let mut parser = brush_parser::Parser::new(std::io::Cursor::new(command), &brush_parser::ParserOptions::default());
     let program = parser.parse_program().map_err(|e| ParseError(e.to_string()))?;
     let mut script = Script::default();
     for list in &program.complete_commands {
@@ -147,11 +146,7 @@ fn literal(word: &str) -> Option<String> {
 
 fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
     let mut cmd = SimpleCommand { program: None, args: Vec::new(), writes_files: Vec::new(), has_substitution: false };
-    let items = simple
-        .prefix
-        .iter()
-        .flat_map(|p| p.0.iter())
-        .chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
+    let items = simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
     if let Some(word) = &simple.word_or_name {
         cmd.has_substitution |= substitutes(&word.value);
         cmd.program = literal(&word.value);

@@ -17,6 +17,9 @@ use super::toolset::ToolSet;
 pub struct SessionContext {
     /// Deferred tools ToolSearch has loaded, in load order.
     pub loaded_tools: Vec<String>,
+    /// Where the Bash tool's last command left the shell (`cd` persists
+    /// between calls); the workspace when `None`.
+    pub shell_cwd: Option<PathBuf>,
 }
 
 /// A change to the session made by a finished call.
@@ -33,6 +36,14 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The session's tools, for tools that need them (ToolSearch).
     pub tools: Arc<ToolSet>,
+    /// The session context as it was when the call started.
+    pub session: Arc<SessionContext>,
+    /// The session's settings.
+    pub info: Arc<agentd_protocol::session::SessionInfo>,
+    /// Where the call may keep files of its own (full command output).
+    pub output_dir: Arc<PathBuf>,
+    /// The session's background jobs.
+    pub jobs: Arc<crate::process::jobs::JobTable>,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -72,6 +83,37 @@ impl<P: Serialize> ProgressSink<P> {
             let render = (self.render)(&progress);
             let data = serde_json::to_value(&progress).unwrap_or(serde_json::Value::Null);
             report(ProgressReport { data, render });
+        }
+    }
+}
+
+#[cfg(test)]
+impl ToolContext {
+    /// A context for unit tests: a session in the temp dir with `tools`.
+    pub fn for_test(tools: ToolSet) -> ToolContext {
+        use agentd_protocol::session::{PermissionMode, PermissionRules, SessionInfo, ToolOptions};
+        let cancel = CancellationToken::new();
+        let info = SessionInfo {
+            session_id: "test".into(),
+            cwd: std::env::temp_dir(),
+            mode: PermissionMode::Default,
+            permissions: PermissionRules::default(),
+            tools: ToolOptions::default(),
+            max_concurrency: 10,
+            sibling_cancel: Default::default(),
+            bash: Default::default(),
+            jobs: Vec::new(),
+            created_at_ms: 0,
+        };
+        ToolContext {
+            session_id: Arc::from("test"),
+            cwd: Arc::new(std::env::temp_dir()),
+            cancel: cancel.clone(),
+            tools: Arc::new(tools),
+            session: Arc::new(SessionContext::default()),
+            info: Arc::new(info),
+            output_dir: Arc::new(std::env::temp_dir().join("agentd-test-output")),
+            jobs: Arc::new(crate::process::jobs::JobTable::new(cancel, tokio_util::task::TaskTracker::new())),
         }
     }
 }

@@ -9,7 +9,6 @@ use agentd_protocol::tools::DeferralMode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::tool::toolset::{DeferralSettings, ToolSet, ToolSetOptions};
@@ -80,12 +79,7 @@ impl Tool for Greet {
 }
 
 fn ctx(tools: ToolSet) -> ToolContext {
-    ToolContext {
-        session_id: Arc::from("s"),
-        cwd: Arc::new(std::env::temp_dir()),
-        cancel: CancellationToken::new(),
-        tools: Arc::new(tools),
-    }
+    ToolContext::for_test(tools)
 }
 
 #[test]

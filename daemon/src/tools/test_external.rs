@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 use crate::permission::Decision;
 use crate::tool::erased::{BoxFuture, InputError};
 use crate::tool::{
-    CallOutcome, DynTool, ExternalToolSource, PreparedCall, ToolContext, ValidationError,
-    context::ProgressReporter,
+    CallOutcome, DynTool, ExternalToolSource, PreparedCall, ToolContext, ValidationError, context::ProgressReporter,
 };
 
 const VERBS: [&str; 8] = ["create", "get", "list", "update", "delete", "search", "archive", "assign"];
@@ -112,7 +111,6 @@ impl DynTool for SyntheticTool {
     fn is_external(&self) -> bool {
         true
     }
-
 
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
         let has_workspace = input.get("workspace").is_some_and(Value::is_string);

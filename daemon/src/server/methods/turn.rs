@@ -95,6 +95,9 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
                 return;
             }
         }
+        if log.is_closed() && last >= log.last_seq() {
+            return;
+        }
         let next = tokio::select! {
             next = receiver.recv() => next,
             _ = sink.closed() => return,
