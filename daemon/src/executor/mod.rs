@@ -408,13 +408,27 @@ impl SessionExecutor {
         let refusal = match call.check_permissions(ctx) {
             Decision::Allow => return Ok(()),
             Decision::Deny { reason } => format!("permission denied: {reason}"),
+            Decision::Ask { .. } if self.bypass_allows(&slot.name) => return Ok(()),
             Decision::Ask { reason, .. } => format!(
                 "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
-                 that need it are refused"
+                 that need it are refused (a session in `bypass` mode runs them)"
             ),
         };
         let render = call.render_rejected(&refusal);
         Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
+    }
+
+    /// `bypass` mode runs what the tool would ask about — unless a deny or
+    /// ask rule with a pattern names the tool: until the rule engine can
+    /// match patterns, such a call is refused rather than risk ignoring
+    /// the rule.
+    fn bypass_allows(&self, tool: &str) -> bool {
+        let info = &self.services.info;
+        if info.mode != agentd_protocol::session::PermissionMode::Bypass {
+            return false;
+        }
+        let patterned = |rule: &String| rule.trim().strip_prefix(tool).is_some_and(|rest| rest.starts_with('('));
+        !info.permissions.deny.iter().chain(&info.permissions.ask).any(patterned)
     }
 
     /// Carries out the machine's actions, under the lock.

@@ -107,8 +107,17 @@ impl ProcessTree {
     pub async fn terminate(&mut self) {
         signal_tree(self.pgid, &self.marker, Signal::SIGTERM);
         let deadline = tokio::time::Instant::now() + KILL_GRACE;
-        while tokio::time::Instant::now() < deadline && (self.group_alive() || !marked(&self.marker).is_empty()) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        loop {
+            // Reap what has exited, or zombies would count as alive.
+            if let Ok(Some(_)) = self.child.try_wait() {
+                owned().remove(&self.pgid.as_raw());
+            }
+            reap_adopted();
+            let alive = self.group_alive() || !marked(&self.marker).is_empty();
+            if !alive || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.kill_now();
         let _ = self.wait_shell().await;

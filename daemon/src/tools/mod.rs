@@ -2,6 +2,9 @@
 //! call, render — the seed's five elements, in that order). Adding a tool is
 //! one file here and one line in [`builtin_registry`].
 
+pub mod bash;
+pub mod bash_output;
+pub mod kill_shell;
 pub mod tool_search;
 
 #[cfg(feature = "test-tools")]
@@ -28,6 +31,9 @@ use crate::tool::{ExternalToolSource, Registry};
 /// deterministic tools the tests drive, never part of a default build.
 pub fn builtin_registry() -> Registry {
     let mut registry = Registry::default();
+    registry.add(bash::Bash);
+    registry.add(bash_output::BashOutput);
+    registry.add(kill_shell::KillShell);
     registry.add(tool_search::ToolSearch);
     #[cfg(feature = "test-tools")]
     {

@@ -1,0 +1,438 @@
+//! Bash: runs a shell command in the session's workspace (seed §3.3).
+//!
+//! - Each call is `bash -c` in a process group of its own, marked in its
+//!   environment; cancel and timeout end the whole tree (see `process`).
+//! - `cd` carries over to the session's next calls (the shell's directory
+//!   is kept in the session context); exported variables do not — each
+//!   call starts from the daemon's environment. A directory outside the
+//!   workspace is not kept.
+//! - Output streams as progress while the command runs; the result keeps
+//!   the first and last parts of it (the middle elided) and the whole of it
+//!   goes to a file.
+//! - Exit codes mean what the final command says they mean: `grep` exit 1
+//!   is "no matches", not a failure. A failed call cancels its siblings.
+//! - `run_in_background` starts a job and returns at once (BashOutput,
+//!   KillShell).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use crate::permission::Decision;
+use crate::process::{self, Capture};
+use crate::shell;
+use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Progress reports stop after this many bytes (the result still has it all).
+const MAX_PROGRESS_BYTES: usize = 256 * 1024;
+/// A progress report is sent once this much output waits, or every tick.
+const PROGRESS_CHUNK: usize = 4096;
+/// After the shell exits, how long output still held by its children is read.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
+
+/// The Bash tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Bash;
+
+/// What to do with a running command when the user interrupts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInterrupt {
+    /// Stop the command.
+    #[default]
+    Cancel,
+    /// Let it finish: for test suites and builds whose result is still wanted.
+    Block,
+}
+
+/// Input of Bash.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashInput {
+    /// The command to run, in bash syntax. It runs in the session's shell
+    /// directory: a `cd` carries over to later commands, exported variables
+    /// do not.
+    pub command: String,
+    /// What the command does, in 5–10 words, shown to the user.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Timeout in milliseconds (default 120000; at most 600000 unless the
+    /// session allows more). The command and everything it started is
+    /// ended when it runs out.
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Start the command as a background job and return its job id at once;
+    /// read its output with BashOutput and end it with KillShell. Use this
+    /// for servers and watchers, never `&`.
+    #[serde(default)]
+    pub run_in_background: bool,
+    /// If the user interrupts: `cancel` (stop the command, the default) or
+    /// `block` (let it finish, e.g. a test suite whose result is still wanted).
+    #[serde(default)]
+    pub on_interrupt: OnInterrupt,
+}
+
+/// Why a command was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    /// It ran out of time.
+    Timeout,
+    /// The call was cancelled (the user, a failed sibling, the session).
+    Cancelled,
+}
+
+/// The result of a command.
+#[derive(Debug, Clone, Serialize)]
+pub struct BashResult {
+    /// The exit code (128+signal when a signal ended the shell).
+    pub exit_code: Option<i32>,
+    /// Set when the daemon stopped the command.
+    pub killed: Option<KillReason>,
+    /// The output (stdout and stderr as they came), its middle elided when long.
+    pub output: String,
+    /// Characters of output left out.
+    pub elided_chars: u64,
+    /// The file with the whole output.
+    pub output_file: Option<PathBuf>,
+    /// What a non-zero exit code means by the command's convention.
+    pub note: Option<String>,
+    /// Processes the command left running, ended with it.
+    pub ended_leftovers: usize,
+    /// The shell's directory after the command, when it changed.
+    pub cwd: Option<PathBuf>,
+    /// That directory is outside the workspace: the next command starts at
+    /// the workspace instead.
+    pub cwd_reset: bool,
+    /// The job id, for a command started in the background.
+    pub job_id: Option<String>,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// Its timeout, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// A chunk of output.
+#[derive(Debug, Clone, Serialize)]
+pub struct BashProgress {
+    /// The output.
+    pub text: String,
+}
+
+impl Tool for Bash {
+    type Input = BashInput;
+    type Output = BashResult;
+    type Progress = BashProgress;
+
+    const NAME: &'static str = "Bash";
+
+    fn description(&self) -> String {
+        "Runs a bash command in the workspace and returns its output and exit code. The shell's \
+         directory carries over between calls (cd persists); environment variables do not. Prefer \
+         the Read, Glob and Grep tools for reading and searching files. Quote paths with spaces. \
+         Long output is shortened in the middle; the full output is saved to a file whose path the \
+         result gives. Use run_in_background for servers and other long-running processes, then \
+         BashOutput to read them and KillShell to stop them."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &BashInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        if input.command.trim().is_empty() {
+            return Err(ValidationError::new("command is empty"));
+        }
+        let max = ctx.info.bash.max_timeout_ms;
+        match input.timeout {
+            Some(0) => Err(ValidationError::new("timeout must be at least 1 ms")),
+            Some(t) if t > max => Err(ValidationError::new(format!("timeout must be at most {max} ms"))),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_permissions(&self, input: &BashInput, _ctx: &ToolContext) -> Decision {
+        if !input.run_in_background && read_only(&input.command) {
+            Decision::Allow
+        } else {
+            Decision::ask(format!("run `{}`", one_line(&input.command, 120)))
+        }
+    }
+
+    fn is_concurrency_safe(&self, input: &BashInput) -> bool {
+        !input.run_in_background && read_only(&input.command)
+    }
+
+    fn is_read_only(&self, input: &BashInput) -> bool {
+        self.is_concurrency_safe(input)
+    }
+
+    fn is_destructive(&self, input: &BashInput) -> bool {
+        !read_only(&input.command)
+    }
+
+    fn interrupt_behavior(&self, input: &BashInput) -> InterruptBehavior {
+        match input.on_interrupt {
+            OnInterrupt::Cancel => InterruptBehavior::Cancel,
+            OnInterrupt::Block => InterruptBehavior::Block,
+        }
+    }
+
+    fn cancels_siblings_on_failure(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        input: BashInput,
+        ctx: ToolContext,
+        progress: ProgressSink<BashProgress>,
+    ) -> Result<ToolOutput<BashResult>, ToolError> {
+        let started = std::time::Instant::now();
+        let workspace: &Path = &ctx.cwd;
+        let cwd = ctx
+            .session
+            .shell_cwd
+            .clone()
+            .filter(|d| d.starts_with(workspace) && d.is_dir())
+            .unwrap_or_else(|| workspace.to_owned());
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let _ = std::fs::create_dir_all(&*ctx.output_dir);
+        let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
+        let cwd_file = ctx.output_dir.join(format!("bash-{marker}.cwd"));
+        let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
+
+        if input.run_in_background {
+            let job = ctx
+                .jobs
+                .start(&input.command, &script, &cwd, &marker, Some(&log_file))
+                .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))?;
+            return Ok(ToolOutput::new(BashResult {
+                exit_code: None,
+                killed: None,
+                output: String::new(),
+                elided_chars: 0,
+                output_file: Some(log_file),
+                note: None,
+                ended_leftovers: 0,
+                cwd: None,
+                cwd_reset: false,
+                job_id: Some(job.id.clone()),
+                duration_ms: 0,
+                timeout_ms: 0,
+            }));
+        }
+
+        let mut tree = process::spawn_bash(&script, &cwd, &marker)
+            .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))?;
+        let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
+            return Err(ToolError::new("cannot read the command's output"));
+        };
+        let limit = usize::try_from(ctx.info.bash.max_output_chars).unwrap_or(usize::MAX);
+        let mut capture = Capture::new(limit, Some(&log_file));
+        let mut pending = Vec::new();
+        let mut streamed = 0usize;
+        let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+        let (mut out_open, mut err_open) = (true, true);
+        let timeout_ms = input.timeout.unwrap_or(ctx.info.bash.default_timeout_ms);
+        let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut exit: Option<i32> = None;
+        let mut exited_at: Option<tokio::time::Instant> = None;
+        let mut killed = None;
+        loop {
+            tokio::select! {
+                n = out.read(&mut out_buf), if out_open => match n {
+                    Ok(0) | Err(_) => out_open = false,
+                    Ok(n) => { capture.push(&out_buf[..n]); pending.extend_from_slice(&out_buf[..n]); }
+                },
+                n = err.read(&mut err_buf), if err_open => match n {
+                    Ok(0) | Err(_) => err_open = false,
+                    Ok(n) => { capture.push(&err_buf[..n]); pending.extend_from_slice(&err_buf[..n]); }
+                },
+                code = tree.wait_shell(), if exit.is_none() => {
+                    exit = Some(code.unwrap_or(-1));
+                    exited_at = Some(tokio::time::Instant::now());
+                }
+                _ = tick.tick() => {}
+                _ = &mut deadline, if exit.is_none() => {
+                    killed = Some(KillReason::Timeout);
+                    tree.terminate().await;
+                    break;
+                }
+                _ = ctx.cancel.cancelled(), if exit.is_none() => {
+                    killed = Some(KillReason::Cancelled);
+                    tree.terminate().await;
+                    break;
+                }
+            }
+            if pending.len() >= PROGRESS_CHUNK {
+                flush(&progress, &mut pending, &mut streamed);
+            }
+            // The shell is gone: stop at EOF, or once the short drain is
+            // over, whoever still holds the pipes.
+            if let Some(at) = exited_at
+                && ((!out_open && !err_open) || at.elapsed() >= DRAIN_AFTER_EXIT)
+            {
+                break;
+            }
+        }
+        flush(&progress, &mut pending, &mut streamed);
+        let leftovers = if killed.is_none() { process::marked(&marker).len() } else { 0 };
+        tree.kill_now();
+
+        let new_cwd = std::fs::read_to_string(&cwd_file).ok().map(|s| PathBuf::from(s.trim_end_matches('\n')));
+        let _ = std::fs::remove_file(&cwd_file);
+        let summary = capture.summary();
+        let parsed = shell::parse(&input.command).ok();
+        let code = if killed.is_some() { None } else { exit };
+        let note = match (code, &parsed) {
+            (Some(c), Some(script)) if c != 0 => shell::benign_exit(script, c).map(str::to_owned),
+            _ => None,
+        };
+        let (kept_cwd, cwd_note, cwd_reset) = match new_cwd {
+            Some(dir) if dir != cwd && dir.starts_with(workspace) => (Some(dir.clone()), Some(dir), false),
+            // Outside the workspace: the next command starts at the workspace.
+            Some(dir) if dir != cwd => (Some(workspace.to_owned()), Some(dir), true),
+            _ => (None, None, false),
+        };
+        let result = BashResult {
+            exit_code: code,
+            killed,
+            output: summary.text,
+            elided_chars: summary.elided_chars,
+            output_file: summary.file,
+            note,
+            ended_leftovers: leftovers,
+            cwd: cwd_note,
+            cwd_reset,
+            job_id: None,
+            duration_ms: started.elapsed().as_millis() as u64,
+            timeout_ms,
+        };
+        let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
+        if failed {
+            return Err(ToolError::new(result_text(&result, workspace)));
+        }
+        match kept_cwd {
+            Some(dir) => Ok(ToolOutput::with_modifier(result, Box::new(move |s| s.shell_cwd = Some(dir)))),
+            None => Ok(ToolOutput::new(result)),
+        }
+    }
+
+    fn result_content(&self, result: &BashResult) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(result_text(result, Path::new("")))]
+    }
+
+    fn render_use(&self, input: &BashInput) -> String {
+        match &input.description {
+            Some(d) if !d.trim().is_empty() => d.trim().to_owned(),
+            _ => format!("$ {}", one_line(&input.command, 80)),
+        }
+    }
+
+    fn render_progress(&self, p: &BashProgress) -> String {
+        one_line(p.text.trim_end().lines().last().unwrap_or(""), 120)
+    }
+
+    fn render_result(&self, r: &BashResult) -> String {
+        if let Some(job) = &r.job_id {
+            return format!("started {job} in the background");
+        }
+        let lines = r.output.lines().count();
+        match (&r.note, r.exit_code) {
+            (Some(note), Some(code)) => format!("exit {code} ({note}), {lines} lines"),
+            (_, Some(code)) => format!("exit {code}, {lines} lines"),
+            _ => format!("{lines} lines"),
+        }
+    }
+
+    fn render_error(&self, input: &BashInput, error: &ToolError) -> String {
+        let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
+        format!("{}: {last}", self.render_use(input))
+    }
+}
+
+/// Whether `command` parses and only reads.
+fn read_only(command: &str) -> bool {
+    shell::parse(command).map(|s| shell::is_read_only(&s)).unwrap_or(false)
+}
+
+fn flush(progress: &ProgressSink<BashProgress>, pending: &mut Vec<u8>, streamed: &mut usize) {
+    if pending.is_empty() {
+        return;
+    }
+    if *streamed < MAX_PROGRESS_BYTES {
+        let take = pending.len().min(MAX_PROGRESS_BYTES - *streamed);
+        *streamed += take;
+        let mut text = String::from_utf8_lossy(&pending[..take]).into_owned();
+        if *streamed >= MAX_PROGRESS_BYTES {
+            text.push_str("\n[progress output stops here; the result has the rest]\n");
+        }
+        progress.send(BashProgress { text });
+    }
+    pending.clear();
+}
+
+/// The text the model reads: the output, then bracketed notes.
+fn result_text(r: &BashResult, _workspace: &Path) -> String {
+    let mut text = r.output.clone();
+    let mut note = |line: String| {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&line);
+        text.push('\n');
+    };
+    if let Some(job) = &r.job_id {
+        note(format!("[started background job {job}; read its output with BashOutput, stop it with KillShell]"));
+    }
+    match r.killed {
+        Some(KillReason::Timeout) => note(format!("[killed: timed out after {} ms]", r.timeout_ms)),
+        Some(KillReason::Cancelled) => note("[killed: cancelled]".to_owned()),
+        None => {}
+    }
+    if let Some(code) = r.exit_code
+        && code != 0
+    {
+        match &r.note {
+            Some(n) => note(format!("[exit code {code}: {n}]")),
+            None => note(format!("[exit code {code}]")),
+        }
+    }
+    if r.ended_leftovers > 0 {
+        note(format!(
+            "[ended {} process(es) the command left running; use run_in_background for long-running processes]",
+            r.ended_leftovers
+        ));
+    }
+    if r.elided_chars > 0
+        && let Some(file) = &r.output_file
+    {
+        note(format!("[{} characters of output elided; the full output is in {}]", r.elided_chars, file.display()));
+    }
+    match (&r.cwd, r.cwd_reset) {
+        (Some(dir), false) => note(format!("[the shell's directory is now {}]", dir.display())),
+        (Some(dir), true) => note(format!(
+            "[{} is outside the workspace; the next command starts in the workspace again]",
+            dir.display()
+        )),
+        (None, _) => {}
+    }
+    text
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line
+    }
+}
+
+/// `path` as a single-quoted shell word.
+fn quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', "'\\''"))
+}
