@@ -4,6 +4,7 @@
 
 mod agentctl;
 mod bad_input;
+mod bash;
 mod conventions;
 mod lifecycle;
 mod readme;

@@ -255,7 +255,7 @@ impl Tool for Bash {
                     exit = Some(code.unwrap_or(-1));
                     exited_at = Some(tokio::time::Instant::now());
                 }
-                _ = tick.tick() => {}
+                _ = tick.tick() => flush(&progress, &mut pending, &mut streamed),
                 _ = &mut deadline, if exit.is_none() => {
                     killed = Some(KillReason::Timeout);
                     tree.terminate().await;
@@ -425,11 +425,7 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
 
 fn one_line(s: &str, max: usize) -> String {
     let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > max {
-        format!("{}…", line.chars().take(max).collect::<String>())
-    } else {
-        line
-    }
+    if line.chars().count() > max { format!("{}…", line.chars().take(max).collect::<String>()) } else { line }
 }
 
 /// `path` as a single-quoted shell word.

@@ -1,0 +1,296 @@
+//! The Bash tool through the socket: streaming output, timeouts and cancel
+//! that leave no process behind, capped output, semantic exit codes,
+//! background jobs, `cd` persistence, interrupt behaviour.
+
+use std::time::{Duration, Instant};
+
+use agentd_tests::{EventStream, RawConn, TestDaemon, tool_use, within};
+use serde_json::{Value, json};
+
+/// Live processes (not zombies) whose command line contains `needle`.
+fn procs(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if cmdline.contains(needle) && !zombie && pid != std::process::id() as i32 {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+async fn none_left(needle: &str) {
+    let deadline = Instant::now() + agentd_tests::STEP;
+    loop {
+        let left = procs(needle);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind for {needle:?}: {left:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A unique duration so each test finds its own `sleep` processes.
+fn tag() -> String {
+    format!("{}.{}", 900 + std::process::id() % 90, rand_digits())
+}
+
+fn rand_digits() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() % 1_000_000
+}
+
+struct S {
+    c: RawConn,
+    id: String,
+}
+
+async fn session(d: &TestDaemon, mode: &str) -> S {
+    let mut c = d.raw().await;
+    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": mode })).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    S { c, id }
+}
+
+impl S {
+    async fn bash(&mut self, input: Value) -> Value {
+        within("bash", self.c.ok("tool/call", json!({ "session_id": self.id, "name": "Bash", "input": input }))).await
+    }
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn output_streams_before_the_command_ends() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let mut events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    let uses = vec![tool_use("b", "Bash", json!({ "command": "echo first; sleep 1; echo second" }))];
+    s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    let events = events.until(|e| e["type"] == "turn/completed").await;
+    let first = events.iter().position(|e| e["type"] == "tool/progress" && e["data"]["text"] == "first\n").unwrap();
+    let result = events.iter().position(|e| e["type"] == "tool/result").unwrap();
+    assert!(first < result);
+    assert_eq!(events[result]["content"][0]["text"], "first\nsecond\n");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_tree() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let t = tag();
+    let started = Instant::now();
+    let r = s.bash(json!({ "command": format!("sleep {t} & sleep {t} & wait"), "timeout": 300 })).await;
+    assert_eq!(r["is_error"], true);
+    assert!(text(&r).contains("[killed: timed out after 300 ms]"), "{r}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    none_left(&format!("sleep {t}")).await;
+}
+
+#[tokio::test]
+async fn cancel_kills_setsid_escapees_and_term_ignoring_children() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let mut events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    let a = tag();
+    let b = format!("{}1", tag());
+    let commands = [
+        // Both shells' command lines name the sleep too: 4 = two shells, two sleeps.
+        ("escape", format!("bash -c 'sleep {a} & setsid sleep {a} & wait'"), format!("sleep {a}"), 4),
+        ("stubborn", format!("trap '' TERM; sleep {b}; echo never"), format!("sleep {b}"), 2),
+    ];
+    for (id, command, needle, count) in commands {
+        let uses = vec![tool_use(id, "Bash", json!({ "command": command }))];
+        let turn = s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses })).await["turn_id"].clone();
+        let deadline = Instant::now() + agentd_tests::STEP;
+        while procs(&needle).len() < count {
+            assert!(Instant::now() < deadline, "{id}: the sleeps never started");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.c.ok("turn/cancel", json!({ "session_id": s.id, "turn_id": turn })).await;
+        let done = events.until(|e| e["type"] == "tool/result" && e["tool_use_id"] == json!(id)).await;
+        let r = done.last().unwrap();
+        assert!(r["content"][0]["text"].as_str().unwrap().contains("killed: cancelled"), "{r}");
+        none_left(&needle).await;
+    }
+}
+
+#[tokio::test]
+async fn yes_is_capped_and_the_full_output_is_in_a_file() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let r = s.bash(json!({ "command": "yes", "timeout": 1000 })).await;
+    let out = text(&r);
+    assert!(out.len() < 31_000 + 1000, "capped: {} bytes", out.len());
+    assert!(out.starts_with("y\ny\n") && out.contains("characters of output elided"), "{}", &out[out.len() - 400..]);
+    let file = out.rsplit("the full output is in ").next().unwrap().split(']').next().unwrap();
+    let size = std::fs::metadata(file).unwrap().len();
+    assert!(size > 30_000 && size <= 64 * 1024 * 1024, "{size}");
+    // The daemon (this process) did not keep the output in memory.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let rss_kb: u64 =
+        status.lines().find(|l| l.starts_with("VmRSS")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(rss_kb < 512 * 1024, "RSS {rss_kb} kB");
+}
+
+#[tokio::test]
+async fn exit_codes_mean_what_the_command_says() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "default").await;
+    let r = s.bash(json!({ "command": "grep no-such-text /etc/hostname" })).await;
+    assert_eq!(r["is_error"], false, "grep exit 1 is an answer: {r}");
+    assert!(text(&r).contains("[exit code 1: no matches]"));
+    let r = s.bash(json!({ "command": "grep -q x /no/such/file" })).await;
+    assert_eq!(r["is_error"], true, "grep exit 2 is an error: {r}");
+    let r = s.bash(json!({ "command": "test -e /no/such/file" })).await;
+    assert_eq!(r["is_error"], false);
+    let r = s.bash(json!({ "command": "false" })).await;
+    assert_eq!(r["is_error"], true);
+}
+
+#[tokio::test]
+async fn grep_exit_1_does_not_cancel_siblings_but_a_failure_does() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "default").await;
+    let mut events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    // Read-only commands: concurrency safe, they run side by side.
+    let uses = vec![
+        tool_use("grep", "Bash", json!({ "command": "grep no-such-text /etc/hostname" })),
+        tool_use("sleep", "Bash", json!({ "command": "sleep 0.5" })),
+    ];
+    let turn = s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    let evs = events.until(|e| e["type"] == "turn/completed" && e["turn_id"] == turn["turn_id"]).await;
+    let sleep = evs.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "sleep").unwrap();
+    assert_eq!(sleep["is_error"], false, "{sleep}");
+
+    let uses = vec![
+        tool_use("fail", "Bash", json!({ "command": "false" })),
+        tool_use("sleep2", "Bash", json!({ "command": "sleep 20" })),
+    ];
+    let started = Instant::now();
+    let turn = s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    let evs = events.until(|e| e["type"] == "turn/completed" && e["turn_id"] == turn["turn_id"]).await;
+    let sleep = evs.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "sleep2").unwrap();
+    assert_eq!(sleep["is_error"], true);
+    assert!(text(sleep).contains("Bash call fail") && text(sleep).contains("killed"), "{sleep}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn cd_persists_between_calls_and_exports_do_not() {
+    let d = TestDaemon::start().await;
+    std::fs::create_dir(d.dir.path().join("sub")).unwrap();
+    let mut s = session(&d, "bypass").await;
+    let r = s.bash(json!({ "command": "cd sub && export AGENTD_TEST_VAR=1" })).await;
+    assert!(text(&r).contains("the shell's directory is now"), "{r}");
+    let r = s.bash(json!({ "command": "pwd; echo \"var=${AGENTD_TEST_VAR:-unset}\"" })).await;
+    let sub = std::fs::canonicalize(d.dir.path().join("sub")).unwrap();
+    assert_eq!(text(&r), format!("{}\nvar=unset\n", sub.display()));
+    // Leaving the workspace is not kept.
+    let r = s.bash(json!({ "command": "cd /" })).await;
+    assert!(text(&r).contains("outside the workspace"), "{r}");
+    let r = s.bash(json!({ "command": "pwd" })).await;
+    let root = std::fs::canonicalize(d.dir.path()).unwrap();
+    assert_eq!(text(&r), format!("{}\n", root.display()));
+}
+
+#[tokio::test]
+async fn without_bypass_a_command_that_writes_is_refused_and_reads_run() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "default").await;
+    let r = s.bash(json!({ "command": "touch should-not-exist" })).await;
+    assert_eq!(r["is_error"], true);
+    assert!(text(&r).contains("permission required"), "{r}");
+    assert!(!d.dir.path().join("should-not-exist").exists());
+    let r = s.bash(json!({ "command": "echo reading is fine" })).await;
+    assert_eq!(text(&r), "reading is fine\n");
+}
+
+#[tokio::test]
+async fn background_jobs_run_report_and_die_with_kill_or_the_session() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let t = tag();
+    let command = format!("for i in 1 2 3; do echo line$i; sleep 0.1; done; sleep {t}");
+    let r = s.bash(json!({ "command": command, "run_in_background": true })).await;
+    let job = text(&r).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
+    assert_eq!(info["jobs"][0]["job_id"], json!(job));
+    assert_eq!(info["jobs"][0]["status"], "running");
+    let mut seen = String::new();
+    let deadline = Instant::now() + agentd_tests::STEP;
+    while !seen.contains("line3") {
+        assert!(Instant::now() < deadline, "output never came: {seen}");
+        let out =
+            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "job_id": job } })).await;
+        seen.push_str(&text(&out));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains("line1\n") && seen.contains("line2\n"), "{seen}");
+    let k = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "KillShell", "input": { "job_id": job } })).await;
+    assert_eq!(text(&k), format!("job {job} killed"));
+    none_left(&format!("sleep {t}")).await;
+    let out =
+        s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "job_id": job } })).await;
+    assert!(text(&out).contains("is killed"), "{out}");
+
+    // Closing the session ends its jobs.
+    let t2 = format!("{}2", tag());
+    s.bash(json!({ "command": format!("sleep {t2}"), "run_in_background": true })).await;
+    let deadline = Instant::now() + agentd_tests::STEP;
+    while procs(&format!("sleep {t2}")).is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.c.ok("session/close", json!({ "session_id": s.id })).await;
+    none_left(&format!("sleep {t2}")).await;
+}
+
+#[tokio::test]
+async fn a_client_that_vanishes_mid_command_leaves_nothing_once_the_session_closes() {
+    let d = TestDaemon::start().await;
+    let t = tag();
+    let id = {
+        let mut s = session(&d, "bypass").await;
+        let line = json!({"jsonrpc": "2.0", "id": 99, "method": "tool/call",
+            "params": {"session_id": s.id, "name": "Bash", "input": {"command": format!("sleep {t}")}}});
+        s.c.send_line(line.to_string()).await;
+        let deadline = Instant::now() + agentd_tests::STEP;
+        while procs(&format!("sleep {t}")).is_empty() {
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.id
+    }; // the client is gone
+    let mut other = d.raw().await;
+    other.ok("session/close", json!({ "session_id": id })).await;
+    none_left(&format!("sleep {t}")).await;
+}
+
+#[tokio::test]
+async fn block_commands_finish_on_interrupt_cancel_commands_stop() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let mut events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    let uses = vec![
+        tool_use("suite", "Bash", json!({ "command": "sleep 0.5; echo suite done", "on_interrupt": "block" })),
+        tool_use("install", "Bash", json!({ "command": "sleep 0.5; echo installed", "on_interrupt": "cancel" })),
+    ];
+    // Not read-only (`echo` after `sleep` is, but `;` lists are fine): make
+    // them run together by keeping both read-only.
+    let turn = s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    events.until(|e| e["type"] == "tool/started" && e["tool_use_id"] == "install").await;
+    s.c.ok("turn/cancel", json!({ "session_id": s.id, "turn_id": turn["turn_id"] })).await;
+    let evs = events.until(|e| e["type"] == "turn/completed").await;
+    let result = |id: &str| evs.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == id).unwrap().clone();
+    assert_eq!(text(&result("suite")), "suite done\n");
+    assert!(text(&result("install")).contains("cancelled"), "{}", result("install"));
+}
