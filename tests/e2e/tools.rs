@@ -44,7 +44,8 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
     assert_api_ready(&list);
     // Test builds carry the test tools; TestDisabled is not enabled; nothing
     // is deferred below the threshold, so ToolSearch is not listed.
-    assert_eq!(names(&list), ["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell", "TestSleep"]);
+    let expected = ["Bash", "BashOutput", "KillShell", "TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho"];
+    assert_eq!(names(&list), [&expected[..], &["TestShell", "TestSleep"]].concat());
     assert_eq!(list["deferred"], json!([]));
     assert_eq!(list["deferred_tokens_saved"], json!(0));
 
@@ -69,7 +70,7 @@ async fn session_options_drive_the_filter_pipeline() {
     let list = c.ok("tools/list", json!({ "session_id": denied })).await;
     assert_eq!(
         names(&list),
-        ["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell"],
+        ["Bash", "BashOutput", "KillShell", "TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell"],
         "blanket deny only"
     );
 
@@ -79,11 +80,12 @@ async fn session_options_drive_the_filter_pipeline() {
 
     let simple = session(&mut c, json!({ "tools": { "simple": true } })).await;
     let list = c.ok("tools/list", json!({ "session_id": simple })).await;
-    assert_eq!(names(&list), Vec::<String>::new(), "no Bash/Read/Edit in this build yet");
+    assert_eq!(names(&list), ["Bash"], "simple mode keeps Bash, Read, Edit (Read and Edit are not built yet)");
 
     let always = session(&mut c, json!({ "tools": { "defer": { "mode": "always" } } })).await;
     let list = c.ok("tools/list", json!({ "session_id": always })).await;
-    assert_eq!(names(&list), ["TestAlwaysLoad", "TestBlock", "TestEcho", "TestShell", "TestSleep", "ToolSearch"]);
+    let expected = ["Bash", "BashOutput", "KillShell", "TestAlwaysLoad", "TestBlock", "TestEcho", "TestShell"];
+    assert_eq!(names(&list), [&expected[..], &["TestSleep", "ToolSearch"]].concat());
     assert_eq!(list["deferred"], json!(["TestDeferred"]));
 }
 
@@ -103,7 +105,11 @@ fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
 
         let full = session(&mut c, json!({ "tools": { "defer": { "mode": "never" } } })).await;
         let all = c.ok("tools/list", json!({ "session_id": full })).await;
-        assert_eq!(all["tools"].as_array().unwrap().len(), 66, "60 external and 6 test tools; no ToolSearch");
+        assert_eq!(
+            all["tools"].as_array().unwrap().len(),
+            69,
+            "60 external, Bash and its 2 job tools, 6 test tools; no ToolSearch"
+        );
         let saved = list["deferred_tokens_saved"].as_u64().unwrap();
         let with = list["estimated_tokens"].as_u64().unwrap();
         let without = all["estimated_tokens"].as_u64().unwrap();
