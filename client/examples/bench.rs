@@ -4,7 +4,11 @@
 //! ```text
 //! cargo build --release && cargo run --release -p agentd-client --example bench -- rpc
 //!     [--calls 10000] [--clients 8] [--per-client 5000]
+//! cargo build --release && cargo run --release -p agentd-client --example bench -- bash [--calls 500]
 //! ```
+//!
+//! `bash` compares a Bash tool call of `true` through the daemon (one
+//! `tool/call` round trip) with spawning `bash -c true` directly.
 //!
 //! Both servers are separate processes with a multi-threaded tokio runtime:
 //! the real `agentd` binary beside this one, and this binary re-executed as
@@ -26,8 +30,9 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("echo-server") => echo_server(Path::new(&args[1])),
         Some("rpc") => rpc(&args[1..]),
+        Some("bash") => bash(&args[1..]),
         _ => {
-            eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N]");
+            eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
         }
     }
@@ -193,4 +198,72 @@ async fn concurrent(socket: &Path, clients: usize, per_client: usize) -> f64 {
         t.await.unwrap();
     }
     (clients * per_client) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Per-call cost of the Bash tool against spawning bash directly.
+fn bash(args: &[String]) {
+    let calls = flag(args, "--calls", 500);
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
+    let socket = dir.path().join("agentd.sock");
+    let _daemon = Server {
+        name: "agentd",
+        child: Command::new(&agentd)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: socket.clone(),
+    };
+    wait_for(&socket);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (direct, daemon) = rt.block_on(async {
+        let mut direct = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let t = Instant::now();
+            let status = tokio::process::Command::new("bash").arg("-c").arg("true").status().await.unwrap();
+            assert!(status.success());
+            direct.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let (mut r, mut w) = connect(&socket).await;
+        let mut line = String::new();
+        let create = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/create\",\"params\":{{\"cwd\":{:?}}}}}\n",
+            dir.path().display().to_string()
+        );
+        w.write_all(create.as_bytes()).await.unwrap();
+        r.read_line(&mut line).await.unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let sid = reply["result"]["session_id"].as_str().unwrap().to_owned();
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tool/call\",\"params\":{{\"session_id\":\"{sid}\",\"name\":\"Bash\",\"input\":{{\"command\":\"true\"}}}}}}\n"
+        );
+        let mut daemon = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let t = Instant::now();
+            w.write_all(request.as_bytes()).await.unwrap();
+            line.clear();
+            r.read_line(&mut line).await.unwrap();
+            assert!(line.contains("\"is_error\":false"), "{line}");
+            daemon.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        (direct, daemon)
+    });
+    let stats = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[(v.len() * 99 / 100).min(v.len() - 1)])
+    };
+    let (d50, d99) = stats(direct);
+    let (a50, a99) = stats(daemon);
+    println!("{calls} calls of `true`");
+    println!("{:<28} {:>9} {:>9}", "", "p50 µs", "p99 µs");
+    println!("{:<28} {:>9.0} {:>9.0}", "bash -c true (direct)", d50, d99);
+    println!("{:<28} {:>9.0} {:>9.0}", "Bash tool via agentd", a50, a99);
+    println!("overhead: p50 {:.2} ms, p99 {:.2} ms (goal <= 2 ms)", (a50 - d50) / 1e3, (a99 - d99) / 1e3);
 }

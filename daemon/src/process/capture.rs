@@ -16,6 +16,8 @@ pub struct Capture {
     tail: std::collections::VecDeque<u8>,
     total_bytes: u64,
     total_chars: u64,
+    /// Where the full output goes once it outgrows the limit.
+    path: Option<PathBuf>,
     file: Option<(std::fs::File, PathBuf)>,
     file_bytes: u64,
 }
@@ -36,36 +38,49 @@ pub struct CaptureSummary {
 }
 
 impl Capture {
-    /// A capture keeping about `limit_chars` characters, writing the full
-    /// output to `file` when given (errors there only lose the file).
+    /// A capture keeping about `limit_chars` characters. Once the output
+    /// outgrows that, all of it goes to `file` (when given; errors there
+    /// only lose the file). Short output needs no file: the result holds it.
     pub fn new(limit_chars: usize, file: Option<&Path>) -> Self {
-        let file = file.and_then(|path| {
-            if let Some(dir) = path.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            match std::fs::File::create(path) {
-                Ok(f) => Some((f, path.to_owned())),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), "cannot keep the full output: {e}");
-                    None
-                }
-            }
-        });
         Capture {
             limit_chars: limit_chars.max(2),
             head: Vec::new(),
             tail: std::collections::VecDeque::new(),
             total_bytes: 0,
             total_chars: 0,
-            file,
+            path: file.map(Path::to_owned),
+            file: None,
             file_bytes: 0,
+        }
+    }
+
+    /// Opens the file and writes what is held so far: until the limit is
+    /// passed, head and tail hold every byte.
+    fn open_file(&mut self) {
+        let Some(path) = self.path.take() else { return };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        match std::fs::File::create(&path) {
+            Ok(mut f) => {
+                let held: Vec<u8> = self.head.iter().chain(self.tail.iter()).copied().collect();
+                if f.write_all(&held).is_ok() {
+                    self.file_bytes = held.len() as u64;
+                }
+                self.file = Some((f, path));
+            }
+            Err(e) => tracing::warn!(path = %path.display(), "cannot keep the full output: {e}"),
         }
     }
 
     /// Adds output.
     pub fn push(&mut self, bytes: &[u8]) {
+        let chars = bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count() as u64;
+        if self.file.is_none() && self.path.is_some() && self.total_chars + chars > self.limit_chars as u64 {
+            self.open_file();
+        }
         self.total_bytes += bytes.len() as u64;
-        self.total_chars += bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count() as u64;
+        self.total_chars += chars;
         if let Some((file, _)) = &mut self.file
             && self.file_bytes < MAX_FILE_BYTES
         {

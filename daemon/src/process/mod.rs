@@ -123,6 +123,26 @@ impl ProcessTree {
         let _ = self.wait_shell().await;
     }
 
+    /// After the shell exited by itself: ends whatever the command left
+    /// running (one `/proc` sweep; nothing more when nothing is left).
+    /// Returns how many processes that was.
+    pub fn end_leftovers(&mut self) -> usize {
+        let left = marked(&self.marker);
+        let group = self.group_alive();
+        self.ended = true;
+        if left.is_empty() && !group {
+            return 0;
+        }
+        if self.pgid.as_raw() > 1 {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+        }
+        for pid in &left {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        reap_adopted();
+        left.len()
+    }
+
     /// SIGKILL to the group and every marked process, at once.
     pub fn kill_now(&mut self) {
         signal_tree(self.pgid, &self.marker, Signal::SIGKILL);

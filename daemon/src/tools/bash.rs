@@ -279,8 +279,7 @@ impl Tool for Bash {
             }
         }
         flush(&progress, &mut pending, &mut streamed);
-        let leftovers = if killed.is_none() { process::marked(&marker).len() } else { 0 };
-        tree.kill_now();
+        let leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
 
         let new_cwd = std::fs::read_to_string(&cwd_file).ok().map(|s| PathBuf::from(s.trim_end_matches('\n')));
         let _ = std::fs::remove_file(&cwd_file);
