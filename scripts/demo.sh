@@ -29,6 +29,7 @@ step status
 sid=$("$bin/agentctl" session create --cwd "$PWD" --mode plan --allow 'Read(src/**)' --deny 'Bash(rm:*)')
 printf '\n$ agentctl session create --cwd %s --mode plan ...\n%s\n' "$PWD" "$sid"
 step session list
+step tools --session "$sid"
 step session show "$sid"
 step --json session show "$sid"
 step session close "$sid"
