@@ -294,3 +294,17 @@ async fn block_commands_finish_on_interrupt_cancel_commands_stop() {
     assert_eq!(text(&result("suite")), "suite done\n");
     assert!(text(&result("install")).contains("cancelled"), "{}", result("install"));
 }
+
+#[tokio::test]
+async fn a_background_child_holding_the_pipe_does_not_hang_the_call() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let t = tag();
+    let started = Instant::now();
+    // The subshell's sleep keeps stdout open after bash exits: no EOF.
+    let r = s.bash(json!({ "command": format!("(sleep {t} &); echo done") })).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).starts_with("done\n") && text(&r).contains("ended 1 process"), "{r}");
+    none_left(&format!("sleep {t}")).await;
+}

@@ -58,6 +58,13 @@ async fn tools_list_is_api_ready_filtered_and_byte_identical() {
     }
     assert!(raw.windows(2).all(|w| w[0] == w[1]));
 
+    // Another session with the same options gets the very same bytes: the
+    // pipeline (order, schemas, descriptions) is deterministic.
+    let other = session(&mut c, json!({})).await;
+    let line = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"session_id": other}}).to_string();
+    c.send_line(&line).await;
+    assert_eq!(c.recv_some().await.to_string(), raw[0]);
+
     let r = c.request("tools/list", json!({ "session_id": "nope" })).await;
     assert_eq!(r["error"]["code"], json!(-32001));
 }
