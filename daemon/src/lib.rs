@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod executor;
+pub mod fs;
 pub mod permission;
 pub mod process;
 pub mod server;

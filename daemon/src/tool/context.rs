@@ -20,6 +20,10 @@ pub struct SessionContext {
     /// Where the Bash tool's last command left the shell (`cd` persists
     /// between calls); the workspace when `None`.
     pub shell_cwd: Option<PathBuf>,
+    /// The file-state cache: what this session last read or wrote of each
+    /// file (canonical path), so Edit and Write can refuse to clobber a
+    /// file that changed since.
+    pub files: std::collections::HashMap<PathBuf, crate::fs::FileState>,
 }
 
 /// A change to the session made by a finished call.

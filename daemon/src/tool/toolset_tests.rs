@@ -272,7 +272,7 @@ fn without_tool_search_nothing_is_deferred() {
 }
 
 fn loaded(names: &[&str]) -> SessionContext {
-    SessionContext { loaded_tools: names.iter().map(|s| s.to_string()).collect(), shell_cwd: None }
+    SessionContext { loaded_tools: names.iter().map(|s| s.to_string()).collect(), ..Default::default() }
 }
 
 #[test]

@@ -4,8 +4,11 @@
 
 pub mod bash;
 pub mod bash_output;
+pub mod edit;
 pub mod kill_shell;
+pub mod read;
 pub mod tool_search;
+pub mod write;
 
 #[cfg(feature = "test-tools")]
 pub mod test_block;
@@ -34,6 +37,9 @@ pub fn builtin_registry() -> Registry {
     registry.add(bash::Bash);
     registry.add(bash_output::BashOutput);
     registry.add(kill_shell::KillShell);
+    registry.add(read::Read);
+    registry.add(write::Write);
+    registry.add(edit::Edit);
     registry.add(tool_search::ToolSearch);
     #[cfg(feature = "test-tools")]
     {

@@ -1,0 +1,406 @@
+//! File access that stays inside the workspace. Paths are resolved by the
+//! kernel with `openat2(RESOLVE_BENEATH)` from a descriptor of the
+//! workspace, so `..`, absolute symlinks and symlinked directories cannot
+//! lead out, and a file swapped for a symlink between two calls is caught
+//! when it is opened, not before. Writes are atomic: a temporary file in
+//! the same directory, `fsync`, `renameat`, `fsync` of the directory.
+//!
+//! The file-state cache (what Read saw: mtime, size, content hash) lives in
+//! the session context; [`FileState`] is its entry.
+
+use std::fs::File;
+use std::hash::Hasher;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::Mode;
+
+/// Largest file Read hashes, Edit edits and Write replaces (bytes).
+pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What the session saw of a file when it last read or wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileState {
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Size in bytes.
+    pub size: u64,
+    /// Hash of the whole content (`None` for files too large to hash).
+    pub hash: Option<u64>,
+}
+
+/// Why a path cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    /// The path has a NUL byte.
+    #[error("the path contains a NUL byte")]
+    Nul,
+    /// The path is outside the workspace (directly, via `..`, or via a symlink).
+    #[error("{path} is outside the workspace {root}")]
+    Outside {
+        /// The path asked for.
+        path: String,
+        /// The workspace.
+        root: String,
+    },
+    /// No such file.
+    #[error("{path} does not exist")]
+    NotFound {
+        /// The path.
+        path: String,
+    },
+    /// Not a regular file (directory, FIFO, device…).
+    #[error("{path} is {what}")]
+    NotAFile {
+        /// The path.
+        path: String,
+        /// What it is instead, with advice.
+        what: String,
+    },
+    /// Anything else, with what was being done.
+    #[error("{op} {path}: {why}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On what.
+        path: String,
+        /// Why it failed.
+        why: String,
+    },
+}
+
+/// A path inside the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WsPath {
+    /// Canonical workspace root.
+    pub root: PathBuf,
+    /// Relative to the root, without `.`/`..` (lexically normalized).
+    pub rel: PathBuf,
+}
+
+impl WsPath {
+    /// The absolute path (as the user would write it).
+    pub fn abs(&self) -> PathBuf {
+        self.root.join(&self.rel)
+    }
+}
+
+/// Resolves `input` (absolute, or relative to `cwd`) to a path inside
+/// `root`. Lexical only: symlinks are judged when the file is opened.
+pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<WsPath, FsError> {
+    if input.contains('\0') {
+        return Err(FsError::Nul);
+    }
+    let raw = Path::new(input);
+    let abs = if raw.is_absolute() { raw.to_owned() } else { cwd.join(raw) };
+    let mut normal = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    // The workspace is canonical; the path may reach it through a symlinked
+    // prefix (e.g. /var → /private/var): compare the canonical deepest
+    // existing ancestor.
+    let rel = match normal.strip_prefix(root) {
+        Ok(rel) => rel.to_owned(),
+        Err(_) => {
+            let mut existing = normal.clone();
+            let mut tail = PathBuf::new();
+            while !existing.exists() {
+                let Some(name) = existing.file_name().map(|n| n.to_owned()) else { break };
+                tail = Path::new(&name).join(&tail);
+                existing.pop();
+            }
+            let canonical = std::fs::canonicalize(&existing).unwrap_or(existing);
+            canonical
+                .strip_prefix(root)
+                .map(|r| r.join(&tail))
+                .map_err(|_| FsError::Outside { path: input.to_owned(), root: root.display().to_string() })?
+        }
+    };
+    Ok(WsPath { root: root.to_owned(), rel })
+}
+
+fn open_root(root: &Path) -> Result<OwnedFd, FsError> {
+    nix::fcntl::open(root, OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| io_err("open workspace", root, e))
+}
+
+fn io_err(op: &'static str, path: &Path, e: impl std::fmt::Display) -> FsError {
+    FsError::Io { op, path: path.display().to_string(), why: e.to_string() }
+}
+
+/// Opens `path` beneath its workspace; symlinks are followed only while
+/// they stay inside.
+fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsError> {
+    let root = open_root(&path.root)?;
+    let rel: &Path = if path.rel.as_os_str().is_empty() { Path::new(".") } else { &path.rel };
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .mode(mode)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    openat2(root.as_fd(), rel, how).map_err(|e| match e {
+        nix::errno::Errno::ENOENT => FsError::NotFound { path: path.abs().display().to_string() },
+        nix::errno::Errno::EXDEV | nix::errno::Errno::ELOOP => {
+            FsError::Outside { path: path.abs().display().to_string(), root: path.root.display().to_string() }
+        }
+        other => io_err("open", &path.abs(), other),
+    })
+}
+
+/// Opens a regular file for reading. Directories, FIFOs, devices, sockets
+/// and `/proc`/`/sys` files are refused with a message that says what to
+/// use instead.
+pub fn open_file(path: &WsPath) -> Result<(File, std::fs::Metadata), FsError> {
+    let abs = path.abs();
+    if abs.starts_with("/proc") || abs.starts_with("/sys") || abs.starts_with("/dev") {
+        return Err(FsError::NotAFile {
+            path: abs.display().to_string(),
+            what: "a kernel pseudo-file; read it with Bash (e.g. `cat`) if you must".into(),
+        });
+    }
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    let fd = open_beneath(path, OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK, Mode::empty())?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(|e| io_err("stat", &abs, e))?;
+    let ft = meta.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    let what = if ft.is_dir() {
+        Some("a directory; list it with Glob (or `ls` in Bash)")
+    } else if ft.is_fifo() {
+        Some("a FIFO (named pipe); reading it could block forever")
+    } else if ft.is_char_device() || ft.is_block_device() {
+        Some("a device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    };
+    if let Some(what) = what {
+        return Err(FsError::NotAFile { path: abs.display().to_string(), what: what.into() });
+    }
+    nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()))
+        .map_err(|e| io_err("set blocking", &abs, e))?;
+    Ok((file, meta))
+}
+
+/// The state of a file as Read records it.
+pub fn state_of(meta: &std::fs::Metadata, hash: Option<u64>) -> FileState {
+    FileState { mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128, size: meta.size(), hash }
+}
+
+/// Hash of a file's content (stable across runs: SipHash with fixed keys).
+pub fn hash_bytes(bytes: &[u8]) -> u64 {
+    #[allow(deprecated)]
+    let mut h = std::hash::SipHasher::new();
+    h.write(bytes);
+    h.finish()
+}
+
+/// Reads a whole regular file (up to [`MAX_EDIT_BYTES`]).
+pub fn read_all(path: &WsPath) -> Result<(Vec<u8>, std::fs::Metadata), FsError> {
+    let (mut file, meta) = open_file(path)?;
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(FsError::NotAFile {
+            path: path.abs().display().to_string(),
+            what: format!("{} bytes, larger than the {} bytes this tool handles", meta.len(), MAX_EDIT_BYTES),
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).map_err(|e| io_err("read", &path.abs(), e))?;
+    Ok((bytes, meta))
+}
+
+/// What an atomic write replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The file's state after the write.
+    pub state: FileState,
+    /// Whether a file was replaced (not created).
+    pub replaced: bool,
+}
+
+/// Writes `content` to `path` atomically: a temporary file beside it,
+/// `fsync`, `renameat` over it, `fsync` of the directory. A replaced file
+/// keeps its mode (and owner, where permitted). A file with more than one
+/// hard link is refused: replacing it would break the links, and writing
+/// in place would not be atomic. A symlink is followed to its target when
+/// the target is inside the workspace. Missing parent directories are
+/// created.
+pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
+    let abs = path.abs();
+    let Some(name) = path.rel.file_name().map(|n| n.to_owned()) else {
+        return Err(FsError::NotAFile { path: abs.display().to_string(), what: "the workspace itself".into() });
+    };
+    let parent = WsPath { root: path.root.clone(), rel: path.rel.parent().map(Path::to_owned).unwrap_or_default() };
+    // Create missing parents (each checked beneath the workspace as it is opened).
+    let mut built = PathBuf::new();
+    for c in parent.rel.components() {
+        built.push(c);
+        let step = WsPath { root: path.root.clone(), rel: built.clone() };
+        match open_beneath(&step, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty()) {
+            Ok(_) => {}
+            Err(FsError::NotFound { .. }) => {
+                std::fs::create_dir(step.abs()).map_err(|e| io_err("create directory", &step.abs(), e))?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let dir = open_beneath(&parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
+    let existing = nix::sys::stat::fstatat(dir.as_fd(), name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
+    if let Ok(st) = existing
+        && (st.st_mode & libc_s_ifmt()) == libc_s_iflnk()
+    {
+        // Follow the link only inside the workspace (the kernel checks).
+        open_file(path)?;
+        let target = std::fs::canonicalize(&abs).map_err(|e| io_err("resolve", &abs, e))?;
+        let rel = target
+            .strip_prefix(&path.root)
+            .map_err(|_| FsError::Outside { path: abs.display().to_string(), root: path.root.display().to_string() })?;
+        return write_atomic(&WsPath { root: path.root.clone(), rel: rel.to_owned() }, content);
+    }
+    let old = existing.ok();
+    if let Some(st) = &old {
+        if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
+            return Err(FsError::NotAFile { path: abs.display().to_string(), what: "not a regular file".into() });
+        }
+        if st.st_nlink > 1 {
+            return Err(FsError::NotAFile {
+                path: abs.display().to_string(),
+                what: format!(
+                    "a file with {} hard links; replacing it would break them, so it is refused (edit it with Bash if you must)",
+                    st.st_nlink
+                ),
+            });
+        }
+    }
+    let mode = old.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o644);
+    let tmp = format!(".{}.agentd-{}.tmp", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
+    let fd = nix::fcntl::openat(
+        dir.as_fd(),
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| io_err("create temporary file in", &parent.abs(), e))?;
+    let mut file = File::from(fd);
+    let result = (|| {
+        file.write_all(content).map_err(|e| io_err("write", &abs, e))?;
+        nix::sys::stat::fchmod(file.as_fd(), Mode::from_bits_truncate(mode as _))
+            .map_err(|e| io_err("chmod", &abs, e))?;
+        if let Some(st) = &old {
+            // Keeping the owner needs privileges; without them the file is ours.
+            let _ = nix::unistd::fchown(
+                file.as_fd(),
+                Some(nix::unistd::Uid::from_raw(st.st_uid)),
+                Some(nix::unistd::Gid::from_raw(st.st_gid)),
+            );
+        }
+        file.sync_all().map_err(|e| io_err("fsync", &abs, e))?;
+        nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
+            .map_err(|e| io_err("rename into place", &abs, e))?;
+        nix::unistd::fsync(dir.as_fd()).map_err(|e| io_err("fsync directory of", &abs, e))?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        let _ = nix::unistd::unlinkat(dir.as_fd(), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        return Err(e);
+    }
+    let meta = file.metadata().map_err(|e| io_err("stat", &abs, e))?;
+    Ok(Written { state: state_of(&meta, Some(hash_bytes(content))), replaced: old.is_some() })
+}
+
+const fn libc_s_ifmt() -> u32 {
+    0o170000
+}
+const fn libc_s_iflnk() -> u32 {
+    0o120000
+}
+const fn libc_s_ifreg() -> u32 {
+    0o100000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        (dir, root)
+    }
+
+    #[test]
+    fn resolve_keeps_paths_inside_by_components() {
+        let (_d, root) = ws();
+        assert_eq!(resolve(&root, &root, "a/./b/../c").unwrap().rel, PathBuf::from("a/c"));
+        assert_eq!(resolve(&root, &root.join("a"), "x").unwrap().rel, PathBuf::from("a/x"));
+        let evil = format!("{}_evil/x", root.display());
+        assert!(matches!(resolve(&root, &root, &evil), Err(FsError::Outside { .. })));
+        assert!(matches!(resolve(&root, &root, "../x"), Err(FsError::Outside { .. })));
+        assert!(matches!(resolve(&root, &root, "/etc/passwd"), Err(FsError::Outside { .. })));
+        assert_eq!(resolve(&root, &root, "a\0b"), Err(FsError::Nul));
+    }
+
+    #[test]
+    fn symlinks_out_are_refused_when_opened() {
+        let (d, root) = ws();
+        std::fs::write(d.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink(d.path(), root.join("dirlink")).unwrap();
+        let p = resolve(&root, &root, "link").unwrap();
+        assert!(matches!(open_file(&p), Err(FsError::Outside { .. })));
+        let p = resolve(&root, &root, "dirlink/secret").unwrap();
+        assert!(matches!(open_file(&p), Err(FsError::Outside { .. })));
+        assert!(matches!(write_atomic(&p, b"x"), Err(FsError::Outside { .. })));
+        assert_eq!(std::fs::read_to_string(d.path().join("secret")).unwrap(), "s");
+        // A link that stays inside is fine.
+        std::fs::write(root.join("real"), "r").unwrap();
+        std::os::unix::fs::symlink("real", root.join("inside")).unwrap();
+        assert!(open_file(&resolve(&root, &root, "inside").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn atomic_write_keeps_mode_refuses_hard_links_and_creates_parents() {
+        let (_d, root) = ws();
+        let f = root.join("script.sh");
+        std::fs::write(&f, "old").unwrap();
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let w = write_atomic(&resolve(&root, &root, "script.sh").unwrap(), b"new").unwrap();
+        assert!(w.replaced);
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "new");
+        assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o777, 0o755);
+        std::fs::hard_link(&f, root.join("twin")).unwrap();
+        let e = write_atomic(&resolve(&root, &root, "script.sh").unwrap(), b"x").unwrap_err();
+        assert!(e.to_string().contains("hard links"), "{e}");
+        assert_eq!(std::fs::read_to_string(root.join("twin")).unwrap(), "new");
+        write_atomic(&resolve(&root, &root, "deep/er/file.txt").unwrap(), b"hi").unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("deep/er/file.txt")).unwrap(), "hi");
+        let leftovers: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn fifos_and_directories_are_refused_without_blocking() {
+        let (_d, root) = ws();
+        nix::unistd::mkfifo(&root.join("pipe"), Mode::from_bits_truncate(0o600)).unwrap();
+        let e = open_file(&resolve(&root, &root, "pipe").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        std::fs::create_dir(root.join("d")).unwrap();
+        let e = open_file(&resolve(&root, &root, "d").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("Glob"), "{e}");
+    }
+}

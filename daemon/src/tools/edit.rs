@@ -1,0 +1,254 @@
+//! Edit: replaces an exact string in a file the session has read and that
+//! has not changed since (by content). Keeps CRLF line endings, a BOM, the
+//! trailing newline and the file's mode; returns a short unified diff.
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::fs;
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+use crate::tools::write::check_unchanged;
+
+/// Hunks shown in the result's diff.
+const MAX_HUNKS: usize = 5;
+/// Lines of context around a change.
+const CONTEXT: usize = 3;
+
+/// The Edit tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Edit;
+
+/// Input of Edit.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditInput {
+    /// The file to change: absolute, or relative to the workspace. Read it first.
+    pub file_path: String,
+    /// The exact text to replace, including whitespace and indentation. It
+    /// must occur exactly once unless replace_all is set; include more
+    /// surrounding lines to make it unique.
+    pub old_string: String,
+    /// The text to put in its place (must differ from old_string).
+    pub new_string: String,
+    /// Replace every occurrence instead of exactly one.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// What Edit did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EditOutput {
+    /// The file.
+    pub path: PathBuf,
+    /// Occurrences replaced.
+    pub replacements: usize,
+    /// A unified diff of the change (the first hunks).
+    pub diff: String,
+}
+
+impl Tool for Edit {
+    type Input = EditInput;
+    type Output = EditOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "Edit";
+
+    fn description(&self) -> String {
+        "Replaces text in a file: old_string must match the file exactly (whitespace included) and \
+         occur once, or set replace_all. You must Read the file first; if it changed since, Read it \
+         again. Line endings (CRLF), a byte-order mark and the file's permissions are kept."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &EditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        if input.old_string.is_empty() {
+            return Err(ValidationError::new("old_string is empty; use Write to create a file"));
+        }
+        if input.old_string == input.new_string {
+            return Err(ValidationError::new("old_string and new_string are the same; nothing would change"));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, input: &EditInput, _ctx: &ToolContext) -> Decision {
+        Decision::ask(format!("edit {}", input.file_path))
+    }
+
+    fn is_destructive(&self, input: &EditInput) -> bool {
+        let removed = input.old_string.lines().count().saturating_sub(input.new_string.lines().count());
+        removed >= 20 || (input.new_string.trim().is_empty() && input.old_string.lines().count() >= 5)
+    }
+
+    async fn call(
+        &self,
+        input: EditInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<EditOutput>, ToolError> {
+        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let session = ctx.session.clone();
+        let (output, state, key) = tokio::task::spawn_blocking(move || {
+            check_unchanged(&path, &session)?;
+            let abs = path.abs();
+            let (bytes, _) = fs::read_all(&path).map_err(|e| ToolError::new(e.to_string()))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ToolError::new(format!("{} is not UTF-8 text; Edit changes text files", abs.display())))?;
+            let (new_text, replacements, diff) =
+                edit(&text, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
+            let written = fs::write_atomic(&path, new_text.as_bytes()).map_err(|e| ToolError::new(e.to_string()))?;
+            let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
+            Ok((EditOutput { path: abs, replacements, diff }, written.state, key))
+        })
+        .await
+        .map_err(|e| ToolError::new(format!("edit failed: {e}")))??;
+        Ok(ToolOutput::with_modifier(
+            output,
+            Box::new(move |s| {
+                s.files.insert(key, state);
+            }),
+        ))
+    }
+
+    fn result_content(&self, out: &EditOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(format!(
+            "Edited {} ({} replacement{}):\n{}",
+            out.path.display(),
+            out.replacements,
+            if out.replacements == 1 { "" } else { "s" },
+            out.diff
+        ))]
+    }
+
+    fn render_use(&self, input: &EditInput) -> String {
+        format!("Editing {}", input.file_path)
+    }
+
+    fn render_result(&self, out: &EditOutput) -> String {
+        let added = out.diff.lines().filter(|l| l.starts_with('+')).count();
+        let removed = out.diff.lines().filter(|l| l.starts_with('-')).count();
+        format!("Edited {} (+{added} -{removed})", out.path.display())
+    }
+}
+
+/// Applies the edit to `text`: the new text, the number of replacements
+/// and a diff. CRLF files get CRLF in the replacement; a BOM stays.
+fn edit(text: &str, input: &EditInput) -> Result<(String, usize, String), String> {
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let crlf = body.contains("\r\n");
+    let adapt = |s: &str| if crlf && !s.contains("\r\n") { s.replace('\n', "\r\n") } else { s.to_owned() };
+    let (old, new) = (adapt(&input.old_string), adapt(&input.new_string));
+    let positions: Vec<usize> = body.match_indices(old.as_str()).map(|(i, _)| i).collect();
+    match positions.len() {
+        0 => return Err("old_string was not found; it must match exactly, including whitespace and indentation (Read the file again to copy it)".into()),
+        n if n > 1 && !input.replace_all => {
+            let lines: Vec<String> = positions.iter().take(10).map(|p| (body[..*p].matches('\n').count() + 1).to_string()).collect();
+            return Err(format!(
+                "old_string occurs {n} times (at lines {}); add surrounding lines to make it unique, or set replace_all",
+                lines.join(", ")
+            ));
+        }
+        _ => {}
+    }
+    let targets: &[usize] = if input.replace_all { &positions } else { &positions[..1] };
+    let mut out = String::with_capacity(body.len() + targets.len() * new.len());
+    let mut diff = String::new();
+    let mut last = 0;
+    let mut shift: isize = 0;
+    for (n, &pos) in targets.iter().enumerate() {
+        out.push_str(&body[last..pos]);
+        out.push_str(&new);
+        last = pos + old.len();
+        if n < MAX_HUNKS {
+            diff.push_str(&hunk(body, pos, old.len(), &new, shift));
+        }
+        shift += new.matches('\n').count() as isize - old.matches('\n').count() as isize;
+    }
+    out.push_str(&body[last..]);
+    if targets.len() > MAX_HUNKS {
+        diff.push_str(&format!("… {} more hunks\n", targets.len() - MAX_HUNKS));
+    }
+    Ok((format!("{bom}{out}"), targets.len(), diff))
+}
+
+/// One unified-diff hunk for replacing `len` bytes at `pos` with `new`.
+fn hunk(body: &str, pos: usize, len: usize, new: &str, shift: isize) -> String {
+    let start = body[..pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = body[pos + len..].find('\n').map(|i| pos + len + i).unwrap_or(body.len());
+    let old_region = &body[start..end];
+    let new_region = format!("{}{}{}", &body[start..pos], new, &body[pos + len..end]);
+    let before: Vec<&str> = body[..start].trim_end_matches('\n').rsplit('\n').take(CONTEXT).collect();
+    let before: Vec<&str> = if start == 0 { Vec::new() } else { before.into_iter().rev().collect() };
+    let rest = if end >= body.len() { "" } else { &body[end + 1..] };
+    let rest = rest.strip_suffix('\n').unwrap_or(rest);
+    let after: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('\n').take(CONTEXT).collect() };
+    let first_line = body[..start].matches('\n').count() + 1 - before.len();
+    let old_lines: Vec<&str> = old_region.split('\n').collect();
+    let new_lines: Vec<&str> = new_region.split('\n').collect();
+    let mut h = format!(
+        "@@ -{},{} +{},{} @@\n",
+        first_line,
+        before.len() + old_lines.len() + after.len(),
+        (first_line as isize + shift).max(1),
+        before.len() + new_lines.len() + after.len()
+    );
+    let trim = |l: &str| l.trim_end_matches('\r').to_owned();
+    for l in &before {
+        h.push_str(&format!(" {}\n", trim(l)));
+    }
+    for l in &old_lines {
+        h.push_str(&format!("-{}\n", trim(l)));
+    }
+    for l in &new_lines {
+        h.push_str(&format!("+{}\n", trim(l)));
+    }
+    for l in &after {
+        h.push_str(&format!(" {}\n", trim(l)));
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(old: &str, new: &str, all: bool) -> EditInput {
+        EditInput { file_path: "f".into(), old_string: old.into(), new_string: new.into(), replace_all: all }
+    }
+
+    #[test]
+    fn replaces_once_and_diffs() {
+        let (out, n, diff) = edit("a\nb\nc\nd\n", &input("c", "C", false)).unwrap();
+        assert_eq!((out.as_str(), n), ("a\nb\nC\nd\n", 1));
+        assert!(diff.contains("@@ -1,4 +1,4 @@") && diff.contains("-c\n+C\n"), "{diff}");
+    }
+
+    #[test]
+    fn refuses_no_match_and_ambiguous_matches() {
+        assert!(edit("abc", &input("x", "y", false)).unwrap_err().contains("not found"));
+        let e = edit("x\nx\n", &input("x", "y", false)).unwrap_err();
+        assert!(e.contains("2 times") && e.contains("lines 1, 2"), "{e}");
+        assert_eq!(edit("x\nx\n", &input("x", "y", true)).unwrap().0, "y\ny\n");
+    }
+
+    #[test]
+    fn keeps_crlf_bom_and_trailing_newline() {
+        let (out, _, _) = edit("\u{feff}one\r\ntwo\r\n", &input("one\ntwo", "uno\ndos", false)).unwrap();
+        assert_eq!(out, "\u{feff}uno\r\ndos\r\n");
+        let (out, _, _) = edit("no newline at end", &input("end", "END", false)).unwrap();
+        assert_eq!(out, "no newline at END");
+    }
+
+    #[test]
+    fn destructive_means_deleting_much() {
+        let big = "line\n".repeat(30);
+        assert!(Edit.is_destructive(&input(&big, "", false)));
+        assert!(!Edit.is_destructive(&input("a", "b", false)));
+    }
+}

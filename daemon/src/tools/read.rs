@@ -1,0 +1,332 @@
+//! Read: a file's lines, numbered like `cat -n`, paged; images as image
+//! blocks. Records what it saw in the session's file-state cache, which
+//! Edit and Write check before they change the file.
+
+use std::io::{BufRead, BufReader, Read as _};
+use std::path::PathBuf;
+
+use agentd_protocol::tools::{ContentBlock, ImageSource};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::fs::{self, FileState};
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Lines shown when no limit is given.
+const DEFAULT_LIMIT: usize = 2000;
+/// Characters of one line shown before it is cut.
+const MAX_LINE_CHARS: usize = 2000;
+/// Largest image returned as an image block.
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The Read tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Read;
+
+/// Input of Read.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// The file to read: absolute, or relative to the workspace.
+    pub file_path: String,
+    /// First line to show, counting from 1 (default 1). Use it to read the
+    /// rest of a long file.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// How many lines to show (default 2000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// What Read found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadOutput {
+    /// The file.
+    pub path: PathBuf,
+    /// Numbered lines (or empty for an image).
+    pub text: String,
+    /// First and last line shown.
+    pub first_line: usize,
+    /// Last line shown.
+    pub last_line: usize,
+    /// Lines in the file, when known (files too large to scan say `None`).
+    pub total_lines: Option<usize>,
+    /// Lines that were cut at the line limit.
+    pub cut_lines: usize,
+    /// An image (media type and base64 data), for image files.
+    #[serde(skip)]
+    pub image: Option<(String, String)>,
+}
+
+impl Tool for Read {
+    type Input = ReadInput;
+    type Output = ReadOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "Read";
+
+    fn description(&self) -> String {
+        "Reads a file from the workspace. Lines are numbered like `cat -n`; by default up to 2000 lines \
+         from the start, very long lines are cut. For longer files, read on with offset and limit. \
+         PNG, JPEG, GIF and WebP files are returned as images. Directories cannot be read: use Glob. \
+         You must Read a file before you Edit or overwrite it."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &ReadInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        if input.offset == Some(0) {
+            return Err(ValidationError::new("offset counts from 1"));
+        }
+        if input.limit == Some(0) {
+            return Err(ValidationError::new("limit must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &ReadInput, _ctx: &ToolContext) -> Decision {
+        // Reads inside the workspace (the path resolution keeps it there).
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &ReadInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &ReadInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: ReadInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<ReadOutput>, ToolError> {
+        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let (output, state) = tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
+            .await
+            .map_err(|e| ToolError::new(format!("read failed: {e}")))??;
+        let key = std::fs::canonicalize(&output.path).unwrap_or_else(|_| output.path.clone());
+        Ok(ToolOutput::with_modifier(
+            output,
+            Box::new(move |s| {
+                s.files.insert(key, state);
+            }),
+        ))
+    }
+
+    fn result_content(&self, out: &ReadOutput) -> Vec<ContentBlock> {
+        if let Some((media_type, data)) = &out.image {
+            return vec![ContentBlock::Image {
+                source: ImageSource { kind: "base64".into(), media_type: media_type.clone(), data: data.clone() },
+            }];
+        }
+        let mut text = out.text.clone();
+        match out.total_lines {
+            Some(0) => text.push_str("[the file is empty]\n"),
+            Some(total) if out.last_line < total => text.push_str(&format!(
+                "[lines {}-{} of {total}; read on with offset={}]\n",
+                out.first_line,
+                out.last_line,
+                out.last_line + 1
+            )),
+            None if out.last_line >= out.first_line => text.push_str(&format!(
+                "[lines {}-{}; the file may go on: read on with offset={}]\n",
+                out.first_line,
+                out.last_line,
+                out.last_line + 1
+            )),
+            _ => {}
+        }
+        if out.cut_lines > 0 {
+            text.push_str(&format!("[{} long lines were cut at {MAX_LINE_CHARS} characters]\n", out.cut_lines));
+        }
+        vec![ContentBlock::text(text)]
+    }
+
+    fn render_use(&self, input: &ReadInput) -> String {
+        format!("Reading {}", input.file_path)
+    }
+
+    fn render_result(&self, out: &ReadOutput) -> String {
+        match (&out.image, out.total_lines) {
+            (Some((media, _)), _) => format!("Read image {} ({media})", out.path.display()),
+            (None, Some(total)) => {
+                format!("Read {} lines of {total}", out.last_line + 1 - out.first_line.min(out.last_line + 1))
+            }
+            (None, None) => format!("Read lines {}-{}", out.first_line, out.last_line),
+        }
+    }
+
+    fn render_grouped(&self, inputs: &[&ReadInput]) -> String {
+        match inputs {
+            [one] => self.render_use(one),
+            many => format!("Reading {} files", many.len()),
+        }
+    }
+}
+
+fn image_type(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Result<(ReadOutput, FileState), ToolError> {
+    let err = |e: fs::FsError| ToolError::new(e.to_string());
+    let (mut file, meta) = fs::open_file(path).map_err(err)?;
+    let abs = path.abs();
+    let mut head = vec![0u8; 8192];
+    let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+    head.truncate(n);
+    if let Some(media) = image_type(&head) {
+        if meta.len() > MAX_IMAGE_BYTES {
+            return Err(ToolError::new(format!(
+                "{} is an image of {} bytes, more than {MAX_IMAGE_BYTES}",
+                abs.display(),
+                meta.len()
+            )));
+        }
+        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
+        let out = ReadOutput {
+            path: abs,
+            text: String::new(),
+            first_line: 0,
+            last_line: 0,
+            total_lines: None,
+            cut_lines: 0,
+            image: Some((media.to_owned(), base64(&bytes))),
+        };
+        return Ok((out, state));
+    }
+    if head.contains(&0) {
+        return Err(ToolError::new(format!(
+            "{} is a binary file ({} bytes); Read shows text and PNG/JPEG/GIF/WebP images",
+            abs.display(),
+            meta.len()
+        )));
+    }
+    let first = offset.unwrap_or(1);
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    let mut text = String::new();
+    let mut cut_lines = 0;
+    let mut shown_last = first.saturating_sub(1);
+    let mut push_line = |number: usize, line: &str| {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let mut chars = line.char_indices();
+        match chars.nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => {
+                cut_lines += 1;
+                let rest = line[cut..].chars().count();
+                text.push_str(&format!("{number:>6}\t{}… [{rest} more characters]\n", &line[..cut]));
+            }
+            None => text.push_str(&format!("{number:>6}\t{line}\n")),
+        }
+        shown_last = number;
+    };
+    if meta.len() <= fs::MAX_EDIT_BYTES {
+        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
+        let content = String::from_utf8_lossy(&bytes);
+        let body = content.strip_suffix('\n').unwrap_or(&content);
+        let total = if content.is_empty() { 0 } else { body.split('\n').count() };
+        for (i, line) in body.split('\n').enumerate().skip(first - 1).take(limit) {
+            if content.is_empty() {
+                break;
+            }
+            push_line(i + 1, line);
+        }
+        let out = ReadOutput {
+            path: abs,
+            text,
+            first_line: first,
+            last_line: shown_last,
+            total_lines: Some(total),
+            cut_lines,
+            image: None,
+        };
+        return Ok((out, state));
+    }
+    // Too large to hash: stream just the lines asked for.
+    let (file, meta) = fs::open_file(path).map_err(err)?;
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    let mut number = 0;
+    while number < first - 1 + limit {
+        line.clear();
+        let n =
+            reader.read_until(b'\n', &mut line).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if number >= first {
+            let text_line = String::from_utf8_lossy(&line);
+            push_line(number, text_line.strip_suffix('\n').unwrap_or(&text_line));
+        }
+    }
+    let state = fs::state_of(&meta, None);
+    let out = ReadOutput {
+        path: abs,
+        text,
+        first_line: first,
+        last_line: shown_last,
+        total_lines: None,
+        cut_lines,
+        image: None,
+    };
+    Ok((out, state))
+}
+
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// Standard base64 with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(ALPHABET[(n >> 18) as usize & 63] as char);
+        out.push(ALPHABET[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { ALPHABET[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { ALPHABET[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (input, want) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
+            assert_eq!(base64(input.as_bytes()), want);
+        }
+    }
+}

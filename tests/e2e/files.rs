@@ -1,0 +1,240 @@
+//! Read, Write and Edit through the socket: paging, refusals that change
+//! nothing, the file-state cache, paths that try to leave the workspace,
+//! and atomic writes that survive a SIGKILL.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use agentd_tests::{EventStream, RawConn, StandaloneDaemon, TestDaemon, tool_use};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+struct S {
+    c: RawConn,
+    id: String,
+    ws: std::path::PathBuf,
+}
+
+async fn session(d: &TestDaemon) -> S {
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut c = d.raw().await;
+    let id =
+        c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"].as_str().unwrap().to_owned();
+    S { c, id, ws }
+}
+
+impl S {
+    async fn call(&mut self, name: &str, input: Value) -> Value {
+        self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input })).await
+    }
+    async fn read(&mut self, path: &str) -> Value {
+        self.call("Read", json!({ "file_path": path })).await
+    }
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn error(r: &Value) -> String {
+    assert_eq!(r["is_error"], true, "expected an error: {r}");
+    text(r)
+}
+
+#[tokio::test]
+async fn read_numbers_pages_and_cuts_long_lines() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let body: String = (1..=2500).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(s.ws.join("long.txt"), &body).unwrap();
+    let r = s.read("long.txt").await;
+    let t = text(&r);
+    assert!(t.starts_with("     1\tline 1\n     2\tline 2\n"), "{}", &t[..60]);
+    assert!(t.contains("  2000\tline 2000\n") && !t.contains("line 2001"));
+    assert!(t.contains("[lines 1-2000 of 2500; read on with offset=2001]"), "{}", &t[t.len() - 100..]);
+    let r = s.call("Read", json!({ "file_path": s.ws.join("long.txt"), "offset": 2499, "limit": 5 })).await;
+    assert_eq!(text(&r), "  2499\tline 2499\n  2500\tline 2500\n");
+    std::fs::write(s.ws.join("wide.txt"), "x".repeat(5000)).unwrap();
+    let t = text(&s.read("wide.txt").await);
+    assert!(t.contains("… [3000 more characters]") && t.contains("long lines were cut"), "{t}");
+    std::fs::write(s.ws.join("empty.txt"), "").unwrap();
+    assert!(text(&s.read("empty.txt").await).contains("the file is empty"));
+}
+
+#[tokio::test]
+async fn read_refuses_what_is_not_a_text_file_and_returns_images() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    std::fs::create_dir(s.ws.join("dir")).unwrap();
+    assert!(error(&s.read("dir").await).contains("Glob"));
+    nix::unistd::mkfifo(&s.ws.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    assert!(error(&s.read("fifo").await).contains("FIFO"));
+    std::fs::write(s.ws.join("blob.bin"), b"\x7fELF\0\0\0binary").unwrap();
+    assert!(error(&s.read("blob.bin").await).contains("binary"));
+    // A 10 GB sparse file: refused at once, not read.
+    let sparse = std::fs::File::create(s.ws.join("sparse")).unwrap();
+    sparse.set_len(10 << 30).unwrap();
+    let started = std::time::Instant::now();
+    assert!(error(&s.read("sparse").await).contains("binary"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    std::fs::write(s.ws.join("pic.png"), png).unwrap();
+    let r = s.read("pic.png").await;
+    assert_eq!(r["content"][0]["type"], "image", "{r}");
+    assert_eq!(r["content"][0]["source"]["media_type"], "image/png");
+}
+
+#[tokio::test]
+async fn paths_cannot_leave_the_workspace() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let outside = d.dir.path().join("outside.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", s.ws.join("passwd")).unwrap();
+    std::os::unix::fs::symlink(d.dir.path(), s.ws.join("updir")).unwrap();
+    let evil = format!("{}_evil/x", s.ws.display());
+    for path in ["/etc/passwd", "../outside.txt", "passwd", "updir/outside.txt", evil.as_str()] {
+        let r = s.read(path).await;
+        assert!(error(&r).contains("outside the workspace"), "{path}: {r}");
+        let r = s.call("Write", json!({ "file_path": path, "content": "pwned" })).await;
+        assert!(error(&r).contains("outside the workspace"), "{path}: {r}");
+    }
+    let r = s.read("a\u{0}b").await;
+    assert!(error(&r).contains("NUL"), "{r}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
+    assert!(std::fs::read_to_string("/etc/passwd").unwrap().contains("root"));
+}
+
+#[tokio::test]
+async fn edit_needs_a_read_and_refuses_a_file_changed_since_by_content() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let f = s.ws.join("code.rs");
+    std::fs::write(&f, "fn main() {\n    println!(\"hi\");\n}\n").unwrap();
+    let edit = json!({ "file_path": "code.rs", "old_string": "\"hi\"", "new_string": "\"hello\"" });
+    assert!(error(&s.call("Edit", edit.clone()).await).contains("Read it first"));
+    s.read("code.rs").await;
+    let r = s.call("Edit", edit.clone()).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("-    println!(\"hi\");\n+    println!(\"hello\");"), "{r}");
+    assert!(std::fs::read_to_string(&f).unwrap().contains("hello"));
+    // Edit's own write is known: a second edit needs no new Read.
+    let r = s.call("Edit", json!({ "file_path": "code.rs", "old_string": "main", "new_string": "start" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    // Only touched (same bytes, new mtime): not a change.
+    let content = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &content).unwrap();
+    let r = s.call("Edit", json!({ "file_path": "code.rs", "old_string": "start", "new_string": "begin" })).await;
+    assert_eq!(r["is_error"], false, "a rewrite of the same bytes is no alarm: {r}");
+    // Really changed by someone else: refused, file untouched.
+    std::fs::write(&f, "fn begin() { changed }\n").unwrap();
+    let r = s.call("Edit", json!({ "file_path": "code.rs", "old_string": "begin", "new_string": "x" })).await;
+    assert!(error(&r).contains("changed since"), "{r}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "fn begin() { changed }\n");
+}
+
+#[tokio::test]
+async fn edit_keeps_crlf_bom_and_mode_and_reports_precise_mismatches() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let f = s.ws.join("win.txt");
+    std::fs::write(&f, "\u{feff}one\r\ntwo\r\ntwo\r\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+    s.read("win.txt").await;
+    let r = s.call("Edit", json!({ "file_path": "win.txt", "old_string": "two", "new_string": "2" })).await;
+    assert!(error(&r).contains("occurs 2 times"), "{r}");
+    let r = s.call("Edit", json!({ "file_path": "win.txt", "old_string": "nope", "new_string": "x" })).await;
+    assert!(error(&r).contains("not found"));
+    let r = s.call("Edit", json!({ "file_path": "win.txt", "old_string": "one\ntwo", "new_string": "uno\ndos" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(std::fs::read(&f).unwrap(), "\u{feff}uno\r\ndos\r\ntwo\r\n".as_bytes());
+    assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o640);
+}
+
+#[tokio::test]
+async fn write_creates_needs_a_read_to_replace_and_keeps_links_whole() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let r = s.call("Write", json!({ "file_path": "new/dir/f.txt", "content": "a\nb\n" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).starts_with("Created"));
+    assert_eq!(std::fs::read_to_string(s.ws.join("new/dir/f.txt")).unwrap(), "a\nb\n");
+    std::fs::write(s.ws.join("old.txt"), "old").unwrap();
+    assert!(error(&s.call("Write", json!({ "file_path": "old.txt", "content": "x" })).await).contains("Read it first"));
+    assert_eq!(std::fs::read_to_string(s.ws.join("old.txt")).unwrap(), "old");
+    s.read("old.txt").await;
+    let r = s.call("Write", json!({ "file_path": "old.txt", "content": "new" })).await;
+    assert!(text(&r).starts_with("Replaced"), "{r}");
+    std::fs::hard_link(s.ws.join("old.txt"), s.ws.join("twin.txt")).unwrap();
+    s.read("old.txt").await;
+    let r = s.call("Write", json!({ "file_path": "old.txt", "content": "newer" })).await;
+    assert!(error(&r).contains("hard links"), "{r}");
+    assert_eq!(std::fs::read_to_string(s.ws.join("twin.txt")).unwrap(), "new");
+}
+
+#[tokio::test]
+async fn a_file_swapped_for_a_symlink_after_read_is_not_followed_out() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let target = d.dir.path().join("victim");
+    std::fs::write(&target, "victim data").unwrap();
+    std::fs::write(s.ws.join("f.txt"), "innocent").unwrap();
+    s.read("f.txt").await;
+    std::fs::remove_file(s.ws.join("f.txt")).unwrap();
+    std::os::unix::fs::symlink(&target, s.ws.join("f.txt")).unwrap();
+    let r = s.call("Edit", json!({ "file_path": "f.txt", "old_string": "victim", "new_string": "pwned" })).await;
+    assert!(error(&r).contains("outside the workspace"), "{r}");
+    let r = s.call("Write", json!({ "file_path": "f.txt", "content": "pwned" })).await;
+    assert!(error(&r).contains("outside the workspace"), "{r}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "victim data");
+}
+
+/// SIGKILL in the middle of many Writes: every file is whole, old or new.
+#[test]
+fn sigkill_during_writes_leaves_no_torn_file() {
+    let mut d = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let old = "A".repeat(256 * 1024);
+    let new = "B".repeat(256 * 1024);
+    let names: Vec<String> = (0..40).map(|i| format!("f{i:02}.txt")).collect();
+    for n in &names {
+        std::fs::write(ws.join(n), &old).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let sid = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
+        let reads: Vec<Value> =
+            names.iter().map(|n| tool_use(&format!("r{n}"), "Read", json!({"file_path": n, "limit": 1}))).collect();
+        let turn = c.ok("turn/submit", json!({"session_id": sid, "tool_uses": reads, "end": true})).await;
+        events.until_turn_done(turn["turn_id"].as_str().unwrap()).await;
+        let writes: Vec<Value> = names
+            .iter()
+            .map(|n| tool_use(&format!("w{n}"), "Write", json!({"file_path": n, "content": new})))
+            .collect();
+        c.ok("turn/submit", json!({"session_id": sid, "tool_uses": writes, "end": true})).await;
+        // Kill it once a few writes are through.
+        events.until(|e| e["type"] == "tool/result" && e["tool_use_id"] == "wf05.txt").await;
+    });
+    d.signal(Signal::SIGKILL);
+    d.wait_exit();
+    let mut counts = (0, 0);
+    for n in &names {
+        let content = std::fs::read_to_string(ws.join(n)).unwrap();
+        if content == old {
+            counts.0 += 1;
+        } else if content == new {
+            counts.1 += 1;
+        } else {
+            panic!("{n} is torn: {} bytes", content.len());
+        }
+    }
+    assert!(counts.1 >= 6, "{counts:?}");
+    let _ = Path::new("");
+}
