@@ -9,6 +9,7 @@ mod conventions;
 mod files;
 mod lifecycle;
 mod readme;
+mod search;
 mod sessions;
 mod socket;
 mod systemd;

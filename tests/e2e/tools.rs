@@ -13,7 +13,7 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 }
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
-const BUILTIN: &[&str] = &["Bash", "BashOutput", "Edit", "KillShell", "Read", "Write"];
+const BUILTIN: &[&str] = &["Bash", "BashOutput", "Edit", "Glob", "Grep", "KillShell", "Read", "Write"];
 /// Tools of test builds that are enabled.
 const TEST_TOOLS: &[&str] = &["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell", "TestSleep"];
 

@@ -82,6 +82,7 @@ impl Daemon {
                 "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
             );
         }
+        tracing::debug!(?config, "starting");
         crate::process::become_subreaper();
         let mut socket = listen::open(&config.socket)?;
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());

@@ -5,6 +5,8 @@
 pub mod bash;
 pub mod bash_output;
 pub mod edit;
+pub mod glob;
+pub mod grep;
 pub mod kill_shell;
 pub mod read;
 pub mod tool_search;
@@ -40,6 +42,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(read::Read);
     registry.add(write::Write);
     registry.add(edit::Edit);
+    registry.add(glob::Glob);
+    registry.add(grep::Grep);
     registry.add(tool_search::ToolSearch);
     #[cfg(feature = "test-tools")]
     {

@@ -1,0 +1,185 @@
+//! Glob: files whose path matches a glob pattern, newest first. Walks with
+//! the `ignore` crate's parallel walker, so `.gitignore` and hidden files
+//! follow ripgrep's defaults (with options to include them).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::fs;
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Paths returned when no limit is given.
+const DEFAULT_LIMIT: usize = 100;
+
+/// The Glob tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Glob;
+
+/// Input of Glob.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobInput {
+    /// The glob, relative to `path`: `*.rs` matches in that directory only,
+    /// `**/*.rs` at any depth, `src/**/test_*.py`, `**/*.{ts,tsx}`.
+    pub pattern: String,
+    /// Directory to search (absolute or relative to the workspace; default the workspace).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Most paths to return (default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Include hidden files and directories (default: skipped, like ripgrep).
+    #[serde(default)]
+    pub include_hidden: bool,
+    /// Include files that .gitignore/.ignore exclude (default: skipped).
+    #[serde(default)]
+    pub include_ignored: bool,
+}
+
+/// What Glob found.
+#[derive(Debug, Clone, Serialize)]
+pub struct GlobOutput {
+    /// Matching files, newest first.
+    pub files: Vec<PathBuf>,
+    /// Matches beyond the limit.
+    pub more: usize,
+}
+
+impl Tool for Glob {
+    type Input = GlobInput;
+    type Output = GlobOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "Glob";
+
+    fn description(&self) -> String {
+        "Finds files by name with a glob pattern (e.g. `**/*.rs`, `src/**/*.ts`), newest first. \
+         Respects .gitignore and skips hidden files unless asked. Use it instead of `find` or `ls`."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &GlobInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        if let Some(p) = &input.path {
+            fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ValidationError::new(e.to_string()))?;
+        }
+        globset::GlobBuilder::new(&input.pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ValidationError::new(format!("invalid glob: {e}")))?;
+        if input.limit == Some(0) {
+            return Err(ValidationError::new("limit must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &GlobInput, _ctx: &ToolContext) -> Decision {
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &GlobInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &GlobInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &GlobInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: GlobInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<GlobOutput>, ToolError> {
+        let dir = match &input.path {
+            Some(p) => fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            None => ctx.cwd.to_path_buf(),
+        };
+        let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;
+        if !canonical.starts_with(&*ctx.cwd) {
+            return Err(ToolError::new(format!("{} is outside the workspace", dir.display())));
+        }
+        if !canonical.is_dir() {
+            return Err(ToolError::new(format!("{} is not a directory", dir.display())));
+        }
+        let cancel = ctx.cancel.clone();
+        tokio::task::spawn_blocking(move || glob(&canonical, &input, &cancel))
+            .await
+            .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
+            .map(ToolOutput::new)
+    }
+
+    fn result_content(&self, out: &GlobOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        let mut text: String = out.files.iter().map(|f| format!("{}\n", f.display())).collect();
+        if out.files.is_empty() {
+            text.push_str("No files matched.\n");
+        }
+        if out.more > 0 {
+            text.push_str(&format!("[{} more files matched; narrow the pattern or raise the limit]\n", out.more));
+        }
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
+    }
+
+    fn render_use(&self, input: &GlobInput) -> String {
+        format!("Finding {}", input.pattern)
+    }
+
+    fn render_result(&self, out: &GlobOutput) -> String {
+        format!("Found {} files", out.files.len() + out.more)
+    }
+}
+
+fn glob(
+    dir: &std::path::Path,
+    input: &GlobInput,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<GlobOutput, ToolError> {
+    let matcher = globset::GlobBuilder::new(&input.pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
+        .compile_matcher();
+    let found: Mutex<Vec<(SystemTime, PathBuf)>> = Mutex::new(Vec::new());
+    let walker = ignore::WalkBuilder::new(dir)
+        .hidden(!input.include_hidden)
+        .git_ignore(!input.include_ignored)
+        .git_global(!input.include_ignored)
+        .git_exclude(!input.include_ignored)
+        .ignore(!input.include_ignored)
+        .parents(!input.include_ignored)
+        .threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+        .build_parallel();
+    walker.run(|| {
+        let matcher = &matcher;
+        let found = &found;
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return ignore::WalkState::Quit;
+            }
+            let Ok(entry) = entry else { return ignore::WalkState::Continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return ignore::WalkState::Continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(dir) else { return ignore::WalkState::Continue };
+            if matcher.is_match(rel) {
+                let mtime = entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH);
+                found.lock().unwrap_or_else(|e| e.into_inner()).push((mtime, entry.path().to_owned()));
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Newest first; equal times by path, so the order is stable.
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
+    let more = found.len().saturating_sub(limit);
+    Ok(GlobOutput { files: found.into_iter().take(limit).map(|(_, p)| p).collect(), more })
+}

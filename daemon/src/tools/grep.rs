@@ -1,0 +1,346 @@
+//! Grep: searches file contents in-process with ripgrep's crates
+//! (`grep-regex`, `grep-searcher`, the `ignore` parallel walker), configured
+//! like ripgrep (no mmap while walking, `\n` as the line terminator, one
+//! searcher per thread). Results are sorted by path; a deadline returns
+//! what was found so far, saying so.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::fs;
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Default time a search may take before it returns partial results.
+const DEFAULT_TIMEOUT_MS: u64 = 20_000;
+/// Characters of content output kept.
+const MAX_CONTENT_CHARS: usize = 30_000;
+
+/// The Grep tool.
+#[derive(Debug, Clone, Copy)]
+pub struct Grep;
+
+/// What Grep returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Paths of files with a match (the default).
+    #[default]
+    FilesWithMatches,
+    /// Matching lines (with context if asked).
+    Content,
+    /// Matches per file.
+    Count,
+}
+
+/// Input of Grep.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepInput {
+    /// A regular expression (Rust regex syntax, like ripgrep's).
+    pub pattern: String,
+    /// File or directory to search (default the workspace).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only files matching this glob, e.g. `*.rs` or `**/*.{ts,tsx}`.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Only files of this type, as ripgrep names them (`rust`, `py`, `js`, …).
+    #[serde(default, rename = "type")]
+    pub file_type: Option<String>,
+    /// Case-insensitive search.
+    #[serde(default, rename = "-i")]
+    pub case_insensitive: bool,
+    /// Show line numbers in content mode (default true).
+    #[serde(default, rename = "-n")]
+    pub line_numbers: Option<bool>,
+    /// Lines of context after each match (content mode).
+    #[serde(default, rename = "-A")]
+    pub after: Option<usize>,
+    /// Lines of context before each match (content mode).
+    #[serde(default, rename = "-B")]
+    pub before: Option<usize>,
+    /// Lines of context before and after each match (content mode).
+    #[serde(default, rename = "-C")]
+    pub context: Option<usize>,
+    /// Let the pattern span lines (`.` matches newlines).
+    #[serde(default)]
+    pub multiline: bool,
+    /// `files_with_matches` (default), `content` or `count`.
+    #[serde(default)]
+    pub output_mode: OutputMode,
+    /// Return at most this many entries (files, lines or counts).
+    #[serde(default)]
+    pub head_limit: Option<usize>,
+    /// Skip this many entries first.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Stop after this many milliseconds and return what was found (default 20000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What Grep found.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrepOutput {
+    /// Entries: paths, `path:line:text` lines, or `path:count`.
+    pub entries: Vec<String>,
+    /// Entries left out by head_limit/offset.
+    pub omitted: usize,
+    /// Files searched.
+    pub files_searched: usize,
+    /// Set when the deadline cut the search: where it was.
+    pub cut: Option<String>,
+    /// The content was cut at the output limit.
+    pub truncated: bool,
+}
+
+impl Tool for Grep {
+    type Input = GrepInput;
+    type Output = GrepOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "Grep";
+
+    fn description(&self) -> String {
+        "Searches file contents with a regular expression (ripgrep's engine, in-process). Respects \
+         .gitignore. output_mode: files_with_matches (default, paths), content (matching lines; -A/-B/-C \
+         for context, -n for line numbers) or count. Narrow with glob or type; -i ignores case; \
+         multiline lets a pattern span lines. Use it instead of grep or rg in Bash."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &GrepInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        if let Some(p) = &input.path {
+            fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ValidationError::new(e.to_string()))?;
+        }
+        matcher(input).map_err(|e| ValidationError::new(e.to_string()))?;
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &GrepInput, _ctx: &ToolContext) -> Decision {
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &GrepInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &GrepInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &GrepInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: GrepInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<GrepOutput>, ToolError> {
+        let target = match &input.path {
+            Some(p) => fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            None => ctx.cwd.to_path_buf(),
+        };
+        let canonical =
+            std::fs::canonicalize(&target).map_err(|e| ToolError::new(format!("{}: {e}", target.display())))?;
+        if !canonical.starts_with(&*ctx.cwd) {
+            return Err(ToolError::new(format!("{} is outside the workspace", target.display())));
+        }
+        let cancel = ctx.cancel.clone();
+        tokio::task::spawn_blocking(move || search(&canonical, &input, &cancel))
+            .await
+            .map_err(|e| ToolError::new(format!("search failed: {e}")))?
+            .map(ToolOutput::new)
+    }
+
+    fn result_content(&self, out: &GrepOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        let mut text = String::new();
+        for e in &out.entries {
+            text.push_str(e);
+            text.push('\n');
+        }
+        if out.entries.is_empty() && out.cut.is_none() {
+            text.push_str("No matches.\n");
+        }
+        if out.truncated {
+            text.push_str("[output cut at 30000 characters; narrow the search or use head_limit/offset]\n");
+        }
+        if out.omitted > 0 {
+            text.push_str(&format!("[{} more entries; use offset to see them]\n", out.omitted));
+        }
+        if let Some(cut) = &out.cut {
+            text.push_str(&format!(
+                "[the search stopped at its deadline after {} files ({cut}); these results are partial]\n",
+                out.files_searched
+            ));
+        }
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
+    }
+
+    fn render_use(&self, input: &GrepInput) -> String {
+        format!("Searching for {:?}", input.pattern)
+    }
+
+    fn render_result(&self, out: &GrepOutput) -> String {
+        format!("{} results in {} files searched", out.entries.len() + out.omitted, out.files_searched)
+    }
+}
+
+fn matcher(input: &GrepInput) -> Result<grep_regex::RegexMatcher, grep_regex::Error> {
+    let mut b = RegexMatcherBuilder::new();
+    b.case_insensitive(input.case_insensitive);
+    if input.multiline {
+        b.multi_line(true).dot_matches_new_line(true);
+    } else {
+        // Without it, patterns like `\s+` take a slow path (DESIGN.md §8).
+        b.line_terminator(Some(b'\n'));
+    }
+    b.build(&input.pattern)
+}
+
+/// One file's findings.
+struct FileHits {
+    path: PathBuf,
+    lines: Vec<String>,
+    count: usize,
+}
+
+struct Collect<'a> {
+    mode: OutputMode,
+    numbers: bool,
+    path: &'a Path,
+    hits: FileHits,
+}
+
+impl Sink for Collect<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        self.hits.count += 1;
+        match self.mode {
+            OutputMode::FilesWithMatches => return Ok(false),
+            OutputMode::Count => {}
+            OutputMode::Content => self.line(':', m.line_number(), m.bytes()),
+        }
+        Ok(true)
+    }
+
+    fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
+        if self.mode == OutputMode::Content {
+            self.line('-', c.line_number(), c.bytes());
+        }
+        Ok(true)
+    }
+}
+
+impl Collect<'_> {
+    fn line(&mut self, sep: char, number: Option<u64>, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        for (i, l) in text.trim_end_matches('\n').split('\n').enumerate() {
+            let l = l.trim_end_matches('\r');
+            let line = match (self.numbers, number) {
+                (true, Some(n)) => format!("{}{sep}{}{sep}{l}", self.path.display(), n + i as u64),
+                _ => format!("{}{sep}{l}", self.path.display()),
+            };
+            self.hits.lines.push(line);
+        }
+    }
+}
+
+fn search(
+    target: &Path,
+    input: &GrepInput,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<GrepOutput, ToolError> {
+    let matcher = matcher(input).map_err(|e| ToolError::new(format!("invalid pattern: {e}")))?;
+    let mut walk = ignore::WalkBuilder::new(target);
+    walk.threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    if let Some(t) = &input.file_type {
+        let mut types = ignore::types::TypesBuilder::new();
+        types.add_defaults();
+        types.select(t);
+        walk.types(types.build().map_err(|e| ToolError::new(format!("unknown file type {t:?}: {e}")))?);
+    }
+    if let Some(g) = &input.glob {
+        let mut o = ignore::overrides::OverrideBuilder::new(target);
+        o.add(g).map_err(|e| ToolError::new(format!("invalid glob: {e}")))?;
+        walk.overrides(o.build().map_err(|e| ToolError::new(format!("invalid glob: {e}")))?);
+    }
+    let context = input.context.unwrap_or(0);
+    let (before, after) = (input.before.unwrap_or(context), input.after.unwrap_or(context));
+    let numbers = input.line_numbers.unwrap_or(true);
+    let deadline = Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
+    let hits: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
+    let searched = std::sync::atomic::AtomicUsize::new(0);
+    let cut: Mutex<Option<String>> = Mutex::new(None);
+    walk.build_parallel().run(|| {
+        let matcher = matcher.clone();
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .before_context(before)
+            .after_context(after)
+            .multi_line(input.multiline)
+            .binary_detection(BinaryDetection::quit(b'\0'))
+            .build();
+        let (hits, searched, cut) = (&hits, &searched, &cut);
+        Box::new(move |entry| {
+            let Ok(entry) = entry else { return ignore::WalkState::Continue };
+            if cancel.is_cancelled() || Instant::now() > deadline {
+                let mut cut = cut.lock().unwrap_or_else(|e| e.into_inner());
+                cut.get_or_insert_with(|| format!("while walking {}", entry.path().display()));
+                return ignore::WalkState::Quit;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return ignore::WalkState::Continue;
+            }
+            searched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut sink = Collect {
+                mode: input.output_mode,
+                numbers,
+                path: entry.path(),
+                hits: FileHits { path: entry.path().to_owned(), lines: Vec::new(), count: 0 },
+            };
+            if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.hits.count > 0 {
+                hits.lock().unwrap_or_else(|e| e.into_inner()).push(sink.hits);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
+    hits.sort_by(|a, b| a.path.cmp(&b.path));
+    let entries: Vec<String> = match input.output_mode {
+        OutputMode::FilesWithMatches => hits.iter().map(|h| h.path.display().to_string()).collect(),
+        OutputMode::Count => hits.iter().map(|h| format!("{}:{}", h.path.display(), h.count)).collect(),
+        OutputMode::Content => hits.into_iter().flat_map(|h| h.lines).collect(),
+    };
+    let offset = input.offset.unwrap_or(0);
+    let limit = input.head_limit.unwrap_or(usize::MAX);
+    let total = entries.len();
+    let mut kept: Vec<String> = entries.into_iter().skip(offset).take(limit).collect();
+    let omitted = total.saturating_sub(offset).saturating_sub(kept.len());
+    let mut chars = 0;
+    let mut truncated = false;
+    if let Some(i) = kept.iter().position(|e| {
+        chars += e.len() + 1;
+        chars > MAX_CONTENT_CHARS
+    }) {
+        kept.truncate(i);
+        truncated = true;
+    }
+    Ok(GrepOutput {
+        entries: kept,
+        omitted,
+        files_searched: searched.into_inner(),
+        cut: cut.into_inner().unwrap_or_else(|e| e.into_inner()),
+        truncated,
+    })
+}

@@ -1,0 +1,111 @@
+//! Glob and Grep through the socket.
+
+use std::time::{Duration, SystemTime};
+
+use agentd_tests::{RawConn, TestDaemon};
+use serde_json::{Value, json};
+
+struct S {
+    c: RawConn,
+    id: String,
+    ws: std::path::PathBuf,
+}
+
+async fn session(d: &TestDaemon) -> S {
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    for (path, body) in [
+        ("src/main.rs", "fn main() {\n    println!(\"Hello\");\n}\n"),
+        ("src/lib.rs", "pub fn hello() -> &'static str {\n    \"hello\"\n}\n"),
+        ("src/deep/mod.rs", "// nothing to see\n"),
+        ("README.md", "Hello world\nsecond line\n"),
+        ("build.log", "hello from an ignored file\n"),
+        (".hidden/secret.rs", "fn hidden() {}\n"),
+    ] {
+        let p = ws.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
+    let mut c = d.raw().await;
+    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    S { c, id, ws }
+}
+
+impl S {
+    async fn call(&mut self, name: &str, input: Value) -> (bool, String) {
+        let r = self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input })).await;
+        let text = r["content"][0]["text"].as_str().unwrap_or_default().replace(&format!("{}/", self.ws.display()), "");
+        (r["is_error"].as_bool().unwrap(), text)
+    }
+}
+
+fn set_mtime(path: &std::path::Path, secs_ago: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago)).unwrap();
+}
+
+#[tokio::test]
+async fn glob_matches_like_fast_glob_newest_first_within_limits() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    set_mtime(&s.ws.join("src/main.rs"), 300);
+    set_mtime(&s.ws.join("src/lib.rs"), 100);
+    set_mtime(&s.ws.join("src/deep/mod.rs"), 200);
+    let (err, out) = s.call("Glob", json!({ "pattern": "**/*.rs" })).await;
+    assert!(!err);
+    assert_eq!(out, "src/lib.rs\nsrc/deep/mod.rs\nsrc/main.rs\n", "newest first, hidden skipped");
+    let (_, out) = s.call("Glob", json!({ "pattern": "*.rs", "path": "src" })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/main.rs\n", "`*` does not cross directories");
+    let (_, out) = s.call("Glob", json!({ "pattern": "**/*.rs", "limit": 1 })).await;
+    assert_eq!(out, "src/lib.rs\n[2 more files matched; narrow the pattern or raise the limit]\n");
+    let (_, out) = s.call("Glob", json!({ "pattern": "*.log" })).await;
+    assert_eq!(out, "No files matched.\n", ".gitignore is honoured");
+    let (_, out) = s.call("Glob", json!({ "pattern": "*.log", "include_ignored": true })).await;
+    assert_eq!(out, "build.log\n");
+    let (_, out) = s.call("Glob", json!({ "pattern": "**/secret.rs", "include_hidden": true })).await;
+    assert_eq!(out, ".hidden/secret.rs\n");
+    let (err, out) = s.call("Glob", json!({ "pattern": "*", "path": "/etc" })).await;
+    assert!(err && out.contains("outside the workspace"), "{out}");
+    let (err, out) = s.call("Glob", json!({ "pattern": "[" })).await;
+    assert!(err && out.contains("invalid glob"), "{out}");
+}
+
+#[tokio::test]
+async fn grep_modes_and_filters_like_ripgrep() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let (_, out) = s.call("Grep", json!({ "pattern": "hello" })).await;
+    assert_eq!(out, "src/lib.rs\n", "sorted paths; case-sensitive; ignored and hidden files skipped");
+    let (_, out) = s.call("Grep", json!({ "pattern": "hello", "-i": true })).await;
+    assert_eq!(out, "README.md\nsrc/lib.rs\nsrc/main.rs\n");
+    let (_, out) = s.call("Grep", json!({ "pattern": "Hello", "output_mode": "content" })).await;
+    assert_eq!(out, "README.md:1:Hello world\nsrc/main.rs:2:    println!(\"Hello\");\n");
+    let (_, out) =
+        s.call("Grep", json!({ "pattern": "Hello w", "output_mode": "content", "-A": 1, "-n": false })).await;
+    assert_eq!(out, "README.md:Hello world\nREADME.md-second line\n");
+    let (_, out) = s.call("Grep", json!({ "pattern": "\\bfn\\b", "output_mode": "count", "type": "rust" })).await;
+    assert_eq!(out, "src/lib.rs:1\nsrc/main.rs:1\n");
+    let (_, out) = s.call("Grep", json!({ "pattern": "fn", "glob": "**/main.rs" })).await;
+    assert_eq!(out, "src/main.rs\n");
+    let (_, out) =
+        s.call("Grep", json!({ "pattern": "[a-z]", "output_mode": "content", "head_limit": 2, "offset": 1 })).await;
+    assert!(out.starts_with("README.md:2:second line\nsrc/deep/mod.rs:1:"), "{out}");
+    assert!(out.contains("more entries; use offset"), "{out}");
+    let (_, out) = s.call("Grep", json!({ "pattern": "main\\(\\) \\{\\n\\s+println", "multiline": true })).await;
+    assert_eq!(out, "src/main.rs\n");
+    let (_, out) = s.call("Grep", json!({ "pattern": "zebra" })).await;
+    assert_eq!(out, "No matches.\n");
+    let (err, out) = s.call("Grep", json!({ "pattern": "(" })).await;
+    assert!(err && out.contains("regex parse error"), "{out}");
+}
+
+#[tokio::test]
+async fn a_grep_cut_by_its_deadline_says_so_instead_of_no_matches() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let (err, out) = s.call("Grep", json!({ "pattern": "Hello", "timeout_ms": 0 })).await;
+    assert!(!err);
+    assert!(out.contains("stopped at its deadline") && out.contains("partial"), "{out}");
+    assert!(!out.contains("No matches"), "{out}");
+}
