@@ -10,6 +10,10 @@
 //! `bash` compares a Bash tool call of `true` through the daemon (one
 //! `tool/call` round trip) with spawning `bash -c true` directly.
 //!
+//! `search --corpus DIR` compares Grep and Glob through the daemon with the
+//! `rg` binary on the same tree (build the tree with
+//! `../shared/bench/make_corpus.sh`).
+//!
 //! Both servers are separate processes with a multi-threaded tokio runtime:
 //! the real `agentd` binary beside this one, and this binary re-executed as
 //! `bench echo-server SOCKET`. The client sends `daemon/info` requests, one
@@ -31,6 +35,7 @@ fn main() {
         Some("echo-server") => echo_server(Path::new(&args[1])),
         Some("rpc") => rpc(&args[1..]),
         Some("bash") => bash(&args[1..]),
+        Some("search") => search(&args[1..]),
         _ => {
             eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
@@ -266,4 +271,104 @@ fn bash(args: &[String]) {
     println!("{:<28} {:>9.0} {:>9.0}", "bash -c true (direct)", d50, d99);
     println!("{:<28} {:>9.0} {:>9.0}", "Bash tool via agentd", a50, a99);
     println!("overhead: p50 {:.2} ms, p99 {:.2} ms (goal <= 2 ms)", (a50 - d50) / 1e3, (a99 - d99) / 1e3);
+}
+
+/// One `tool/call` on a fresh line-level connection; returns (µs, reply).
+async fn tool_call(socket: &Path, session: &str, name: &str, input: serde_json::Value) -> (f64, serde_json::Value) {
+    let (mut r, mut w) = connect(socket).await;
+    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tool/call",
+        "params": {"session_id": session, "name": name, "input": input}});
+    let mut line = String::new();
+    let t = Instant::now();
+    w.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+    r.read_line(&mut line).await.unwrap();
+    let took = t.elapsed().as_secs_f64() * 1e6;
+    (took, serde_json::from_str(&line).unwrap())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Grep and Glob through the daemon against `rg` on the same tree.
+fn search(args: &[String]) {
+    let corpus = args
+        .iter()
+        .position(|a| a == "--corpus")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("agentd-corpus"));
+    let corpus = std::fs::canonicalize(&corpus).expect("the corpus exists (../shared/bench/make_corpus.sh)");
+    let runs = flag(args, "--runs", 5);
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    let socket = dir.path().join("agentd.sock");
+    let _daemon = Server {
+        name: "agentd",
+        child: Command::new(&agentd)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: socket.clone(),
+    };
+    wait_for(&socket);
+    let files = Command::new("rg").arg("--files").current_dir(&corpus).output().expect("rg is installed");
+    let file_count = files.stdout.iter().filter(|b| **b == b'\n').count();
+    println!("corpus {} ({file_count} files rg would search), median of {runs} runs", corpus.display());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let session = rt.block_on(async {
+        let (mut r, mut w) = connect(&socket).await;
+        let create =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"cwd": corpus}});
+        w.write_all(format!("{create}\n").as_bytes()).await.unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).await.unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+        reply["result"]["session_id"].as_str().unwrap().to_owned()
+    });
+    type Case = (&'static str, Vec<&'static str>, &'static str, serde_json::Value);
+    let cases: Vec<Case> = vec![
+        ("literal -l", vec!["-l", "fn main"], "Grep", serde_json::json!({"pattern": "fn main", "timeout_ms": 600000})),
+        (
+            "-i alternation -c",
+            vec!["-c", "-i", "error|warning"],
+            "Grep",
+            serde_json::json!({"pattern": "error|warning", "-i": true, "output_mode": "count", "head_limit": 1, "timeout_ms": 600000}),
+        ),
+        (
+            "word boundary -l",
+            vec!["-l", "\\bunsafe\\s+fn\\b"],
+            "Grep",
+            serde_json::json!({"pattern": "\\bunsafe\\s+fn\\b", "timeout_ms": 600000}),
+        ),
+        (
+            "files -g **/*.rs",
+            vec!["--files", "-g", "**/*.rs"],
+            "Glob",
+            serde_json::json!({"pattern": "**/*.rs", "limit": 100}),
+        ),
+    ];
+    println!("{:<22} {:>10} {:>10} {:>7}", "query", "rg ms", "agentd ms", "ratio");
+    for (name, rg_args, tool, input) in cases {
+        let mut rg_times = Vec::new();
+        let mut our_times = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let out = Command::new("rg").args(&rg_args).current_dir(&corpus).output().unwrap();
+            assert!(out.status.code().unwrap_or(2) < 2, "rg failed: {}", String::from_utf8_lossy(&out.stderr));
+            rg_times.push(t.elapsed().as_secs_f64() * 1e6);
+            let (took, reply) = rt.block_on(tool_call(&socket, &session, tool, input.clone()));
+            assert_eq!(reply["result"]["is_error"], false, "{reply}");
+            our_times.push(took);
+        }
+        let (rg, ours) = (median(rg_times), median(our_times));
+        println!("{:<22} {:>10.1} {:>10.1} {:>6.2}x", name, rg / 1e3, ours / 1e3, ours / rg);
+    }
 }

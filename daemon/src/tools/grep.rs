@@ -93,6 +93,8 @@ pub struct GrepOutput {
     pub entries: Vec<String>,
     /// Entries left out by head_limit/offset.
     pub omitted: usize,
+    /// All entries found (files, lines or counts), before any limit.
+    pub total: usize,
     /// Files searched.
     pub files_searched: usize,
     /// Set when the deadline cut the search: where it was.
@@ -172,7 +174,11 @@ impl Tool for Grep {
             text.push_str("No matches.\n");
         }
         if out.truncated {
-            text.push_str("[output cut at 30000 characters; narrow the search or use head_limit/offset]\n");
+            text.push_str(&format!(
+                "[output cut at 30000 characters after {} of {} entries; narrow the search or use head_limit/offset]\n",
+                out.entries.len(),
+                out.total
+            ));
         }
         if out.omitted > 0 {
             text.push_str(&format!("[{} more entries; use offset to see them]\n", out.omitted));
@@ -191,7 +197,7 @@ impl Tool for Grep {
     }
 
     fn render_result(&self, out: &GrepOutput) -> String {
-        format!("{} results in {} files searched", out.entries.len() + out.omitted, out.files_searched)
+        format!("{} results in {} files searched", out.total, out.files_searched)
     }
 }
 
@@ -339,6 +345,7 @@ fn search(
     Ok(GrepOutput {
         entries: kept,
         omitted,
+        total,
         files_searched: searched.into_inner(),
         cut: cut.into_inner().unwrap_or_else(|e| e.into_inner()),
         truncated,
