@@ -100,6 +100,32 @@ pub struct JobInfo {
     pub exit_code: Option<i32>,
 }
 
+/// One entry of a session's todo list (the TodoWrite tool's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoItem {
+    /// What is to be done, in the imperative ("Run the tests").
+    pub content: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: TodoStatus,
+    /// The same in the present continuous, shown while it is in progress
+    /// ("Running the tests").
+    #[serde(default, rename = "activeForm", skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+}
+
+/// The state of a todo item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
 /// Params of `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +216,10 @@ pub struct SessionInfo {
     /// `session/list`).
     #[serde(default)]
     pub jobs: Vec<JobInfo>,
+    /// The todo list the model keeps with TodoWrite (filled in by
+    /// `session/get` and `session/list`).
+    #[serde(default)]
+    pub todos: Vec<TodoItem>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -238,3 +238,61 @@ fn sigkill_during_writes_leaves_no_torn_file() {
     assert!(counts.1 >= 6, "{counts:?}");
     let _ = Path::new("");
 }
+
+#[tokio::test]
+async fn notebooks_read_as_cells_and_edit_one_cell_leaving_the_rest() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let nb = json!({
+        "cells": [
+            {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": ["# Title\n"]},
+            {"cell_type": "code", "id": "calc", "metadata": {"tags": ["keep"]}, "execution_count": 1,
+             "source": ["x = 1\n", "x + 1"],
+             "outputs": [{"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/plain": ["2"]}}]},
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5
+    });
+    std::fs::write(s.ws.join("nb.ipynb"), serde_json::to_string_pretty(&nb).unwrap()).unwrap();
+    let t = text(&s.read("nb.ipynb").await);
+    assert!(t.contains("cell 1 [code] id=calc") && t.contains("x + 1") && t.contains("[output]\n2"), "{t}");
+    let r = s
+        .call("NotebookEdit", json!({ "notebook_path": "nb.ipynb", "cell_id": "calc", "new_source": "x = 2\nx * 3" }))
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = s.call("NotebookEdit", json!({ "notebook_path": "nb.ipynb", "cell_id": "intro", "edit_mode": "insert", "cell_type": "code", "new_source": "print('hi')" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(s.ws.join("nb.ipynb")).unwrap()).unwrap();
+    let cells = after["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    assert_eq!(cells[1]["source"], json!(["print('hi')"]));
+    assert_eq!(cells[2]["source"], json!(["x = 2\n", "x * 3"]));
+    assert_eq!(cells[2]["outputs"], json!([]), "stale outputs are cleared");
+    assert_eq!(cells[2]["metadata"], json!({"tags": ["keep"]}), "the rest of the cell is kept");
+    assert_eq!(after["metadata"], nb["metadata"], "notebook metadata is kept");
+    let r =
+        s.call("NotebookEdit", json!({ "notebook_path": "nb.ipynb", "cell_index": 0, "edit_mode": "delete" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = s.call("NotebookEdit", json!({ "notebook_path": "nb.ipynb", "cell_id": "nope", "new_source": "x" })).await;
+    assert!(error(&r).contains("no cell has id"), "{r}");
+}
+
+#[tokio::test]
+async fn todo_write_keeps_the_list_clients_read_in_session_get() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let todos = json!([
+        {"content": "Write the parser", "status": "completed"},
+        {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+        {"content": "Ship it", "status": "pending"}
+    ]);
+    let r = s.call("TodoWrite", json!({ "todos": todos })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("[x] Write the parser\n[~] Run the tests\n[ ] Ship it"), "{r}");
+    let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
+    assert_eq!(info["todos"], todos);
+    let two = json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]);
+    assert!(error(&s.call("TodoWrite", json!({ "todos": two })).await).contains("at most one"));
+    assert_eq!(s.c.ok("session/get", json!({ "session_id": s.id })).await["todos"], todos, "unchanged");
+}

@@ -63,6 +63,7 @@ impl Session {
     pub fn current_info(&self) -> SessionInfo {
         let mut info = self.info.clone();
         info.jobs = self.executor.jobs().list();
+        info.todos = self.executor.with_context(|c| c.todos.clone());
         info
     }
 
@@ -154,6 +155,7 @@ impl SessionManager {
             sibling_cancel: params.sibling_cancel.unwrap_or_default(),
             bash,
             jobs: Vec::new(),
+            todos: Vec::new(),
             created_at_ms: now_ms(),
         };
         let tools = ToolSet::build(

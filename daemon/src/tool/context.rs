@@ -24,6 +24,8 @@ pub struct SessionContext {
     /// file (canonical path), so Edit and Write can refuse to clobber a
     /// file that changed since.
     pub files: std::collections::HashMap<PathBuf, crate::fs::FileState>,
+    /// The todo list TodoWrite keeps.
+    pub todos: Vec<agentd_protocol::session::TodoItem>,
 }
 
 /// A change to the session made by a finished call.
@@ -107,6 +109,7 @@ impl ToolContext {
             sibling_cancel: Default::default(),
             bash: Default::default(),
             jobs: Vec::new(),
+            todos: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

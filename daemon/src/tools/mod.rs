@@ -8,7 +8,9 @@ pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod kill_shell;
+pub mod notebook_edit;
 pub mod read;
+pub mod todo_write;
 pub mod tool_search;
 pub mod write;
 
@@ -44,6 +46,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(edit::Edit);
     registry.add(glob::Glob);
     registry.add(grep::Grep);
+    registry.add(notebook_edit::NotebookEdit);
+    registry.add(todo_write::TodoWrite);
     registry.add(tool_search::ToolSearch);
     #[cfg(feature = "test-tools")]
     {

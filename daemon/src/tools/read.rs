@@ -221,6 +221,22 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
             meta.len()
         )));
     }
+    if abs.extension().is_some_and(|e| e == "ipynb") && meta.len() <= fs::MAX_EDIT_BYTES {
+        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        if let Some(text) = render_notebook(&bytes) {
+            let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
+            let out = ReadOutput {
+                path: abs,
+                text,
+                first_line: 1,
+                last_line: 0,
+                total_lines: None,
+                cut_lines: 0,
+                image: None,
+            };
+            return Ok((out, state));
+        }
+    }
     let first = offset.unwrap_or(1);
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
     let mut text = String::new();
@@ -291,6 +307,58 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
         image: None,
     };
     Ok((out, state))
+}
+
+/// A notebook as its cells: each with its index, type and id, its source,
+/// and (for code) its text outputs. `None` when it is not notebook JSON.
+fn render_notebook(bytes: &[u8]) -> Option<String> {
+    let nb: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let cells = nb.get("cells")?.as_array()?;
+    let text_of = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts.iter().filter_map(|p| p.as_str()).collect(),
+        _ => String::new(),
+    };
+    let mut out = format!("[notebook with {} cells]\n", cells.len());
+    for (i, cell) in cells.iter().enumerate() {
+        let kind = cell["cell_type"].as_str().unwrap_or("?");
+        match cell["id"].as_str() {
+            Some(id) => out.push_str(&format!("\n── cell {i} [{kind}] id={id} ──\n")),
+            None => out.push_str(&format!("\n── cell {i} [{kind}] ──\n")),
+        }
+        let source = text_of(&cell["source"]);
+        out.push_str(&source);
+        if !source.ends_with('\n') {
+            out.push('\n');
+        }
+        for output in cell["outputs"].as_array().into_iter().flatten() {
+            let body = match output["output_type"].as_str() {
+                Some("stream") => text_of(&output["text"]),
+                Some("execute_result") | Some("display_data") => {
+                    let data = &output["data"];
+                    let mut t = text_of(&data["text/plain"]);
+                    if data.get("image/png").is_some() || data.get("image/jpeg").is_some() {
+                        t.push_str("[image output]\n");
+                    }
+                    t
+                }
+                Some("error") => format!(
+                    "{}: {}\n",
+                    output["ename"].as_str().unwrap_or("Error"),
+                    output["evalue"].as_str().unwrap_or("")
+                ),
+                _ => String::new(),
+            };
+            if !body.is_empty() {
+                out.push_str("[output]\n");
+                out.push_str(&body);
+                if !body.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {

@@ -1,0 +1,103 @@
+//! TodoWrite: the model's todo list for the session (pending /
+//! in_progress / completed). Each call replaces the whole list; clients
+//! read it in `session/get`.
+
+use agentd_protocol::session::{TodoItem, TodoStatus};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Most items a list may have.
+const MAX_ITEMS: usize = 100;
+
+/// The TodoWrite tool.
+#[derive(Debug, Clone, Copy)]
+pub struct TodoWrite;
+
+/// Input of TodoWrite.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoWriteInput {
+    /// The whole list, in order; it replaces the previous one. Keep at most
+    /// one item `in_progress`, and mark items `completed` as soon as they are.
+    pub todos: Vec<TodoItem>,
+}
+
+/// The list as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct TodoWriteOutput {
+    /// The list.
+    pub todos: Vec<TodoItem>,
+}
+
+impl Tool for TodoWrite {
+    type Input = TodoWriteInput;
+    type Output = TodoWriteOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "TodoWrite";
+
+    fn description(&self) -> String {
+        "Keeps your todo list for this task: send the whole list each time (content, status \
+         pending/in_progress/completed, and activeForm for the item in progress). Use it for work of \
+         three or more steps, so the user can follow along."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &TodoWriteInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        if input.todos.len() > MAX_ITEMS {
+            return Err(ValidationError::new(format!("at most {MAX_ITEMS} items")));
+        }
+        if let Some(i) = input.todos.iter().position(|t| t.content.trim().is_empty()) {
+            return Err(ValidationError::new(format!("item {i} has no content")));
+        }
+        let in_progress = input.todos.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+        if in_progress > 1 {
+            return Err(ValidationError::new(format!("{in_progress} items are in_progress; keep at most one")));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &TodoWriteInput, _ctx: &ToolContext) -> Decision {
+        // It only changes the session's own list.
+        Decision::Allow
+    }
+
+    fn is_destructive(&self, _input: &TodoWriteInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: TodoWriteInput,
+        _ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<TodoWriteOutput>, ToolError> {
+        let todos = input.todos.clone();
+        Ok(ToolOutput::with_modifier(TodoWriteOutput { todos: input.todos }, Box::new(move |s| s.todos = todos)))
+    }
+
+    fn result_content(&self, out: &TodoWriteOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        let mut text = String::from("The todo list is updated:\n");
+        for t in &out.todos {
+            let mark = match t.status {
+                TodoStatus::Pending => "[ ]",
+                TodoStatus::InProgress => "[~]",
+                TodoStatus::Completed => "[x]",
+            };
+            text.push_str(&format!("{mark} {}\n", t.content));
+        }
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
+    }
+
+    fn render_use(&self, input: &TodoWriteInput) -> String {
+        format!("Updating the todo list ({} items)", input.todos.len())
+    }
+
+    fn render_result(&self, out: &TodoWriteOutput) -> String {
+        let done = out.todos.iter().filter(|t| t.status == TodoStatus::Completed).count();
+        format!("{done}/{} done", out.todos.len())
+    }
+}
