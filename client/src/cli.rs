@@ -16,6 +16,8 @@ use serde::Serialize;
 const EXIT_ERROR: u8 = 1;
 /// The daemon could not be reached.
 const EXIT_UNREACHABLE: u8 = 3;
+/// `call`: the tool ran and its result is an error.
+const EXIT_TOOL_FAILED: u8 = 4;
 
 /// How long agentctl waits for an answer before calling the daemon unreachable.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -26,7 +28,7 @@ const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
     name = "agentctl",
     version,
     about,
-    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer"
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer\n  4  call: the tool's result is an error"
 )]
 struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
@@ -58,6 +60,36 @@ enum Command {
         /// Print each definition in full (description and input schema)
         #[arg(long)]
         all: bool,
+    },
+    /// Run one tool call and print its result (exit code 4 when the result is an error)
+    Call {
+        /// The tool, e.g. Read, Bash, Grep
+        tool: String,
+        /// The input as a JSON object, e.g. '{"file_path": "README.md"}'
+        input: Option<String>,
+        /// An input field (repeatable): key=value, the value parsed as JSON when it is JSON
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// Session to run it in [default: a temporary session on --cwd]
+        #[arg(long)]
+        session: Option<String>,
+        /// Workspace of the temporary session [default: the current directory]
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<PathBuf>,
+        /// Permission mode of the temporary session
+        #[arg(long, value_enum, conflicts_with = "session")]
+        mode: Option<Mode>,
+    },
+    /// Cancel one call, one turn, or everything running in a session
+    Cancel {
+        /// The session
+        session: String,
+        /// Only this turn
+        #[arg(long)]
+        turn: Option<String>,
+        /// Only this call (its tool_use id)
+        #[arg(long)]
+        tool: Option<String>,
     },
 }
 
@@ -176,12 +208,35 @@ pub fn main() -> ExitCode {
             eprintln!("agentctl: {msg}");
             ExitCode::from(EXIT_ERROR)
         }
+        Err(Failure::ToolFailed) => ExitCode::from(EXIT_TOOL_FAILED),
     }
 }
 
 enum Failure {
     Client(ClientError),
     Local(String),
+    /// The tool ran and its result is an error.
+    ToolFailed,
+}
+
+/// A call's input: the JSON object given, then each `key=value` on top.
+fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, Failure> {
+    let mut input = match json {
+        Some(text) => serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| Failure::Local(format!("the input is not JSON: {e}")))?,
+        None => serde_json::json!({}),
+    };
+    let Some(object) = input.as_object_mut() else {
+        return Err(Failure::Local("the input must be a JSON object".into()));
+    };
+    for arg in args {
+        let Some((key, value)) = arg.split_once('=') else {
+            return Err(Failure::Local(format!("--arg {arg:?} is not key=value")));
+        };
+        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        object.insert(key.to_owned(), value);
+    }
+    Ok(input)
 }
 
 impl From<ClientError> for Failure {
@@ -217,6 +272,62 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
+        Command::Call { tool, input, args, session, cwd, mode } => {
+            let input = call_input(input.as_deref(), args)?;
+            // A tool call may run for minutes: wait as long as the daemon lets it.
+            let client = Client::connect(socket).await?;
+            let result = match session {
+                Some(id) => client.tool_call(id, tool, input).await?,
+                None => {
+                    let params = SessionCreateParams {
+                        cwd: workspace(cwd.as_deref())?,
+                        mode: mode.map(Into::into),
+                        permissions: None,
+                        tools: None,
+                        max_concurrency: None,
+                        sibling_cancel: None,
+                        bash: None,
+                    };
+                    let temp = client.session_create(params).await?;
+                    let result = client.tool_call(&temp.session_id, tool, input).await;
+                    let closed = client.session_close(&temp.session_id).await;
+                    let result = result?;
+                    closed?;
+                    result
+                }
+            };
+            if cli.json {
+                print_json(&result);
+            } else {
+                for block in &result.content {
+                    match block {
+                        crate::protocol::tools::ContentBlock::Text { text } => print!("{text}"),
+                        crate::protocol::tools::ContentBlock::Image { source } => {
+                            println!("[image {} ({} bytes of base64)]", source.media_type, source.data.len())
+                        }
+                    }
+                }
+                eprintln!("{}", result.render);
+            }
+            if result.is_error {
+                return Err(Failure::ToolFailed);
+            }
+        }
+        Command::Cancel { session, turn, tool } => {
+            let params = crate::protocol::turn::TurnCancelParams {
+                session_id: session.clone(),
+                turn_id: turn.clone(),
+                tool_use_id: tool.clone(),
+            };
+            let result = client.call::<crate::protocol::methods::TurnCancel>(params).await?;
+            if cli.json {
+                print_json(&result);
+            } else if result.cancelled.is_empty() {
+                println!("nothing was running");
+            } else {
+                println!("cancelled {}", result.cancelled.join(", "));
+            }
+        }
     }
     Ok(())
 }

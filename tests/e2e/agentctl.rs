@@ -102,3 +102,48 @@ fn usage_errors_exit_2() {
     assert_eq!(code, 0);
     assert!(out.contains("EXIT CODES"), "{out}");
 }
+
+#[test]
+fn call_runs_one_tool_and_exits_4_when_its_result_is_an_error() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let cwd = work.path().to_str().unwrap();
+    let (code, out, err) = agentctl(&d.socket, &["call", "Read", r#"{"file_path": "notes.txt"}"#, "--cwd", cwd]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "     1\talpha\n     2\tbeta\n");
+    assert!(err.contains("Read 2 lines"), "{err}");
+    let (code, out, _) = agentctl(
+        &d.socket,
+        &["--json", "call", "Grep", "--arg", "pattern=beta", "--arg", "output_mode=count", "--cwd", cwd],
+    );
+    assert_eq!(code, 0);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((r["name"].as_str(), r["is_error"].as_bool()), (Some("Grep"), Some(false)));
+    let (code, _, err) =
+        agentctl(&d.socket, &["call", "Bash", "--arg", "command=exit 3", "--mode", "bypass", "--cwd", cwd]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("exit code 3"), "{err}");
+    let (code, out, _) = agentctl(&d.socket, &["call", "NoSuchTool", "--cwd", cwd]);
+    assert_eq!(code, 4);
+    assert!(out.contains("no tool named"), "{out}");
+    let (code, _, err) = agentctl(&d.socket, &["call", "Read", "{not json", "--cwd", cwd]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not JSON"), "{err}");
+    // The temporary sessions are gone.
+    let (_, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["sessions"], serde_json::json!([]));
+}
+
+#[test]
+fn cancel_reports_what_it_stopped() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let (_, id, _) = agentctl(&d.socket, &["session", "create", "--cwd", work.path().to_str().unwrap()]);
+    let (code, out, err) = agentctl(&d.socket, &["cancel", id.trim()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "nothing was running\n");
+    let (code, _, err) = agentctl(&d.socket, &["cancel", "no-such-session"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown_session"), "{err}");
+}
