@@ -145,12 +145,14 @@ async fn yes_is_capped_and_the_full_output_is_in_a_file() {
 async fn exit_codes_mean_what_the_command_says() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, "default").await;
-    let r = s.bash(json!({ "command": "grep no-such-text /etc/hostname" })).await;
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let r = s.bash(json!({ "command": "grep no-such-text notes.txt" })).await;
     assert_eq!(r["is_error"], false, "grep exit 1 is an answer: {r}");
     assert!(text(&r).contains("[exit code 1: no matches]"));
-    let r = s.bash(json!({ "command": "grep -q x /no/such/file" })).await;
+    let r = s.bash(json!({ "command": "grep -q x no-such-file" })).await;
     assert_eq!(r["is_error"], true, "grep exit 2 is an error: {r}");
-    let r = s.bash(json!({ "command": "test -e /no/such/file" })).await;
+    assert!(text(&r).contains("[exit code 2]"), "{r}");
+    let r = s.bash(json!({ "command": "test -e no-such-file" })).await;
     assert_eq!(r["is_error"], false);
     let r = s.bash(json!({ "command": "false" })).await;
     assert_eq!(r["is_error"], true);
@@ -161,9 +163,10 @@ async fn grep_exit_1_does_not_cancel_siblings_but_a_failure_does() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, "default").await;
     let mut events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
     // Read-only commands: concurrency safe, they run side by side.
     let uses = vec![
-        tool_use("grep", "Bash", json!({ "command": "grep no-such-text /etc/hostname" })),
+        tool_use("grep", "Bash", json!({ "command": "grep no-such-text notes.txt" })),
         tool_use("sleep", "Bash", json!({ "command": "sleep 0.5" })),
     ];
     let turn = s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
@@ -200,6 +203,31 @@ async fn cd_persists_between_calls_and_exports_do_not() {
     let r = s.bash(json!({ "command": "pwd" })).await;
     let root = std::fs::canonicalize(d.dir.path()).unwrap();
     assert_eq!(text(&r), format!("{}\n", root.display()));
+}
+
+#[tokio::test]
+async fn reading_outside_the_workspace_asks_even_for_a_read_only_command() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "default").await;
+    for command in ["cat /etc/hostname", "cat ~/.bashrc", "cat ../../etc/passwd", "grep --file=/etc/passwd x"] {
+        let r = s.bash(json!({ "command": command })).await;
+        assert!(text(&r).contains("permission required"), "{command}: {r}");
+    }
+}
+
+#[tokio::test]
+async fn a_pattern_rule_the_daemon_cannot_match_yet_refuses_the_tool() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let id = c
+        .ok(
+            "session/create",
+            json!({ "cwd": d.dir.path(), "mode": "bypass", "permissions": { "deny": ["Bash(rm:*)"] } }),
+        )
+        .await["session_id"]
+        .clone();
+    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
+    assert!(text(&r).contains("with a pattern names Bash"), "{r}");
 }
 
 #[tokio::test]

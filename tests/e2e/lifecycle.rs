@@ -40,8 +40,8 @@ fn sigterm_cancels_in_flight_tool_calls_instead_of_waiting_for_them() {
     rt.block_on(async {
         let deadline = Instant::now() + agentd_tests::STEP;
         // The call is running once the daemon counts its task beside the
-        // two connections.
-        while probe.ok("daemon/info", json!({})).await["tasks"].as_u64().unwrap() < 3 {
+        // two connections and the zombie reaper.
+        while probe.ok("daemon/info", json!({})).await["tasks"].as_u64().unwrap() < 4 {
             assert!(Instant::now() < deadline, "the call never started");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -154,16 +154,16 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     let d = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
     let mut probe = RawConn::connect(&d.socket).await;
     // The baseline: only the probe is connected (start-up's readiness check
-    // may still be closing).
+    // may still be closing); the tasks are its connection and the reaper.
     let deadline = Instant::now() + agentd_tests::STEP;
     let before = loop {
         let info = probe.ok("daemon/info", json!({})).await;
-        if (info["connections"] == json!(1) && info["tasks"] == json!(1)) || Instant::now() > deadline {
+        if (info["connections"] == json!(1) && info["tasks"] == json!(2)) || Instant::now() > deadline {
             break info;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(1)), "{before}");
+    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(2)), "{before}");
     let fds_before = d.fd_count();
     let socket = d.socket.clone();
     let workers: Vec<_> = (0..8)

@@ -405,10 +405,17 @@ impl SessionExecutor {
         if let Err(e) = call.validate(ctx) {
             return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
         }
+        let patterned = self.pattern_rule_names(&slot.name);
         let refusal = match call.check_permissions(ctx) {
-            Decision::Allow => return Ok(()),
             Decision::Deny { reason } => format!("permission denied: {reason}"),
-            Decision::Ask { .. } if self.bypass_allows(&slot.name) => return Ok(()),
+            // Fail-closed: a rule we cannot evaluate yet might deny this call.
+            _ if patterned => format!(
+                "a deny or ask rule with a pattern names {}; this agentd cannot match such rules yet, so calls \
+                 of this tool are refused in this session",
+                slot.name
+            ),
+            Decision::Allow => return Ok(()),
+            Decision::Ask { .. } if self.is_bypass() => return Ok(()),
             Decision::Ask { reason, .. } => format!(
                 "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
                  that need it are refused (a session in `bypass` mode runs them)"
@@ -418,17 +425,18 @@ impl SessionExecutor {
         Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
     }
 
-    /// `bypass` mode runs what the tool would ask about — unless a deny or
-    /// ask rule with a pattern names the tool: until the rule engine can
-    /// match patterns, such a call is refused rather than risk ignoring
-    /// the rule.
-    fn bypass_allows(&self, tool: &str) -> bool {
+    /// `bypass` mode runs what a tool would ask about.
+    fn is_bypass(&self) -> bool {
+        self.services.info.mode == agentd_protocol::session::PermissionMode::Bypass
+    }
+
+    /// Whether a deny or ask rule with a pattern (`Tool(…)`) names `tool`:
+    /// until the rule engine can match patterns, such a tool's calls are
+    /// refused rather than risk ignoring the rule.
+    fn pattern_rule_names(&self, tool: &str) -> bool {
         let info = &self.services.info;
-        if info.mode != agentd_protocol::session::PermissionMode::Bypass {
-            return false;
-        }
         let patterned = |rule: &String| rule.trim().strip_prefix(tool).is_some_and(|rest| rest.starts_with('('));
-        !info.permissions.deny.iter().chain(&info.permissions.ask).any(patterned)
+        info.permissions.deny.iter().chain(&info.permissions.ask).any(patterned)
     }
 
     /// Carries out the machine's actions, under the lock.

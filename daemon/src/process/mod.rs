@@ -133,7 +133,7 @@ impl ProcessTree {
         if left.is_empty() && !group {
             return 0;
         }
-        if self.pgid.as_raw() > 1 {
+        if group && self.pgid.as_raw() > 1 {
             let _ = killpg(self.pgid, Signal::SIGKILL);
         }
         for pid in &left {
@@ -163,7 +163,8 @@ impl Drop for ProcessTree {
 }
 
 fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
-    if pgid.as_raw() > 1 {
+    // Only while the group exists: once gone, its id may be reused.
+    if pgid.as_raw() > 1 && killpg(pgid, None).is_ok() {
         let _ = killpg(pgid, signal);
     }
     for pid in marked(marker) {
@@ -187,12 +188,25 @@ pub fn marked(marker: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Reaps adopted zombies now and then, until `cancel` (processes killed a
+/// moment ago become zombies only after the kill returned).
+pub async fn reaper(cancel: tokio_util::sync::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => reap_adopted(),
+        }
+    }
+}
+
 /// Collects the exit status of adopted children (escapees re-parented to
 /// the daemon) that have exited, leaving tokio's own children alone.
 pub fn reap_adopted() {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    let owned = owned().clone();
+    // Held throughout: no shell can be spawned (and exit, and be taken for
+    // an adopted zombie) between the check and the waitpid.
+    let owned = owned();
     for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
         if owned.contains(&pid) {
             continue;

@@ -138,6 +138,7 @@ impl Daemon {
     /// the cleanup (in-flight work is then cancelled only as its tasks drop).
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), DaemonError> {
         let next_conn = AtomicUsize::new(1);
+        self.shared.tracker.spawn(crate::process::reaper(self.root.clone()));
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,

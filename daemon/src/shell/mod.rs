@@ -24,6 +24,12 @@ pub struct SimpleCommand {
     pub writes_files: Vec<String>,
     /// Any word holds a command or process substitution.
     pub has_substitution: bool,
+    /// Some argument is expanded by the shell (`$var`, `{a,b}`, globs), so
+    /// what the program receives is not what the text says.
+    pub has_expansion: bool,
+    /// Variables are assigned for the command (`FOO=1 cmd`): they can change
+    /// what a program does (`LD_PRELOAD`, `GIT_*`).
+    pub has_assignment: bool,
 }
 
 /// What a script is made of.
@@ -35,7 +41,8 @@ pub struct Script {
     /// definitions, coprocesses or `[[ … ]]`.
     pub has_compound: bool,
     /// The last simple command at the top level, whose exit code is the
-    /// script's (when it is a plain list of pipelines).
+    /// script's — `None` when that is not certain (a compound command last,
+    /// or a last pipeline that runs only after `&&`/`||`).
     pub last: Option<SimpleCommand>,
 }
 
@@ -67,6 +74,10 @@ fn walk_list(list: &ast::CompoundList, script: &mut Script, top: bool) {
         for next in &and_or.additional {
             let (ast::AndOr::And(p) | ast::AndOr::Or(p)) = next;
             walk_pipeline(p, script, top);
+        }
+        if top && !and_or.additional.is_empty() {
+            // `a && grep x`: exit 1 may be a's failure, not grep's "no match".
+            script.last = None;
         }
     }
 }
@@ -135,6 +146,27 @@ fn substitutes(word: &str) -> bool {
     word.contains("$(") || word.contains('`') || word.contains("<(") || word.contains(">(")
 }
 
+/// True when the shell would expand `word` (parameters outside single
+/// quotes; braces and globs outside any quotes).
+fn expands(word: &str) -> bool {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    for c in word.chars() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' if !single => escaped = true,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '$' | '`' if !single => return true,
+            '{' | '*' | '?' | '[' if !single && !double => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// A literal word's value, unquoted; `None` when it expands to something
 /// only the shell knows.
 fn literal(word: &str) -> Option<String> {
@@ -145,7 +177,14 @@ fn literal(word: &str) -> Option<String> {
 }
 
 fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
-    let mut cmd = SimpleCommand { program: None, args: Vec::new(), writes_files: Vec::new(), has_substitution: false };
+    let mut cmd = SimpleCommand {
+        program: None,
+        args: Vec::new(),
+        writes_files: Vec::new(),
+        has_substitution: false,
+        has_expansion: false,
+        has_assignment: false,
+    };
     let items = simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
     if let Some(word) = &simple.word_or_name {
         cmd.has_substitution |= substitutes(&word.value);
@@ -155,9 +194,13 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
         match item {
             ast::CommandPrefixOrSuffixItem::Word(w) => {
                 cmd.has_substitution |= substitutes(&w.value);
+                cmd.has_expansion |= expands(&w.value);
                 cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
             }
-            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => cmd.has_substitution |= substitutes(&w.value),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                cmd.has_substitution |= substitutes(&w.value);
+                cmd.has_assignment = true;
+            }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => cmd.has_substitution = true,
             ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirect(r, &mut cmd),
         }
@@ -178,7 +221,14 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                     }
                 }
                 T::ProcessSubstitution(..) => cmd.has_substitution = true,
-                T::Fd(_) | T::Duplicate(_) => {}
+                T::Fd(_) => {}
+                // `>&2` duplicates a descriptor; `>&file` (bash) writes a file.
+                T::Duplicate(w) => {
+                    let target = w.value.trim_end_matches('-');
+                    if output && !target.chars().all(|c| c.is_ascii_digit()) {
+                        cmd.writes_files.push(w.value.clone());
+                    }
+                }
             }
         }
         R::OutputAndError(w, _) => {
@@ -234,6 +284,12 @@ mod tests {
         assert!(parse("ls 2>/dev/null >/dev/null 2>&1").unwrap().commands[0].writes_files.is_empty());
         assert!(parse("cat < in.txt").unwrap().commands[0].writes_files.is_empty());
         assert_eq!(parse("$CMD arg").unwrap().commands[0].program, None);
+        assert_eq!(parse("echo x >&victim").unwrap().commands[0].writes_files, ["victim"]);
+        assert!(parse("echo x >&2").unwrap().commands[0].writes_files.is_empty());
+        assert!(parse("find . {-delete,-print}").unwrap().commands[0].has_expansion);
+        assert!(parse("ls *.rs").unwrap().commands[0].has_expansion);
+        assert!(!parse("grep 'a*b' \"x?\" file").unwrap().commands[0].has_expansion);
+        assert!(parse("LD_PRELOAD=./x.so cat f").unwrap().commands[0].has_assignment);
         assert!(parse("echo 'unterminated").is_err());
     }
 
@@ -247,6 +303,7 @@ mod tests {
         assert_eq!(benign_exit(&parse("/usr/bin/rg x").unwrap(), 1), Some("no matches"));
         assert_eq!(benign_exit(&parse("git grep x").unwrap(), 1), Some("no matches"));
         assert_eq!(benign_exit(&parse("grep x f; false").unwrap(), 1), None);
+        assert_eq!(benign_exit(&parse("npm run lint && grep -q ok log").unwrap(), 1), None, "exit 1 may be npm's");
         assert_eq!(benign_exit(&parse("make").unwrap(), 1), None);
     }
 }

@@ -19,16 +19,13 @@ const ALWAYS: &[&str] = &[
     "egrep",
     "fgrep",
     "zgrep",
-    "rg",
     "ag",
-    "file",
     "stat",
     "du",
     "df",
     "which",
     "whoami",
     "id",
-    "date",
     "uname",
     "printenv",
     "true",
@@ -61,7 +58,6 @@ const ALWAYS: &[&str] = &[
     "expand",
     "rev",
     "strings",
-    "hostname",
     "nproc",
     "free",
     "uptime",
@@ -97,7 +93,7 @@ pub fn is_read_only(script: &Script) -> bool {
 }
 
 fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
-    if cmd.has_substitution || !cmd.writes_files.is_empty() {
+    if cmd.has_substitution || cmd.has_expansion || cmd.has_assignment || !cmd.writes_files.is_empty() {
         return false;
     }
     let Some(program) = cmd.program.as_deref() else { return false };
@@ -111,11 +107,19 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
             )
         }),
         "sed" => sed_reads(&args),
-        "sort" => !args.iter().any(|a| a.starts_with("-o") || a.starts_with("--output")),
-        "uniq" => args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
-        "env" => args.is_empty(),
-        "tree" => !args.contains(&"-o"),
-        "xxd" => !args.iter().any(|a| a.starts_with("-r")) && args.iter().filter(|a| !a.starts_with('-')).count() <= 1,
+        // Short flags may be clustered (`-uo out`): look inside them.
+        "sort" => !args
+            .iter()
+            .any(|a| a.starts_with("--output") || a.starts_with("--compress-program") || short_cluster_has(a, 'o')),
+        "uniq" | "xxd" => {
+            // `-` counts: `uniq - out` writes `out`.
+            let operands = args.iter().filter(|a| !a.starts_with('-') || **a == "-").count();
+            operands <= 1 && !(program == "xxd" && args.iter().any(|a| a.starts_with("-r")))
+        }
+        "env" | "hostname" => args.is_empty(),
+        "date" => !args.iter().any(|a| a.starts_with("-s") || a.starts_with("--set") || a.starts_with("-f")),
+        "file" => !args.iter().any(|a| *a == "-C" || a.starts_with("--compile") || short_cluster_has(a, 'C')),
+        "rg" => !args.iter().any(|a| a.starts_with("--pre")),
         "git" => git_reads(&args),
         _ => false,
     }
@@ -124,13 +128,28 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
 /// `sed` without in-place editing, whose script (the first operand) has no
 /// command that writes a file or runs one (`w`, `W`, `e`); conservative.
 fn sed_reads(args: &[&str]) -> bool {
-    if args.iter().any(|a| a.starts_with("-i") || a.starts_with("--in-place") || matches!(*a, "-e" | "-f" | "-s")) {
+    if args.iter().any(|a| {
+        a.starts_with("-i")
+            || a.starts_with("--in-place")
+            || a.starts_with("--expression")
+            || a.starts_with("--file")
+            || a.starts_with("-e")
+            || a.starts_with("-f")
+            || *a == "-s"
+    }) {
         return false;
     }
     match args.iter().find(|a| !a.starts_with('-')) {
         Some(script) => !script.contains(['w', 'W', 'e']),
         None => false,
     }
+}
+
+/// `-abc`-style cluster of short flags containing `flag`.
+fn short_cluster_has(arg: &str, flag: char) -> bool {
+    arg.starts_with('-')
+        && !arg.starts_with("--")
+        && arg[1..].chars().take_while(|c| c.is_ascii_alphabetic()).any(|c| c == flag)
 }
 
 fn git_reads(args: &[&str]) -> bool {
@@ -148,13 +167,23 @@ fn git_reads(args: &[&str]) -> bool {
             sub if sub.starts_with('-') => return false,
             sub if GIT_READS.contains(&sub) => {
                 let rest: Vec<&str> = rest.collect();
-                // `git diff --output=f` writes a file.
-                return !rest.iter().any(|a| a.starts_with("--output") || *a == "--ext-diff");
+                // `git diff --output=f` writes a file; `git grep -O` runs a pager.
+                return !rest.iter().any(|a| {
+                    a.starts_with("--output")
+                        || *a == "--ext-diff"
+                        || a.starts_with("-O")
+                        || a.starts_with("--open-files-in-pager")
+                });
             }
-            "branch" | "tag" | "remote" | "stash" => {
+            "branch" | "tag" | "remote" => {
                 let rest: Vec<&str> = rest.collect();
-                let listing = |a: &&str| matches!(*a, "-a" | "-r" | "-v" | "-vv" | "--list" | "-l" | "--all" | "list");
+                let listing = |a: &&str| matches!(*a, "-a" | "-r" | "-v" | "-vv" | "--list" | "-l" | "--all");
                 return rest.iter().all(listing);
+            }
+            // A bare `git stash` is `git stash push`.
+            "stash" => {
+                let rest: Vec<&str> = rest.collect();
+                return matches!(rest.first(), Some(&"list") | Some(&"show"));
             }
             _ => return false,
         }
@@ -181,6 +210,9 @@ mod tests {
             "git status",
             "git -C repo log --oneline -5",
             "git branch",
+            "git stash list",
+            "echo x >&2",
+            "grep 'a.*b' file",
             "sed -n 1,10p file.txt",
             "sort -u names.txt",
             "head -5 x 2>/dev/null",
@@ -213,6 +245,21 @@ mod tests {
             "f() { ls; }; f",
             "cd src",
             "env rm x",
+            "find . {-delete,-print}",
+            "find . $'-delete'",
+            "LD_PRELOAD=./x.so cat f",
+            "echo x >&victim",
+            "sort -uo out in",
+            "uniq - victim",
+            "xxd - victim",
+            "sed --expression='1w x' a.txt",
+            "rg --pre=sh x",
+            "file -C -m magic",
+            "date -s 2020-01-01",
+            "hostname evil",
+            "git stash",
+            "git grep -Ovim x",
+            "tree -o out",
             "npm test",
             "ls && rm x",
             "unterminated '",

@@ -151,8 +151,8 @@ impl Tool for Bash {
         }
     }
 
-    fn check_permissions(&self, input: &BashInput, _ctx: &ToolContext) -> Decision {
-        if !input.run_in_background && read_only(&input.command) {
+    fn check_permissions(&self, input: &BashInput, ctx: &ToolContext) -> Decision {
+        if !input.run_in_background && read_only(&input.command) && paths_inside(&input.command, ctx) {
             Decision::Allow
         } else {
             Decision::ask(format!("run `{}`", one_line(&input.command, 120)))
@@ -351,6 +351,29 @@ impl Tool for Bash {
         let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
         format!("{}: {last}", self.render_use(input))
     }
+}
+
+/// Whether every path-like argument of `command` (absolute, `~`, or with
+/// `..`) stays inside the workspace: a read-only command is allowed without
+/// asking only there (`cat ~/.ssh/id_rsa` asks).
+fn paths_inside(command: &str, ctx: &ToolContext) -> bool {
+    let Ok(script) = shell::parse(command) else { return false };
+    let workspace: &Path = &ctx.cwd;
+    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    script.commands.iter().flat_map(|c| c.args.iter()).all(|arg| {
+        let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
+        if value.starts_with('~') {
+            return false;
+        }
+        let pathy = value.starts_with('/') || value.split('/').any(|part| part == "..");
+        if !pathy || value == "/dev/null" {
+            return true;
+        }
+        match crate::fs::resolve(workspace, &here, value) {
+            Ok(p) => std::fs::canonicalize(p.abs()).map(|c| c.starts_with(workspace)).unwrap_or(true),
+            Err(_) => false,
+        }
+    })
 }
 
 /// Whether `command` parses and only reads.
