@@ -106,6 +106,6 @@ async fn a_grep_cut_by_its_deadline_says_so_instead_of_no_matches() {
     let mut s = session(&d).await;
     let (err, out) = s.call("Grep", json!({ "pattern": "Hello", "timeout_ms": 0 })).await;
     assert!(!err);
-    assert!(out.contains("stopped at its deadline") && out.contains("partial"), "{out}");
+    assert!(out.contains("stopped early") && out.contains("partial"), "{out}");
     assert!(!out.contains("No matches"), "{out}");
 }

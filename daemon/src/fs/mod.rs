@@ -241,15 +241,19 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
         return Err(FsError::NotAFile { path: abs.display().to_string(), what: "the workspace itself".into() });
     };
     let parent = WsPath { root: path.root.clone(), rel: path.rel.parent().map(Path::to_owned).unwrap_or_default() };
-    // Create missing parents (each checked beneath the workspace as it is opened).
+    // Create missing parents: each one with mkdirat in a directory opened
+    // beneath the workspace, so no component can be swapped for a link out.
     let mut built = PathBuf::new();
     for c in parent.rel.components() {
+        let above = WsPath { root: path.root.clone(), rel: built.clone() };
         built.push(c);
         let step = WsPath { root: path.root.clone(), rel: built.clone() };
         match open_beneath(&step, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty()) {
             Ok(_) => {}
             Err(FsError::NotFound { .. }) => {
-                std::fs::create_dir(step.abs()).map_err(|e| io_err("create directory", &step.abs(), e))?;
+                let above = open_beneath(&above, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
+                nix::sys::stat::mkdirat(above.as_fd(), c.as_os_str(), Mode::from_bits_truncate(0o777))
+                    .map_err(|e| io_err("create directory", &step.abs(), e))?;
             }
             Err(e) => return Err(e),
         }
@@ -282,7 +286,7 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
             });
         }
     }
-    let mode = old.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o644);
+    let mode = old.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o666 & !umask());
     let tmp = format!(".{}.agentd-{}.tmp", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
     let fd = nix::fcntl::openat(
         dir.as_fd(),
@@ -294,19 +298,62 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
     let mut file = File::from(fd);
     let result = (|| {
         file.write_all(content).map_err(|e| io_err("write", &abs, e))?;
+        if let Some(st) = &old {
+            // Owner first: chown clears setuid/setgid, which chmod then restores.
+            let owner = (nix::unistd::Uid::from_raw(st.st_uid), nix::unistd::Gid::from_raw(st.st_gid));
+            if nix::unistd::fchown(file.as_fd(), Some(owner.0), Some(owner.1)).is_err()
+                && (owner.0 != nix::unistd::geteuid() || owner.1 != nix::unistd::getegid())
+            {
+                return Err(FsError::NotAFile {
+                    path: abs.display().to_string(),
+                    what: format!(
+                        "owned by uid {} gid {}; replacing it would change its owner, so it is refused",
+                        st.st_uid, st.st_gid
+                    ),
+                });
+            }
+        }
         nix::sys::stat::fchmod(file.as_fd(), Mode::from_bits_truncate(mode as _))
             .map_err(|e| io_err("chmod", &abs, e))?;
-        if let Some(st) = &old {
-            // Keeping the owner needs privileges; without them the file is ours.
-            let _ = nix::unistd::fchown(
-                file.as_fd(),
-                Some(nix::unistd::Uid::from_raw(st.st_uid)),
-                Some(nix::unistd::Gid::from_raw(st.st_gid)),
-            );
-        }
         file.sync_all().map_err(|e| io_err("fsync", &abs, e))?;
-        nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
-            .map_err(|e| io_err("rename into place", &abs, e))?;
+        match &old {
+            Some(st) => {
+                // The file must still be the one checked: same inode, size and
+                // modification time (a narrow window remains until the rename).
+                let now =
+                    nix::sys::stat::fstatat(dir.as_fd(), name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                        .map_err(|e| io_err("stat", &abs, e))?;
+                let same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime, now.st_mtime_nsec)
+                    == (st.st_dev, st.st_ino, st.st_size, st.st_mtime, st.st_mtime_nsec);
+                if !same {
+                    return Err(FsError::Io {
+                        op: "replace",
+                        path: abs.display().to_string(),
+                        why: "the file changed while it was being written; read it again".into(),
+                    });
+                }
+                nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
+                    .map_err(|e| io_err("rename into place", &abs, e))?;
+            }
+            None => {
+                // Creating: never clobber a file that appeared meanwhile.
+                nix::fcntl::renameat2(
+                    dir.as_fd(),
+                    tmp.as_str(),
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+                )
+                .map_err(|e| match e {
+                    nix::errno::Errno::EEXIST => FsError::Io {
+                        op: "create",
+                        path: abs.display().to_string(),
+                        why: "the file appeared while it was being written; Read it, then write again".into(),
+                    },
+                    other => io_err("rename into place", &abs, other),
+                })?;
+            }
+        }
         nix::unistd::fsync(dir.as_fd()).map_err(|e| io_err("fsync directory of", &abs, e))?;
         Ok(())
     })();
@@ -316,6 +363,15 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
     }
     let meta = file.metadata().map_err(|e| io_err("stat", &abs, e))?;
     Ok(Written { state: state_of(&meta, Some(hash_bytes(content))), replaced: old.is_some() })
+}
+
+/// The process umask, read without changing it (`/proc/self/status`).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Umask:").map(|v| v.trim().to_owned())))
+        .and_then(|v| u32::from_str_radix(&v, 8).ok())
+        .unwrap_or(0o022)
 }
 
 const fn libc_s_ifmt() -> u32 {

@@ -15,6 +15,9 @@ use tokio_util::task::TaskTracker;
 
 use super::{Capture, ProcessTree, spawn_bash};
 
+/// Background jobs a session may have running at once.
+const MAX_RUNNING_JOBS: usize = 32;
+
 /// Unread output a job keeps; older unread output is dropped (and counted).
 const MAX_UNREAD_BYTES: usize = 1024 * 1024;
 
@@ -138,6 +141,12 @@ impl JobTable {
         marker: &str,
         output_file: Option<&Path>,
     ) -> std::io::Result<Arc<Job>> {
+        let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
+        if running >= MAX_RUNNING_JOBS {
+            return Err(std::io::Error::other(format!(
+                "{running} background jobs are running; stop one with KillShell first"
+            )));
+        }
         let tree = spawn_bash(script, cwd, marker)?;
         let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let job = Arc::new(Job {

@@ -206,6 +206,13 @@ impl SessionManager {
             .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
         session.executor.close();
         session.cancel.cancel();
+        // Full outputs of its commands go with the session.
+        let dir = self.state_dir.join("sessions").join(session_id);
+        if let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(session_id, "could not remove {}: {e}", dir.display());
+        }
         if let Err(e) = self.store.remove_session(session_id) {
             tracing::warn!(session_id, "session closed but its record stays: {e}");
         }

@@ -92,13 +92,20 @@ impl Tool for Edit {
         let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
-            check_unchanged(&path, &session)?;
+            // One read: the bytes checked are the bytes edited.
+            let bytes = check_unchanged(&path, &session)?;
             let abs = path.abs();
-            let (bytes, _) = fs::read_all(&path).map_err(|e| ToolError::new(e.to_string()))?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| ToolError::new(format!("{} is not UTF-8 text; Edit changes text files", abs.display())))?;
             let (new_text, replacements, diff) =
                 edit(&text, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
+            if new_text.len() as u64 > fs::MAX_EDIT_BYTES {
+                return Err(ToolError::new(format!(
+                    "{}: the edit would make the file larger than {} bytes",
+                    abs.display(),
+                    fs::MAX_EDIT_BYTES
+                )));
+            }
             let written = fs::write_atomic(&path, new_text.as_bytes()).map_err(|e| ToolError::new(e.to_string()))?;
             let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
             Ok((EditOutput { path: abs, replacements, diff }, written.state, key))

@@ -21,6 +21,8 @@ use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, Valida
 const DEFAULT_TIMEOUT_MS: u64 = 20_000;
 /// Characters of content output kept.
 const MAX_CONTENT_CHARS: usize = 30_000;
+/// Lines collected at most (content mode), whatever head_limit says.
+const MAX_COLLECTED_LINES: usize = 100_000;
 
 /// The Grep tool.
 #[derive(Debug, Clone, Copy)]
@@ -185,7 +187,7 @@ impl Tool for Grep {
         }
         if let Some(cut) = &out.cut {
             text.push_str(&format!(
-                "[the search stopped at its deadline after {} files ({cut}); these results are partial]\n",
+                "[the search stopped early (its deadline, or 100000 lines collected) after {} files ({cut}); these results are partial]\n",
                 out.files_searched
             ));
         }
@@ -225,12 +227,21 @@ struct Collect<'a> {
     numbers: bool,
     path: &'a Path,
     hits: FileHits,
+    deadline: Instant,
+    /// Lines collected by every thread so far.
+    collected: &'a std::sync::atomic::AtomicUsize,
 }
 
 impl Sink for Collect<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        // A huge file must not outlast the deadline or fill memory.
+        if Instant::now() > self.deadline
+            || self.collected.load(std::sync::atomic::Ordering::Relaxed) > MAX_COLLECTED_LINES
+        {
+            return Ok(false);
+        }
         self.hits.count += 1;
         match self.mode {
             OutputMode::FilesWithMatches => return Ok(false),
@@ -258,6 +269,7 @@ impl Collect<'_> {
                 _ => format!("{}{sep}{l}", self.path.display()),
             };
             self.hits.lines.push(line);
+            self.collected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -287,6 +299,7 @@ fn search(
     let deadline = Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
     let hits: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
     let searched = std::sync::atomic::AtomicUsize::new(0);
+    let collected = std::sync::atomic::AtomicUsize::new(0);
     let cut: Mutex<Option<String>> = Mutex::new(None);
     walk.build_parallel().run(|| {
         let matcher = matcher.clone();
@@ -297,10 +310,11 @@ fn search(
             .multi_line(input.multiline)
             .binary_detection(BinaryDetection::quit(b'\0'))
             .build();
-        let (hits, searched, cut) = (&hits, &searched, &cut);
+        let (hits, searched, cut, collected) = (&hits, &searched, &cut, &collected);
         Box::new(move |entry| {
             let Ok(entry) = entry else { return ignore::WalkState::Continue };
-            if cancel.is_cancelled() || Instant::now() > deadline {
+            let full = collected.load(std::sync::atomic::Ordering::Relaxed) > MAX_COLLECTED_LINES;
+            if cancel.is_cancelled() || Instant::now() > deadline || full {
                 let mut cut = cut.lock().unwrap_or_else(|e| e.into_inner());
                 cut.get_or_insert_with(|| format!("while walking {}", entry.path().display()));
                 return ignore::WalkState::Quit;
@@ -314,6 +328,8 @@ fn search(
                 numbers,
                 path: entry.path(),
                 hits: FileHits { path: entry.path().to_owned(), lines: Vec::new(), count: 0 },
+                deadline,
+                collected,
             };
             if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.hits.count > 0 {
                 hits.lock().unwrap_or_else(|e| e.into_inner()).push(sink.hits);

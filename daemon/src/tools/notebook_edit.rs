@@ -125,9 +125,8 @@ impl Tool for NotebookEdit {
         let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
-            check_unchanged(&path, &session)?;
+            let bytes = check_unchanged(&path, &session)?;
             let abs = path.abs();
-            let (bytes, _) = fs::read_all(&path).map_err(|e| ToolError::new(e.to_string()))?;
             let mut nb: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| ToolError::new(format!("{} is not valid notebook JSON: {e}", abs.display())))?;
             let summary = apply(&mut nb, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;

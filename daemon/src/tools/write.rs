@@ -41,7 +41,7 @@ pub struct WriteOutput {
 
 /// Refuses to replace a file the session has not read, or that changed
 /// since (compared by content, so a touch or a no-op rewrite is no alarm).
-pub fn check_unchanged(path: &fs::WsPath, session: &SessionContext) -> Result<(), ToolError> {
+pub fn check_unchanged(path: &fs::WsPath, session: &SessionContext) -> Result<Vec<u8>, ToolError> {
     let abs = path.abs();
     // Open first: a path that now leads out of the workspace is refused as such.
     let (bytes, _) = fs::read_all(path).map_err(|e| ToolError::new(e.to_string()))?;
@@ -55,7 +55,7 @@ pub fn check_unchanged(path: &fs::WsPath, session: &SessionContext) -> Result<()
             abs.display()
         )));
     }
-    Ok(())
+    Ok(bytes)
 }
 
 impl Tool for Write {
