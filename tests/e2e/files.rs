@@ -78,6 +78,14 @@ async fn read_refuses_what_is_not_a_text_file_and_returns_images() {
     let started = std::time::Instant::now();
     assert!(error(&s.read("sparse").await).contains("binary"));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Text first, then 10 GB of sparse zeros: streamed, refused as binary
+    // when the zeros come, never loaded.
+    let mut head = std::fs::File::create(s.ws.join("tricky.txt")).unwrap();
+    std::io::Write::write_all(&mut head, "some text\n".repeat(900).as_bytes()).unwrap();
+    head.set_len(10 << 30).unwrap();
+    let started = std::time::Instant::now();
+    assert!(error(&s.read("tricky.txt").await).contains("binary"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
     std::fs::write(s.ws.join("pic.png"), png).unwrap();
     let r = s.read("pic.png").await;

@@ -278,22 +278,44 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
         };
         return Ok((out, state));
     }
-    // Too large to hash: stream just the lines asked for.
+    // Too large to hash: stream just the lines asked for, keeping at most a
+    // displayable prefix of each line (a 10 GB line must not fill memory).
     let (file, meta) = fs::open_file(path).map_err(err)?;
-    let mut reader = BufReader::new(file);
-    let mut line = Vec::new();
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let keep = MAX_LINE_CHARS * 4 + 4;
+    let mut line: Vec<u8> = Vec::new();
     let mut number = 0;
-    while number < first - 1 + limit {
+    let mut at_end = false;
+    while number < first - 1 + limit && !at_end {
         line.clear();
-        let n =
-            reader.read_until(b'\n', &mut line).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
-        if n == 0 {
+        loop {
+            let buf = reader.fill_buf().map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+            if buf.is_empty() {
+                at_end = true;
+                break;
+            }
+            if buf.contains(&0) {
+                return Err(ToolError::new(format!("{} is a binary file ({} bytes)", abs.display(), meta.len())));
+            }
+            let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], i + 1),
+                None => (buf, buf.len()),
+            };
+            let room = keep.saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            let newline = done > chunk.len();
+            reader.consume(done);
+            if newline {
+                break;
+            }
+        }
+        if at_end && line.is_empty() {
             break;
         }
         number += 1;
         if number >= first {
             let text_line = String::from_utf8_lossy(&line);
-            push_line(number, text_line.strip_suffix('\n').unwrap_or(&text_line));
+            push_line(number, &text_line);
         }
     }
     let state = fs::state_of(&meta, None);
