@@ -1,0 +1,161 @@
+"""agentd_client: a small client for the agentd daemon, standard library only.
+
+    from agentd_client import Agentd
+    with Agentd() as d:                      # $AGENTD_SOCKET or the default socket
+        sid = d.create_session(os.getcwd())
+        print([t["name"] for t in d.list_tools(sid)["tools"]])
+        turn = d.submit(sid, [{"id": "t1", "name": "Read", "input": {"file_path": "README.md"}}], end=True)
+        for event in d.events(sid, until_turn=turn):
+            print(event["type"], event.get("tool_use_id", ""))
+
+Requests and the event stream use separate connections, so a script can
+submit while it reads events. Errors from the daemon raise AgentdError
+(with .code, .message, .data).
+"""
+
+import json
+import os
+import socket
+
+__all__ = ["Agentd", "AgentdError", "default_socket"]
+
+
+class AgentdError(Exception):
+    """A JSON-RPC error from the daemon."""
+
+    def __init__(self, error):
+        self.code = error.get("code")
+        self.message = error.get("message", "")
+        self.data = error.get("data")
+        super().__init__(f"{self.message} ({self.code})")
+
+
+def default_socket():
+    """$AGENTD_SOCKET, else $XDG_RUNTIME_DIR/agentd/agentd.sock, else /tmp/agentd-$UID/agentd.sock."""
+    if os.environ.get("AGENTD_SOCKET"):
+        return os.environ["AGENTD_SOCKET"]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "agentd", "agentd.sock")
+    return f"/tmp/agentd-{os.getuid()}/agentd.sock"
+
+
+class _Conn:
+    """One NDJSON JSON-RPC connection."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rw", encoding="utf-8", newline="\n")
+        self.next_id = 0
+
+    def send(self, method, params):
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        self.file.write(line + "\n")
+        self.file.flush()
+        return self.next_id
+
+    def receive(self):
+        line = self.file.readline()
+        if not line:
+            raise ConnectionError("agentd closed the connection")
+        return json.loads(line)
+
+    def request(self, method, params):
+        wanted = self.send(method, params)
+        while True:
+            reply = self.receive()
+            if reply.get("id") == wanted:
+                if "error" in reply:
+                    raise AgentdError(reply["error"])
+                return reply["result"]
+
+    def close(self):
+        try:
+            self.file.close()
+        finally:
+            self.sock.close()
+
+
+class Agentd:
+    """A connection to agentd."""
+
+    def __init__(self, path=None):
+        self.path = path or default_socket()
+        self._conn = _Conn(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._conn.close()
+
+    def call(self, method, **params):
+        """Any method, params by name."""
+        return self._conn.request(method, params)
+
+    def info(self):
+        return self.call("daemon/info")
+
+    def create_session(self, cwd, **options):
+        """Opens a session on `cwd`; options as session/create takes them (mode, permissions, tools, ...)."""
+        return self.call("session/create", cwd=os.path.abspath(cwd), **options)["session_id"]
+
+    def close_session(self, session_id):
+        return self.call("session/close", session_id=session_id)
+
+    def list_tools(self, session_id):
+        """{tools: [{name, description, input_schema}], deferred: [...], ...}, ready for a model API."""
+        return self.call("tools/list", session_id=session_id)
+
+    def tool(self, session_id, name, **tool_input):
+        """Runs one tool call and returns its result ({content, is_error, render, ...})."""
+        return self.call("tool/call", session_id=session_id, name=name, input=tool_input)
+
+    def submit(self, session_id, tool_uses, turn_id=None, end=False):
+        """Adds tool_use blocks ({id, name, input}) to a turn; returns the turn id."""
+        params = {"session_id": session_id, "tool_uses": tool_uses, "end": end}
+        if turn_id is not None:
+            params["turn_id"] = turn_id
+        return self.call("turn/submit", **params)["turn_id"]
+
+    def cancel(self, session_id, turn_id=None, tool_use_id=None):
+        params = {"session_id": session_id}
+        if turn_id is not None:
+            params["turn_id"] = turn_id
+        if tool_use_id is not None:
+            params["tool_use_id"] = tool_use_id
+        return self.call("turn/cancel", **params)["cancelled"]
+
+    def events(self, session_id, after_seq=None, until_turn=None):
+        """Yields the session's events (dicts with seq and type) from a connection of their own.
+
+        Stops after turn/completed or turn/discarded of `until_turn` when given,
+        and always after session/closed. Pass the last seq seen as `after_seq`
+        to resume after a disconnect.
+        """
+        conn = _Conn(self.path)
+        try:
+            params = {"session_id": session_id}
+            if after_seq is not None:
+                params["after_seq"] = after_seq
+            subscription = conn.request("turn/stream", params)
+            while True:
+                note = conn.receive()
+                if note.get("method") != "turn/event" or note["params"].get("subscription") != subscription:
+                    continue
+                event = note["params"]["result"]
+                yield event
+                if event["type"] == "session/closed":
+                    return
+                if until_turn is not None and event.get("turn_id") == until_turn and event["type"] in (
+                    "turn/completed",
+                    "turn/discarded",
+                ):
+                    return
+        finally:
+            conn.close()

@@ -1,0 +1,54 @@
+//! The Python client (client/python/agentd_client.py) drives a real daemon.
+
+use std::process::{Command, Stdio};
+
+use agentd_tests::StandaloneDaemon;
+
+const SCRIPT: &str = r#"
+import os, sys, json
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd, AgentdError
+
+with Agentd() as d:
+    assert d.info()["protocol_version"] == 1
+    sid = d.create_session(os.getcwd(), mode="bypass")
+    names = [t["name"] for t in d.list_tools(sid)["tools"]]
+    assert "Read" in names and "Bash" in names, names
+    r = d.tool(sid, "Bash", command="echo from python")
+    assert r["content"][0]["text"] == "from python\n", r
+    turn = d.submit(sid, [{"id": "a", "name": "Bash", "input": {"command": "echo one"}}])
+    d.submit(sid, [{"id": "b", "name": "Read", "input": {"file_path": "hello.txt"}}], turn_id=turn, end=True)
+    results = {}
+    last_seq = 0
+    for event in d.events(sid, after_seq=0, until_turn=turn):
+        last_seq = event["seq"]
+        if event["type"] == "tool/result" and event["turn_id"] == turn:
+            results[event["tool_use_id"]] = event["content"][0]["text"]
+    assert results == {"a": "one\n", "b": "     1\thello\n"}, results
+    try:
+        d.call("session/get", session_id="nope")
+        raise SystemExit("expected an error")
+    except AgentdError as e:
+        assert e.code == -32001, e.code
+    d.close_session(sid)
+    print("ok", last_seq)
+"#;
+
+#[test]
+fn the_python_client_drives_a_session_end_to_end() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("hello.txt"), "hello\n").unwrap();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .current_dir(work.path())
+        .env("AGENTD_SOCKET", &d.socket)
+        .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("ok "), "{stdout}");
+}
