@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::protocol::session::{PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions};
+use crate::protocol::turn::EventKind;
 use crate::{Client, ClientError};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -79,6 +80,29 @@ enum Command {
         /// Permission mode of the temporary session
         #[arg(long, value_enum, conflicts_with = "session")]
         mode: Option<Mode>,
+    },
+    /// Submit a turn of tool_use blocks (JSON lines: {"id"?, "name", "input"}) from a file or
+    /// `-` (stdin) and stream its events until it completes (exit code 4 if any result is an error)
+    Run {
+        /// The file of tool_use blocks, or `-` for stdin
+        file: String,
+        /// Session to run them in [default: a temporary session on --cwd]
+        #[arg(long)]
+        session: Option<String>,
+        /// Workspace of the temporary session [default: the current directory]
+        #[arg(long, conflicts_with = "session")]
+        cwd: Option<PathBuf>,
+        /// Permission mode of the temporary session
+        #[arg(long, value_enum, conflicts_with = "session")]
+        mode: Option<Mode>,
+    },
+    /// Follow a session's events live: each call queued, started, progressing, done
+    Watch {
+        /// The session
+        session: String,
+        /// Replay the events after this seq first
+        #[arg(long)]
+        after_seq: Option<u64>,
     },
     /// Cancel one call, one turn, or everything running in a session
     Cancel {
@@ -219,6 +243,111 @@ enum Failure {
     ToolFailed,
 }
 
+/// Tool-use blocks from a file or stdin, one JSON object a line; blocks
+/// without an id get `t1`, `t2`, ….
+fn read_tool_uses(file: &str) -> Result<Vec<crate::protocol::turn::ToolUse>, Failure> {
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| Failure::Local(format!("stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| Failure::Local(format!("{file}: {e}")))?
+    };
+    let mut uses = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let mut value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| Failure::Local(format!("line {}: not JSON: {e}", n + 1)))?;
+        if value.get("id").is_none() {
+            value["id"] = serde_json::json!(format!("t{}", uses.len() + 1));
+        }
+        let tu: crate::protocol::turn::ToolUse = serde_json::from_value(value)
+            .map_err(|e| Failure::Local(format!("line {}: not a tool_use block: {e}", n + 1)))?;
+        uses.push(tu);
+    }
+    Ok(uses)
+}
+
+/// Submits `uses` as one turn and prints its events until it is done.
+/// Returns whether any result was an error.
+async fn run_turn(
+    cli: &Cli,
+    client: &Client,
+    session: &str,
+    uses: Vec<crate::protocol::turn::ToolUse>,
+) -> Result<bool, Failure> {
+    let mut events = client.stream(session, None).await?;
+    let params = crate::protocol::turn::TurnSubmitParams {
+        session_id: session.to_owned(),
+        turn_id: None,
+        tool_uses: uses,
+        end: true,
+    };
+    let turn = client.call::<crate::protocol::methods::TurnSubmit>(params).await?.turn_id;
+    let mut failed = false;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
+        let ours = event_turn(&event.kind).is_some_and(|t| t == turn);
+        if !ours && !matches!(event.kind, EventKind::SessionClosed {}) {
+            continue;
+        }
+        if let EventKind::ToolResult { is_error, .. } = &event.kind {
+            failed |= *is_error;
+        }
+        if cli.json {
+            print_json(&event);
+        } else {
+            match &event.kind {
+                EventKind::ToolResult { tool_use_id, content, is_error, render, .. } => {
+                    println!("{} {tool_use_id}: {render}", if *is_error { "✗" } else { "✓" });
+                    for block in content {
+                        if let crate::protocol::tools::ContentBlock::Text { text } = block {
+                            for line in text.lines() {
+                                println!("    {line}");
+                            }
+                        }
+                    }
+                }
+                _ => println!("{}", describe(&event)),
+            }
+        }
+        if matches!(
+            event.kind,
+            EventKind::TurnCompleted { .. } | EventKind::TurnDiscarded { .. } | EventKind::SessionClosed {}
+        ) {
+            break;
+        }
+    }
+    Ok(failed)
+}
+
+fn event_turn(kind: &EventKind) -> Option<&str> {
+    match kind {
+        EventKind::ToolQueued { turn_id, .. }
+        | EventKind::ToolStarted { turn_id, .. }
+        | EventKind::ToolProgress { turn_id, .. }
+        | EventKind::ToolResult { turn_id, .. }
+        | EventKind::TurnCompleted { turn_id }
+        | EventKind::TurnDiscarded { turn_id } => Some(turn_id),
+        EventKind::SessionClosed {} => None,
+    }
+}
+
+/// One line for an event, as a person reads it.
+fn describe(event: &crate::protocol::turn::Event) -> String {
+    match &event.kind {
+        EventKind::ToolQueued { tool_use_id, render, .. } => format!("queued    {tool_use_id}  {render}"),
+        EventKind::ToolStarted { tool_use_id, render, .. } => format!("executing {tool_use_id}  {render}"),
+        EventKind::ToolProgress { tool_use_id, render, .. } => format!("  …       {tool_use_id}  {render}"),
+        EventKind::ToolResult { tool_use_id, render, is_error, .. } => {
+            format!("{} {tool_use_id}  {render}", if *is_error { "failed   " } else { "yielded  " })
+        }
+        EventKind::TurnCompleted { turn_id } => format!("turn {turn_id} completed"),
+        EventKind::TurnDiscarded { turn_id } => format!("turn {turn_id} discarded"),
+        EventKind::SessionClosed {} => "session closed".to_owned(),
+    }
+}
+
 /// A call's input: the JSON object given, then each `key=value` on top.
 fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, Failure> {
     let mut input = match json {
@@ -311,6 +440,47 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             }
             if result.is_error {
                 return Err(Failure::ToolFailed);
+            }
+        }
+        Command::Run { file, session, cwd, mode } => {
+            let uses = read_tool_uses(file)?;
+            let client = Client::connect(socket).await?;
+            let (sid, temporary) = match session {
+                Some(id) => (id.clone(), false),
+                None => {
+                    let params = SessionCreateParams {
+                        cwd: workspace(cwd.as_deref())?,
+                        mode: mode.map(Into::into),
+                        permissions: None,
+                        tools: None,
+                        max_concurrency: None,
+                        sibling_cancel: None,
+                        bash: None,
+                    };
+                    (client.session_create(params).await?.session_id, true)
+                }
+            };
+            let outcome = run_turn(cli, &client, &sid, uses).await;
+            if temporary {
+                client.session_close(&sid).await?;
+            }
+            if outcome? {
+                return Err(Failure::ToolFailed);
+            }
+        }
+        Command::Watch { session, after_seq } => {
+            let mut events = client.stream(session, *after_seq).await?;
+            let started = std::time::Instant::now();
+            while let Some(event) = events.next().await {
+                let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
+                if cli.json {
+                    print_json(&event);
+                } else {
+                    println!("{:>8.1}s {}", started.elapsed().as_secs_f64(), describe(&event));
+                }
+                if matches!(event.kind, EventKind::SessionClosed {}) {
+                    break;
+                }
             }
         }
         Command::Cancel { session, turn, tool } => {

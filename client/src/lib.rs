@@ -218,6 +218,26 @@ impl Client {
         self.call::<ToolCall>(params).await
     }
 
+    /// `turn/stream`: the session's events (after `after_seq` when given),
+    /// until the session closes or the subscription is dropped.
+    pub async fn stream(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
+        use jsonrpsee::core::client::SubscriptionClientT;
+        let params = agentd_protocol::turn::TurnStreamParams { session_id: session_id.to_owned(), after_seq };
+        let sub = self
+            .inner
+            .subscribe(
+                agentd_protocol::methods::TURN_STREAM,
+                transport::ByName(params),
+                agentd_protocol::methods::TURN_UNSTREAM,
+            )
+            .await?;
+        Ok(sub)
+    }
+
     /// `session/close`.
     pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
         self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await

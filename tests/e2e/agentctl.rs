@@ -147,3 +147,60 @@ fn cancel_reports_what_it_stopped() {
     assert_eq!(code, 1);
     assert!(err.contains("unknown_session"), "{err}");
 }
+
+#[test]
+fn run_submits_a_turn_from_json_lines_and_streams_it() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("x.txt"), "content\n").unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(
+        &blocks,
+        "{\"name\": \"Bash\", \"input\": {\"command\": \"echo hi\"}}\n\n{\"id\": \"r\", \"name\": \"Read\", \"input\": {\"file_path\": \"x.txt\"}}\n",
+    )
+    .unwrap();
+    let cwd = work.path().to_str().unwrap();
+    let file = blocks.to_str().unwrap();
+    let (code, out, err) = agentctl(&d.socket, &["run", file, "--cwd", cwd, "--mode", "bypass"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("✓ t1") && out.contains("    hi") && out.contains("✓ r") && out.contains("completed"),
+        "{out}"
+    );
+    let (code, out, _) = agentctl(&d.socket, &["--json", "run", file, "--cwd", cwd, "--mode", "bypass"]);
+    assert_eq!(code, 0);
+    let types: Vec<String> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(types.first().map(String::as_str), Some("tool/queued"));
+    assert_eq!(types.last().map(String::as_str), Some("turn/completed"));
+    std::fs::write(&blocks, "{\"name\": \"Bash\", \"input\": {\"command\": \"exit 7\"}}\n").unwrap();
+    let (code, out, _) = agentctl(&d.socket, &["run", file, "--cwd", cwd, "--mode", "bypass"]);
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("✗ t1"), "{out}");
+}
+
+#[test]
+fn watch_follows_a_session_until_it_closes() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap();
+    let (_, sid, _) = agentctl(&d.socket, &["session", "create", "--cwd", cwd]);
+    let sid = sid.trim().to_owned();
+    let watch = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .args(["--socket", d.socket.to_str().unwrap(), "watch", &sid, "--after-seq", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the watcher is connected (the status call is the other connection).
+    agentd_tests::eventually_blocking("watch connects", || {
+        let (_, out, _) = agentctl(&d.socket, &["--json", "status"]);
+        serde_json::from_str::<Value>(&out).map(|v| v["connections"].as_u64() >= Some(2)).unwrap_or(false)
+    });
+    let (code, _, err) = agentctl(&d.socket, &["call", "Grep", "--arg", "pattern=x", "--session", &sid]);
+    assert_eq!(code, 0, "{err}");
+    agentctl(&d.socket, &["session", "close", &sid]);
+    let out = watch.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("executing") && out.contains("yielded") && out.contains("session closed"), "{out}");
+}
