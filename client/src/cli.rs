@@ -104,6 +104,13 @@ enum Command {
         #[arg(long)]
         after_seq: Option<u64>,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `agentctl man | man -l -`
+    Man,
     /// Cancel one call, one turn, or everything running in a session
     Cancel {
         /// The session
@@ -189,6 +196,25 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
+    // These need no daemon.
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "agentctl", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            return match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("agentctl: cannot write the manual page: {e}");
+                    ExitCode::from(EXIT_ERROR)
+                }
+            };
+        }
+        _ => {}
+    }
     let socket = cli.socket.clone().unwrap_or_else(crate::default_socket_path);
     match runtime.block_on(run(&cli, &socket)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -483,6 +509,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 }
             }
         }
+        Command::Completions { .. } | Command::Man => {}
         Command::Cancel { session, turn, tool } => {
             let params = crate::protocol::turn::TurnCancelParams {
                 session_id: session.clone(),

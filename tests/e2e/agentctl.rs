@@ -204,3 +204,16 @@ fn watch_follows_a_session_until_it_closes() {
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.contains("executing") && out.contains("yielded") && out.contains("session closed"), "{out}");
 }
+
+#[test]
+fn completions_and_man_page_come_from_the_command_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("none.sock");
+    let (code, out, _) = agentctl(&nowhere, &["completions", "bash"]);
+    assert_eq!(code, 0, "no daemon needed");
+    assert!(out.contains("agentctl") && out.contains("session") && out.contains("watch"), "{}", &out[..200]);
+    let (code, out, _) = agentctl(&nowhere, &["man"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with(".ie") || out.starts_with(".TH"), "{}", &out[..100]);
+    assert!(out.contains("EXIT CODES"), "the exit codes are in the manual");
+}
