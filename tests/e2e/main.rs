@@ -8,6 +8,7 @@ mod bash;
 mod conventions;
 mod files;
 mod lifecycle;
+mod nvim;
 mod python;
 mod readme;
 mod search;

@@ -1,0 +1,210 @@
+-- agentd for Neovim: run agentd tool calls from the editor and show their
+-- results in a buffer. Talks JSON-RPC over the daemon's Unix socket with
+-- libuv (vim.uv, or vim.loop before Neovim 0.10); needs no other plugin.
+--
+--   :AgentdStatus                    version, uptime, sessions
+--   :AgentdTools                     the tools the session offers
+--   :AgentdCall Read {"file_path": "README.md"}
+--
+-- One session per Neovim, on the current directory, created on first use.
+
+local M = {}
+local uv = vim.uv or vim.loop
+
+M.config = { socket = nil, mode = nil }
+
+local function default_socket()
+  local env = os.getenv("AGENTD_SOCKET")
+  if env and env ~= "" then
+    return env
+  end
+  local runtime = os.getenv("XDG_RUNTIME_DIR")
+  if runtime and runtime:sub(1, 1) == "/" then
+    return runtime .. "/agentd/agentd.sock"
+  end
+  return "/tmp/agentd-" .. uv.getuid() .. "/agentd.sock"
+end
+
+local encode = (vim.json and vim.json.encode) or vim.fn.json_encode
+local decode = (vim.json and vim.json.decode) or vim.fn.json_decode
+
+local conn = nil -- { pipe, pending = {id -> callback}, buffer, next_id }
+local session_id = nil
+
+local function dispatch(line)
+  local ok, msg = pcall(decode, line)
+  if not ok or type(msg) ~= "table" or msg.id == nil then
+    return
+  end
+  local callback = conn.pending[msg.id]
+  conn.pending[msg.id] = nil
+  if callback then
+    callback(msg.error, msg.result)
+  end
+end
+
+local function connect(on_ready)
+  if conn then
+    return on_ready(nil)
+  end
+  local pipe = uv.new_pipe(false)
+  pipe:connect(M.config.socket or default_socket(), function(err)
+    if err then
+      pipe:close()
+      return vim.schedule(function()
+        on_ready("cannot connect to agentd: " .. err .. " (start it with `agentd &`)")
+      end)
+    end
+    conn = { pipe = pipe, pending = {}, buffer = "", next_id = 0 }
+    pipe:read_start(function(read_err, chunk)
+      if read_err or not chunk then
+        conn = nil
+        session_id = nil
+        return
+      end
+      conn.buffer = conn.buffer .. chunk
+      while true do
+        local nl = conn.buffer:find("\n", 1, true)
+        if not nl then
+          break
+        end
+        local line = conn.buffer:sub(1, nl - 1)
+        conn.buffer = conn.buffer:sub(nl + 1)
+        vim.schedule(function()
+          dispatch(line)
+        end)
+      end
+    end)
+    vim.schedule(function()
+      on_ready(nil)
+    end)
+  end)
+end
+
+--- Sends `method` with `params`; `callback(err, result)` runs on the main loop.
+function M.request(method, params, callback)
+  connect(function(err)
+    if err then
+      return callback({ message = err }, nil)
+    end
+    conn.next_id = conn.next_id + 1
+    local id = conn.next_id
+    conn.pending[id] = callback
+    local line = encode({ jsonrpc = "2.0", id = id, method = method, params = params or vim.empty_dict() })
+    conn.pipe:write(line .. "\n")
+  end)
+end
+
+local function with_session(callback)
+  if session_id then
+    return callback(nil, session_id)
+  end
+  local params = { cwd = vim.fn.getcwd() }
+  if M.config.mode then
+    params.mode = M.config.mode
+  end
+  M.request("session/create", params, function(err, result)
+    if err then
+      return callback(err, nil)
+    end
+    session_id = result.session_id
+    callback(nil, session_id)
+  end)
+end
+
+--- Runs one tool call; `callback(err, result)` gets the tool/call result.
+function M.call(tool, input, callback)
+  with_session(function(err, sid)
+    if err then
+      return callback(err, nil)
+    end
+    M.request("tool/call", { session_id = sid, name = tool, input = input or vim.empty_dict() }, callback)
+  end)
+end
+
+--- Shows `lines` in a scratch buffer named `title`.
+function M.show(title, lines)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  pcall(vim.api.nvim_buf_set_name, buf, "agentd://" .. title .. "/" .. buf)
+  vim.api.nvim_set_current_buf(buf)
+  return buf
+end
+
+local function result_lines(result)
+  local lines = {}
+  for _, block in ipairs(result.content or {}) do
+    if block.type == "text" then
+      for l in (block.text .. "\n"):gmatch("(.-)\n") do
+        table.insert(lines, l)
+      end
+    else
+      table.insert(lines, "[" .. (block.type or "?") .. " block]")
+    end
+  end
+  table.insert(lines, "")
+  table.insert(lines, (result.is_error and "✗ " or "✓ ") .. (result.render or ""))
+  return lines
+end
+
+local function report(err)
+  vim.notify("agentd: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+end
+
+function M.command_call(args)
+  local tool, json = args:match("^%s*(%S+)%s*(.*)$")
+  if not tool then
+    return report({ message = "usage: :AgentdCall Tool {json input}" })
+  end
+  local input = vim.empty_dict()
+  if json and json ~= "" then
+    local ok, parsed = pcall(decode, json)
+    if not ok then
+      return report({ message = "the input is not JSON: " .. tostring(parsed) })
+    end
+    input = parsed
+  end
+  M.call(tool, input, function(err, result)
+    if err then
+      return report(err)
+    end
+    M.show(tool, result_lines(result))
+  end)
+end
+
+function M.command_tools()
+  with_session(function(err, sid)
+    if err then
+      return report(err)
+    end
+    M.request("tools/list", { session_id = sid }, function(list_err, list)
+      if list_err then
+        return report(list_err)
+      end
+      local lines = {}
+      for _, t in ipairs(list.tools) do
+        table.insert(lines, t.name .. "  " .. (t.description:match("^[^\n]*") or ""))
+      end
+      M.show("tools", lines)
+    end)
+  end)
+end
+
+function M.command_status()
+  M.request("daemon/info", nil, function(err, info)
+    if err then
+      return report(err)
+    end
+    vim.notify(
+      string.format("agentd %s (protocol %d), %d sessions, up %d s", info.version, info.protocol_version, info.sessions, math.floor(info.uptime_ms / 1000))
+    )
+  end)
+end
+
+function M.setup(opts)
+  M.config = vim.tbl_extend("force", M.config, opts or {})
+end
+
+M.result_lines = result_lines
+
+return M

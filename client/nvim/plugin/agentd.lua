@@ -1,0 +1,10 @@
+-- Commands of the agentd plugin (see lua/agentd/init.lua).
+vim.api.nvim_create_user_command("AgentdCall", function(opts)
+  require("agentd").command_call(opts.args)
+end, { nargs = "+", desc = "agentd: run one tool call, e.g. :AgentdCall Read {\"file_path\": \"README.md\"}" })
+vim.api.nvim_create_user_command("AgentdTools", function()
+  require("agentd").command_tools()
+end, { desc = "agentd: list the tools of this session" })
+vim.api.nvim_create_user_command("AgentdStatus", function()
+  require("agentd").command_status()
+end, { desc = "agentd: daemon status" })

@@ -1,0 +1,58 @@
+//! The Neovim plugin (client/nvim), headless, against a real daemon.
+
+use std::process::{Command, Stdio};
+
+use agentd_tests::StandaloneDaemon;
+
+const SCRIPT: &str = r#"
+vim.opt.runtimepath:append(os.getenv("PLUGIN_DIR"))
+vim.cmd("runtime plugin/agentd.lua")
+local agentd = require("agentd")
+local out = {}
+local done = false
+agentd.call("Read", { file_path = "hello.txt" }, function(err, result)
+  if err then
+    table.insert(out, "error " .. vim.inspect(err))
+  else
+    for _, l in ipairs(agentd.result_lines(result)) do table.insert(out, l) end
+  end
+  done = true
+end)
+vim.wait(20000, function() return done end, 10)
+-- The command shows the result in a buffer.
+vim.cmd('AgentdCall Grep {"pattern": "hello", "output_mode": "count"}')
+vim.wait(20000, function() return vim.api.nvim_buf_get_name(0):find("agentd://Grep") ~= nil end, 10)
+for _, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do table.insert(out, "buf: " .. l) end
+vim.fn.writefile(out, os.getenv("OUT_FILE"))
+vim.cmd("qa!")
+"#;
+
+#[test]
+fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
+    if Command::new("nvim").arg("--version").output().is_err() {
+        panic!("nvim is not installed (Debian package neovim; .ci/run installs it)");
+    }
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("hello.txt"), "hello from nvim\n").unwrap();
+    let script = work.path().join("test.lua");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out_file = work.path().join("out.txt");
+    let status = Command::new("nvim")
+        .args(["--headless", "-u", "NONE", "-n", "-c"])
+        .arg(format!("luafile {}", script.display()))
+        .current_dir(work.path())
+        .env("AGENTD_SOCKET", &d.socket)
+        .env("PLUGIN_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/nvim"))
+        .env("OUT_FILE", &out_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let out = std::fs::read_to_string(&out_file).unwrap_or_default();
+    assert!(status.status.success(), "{out}\n{}", String::from_utf8_lossy(&status.stderr));
+    assert!(out.contains("     1\thello from nvim"), "{out}");
+    assert!(out.contains("✓ Read 1 lines"), "{out}");
+    assert!(out.contains("buf: ") && out.contains("hello.txt:1"), "{out}");
+}
