@@ -311,7 +311,29 @@ async fn run_turn(
     };
     let turn = client.call::<crate::protocol::methods::TurnSubmit>(params).await?.turn_id;
     let mut failed = false;
-    while let Some(event) = events.next().await {
+    let mut interrupted = false;
+    let paint = Paint::for_stdout();
+    loop {
+        // Ctrl+C cancels the turn (tools that block on interrupt finish);
+        // a second Ctrl+C leaves at once.
+        let next = tokio::select! {
+            next = events.next() => next,
+            _ = tokio::signal::ctrl_c() => {
+                if interrupted {
+                    std::process::exit(130);
+                }
+                interrupted = true;
+                eprintln!("agentctl: cancelling the turn (Ctrl+C again to quit)");
+                let params = crate::protocol::turn::TurnCancelParams {
+                    session_id: session.to_owned(),
+                    turn_id: Some(turn.clone()),
+                    tool_use_id: None,
+                };
+                client.call::<crate::protocol::methods::TurnCancel>(params).await?;
+                continue;
+            }
+        };
+        let Some(event) = next else { break };
         let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
         let ours = event_turn(&event.kind).is_some_and(|t| t == turn);
         if !ours && !matches!(event.kind, EventKind::SessionClosed {}) {
@@ -325,7 +347,8 @@ async fn run_turn(
         } else {
             match &event.kind {
                 EventKind::ToolResult { tool_use_id, content, is_error, render, .. } => {
-                    println!("{} {tool_use_id}: {render}", if *is_error { "✗" } else { "✓" });
+                    let mark = if *is_error { paint.red("✗") } else { paint.green("✓") };
+                    println!("{mark} {tool_use_id}: {render}");
                     for block in content {
                         if let crate::protocol::tools::ContentBlock::Text { text } = block {
                             for line in text.lines() {
@@ -345,6 +368,30 @@ async fn run_turn(
         }
     }
     Ok(failed)
+}
+
+/// Colour for people: only on a terminal, never with `NO_COLOR` set.
+struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    fn for_stdout() -> Paint {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        Paint { on: tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
+    }
+
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.on { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    fn red(&self, text: &str) -> String {
+        self.wrap("31", text)
+    }
+
+    fn green(&self, text: &str) -> String {
+        self.wrap("32", text)
+    }
 }
 
 fn event_turn(kind: &EventKind) -> Option<&str> {

@@ -217,3 +217,37 @@ fn completions_and_man_page_come_from_the_command_definition() {
     assert!(out.starts_with(".ie") || out.starts_with(".TH"), "{}", &out[..100]);
     assert!(out.contains("EXIT CODES"), "the exit codes are in the manual");
 }
+
+#[test]
+fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(&blocks, "{\"id\": \"long\", \"name\": \"Bash\", \"input\": {\"command\": \"sleep 30\"}}\n")
+        .unwrap();
+    let child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .args(["--socket", d.socket.to_str().unwrap(), "run", blocks.to_str().unwrap(), "--mode", "bypass"])
+        .current_dir(work.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Interrupt once the command runs (its sleep exists).
+    agentd_tests::eventually_blocking("the command starts", || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read(e.path().join("cmdline")).map(|c| c.starts_with(b"sleep\x0030")).unwrap_or(false))
+    });
+    let started = std::time::Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    assert!(stdout.contains("✗ long") && stdout.contains("cancelled"), "{stdout}");
+    assert!(!stdout.contains('\x1b'), "no colour when stdout is not a terminal");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cancelling the turn"));
+}
