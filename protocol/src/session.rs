@@ -220,6 +220,10 @@ pub struct SessionInfo {
     /// `session/get` and `session/list`).
     #[serde(default)]
     pub todos: Vec<TodoItem>,
+    /// Permission rules (from the session or settings files) that could not
+    /// be read, with where they came from; they are ignored.
+    #[serde(default)]
+    pub rule_errors: Vec<String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -216,18 +216,63 @@ async fn reading_outside_the_workspace_asks_even_for_a_read_only_command() {
 }
 
 #[tokio::test]
-async fn a_pattern_rule_the_daemon_cannot_match_yet_refuses_the_tool() {
+async fn rules_allow_deny_and_ask_by_sub_command() {
+    let d = TestDaemon::start().await;
+    std::fs::create_dir_all(d.dir.path().join(".agentd")).unwrap();
+    std::fs::write(
+        d.dir.path().join(".agentd/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(touch:*)"], "deny": ["Bash(rm:*)", "Bash(oops"]}}"#,
+    )
+    .unwrap();
+    let mut c = d.raw().await;
+    let created =
+        c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": { "ask": ["Bash(git push:*)"] } })).await;
+    let id = created["session_id"].clone();
+    let errors = created["session"]["rule_errors"].to_string();
+    assert!(errors.contains("settings.json: rule 1") && errors.contains("Bash(oops"), "{errors}");
+    let mut run = async |command: &str| {
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })).await;
+        (r["is_error"].as_bool().unwrap(), text(&r))
+    };
+    let (err, _) = run("touch made-by-rule").await;
+    assert!(!err, "an allow rule runs a command the tool would ask about");
+    assert!(d.dir.path().join("made-by-rule").exists());
+    let (err, out) = run("touch a && rm made-by-rule").await;
+    assert!(err && out.contains("Bash(rm:*)") && out.contains("denies"), "{out}");
+    assert!(d.dir.path().join("made-by-rule").exists(), "nothing ran");
+    let (err, out) = run("touch x; curl x | sh").await;
+    assert!(err && out.contains("permission required"), "a partial match allows nothing: {out}");
+    let (err, out) = run("git push origin main").await;
+    assert!(err && out.contains("Bash(git push:*)") && out.contains("asks"), "{out}");
+    let (err, out) = run("touch $(id -u)").await;
+    assert!(err && out.contains("permission required"), "substitutions are never allowed by a rule: {out}");
+}
+
+#[tokio::test]
+async fn plan_mode_runs_read_only_tools_only_and_accept_edits_allows_edits() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let id = c
+    let plan = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "plan" })).await["session_id"].clone();
+    let r = c
         .ok(
-            "session/create",
-            json!({ "cwd": d.dir.path(), "mode": "bypass", "permissions": { "deny": ["Bash(rm:*)"] } }),
+            "tool/call",
+            json!({ "session_id": plan, "name": "Write", "input": { "file_path": "p.txt", "content": "x" } }),
         )
-        .await["session_id"]
-        .clone();
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
-    assert!(text(&r).contains("with a pattern names Bash"), "{r}");
+        .await;
+    assert!(text(&r).contains("plan mode"), "{r}");
+    let r = c.ok("tool/call", json!({ "session_id": plan, "name": "Bash", "input": { "command": "ls" } })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let edits =
+        c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await["session_id"].clone();
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": edits, "name": "Write", "input": { "file_path": "e.txt", "content": "x" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = c.ok("tool/call", json!({ "session_id": edits, "name": "Bash", "input": { "command": "touch t" } })).await;
+    assert!(text(&r).contains("permission required"), "accept_edits is not bypass: {r}");
 }
 
 #[tokio::test]

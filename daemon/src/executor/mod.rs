@@ -58,7 +58,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::permission::Decision;
+use crate::permission::rules::{Facts, RuleKind, RuleSet};
+use crate::permission::{Decision, PermissionTarget};
+
+/// Tools whose calls `accept_edits` mode allows.
+const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
 use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
@@ -168,6 +172,8 @@ pub struct SessionServices {
     pub output_dir: Arc<PathBuf>,
     /// The session's background jobs.
     pub jobs: Arc<JobTable>,
+    /// The session's permission rules (session, project and user settings).
+    pub rules: Arc<RuleSet>,
 }
 
 /// Runs one session's tool calls.
@@ -189,6 +195,7 @@ impl SessionExecutor {
         info: &SessionInfo,
         tools: Arc<ToolSet>,
         output_dir: PathBuf,
+        rules: RuleSet,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Arc<SessionExecutor> {
@@ -209,7 +216,12 @@ impl SessionExecutor {
             session_id: Arc::from(info.session_id.as_str()),
             cwd: Arc::new(info.cwd.clone()),
             tools,
-            services: SessionServices { info: Arc::new(info.clone()), output_dir: Arc::new(output_dir), jobs },
+            services: SessionServices {
+                info: Arc::new(info.clone()),
+                output_dir: Arc::new(output_dir),
+                jobs,
+                rules: Arc::new(rules),
+            },
             cancel,
             tracker,
             me: me.clone(),
@@ -405,38 +417,65 @@ impl SessionExecutor {
         if let Err(e) = call.validate(ctx) {
             return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
         }
-        let patterned = self.pattern_rule_names(&slot.name);
-        let refusal = match call.check_permissions(ctx) {
-            Decision::Deny { reason } => format!("permission denied: {reason}"),
-            // Fail-closed: a rule we cannot evaluate yet might deny this call.
-            _ if patterned => format!(
-                "a deny or ask rule with a pattern names {}; this agentd cannot match such rules yet, so calls \
-                 of this tool are refused in this session",
-                slot.name
-            ),
+        let info = &self.services.info;
+        use agentd_protocol::session::PermissionMode;
+        if info.mode == PermissionMode::Plan && !call.is_read_only() {
+            let refusal = "plan mode: only read-only tools run; leave plan mode to make changes".to_owned();
+            let render = call.render_rejected(&refusal);
+            return Err(CallOutcome {
+                content: vec![ContentBlock::text(refusal)],
+                is_error: true,
+                render,
+                modifier: None,
+            });
+        }
+        // Rules, then the tool's own view, then the mode: deny beats ask
+        // beats allow.
+        let facts = self.facts(call.permission_target());
+        let rule = self.services.rules.decide(&slot.name, &facts);
+        let decision = match (rule, call.check_permissions(ctx)) {
+            (Some(r), _) if r.kind == RuleKind::Deny => {
+                Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
+            }
+            (_, Decision::Deny { reason }) => Decision::Deny { reason },
+            (Some(r), _) if r.kind == RuleKind::Ask => {
+                Decision::ask(format!("the rule {} ({}) asks first", r.text, r.origin.source))
+            }
+            (Some(_), _) => Decision::Allow,
+            (None, tool) => tool,
+        };
+        let refusal = match decision {
             Decision::Allow => return Ok(()),
-            Decision::Ask { .. } if self.is_bypass() => return Ok(()),
+            Decision::Deny { reason } => format!("permission denied: {reason}"),
+            Decision::Ask { .. } if info.mode == PermissionMode::Bypass => return Ok(()),
+            Decision::Ask { .. }
+                if info.mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) =>
+            {
+                return Ok(());
+            }
             Decision::Ask { reason, .. } => format!(
                 "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
-                 that need it are refused (a session in `bypass` mode runs them)"
+                 that need it are refused (allow them with a rule, or use mode accept_edits or bypass)"
             ),
         };
         let render = call.render_rejected(&refusal);
         Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
     }
 
-    /// `bypass` mode runs what a tool would ask about.
-    fn is_bypass(&self) -> bool {
-        self.services.info.mode == agentd_protocol::session::PermissionMode::Bypass
-    }
-
-    /// Whether a deny or ask rule with a pattern (`Tool(…)`) names `tool`:
-    /// until the rule engine can match patterns, such a tool's calls are
-    /// refused rather than risk ignoring the rule.
-    fn pattern_rule_names(&self, tool: &str) -> bool {
-        let info = &self.services.info;
-        let patterned = |rule: &String| rule.trim().strip_prefix(tool).is_some_and(|rest| rest.starts_with('('));
-        info.permissions.deny.iter().chain(&info.permissions.ask).any(patterned)
+    /// What rules see of a call: its command, or its file resolved
+    /// (symlinks followed) inside the workspace.
+    fn facts(&self, target: PermissionTarget) -> Facts {
+        match target {
+            PermissionTarget::None => Facts::Other,
+            PermissionTarget::Command(c) => Facts::Bash(c),
+            PermissionTarget::Path(p) => match crate::fs::resolve(&self.cwd, &self.cwd, &p) {
+                Ok(path) => {
+                    let abs = path.abs();
+                    Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
+                }
+                Err(_) => Facts::Path(PathBuf::from(p)),
+            },
+        }
     }
 
     /// Carries out the machine's actions, under the lock.

@@ -2,7 +2,20 @@
 //! the permissions issue; this module defines the decision every layer
 //! returns, so tools can already say what they think of a call.
 
+pub mod rules;
+
 use serde::Serialize;
+
+/// What rules look at in a call: its command or its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionTarget {
+    /// Nothing but the tool's name.
+    None,
+    /// A shell command (Bash).
+    Command(String),
+    /// A path as the model wrote it (file and search tools).
+    Path(String),
+}
 
 /// What a permission layer says about one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

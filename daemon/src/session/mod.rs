@@ -145,7 +145,7 @@ impl SessionManager {
                 why: format!("max_output_chars must be between 100 and 10000000, got {}", bash.max_output_chars),
             });
         }
-        let info = SessionInfo {
+        let mut info = SessionInfo {
             session_id: uuid::Uuid::new_v4().to_string(),
             cwd,
             mode: params.mode.unwrap_or_default(),
@@ -156,8 +156,10 @@ impl SessionManager {
             bash,
             jobs: Vec::new(),
             todos: Vec::new(),
+            rule_errors: Vec::new(),
             created_at_ms: now_ms(),
         };
+        let rules = session_rules(&mut info);
         let tools = ToolSet::build(
             &self.registry,
             &self.external,
@@ -173,7 +175,8 @@ impl SessionManager {
         let cancel = self.root.child_token();
         let tools = Arc::new(tools);
         let output_dir = self.state_dir.join("sessions").join(&info.session_id).join("output");
-        let executor = SessionExecutor::new(&info, tools.clone(), output_dir, cancel.clone(), self.tracker.clone());
+        let executor =
+            SessionExecutor::new(&info, tools.clone(), output_dir, rules, cancel.clone(), self.tracker.clone());
         let session = Session { info: info.clone(), seq, cancel, tools, executor };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
@@ -239,6 +242,27 @@ impl SessionManager {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The session's rules: its own, then the project's
+/// (`.agentd/settings.json`, and `.claude/settings.json` so existing rules
+/// carry over), then the user's (`~/.config/agentd/settings.json`). Rules
+/// that cannot be read are reported in `info.rule_errors` and ignored.
+fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
+    use crate::permission::rules::{Origin, RuleSet};
+    let mut rules = RuleSet::default();
+    let p = &info.permissions;
+    rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
+    rules.add_settings_file(&info.cwd.join(".agentd/settings.json"), &info.cwd);
+    rules.add_settings_file(&info.cwd.join(".claude/settings.json"), &info.cwd);
+    let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    let home = abs(std::env::var_os("HOME"));
+    let config = abs(std::env::var_os("XDG_CONFIG_HOME")).or_else(|| home.as_ref().map(|h| h.join(".config")));
+    if let (Some(config), Some(home)) = (config, home) {
+        rules.add_settings_file(&config.join("agentd/settings.json"), &home);
+    }
+    info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+    rules
 }
 
 /// An absolute, existing directory, with symlinks and `..` resolved.

@@ -110,6 +110,7 @@ impl ToolContext {
             bash: Default::default(),
             jobs: Vec::new(),
             todos: Vec::new(),
+            rule_errors: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

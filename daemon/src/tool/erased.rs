@@ -124,6 +124,10 @@ pub trait PreparedCall: Send + Sync {
     fn interrupt_behavior(&self) -> InterruptBehavior {
         InterruptBehavior::Cancel
     }
+    /// What permission rules look at.
+    fn permission_target(&self) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::None
+    }
     /// One line describing the call.
     fn render_use(&self) -> String;
     /// Short text when the call is refused.
@@ -271,6 +275,10 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
 
     fn interrupt_behavior(&self) -> InterruptBehavior {
         self.tool.interrupt_behavior(&self.input)
+    }
+
+    fn permission_target(&self) -> crate::permission::PermissionTarget {
+        self.tool.permission_target(&self.input)
     }
 
     fn render_use(&self) -> String {

@@ -130,6 +130,11 @@ pub trait Tool: Send + Sync + Sized + 'static {
         Decision::ask(format!("{} wants to run", Self::NAME))
     }
 
+    /// What permission rules look at in this call (its command, its path).
+    fn permission_target(&self, _input: &Self::Input) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::None
+    }
+
     /// May this call run beside other concurrency-safe calls? Default: no.
     fn is_concurrency_safe(&self, _input: &Self::Input) -> bool {
         false

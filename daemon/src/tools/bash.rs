@@ -151,6 +151,10 @@ impl Tool for Bash {
         }
     }
 
+    fn permission_target(&self, input: &BashInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Command(input.command.clone())
+    }
+
     fn check_permissions(&self, input: &BashInput, ctx: &ToolContext) -> Decision {
         if !input.run_in_background && read_only(&input.command) && paths_inside(&input.command, ctx) {
             Decision::Allow

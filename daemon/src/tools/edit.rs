@@ -74,6 +74,10 @@ impl Tool for Edit {
         Ok(())
     }
 
+    fn permission_target(&self, input: &EditInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.file_path.clone())
+    }
+
     fn check_permissions(&self, input: &EditInput, _ctx: &ToolContext) -> Decision {
         Decision::ask(format!("edit {}", input.file_path))
     }

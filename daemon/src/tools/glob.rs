@@ -77,6 +77,10 @@ impl Tool for Glob {
         Ok(())
     }
 
+    fn permission_target(&self, input: &GlobInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.path.clone().unwrap_or_else(|| ".".into()))
+    }
+
     fn check_permissions(&self, _input: &GlobInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
     }

@@ -128,6 +128,10 @@ impl Tool for Grep {
         Ok(())
     }
 
+    fn permission_target(&self, input: &GrepInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.path.clone().unwrap_or_else(|| ".".into()))
+    }
+
     fn check_permissions(&self, _input: &GrepInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
     }

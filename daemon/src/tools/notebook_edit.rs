@@ -108,6 +108,10 @@ impl Tool for NotebookEdit {
         }
     }
 
+    fn permission_target(&self, input: &NotebookEditInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.notebook_path.clone())
+    }
+
     fn check_permissions(&self, input: &NotebookEditInput, _ctx: &ToolContext) -> Decision {
         Decision::ask(format!("edit {}", input.notebook_path))
     }

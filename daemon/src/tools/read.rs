@@ -85,6 +85,10 @@ impl Tool for Read {
         Ok(())
     }
 
+    fn permission_target(&self, input: &ReadInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.file_path.clone())
+    }
+
     fn check_permissions(&self, _input: &ReadInput, _ctx: &ToolContext) -> Decision {
         // Reads inside the workspace (the path resolution keeps it there).
         Decision::Allow

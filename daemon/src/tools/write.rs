@@ -80,6 +80,10 @@ impl Tool for Write {
         Ok(())
     }
 
+    fn permission_target(&self, input: &WriteInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.file_path.clone())
+    }
+
     fn check_permissions(&self, input: &WriteInput, _ctx: &ToolContext) -> Decision {
         Decision::ask(format!("write {}", input.file_path))
     }

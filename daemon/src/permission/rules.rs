@@ -1,0 +1,307 @@
+//! Permission rules in Claude Code's settings syntax: `Tool`,
+//! `Tool(specifier)`. `Bash(npm test)` is exact, `Bash(npm run test:*)` a
+//! prefix; `Read(src/**)`, `Edit(./docs/*.md)`, `Read(~/.ssh/**)`,
+//! `Read(//abs/**)` are gitignore-style globs relative to the rule's origin;
+//! `WebFetch(domain:example.com)`; `mcp__server__tool` and `mcp__server`.
+//!
+//! **Invariant:** a rule that cannot be judged never allows. A Bash allow
+//! rule must match every sub-command of the parsed command; substitutions,
+//! subshells, functions, `eval` and what the parser does not understand are
+//! never allowed by a rule. A deny or ask rule applies when any sub-command
+//! matches.
+
+use std::path::{Path, PathBuf};
+
+use crate::shell;
+
+/// What a rule says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// Run without asking.
+    Allow,
+    /// Refuse.
+    Deny,
+    /// Ask first.
+    Ask,
+}
+
+/// Where a rule came from: paths in it are relative to `base`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// `session`, or the settings file.
+    pub source: String,
+    /// The directory relative paths in the rule start from.
+    pub base: PathBuf,
+}
+
+/// A parsed rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Allow, deny or ask.
+    pub kind: RuleKind,
+    /// The rule as written.
+    pub text: String,
+    /// The tool (or `mcp__server` prefix) it names.
+    pub tool: String,
+    spec: Spec,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+enum Spec {
+    /// No specifier: the whole tool.
+    Any,
+    /// `Bash(cmd)`: exactly this command.
+    BashExact(String),
+    /// `Bash(cmd:*)`: this command and anything after it.
+    BashPrefix(String),
+    /// A path glob (already absolute).
+    Path(globset::GlobMatcher),
+    /// `WebFetch(domain:x)`: parsed and kept; nothing matches it until the
+    /// WebFetch tool exists.
+    #[allow(dead_code)]
+    Domain(String),
+}
+
+/// A rule that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: rule {index} {text:?}: {message} (ignored)")]
+pub struct RuleError {
+    /// The file (or `session`).
+    pub origin: String,
+    /// Position in its list, from 0.
+    pub index: usize,
+    /// The rule.
+    pub text: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Tools whose path rules are `Read(...)` rules.
+const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep"];
+/// Tools whose path rules are `Edit(...)` rules.
+const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
+
+/// Parses one rule.
+pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Result<Rule, RuleError> {
+    let err = |message: String| RuleError { origin: origin.source.clone(), index, text: text.to_owned(), message };
+    let trimmed = text.trim();
+    let (tool, spec) = match trimmed.find('(') {
+        None => (trimmed, None),
+        Some(open) => {
+            let Some(inner) = trimmed[open + 1..].strip_suffix(')') else {
+                return Err(err("a specifier must end with `)`".into()));
+            };
+            (&trimmed[..open], Some(inner))
+        }
+    };
+    if tool.is_empty() || !tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(err("the tool name must be letters, digits, `_` or `-`".into()));
+    }
+    let spec = match spec {
+        None => Spec::Any,
+        Some(s) if s.trim().is_empty() => return Err(err("an empty specifier; write the tool name alone".into())),
+        Some(s) if tool == "Bash" => match s.strip_suffix(":*") {
+            Some(prefix) => Spec::BashPrefix(prefix.trim().to_owned()),
+            None => Spec::BashExact(s.trim().to_owned()),
+        },
+        Some(s) if tool == "WebFetch" => match s.strip_prefix("domain:") {
+            Some(d) => Spec::Domain(d.trim().to_lowercase()),
+            None => return Err(err("WebFetch rules are `WebFetch(domain:example.com)`".into())),
+        },
+        Some(s) if READ_TOOLS.contains(&tool) || EDIT_TOOLS.contains(&tool) => {
+            let pattern = absolute_pattern(s.trim(), &origin.base);
+            let glob = globset::GlobBuilder::new(&pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| err(format!("not a glob: {e}")))?;
+            Spec::Path(glob.compile_matcher())
+        }
+        Some(_) => return Err(err(format!("{tool} takes no specifier here"))),
+    };
+    Ok(Rule { kind, text: trimmed.to_owned(), tool: tool.to_owned(), spec, origin: origin.clone() })
+}
+
+/// `//abs` is absolute, `~/x` is in the home directory, anything else is
+/// relative to the rule's origin; a pattern without `/` matches at any
+/// depth below it, as in .gitignore.
+fn absolute_pattern(spec: &str, base: &Path) -> String {
+    if let Some(abs) = spec.strip_prefix("//") {
+        return format!("/{abs}");
+    }
+    if let Some(rest) = spec.strip_prefix("~/") {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        return home.join(rest).display().to_string();
+    }
+    let rel = spec.trim_start_matches("./").trim_start_matches('/');
+    if !rel.contains('/') {
+        return base.join("**").join(rel).display().to_string();
+    }
+    base.join(rel).display().to_string()
+}
+
+/// What a call is, as far as rules are concerned.
+#[derive(Debug, Clone)]
+pub enum Facts {
+    /// A Bash command (its text).
+    Bash(String),
+    /// A file tool's target, resolved (symlinks followed).
+    Path(PathBuf),
+    /// Anything else.
+    Other,
+}
+
+/// How a rule relates to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// It covers the whole call.
+    All,
+    /// It covers a part (one sub-command): enough for deny and ask.
+    Part,
+    /// It does not apply.
+    No,
+}
+
+impl Rule {
+    /// Does this rule name `tool`?
+    pub fn names(&self, tool: &str) -> bool {
+        if self.tool == tool {
+            return true;
+        }
+        let applies_by_kind = match &self.spec {
+            Spec::Path(_) => {
+                (self.tool == "Read" && READ_TOOLS.contains(&tool))
+                    || (self.tool == "Edit" && EDIT_TOOLS.contains(&tool))
+            }
+            _ => false,
+        };
+        applies_by_kind
+            || (self.tool.starts_with("mcp__")
+                && self.tool.matches("__").count() == 1
+                && tool.starts_with(&format!("{}__", self.tool)))
+    }
+
+    /// How this rule matches a call of `tool` with `facts`.
+    pub fn matches(&self, tool: &str, facts: &Facts) -> Match {
+        if !self.names(tool) {
+            return Match::No;
+        }
+        match (&self.spec, facts) {
+            (Spec::Any, _) => Match::All,
+            (Spec::BashExact(_) | Spec::BashPrefix(_), Facts::Bash(command)) => self.match_bash(command),
+            (Spec::Path(glob), Facts::Path(path)) => {
+                if glob.is_match(path) {
+                    Match::All
+                } else {
+                    Match::No
+                }
+            }
+            _ => Match::No,
+        }
+    }
+
+    fn match_bash(&self, command: &str) -> Match {
+        let covers = |text: &str| match &self.spec {
+            Spec::BashExact(exact) => text == exact,
+            Spec::BashPrefix(prefix) => text == prefix || text.starts_with(&format!("{prefix} ")),
+            _ => false,
+        };
+        let Ok(script) = shell::parse(command) else {
+            // Not understood: a deny/ask rule still applies if the text
+            // starts like it; an allow rule never does.
+            return if covers(command.trim()) { Match::Part } else { Match::No };
+        };
+        let texts: Vec<String> = script
+            .commands
+            .iter()
+            .map(|c| {
+                let mut words = vec![c.program.clone().unwrap_or_else(|| "$?".into())];
+                words.extend(c.args.iter().cloned());
+                words.join(" ")
+            })
+            .collect();
+        let hit = texts.iter().filter(|t| covers(t)).count();
+        let opaque = script.has_compound
+            || script.commands.iter().any(|c| {
+                c.has_substitution
+                    || c.program.is_none()
+                    || matches!(c.program.as_deref(), Some("eval" | "exec" | "source" | "." | "sh" | "bash" | "zsh"))
+                    || !c.writes_files.is_empty()
+            });
+        match hit {
+            0 => Match::No,
+            n if n == texts.len() && !opaque && !texts.is_empty() => Match::All,
+            _ => Match::Part,
+        }
+    }
+}
+
+/// Every rule of a session, and the ones that could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    /// The rules.
+    pub rules: Vec<Rule>,
+    /// Rules reported and ignored.
+    pub errors: Vec<RuleError>,
+}
+
+impl RuleSet {
+    /// Adds the `allow`, `deny` and `ask` lists from `origin`.
+    pub fn add(&mut self, origin: &Origin, allow: &[String], deny: &[String], ask: &[String]) {
+        for (kind, list) in [(RuleKind::Allow, allow), (RuleKind::Deny, deny), (RuleKind::Ask, ask)] {
+            for (i, text) in list.iter().enumerate() {
+                match parse(text, kind, origin, i) {
+                    Ok(rule) => self.rules.push(rule),
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        self.errors.push(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds the `permissions` of a settings file, if it exists.
+    pub fn add_settings_file(&mut self, path: &Path, base: &Path) {
+        let Ok(text) = std::fs::read_to_string(path) else { return };
+        let origin = Origin { source: path.display().to_string(), base: base.to_owned() };
+        let value: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                self.errors.push(RuleError {
+                    origin: origin.source,
+                    index: 0,
+                    text: String::new(),
+                    message: format!("not JSON: {e}"),
+                });
+                return;
+            }
+        };
+        let list = |key: &str| -> Vec<String> {
+            value["permissions"][key]
+                .as_array()
+                .map(|a| a.iter().map(|v| v.as_str().unwrap_or("").to_owned()).collect())
+                .unwrap_or_default()
+        };
+        self.add(&origin, &list("allow"), &list("deny"), &list("ask"));
+    }
+
+    /// The strongest rule for a call: deny beats ask beats allow. An allow
+    /// rule must cover the whole call; deny and ask rules any part of it.
+    pub fn decide(&self, tool: &str, facts: &Facts) -> Option<&Rule> {
+        let find = |kind: RuleKind, need_all: bool| {
+            self.rules.iter().find(|r| {
+                r.kind == kind && {
+                    let m = r.matches(tool, facts);
+                    if need_all { m == Match::All } else { m != Match::No }
+                }
+            })
+        };
+        find(RuleKind::Deny, false).or_else(|| find(RuleKind::Ask, false)).or_else(|| find(RuleKind::Allow, true))
+    }
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;
