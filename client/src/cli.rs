@@ -122,6 +122,29 @@ enum Command {
         #[arg(long)]
         tool: Option<String>,
     },
+    /// Answer a permission request (shown by `watch` and `run` as `asking`)
+    Respond {
+        /// The session
+        session: String,
+        /// The request's id
+        request_id: String,
+        /// allow, deny or allow-always
+        decision: Decision,
+        /// For allow-always: the rule to add (default: the request's first suggestion)
+        #[arg(long)]
+        rule: Option<String>,
+        /// For deny: a message for the model
+        #[arg(long)]
+        message: Option<String>,
+    },
+}
+
+/// An answer to a permission request.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Decision {
+    Allow,
+    Deny,
+    AllowAlways,
 }
 
 #[derive(Debug, Subcommand)]
@@ -400,6 +423,8 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::ToolStarted { turn_id, .. }
         | EventKind::ToolProgress { turn_id, .. }
         | EventKind::ToolResult { turn_id, .. }
+        | EventKind::PermissionRequest { turn_id, .. }
+        | EventKind::PermissionResolved { turn_id, .. }
         | EventKind::TurnCompleted { turn_id }
         | EventKind::TurnDiscarded { turn_id } => Some(turn_id),
         EventKind::SessionClosed {} => None,
@@ -414,6 +439,14 @@ fn describe(event: &crate::protocol::turn::Event) -> String {
         EventKind::ToolProgress { tool_use_id, render, .. } => format!("  …       {tool_use_id}  {render}"),
         EventKind::ToolResult { tool_use_id, render, is_error, .. } => {
             format!("{} {tool_use_id}  {render}", if *is_error { "failed   " } else { "yielded  " })
+        }
+        EventKind::PermissionRequest { tool_use_id, request_id, reason, render, .. } => {
+            format!(
+                "asking    {tool_use_id}  {render}: {reason} (agentctl respond <session> {request_id} allow|deny|allow-always)"
+            )
+        }
+        EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
+            format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })
         }
         EventKind::TurnCompleted { turn_id } => format!("turn {turn_id} completed"),
         EventKind::TurnDiscarded { turn_id } => format!("turn {turn_id} discarded"),
@@ -489,6 +522,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         max_concurrency: None,
                         sibling_cancel: None,
                         bash: None,
+                        permission_timeout_ms: None,
                     };
                     let temp = client.session_create(params).await?;
                     let result = client.tool_call(&temp.session_id, tool, input).await;
@@ -529,6 +563,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         max_concurrency: None,
                         sibling_cancel: None,
                         bash: None,
+                        permission_timeout_ms: None,
                     };
                     (client.session_create(params).await?.session_id, true)
                 }
@@ -572,6 +607,28 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 println!("cancelled {}", result.cancelled.join(", "));
             }
         }
+        Command::Respond { session, request_id, decision, rule, message } => {
+            use crate::protocol::permission::{PermissionDecision, PermissionRespondParams};
+            let params = PermissionRespondParams {
+                session_id: session.clone(),
+                request_id: request_id.clone(),
+                decision: match decision {
+                    Decision::Allow => PermissionDecision::Allow,
+                    Decision::Deny => PermissionDecision::Deny,
+                    Decision::AllowAlways => PermissionDecision::AllowAlways,
+                },
+                rule: rule.clone(),
+                message: message.clone(),
+            };
+            let result = client.call::<crate::protocol::methods::PermissionRespond>(params).await?;
+            if cli.json {
+                print_json(&result);
+            } else if let Some(rule) = &result.rule_added {
+                println!("answered {}; added the session rule {rule}", result.request_id);
+            } else {
+                println!("answered {}", result.request_id);
+            }
+        }
     }
     Ok(())
 }
@@ -605,6 +662,7 @@ async fn tools(
                 max_concurrency: None,
                 sibling_cancel: None,
                 bash: None,
+                permission_timeout_ms: None,
             };
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
@@ -659,6 +717,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                 max_concurrency: *max_concurrency,
                 sibling_cancel: None,
                 bash: None,
+                permission_timeout_ms: None,
             };
             let created = client.session_create(params).await?;
             if cli.json {

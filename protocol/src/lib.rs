@@ -12,6 +12,7 @@
 
 pub mod error;
 pub mod methods;
+pub mod permission;
 pub mod schema;
 pub mod session;
 pub mod socket;

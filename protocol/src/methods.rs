@@ -77,6 +77,12 @@ method!(
     TurnDiscard, "turn/discard", crate::turn::TurnDiscardParams => crate::turn::TurnDiscardResult
 );
 
+method!(
+    /// `permission/respond`: answer a `permission/request` event.
+    PermissionRespond, "permission/respond",
+    crate::permission::PermissionRespondParams => crate::permission::PermissionRespondResult
+);
+
 /// `turn/stream`: a subscription of the session's events. The subscribe
 /// call answers with a subscription id (a string); events arrive as
 /// notifications of method [`TURN_EVENT`] whose `params.result` is an

@@ -153,6 +153,11 @@ pub struct SessionCreateParams {
     /// Limits of the Bash tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bash: Option<BashOptions>,
+    /// How long a `permission/request` waits for `permission/respond`
+    /// before the call is denied, in milliseconds (10 to 86400000; default
+    /// 300000, five minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_ms: Option<u64>,
 }
 
 /// Result of `session/create`.
@@ -224,6 +229,23 @@ pub struct SessionInfo {
     /// be read, with where they came from; they are ignored.
     #[serde(default)]
     pub rule_errors: Vec<String>,
+    /// How long a permission request waits for an answer, in milliseconds.
+    #[serde(default = "default_permission_timeout_ms")]
+    pub permission_timeout_ms: u64,
+    /// Rules added by `allow_always` answers, in order.
+    #[serde(default)]
+    pub granted_rules: Vec<String>,
+    /// Permission requests waiting for `permission/respond` (their
+    /// `request_id`s; the `permission/request` events carry the details).
+    #[serde(default)]
+    pub pending_permissions: Vec<String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
+}
+
+/// The default `permission_timeout_ms`: five minutes.
+pub const DEFAULT_PERMISSION_TIMEOUT_MS: u64 = 300_000;
+
+fn default_permission_timeout_ms() -> u64 {
+    DEFAULT_PERMISSION_TIMEOUT_MS
 }

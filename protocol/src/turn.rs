@@ -164,6 +164,45 @@ pub enum EventKind {
         /// Short text for a UI.
         render: String,
     },
+    /// A call needs the user's approval before it runs. Answer with
+    /// `permission/respond`; until then the call waits (calls behind an
+    /// unsafe one wait too, other safe calls keep running). No answer within
+    /// the session's `permission_timeout_ms`, or no client left on the
+    /// stream, denies it.
+    #[serde(rename = "permission/request")]
+    PermissionRequest {
+        /// Its turn.
+        turn_id: String,
+        /// The call's `tool_use` id.
+        tool_use_id: String,
+        /// Pass this to `permission/respond`.
+        request_id: String,
+        /// The tool (canonical name).
+        tool: String,
+        /// The call's input, as the model sent it.
+        input: serde_json::Value,
+        /// Why approval is needed (the rule or the tool's reason).
+        reason: String,
+        /// One line describing the call.
+        render: String,
+        /// Rules that `allow_always` would add, best first.
+        suggestions: Vec<String>,
+    },
+    /// A `permission/request` was answered (by a client, a timeout, or the
+    /// last client leaving); UIs showing it can dismiss it.
+    #[serde(rename = "permission/resolved")]
+    PermissionResolved {
+        /// Its turn.
+        turn_id: String,
+        /// The call's `tool_use` id.
+        tool_use_id: String,
+        /// The request.
+        request_id: String,
+        /// Whether the call may run.
+        allowed: bool,
+        /// Who decided, in words (`client: allow`, `timeout`, ...).
+        reason: String,
+    },
     /// The turn ended and all its results are out.
     #[serde(rename = "turn/completed")]
     TurnCompleted {

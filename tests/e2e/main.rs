@@ -9,6 +9,7 @@ mod conventions;
 mod files;
 mod lifecycle;
 mod nvim;
+mod permissions;
 mod python;
 mod readme;
 mod search;

@@ -14,6 +14,7 @@ fn params(cwd: &std::path::Path) -> SessionCreateParams {
         max_concurrency: None,
         sibling_cancel: None,
         bash: None,
+        permission_timeout_ms: None,
     }
 }
 

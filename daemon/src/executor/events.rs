@@ -127,6 +127,11 @@ impl EventLog {
         Ok(inner.events.iter().skip(skip).cloned().collect())
     }
 
+    /// How many live subscribers (attached streams) there are.
+    pub fn subscriber_count(&self) -> usize {
+        self.live.receiver_count()
+    }
+
     /// Whether `session/closed` was pushed: nothing follows it.
     pub fn is_closed(&self) -> bool {
         self.closed.load(std::sync::atomic::Ordering::SeqCst)

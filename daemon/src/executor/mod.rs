@@ -58,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::permission::ask::{self, Answer, Asks};
 use crate::permission::rules::{Facts, RuleKind, RuleSet};
 use crate::permission::{Decision, PermissionTarget};
 
@@ -145,6 +146,17 @@ struct Slot {
     /// A `tool/call` waiting for this call's result.
     waiter: Option<oneshot::Sender<ToolCallResult>>,
     render_use: String,
+    /// The input as the model sent it, until the call starts (a
+    /// permission request shows it).
+    input: Option<serde_json::Value>,
+}
+
+/// A call waiting for the client's answer.
+struct Waiting {
+    request_id: String,
+    answer: oneshot::Receiver<Answer>,
+    turn_id: String,
+    tool_use_id: String,
 }
 
 struct TurnSlot {
@@ -174,6 +186,15 @@ pub struct SessionServices {
     pub jobs: Arc<JobTable>,
     /// The session's permission rules (session, project and user settings).
     pub rules: Arc<RuleSet>,
+    /// Open permission requests and the rules `allow_always` granted.
+    pub asks: Arc<Asks>,
+}
+
+/// A call that may run only once the client approves it.
+struct AskFor {
+    reason: String,
+    suggestions: Vec<String>,
+    input: serde_json::Value,
 }
 
 /// Runs one session's tool calls.
@@ -221,6 +242,7 @@ impl SessionExecutor {
                 output_dir: Arc::new(output_dir),
                 jobs,
                 rules: Arc::new(rules),
+                asks: Arc::new(Asks::new(info.cwd.clone())),
             },
             cancel,
             tracker,
@@ -370,6 +392,7 @@ impl SessionExecutor {
             live: Arc::new(AtomicBool::new(true)),
             waiter,
             render_use,
+            input: Some(tu.input),
         });
         match spec {
             Some(spec) => inner.machine.apply(Event::Submit(spec)),
@@ -402,15 +425,14 @@ impl SessionExecutor {
     /// loaded, the input valid, the tool willing. `Err` is the result to
     /// yield instead.
     ///
-    /// Permission: until the permission engine can ask the client, a call
-    /// the tool wants to ask about is refused (fail-closed).
+    /// `Ok(Some(_))`: the client must approve the call first.
     fn admit(
         &self,
         slot: &Slot,
         call: &dyn PreparedCall,
         context: &SessionContext,
         ctx: &ToolContext,
-    ) -> Result<(), CallOutcome> {
+    ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
         }
@@ -431,8 +453,14 @@ impl SessionExecutor {
         }
         // Rules, then the tool's own view, then the mode: deny beats ask
         // beats allow.
-        let facts = self.facts(call.permission_target());
-        let rule = self.services.rules.decide(&slot.name, &facts);
+        let target = call.permission_target();
+        let facts = self.facts(target.clone());
+        let granted;
+        let mut rule = self.services.rules.decide(&slot.name, &facts);
+        if rule.is_none() {
+            granted = self.services.asks.granted(&slot.name, &facts);
+            rule = granted.as_ref();
+        }
         let decision = match (rule, call.check_permissions(ctx)) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
@@ -445,18 +473,23 @@ impl SessionExecutor {
             (None, tool) => tool,
         };
         let refusal = match decision {
-            Decision::Allow => return Ok(()),
+            Decision::Allow => return Ok(None),
             Decision::Deny { reason } => format!("permission denied: {reason}"),
-            Decision::Ask { .. } if info.mode == PermissionMode::Bypass => return Ok(()),
+            Decision::Ask { .. } if info.mode == PermissionMode::Bypass => return Ok(None),
             Decision::Ask { .. }
                 if info.mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) =>
             {
-                return Ok(());
+                return Ok(None);
             }
-            Decision::Ask { reason, .. } => format!(
-                "permission required: {reason}. This agentd cannot ask the client for approval yet, so calls \
-                 that need it are refused (allow them with a rule, or use mode accept_edits or bypass)"
-            ),
+            Decision::Ask { reason, suggestion } => {
+                let mut suggestions: Vec<String> = suggestion.into_iter().collect();
+                for s in ask::suggestions(&slot.name, &target, &facts, &self.cwd) {
+                    if !suggestions.contains(&s) {
+                        suggestions.push(s);
+                    }
+                }
+                return Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default() }));
+            }
         };
         let render = call.render_rejected(&refusal);
         Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
@@ -522,18 +555,43 @@ impl SessionExecutor {
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
         let ctx = self.tool_context(token.clone(), &inner.context);
-        if let Err(refused) = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx) {
-            inner.slots[i].outcome = Some(refused);
-            let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
-            return self.carry_out(inner, actions);
-        }
+        let ask = match self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx) {
+            Ok(ask) => ask,
+            Err(refused) => {
+                inner.slots[i].outcome = Some(refused);
+                let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
+                return self.carry_out(inner, actions);
+            }
+        };
+        inner.slots[i].input = None;
         let slot = &inner.slots[i];
-        self.events.push(EventKind::ToolStarted {
+        let started = EventKind::ToolStarted {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),
             name: slot.name.clone(),
             render: slot.render_use.clone(),
-        });
+        };
+        let wait = match ask {
+            None => {
+                self.events.push(started.clone());
+                None
+            }
+            Some(ask) => match self.ask(slot, ask) {
+                Ok(wait) => Some(wait),
+                Err(refusal) => {
+                    let render = call.render_rejected(&refusal);
+                    let outcome = CallOutcome {
+                        content: vec![ContentBlock::text(refusal)],
+                        is_error: true,
+                        render,
+                        modifier: None,
+                    };
+                    inner.slots[i].outcome = Some(outcome);
+                    let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
+                    return self.carry_out(inner, actions);
+                }
+            },
+        };
         let log = self.events.clone();
         let live = slot.live.clone();
         let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
@@ -547,14 +605,32 @@ impl SessionExecutor {
                 });
             }
         });
-        let run = call.run(ctx, Some(reporter));
         // A strong reference: a closed session's executor lives until its
         // last call has reported back (and `session/closed` is pushed).
         let Some(me) = self.me.upgrade() else { return };
         let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
         let mut guard = ReportOnDrop { me: Some(me), call: i };
+        let events = self.events.clone();
         self.tracker.spawn(
             async move {
+                if let Some(wait) = wait {
+                    let Some(me) = guard.me.clone() else { return };
+                    if let Err(refusal) = me.wait_for_answer(wait, &token).await {
+                        let render = call.render_rejected(&refusal);
+                        let outcome = CallOutcome {
+                            content: vec![ContentBlock::text(refusal)],
+                            is_error: true,
+                            render,
+                            modifier: None,
+                        };
+                        if let Some(me) = guard.me.take() {
+                            me.finished(i, outcome, false);
+                        }
+                        return;
+                    }
+                    events.push(started);
+                }
+                let run = call.run(ctx, Some(reporter));
                 // The token is cancelled only when the machine aborts the
                 // call (or its turn or session ends). The tool gets a grace
                 // period to stop on its own (a command's processes are ended
@@ -577,6 +653,99 @@ impl SessionExecutor {
             }
             .instrument(span),
         );
+    }
+
+    /// Opens a permission request for the call in `slot`, or says why it
+    /// cannot be asked (no client on the stream to answer).
+    fn ask(&self, slot: &Slot, ask: AskFor) -> Result<Waiting, String> {
+        if self.events.subscriber_count() == 0 {
+            return Err(format!(
+                "permission required: {}. No client is attached to the session's event stream to approve it \
+                 (subscribe with turn/stream to be asked), so the call was denied",
+                ask.reason
+            ));
+        }
+        let (request_id, answer) = self.services.asks.open(ask.suggestions.clone());
+        self.events.push(EventKind::PermissionRequest {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            request_id: request_id.clone(),
+            tool: slot.name.clone(),
+            input: ask.input,
+            reason: ask.reason,
+            render: slot.render_use.clone(),
+            suggestions: ask.suggestions,
+        });
+        Ok(Waiting { request_id, answer, turn_id: slot.turn_id.to_string(), tool_use_id: slot.tool_use_id.clone() })
+    }
+
+    /// Waits for the client's answer: `Err` is the refusal to yield. No
+    /// answer in time, the last client leaving the stream, or the call
+    /// being cancelled all deny it.
+    async fn wait_for_answer(&self, mut wait: Waiting, token: &CancellationToken) -> Result<(), String> {
+        let timeout = Duration::from_millis(self.services.info.permission_timeout_ms);
+        let deadline = tokio::time::sleep(timeout);
+        let mut deadline = std::pin::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let (verdict, why) = loop {
+            let gave_up = tokio::select! {
+                biased;
+                answer = &mut wait.answer => break match answer {
+                    Ok(Answer::Allow) => (Ok(()), "the client allowed it".to_owned()),
+                    Ok(Answer::Deny(message)) => {
+                        let mut refusal = "permission denied: the user refused this call".to_owned();
+                        if let Some(m) = message.filter(|m| !m.trim().is_empty()) {
+                            refusal.push_str(": ");
+                            refusal.push_str(m.trim());
+                        }
+                        (Err(refusal), "the client denied it".to_owned())
+                    }
+                    Err(_) => (Err("permission denied: the request was dropped".to_owned()), "dropped".to_owned()),
+                },
+                _ = &mut deadline => format!(
+                    "permission denied: nobody answered the permission request within {} ms",
+                    timeout.as_millis()
+                ),
+                _ = token.cancelled() => "cancelled while waiting for permission".to_owned(),
+                _ = tick.tick() => {
+                    if self.events.subscriber_count() > 0 {
+                        continue;
+                    }
+                    "permission denied: the last client left the session's event stream before answering".to_owned()
+                }
+            };
+            // An answer that came in just before giving up wins.
+            if !self.services.asks.forget(&wait.request_id) {
+                continue;
+            }
+            break (Err(gave_up.clone()), gave_up);
+        };
+        self.events.push(EventKind::PermissionResolved {
+            turn_id: wait.turn_id,
+            tool_use_id: wait.tool_use_id,
+            request_id: wait.request_id,
+            allowed: verdict.is_ok(),
+            reason: why,
+        });
+        verdict
+    }
+
+    /// Answers a permission request (`permission/respond`).
+    pub fn respond(
+        &self,
+        params: &agentd_protocol::permission::PermissionRespondParams,
+    ) -> Result<Option<String>, ask::RespondError> {
+        self.services.asks.respond(params)
+    }
+
+    /// Rules added by `allow_always` answers.
+    pub fn granted_rules(&self) -> Vec<String> {
+        self.services.asks.granted_texts()
+    }
+
+    /// The ids of the permission requests waiting for an answer.
+    pub fn pending_permissions(&self) -> Vec<String> {
+        self.services.asks.open_ids()
     }
 
     fn finished(&self, i: CallIdx, outcome: CallOutcome, failed: bool) {

@@ -2,6 +2,7 @@
 //! the permissions issue; this module defines the decision every layer
 //! returns, so tools can already say what they think of a call.
 
+pub mod ask;
 pub mod rules;
 
 use serde::Serialize;

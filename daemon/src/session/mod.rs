@@ -64,6 +64,8 @@ impl Session {
         let mut info = self.info.clone();
         info.jobs = self.executor.jobs().list();
         info.todos = self.executor.with_context(|c| c.todos.clone());
+        info.granted_rules = self.executor.granted_rules();
+        info.pending_permissions = self.executor.pending_permissions();
         info
     }
 
@@ -145,6 +147,14 @@ impl SessionManager {
                 why: format!("max_output_chars must be between 100 and 10000000, got {}", bash.max_output_chars),
             });
         }
+        let permission_timeout_ms =
+            params.permission_timeout_ms.unwrap_or(agentd_protocol::session::DEFAULT_PERMISSION_TIMEOUT_MS);
+        if !(10..=86_400_000).contains(&permission_timeout_ms) {
+            return Err(SessionError::Invalid {
+                field: "permission_timeout_ms",
+                why: format!("must be between 10 and 86400000, got {permission_timeout_ms}"),
+            });
+        }
         let mut info = SessionInfo {
             session_id: uuid::Uuid::new_v4().to_string(),
             cwd,
@@ -157,6 +167,9 @@ impl SessionManager {
             jobs: Vec::new(),
             todos: Vec::new(),
             rule_errors: Vec::new(),
+            permission_timeout_ms,
+            granted_rules: Vec::new(),
+            pending_permissions: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -315,6 +328,7 @@ mod tests {
             max_concurrency: None,
             sibling_cancel: None,
             bash: None,
+            permission_timeout_ms: None,
         }
     }
 

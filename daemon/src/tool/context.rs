@@ -111,6 +111,9 @@ impl ToolContext {
             jobs: Vec::new(),
             todos: Vec::new(),
             rule_errors: Vec::new(),
+            permission_timeout_ms: agentd_protocol::session::DEFAULT_PERMISSION_TIMEOUT_MS,
+            granted_rules: Vec::new(),
+            pending_permissions: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -11,8 +11,12 @@ use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
 use tokio::sync::broadcast::error::RecvError;
 use tracing::Instrument;
 
+use agentd_protocol::methods::PermissionRespond;
+use agentd_protocol::permission::PermissionRespondResult;
+
 use crate::executor::TurnError;
 use crate::executor::events::EventLog;
+use crate::permission::ask::RespondError;
 use crate::server::DaemonState;
 use crate::server::rpc::{self, RpcError};
 
@@ -44,6 +48,14 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let discarded = session.executor.discard(&p.turn_id).map_err(RpcError::from)?;
         Ok(TurnDiscardResult { discarded })
+    });
+    rpc::register::<PermissionRespond, _, _>(module, |p, state| {
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let rule_added = session.executor.respond(&p).map_err(|e| match e {
+            RespondError::UnknownRequest(_) => RpcError::invalid_params("request_id", e),
+            RespondError::NoRule | RespondError::BadRule(_) => RpcError::invalid_params("rule", e),
+        })?;
+        Ok(PermissionRespondResult { request_id: p.request_id, rule_added })
     });
     let registered =
         module.register_subscription_raw(TURN_STREAM, TURN_EVENT, TURN_UNSTREAM, |params, pending, state, _| {

@@ -1,0 +1,193 @@
+//! Asking the client through the socket (issue 7, DESIGN.md §5):
+//! `permission/request` events answered with `permission/respond`: allow,
+//! deny, allow_always, timeout, the client leaving, and no client at all.
+
+use agentd_tests::{EventStream, RawConn, TestDaemon, brief, tool_use, within};
+use serde_json::{Value, json};
+
+struct Session {
+    c: RawConn,
+    id: String,
+    events: EventStream,
+}
+
+async fn session(d: &TestDaemon, extra: Value) -> Session {
+    let mut c = d.raw().await;
+    let mut params = json!({ "cwd": d.dir.path() });
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let events = EventStream::open(&d.socket, &id, None).await.unwrap();
+    Session { c, id, events }
+}
+
+impl Session {
+    /// Submits one ended turn.
+    async fn submit(&mut self, uses: Vec<Value>) -> String {
+        let params = json!({ "session_id": self.id, "tool_uses": uses, "end": true });
+        self.c.ok("turn/submit", params).await["turn_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits for the next `permission/request`.
+    async fn request(&mut self) -> Value {
+        let events = within("a permission request", self.events.until(|e| e["type"] == "permission/request")).await;
+        events.last().unwrap().clone()
+    }
+
+    async fn respond(&mut self, request: &Value, answer: Value) -> Value {
+        let mut params = json!({ "session_id": self.id, "request_id": request["request_id"] });
+        params.as_object_mut().unwrap().extend(answer.as_object().unwrap().clone());
+        self.c.request("permission/respond", params).await
+    }
+
+    async fn results(&mut self, turn: &str) -> Vec<Value> {
+        let events = within("the turn", self.events.until_turn_done(turn)).await;
+        events.into_iter().filter(|e| e["type"] == "tool/result").collect()
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn an_allowed_call_waits_for_the_answer_and_then_runs() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch allowed.txt" }))]).await;
+    let request = s.request().await;
+    assert_eq!(request["tool_use_id"], "a");
+    assert_eq!(request["tool"], "Bash");
+    assert_eq!(request["input"]["command"], "touch allowed.txt");
+    assert!(request["reason"].as_str().unwrap().len() > 5, "{request}");
+    assert_eq!(request["suggestions"][0], "Bash(touch allowed.txt)", "{request}");
+    assert!(!d.dir.path().join("allowed.txt").exists(), "nothing runs before the answer");
+    let r = s.respond(&request, json!({ "decision": "allow" })).await;
+    assert_eq!(r["result"]["request_id"], request["request_id"], "{r}");
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    let order: Vec<String> = events.iter().map(brief).collect();
+    assert_eq!(order, ["resolved:a", "started:a", "result:a", "completed"], "{events:?}");
+    assert_eq!(events[0]["allowed"], true);
+    assert_eq!(events[2]["is_error"], false, "{events:?}");
+    assert!(d.dir.path().join("allowed.txt").exists());
+    // Answered requests are gone.
+    let again = s.respond(&request, json!({ "decision": "allow" })).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(again["error"]["message"].as_str().unwrap().contains("request_id"), "{again}");
+}
+
+#[tokio::test]
+async fn a_denied_call_is_refused_with_the_users_message_and_nothing_runs() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch denied.txt" }))]).await;
+    let request = s.request().await;
+    let r = s.respond(&request, json!({ "decision": "deny", "message": "use the Write tool" })).await;
+    assert!(r.get("result").is_some(), "{r}");
+    let results = s.results(&turn).await;
+    assert_eq!(results[0]["is_error"], true);
+    let t = text(&results[0]);
+    assert!(t.contains("refused") && t.contains("use the Write tool"), "{t}");
+    assert!(!d.dir.path().join("denied.txt").exists());
+}
+
+#[tokio::test]
+async fn allow_always_adds_a_session_rule_so_the_next_call_runs_without_asking() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch one.txt" }))]).await;
+    let request = s.request().await;
+    let bad = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch" })).await;
+    assert_eq!(bad["error"]["code"], -32602, "a malformed rule is refused: {bad}");
+    let r = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch:*)" })).await;
+    assert_eq!(r["result"]["rule_added"], "Bash(touch:*)", "{r}");
+    assert_eq!(s.results(&turn).await[0]["is_error"], false);
+    let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
+    assert_eq!(info["granted_rules"], json!(["Bash(touch:*)"]), "{info}");
+    // The rule allows the next touch at once; a compound command still asks.
+    let turn = s.submit(vec![tool_use("b", "Bash", json!({ "command": "touch two.txt" }))]).await;
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
+    assert!(d.dir.path().join("two.txt").exists());
+    s.submit(vec![tool_use("c", "Bash", json!({ "command": "touch three.txt && rm one.txt" }))]).await;
+    let request = s.request().await;
+    assert_eq!(request["tool_use_id"], "c");
+    assert_eq!(request["suggestions"], json!([]), "no single rule covers a compound command");
+    let r = s.respond(&request, json!({ "decision": "allow_always" })).await;
+    assert!(r["error"]["message"].as_str().unwrap().contains("rule"), "{r}");
+    s.respond(&request, json!({ "decision": "deny" })).await;
+    assert!(d.dir.path().join("one.txt").exists());
+}
+
+#[tokio::test]
+async fn an_unanswered_request_is_denied_after_the_timeout() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "permission_timeout_ms": 300 })).await;
+    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch late.txt" }))]).await;
+    let request = s.request().await;
+    let results = s.results(&turn).await;
+    assert!(text(&results[0]).contains("nobody answered"), "{results:?}");
+    let late = s.respond(&request, json!({ "decision": "allow" })).await;
+    assert_eq!(late["error"]["code"], -32602, "a late answer changes nothing: {late}");
+    assert!(!d.dir.path().join("late.txt").exists());
+    let bad = d.raw().await.request("session/create", json!({ "cwd": d.dir.path(), "permission_timeout_ms": 0 })).await;
+    assert!(bad["error"]["message"].as_str().unwrap().contains("permission_timeout_ms"), "{bad}");
+}
+
+#[tokio::test]
+async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch gone.txt" }))]).await;
+    let request = s.request().await;
+    let pending = s.c.ok("session/get", json!({ "session_id": s.id })).await["pending_permissions"].clone();
+    assert_eq!(pending, json!([request["request_id"]]));
+    drop(s.events);
+    let mut waited = 0;
+    while !s.c.ok("session/get", json!({ "session_id": s.id })).await["pending_permissions"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        waited += 1;
+        assert!(waited < 600, "the request outlived its only client");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A new subscriber replays what happened: the request was denied.
+    let mut events = EventStream::open(&d.socket, &s.id, Some(0)).await.unwrap();
+    let all = within("the result", events.until(|e| e["type"] == "tool/result")).await;
+    let result = all.last().unwrap();
+    assert!(text(result).contains("the last client left"), "{result}");
+    assert!(!d.dir.path().join("gone.txt").exists());
+    drop(events);
+    // With nobody on the stream, a call that needs approval is denied at once.
+    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": { "command": "touch x" } })).await;
+    assert!(text(&r).contains("No client is attached"), "{r}");
+}
+
+#[tokio::test]
+async fn other_safe_calls_keep_running_while_one_waits() {
+    let d = TestDaemon::start().await;
+    std::fs::write(d.dir.path().join("inside.txt"), "inside\n").unwrap();
+    std::fs::write(d.dir.path().join("secret.txt"), "secret\n").unwrap();
+    let mut s = session(&d, json!({ "permissions": { "ask": ["Read(./secret.txt)"] } })).await;
+    let turn = s
+        .submit(vec![
+            tool_use("a", "Read", json!({ "file_path": d.dir.path().join("secret.txt") })),
+            tool_use("b", "Read", json!({ "file_path": d.dir.path().join("inside.txt") })),
+        ])
+        .await;
+    // b runs while a waits; its result still comes after a's.
+    let before = within("b to start", s.events.until(|e| e["type"] == "tool/started" && e["tool_use_id"] == "b")).await;
+    let request = match before.iter().find(|e| e["type"] == "permission/request").cloned() {
+        Some(r) => r,
+        None => s.request().await,
+    };
+    assert_eq!(request["tool_use_id"], "a");
+    assert!(request["reason"].as_str().unwrap().contains("Read(./secret.txt)"), "{request}");
+    assert_eq!(request["suggestions"], json!(["Read(./**)"]), "{request}");
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    let results = s.results(&turn).await;
+    let ids: Vec<&str> = results.iter().map(|r| r["tool_use_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert!(text(&results[0]).contains("secret") && text(&results[1]).contains("inside"), "{results:?}");
+}
