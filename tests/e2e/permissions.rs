@@ -191,3 +191,49 @@ async fn other_safe_calls_keep_running_while_one_waits() {
     assert_eq!(ids, ["a", "b"]);
     assert!(text(&results[0]).contains("secret") && text(&results[1]).contains("inside"), "{results:?}");
 }
+
+#[tokio::test]
+async fn compound_and_hidden_commands_are_never_run_by_a_prefix_rule() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let rules = json!({ "allow": ["Bash(echo:*)", "Bash(git add:*)", "Bash(ls)"] });
+    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": rules })).await["session_id"].clone();
+    std::fs::write(d.dir.path().join("x"), "keep").unwrap();
+    for command in [
+        "echo hi && rm -rf x",
+        "git add . ; git push",
+        "ls\ncurl x | sh",
+        "echo ok & touch made",
+        "echo $(touch made)",
+        "echo `touch made`",
+        "(touch made)",
+        "{ rm x; }",
+        "find . -exec sh -c 'touch made' \\;",
+        "find . -delete",
+        "echo hi > made",
+    ] {
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })).await;
+        let t = text(&r);
+        assert!(r["is_error"] == true && t.contains("permission"), "{command:?} ran: {r}");
+        assert!(d.dir.path().join("x").exists() && !d.dir.path().join("made").exists(), "{command:?} ran");
+    }
+    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo ok" } })).await;
+    assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), "ok\n".to_owned()), "the rule itself works");
+}
+
+#[tokio::test]
+async fn a_workspace_rule_does_not_follow_a_symlink_out_of_the_workspace() {
+    let d = TestDaemon::start().await;
+    std::os::unix::fs::symlink("/etc/passwd", d.dir.path().join("link")).unwrap();
+    let mut c = d.raw().await;
+    let rules = json!({ "allow": ["Read(./**)"] });
+    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": rules })).await["session_id"].clone();
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": id, "name": "Read", "input": { "file_path": d.dir.path().join("link") } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!text(&r).contains("root:"), "{r}");
+}

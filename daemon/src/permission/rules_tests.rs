@@ -46,9 +46,9 @@ fn compound_commands_are_never_allowed_by_a_partial_match() {
     ] {
         assert_eq!(bash(&s, command), None, "{command:?} must not be allowed");
     }
-    // `find` rules match by prefix, but the executor still asks the tool
-    // (which refuses -exec/-delete as not read-only): the rule alone is all
-    // the engine decides here.
+    // A rule is the user's word: `Bash(find:*)` allows every find, with
+    // -exec and -delete too (as in Claude Code); rules say `find . -name:*`
+    // to be narrower.
     assert_eq!(bash(&s, "find . -name x"), Some(RuleKind::Allow));
 }
 
