@@ -237,3 +237,34 @@ async fn a_workspace_rule_does_not_follow_a_symlink_out_of_the_workspace() {
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!text(&r).contains("root:"), "{r}");
 }
+
+#[tokio::test]
+async fn plan_mode_tools_switch_the_mode_and_leaving_needs_the_plan_approved() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "mode": "accept_edits" })).await;
+    let mode = async |s: &mut Session| s.c.ok("session/get", json!({ "session_id": s.id })).await["mode"].clone();
+    let turn = s.submit(vec![tool_use("p", "EnterPlanMode", json!({}))]).await;
+    assert_eq!(s.results(&turn).await[0]["is_error"], false);
+    assert_eq!(mode(&mut s).await, "plan");
+    let write = json!({ "file_path": d.dir.path().join("w.txt"), "content": "x" });
+    let turn = s.submit(vec![tool_use("w", "Write", write.clone())]).await;
+    assert!(text(&s.results(&turn).await[0]).contains("plan mode"));
+    let plan = json!({ "plan": "1. Write w.txt\n2. Check it" });
+    let turn = s.submit(vec![tool_use("x1", "ExitPlanMode", plan.clone())]).await;
+    let request = s.request().await;
+    assert_eq!((request["tool"].clone(), request["input"].clone()), (json!("ExitPlanMode"), plan.clone()));
+    assert_eq!(request["render"], "Plan: 1. Write w.txt");
+    s.respond(&request, json!({ "decision": "deny", "message": "also add a test" })).await;
+    assert!(text(&s.results(&turn).await[0]).contains("also add a test"));
+    assert_eq!(mode(&mut s).await, "plan", "a refused plan stays in plan mode");
+    let turn = s.submit(vec![tool_use("x2", "ExitPlanMode", plan), tool_use("w2", "Write", write)]).await;
+    let request = s.request().await;
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    let results = s.results(&turn).await;
+    assert_eq!(results[0]["is_error"], false, "{results:?}");
+    assert_eq!(results[1]["is_error"], false, "the call after the approved plan runs in accept_edits: {results:?}");
+    assert_eq!(mode(&mut s).await, "accept_edits", "the mode from before plan mode is back");
+    assert!(d.dir.path().join("w.txt").exists());
+    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "ExitPlanMode", "input": { "plan": "p" } })).await;
+    assert!(text(&r).contains("not in plan mode"), "{r}");
+}

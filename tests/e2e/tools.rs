@@ -13,8 +13,20 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 }
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
-const BUILTIN: &[&str] =
-    &["Bash", "BashOutput", "Edit", "Glob", "Grep", "KillShell", "NotebookEdit", "Read", "TodoWrite", "Write"];
+const BUILTIN: &[&str] = &[
+    "Bash",
+    "BashOutput",
+    "Edit",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "Glob",
+    "Grep",
+    "KillShell",
+    "NotebookEdit",
+    "Read",
+    "TodoWrite",
+    "Write",
+];
 /// Tools of test builds that are enabled.
 const TEST_TOOLS: &[&str] = &["TestAlwaysLoad", "TestBlock", "TestDeferred", "TestEcho", "TestShell", "TestSleep"];
 

@@ -439,9 +439,9 @@ impl SessionExecutor {
         if let Err(e) = call.validate(ctx) {
             return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
         }
-        let info = &self.services.info;
         use agentd_protocol::session::PermissionMode;
-        if info.mode == PermissionMode::Plan && !call.is_read_only() {
+        let mode = context.mode.unwrap_or(self.services.info.mode);
+        if mode == PermissionMode::Plan && !call.is_read_only() {
             let refusal = "plan mode: only read-only tools run; leave plan mode to make changes".to_owned();
             let render = call.render_rejected(&refusal);
             return Err(CallOutcome {
@@ -475,10 +475,8 @@ impl SessionExecutor {
         let refusal = match decision {
             Decision::Allow => return Ok(None),
             Decision::Deny { reason } => format!("permission denied: {reason}"),
-            Decision::Ask { .. } if info.mode == PermissionMode::Bypass => return Ok(None),
-            Decision::Ask { .. }
-                if info.mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) =>
-            {
+            Decision::Ask { .. } if mode == PermissionMode::Bypass => return Ok(None),
+            Decision::Ask { .. } if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) => {
                 return Ok(None);
             }
             Decision::Ask { reason, suggestion } => {

@@ -64,6 +64,9 @@ impl Session {
         let mut info = self.info.clone();
         info.jobs = self.executor.jobs().list();
         info.todos = self.executor.with_context(|c| c.todos.clone());
+        if let Some(mode) = self.executor.with_context(|c| c.mode) {
+            info.mode = mode;
+        }
         info.granted_rules = self.executor.granted_rules();
         info.pending_permissions = self.executor.pending_permissions();
         info

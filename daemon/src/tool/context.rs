@@ -26,6 +26,11 @@ pub struct SessionContext {
     pub files: std::collections::HashMap<PathBuf, crate::fs::FileState>,
     /// The todo list TodoWrite keeps.
     pub todos: Vec<agentd_protocol::session::TodoItem>,
+    /// The permission mode, once EnterPlanMode or ExitPlanMode changed it
+    /// (the session's own mode when `None`).
+    pub mode: Option<agentd_protocol::session::PermissionMode>,
+    /// What the mode was before EnterPlanMode (restored by ExitPlanMode).
+    pub mode_before_plan: Option<agentd_protocol::session::PermissionMode>,
 }
 
 /// A change to the session made by a finished call.

@@ -9,6 +9,7 @@ pub mod glob;
 pub mod grep;
 pub mod kill_shell;
 pub mod notebook_edit;
+pub mod plan_mode;
 pub mod read;
 pub mod todo_write;
 pub mod tool_search;
@@ -48,6 +49,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(grep::Grep);
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
+    registry.add(plan_mode::EnterPlanMode);
+    registry.add(plan_mode::ExitPlanMode);
     registry.add(tool_search::ToolSearch);
     #[cfg(feature = "test-tools")]
     {
