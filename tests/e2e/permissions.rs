@@ -268,3 +268,24 @@ async fn plan_mode_tools_switch_the_mode_and_leaving_needs_the_plan_approved() {
     let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "ExitPlanMode", "input": { "plan": "p" } })).await;
     assert!(text(&r).contains("not in plan mode"), "{r}");
 }
+
+#[tokio::test]
+async fn a_command_over_the_complexity_limit_is_denied_even_in_bypass_and_the_daemon_survives_it() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "mode": "bypass", "permissions": { "allow": ["Bash"] } })).await;
+    let deep = format!("{}touch deep{}", "(".repeat(5000), ")".repeat(5000));
+    let many = "true && ".repeat(600) + "touch many";
+    let turn = s
+        .submit(vec![
+            tool_use("a", "Bash", json!({ "command": deep })),
+            tool_use("b", "Bash", json!({ "command": many })),
+        ])
+        .await;
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    assert!(events.iter().all(|e| e["type"] != "permission/request"), "denied, not asked: {events:?}");
+    let results: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool/result").collect();
+    assert!(text(results[0]).contains("levels deep"), "{:?}", results[0]);
+    assert!(text(results[1]).contains("sub-commands"), "{:?}", results[1]);
+    assert!(!d.dir.path().join("deep").exists() && !d.dir.path().join("many").exists());
+    s.c.ok("daemon/info", json!({})).await;
+}

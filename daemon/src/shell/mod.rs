@@ -48,22 +48,95 @@ pub struct Script {
 
 /// Why a command could not be analysed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot parse the command: {0}")]
-pub struct ParseError(pub String);
+#[error("cannot parse the command: {message}")]
+pub struct ParseError {
+    /// What went wrong.
+    pub message: String,
+    /// The command is over a complexity limit (rather than malformed).
+    pub too_complex: bool,
+}
+
+impl ParseError {
+    fn syntax(message: String) -> Self {
+        ParseError { message, too_complex: false }
+    }
+
+    fn limit(message: String) -> Self {
+        ParseError { message, too_complex: true }
+    }
+}
 
 /// Longest command analysed; longer ones count as not understood.
 const MAX_COMMAND_BYTES: usize = 64 * 1024;
 
+/// Deepest nesting analysed (brackets, `$(`, `if`/`while`/`for`/`case`).
+/// The parser recurses per level: without a limit a command of a few
+/// thousand `(` would overflow a worker thread's stack and abort the daemon.
+pub const MAX_NESTING: usize = 64;
+
+/// Most simple commands in one command line analysed.
+pub const MAX_SUB_COMMANDS: usize = 500;
+
+/// Why a command is over the complexity limits, if it is. Such a command
+/// is denied, not asked about: nobody can review it.
+pub fn too_complex(command: &str) -> Option<String> {
+    if command.len() > MAX_COMMAND_BYTES {
+        return Some(format!("the command is longer than {MAX_COMMAND_BYTES} bytes"));
+    }
+    let depth = nesting_depth(command);
+    if depth > MAX_NESTING {
+        return Some(format!("the command nests {depth} levels deep (the limit is {MAX_NESTING})"));
+    }
+    None
+}
+
+/// An over-estimate of how deep `command` nests: brackets and braces, and
+/// the shell's compound keywords, quotes ignored (quoted text in real
+/// commands is balanced, and counting it only errs towards the limit).
+fn nesting_depth(command: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut word = String::new();
+    let end_word = |word: &mut String, depth: &mut usize| {
+        match word.as_str() {
+            "if" | "while" | "until" | "for" | "case" | "select" => *depth += 1,
+            "fi" | "done" | "esac" => *depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        word.clear();
+    };
+    for c in command.chars() {
+        if c.is_ascii_alphabetic() {
+            word.push(c);
+            continue;
+        }
+        end_word(&mut word, &mut depth);
+        match c {
+            '(' | '{' | '[' => depth += 1,
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        max = max.max(depth);
+    }
+    end_word(&mut word, &mut depth);
+    max.max(depth)
+}
+
 /// Parses a bash command line.
 pub fn parse(command: &str) -> Result<Script, ParseError> {
-    if command.len() > MAX_COMMAND_BYTES {
-        return Err(ParseError(format!("longer than {MAX_COMMAND_BYTES} bytes")));
+    if let Some(why) = too_complex(command) {
+        return Err(ParseError::limit(why));
     }
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(command), &brush_parser::ParserOptions::default());
-    let program = parser.parse_program().map_err(|e| ParseError(e.to_string()))?;
+    let program = parser.parse_program().map_err(|e| ParseError::syntax(e.to_string()))?;
     let mut script = Script::default();
     for list in &program.complete_commands {
         walk_list(list, &mut script, true);
+    }
+    if script.commands.len() > MAX_SUB_COMMANDS {
+        return Err(ParseError::limit(format!(
+            "the command has {} sub-commands (the limit is {MAX_SUB_COMMANDS})",
+            script.commands.len()
+        )));
     }
     Ok(script)
 }
@@ -305,5 +378,37 @@ mod tests {
         assert_eq!(benign_exit(&parse("grep x f; false").unwrap(), 1), None);
         assert_eq!(benign_exit(&parse("npm run lint && grep -q ok log").unwrap(), 1), None, "exit 1 may be npm's");
         assert_eq!(benign_exit(&parse("make").unwrap(), 1), None);
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    /// Parses on a thread with the stack of a tokio worker (2 MiB): a
+    /// parse that recursed too deep would abort the whole test binary.
+    fn parse_small_stack(command: String) -> Result<super::Script, super::ParseError> {
+        std::thread::Builder::new().stack_size(2 << 20).spawn(move || super::parse(&command)).unwrap().join().unwrap()
+    }
+
+    #[test]
+    fn deep_or_huge_commands_are_refused_before_the_parser_can_overflow_its_stack() {
+        let n = 20_000;
+        for command in [
+            format!("{}true{}", "(".repeat(n), ")".repeat(n)),
+            format!("{}true{}", "$(".repeat(n), ")".repeat(n)),
+            format!("{}true{}", "{ ".repeat(n), "; }".repeat(n)),
+            format!("{}true{}", "if true; then ".repeat(n), "; fi".repeat(n)),
+            format!("{}true{}", "while true; do ".repeat(2000), "; done".repeat(2000)),
+        ] {
+            let e = parse_small_stack(command).unwrap_err();
+            assert!(e.too_complex, "{e}");
+        }
+        let many = "true && ".repeat(2_000) + "true";
+        assert!(parse_small_stack(many).unwrap_err().message.contains("sub-commands"));
+        let pipes = "true | ".repeat(2_000) + "true";
+        assert!(parse_small_stack(pipes).unwrap_err().too_complex);
+        assert!(!super::parse("echo 'open").unwrap_err().too_complex);
+        let nested = format!("{}true{}", "(".repeat(40), ")".repeat(40));
+        assert!(parse_small_stack(nested).is_ok(), "ordinary nesting parses");
+        assert!(super::too_complex("python3 -c 'print((1, [2, {3: 4}]))'").is_none());
     }
 }

@@ -156,6 +156,9 @@ impl Tool for Bash {
     }
 
     fn check_permissions(&self, input: &BashInput, ctx: &ToolContext) -> Decision {
+        if let Some(why) = shell::too_complex(&input.command).or_else(|| too_many_parts(&input.command)) {
+            return Decision::deny(format!("{why}; split it into smaller commands"));
+        }
         if !input.run_in_background && read_only(&input.command) && paths_inside(&input.command, ctx) {
             Decision::Allow
         } else {
@@ -457,4 +460,12 @@ fn one_line(s: &str, max: usize) -> String {
 /// `path` as a single-quoted shell word.
 fn quote(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', "'\\''"))
+}
+
+/// The sub-command limit, which needs a parse.
+fn too_many_parts(command: &str) -> Option<String> {
+    match shell::parse(command) {
+        Err(e) if e.too_complex => Some(e.message),
+        _ => None,
+    }
 }
