@@ -289,3 +289,18 @@ async fn a_command_over_the_complexity_limit_is_denied_even_in_bypass_and_the_da
     assert!(!d.dir.path().join("deep").exists() && !d.dir.path().join("many").exists());
     s.c.ok("daemon/info", json!({})).await;
 }
+
+#[tokio::test]
+async fn bypass_mode_can_be_disabled_by_a_settings_file() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "bypass" })).await;
+    std::fs::create_dir_all(d.dir.path().join(".claude")).unwrap();
+    let settings = r#"{"permissions": {"disableBypassPermissionsMode": "disable"}}"#;
+    std::fs::write(d.dir.path().join(".claude/settings.json"), settings).unwrap();
+    let r = c.request("session/create", json!({ "cwd": d.dir.path(), "mode": "bypass" })).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("bypass mode is disabled") && message.contains(".claude/settings.json"), "{r}");
+    c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await;
+}

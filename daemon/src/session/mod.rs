@@ -124,6 +124,11 @@ impl SessionManager {
     /// a refused request changes nothing.
     pub fn create(&self, params: SessionCreateParams) -> Result<SessionInfo, SessionError> {
         let cwd = canonical_workspace(&params.cwd)?;
+        if params.mode == Some(agentd_protocol::session::PermissionMode::Bypass)
+            && let Some(by) = bypass_disabled_by(&cwd)
+        {
+            return Err(SessionError::Invalid { field: "mode", why: format!("bypass mode is disabled by {by}") });
+        }
         let max_concurrency = match params.max_concurrency {
             None => self.default_concurrency,
             Some(n) if (1..=MAX_TOOL_CONCURRENCY_LIMIT).contains(&n) => n,
@@ -269,16 +274,39 @@ fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
     let mut rules = RuleSet::default();
     let p = &info.permissions;
     rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
-    rules.add_settings_file(&info.cwd.join(".agentd/settings.json"), &info.cwd);
-    rules.add_settings_file(&info.cwd.join(".claude/settings.json"), &info.cwd);
+    for (file, base) in settings_files(&info.cwd) {
+        rules.add_settings_file(&file, &base);
+    }
+    info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+    rules
+}
+
+/// The settings files that apply to a workspace, with the directory their
+/// relative rules start from: the project's, then the user's.
+fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut files =
+        vec![(cwd.join(".agentd/settings.json"), cwd.to_owned()), (cwd.join(".claude/settings.json"), cwd.to_owned())];
     let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     let home = abs(std::env::var_os("HOME"));
     let config = abs(std::env::var_os("XDG_CONFIG_HOME")).or_else(|| home.as_ref().map(|h| h.join(".config")));
     if let (Some(config), Some(home)) = (config, home) {
-        rules.add_settings_file(&config.join("agentd/settings.json"), &home);
+        files.push((config.join("agentd/settings.json"), home));
     }
-    info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
-    rules
+    files
+}
+
+/// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in
+/// the daemon's environment, or `"disableBypassPermissionsMode": "disable"`
+/// under `permissions` in a settings file (Claude Code's key).
+fn bypass_disabled_by(cwd: &Path) -> Option<String> {
+    if std::env::var("AGENTD_DISABLE_BYPASS").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return Some("AGENTD_DISABLE_BYPASS in the daemon's environment".to_owned());
+    }
+    settings_files(cwd).into_iter().find_map(|(file, _)| {
+        let text = std::fs::read_to_string(&file).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (value["permissions"]["disableBypassPermissionsMode"] == "disable").then(|| file.display().to_string())
+    })
 }
 
 /// An absolute, existing directory, with symlinks and `..` resolved.
