@@ -136,6 +136,9 @@ enum Command {
         /// For deny: a message for the model
         #[arg(long)]
         message: Option<String>,
+        /// For AskUserQuestion: `question=answer` (repeat for each question)
+        #[arg(long = "answer", value_name = "QUESTION=ANSWER")]
+        answers: Vec<String>,
     },
 }
 
@@ -607,7 +610,14 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 println!("cancelled {}", result.cancelled.join(", "));
             }
         }
-        Command::Respond { session, request_id, decision, rule, message } => {
+        Command::Respond { session, request_id, decision, rule, message, answers } => {
+            let mut given = std::collections::BTreeMap::new();
+            for a in answers {
+                let Some((q, answer)) = a.split_once('=') else {
+                    return Err(Failure::Local(format!("--answer {a:?}: expected QUESTION=ANSWER")));
+                };
+                given.insert(q.to_owned(), answer.to_owned());
+            }
             use crate::protocol::permission::{PermissionDecision, PermissionRespondParams};
             let params = PermissionRespondParams {
                 session_id: session.clone(),
@@ -619,6 +629,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 },
                 rule: rule.clone(),
                 message: message.clone(),
+                answers: (!given.is_empty()).then_some(given),
             };
             let result = client.call::<crate::protocol::methods::PermissionRespond>(params).await?;
             if cli.json {

@@ -33,6 +33,11 @@ pub struct PermissionRespondParams {
     /// For `deny`: words for the model (why, or what to do instead).
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "reason")]
     pub message: Option<String>,
+    /// For AskUserQuestion: the user's answer to each question, keyed by
+    /// the question's text; the chosen option's label (labels joined with
+    /// ", " for a multi-select question) or the user's own words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Result of `permission/respond`.

@@ -304,3 +304,31 @@ async fn bypass_mode_can_be_disabled_by_a_settings_file() {
     assert!(message.contains("bypass mode is disabled") && message.contains(".claude/settings.json"), "{r}");
     c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await;
 }
+
+#[tokio::test]
+async fn ask_user_question_goes_to_the_client_in_every_mode_and_returns_the_answers() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "mode": "bypass", "permissions": { "allow": ["AskUserQuestion"] } })).await;
+    let q = "Which database should the service use?";
+    let input = json!({ "questions": [{
+        "question": q, "header": "Database", "multiSelect": false,
+        "options": [{ "label": "Postgres", "description": "one server" }, { "label": "SQLite", "description": "a file" }],
+    }] });
+    let turn = s.submit(vec![tool_use("q1", "AskUserQuestion", input.clone())]).await;
+    let request = s.request().await;
+    assert_eq!((request["tool"].clone(), request["input"].clone()), (json!("AskUserQuestion"), input.clone()));
+    assert_eq!(request["suggestions"], json!([]), "an answer cannot be granted for ever");
+    let r = s.respond(&request, json!({ "decision": "allow", "answers": { q: "SQLite" } })).await;
+    assert!(r.get("result").is_some(), "{r}");
+    let result = &s.results(&turn).await[0];
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(text(result).contains(&format!("{q} → SQLite")), "{result}");
+    // Allowed without answers: the model hears that nobody answered.
+    let turn = s.submit(vec![tool_use("q2", "AskUserQuestion", input)]).await;
+    let request = s.request().await;
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    assert!(text(&s.results(&turn).await[0]).contains("did not answer"));
+    let bad = json!({ "questions": [{ "question": "Only one option?", "options": [{ "label": "yes" }] }] });
+    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "AskUserQuestion", "input": bad })).await;
+    assert!(text(&r).contains("2 to 4 options"), "{r}");
+}

@@ -14,6 +14,7 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
 const BUILTIN: &[&str] = &[
+    "AskUserQuestion",
     "Bash",
     "BashOutput",
     "Edit",

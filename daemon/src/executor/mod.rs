@@ -417,6 +417,7 @@ impl SessionExecutor {
             info: self.services.info.clone(),
             output_dir: self.services.output_dir.clone(),
             jobs: self.services.jobs.clone(),
+            answers: None,
         }
     }
 
@@ -454,6 +455,15 @@ impl SessionExecutor {
         // Rules, then the tool's own view, then the mode: deny beats ask
         // beats allow.
         let target = call.permission_target();
+        // Questions are for the user alone: no rule or mode answers them.
+        if slot.name == crate::tools::ask_user_question::NAME {
+            return match call.check_permissions(ctx) {
+                Decision::Ask { reason, .. } => {
+                    Ok(Some(AskFor { reason, suggestions: Vec::new(), input: slot.input.clone().unwrap_or_default() }))
+                }
+                _ => Err(CallOutcome::error("internal error: AskUserQuestion did not ask")),
+            };
+        }
         let facts = self.facts(target.clone());
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
@@ -552,7 +562,7 @@ impl SessionExecutor {
             return self.carry_out(inner, actions);
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
-        let ctx = self.tool_context(token.clone(), &inner.context);
+        let mut ctx = self.tool_context(token.clone(), &inner.context);
         let ask = match self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx) {
             Ok(ask) => ask,
             Err(refused) => {
@@ -613,18 +623,21 @@ impl SessionExecutor {
             async move {
                 if let Some(wait) = wait {
                     let Some(me) = guard.me.clone() else { return };
-                    if let Err(refusal) = me.wait_for_answer(wait, &token).await {
-                        let render = call.render_rejected(&refusal);
-                        let outcome = CallOutcome {
-                            content: vec![ContentBlock::text(refusal)],
-                            is_error: true,
-                            render,
-                            modifier: None,
-                        };
-                        if let Some(me) = guard.me.take() {
-                            me.finished(i, outcome, false);
+                    match me.wait_for_answer(wait, &token).await {
+                        Ok(answers) => ctx.answers = answers.map(Arc::new),
+                        Err(refusal) => {
+                            let render = call.render_rejected(&refusal);
+                            let outcome = CallOutcome {
+                                content: vec![ContentBlock::text(refusal)],
+                                is_error: true,
+                                render,
+                                modifier: None,
+                            };
+                            if let Some(me) = guard.me.take() {
+                                me.finished(i, outcome, false);
+                            }
+                            return;
                         }
-                        return;
                     }
                     events.push(started);
                 }
@@ -680,7 +693,11 @@ impl SessionExecutor {
     /// Waits for the client's answer: `Err` is the refusal to yield. No
     /// answer in time, the last client leaving the stream, or the call
     /// being cancelled all deny it.
-    async fn wait_for_answer(&self, mut wait: Waiting, token: &CancellationToken) -> Result<(), String> {
+    async fn wait_for_answer(
+        &self,
+        mut wait: Waiting,
+        token: &CancellationToken,
+    ) -> Result<Option<ask::Answers>, String> {
         let timeout = Duration::from_millis(self.services.info.permission_timeout_ms);
         let deadline = tokio::time::sleep(timeout);
         let mut deadline = std::pin::pin!(deadline);
@@ -689,7 +706,7 @@ impl SessionExecutor {
             let gave_up = tokio::select! {
                 biased;
                 answer = &mut wait.answer => break match answer {
-                    Ok(Answer::Allow) => (Ok(()), "the client allowed it".to_owned()),
+                    Ok(Answer::Allow(answers)) => (Ok(answers), "the client allowed it".to_owned()),
                     Ok(Answer::Deny(message)) => {
                         let mut refusal = "permission denied: the user refused this call".to_owned();
                         if let Some(m) = message.filter(|m| !m.trim().is_empty()) {

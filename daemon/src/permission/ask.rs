@@ -9,13 +9,16 @@ use agentd_protocol::permission::{PermissionDecision, PermissionRespondParams};
 use tokio::sync::oneshot;
 
 use super::PermissionTarget;
+
+/// Answers to AskUserQuestion's questions: question text → answer.
+pub type Answers = std::collections::BTreeMap<String, String>;
 use super::rules::{Facts, Origin, Rule, RuleKind, RuleSet, parse};
 
 /// A client's answer, as the waiting call sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// Run it.
-    Allow,
+    /// Run it (with the user's answers, for AskUserQuestion).
+    Allow(Option<Answers>),
     /// Refuse it, with the client's message if any.
     Deny(Option<String>),
 }
@@ -86,7 +89,7 @@ impl Asks {
             added = Some(text);
         }
         let answer = match p.decision {
-            PermissionDecision::Allow | PermissionDecision::AllowAlways => Answer::Allow,
+            PermissionDecision::Allow | PermissionDecision::AllowAlways => Answer::Allow(p.answers.clone()),
             PermissionDecision::Deny => Answer::Deny(p.message.clone()),
         };
         if let Some(open) = pending.remove(&p.request_id) {
@@ -193,6 +196,7 @@ mod tests {
             decision,
             rule: rule.map(str::to_owned),
             message: None,
+            answers: None,
         };
         assert!(matches!(
             asks.respond(&respond(PermissionDecision::AllowAlways, Some("Bash("))),
@@ -200,7 +204,7 @@ mod tests {
         ));
         assert!(rx.try_recv().is_err(), "a refused answer leaves the request open");
         assert_eq!(asks.respond(&respond(PermissionDecision::AllowAlways, None)), Ok(Some("Bash(npm test:*)".into())));
-        assert_eq!(rx.try_recv(), Ok(Answer::Allow));
+        assert_eq!(rx.try_recv(), Ok(Answer::Allow(None)));
         assert!(asks.granted("Bash", &Facts::Bash("npm test -- x".into())).is_some());
         assert!(asks.granted("Bash", &Facts::Bash("npm test; rm x".into())).is_none());
         assert!(matches!(

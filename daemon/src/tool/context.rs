@@ -55,6 +55,9 @@ pub struct ToolContext {
     pub output_dir: Arc<PathBuf>,
     /// The session's background jobs.
     pub jobs: Arc<crate::process::jobs::JobTable>,
+    /// The user's answers given with the approval of this call
+    /// (AskUserQuestion).
+    pub answers: Option<Arc<crate::permission::ask::Answers>>,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -130,6 +133,7 @@ impl ToolContext {
             info: Arc::new(info),
             output_dir: Arc::new(std::env::temp_dir().join("agentd-test-output")),
             jobs: Arc::new(crate::process::jobs::JobTable::new(cancel, tokio_util::task::TaskTracker::new())),
+            answers: None,
         }
     }
 }

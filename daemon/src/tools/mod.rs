@@ -2,6 +2,7 @@
 //! call, render — the seed's five elements, in that order). Adding a tool is
 //! one file here and one line in [`builtin_registry`].
 
+pub mod ask_user_question;
 pub mod bash;
 pub mod bash_output;
 pub mod edit;
@@ -49,6 +50,7 @@ pub fn builtin_registry() -> Registry {
     registry.add(grep::Grep);
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
+    registry.add(ask_user_question::AskUserQuestion);
     registry.add(plan_mode::EnterPlanMode);
     registry.add(plan_mode::ExitPlanMode);
     registry.add(tool_search::ToolSearch);
