@@ -276,6 +276,30 @@ async fn plan_mode_runs_read_only_tools_only_and_accept_edits_allows_edits() {
 }
 
 #[tokio::test]
+async fn an_output_redirection_is_judged_like_an_edit_of_its_file() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path().join("via-link"), d.dir.path().join("link-out")).unwrap();
+    let mut edits = session(&d, "accept_edits").await;
+    let r = edits.bash(json!({ "command": "echo hi > r.txt && echo more >> r.txt" })).await;
+    assert_eq!(r["is_error"], false, "accept_edits allows edits inside the workspace: {r}");
+    assert_eq!(std::fs::read_to_string(d.dir.path().join("r.txt")).unwrap(), "hi\nmore\n");
+    let out = outside.path().join("o.txt");
+    for command in
+        [format!("echo hi > {}", out.display()), "echo hi > link-out".to_owned(), "echo hi > $HOME/x".to_owned()]
+    {
+        let r = edits.bash(json!({ "command": command })).await;
+        assert!(text(&r).contains("permission required"), "{command}: {r}");
+    }
+    assert!(!out.exists() && !outside.path().join("via-link").exists());
+    let r = edits.bash(json!({ "command": "cat /etc/hostname > copy.txt" })).await;
+    assert!(text(&r).contains("permission required"), "reading outside still asks: {r}");
+    let mut default = session(&d, "default").await;
+    let r = default.bash(json!({ "command": "echo hi > d.txt" })).await;
+    assert!(text(&r).contains("permission required"), "default mode asks for edits: {r}");
+}
+
+#[tokio::test]
 async fn without_bypass_a_command_that_writes_is_refused_and_reads_run() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, "default").await;

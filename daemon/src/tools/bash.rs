@@ -161,6 +161,14 @@ impl Tool for Bash {
         }
         if !input.run_in_background && read_only(&input.command) && paths_inside(&input.command, ctx) {
             Decision::Allow
+        } else if !input.run_in_background
+            && crate::tools::plan_mode::current_mode(ctx) == agentd_protocol::session::PermissionMode::AcceptEdits
+            && only_edits_inside(&input.command, ctx)
+            && paths_inside(&input.command, ctx)
+        {
+            // An output redirection is an edit of its file: accept_edits
+            // allows it inside the workspace, as it allows Edit and Write.
+            Decision::Allow
         } else {
             Decision::ask(format!("run `{}`", one_line(&input.command, 120)))
         }
@@ -380,6 +388,31 @@ fn paths_inside(command: &str, ctx: &ToolContext) -> bool {
             Ok(p) => std::fs::canonicalize(p.abs()).map(|c| c.starts_with(workspace)).unwrap_or(true),
             Err(_) => false,
         }
+    })
+}
+
+/// Whether `command` only reads but for output redirections, all to files
+/// inside the workspace (a symlink counts where it points; a new file where
+/// its directory is).
+fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
+    let Ok(mut script) = shell::parse(command) else { return false };
+    let targets: Vec<String> = script.commands.iter_mut().flat_map(|c| std::mem::take(&mut c.writes_files)).collect();
+    if targets.is_empty() || !shell::is_read_only(&script) {
+        return false;
+    }
+    let workspace: &Path = &ctx.cwd;
+    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    targets.iter().all(|target| {
+        if target.is_empty() || target.contains(['$', '`', '~', '*', '?', '[', '{']) {
+            return false;
+        }
+        let Ok(path) = crate::fs::resolve(workspace, &here, target) else { return false };
+        let path = path.abs();
+        let real = match std::fs::symlink_metadata(&path) {
+            Ok(_) => std::fs::canonicalize(&path).ok(),
+            Err(_) => path.parent().and_then(|dir| std::fs::canonicalize(dir).ok()),
+        };
+        real.is_some_and(|r| r.starts_with(workspace))
     })
 }
 
