@@ -4,6 +4,7 @@
 //! Every command prints text for people, or with `--json` one JSON object a
 //! script can parse. Exit codes are stable: see `EXIT CODES` in `--help`.
 
+use crate::protocol::permission::{PermissionDecision, PermissionRespondParams};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -95,6 +96,10 @@ enum Command {
         /// Permission mode of the temporary session
         #[arg(long, value_enum, conflicts_with = "session")]
         mode: Option<Mode>,
+        /// Allow every permission request of the turn. Without it, requests
+        /// are asked on the terminal, or denied when stdin is not one
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Follow a session's events live: each call queued, started, progressing, done
     Watch {
@@ -327,6 +332,7 @@ async fn run_turn(
     client: &Client,
     session: &str,
     uses: Vec<crate::protocol::turn::ToolUse>,
+    answering: Answering,
 ) -> Result<bool, Failure> {
     let mut events = client.stream(session, None).await?;
     let params = crate::protocol::turn::TurnSubmitParams {
@@ -386,6 +392,37 @@ async fn run_turn(
                 _ => println!("{}", describe(&event)),
             }
         }
+        if let EventKind::PermissionRequest { request_id, tool, input, suggestions, .. } = &event.kind {
+            let (decision, answers, message) = match answering {
+                Answering::Yes => (PermissionDecision::Allow, None, None),
+                Answering::Deny => {
+                    let why = "agentctl run is not interactive here (stdin is not a terminal); \
+                               pass --yes, or use a rule or mode that allows it";
+                    eprintln!("agentctl: denied: {why}");
+                    (PermissionDecision::Deny, None, Some(why.to_owned()))
+                }
+                Answering::Prompt => {
+                    let (tool, input, suggestions) = (tool.clone(), input.clone(), suggestions.clone());
+                    let asked = tokio::task::spawn_blocking(move || prompt(&tool, &input, &suggestions));
+                    let answered = tokio::select! {
+                        a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
+                        _ = tokio::signal::ctrl_c() => std::process::exit(130),
+                    };
+                    (answered.0, answered.1, None)
+                }
+            };
+            let params = PermissionRespondParams {
+                session_id: session.to_owned(),
+                request_id: request_id.clone(),
+                decision,
+                rule: None,
+                message,
+                answers,
+            };
+            if let Err(e) = client.call::<crate::protocol::methods::PermissionRespond>(params).await {
+                eprintln!("agentctl: answering {request_id}: {e}");
+            }
+        }
         if matches!(
             event.kind,
             EventKind::TurnCompleted { .. } | EventKind::TurnDiscarded { .. } | EventKind::SessionClosed {}
@@ -394,6 +431,67 @@ async fn run_turn(
         }
     }
     Ok(failed)
+}
+
+/// How `agentctl run` answers permission requests.
+#[derive(Debug, Clone, Copy)]
+enum Answering {
+    /// Allow all (`--yes`).
+    Yes,
+    /// Ask on the terminal.
+    Prompt,
+    /// Deny all (nobody to ask).
+    Deny,
+}
+
+/// Asks on the terminal (blocking): a yes/no/always question, or
+/// AskUserQuestion's questions.
+fn prompt(
+    tool: &str,
+    input: &serde_json::Value,
+    suggestions: &[String],
+) -> (PermissionDecision, Option<std::collections::BTreeMap<String, String>>) {
+    use std::io::Write;
+    let read = || {
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        line.trim().to_owned()
+    };
+    if tool == "AskUserQuestion" {
+        let mut answers = std::collections::BTreeMap::new();
+        for q in input["questions"].as_array().into_iter().flatten() {
+            let question = q["question"].as_str().unwrap_or_default();
+            println!("? {question}");
+            let options: Vec<&serde_json::Value> = q["options"].as_array().into_iter().flatten().collect();
+            let label = |o: &serde_json::Value| o["label"].as_str().unwrap_or_default().to_owned();
+            for (i, o) in options.iter().enumerate() {
+                println!("  {}. {}  {}", i + 1, label(o), o["description"].as_str().unwrap_or_default());
+            }
+            print!("  number(s), or your own answer: ");
+            let _ = std::io::stdout().flush();
+            let line = read();
+            let picked: Option<Vec<String>> = line
+                .split([',', ' '])
+                .filter(|s| !s.is_empty())
+                .map(|n| n.parse::<usize>().ok().and_then(|n| options.get(n.wrapping_sub(1)).map(|o| label(o))))
+                .collect();
+            let answer = match picked {
+                Some(labels) if !labels.is_empty() => labels.join(", "),
+                _ => line,
+            };
+            answers.insert(question.to_owned(), answer);
+        }
+        return (PermissionDecision::Allow, Some(answers));
+    }
+    let always = suggestions.first().map(|s| format!(", [a]lways ({s})")).unwrap_or_default();
+    print!("  allow? [y]es, [n]o{always}: ");
+    let _ = std::io::stdout().flush();
+    let decision = match read().to_lowercase().as_str() {
+        "y" | "yes" => PermissionDecision::Allow,
+        "a" | "always" if !always.is_empty() => PermissionDecision::AllowAlways,
+        _ => PermissionDecision::Deny,
+    };
+    (decision, None)
 }
 
 /// Colour for people: only on a terminal, never with `NO_COLOR` set.
@@ -552,8 +650,15 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 return Err(Failure::ToolFailed);
             }
         }
-        Command::Run { file, session, cwd, mode } => {
+        Command::Run { file, session, cwd, mode, yes } => {
             let uses = read_tool_uses(file)?;
+            let answer = if *yes {
+                Answering::Yes
+            } else if file != "-" && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                Answering::Prompt
+            } else {
+                Answering::Deny
+            };
             let client = Client::connect(socket).await?;
             let (sid, temporary) = match session {
                 Some(id) => (id.clone(), false),
@@ -571,7 +676,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                     (client.session_create(params).await?.session_id, true)
                 }
             };
-            let outcome = run_turn(cli, &client, &sid, uses).await;
+            let outcome = run_turn(cli, &client, &sid, uses, answer).await;
             if temporary {
                 client.session_close(&sid).await?;
             }
@@ -618,7 +723,6 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 };
                 given.insert(q.to_owned(), answer.to_owned());
             }
-            use crate::protocol::permission::{PermissionDecision, PermissionRespondParams};
             let params = PermissionRespondParams {
                 session_id: session.clone(),
                 request_id: request_id.clone(),

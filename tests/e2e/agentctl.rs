@@ -180,6 +180,24 @@ fn run_submits_a_turn_from_json_lines_and_streams_it() {
 }
 
 #[test]
+fn run_answers_permission_requests_with_yes_and_denies_them_without_a_terminal() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(&blocks, "{\"id\": \"w\", \"name\": \"Bash\", \"input\": {\"command\": \"touch made\"}}\n").unwrap();
+    let (cwd, file) = (work.path().to_str().unwrap(), blocks.to_str().unwrap());
+    // stdin is not a terminal: denied at once, with a hint.
+    let (code, out, err) = agentctl(&d.socket, &["run", file, "--cwd", cwd]);
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("asking") && out.contains("✗ w") && err.contains("--yes"), "{out}{err}");
+    assert!(!work.path().join("made").exists());
+    let (code, out, err) = agentctl(&d.socket, &["run", "--yes", file, "--cwd", cwd]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("approved") && out.contains("✓ w"), "{out}");
+    assert!(work.path().join("made").exists());
+}
+
+#[test]
 fn watch_follows_a_session_until_it_closes() {
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
