@@ -131,6 +131,18 @@ class Agentd:
             params["tool_use_id"] = tool_use_id
         return self.call("turn/cancel", **params)["cancelled"]
 
+    def respond(self, session_id, request_id, decision, rule=None, message=None, answers=None):
+        """Answers a permission/request event: decision is "allow", "deny" or "allow_always".
+
+        `rule` (allow_always) overrides the suggested rule, `message` (deny) goes to
+        the model, `answers` ({question: answer}) answers AskUserQuestion.
+        """
+        params = {"session_id": session_id, "request_id": request_id, "decision": decision}
+        for key, value in (("rule", rule), ("message", message), ("answers", answers)):
+            if value is not None:
+                params[key] = value
+        return self.call("permission/respond", **params)
+
     def events(self, session_id, after_seq=None, until_turn=None):
         """Yields the session's events (dicts with seq and type) from a connection of their own.
 

@@ -51,10 +51,9 @@ struct S {
 
 async fn session(d: &TestDaemon, mode: &str) -> S {
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": mode })).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    // Nobody answers permission requests here: a short timeout ends them.
+    let params = json!({ "cwd": d.dir.path(), "mode": mode, "permission_timeout_ms": 100 });
+    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
     S { c, id }
 }
 
@@ -225,8 +224,9 @@ async fn rules_allow_deny_and_ask_by_sub_command() {
     )
     .unwrap();
     let mut c = d.raw().await;
-    let created =
-        c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": { "ask": ["Bash(git push:*)"] } })).await;
+    let params =
+        json!({ "cwd": d.dir.path(), "permissions": { "ask": ["Bash(git push:*)"] }, "permission_timeout_ms": 100 });
+    let created = c.ok("session/create", params).await;
     let id = created["session_id"].clone();
     let errors = created["session"]["rule_errors"].to_string();
     assert!(errors.contains("settings.json: rule 1") && errors.contains("Bash(oops"), "{errors}");

@@ -159,7 +159,8 @@ async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
     assert!(text(result).contains("the last client left"), "{result}");
     assert!(!d.dir.path().join("gone.txt").exists());
     drop(events);
-    // With nobody on the stream, a call that needs approval is denied at once.
+    // With nobody on the stream, a call that needs approval is denied once
+    // the grace for a client to subscribe is over.
     let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": { "command": "touch x" } })).await;
     assert!(text(&r).contains("No client is attached"), "{r}");
 }
@@ -197,7 +198,8 @@ async fn compound_and_hidden_commands_are_never_run_by_a_prefix_rule() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let rules = json!({ "allow": ["Bash(echo:*)", "Bash(git add:*)", "Bash(ls)"] });
-    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": rules })).await["session_id"].clone();
+    let params = json!({ "cwd": d.dir.path(), "permissions": rules, "permission_timeout_ms": 50 });
+    let id = c.ok("session/create", params).await["session_id"].clone();
     std::fs::write(d.dir.path().join("x"), "keep").unwrap();
     for command in [
         "echo hi && rm -rf x",

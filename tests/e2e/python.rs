@@ -31,6 +31,17 @@ with Agentd() as d:
     except AgentdError as e:
         assert e.code == -32001, e.code
     d.close_session(sid)
+    # A default-mode session asks before writing; the script answers.
+    sid = d.create_session(os.getcwd())
+    turn = d.submit(sid, [{"id": "w", "name": "Bash", "input": {"command": "touch asked.txt"}}], end=True)
+    asked = []
+    for event in d.events(sid, after_seq=0, until_turn=turn):
+        if event["type"] == "permission/request":
+            asked.append(event["tool_use_id"])
+            d.respond(sid, event["request_id"], "allow")
+        if event["type"] == "tool/result":
+            assert not event["is_error"], event
+    assert asked == ["w"] and os.path.exists("asked.txt"), asked
     print("ok", last_seq)
 "#;
 

@@ -70,6 +70,10 @@ use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, 
 use events::EventLog;
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx};
 
+/// How long a permission request waits for a first client on the stream
+/// (one that submits, then subscribes) before it is denied for want of one.
+const NO_CLIENT_GRACE: Duration = Duration::from_secs(2);
+
 /// How long a cancelled call may take to stop on its own before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(5);
 
@@ -157,6 +161,8 @@ struct Waiting {
     answer: oneshot::Receiver<Answer>,
     turn_id: String,
     tool_use_id: String,
+    /// The refusal when no client ever came to answer.
+    no_client: String,
 }
 
 struct TurnSlot {
@@ -584,21 +590,7 @@ impl SessionExecutor {
                 self.events.push(started.clone());
                 None
             }
-            Some(ask) => match self.ask(slot, ask) {
-                Ok(wait) => Some(wait),
-                Err(refusal) => {
-                    let render = call.render_rejected(&refusal);
-                    let outcome = CallOutcome {
-                        content: vec![ContentBlock::text(refusal)],
-                        is_error: true,
-                        render,
-                        modifier: None,
-                    };
-                    inner.slots[i].outcome = Some(outcome);
-                    let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
-                    return self.carry_out(inner, actions);
-                }
-            },
+            Some(ask) => Some(self.ask(slot, ask)),
         };
         let log = self.events.clone();
         let live = slot.live.clone();
@@ -666,16 +658,13 @@ impl SessionExecutor {
         );
     }
 
-    /// Opens a permission request for the call in `slot`, or says why it
-    /// cannot be asked (no client on the stream to answer).
-    fn ask(&self, slot: &Slot, ask: AskFor) -> Result<Waiting, String> {
-        if self.events.subscriber_count() == 0 {
-            return Err(format!(
-                "permission required: {}. No client is attached to the session's event stream to approve it \
-                 (subscribe with turn/stream to be asked), so the call was denied",
-                ask.reason
-            ));
-        }
+    /// Opens a permission request for the call in `slot`.
+    fn ask(&self, slot: &Slot, ask: AskFor) -> Waiting {
+        let no_client = format!(
+            "permission required: {}. No client is attached to the session's event stream to approve it \
+             (subscribe with turn/stream to be asked), so the call was denied",
+            ask.reason
+        );
         let (request_id, answer) = self.services.asks.open(ask.suggestions.clone());
         self.events.push(EventKind::PermissionRequest {
             turn_id: slot.turn_id.to_string(),
@@ -687,12 +676,18 @@ impl SessionExecutor {
             render: slot.render_use.clone(),
             suggestions: ask.suggestions,
         });
-        Ok(Waiting { request_id, answer, turn_id: slot.turn_id.to_string(), tool_use_id: slot.tool_use_id.clone() })
+        Waiting {
+            request_id,
+            answer,
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            no_client,
+        }
     }
 
     /// Waits for the client's answer: `Err` is the refusal to yield. No
-    /// answer in time, the last client leaving the stream, or the call
-    /// being cancelled all deny it.
+    /// answer in time, the last client leaving the stream (or none coming
+    /// within [`NO_CLIENT_GRACE`]), or the call being cancelled all deny it.
     async fn wait_for_answer(
         &self,
         mut wait: Waiting,
@@ -702,6 +697,8 @@ impl SessionExecutor {
         let deadline = tokio::time::sleep(timeout);
         let mut deadline = std::pin::pin!(deadline);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let asked = tokio::time::Instant::now();
+        let mut seen_client = false;
         let (verdict, why) = loop {
             let gave_up = tokio::select! {
                 biased;
@@ -717,16 +714,28 @@ impl SessionExecutor {
                     }
                     Err(_) => (Err("permission denied: the request was dropped".to_owned()), "dropped".to_owned()),
                 },
-                _ = &mut deadline => format!(
-                    "permission denied: nobody answered the permission request within {} ms",
-                    timeout.as_millis()
-                ),
+                _ = &mut deadline => if seen_client {
+                    format!(
+                        "permission denied: nobody answered the permission request within {} ms",
+                        timeout.as_millis()
+                    )
+                } else {
+                    wait.no_client.clone()
+                },
                 _ = token.cancelled() => "cancelled while waiting for permission".to_owned(),
                 _ = tick.tick() => {
                     if self.events.subscriber_count() > 0 {
+                        seen_client = true;
                         continue;
                     }
-                    "permission denied: the last client left the session's event stream before answering".to_owned()
+                    if seen_client {
+                        "permission denied: the last client left the session's event stream before answering"
+                            .to_owned()
+                    } else if asked.elapsed() >= NO_CLIENT_GRACE {
+                        wait.no_client.clone()
+                    } else {
+                        continue;
+                    }
                 }
             };
             // An answer that came in just before giving up wins.
