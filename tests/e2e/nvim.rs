@@ -23,6 +23,17 @@ vim.wait(20000, function() return done end, 10)
 vim.cmd('AgentdCall Grep {"pattern": "hello", "output_mode": "count"}')
 vim.wait(20000, function() return vim.api.nvim_buf_get_name(0):find("agentd://Grep") ~= nil end, 10)
 for _, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do table.insert(out, "buf: " .. l) end
+-- A call that needs approval is asked with vim.ui.select: pick "Allow".
+vim.ui.select = function(items, opts, on_choice)
+  table.insert(out, "asked: " .. opts.prompt .. " [" .. table.concat(items, "|") .. "]")
+  on_choice(items[1], 1)
+end
+local asked_done = false
+agentd.call("Bash", { command = "touch from-nvim" }, function(err, result)
+  table.insert(out, "bash: " .. vim.inspect(err) .. " " .. tostring(result and result.is_error))
+  asked_done = true
+end)
+vim.wait(20000, function() return asked_done end, 10)
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
 vim.cmd("qa!")
 "#;
@@ -55,4 +66,6 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert!(out.contains("     1\thello from nvim"), "{out}");
     assert!(out.contains("✓ Read 1 lines"), "{out}");
     assert!(out.contains("buf: ") && out.contains("hello.txt:1"), "{out}");
+    assert!(out.contains("asked: agentd: $ touch from-nvim") && out.contains("[Allow|Deny|"), "{out}");
+    assert!(out.contains("bash: nil false") && work.path().join("from-nvim").exists(), "{out}");
 }

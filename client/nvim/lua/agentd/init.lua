@@ -7,6 +7,8 @@
 --   :AgentdCall Read {"file_path": "README.md"}
 --
 -- One session per Neovim, on the current directory, created on first use.
+-- The plugin follows the session's events: a call that needs approval (or
+-- an AskUserQuestion) is asked with vim.ui.select.
 
 local M = {}
 local uv = vim.uv or vim.loop
@@ -31,9 +33,17 @@ local decode = (vim.json and vim.json.decode) or vim.fn.json_decode
 local conn = nil -- { pipe, pending = {id -> callback}, buffer, next_id }
 local session_id = nil
 
+local on_event -- set below: handles turn/event notifications
+
 local function dispatch(line)
   local ok, msg = pcall(decode, line)
-  if not ok or type(msg) ~= "table" or msg.id == nil then
+  if not ok or type(msg) ~= "table" then
+    return
+  end
+  if msg.method == "turn/event" and type(msg.params) == "table" then
+    return on_event(msg.params.result)
+  end
+  if msg.id == nil then
     return
   end
   local callback = conn.pending[msg.id]
@@ -108,7 +118,64 @@ local function with_session(callback)
       return callback(err, nil)
     end
     session_id = result.session_id
+    -- Follow the session's events, to be asked for approvals.
+    M.request("turn/stream", { session_id = session_id }, function() end)
     callback(nil, session_id)
+  end)
+end
+
+local function respond(request_id, decision, answers)
+  local params = { session_id = session_id, request_id = request_id, decision = decision }
+  if answers then
+    params.answers = answers
+  end
+  M.request("permission/respond", params, function(err)
+    if err then
+      vim.notify("agentd: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- Asks AskUserQuestion's questions one after the other.
+local function ask_questions(event)
+  local questions = (event.input or {}).questions or {}
+  local answers = {}
+  local function next_question(i)
+    local q = questions[i]
+    if not q then
+      return respond(event.request_id, "allow", answers)
+    end
+    local labels = {}
+    for _, o in ipairs(q.options or {}) do
+      table.insert(labels, o.label)
+    end
+    vim.ui.select(labels, { prompt = q.question }, function(choice)
+      if choice == nil then
+        return respond(event.request_id, "deny")
+      end
+      answers[q.question] = choice
+      next_question(i + 1)
+    end)
+  end
+  next_question(1)
+end
+
+on_event = function(event)
+  if type(event) ~= "table" or event.type ~= "permission/request" then
+    return
+  end
+  if event.tool == "AskUserQuestion" then
+    return ask_questions(event)
+  end
+  local choices = { "Allow", "Deny" }
+  local suggestion = (event.suggestions or {})[1]
+  if suggestion then
+    table.insert(choices, "Always allow " .. suggestion)
+  end
+  local prompt = "agentd: " .. (event.render or event.tool) .. " — " .. (event.reason or "")
+  vim.ui.select(choices, { prompt = prompt }, function(_, idx)
+    local decision = ({ "allow", "deny", "allow_always" })[idx or 2] or "deny"
+    respond(event.request_id, decision)
   end)
 end
 
