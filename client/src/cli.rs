@@ -891,6 +891,8 @@ fn show_session(s: &SessionInfo) {
     println!("allow:           {}", list(&s.permissions.allow));
     println!("deny:            {}", list(&s.permissions.deny));
     println!("ask:             {}", list(&s.permissions.ask));
+    println!("granted:         {}", list(&s.granted_rules));
+    println!("waiting asks:    {}", list(&s.pending_permissions));
     println!("simple tools:    {}", if s.tools.simple { "yes" } else { "no" });
     println!("disabled tools:  {}", list(&s.tools.disabled));
     println!("max concurrency: {}", s.max_concurrency);
