@@ -16,5 +16,6 @@ mod search;
 mod sessions;
 mod socket;
 mod systemd;
+mod terminal;
 mod tools;
 mod turns;

@@ -1,0 +1,81 @@
+//! agentctl in a real terminal (tmux): a permission prompt answered by
+//! keystrokes.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentd_tests::StandaloneDaemon;
+
+/// A tmux server of this test's own, killed when dropped.
+struct Tmux {
+    server: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").arg("-L").arg(&self.server).args(args).output().expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t", "-S", "-100"])
+    }
+
+    /// Waits until the screen shows `text`.
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + agentd_tests::STEP;
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "the terminal never showed {text:?}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.server, "kill-server"]).output();
+    }
+}
+
+#[test]
+fn a_permission_prompt_is_answered_in_the_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
+    }
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(
+        &blocks,
+        "{\"id\": \"w\", \"name\": \"Bash\", \"input\": {\"command\": \"touch yes.txt\"}}\n\
+         {\"id\": \"n\", \"name\": \"Bash\", \"input\": {\"command\": \"touch no.txt\"}}\n",
+    )
+    .unwrap();
+    let tmux = Tmux { server: format!("agentd-test-{}", std::process::id()) };
+    let command = format!(
+        "{} --socket {} run {} --cwd {}; echo EXIT=$?; sleep 60",
+        agentd_tests::bin_path("agentctl").display(),
+        d.socket.display(),
+        blocks.display(),
+        work.path().display()
+    );
+    tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+    tmux.wait_for("allow? [y]es, [n]o, [a]lways");
+    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+    // The second call asks once the first is done.
+    let deadline = Instant::now() + agentd_tests::STEP;
+    while tmux.screen().matches("allow? [y]es").count() < 2 {
+        assert!(Instant::now() < deadline, "no second prompt:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.run(&["send-keys", "-t", "t", "n", "Enter"]);
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=4"), "one call was refused: {screen}");
+    assert!(screen.contains("✓ w") && screen.contains("✗ n"), "{screen}");
+    assert!(work.path().join("yes.txt").exists());
+    assert!(!work.path().join("no.txt").exists());
+}
