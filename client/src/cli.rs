@@ -345,6 +345,11 @@ async fn run_turn(
     let mut failed = false;
     let mut interrupted = false;
     let paint = Paint::for_stdout();
+    let live = (!cli.json && std::io::IsTerminal::is_terminal(&std::io::stdout())).then(Live::new);
+    let say = |line: String| match &live {
+        Some(l) => l.println(line),
+        None => println!("{line}"),
+    };
     loop {
         // Ctrl+C cancels the turn (tools that block on interrupt finish);
         // a second Ctrl+C leaves at once.
@@ -379,17 +384,30 @@ async fn run_turn(
         } else {
             match &event.kind {
                 EventKind::ToolResult { tool_use_id, content, is_error, render, .. } => {
+                    if let Some(l) = &live {
+                        l.done(tool_use_id);
+                    }
                     let mark = if *is_error { paint.red("✗") } else { paint.green("✓") };
-                    println!("{mark} {tool_use_id}: {render}");
+                    say(format!("{mark} {tool_use_id}: {render}"));
                     for block in content {
                         if let crate::protocol::tools::ContentBlock::Text { text } = block {
                             for line in text.lines() {
-                                println!("    {line}");
+                                say(format!("    {line}"));
                             }
                         }
                     }
                 }
-                _ => println!("{}", describe(&event)),
+                EventKind::ToolStarted { tool_use_id, render, .. } if live.is_some() => {
+                    if let Some(l) = &live {
+                        l.start(tool_use_id, render);
+                    }
+                }
+                EventKind::ToolProgress { tool_use_id, render, .. } if live.is_some() => {
+                    if let Some(l) = &live {
+                        l.progress(tool_use_id, render);
+                    }
+                }
+                _ => say(describe(&event)),
             }
         }
         if let EventKind::PermissionRequest { request_id, tool, input, suggestions, .. } = &event.kind {
@@ -403,7 +421,11 @@ async fn run_turn(
                 }
                 Answering::Prompt => {
                     let (tool, input, suggestions) = (tool.clone(), input.clone(), suggestions.clone());
-                    let asked = tokio::task::spawn_blocking(move || prompt(&tool, &input, &suggestions));
+                    let multi = live.as_ref().map(|l| l.multi.clone());
+                    let asked = tokio::task::spawn_blocking(move || match multi {
+                        Some(m) => m.suspend(|| prompt(&tool, &input, &suggestions)),
+                        None => prompt(&tool, &input, &suggestions),
+                    });
                     let answered = tokio::select! {
                         a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
                         _ = tokio::signal::ctrl_c() => std::process::exit(130),
@@ -431,6 +453,52 @@ async fn run_turn(
         }
     }
     Ok(failed)
+}
+
+/// A spinner per running call, on a terminal: elapsed time and the
+/// call's latest progress line. Finished calls are printed above them.
+struct Live {
+    multi: indicatif::MultiProgress,
+    bars: std::sync::Mutex<std::collections::HashMap<String, indicatif::ProgressBar>>,
+}
+
+impl Live {
+    fn new() -> Live {
+        Live { multi: indicatif::MultiProgress::new(), bars: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    fn bars(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, indicatif::ProgressBar>> {
+        self.bars.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn println(&self, line: String) {
+        if self.multi.println(&line).is_err() {
+            println!("{line}");
+        }
+    }
+
+    fn start(&self, id: &str, render: &str) {
+        let style = indicatif::ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+        let bar = self.multi.add(indicatif::ProgressBar::new_spinner().with_style(style));
+        bar.set_message(format!("{id}  {render}"));
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        self.bars().insert(id.to_owned(), bar);
+    }
+
+    fn progress(&self, id: &str, render: &str) {
+        if let Some(bar) = self.bars().get(id) {
+            let line = render.lines().last().unwrap_or_default();
+            bar.set_message(format!("{id}  {}", line.chars().take(120).collect::<String>()));
+        }
+    }
+
+    fn done(&self, id: &str) {
+        if let Some(bar) = self.bars().remove(id) {
+            bar.finish_and_clear();
+            self.multi.remove(&bar);
+        }
+    }
 }
 
 /// How `agentctl run` answers permission requests.

@@ -79,3 +79,37 @@ fn a_permission_prompt_is_answered_in_the_terminal() {
     assert!(work.path().join("yes.txt").exists());
     assert!(!work.path().join("no.txt").exists());
 }
+
+#[test]
+fn running_calls_show_a_live_spinner_with_their_progress_then_the_result() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
+    }
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    // The command waits for a file the test creates, so the spinner is seen
+    // however slow the machine.
+    std::fs::write(
+        &blocks,
+        "{\"id\": \"s\", \"name\": \"Bash\", \"input\": {\"command\": \
+         \"echo tick-one; while [ ! -e go ]; do sleep 0.05; done; echo tick-two\"}}\n",
+    )
+    .unwrap();
+    let tmux = Tmux { server: format!("agentd-test-live-{}", std::process::id()) };
+    let command = format!(
+        "{} --socket {} run --yes {} --cwd {}; echo EXIT=$?; sleep 60",
+        agentd_tests::bin_path("agentctl").display(),
+        d.socket.display(),
+        blocks.display(),
+        work.path().display()
+    );
+    tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+    // `<spinner> <elapsed>s <id>  <last progress line>`
+    let screen = tmux.wait_for("s s  tick-one");
+    assert!(!screen.contains("✓ s"), "still running: {screen}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0") && screen.contains("✓ s"), "{screen}");
+    assert!(screen.contains("    tick-one") && screen.contains("    tick-two"), "{screen}");
+}
