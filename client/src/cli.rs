@@ -30,7 +30,7 @@ const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
     name = "agentctl",
     version,
     about,
-    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer\n  4  call: the tool's result is an error"
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer\n  4  call, run: a tool result is an error (run: any of them)"
 )]
 struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
