@@ -102,12 +102,21 @@ async fn paths_cannot_leave_the_workspace() {
     std::os::unix::fs::symlink("/etc/passwd", s.ws.join("passwd")).unwrap();
     std::os::unix::fs::symlink(d.dir.path(), s.ws.join("updir")).unwrap();
     let evil = format!("{}_evil/x", s.ws.display());
+    // Reads outside ask (nobody answers here: refused); writes outside are
+    // refused even in bypass mode.
+    let params = json!({ "cwd": s.ws, "permission_timeout_ms": 50 });
+    let asking = s.c.ok("session/create", params).await["session_id"].clone();
     for path in ["/etc/passwd", "../outside.txt", "passwd", "updir/outside.txt", evil.as_str()] {
-        let r = s.read(path).await;
-        assert!(error(&r).contains("outside the workspace"), "{path}: {r}");
+        let input = json!({ "file_path": path });
+        let r = s.c.ok("tool/call", json!({ "session_id": asking, "name": "Read", "input": input })).await;
+        let e = error(&r);
+        assert!(e.contains("outside the workspace") && e.contains("permission required"), "{path}: {r}");
+        assert!(!e.contains("root:") && !e.contains("secret"), "{path}: {r}");
         let r = s.call("Write", json!({ "file_path": path, "content": "pwned" })).await;
         assert!(error(&r).contains("outside the workspace"), "{path}: {r}");
     }
+    // Bypass allows everything but deny rules: the read is explicitly allowed.
+    assert!(text(&s.read("../outside.txt").await).contains("secret"));
     let r = s.read("a\u{0}b").await;
     assert!(error(&r).contains("NUL"), "{r}");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");

@@ -334,3 +334,25 @@ async fn ask_user_question_goes_to_the_client_in_every_mode_and_returns_the_answ
     let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "AskUserQuestion", "input": bad })).await;
     assert!(text(&r).contains("2 to 4 options"), "{r}");
 }
+
+#[tokio::test]
+async fn a_read_outside_the_workspace_asks_and_once_allowed_reads_that_file() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(dir.join("notes.txt"), "outside notes\n").unwrap();
+    std::fs::write(dir.join("more.txt"), "more notes\n").unwrap();
+    let mut s = session(&d, json!({})).await;
+    let turn = s.submit(vec![tool_use("r", "Read", json!({ "file_path": dir.join("notes.txt") }))]).await;
+    let request = s.request().await;
+    assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
+    assert_eq!(request["suggestions"], json!([format!("Read(/{}/**)", dir.display())]), "{request}");
+    s.respond(&request, json!({ "decision": "allow_always" })).await;
+    let result = &s.results(&turn).await[0];
+    assert!(text(result).contains("outside notes"), "{result}");
+    // The granted rule covers the directory: the next read runs at once.
+    let turn = s.submit(vec![tool_use("m", "Read", json!({ "file_path": dir.join("more.txt") }))]).await;
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
+    assert!(events.iter().any(|e| e["type"] == "tool/result" && text(e).contains("more notes")), "{events:?}");
+}

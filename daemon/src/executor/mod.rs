@@ -163,6 +163,10 @@ struct Waiting {
     tool_use_id: String,
     /// The refusal when no client ever came to answer.
     no_client: String,
+    /// The file outside the workspace the user is asked about.
+    outside: Option<PathBuf>,
+    /// A client was on the stream when the request was made.
+    client_attached: bool,
 }
 
 struct TurnSlot {
@@ -201,6 +205,8 @@ struct AskFor {
     reason: String,
     suggestions: Vec<String>,
     input: serde_json::Value,
+    /// The file outside the workspace the user is asked about, if any.
+    outside: Option<PathBuf>,
 }
 
 /// Runs one session's tool calls.
@@ -424,6 +430,7 @@ impl SessionExecutor {
             output_dir: self.services.output_dir.clone(),
             jobs: self.services.jobs.clone(),
             answers: None,
+            approved_outside: None,
         }
     }
 
@@ -439,6 +446,7 @@ impl SessionExecutor {
         call: &dyn PreparedCall,
         context: &SessionContext,
         ctx: &ToolContext,
+        approved_outside: &mut Option<PathBuf>,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -464,9 +472,12 @@ impl SessionExecutor {
         // Questions are for the user alone: no rule or mode answers them.
         if slot.name == crate::tools::ask_user_question::NAME {
             return match call.check_permissions(ctx) {
-                Decision::Ask { reason, .. } => {
-                    Ok(Some(AskFor { reason, suggestions: Vec::new(), input: slot.input.clone().unwrap_or_default() }))
-                }
+                Decision::Ask { reason, .. } => Ok(Some(AskFor {
+                    reason,
+                    suggestions: Vec::new(),
+                    input: slot.input.clone().unwrap_or_default(),
+                    outside: None,
+                })),
                 _ => Err(CallOutcome::error("internal error: AskUserQuestion did not ask")),
             };
         }
@@ -477,6 +488,14 @@ impl SessionExecutor {
             granted = self.services.asks.granted(&slot.name, &facts);
             rule = granted.as_ref();
         }
+        // A file outside the workspace that a rule, bypass or the user
+        // explicitly allows may be opened there (Read): never one that only
+        // the tool's own judgement let through.
+        let outside = match &facts {
+            Facts::Path(p) if !p.starts_with(self.cwd.as_path()) => Some(p.clone()),
+            _ => None,
+        };
+        let allowed_by_rule = rule.is_some_and(|r| r.kind == RuleKind::Allow);
         let decision = match (rule, call.check_permissions(ctx)) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
@@ -489,9 +508,17 @@ impl SessionExecutor {
             (None, tool) => tool,
         };
         let refusal = match decision {
-            Decision::Allow => return Ok(None),
+            Decision::Allow => {
+                if allowed_by_rule {
+                    *approved_outside = outside;
+                }
+                return Ok(None);
+            }
             Decision::Deny { reason } => format!("permission denied: {reason}"),
-            Decision::Ask { .. } if mode == PermissionMode::Bypass => return Ok(None),
+            Decision::Ask { .. } if mode == PermissionMode::Bypass => {
+                *approved_outside = outside;
+                return Ok(None);
+            }
             Decision::Ask { .. } if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) => {
                 return Ok(None);
             }
@@ -502,7 +529,12 @@ impl SessionExecutor {
                         suggestions.push(s);
                     }
                 }
-                return Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default() }));
+                return Ok(Some(AskFor {
+                    reason,
+                    suggestions,
+                    input: slot.input.clone().unwrap_or_default(),
+                    outside,
+                }));
             }
         };
         let render = call.render_rejected(&refusal);
@@ -520,7 +552,11 @@ impl SessionExecutor {
                     let abs = path.abs();
                     Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
                 }
-                Err(_) => Facts::Path(PathBuf::from(p)),
+                Err(_) => {
+                    let raw = PathBuf::from(&p);
+                    let abs = if raw.is_absolute() { raw } else { self.cwd.join(raw) };
+                    Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
+                }
             },
         }
     }
@@ -569,7 +605,8 @@ impl SessionExecutor {
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
         let mut ctx = self.tool_context(token.clone(), &inner.context);
-        let ask = match self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx) {
+        let mut approved_outside = None;
+        let ask = match self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside) {
             Ok(ask) => ask,
             Err(refused) => {
                 inner.slots[i].outcome = Some(refused);
@@ -578,6 +615,7 @@ impl SessionExecutor {
             }
         };
         inner.slots[i].input = None;
+        ctx.approved_outside = approved_outside.map(Arc::new);
         let slot = &inner.slots[i];
         let started = EventKind::ToolStarted {
             turn_id: slot.turn_id.to_string(),
@@ -615,8 +653,12 @@ impl SessionExecutor {
             async move {
                 if let Some(wait) = wait {
                     let Some(me) = guard.me.clone() else { return };
+                    let outside = wait.outside.clone();
                     match me.wait_for_answer(wait, &token).await {
-                        Ok(answers) => ctx.answers = answers.map(Arc::new),
+                        Ok(answers) => {
+                            ctx.answers = answers.map(Arc::new);
+                            ctx.approved_outside = outside.map(Arc::new);
+                        }
                         Err(refusal) => {
                             let render = call.render_rejected(&refusal);
                             let outcome = CallOutcome {
@@ -682,6 +724,8 @@ impl SessionExecutor {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),
             no_client,
+            outside: ask.outside,
+            client_attached: self.events.subscriber_count() > 0,
         }
     }
 
@@ -698,7 +742,7 @@ impl SessionExecutor {
         let mut deadline = std::pin::pin!(deadline);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let asked = tokio::time::Instant::now();
-        let mut seen_client = false;
+        let mut seen_client = wait.client_attached;
         let (verdict, why) = loop {
             let gave_up = tokio::select! {
                 biased;

@@ -129,6 +129,14 @@ pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<WsPath, FsError> 
     Ok(WsPath { root: root.to_owned(), rel })
 }
 
+/// A file outside the workspace that the user (or a rule) approved, by its
+/// canonical path. It is opened with no symlink followed at all, so what
+/// opens is the file that was approved, not one swapped in since.
+pub fn approved_outside(canonical: &Path) -> WsPath {
+    let rel = canonical.strip_prefix("/").unwrap_or(canonical).to_owned();
+    WsPath { root: PathBuf::from("/"), rel }
+}
+
 fn open_root(root: &Path) -> Result<OwnedFd, FsError> {
     nix::fcntl::open(root, OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| io_err("open workspace", root, e))
@@ -143,10 +151,12 @@ fn io_err(op: &'static str, path: &Path, e: impl std::fmt::Display) -> FsError {
 fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsError> {
     let root = open_root(&path.root)?;
     let rel: &Path = if path.rel.as_os_str().is_empty() { Path::new(".") } else { &path.rel };
-    let how = OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC)
-        .mode(mode)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+    if path.root == Path::new("/") {
+        // An approved path outside the workspace: exactly that path.
+        resolve |= ResolveFlag::RESOLVE_NO_SYMLINKS;
+    }
+    let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).mode(mode).resolve(resolve);
     openat2(root.as_fd(), rel, how).map_err(|e| match e {
         nix::errno::Errno::ENOENT => FsError::NotFound { path: path.abs().display().to_string() },
         nix::errno::Errno::EXDEV | nix::errno::Errno::ELOOP => {

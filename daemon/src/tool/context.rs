@@ -58,6 +58,9 @@ pub struct ToolContext {
     /// The user's answers given with the approval of this call
     /// (AskUserQuestion).
     pub answers: Option<Arc<crate::permission::ask::Answers>>,
+    /// A file outside the workspace (canonical) that a rule, bypass mode or
+    /// the user explicitly allowed this call to open (Read).
+    pub approved_outside: Option<Arc<PathBuf>>,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -134,6 +137,7 @@ impl ToolContext {
             output_dir: Arc::new(std::env::temp_dir().join("agentd-test-output")),
             jobs: Arc::new(crate::process::jobs::JobTable::new(cancel, tokio_util::task::TaskTracker::new())),
             answers: None,
+            approved_outside: None,
         }
     }
 }

@@ -75,7 +75,11 @@ impl Tool for Read {
     }
 
     fn validate_input(&self, input: &ReadInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        match fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path) {
+            // Outside the workspace: a question for the permission check.
+            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
+            Err(e) => return Err(ValidationError::new(e.to_string())),
+        }
         if input.offset == Some(0) {
             return Err(ValidationError::new("offset counts from 1"));
         }
@@ -89,9 +93,22 @@ impl Tool for Read {
         crate::permission::PermissionTarget::Path(input.file_path.clone())
     }
 
-    fn check_permissions(&self, _input: &ReadInput, _ctx: &ToolContext) -> Decision {
-        // Reads inside the workspace (the path resolution keeps it there).
-        Decision::Allow
+    fn check_permissions(&self, input: &ReadInput, ctx: &ToolContext) -> Decision {
+        // Reads inside the workspace run; anything else asks (and, once
+        // allowed, opens exactly the file that was approved).
+        let real = match fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path) {
+            Ok(p) => match std::fs::canonicalize(p.abs()) {
+                Ok(real) if !real.starts_with(ctx.cwd.as_path()) => Some(real),
+                _ => return Decision::Allow,
+            },
+            Err(_) => std::fs::canonicalize(ctx.cwd.join(&input.file_path)).ok(),
+        };
+        match real {
+            Some(real) if real.as_os_str() != input.file_path.as_str() => {
+                Decision::ask(format!("read {} ({}), outside the workspace", input.file_path, real.display()))
+            }
+            _ => Decision::ask(format!("read {}, outside the workspace", input.file_path)),
+        }
     }
 
     fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {
@@ -112,7 +129,10 @@ impl Tool for Read {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
-        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let path = match &ctx.approved_outside {
+            Some(approved) => fs::approved_outside(approved),
+            None => fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
+        };
         let (output, state) = tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
             .await
             .map_err(|e| ToolError::new(format!("read failed: {e}")))??;
