@@ -692,6 +692,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         sibling_cancel: None,
                         bash: None,
                         permission_timeout_ms: None,
+                        add_dirs: None,
                     };
                     let temp = client.session_create(params).await?;
                     let result = client.tool_call(&temp.session_id, tool, input).await;
@@ -740,6 +741,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         sibling_cancel: None,
                         bash: None,
                         permission_timeout_ms: None,
+                        add_dirs: None,
                     };
                     (client.session_create(params).await?.session_id, true)
                 }
@@ -846,6 +848,7 @@ async fn tools(
                 sibling_cancel: None,
                 bash: None,
                 permission_timeout_ms: None,
+                add_dirs: None,
             };
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
@@ -901,6 +904,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                 sibling_cancel: None,
                 bash: None,
                 permission_timeout_ms: None,
+                add_dirs: None,
             };
             let created = client.session_create(params).await?;
             if cli.json {

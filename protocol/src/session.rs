@@ -158,6 +158,10 @@ pub struct SessionCreateParams {
     /// 300000, five minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_ms: Option<u64>,
+    /// More directories that count as the workspace (absolute, existing;
+    /// at most 32): file tools work in them as in `cwd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_dirs: Option<Vec<PathBuf>>,
 }
 
 /// Result of `session/create`.
@@ -239,6 +243,9 @@ pub struct SessionInfo {
     /// `request_id`s; the `permission/request` events carry the details).
     #[serde(default)]
     pub pending_permissions: Vec<String>,
+    /// Directories added to the workspace (canonical).
+    #[serde(default)]
+    pub add_dirs: Vec<PathBuf>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

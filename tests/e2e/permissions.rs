@@ -356,3 +356,31 @@ async fn a_read_outside_the_workspace_asks_and_once_allowed_reads_that_file() {
     assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
     assert!(events.iter().any(|e| e["type"] == "tool/result" && text(e).contains("more notes")), "{events:?}");
 }
+
+#[tokio::test]
+async fn added_directories_are_part_of_the_workspace() {
+    let d = TestDaemon::start().await;
+    let extra = tempfile::tempdir().unwrap();
+    let extra_dir = std::fs::canonicalize(extra.path()).unwrap();
+    std::fs::write(extra_dir.join("lib.txt"), "library\n").unwrap();
+    let mut s =
+        session(&d, json!({ "mode": "accept_edits", "add_dirs": [extra_dir], "permission_timeout_ms": 50 })).await;
+    let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
+    assert_eq!(info["add_dirs"], json!([extra_dir]));
+    let call = async |s: &mut Session, name: &str, input: Value| {
+        s.c.ok("tool/call", json!({ "session_id": s.id, "name": name, "input": input })).await
+    };
+    let r = call(&mut s, "Read", json!({ "file_path": extra_dir.join("lib.txt") })).await;
+    assert!(text(&r).contains("library"), "reads in an added directory run without asking: {r}");
+    let r = call(&mut s, "Write", json!({ "file_path": extra_dir.join("new.txt"), "content": "made\n" })).await;
+    assert_eq!(r["is_error"], false, "accept_edits edits there too: {r}");
+    assert_eq!(std::fs::read_to_string(extra_dir.join("new.txt")).unwrap(), "made\n");
+    let r = call(&mut s, "Bash", json!({ "command": format!("cat {}", extra_dir.join("lib.txt").display()) })).await;
+    assert_eq!(text(&r), "library\n", "{r}");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = call(&mut s, "Write", json!({ "file_path": elsewhere.path().join("x"), "content": "no" })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    let bad =
+        d.raw().await.request("session/create", json!({ "cwd": d.dir.path(), "add_dirs": ["/no/such/dir"] })).await;
+    assert_eq!(bad["error"]["data"]["field"], "add_dirs", "{bad}");
+}

@@ -15,6 +15,7 @@ fn params(cwd: &std::path::Path) -> SessionCreateParams {
         sibling_cancel: None,
         bash: None,
         permission_timeout_ms: None,
+        add_dirs: None,
     }
 }
 

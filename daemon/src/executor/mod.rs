@@ -492,7 +492,7 @@ impl SessionExecutor {
         // explicitly allows may be opened there (Read): never one that only
         // the tool's own judgement let through.
         let outside = match &facts {
-            Facts::Path(p) if !p.starts_with(self.cwd.as_path()) => Some(p.clone()),
+            Facts::Path(p) if !self.inside(p) => Some(p.clone()),
             _ => None,
         };
         let allowed_by_rule = rule.is_some_and(|r| r.kind == RuleKind::Allow);
@@ -547,7 +547,7 @@ impl SessionExecutor {
         match target {
             PermissionTarget::None => Facts::Other,
             PermissionTarget::Command(c) => Facts::Bash(c),
-            PermissionTarget::Path(p) => match crate::fs::resolve(&self.cwd, &self.cwd, &p) {
+            PermissionTarget::Path(p) => match self.resolve(&p) {
                 Ok(path) => {
                     let abs = path.abs();
                     Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
@@ -559,6 +559,22 @@ impl SessionExecutor {
                 }
             },
         }
+    }
+
+    /// Whether a canonical path is inside the workspace (cwd or an added
+    /// directory).
+    fn inside(&self, path: &std::path::Path) -> bool {
+        path.starts_with(self.cwd.as_path()) || self.services.info.add_dirs.iter().any(|d| path.starts_with(d))
+    }
+
+    /// Resolves a path inside the workspace's directories.
+    fn resolve(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
+        let first = crate::fs::resolve(&self.cwd, &self.cwd, input);
+        if !matches!(first, Err(crate::fs::FsError::Outside { .. })) {
+            return first;
+        }
+        let add_dirs = &self.services.info.add_dirs;
+        add_dirs.iter().find_map(|d| crate::fs::resolve(d, &self.cwd, input).ok()).map_or(first, Ok)
     }
 
     /// Carries out the machine's actions, under the lock.

@@ -163,6 +163,23 @@ impl SessionManager {
                 why: format!("must be between 10 and 86400000, got {permission_timeout_ms}"),
             });
         }
+        let requested = params.add_dirs.unwrap_or_default();
+        if requested.len() > 32 {
+            return Err(SessionError::Invalid {
+                field: "add_dirs",
+                why: format!("at most 32, got {}", requested.len()),
+            });
+        }
+        let mut add_dirs: Vec<PathBuf> = Vec::new();
+        for dir in &requested {
+            let dir = canonical_workspace(dir).map_err(|e| match e {
+                SessionError::Invalid { why, .. } => SessionError::Invalid { field: "add_dirs", why },
+                other => other,
+            })?;
+            if !dir.starts_with(&cwd) && !add_dirs.contains(&dir) {
+                add_dirs.push(dir);
+            }
+        }
         let mut info = SessionInfo {
             session_id: uuid::Uuid::new_v4().to_string(),
             cwd,
@@ -178,6 +195,7 @@ impl SessionManager {
             permission_timeout_ms,
             granted_rules: Vec::new(),
             pending_permissions: Vec::new(),
+            add_dirs,
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -360,6 +378,7 @@ mod tests {
             sibling_cancel: None,
             bash: None,
             permission_timeout_ms: None,
+            add_dirs: None,
         }
     }
 

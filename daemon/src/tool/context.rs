@@ -3,7 +3,7 @@
 //! (`ContextModifier` applied to `SessionContext`).
 
 use std::marker::PhantomData;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -104,6 +104,33 @@ impl<P: Serialize> ProgressSink<P> {
     }
 }
 
+impl ToolContext {
+    /// The workspace's directories: the session's cwd, then the added ones.
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.cwd.as_path()).chain(self.info.add_dirs.iter().map(PathBuf::as_path))
+    }
+
+    /// Whether a (canonical) path is inside the workspace.
+    pub fn inside(&self, path: &Path) -> bool {
+        self.roots().any(|root| path.starts_with(root))
+    }
+
+    /// Resolves `input` (absolute, or relative to the session's cwd) inside
+    /// one of the workspace's directories.
+    pub fn resolve(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
+        self.resolve_from(&self.cwd, input)
+    }
+
+    /// Like [`ToolContext::resolve`], relative paths starting at `here`.
+    pub fn resolve_from(&self, here: &Path, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
+        let first = crate::fs::resolve(&self.cwd, here, input);
+        if !matches!(first, Err(crate::fs::FsError::Outside { .. })) {
+            return first;
+        }
+        self.info.add_dirs.iter().find_map(|dir| crate::fs::resolve(dir, here, input).ok()).map_or(first, Ok)
+    }
+}
+
 #[cfg(test)]
 impl ToolContext {
     /// A context for unit tests: a session in the temp dir with `tools`.
@@ -125,6 +152,7 @@ impl ToolContext {
             permission_timeout_ms: agentd_protocol::session::DEFAULT_PERMISSION_TIMEOUT_MS,
             granted_rules: Vec::new(),
             pending_permissions: Vec::new(),
+            add_dirs: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -384,8 +384,8 @@ fn paths_inside(command: &str, ctx: &ToolContext) -> bool {
         if !pathy || value == "/dev/null" {
             return true;
         }
-        match crate::fs::resolve(workspace, &here, value) {
-            Ok(p) => std::fs::canonicalize(p.abs()).map(|c| c.starts_with(workspace)).unwrap_or(true),
+        match ctx.resolve_from(&here, value) {
+            Ok(p) => std::fs::canonicalize(p.abs()).map(|c| ctx.inside(&c)).unwrap_or(true),
             Err(_) => false,
         }
     })
@@ -406,13 +406,13 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
         if target.is_empty() || target.contains(['$', '`', '~', '*', '?', '[', '{']) {
             return false;
         }
-        let Ok(path) = crate::fs::resolve(workspace, &here, target) else { return false };
+        let Ok(path) = ctx.resolve_from(&here, target) else { return false };
         let path = path.abs();
         let real = match std::fs::symlink_metadata(&path) {
             Ok(_) => std::fs::canonicalize(&path).ok(),
             Err(_) => path.parent().and_then(|dir| std::fs::canonicalize(dir).ok()),
         };
-        real.is_some_and(|r| r.starts_with(workspace))
+        real.is_some_and(|r| ctx.inside(&r))
     })
 }
 

@@ -64,7 +64,7 @@ impl Tool for Edit {
     }
 
     fn validate_input(&self, input: &EditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        ctx.resolve(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if input.old_string.is_empty() {
             return Err(ValidationError::new("old_string is empty; use Write to create a file"));
         }
@@ -93,7 +93,7 @@ impl Tool for Edit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
-        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let path = ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             // One read: the bytes checked are the bytes edited.

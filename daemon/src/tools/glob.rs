@@ -9,7 +9,6 @@ use std::time::SystemTime;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::fs;
 use crate::permission::Decision;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
@@ -65,7 +64,7 @@ impl Tool for Glob {
 
     fn validate_input(&self, input: &GlobInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ValidationError::new(e.to_string()))?;
+            ctx.resolve(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
         globset::GlobBuilder::new(&input.pattern)
             .literal_separator(true)
@@ -104,7 +103,7 @@ impl Tool for Glob {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GlobOutput>, ToolError> {
         let dir = match &input.path {
-            Some(p) => fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            Some(p) => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
         let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;

@@ -13,7 +13,6 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::fs;
 use crate::permission::Decision;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
@@ -122,7 +121,7 @@ impl Tool for Grep {
 
     fn validate_input(&self, input: &GrepInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ValidationError::new(e.to_string()))?;
+            ctx.resolve(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
         matcher(input).map_err(|e| ValidationError::new(e.to_string()))?;
         Ok(())
@@ -155,7 +154,7 @@ impl Tool for Grep {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GrepOutput>, ToolError> {
         let target = match &input.path {
-            Some(p) => fs::resolve(&ctx.cwd, &ctx.cwd, p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            Some(p) => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
         let canonical =

@@ -90,7 +90,7 @@ impl Tool for NotebookEdit {
     }
 
     fn validate_input(&self, input: &NotebookEditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        fs::resolve(&ctx.cwd, &ctx.cwd, &input.notebook_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        ctx.resolve(&input.notebook_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if !input.notebook_path.ends_with(".ipynb") {
             return Err(ValidationError::new("notebook_path must be an .ipynb file; use Edit for other files"));
         }
@@ -126,7 +126,7 @@ impl Tool for NotebookEdit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<NotebookEditOutput>, ToolError> {
-        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let path = ctx.resolve(&input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             let bytes = check_unchanged(&path, &session)?;

@@ -75,7 +75,7 @@ impl Tool for Read {
     }
 
     fn validate_input(&self, input: &ReadInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        match fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path) {
+        match ctx.resolve(&input.file_path) {
             // Outside the workspace: a question for the permission check.
             Ok(_) | Err(fs::FsError::Outside { .. }) => {}
             Err(e) => return Err(ValidationError::new(e.to_string())),
@@ -96,9 +96,9 @@ impl Tool for Read {
     fn check_permissions(&self, input: &ReadInput, ctx: &ToolContext) -> Decision {
         // Reads inside the workspace run; anything else asks (and, once
         // allowed, opens exactly the file that was approved).
-        let real = match fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path) {
+        let real = match ctx.resolve(&input.file_path) {
             Ok(p) => match std::fs::canonicalize(p.abs()) {
-                Ok(real) if !real.starts_with(ctx.cwd.as_path()) => Some(real),
+                Ok(real) if !ctx.inside(&real) => Some(real),
                 _ => return Decision::Allow,
             },
             Err(_) => std::fs::canonicalize(ctx.cwd.join(&input.file_path)).ok(),
@@ -131,7 +131,7 @@ impl Tool for Read {
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
         let path = match &ctx.approved_outside {
             Some(approved) => fs::approved_outside(approved),
-            None => fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
+            None => ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
         };
         let (output, state) = tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
             .await

@@ -73,7 +73,7 @@ impl Tool for Write {
     }
 
     fn validate_input(&self, input: &WriteInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        ctx.resolve(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if input.content.len() as u64 > fs::MAX_EDIT_BYTES {
             return Err(ValidationError::new(format!("content is larger than {} bytes", fs::MAX_EDIT_BYTES)));
         }
@@ -94,7 +94,7 @@ impl Tool for Write {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<WriteOutput>, ToolError> {
-        let path = fs::resolve(&ctx.cwd, &ctx.cwd, &input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        let path = ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             let exists = match fs::open_file(&path) {
