@@ -102,8 +102,7 @@ async fn paths_cannot_leave_the_workspace() {
     std::os::unix::fs::symlink("/etc/passwd", s.ws.join("passwd")).unwrap();
     std::os::unix::fs::symlink(d.dir.path(), s.ws.join("updir")).unwrap();
     let evil = format!("{}_evil/x", s.ws.display());
-    // Reads outside ask (nobody answers here: refused); writes outside are
-    // refused even in bypass mode.
+    // Reads and writes outside ask (nobody answers here: refused).
     let params = json!({ "cwd": s.ws, "permission_timeout_ms": 50 });
     let asking = s.c.ok("session/create", params).await["session_id"].clone();
     for path in ["/etc/passwd", "../outside.txt", "passwd", "updir/outside.txt", evil.as_str()] {
@@ -112,8 +111,9 @@ async fn paths_cannot_leave_the_workspace() {
         let e = error(&r);
         assert!(e.contains("outside the workspace") && e.contains("permission required"), "{path}: {r}");
         assert!(!e.contains("root:") && !e.contains("secret"), "{path}: {r}");
-        let r = s.call("Write", json!({ "file_path": path, "content": "pwned" })).await;
-        assert!(error(&r).contains("outside the workspace"), "{path}: {r}");
+        let input = json!({ "file_path": path, "content": "pwned" });
+        let r = s.c.ok("tool/call", json!({ "session_id": asking, "name": "Write", "input": input })).await;
+        assert!(error(&r).contains("permission required"), "{path}: {r}");
     }
     // Bypass allows everything but deny rules: the read is explicitly allowed.
     assert!(text(&s.read("../outside.txt").await).contains("secret"));
@@ -194,6 +194,10 @@ async fn write_creates_needs_a_read_to_replace_and_keeps_links_whole() {
 async fn a_file_swapped_for_a_symlink_after_read_is_not_followed_out() {
     let d = TestDaemon::start().await;
     let mut s = session(&d).await;
+    // accept_edits: edits inside the workspace run without asking; the
+    // swapped file is outside, so it asks (nobody answers: refused).
+    let params = json!({ "cwd": s.ws, "mode": "accept_edits", "permission_timeout_ms": 50 });
+    s.id = s.c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
     let target = d.dir.path().join("victim");
     std::fs::write(&target, "victim data").unwrap();
     std::fs::write(s.ws.join("f.txt"), "innocent").unwrap();
@@ -201,9 +205,9 @@ async fn a_file_swapped_for_a_symlink_after_read_is_not_followed_out() {
     std::fs::remove_file(s.ws.join("f.txt")).unwrap();
     std::os::unix::fs::symlink(&target, s.ws.join("f.txt")).unwrap();
     let r = s.call("Edit", json!({ "file_path": "f.txt", "old_string": "victim", "new_string": "pwned" })).await;
-    assert!(error(&r).contains("outside the workspace"), "{r}");
+    assert!(error(&r).contains("permission required"), "{r}");
     let r = s.call("Write", json!({ "file_path": "f.txt", "content": "pwned" })).await;
-    assert!(error(&r).contains("outside the workspace"), "{r}");
+    assert!(error(&r).contains("permission required"), "{r}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "victim data");
 }
 

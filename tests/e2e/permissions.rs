@@ -384,3 +384,22 @@ async fn added_directories_are_part_of_the_workspace() {
         d.raw().await.request("session/create", json!({ "cwd": d.dir.path(), "add_dirs": ["/no/such/dir"] })).await;
     assert_eq!(bad["error"]["data"]["field"], "add_dirs", "{bad}");
 }
+
+#[tokio::test]
+async fn an_edit_outside_the_workspace_asks_even_in_accept_edits_and_writes_once_allowed() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let file = std::fs::canonicalize(outside.path()).unwrap().join("out.txt");
+    let mut s = session(&d, json!({ "mode": "accept_edits" })).await;
+    let turn = s.submit(vec![tool_use("w", "Write", json!({ "file_path": file, "content": "approved\n" }))]).await;
+    let request = s.request().await;
+    assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
+    assert!(!file.exists());
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    assert_eq!(s.results(&turn).await[0]["is_error"], false);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "approved\n");
+    // Inside the workspace accept_edits still writes without asking.
+    let turn = s.submit(vec![tool_use("i", "Write", json!({ "file_path": "in.txt", "content": "x" }))]).await;
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
+}

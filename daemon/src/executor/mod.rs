@@ -519,7 +519,11 @@ impl SessionExecutor {
                 *approved_outside = outside;
                 return Ok(None);
             }
-            Decision::Ask { .. } if mode == PermissionMode::AcceptEdits && EDIT_TOOLS.contains(&slot.name.as_str()) => {
+            Decision::Ask { .. }
+                if mode == PermissionMode::AcceptEdits
+                    && EDIT_TOOLS.contains(&slot.name.as_str())
+                    && outside.is_none() =>
+            {
                 return Ok(None);
             }
             Decision::Ask { reason, suggestion } => {
@@ -555,7 +559,12 @@ impl SessionExecutor {
                 Err(_) => {
                     let raw = PathBuf::from(&p);
                     let abs = if raw.is_absolute() { raw } else { self.cwd.join(raw) };
-                    Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
+                    // A file not there yet: its directory, resolved.
+                    let real = std::fs::canonicalize(&abs).ok().or_else(|| {
+                        let dir = std::fs::canonicalize(abs.parent()?).ok()?;
+                        Some(dir.join(abs.file_name()?))
+                    });
+                    Facts::Path(real.unwrap_or(abs))
                 }
             },
         }

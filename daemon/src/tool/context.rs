@@ -115,6 +115,17 @@ impl ToolContext {
         self.roots().any(|root| path.starts_with(root))
     }
 
+    /// `", outside the workspace"` when `input` is (its real path is)
+    /// outside the workspace, for permission reasons; empty otherwise.
+    pub fn outside_note(&self, input: &str) -> &'static str {
+        let inside = self.resolve(input).is_ok_and(|p| {
+            let abs = p.abs();
+            let real = std::fs::canonicalize(&abs).ok().or_else(|| std::fs::canonicalize(abs.parent()?).ok());
+            real.is_none_or(|r| self.inside(&r))
+        });
+        if inside { "" } else { ", outside the workspace" }
+    }
+
     /// Resolves `input` (absolute, or relative to the session's cwd) inside
     /// one of the workspace's directories.
     pub fn resolve(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {

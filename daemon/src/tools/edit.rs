@@ -64,7 +64,11 @@ impl Tool for Edit {
     }
 
     fn validate_input(&self, input: &EditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        ctx.resolve(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        match ctx.resolve(&input.file_path) {
+            // Outside the workspace: a question for the permission check.
+            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
+            Err(e) => return Err(ValidationError::new(e.to_string())),
+        }
         if input.old_string.is_empty() {
             return Err(ValidationError::new("old_string is empty; use Write to create a file"));
         }
@@ -78,8 +82,8 @@ impl Tool for Edit {
         crate::permission::PermissionTarget::Path(input.file_path.clone())
     }
 
-    fn check_permissions(&self, input: &EditInput, _ctx: &ToolContext) -> Decision {
-        Decision::ask(format!("edit {}", input.file_path))
+    fn check_permissions(&self, input: &EditInput, ctx: &ToolContext) -> Decision {
+        Decision::ask(format!("edit {}{}", input.file_path, ctx.outside_note(&input.file_path)))
     }
 
     fn is_destructive(&self, input: &EditInput) -> bool {
@@ -93,7 +97,11 @@ impl Tool for Edit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
-        let path = ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
+        // Outside the workspace only what was explicitly approved.
+        let path = match &ctx.approved_outside {
+            Some(approved) => fs::approved_outside(approved),
+            None => ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
+        };
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             // One read: the bytes checked are the bytes edited.
