@@ -375,6 +375,8 @@ async fn added_directories_are_part_of_the_workspace() {
     let r = call(&mut s, "Write", json!({ "file_path": extra_dir.join("new.txt"), "content": "made\n" })).await;
     assert_eq!(r["is_error"], false, "accept_edits edits there too: {r}");
     assert_eq!(std::fs::read_to_string(extra_dir.join("new.txt")).unwrap(), "made\n");
+    let r = call(&mut s, "Grep", json!({ "pattern": "library", "path": extra_dir })).await;
+    assert!(text(&r).contains("lib.txt"), "search there too: {r}");
     let r = call(&mut s, "Bash", json!({ "command": format!("cat {}", extra_dir.join("lib.txt").display()) })).await;
     assert_eq!(text(&r), "library\n", "{r}");
     let elsewhere = tempfile::tempdir().unwrap();
@@ -402,4 +404,26 @@ async fn an_edit_outside_the_workspace_asks_even_in_accept_edits_and_writes_once
     let turn = s.submit(vec![tool_use("i", "Write", json!({ "file_path": "in.txt", "content": "x" }))]).await;
     let events = within("the turn", s.events.until_turn_done(&turn)).await;
     assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_search_outside_the_workspace_asks_and_once_allowed_searches_there() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(dir.join("a.txt"), "needle here\n").unwrap();
+    let mut s = session(&d, json!({})).await;
+    let turn = s
+        .submit(vec![
+            tool_use("g", "Grep", json!({ "pattern": "needle", "path": dir })),
+            tool_use("f", "Glob", json!({ "pattern": "*.txt", "path": dir })),
+        ])
+        .await;
+    for _ in 0..2 {
+        let request = s.request().await;
+        assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
+        s.respond(&request, json!({ "decision": "allow" })).await;
+    }
+    let results = s.results(&turn).await;
+    assert!(results.iter().all(|r| text(r).contains("a.txt")), "{results:?}");
 }

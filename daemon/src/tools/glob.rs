@@ -64,7 +64,11 @@ impl Tool for Glob {
 
     fn validate_input(&self, input: &GlobInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            ctx.resolve(p).map_err(|e| ValidationError::new(e.to_string()))?;
+            match ctx.resolve(p) {
+                // Outside the workspace: a question for the permission check.
+                Ok(_) | Err(crate::fs::FsError::Outside { .. }) => {}
+                Err(e) => return Err(ValidationError::new(e.to_string())),
+            }
         }
         globset::GlobBuilder::new(&input.pattern)
             .literal_separator(true)
@@ -80,8 +84,11 @@ impl Tool for Glob {
         crate::permission::PermissionTarget::Path(input.path.clone().unwrap_or_else(|| ".".into()))
     }
 
-    fn check_permissions(&self, _input: &GlobInput, _ctx: &ToolContext) -> Decision {
-        Decision::Allow
+    fn check_permissions(&self, input: &GlobInput, ctx: &ToolContext) -> Decision {
+        match &input.path {
+            Some(p) if !ctx.outside_note(p).is_empty() => Decision::ask(format!("search {p}, outside the workspace")),
+            _ => Decision::Allow,
+        }
     }
 
     fn is_concurrency_safe(&self, _input: &GlobInput) -> bool {
@@ -103,11 +110,15 @@ impl Tool for Glob {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GlobOutput>, ToolError> {
         let dir = match &input.path {
-            Some(p) => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            // Outside the workspace only what was explicitly approved.
+            Some(p) => match &ctx.approved_outside {
+                Some(approved) => approved.to_path_buf(),
+                None => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            },
             None => ctx.cwd.to_path_buf(),
         };
         let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;
-        if !canonical.starts_with(&*ctx.cwd) {
+        if !ctx.inside(&canonical) && ctx.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", dir.display())));
         }
         if !canonical.is_dir() {

@@ -121,7 +121,11 @@ impl Tool for Grep {
 
     fn validate_input(&self, input: &GrepInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            ctx.resolve(p).map_err(|e| ValidationError::new(e.to_string()))?;
+            match ctx.resolve(p) {
+                // Outside the workspace: a question for the permission check.
+                Ok(_) | Err(crate::fs::FsError::Outside { .. }) => {}
+                Err(e) => return Err(ValidationError::new(e.to_string())),
+            }
         }
         matcher(input).map_err(|e| ValidationError::new(e.to_string()))?;
         Ok(())
@@ -131,8 +135,11 @@ impl Tool for Grep {
         crate::permission::PermissionTarget::Path(input.path.clone().unwrap_or_else(|| ".".into()))
     }
 
-    fn check_permissions(&self, _input: &GrepInput, _ctx: &ToolContext) -> Decision {
-        Decision::Allow
+    fn check_permissions(&self, input: &GrepInput, ctx: &ToolContext) -> Decision {
+        match &input.path {
+            Some(p) if !ctx.outside_note(p).is_empty() => Decision::ask(format!("search {p}, outside the workspace")),
+            _ => Decision::Allow,
+        }
     }
 
     fn is_concurrency_safe(&self, _input: &GrepInput) -> bool {
@@ -154,12 +161,16 @@ impl Tool for Grep {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GrepOutput>, ToolError> {
         let target = match &input.path {
-            Some(p) => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            // Outside the workspace only what was explicitly approved.
+            Some(p) => match &ctx.approved_outside {
+                Some(approved) => approved.to_path_buf(),
+                None => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
+            },
             None => ctx.cwd.to_path_buf(),
         };
         let canonical =
             std::fs::canonicalize(&target).map_err(|e| ToolError::new(format!("{}: {e}", target.display())))?;
-        if !canonical.starts_with(&*ctx.cwd) {
+        if !ctx.inside(&canonical) && ctx.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", target.display())));
         }
         let cancel = ctx.cancel.clone();
