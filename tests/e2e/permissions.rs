@@ -427,3 +427,19 @@ async fn a_search_outside_the_workspace_asks_and_once_allowed_searches_there() {
     let results = s.results(&turn).await;
     assert!(results.iter().all(|r| text(r).contains("a.txt")), "{results:?}");
 }
+
+#[tokio::test]
+async fn cancelling_a_call_that_waits_for_permission_refuses_it_even_if_it_blocks_on_interrupt() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    let input = json!({ "command": "touch blocked.txt", "on_interrupt": "block" });
+    let turn = s.submit(vec![tool_use("b", "Bash", input)]).await;
+    let request = s.request().await;
+    let r = s.c.ok("turn/cancel", json!({ "session_id": s.id, "turn_id": turn })).await;
+    assert_eq!(r["cancelled"], json!(["b"]), "{r}");
+    let result = &s.results(&turn).await[0];
+    assert!(text(result).contains("cancelled while waiting for permission"), "{result}");
+    let late = s.respond(&request, json!({ "decision": "allow" })).await;
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    assert!(!d.dir.path().join("blocked.txt").exists());
+}

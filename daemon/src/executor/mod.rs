@@ -732,7 +732,7 @@ impl SessionExecutor {
              (subscribe with turn/stream to be asked), so the call was denied",
             ask.reason
         );
-        let (request_id, answer) = self.services.asks.open(ask.suggestions.clone());
+        let (request_id, answer) = self.services.asks.open(ask.suggestions.clone(), &slot.turn_id, &slot.tool_use_id);
         self.events.push(EventKind::PermissionRequest {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),
@@ -780,6 +780,9 @@ impl SessionExecutor {
                             refusal.push_str(m.trim());
                         }
                         (Err(refusal), "the client denied it".to_owned())
+                    }
+                    Ok(Answer::Cancelled) => {
+                        (Err("cancelled while waiting for permission".to_owned()), "cancelled".to_owned())
                     }
                     Err(_) => (Err("permission denied: the request was dropped".to_owned()), "dropped".to_owned()),
                 },
@@ -942,14 +945,26 @@ impl SessionExecutor {
             }
             (None, None) => Scope::All,
         };
+        // A call waiting for permission has not started: it is refused,
+        // whatever its tool does on interrupt.
+        let waiting = self.services.asks.cancel_where(|turn, call| match (tool_use_id, turn_id) {
+            (Some(id), _) => call == id,
+            (None, Some(t)) => turn == t,
+            (None, None) => true,
+        });
         let actions = inner.machine.apply(Event::Cancel { scope, reason: CancelReason::Client });
-        let cancelled = actions
+        let mut cancelled: Vec<String> = actions
             .iter()
             .filter_map(|a| match a {
                 Action::Abort(i) | Action::Cancelled(i) => Some(inner.slots[*i].tool_use_id.clone()),
                 _ => None,
             })
             .collect();
+        for id in waiting {
+            if !cancelled.contains(&id) {
+                cancelled.push(id);
+            }
+        }
         self.carry_out(&mut inner, actions);
         Ok(cancelled)
     }

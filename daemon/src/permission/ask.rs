@@ -21,11 +21,15 @@ pub enum Answer {
     Allow(Option<Answers>),
     /// Refuse it, with the client's message if any.
     Deny(Option<String>),
+    /// The call was cancelled while it waited.
+    Cancelled,
 }
 
 struct Pending {
     answer: oneshot::Sender<Answer>,
     suggestions: Vec<String>,
+    turn_id: String,
+    tool_use_id: String,
 }
 
 /// Why a `permission/respond` was refused (nothing was changed).
@@ -56,12 +60,36 @@ impl Asks {
         Asks { pending: Mutex::new(HashMap::new()), granted: Mutex::new(RuleSet::default()), base }
     }
 
-    /// Opens a request; the receiver gets the answer.
-    pub fn open(&self, suggestions: Vec<String>) -> (String, oneshot::Receiver<Answer>) {
+    /// Opens a request for a call; the receiver gets the answer.
+    pub fn open(
+        &self,
+        suggestions: Vec<String>,
+        turn_id: &str,
+        tool_use_id: &str,
+    ) -> (String, oneshot::Receiver<Answer>) {
         let id = format!("perm_{}", uuid::Uuid::new_v4().simple());
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id.clone(), Pending { answer: tx, suggestions });
+        let pending =
+            Pending { answer: tx, suggestions, turn_id: turn_id.to_owned(), tool_use_id: tool_use_id.to_owned() };
+        lock(&self.pending).insert(id.clone(), pending);
         (id, rx)
+    }
+
+    /// Denies the open requests of the calls `which` picks (by turn id and
+    /// tool_use id): they were cancelled while waiting. Returns their
+    /// tool_use ids.
+    pub fn cancel_where(&self, which: impl Fn(&str, &str) -> bool) -> Vec<String> {
+        let mut pending = lock(&self.pending);
+        let ids: Vec<String> =
+            pending.iter().filter(|(_, p)| which(&p.turn_id, &p.tool_use_id)).map(|(id, _)| id.clone()).collect();
+        let mut cancelled = Vec::new();
+        for id in ids {
+            if let Some(p) = pending.remove(&id) {
+                let _ = p.answer.send(Answer::Cancelled);
+                cancelled.push(p.tool_use_id);
+            }
+        }
+        cancelled
     }
 
     /// Closes a request nobody answered; false when an answer came first.
@@ -189,7 +217,7 @@ mod tests {
     #[test]
     fn allow_always_adds_the_rule_and_a_bad_rule_answers_nothing() {
         let asks = Asks::new(PathBuf::from("/ws"));
-        let (id, mut rx) = asks.open(vec!["Bash(npm test:*)".into()]);
+        let (id, mut rx) = asks.open(vec!["Bash(npm test:*)".into()], "t", "c");
         let respond = |decision, rule: Option<&str>| PermissionRespondParams {
             session_id: "s".into(),
             request_id: id.clone(),
