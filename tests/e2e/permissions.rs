@@ -443,3 +443,16 @@ async fn cancelling_a_call_that_waits_for_permission_refuses_it_even_if_it_block
     assert_eq!(late["error"]["code"], -32602, "{late}");
     assert!(!d.dir.path().join("blocked.txt").exists());
 }
+
+#[tokio::test]
+async fn edit_deny_rules_apply_to_bash_redirections() {
+    let d = TestDaemon::start().await;
+    std::fs::write(d.dir.path().join(".env"), "SECRET=1\n").unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Edit(.env)"] } })).await;
+    let call = json!({ "session_id": s.id, "name": "Bash", "input": { "command": "echo SECRET=2 > .env" } });
+    let r = s.c.ok("tool/call", call).await;
+    assert!(text(&r).contains("Edit(.env)"), "{r}");
+    assert_eq!(std::fs::read_to_string(d.dir.path().join(".env")).unwrap(), "SECRET=1\n");
+    let call = json!({ "session_id": s.id, "name": "Bash", "input": { "command": "echo ok > other.txt" } });
+    assert_eq!(s.c.ok("tool/call", call).await["is_error"], false);
+}

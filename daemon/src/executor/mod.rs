@@ -496,6 +496,20 @@ impl SessionExecutor {
             _ => None,
         };
         let allowed_by_rule = rule.is_some_and(|r| r.kind == RuleKind::Allow);
+        // A Bash output redirection edits its file: Edit and Write deny
+        // rules apply to it.
+        if let Facts::Bash(command) = &facts
+            && let Some(denied) = self.redirect_denied(command, context)
+        {
+            let refusal = format!("permission denied: {denied}");
+            let render = call.render_rejected(&refusal);
+            return Err(CallOutcome {
+                content: vec![ContentBlock::text(refusal)],
+                is_error: true,
+                render,
+                modifier: None,
+            });
+        }
         let decision = match (rule, call.check_permissions(ctx)) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
@@ -568,6 +582,27 @@ impl SessionExecutor {
                 }
             },
         }
+    }
+
+    /// The deny rule an output redirection of `command` runs into, if any.
+    fn redirect_denied(&self, command: &str, context: &SessionContext) -> Option<String> {
+        let script = crate::shell::parse(command).ok()?;
+        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        for target in script.commands.iter().flat_map(|c| c.writes_files.iter()) {
+            let raw = PathBuf::from(target);
+            let abs = if raw.is_absolute() { raw } else { here.join(raw) };
+            let real = std::fs::canonicalize(&abs).ok().or_else(|| {
+                let dir = std::fs::canonicalize(abs.parent()?).ok()?;
+                Some(dir.join(abs.file_name()?))
+            });
+            let facts = Facts::Path(real.unwrap_or(abs));
+            for tool in ["Edit", "Write"] {
+                if let Some(r) = self.services.rules.decide(tool, &facts).filter(|r| r.kind == RuleKind::Deny) {
+                    return Some(format!("the rule {} ({}) denies writing {target}", r.text, r.origin.source));
+                }
+            }
+        }
+        None
     }
 
     /// Whether a canonical path is inside the workspace (cwd or an added
