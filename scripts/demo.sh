@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds agentd and agentctl, starts the daemon on a private socket, and
 # drives it with agentctl: status, a session on this checkout, list, show,
-# close. Stops the daemon with SIGTERM at the end (or on Ctrl+C).
+# close; then a turn of tool calls streamed with `agentctl run` (a search, a
+# listing, a read-only command, and a write that needs approval, denied
+# because there is no terminal to ask on). Stops the daemon with SIGTERM at
+# the end (or on Ctrl+C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,3 +38,12 @@ step --json session show "$sid"
 step session close "$sid"
 printf '\n$ agentctl session show %s   # closed: exit code 1\n' "$sid"
 "$bin/agentctl" session show "$sid" || echo "(exit code $?)"
+
+cat >"$run/turn.jsonl" <<'EOF'
+{"id": "grep", "name": "Grep", "input": {"pattern": "fn main", "output_mode": "files_with_matches"}}
+{"id": "docs", "name": "Glob", "input": {"pattern": "*.md"}}
+{"id": "log", "name": "Bash", "input": {"command": "git log --oneline | head -3"}}
+{"id": "write", "name": "Bash", "input": {"command": "touch demo-was-here"}}
+EOF
+printf '\n$ agentctl run turn.jsonl --cwd %s   # no terminal to ask on: the write is denied (exit code 4)\n' "$PWD"
+"$bin/agentctl" run "$run/turn.jsonl" --cwd "$PWD" </dev/null || echo "(exit code $?)"
