@@ -285,13 +285,17 @@ async fn an_output_redirection_is_judged_like_an_edit_of_its_file() {
     assert_eq!(r["is_error"], false, "accept_edits allows edits inside the workspace: {r}");
     assert_eq!(std::fs::read_to_string(d.dir.path().join("r.txt")).unwrap(), "hi\nmore\n");
     let out = outside.path().join("o.txt");
-    for command in
-        [format!("echo hi > {}", out.display()), "echo hi > link-out".to_owned(), "echo hi > $HOME/x".to_owned()]
-    {
+    for command in [
+        format!("echo hi > {}", out.display()),
+        "echo hi > link-out".to_owned(),
+        "echo hi > $HOME/x".to_owned(),
+        "echo hi >> \"./../escape.txt\"".to_owned(),
+    ] {
         let r = edits.bash(json!({ "command": command })).await;
         assert!(text(&r).contains("permission required"), "{command}: {r}");
     }
     assert!(!out.exists() && !outside.path().join("via-link").exists());
+    assert!(!d.dir.path().parent().unwrap().join("escape.txt").exists());
     let r = edits.bash(json!({ "command": "cat /etc/hostname > copy.txt" })).await;
     assert!(text(&r).contains("permission required"), "reading outside still asks: {r}");
     let mut default = session(&d, "default").await;

@@ -449,10 +449,44 @@ async fn edit_deny_rules_apply_to_bash_redirections() {
     let d = TestDaemon::start().await;
     std::fs::write(d.dir.path().join(".env"), "SECRET=1\n").unwrap();
     let mut s = session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Edit(.env)"] } })).await;
-    let call = json!({ "session_id": s.id, "name": "Bash", "input": { "command": "echo SECRET=2 > .env" } });
-    let r = s.c.ok("tool/call", call).await;
-    assert!(text(&r).contains("Edit(.env)"), "{r}");
+    for command in
+        ["echo SECRET=2 > .env", "echo SECRET=2 > \".env\"", "cd . && echo SECRET=2 > .env", "echo x > $HOME/../.env"]
+    {
+        let call = json!({ "session_id": s.id, "name": "Bash", "input": { "command": command } });
+        let r = s.c.ok("tool/call", call).await;
+        assert!(text(&r).contains("Edit(.env)") && r["is_error"] == true, "{command}: {r}");
+    }
     assert_eq!(std::fs::read_to_string(d.dir.path().join(".env")).unwrap(), "SECRET=1\n");
     let call = json!({ "session_id": s.id, "name": "Bash", "input": { "command": "echo ok > other.txt" } });
     assert_eq!(s.c.ok("tool/call", call).await["is_error"], false);
+}
+
+#[tokio::test]
+async fn dot_dot_through_a_missing_directory_does_not_leave_an_allowed_directory() {
+    let d = TestDaemon::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(root.path()).unwrap();
+    std::fs::create_dir(base.join("allowed")).unwrap();
+    std::fs::create_dir(base.join("other")).unwrap();
+    let mut c = d.raw().await;
+    // Lexically this is base/other/x: the rule for allowed/ must not cover it.
+    let params = json!({ "cwd": d.dir.path(), "permission_timeout_ms": 50, "permissions": { "allow": [format!("Write(/{}/allowed/**)", base.display())] } });
+    let strict = c.ok("session/create", params).await["session_id"].clone();
+    let sneaky = format!("{}/allowed/nope/../../other/x", base.display());
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": strict, "name": "Write", "input": { "file_path": sneaky, "content": "x" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!base.join("other/x").exists() && !base.join("allowed/nope").exists());
+    let fine = format!("{}/allowed/y", base.display());
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": strict, "name": "Write", "input": { "file_path": fine, "content": "y" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "the rule itself allows: {r}");
 }

@@ -70,6 +70,28 @@ use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, 
 use events::EventLog;
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx};
 
+/// A path as the rules judge it: `..` removed lexically, then symlinks
+/// resolved (of the file, or of its directory for a file not there yet).
+fn real_path(abs: &std::path::Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    std::fs::canonicalize(&normal)
+        .ok()
+        .or_else(|| {
+            let dir = std::fs::canonicalize(normal.parent()?).ok()?;
+            Some(dir.join(normal.file_name()?))
+        })
+        .unwrap_or(normal)
+}
+
 /// How long a permission request waits for a first client on the stream
 /// (one that submits, then subscribes) before it is denied for want of one.
 const NO_CLIENT_GRACE: Duration = Duration::from_secs(2);
@@ -566,19 +588,10 @@ impl SessionExecutor {
             PermissionTarget::None => Facts::Other,
             PermissionTarget::Command(c) => Facts::Bash(c),
             PermissionTarget::Path(p) => match self.resolve(&p) {
-                Ok(path) => {
-                    let abs = path.abs();
-                    Facts::Path(std::fs::canonicalize(&abs).unwrap_or(abs))
-                }
+                Ok(path) => Facts::Path(real_path(&path.abs())),
                 Err(_) => {
                     let raw = PathBuf::from(&p);
-                    let abs = if raw.is_absolute() { raw } else { self.cwd.join(raw) };
-                    // A file not there yet: its directory, resolved.
-                    let real = std::fs::canonicalize(&abs).ok().or_else(|| {
-                        let dir = std::fs::canonicalize(abs.parent()?).ok()?;
-                        Some(dir.join(abs.file_name()?))
-                    });
-                    Facts::Path(real.unwrap_or(abs))
+                    Facts::Path(real_path(&if raw.is_absolute() { raw } else { self.cwd.join(raw) }))
                 }
             },
         }
@@ -586,16 +599,32 @@ impl SessionExecutor {
 
     /// The deny rule an output redirection of `command` runs into, if any.
     fn redirect_denied(&self, command: &str, context: &SessionContext) -> Option<String> {
-        let script = crate::shell::parse(command).ok()?;
+        let edit_deny = self
+            .services
+            .rules
+            .rules
+            .iter()
+            .find(|r| r.kind == RuleKind::Deny && matches!(r.tool.as_str(), "Edit" | "Write"));
+        let edit_deny = edit_deny?;
+        let Ok(script) = crate::shell::parse(command) else {
+            return Some(format!("the command cannot be parsed, so the rule {} cannot be checked", edit_deny.text));
+        };
         let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        // Where a target lands is only known when it is written out and the
+        // command does not change directory first.
+        let moves = script
+            .commands
+            .iter()
+            .any(|c| c.program.is_none() || matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")));
         for target in script.commands.iter().flat_map(|c| c.writes_files.iter()) {
+            if moves || crate::shell::target_is_computed(target) {
+                return Some(format!(
+                    "the redirection to {target} cannot be checked against the rule {} ({})",
+                    edit_deny.text, edit_deny.origin.source
+                ));
+            }
             let raw = PathBuf::from(target);
-            let abs = if raw.is_absolute() { raw } else { here.join(raw) };
-            let real = std::fs::canonicalize(&abs).ok().or_else(|| {
-                let dir = std::fs::canonicalize(abs.parent()?).ok()?;
-                Some(dir.join(abs.file_name()?))
-            });
-            let facts = Facts::Path(real.unwrap_or(abs));
+            let facts = Facts::Path(real_path(&if raw.is_absolute() { raw } else { here.join(raw) }));
             for tool in ["Edit", "Write"] {
                 if let Some(r) = self.services.rules.decide(tool, &facts).filter(|r| r.kind == RuleKind::Deny) {
                     return Some(format!("the rule {} ({}) denies writing {target}", r.text, r.origin.source));
@@ -807,6 +836,10 @@ impl SessionExecutor {
             let gave_up = tokio::select! {
                 biased;
                 answer = &mut wait.answer => break match answer {
+                    // A cancel that came with (or just after) the answer wins.
+                    Ok(Answer::Allow(_)) if token.is_cancelled() => {
+                        (Err("cancelled while waiting for permission".to_owned()), "cancelled".to_owned())
+                    }
                     Ok(Answer::Allow(answers)) => (Ok(answers), "the client allowed it".to_owned()),
                     Ok(Answer::Deny(message)) => {
                         let mut refusal = "permission denied: the user refused this call".to_owned();

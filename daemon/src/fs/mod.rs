@@ -133,7 +133,9 @@ pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<WsPath, FsError> 
 /// canonical path. It is opened with no symlink followed at all, so what
 /// opens is the file that was approved, not one swapped in since.
 pub fn approved_outside(canonical: &Path) -> WsPath {
-    let rel = canonical.strip_prefix("/").unwrap_or(canonical).to_owned();
+    // Only plain names: a `..` could walk from an approved directory into
+    // another once a missing directory is created.
+    let rel: PathBuf = canonical.components().filter(|c| matches!(c, Component::Normal(_))).collect();
     WsPath { root: PathBuf::from("/"), rel }
 }
 

@@ -126,6 +126,25 @@ pub fn parse(command: &str) -> Result<Script, ParseError> {
     if let Some(why) = too_complex(command) {
         return Err(ParseError::limit(why));
     }
+    // The parser recurses once per nesting level, and the nesting check
+    // above is an estimate (quotes can hide closers from it): parse on a
+    // thread whose stack holds the deepest nesting 64 KiB can spell. The
+    // stack is reserved, not touched, unless a command is that deep.
+    let owned = command.to_owned();
+    let worker = std::thread::Builder::new().name("shell-parse".into()).stack_size(PARSE_STACK).spawn(move || {
+        std::panic::catch_unwind(|| parse_here(&owned))
+            .unwrap_or_else(|_| Err(ParseError::syntax("the parser failed".into())))
+    });
+    match worker {
+        Ok(handle) => handle.join().unwrap_or_else(|_| Err(ParseError::syntax("the parser failed".into()))),
+        Err(e) => Err(ParseError::limit(format!("cannot start the parser: {e}"))),
+    }
+}
+
+/// Stack of the parser's thread.
+const PARSE_STACK: usize = 512 << 20;
+
+fn parse_here(command: &str) -> Result<Script, ParseError> {
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(command), &brush_parser::ParserOptions::default());
     let program = parser.parse_program().map_err(|e| ParseError::syntax(e.to_string()))?;
     let mut script = Script::default();
@@ -281,6 +300,19 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
     cmd
 }
 
+/// A redirection target as the shell will open it: unquoted when literal;
+/// otherwise the raw text, which keeps its `$`/backtick so callers see that
+/// it is computed.
+fn target_text(word: &str) -> String {
+    literal(word).unwrap_or_else(|| word.to_owned())
+}
+
+/// Whether a redirection target is computed by the shell (variables,
+/// substitutions, globs, `~`) rather than written out.
+pub fn target_is_computed(target: &str) -> bool {
+    target.is_empty() || target.contains(['$', '`', '*', '?', '[', '{', '~'])
+}
+
 fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
     use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
     match r {
@@ -290,7 +322,7 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                 T::Filename(w) => {
                     cmd.has_substitution |= substitutes(&w.value);
                     if output && literal(&w.value).as_deref() != Some("/dev/null") {
-                        cmd.writes_files.push(w.value.clone());
+                        cmd.writes_files.push(target_text(&w.value));
                     }
                 }
                 T::ProcessSubstitution(..) => cmd.has_substitution = true,
@@ -299,14 +331,14 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                 T::Duplicate(w) => {
                     let target = w.value.trim_end_matches('-');
                     if output && !target.chars().all(|c| c.is_ascii_digit()) {
-                        cmd.writes_files.push(w.value.clone());
+                        cmd.writes_files.push(target_text(&w.value));
                     }
                 }
             }
         }
         R::OutputAndError(w, _) => {
             if literal(&w.value).as_deref() != Some("/dev/null") {
-                cmd.writes_files.push(w.value.clone());
+                cmd.writes_files.push(target_text(&w.value));
             }
         }
         R::HereDocument(..) | R::HereString(..) => {}
@@ -410,5 +442,21 @@ mod limit_tests {
         let nested = format!("{}true{}", "(".repeat(40), ")".repeat(40));
         assert!(parse_small_stack(nested).is_ok(), "ordinary nesting parses");
         assert!(super::too_complex("python3 -c 'print((1, [2, {3: 4}]))'").is_none());
+    }
+
+    #[test]
+    fn quoted_closers_cannot_hide_deep_nesting_from_a_crash() {
+        let hidden = "(')';".repeat(12_000);
+        assert!(super::too_complex(&hidden).is_none(), "the estimate is fooled; the parse must still be safe");
+        let _ = parse_small_stack(hidden);
+        let words = "( echo done; ".repeat(5_000);
+        let _ = parse_small_stack(words);
+    }
+
+    #[test]
+    fn redirection_targets_are_unquoted_or_marked_computed() {
+        let s = super::parse("echo a > \".env\" 2> 'b c' >> $HOME/x").unwrap();
+        assert_eq!(s.commands[0].writes_files, [".env", "b c", "$HOME/x"]);
+        assert!(super::target_is_computed("$HOME/x") && !super::target_is_computed(".env"));
     }
 }
