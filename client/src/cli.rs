@@ -684,15 +684,8 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 Some(id) => client.tool_call(id, tool, input).await?,
                 None => {
                     let params = SessionCreateParams {
-                        cwd: workspace(cwd.as_deref())?,
                         mode: mode.map(Into::into),
-                        permissions: None,
-                        tools: None,
-                        max_concurrency: None,
-                        sibling_cancel: None,
-                        bash: None,
-                        permission_timeout_ms: None,
-                        add_dirs: None,
+                        ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     let temp = client.session_create(params).await?;
                     let result = client.tool_call(&temp.session_id, tool, input).await;
@@ -733,15 +726,8 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 Some(id) => (id.clone(), false),
                 None => {
                     let params = SessionCreateParams {
-                        cwd: workspace(cwd.as_deref())?,
                         mode: mode.map(Into::into),
-                        permissions: None,
-                        tools: None,
-                        max_concurrency: None,
-                        sibling_cancel: None,
-                        bash: None,
-                        permission_timeout_ms: None,
-                        add_dirs: None,
+                        ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     (client.session_create(params).await?.session_id, true)
                 }
@@ -839,17 +825,7 @@ async fn tools(
     let list = match session {
         Some(id) => client.tools_list(id).await?,
         None => {
-            let params = SessionCreateParams {
-                cwd: workspace(cwd)?,
-                mode: None,
-                permissions: None,
-                tools: None,
-                max_concurrency: None,
-                sibling_cancel: None,
-                bash: None,
-                permission_timeout_ms: None,
-                add_dirs: None,
-            };
+            let params = SessionCreateParams::new(workspace(cwd)?);
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
             let closed = client.session_close(&temp.session_id).await;
@@ -896,15 +872,11 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
             let rules = PermissionRules { allow: allow.clone(), deny: deny.clone(), ask: ask.clone() };
             let tools = ToolOptions { defer: None, simple: *simple, disabled: disable.clone() };
             let params = SessionCreateParams {
-                cwd,
                 mode: mode.map(Into::into),
                 permissions: (rules != PermissionRules::default()).then_some(rules),
                 tools: (tools != ToolOptions::default()).then_some(tools),
                 max_concurrency: *max_concurrency,
-                sibling_cancel: None,
-                bash: None,
-                permission_timeout_ms: None,
-                add_dirs: None,
+                ..SessionCreateParams::new(cwd)
             };
             let created = client.session_create(params).await?;
             if cli.json {

@@ -164,6 +164,23 @@ pub struct SessionCreateParams {
     pub add_dirs: Option<Vec<PathBuf>>,
 }
 
+impl SessionCreateParams {
+    /// A session on `cwd` with every option at its default.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        SessionCreateParams {
+            cwd: cwd.into(),
+            mode: None,
+            permissions: None,
+            tools: None,
+            max_concurrency: None,
+            sibling_cancel: None,
+            bash: None,
+            permission_timeout_ms: None,
+            add_dirs: None,
+        }
+    }
+}
+
 /// Result of `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionCreateResult {

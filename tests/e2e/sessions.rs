@@ -6,17 +6,7 @@ use agentd_tests::{TestDaemon, within};
 use serde_json::json;
 
 fn params(cwd: &std::path::Path) -> SessionCreateParams {
-    SessionCreateParams {
-        cwd: cwd.to_owned(),
-        mode: None,
-        permissions: None,
-        tools: None,
-        max_concurrency: None,
-        sibling_cancel: None,
-        bash: None,
-        permission_timeout_ms: None,
-        add_dirs: None,
-    }
+    SessionCreateParams::new(cwd)
 }
 
 #[tokio::test]

@@ -12,6 +12,31 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// `agentctl run <args> <blocks> --cwd <cwd>` in a fresh terminal, then
+    /// `EXIT=<code>` once it ends.
+    fn agentctl_run(
+        tag: &str,
+        socket: &std::path::Path,
+        args: &[&str],
+        blocks: &std::path::Path,
+        cwd: &std::path::Path,
+    ) -> Tmux {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
+        }
+        let tmux = Tmux { server: format!("agentd-test-{tag}-{}", std::process::id()) };
+        let command = format!(
+            "{} --socket {} run {} {} --cwd {}; echo EXIT=$?; sleep 60",
+            agentd_tests::bin_path("agentctl").display(),
+            socket.display(),
+            args.join(" "),
+            blocks.display(),
+            cwd.display()
+        );
+        tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+        tmux
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux").arg("-L").arg(&self.server).args(args).output().expect("tmux runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -43,9 +68,6 @@ impl Drop for Tmux {
 
 #[test]
 fn a_permission_prompt_is_answered_in_the_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
-    }
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let blocks = work.path().join("turn.jsonl");
@@ -55,15 +77,7 @@ fn a_permission_prompt_is_answered_in_the_terminal() {
          {\"id\": \"n\", \"name\": \"Bash\", \"input\": {\"command\": \"touch no.txt\"}}\n",
     )
     .unwrap();
-    let tmux = Tmux { server: format!("agentd-test-{}", std::process::id()) };
-    let command = format!(
-        "{} --socket {} run {} --cwd {}; echo EXIT=$?; sleep 60",
-        agentd_tests::bin_path("agentctl").display(),
-        d.socket.display(),
-        blocks.display(),
-        work.path().display()
-    );
-    tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+    let tmux = Tmux::agentctl_run("prompt", &d.socket, &[], &blocks, work.path());
     tmux.wait_for("allow? [y]es, [n]o, [a]lways");
     tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
     // The second call asks once the first is done.
@@ -82,9 +96,6 @@ fn a_permission_prompt_is_answered_in_the_terminal() {
 
 #[test]
 fn running_calls_show_a_live_spinner_with_their_progress_then_the_result() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
-    }
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let blocks = work.path().join("turn.jsonl");
@@ -96,15 +107,7 @@ fn running_calls_show_a_live_spinner_with_their_progress_then_the_result() {
          \"echo tick-one; while [ ! -e go ]; do sleep 0.05; done; echo tick-two\"}}\n",
     )
     .unwrap();
-    let tmux = Tmux { server: format!("agentd-test-live-{}", std::process::id()) };
-    let command = format!(
-        "{} --socket {} run --yes {} --cwd {}; echo EXIT=$?; sleep 60",
-        agentd_tests::bin_path("agentctl").display(),
-        d.socket.display(),
-        blocks.display(),
-        work.path().display()
-    );
-    tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+    let tmux = Tmux::agentctl_run("live", &d.socket, &["--yes"], &blocks, work.path());
     // `<spinner> <elapsed>s <id>  <last progress line>`
     let screen = tmux.wait_for("s s  tick-one");
     assert!(!screen.contains("✓ s"), "still running: {screen}");

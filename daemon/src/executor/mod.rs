@@ -73,23 +73,7 @@ use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, Tu
 /// A path as the rules judge it: `..` removed lexically, then symlinks
 /// resolved (of the file, or of its directory for a file not there yet).
 fn real_path(abs: &std::path::Path) -> PathBuf {
-    let mut normal = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                normal.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
-    std::fs::canonicalize(&normal)
-        .ok()
-        .or_else(|| {
-            let dir = std::fs::canonicalize(normal.parent()?).ok()?;
-            Some(dir.join(normal.file_name()?))
-        })
-        .unwrap_or(normal)
+    crate::fs::real_path(abs).unwrap_or_else(|| crate::fs::normalize(abs))
 }
 
 /// How long a permission request waits for a first client on the stream
@@ -637,17 +621,12 @@ impl SessionExecutor {
     /// Whether a canonical path is inside the workspace (cwd or an added
     /// directory).
     fn inside(&self, path: &std::path::Path) -> bool {
-        path.starts_with(self.cwd.as_path()) || self.services.info.add_dirs.iter().any(|d| path.starts_with(d))
+        crate::fs::is_inside(&self.cwd, &self.services.info.add_dirs, path)
     }
 
     /// Resolves a path inside the workspace's directories.
     fn resolve(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
-        let first = crate::fs::resolve(&self.cwd, &self.cwd, input);
-        if !matches!(first, Err(crate::fs::FsError::Outside { .. })) {
-            return first;
-        }
-        let add_dirs = &self.services.info.add_dirs;
-        add_dirs.iter().find_map(|d| crate::fs::resolve(d, &self.cwd, input).ok()).map_or(first, Ok)
+        crate::fs::resolve_in(&self.cwd, &self.services.info.add_dirs, &self.cwd, input)
     }
 
     /// Carries out the machine's actions, under the lock.

@@ -95,17 +95,7 @@ pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<WsPath, FsError> 
         return Err(FsError::Nul);
     }
     let raw = Path::new(input);
-    let abs = if raw.is_absolute() { raw.to_owned() } else { cwd.join(raw) };
-    let mut normal = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
+    let normal = normalize(&if raw.is_absolute() { raw.to_owned() } else { cwd.join(raw) });
     // The workspace is canonical; the path may reach it through a symlinked
     // prefix (e.g. /var → /private/var): compare the canonical deepest
     // existing ancestor.
@@ -137,6 +127,46 @@ pub fn approved_outside(canonical: &Path) -> WsPath {
     // another once a missing directory is created.
     let rel: PathBuf = canonical.components().filter(|c| matches!(c, Component::Normal(_))).collect();
     WsPath { root: PathBuf::from("/"), rel }
+}
+
+/// `abs` with `.` and `..` removed lexically.
+pub fn normalize(abs: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// Where `abs` really is: `..` removed, symlinks resolved (of the file, or
+/// of its directory for a file not there yet). `None` when neither exists.
+pub fn real_path(abs: &Path) -> Option<PathBuf> {
+    let normal = normalize(abs);
+    std::fs::canonicalize(&normal).ok().or_else(|| {
+        let dir = std::fs::canonicalize(normal.parent()?).ok()?;
+        Some(dir.join(normal.file_name()?))
+    })
+}
+
+/// Resolves `input` inside the workspace: `cwd`, then the added
+/// directories (relative paths start at `here`).
+pub fn resolve_in(cwd: &Path, add_dirs: &[PathBuf], here: &Path, input: &str) -> Result<WsPath, FsError> {
+    let first = resolve(cwd, here, input);
+    if !matches!(first, Err(FsError::Outside { .. })) {
+        return first;
+    }
+    add_dirs.iter().find_map(|dir| resolve(dir, here, input).ok()).map_or(first, Ok)
+}
+
+/// Whether a real (canonical) path is inside the workspace.
+pub fn is_inside(cwd: &Path, add_dirs: &[PathBuf], path: &Path) -> bool {
+    path.starts_with(cwd) || add_dirs.iter().any(|d| path.starts_with(d))
 }
 
 fn open_root(root: &Path) -> Result<OwnedFd, FsError> {

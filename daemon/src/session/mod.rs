@@ -369,17 +369,7 @@ mod tests {
     }
 
     fn params(cwd: &Path) -> SessionCreateParams {
-        SessionCreateParams {
-            cwd: cwd.to_owned(),
-            mode: None,
-            permissions: None,
-            tools: None,
-            max_concurrency: None,
-            sibling_cancel: None,
-            bash: None,
-            permission_timeout_ms: None,
-            add_dirs: None,
-        }
+        SessionCreateParams::new(cwd)
     }
 
     #[test]

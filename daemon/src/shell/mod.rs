@@ -83,22 +83,28 @@ pub fn too_complex(command: &str) -> Option<String> {
     if command.len() > MAX_COMMAND_BYTES {
         return Some(format!("the command is longer than {MAX_COMMAND_BYTES} bytes"));
     }
-    let depth = nesting_depth(command);
+    let (depth, _) = nesting(command);
     if depth > MAX_NESTING {
         return Some(format!("the command nests {depth} levels deep (the limit is {MAX_NESTING})"));
     }
     None
 }
 
-/// An over-estimate of how deep `command` nests: brackets and braces, and
-/// the shell's compound keywords, quotes ignored (quoted text in real
-/// commands is balanced, and counting it only errs towards the limit).
-fn nesting_depth(command: &str) -> usize {
-    let (mut depth, mut max) = (0usize, 0usize);
+/// An estimate of how deep `command` nests: brackets and braces, and the
+/// shell's compound keywords, quotes ignored (so a quoted closer can hide
+/// a level: the estimate is a policy limit, not a safety bound).
+///
+/// Also returns how many openers there are in all (backticks included):
+/// a command can nest no deeper than that, whatever its quotes.
+fn nesting(command: &str) -> (usize, usize) {
+    let (mut depth, mut max, mut openers) = (0usize, 0usize, 0usize);
     let mut word = String::new();
-    let end_word = |word: &mut String, depth: &mut usize| {
+    let end_word = |word: &mut String, depth: &mut usize, openers: &mut usize| {
         match word.as_str() {
-            "if" | "while" | "until" | "for" | "case" | "select" => *depth += 1,
+            "if" | "while" | "until" | "for" | "case" | "select" => {
+                *depth += 1;
+                *openers += 1;
+            }
             "fi" | "done" | "esac" => *depth = depth.saturating_sub(1),
             _ => {}
         }
@@ -109,17 +115,25 @@ fn nesting_depth(command: &str) -> usize {
             word.push(c);
             continue;
         }
-        end_word(&mut word, &mut depth);
+        end_word(&mut word, &mut depth, &mut openers);
         match c {
-            '(' | '{' | '[' => depth += 1,
+            '(' | '{' | '[' => {
+                depth += 1;
+                openers += 1;
+            }
             ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            '`' => openers += 1,
             _ => {}
         }
         max = max.max(depth);
     }
-    end_word(&mut word, &mut depth);
-    max.max(depth)
+    end_word(&mut word, &mut depth, &mut openers);
+    (max.max(depth), openers)
 }
+
+/// Commands with at most this many openers parse on the caller's stack
+/// (a tokio worker's 2 MiB holds well over a thousand levels).
+const INLINE_OPENERS: usize = 128;
 
 /// Parses a bash command line.
 pub fn parse(command: &str) -> Result<Script, ParseError> {
@@ -127,9 +141,13 @@ pub fn parse(command: &str) -> Result<Script, ParseError> {
         return Err(ParseError::limit(why));
     }
     // The parser recurses once per nesting level, and the nesting check
-    // above is an estimate (quotes can hide closers from it): parse on a
+    // above is an estimate (quotes can hide closers from it): a command
+    // that could nest deeper than a worker's stack allows parses on a
     // thread whose stack holds the deepest nesting 64 KiB can spell. The
     // stack is reserved, not touched, unless a command is that deep.
+    if nesting(command).1 <= INLINE_OPENERS {
+        return parse_here(command);
+    }
     let owned = command.to_owned();
     let worker = std::thread::Builder::new().name("shell-parse".into()).stack_size(PARSE_STACK).spawn(move || {
         std::panic::catch_unwind(|| parse_here(&owned))

@@ -105,24 +105,33 @@ impl<P: Serialize> ProgressSink<P> {
 }
 
 impl ToolContext {
-    /// The workspace's directories: the session's cwd, then the added ones.
-    pub fn roots(&self) -> impl Iterator<Item = &Path> {
-        std::iter::once(self.cwd.as_path()).chain(self.info.add_dirs.iter().map(PathBuf::as_path))
-    }
-
     /// Whether a (canonical) path is inside the workspace.
     pub fn inside(&self, path: &Path) -> bool {
-        self.roots().any(|root| path.starts_with(root))
+        crate::fs::is_inside(&self.cwd, &self.info.add_dirs, path)
+    }
+
+    /// Checks a path the model gave: malformed is an error; outside the
+    /// workspace is not (the permission check asks about it).
+    pub fn validate_path(&self, input: &str) -> Result<(), crate::fs::FsError> {
+        match self.resolve(input) {
+            Ok(_) | Err(crate::fs::FsError::Outside { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The path a call works on: inside the workspace, or outside it only
+    /// the path that was explicitly approved for this call.
+    pub fn target_path(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
+        match &self.approved_outside {
+            Some(approved) => Ok(crate::fs::approved_outside(approved)),
+            None => self.resolve(input),
+        }
     }
 
     /// `", outside the workspace"` when `input` is (its real path is)
     /// outside the workspace, for permission reasons; empty otherwise.
     pub fn outside_note(&self, input: &str) -> &'static str {
-        let inside = self.resolve(input).is_ok_and(|p| {
-            let abs = p.abs();
-            let real = std::fs::canonicalize(&abs).ok().or_else(|| std::fs::canonicalize(abs.parent()?).ok());
-            real.is_none_or(|r| self.inside(&r))
-        });
+        let inside = self.resolve(input).is_ok_and(|p| crate::fs::real_path(&p.abs()).is_none_or(|r| self.inside(&r)));
         if inside { "" } else { ", outside the workspace" }
     }
 
@@ -134,11 +143,7 @@ impl ToolContext {
 
     /// Like [`ToolContext::resolve`], relative paths starting at `here`.
     pub fn resolve_from(&self, here: &Path, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
-        let first = crate::fs::resolve(&self.cwd, here, input);
-        if !matches!(first, Err(crate::fs::FsError::Outside { .. })) {
-            return first;
-        }
-        self.info.add_dirs.iter().find_map(|dir| crate::fs::resolve(dir, here, input).ok()).map_or(first, Ok)
+        crate::fs::resolve_in(&self.cwd, &self.info.add_dirs, here, input)
     }
 }
 

@@ -410,7 +410,7 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
         let path = path.abs();
         let real = match std::fs::symlink_metadata(&path) {
             Ok(_) => std::fs::canonicalize(&path).ok(),
-            Err(_) => path.parent().and_then(|dir| std::fs::canonicalize(dir).ok()),
+            Err(_) => crate::fs::real_path(&path),
         };
         real.is_some_and(|r| ctx.inside(&r))
     })

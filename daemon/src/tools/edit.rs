@@ -64,11 +64,8 @@ impl Tool for Edit {
     }
 
     fn validate_input(&self, input: &EditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        match ctx.resolve(&input.file_path) {
-            // Outside the workspace: a question for the permission check.
-            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
-            Err(e) => return Err(ValidationError::new(e.to_string())),
-        }
+        // Outside the workspace is a question for the permission check.
+        ctx.validate_path(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if input.old_string.is_empty() {
             return Err(ValidationError::new("old_string is empty; use Write to create a file"));
         }
@@ -97,11 +94,7 @@ impl Tool for Edit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
-        // Outside the workspace only what was explicitly approved.
-        let path = match &ctx.approved_outside {
-            Some(approved) => fs::approved_outside(approved),
-            None => ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
-        };
+        let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             // One read: the bytes checked are the bytes edited.

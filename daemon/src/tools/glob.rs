@@ -64,11 +64,8 @@ impl Tool for Glob {
 
     fn validate_input(&self, input: &GlobInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            match ctx.resolve(p) {
-                // Outside the workspace: a question for the permission check.
-                Ok(_) | Err(crate::fs::FsError::Outside { .. }) => {}
-                Err(e) => return Err(ValidationError::new(e.to_string())),
-            }
+            // Outside the workspace is a question for the permission check.
+            ctx.validate_path(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
         globset::GlobBuilder::new(&input.pattern)
             .literal_separator(true)
@@ -110,11 +107,7 @@ impl Tool for Glob {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GlobOutput>, ToolError> {
         let dir = match &input.path {
-            // Outside the workspace only what was explicitly approved.
-            Some(p) => match &ctx.approved_outside {
-                Some(approved) => approved.to_path_buf(),
-                None => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
-            },
+            Some(p) => ctx.target_path(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
         let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;

@@ -121,11 +121,8 @@ impl Tool for Grep {
 
     fn validate_input(&self, input: &GrepInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if let Some(p) = &input.path {
-            match ctx.resolve(p) {
-                // Outside the workspace: a question for the permission check.
-                Ok(_) | Err(crate::fs::FsError::Outside { .. }) => {}
-                Err(e) => return Err(ValidationError::new(e.to_string())),
-            }
+            // Outside the workspace is a question for the permission check.
+            ctx.validate_path(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
         matcher(input).map_err(|e| ValidationError::new(e.to_string()))?;
         Ok(())
@@ -161,11 +158,7 @@ impl Tool for Grep {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GrepOutput>, ToolError> {
         let target = match &input.path {
-            // Outside the workspace only what was explicitly approved.
-            Some(p) => match &ctx.approved_outside {
-                Some(approved) => approved.to_path_buf(),
-                None => ctx.resolve(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
-            },
+            Some(p) => ctx.target_path(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
         let canonical =

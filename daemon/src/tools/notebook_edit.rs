@@ -90,11 +90,8 @@ impl Tool for NotebookEdit {
     }
 
     fn validate_input(&self, input: &NotebookEditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        match ctx.resolve(&input.notebook_path) {
-            // Outside the workspace: a question for the permission check.
-            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
-            Err(e) => return Err(ValidationError::new(e.to_string())),
-        }
+        // Outside the workspace is a question for the permission check.
+        ctx.validate_path(&input.notebook_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if !input.notebook_path.ends_with(".ipynb") {
             return Err(ValidationError::new("notebook_path must be an .ipynb file; use Edit for other files"));
         }
@@ -130,11 +127,7 @@ impl Tool for NotebookEdit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<NotebookEditOutput>, ToolError> {
-        // Outside the workspace only what was explicitly approved.
-        let path = match &ctx.approved_outside {
-            Some(approved) => fs::approved_outside(approved),
-            None => ctx.resolve(&input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?,
-        };
+        let path = ctx.target_path(&input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             let bytes = check_unchanged(&path, &session)?;

@@ -75,11 +75,8 @@ impl Tool for Read {
     }
 
     fn validate_input(&self, input: &ReadInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        match ctx.resolve(&input.file_path) {
-            // Outside the workspace: a question for the permission check.
-            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
-            Err(e) => return Err(ValidationError::new(e.to_string())),
-        }
+        // Outside the workspace is a question for the permission check.
+        ctx.validate_path(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if input.offset == Some(0) {
             return Err(ValidationError::new("offset counts from 1"));
         }
@@ -129,10 +126,7 @@ impl Tool for Read {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
-        let path = match &ctx.approved_outside {
-            Some(approved) => fs::approved_outside(approved),
-            None => ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
-        };
+        let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let (output, state) = tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
             .await
             .map_err(|e| ToolError::new(format!("read failed: {e}")))??;

@@ -73,11 +73,8 @@ impl Tool for Write {
     }
 
     fn validate_input(&self, input: &WriteInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        match ctx.resolve(&input.file_path) {
-            // Outside the workspace: a question for the permission check.
-            Ok(_) | Err(fs::FsError::Outside { .. }) => {}
-            Err(e) => return Err(ValidationError::new(e.to_string())),
-        }
+        // Outside the workspace is a question for the permission check.
+        ctx.validate_path(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
         if input.content.len() as u64 > fs::MAX_EDIT_BYTES {
             return Err(ValidationError::new(format!("content is larger than {} bytes", fs::MAX_EDIT_BYTES)));
         }
@@ -98,11 +95,7 @@ impl Tool for Write {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<WriteOutput>, ToolError> {
-        // Outside the workspace only what was explicitly approved.
-        let path = match &ctx.approved_outside {
-            Some(approved) => fs::approved_outside(approved),
-            None => ctx.resolve(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?,
-        };
+        let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();
         let (output, state, key) = tokio::task::spawn_blocking(move || {
             let exists = match fs::open_file(&path) {
