@@ -32,6 +32,13 @@ struct Args {
     /// Ignore a socket passed by systemd and bind the path instead
     #[arg(long)]
     no_socket_activation: bool,
+    /// The sandbox helper executable [default: agentd-sandbox beside agentd]
+    #[arg(long, env = "AGENTD_SANDBOX_HELPER")]
+    sandbox_helper: Option<PathBuf>,
+    /// Act as if the kernel had no Landlock: Bash commands run unconfined,
+    /// and those that would run without asking in the read-only sandbox ask
+    #[arg(long, env = "AGENTD_NO_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
+    no_sandbox: bool,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -59,6 +66,7 @@ fn start(args: Args) -> anyhow::Result<()> {
     config.max_request_bytes = args.max_request_bytes;
     config.max_tool_concurrency = args.max_tool_concurrency;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    config.sandbox = crate::sandbox::SandboxConfig { helper: args.sandbox_helper, disabled: args.no_sandbox };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

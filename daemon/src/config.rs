@@ -46,6 +46,13 @@ pub struct Config {
     pub max_tool_concurrency: u32,
     /// How long shutdown waits for in-flight work after cancelling it.
     pub shutdown_grace: std::time::Duration,
+    /// The Bash sandbox: where its helper is, or that it is turned off.
+    pub sandbox: crate::sandbox::SandboxConfig,
+    /// Refuse every connection from a descendant of the daemon, not only
+    /// from the processes of a tool call. True for the binary (it starts
+    /// nothing else); a test that runs the daemon in its own process and
+    /// starts clients as children turns it off.
+    pub refuse_descendants: bool,
 }
 
 impl Config {
@@ -58,6 +65,8 @@ impl Config {
             allowed_uid: None,
             max_tool_concurrency: DEFAULT_MAX_TOOL_CONCURRENCY,
             shutdown_grace: std::time::Duration::from_secs(10),
+            sandbox: crate::sandbox::SandboxConfig::default(),
+            refuse_descendants: true,
         }
     }
 }

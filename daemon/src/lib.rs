@@ -12,6 +12,7 @@ pub mod executor;
 pub mod fs;
 pub mod permission;
 pub mod process;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod shell;

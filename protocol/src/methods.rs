@@ -126,4 +126,29 @@ pub struct DaemonInfoResult {
     /// Optional cargo features this build carries (e.g. `test-tools`, which
     /// a release build never should).
     pub features: Vec<String>,
+    /// What the kernel sandbox around Bash commands can do here.
+    #[serde(default)]
+    pub sandbox: SandboxStatus,
+}
+
+/// `daemon/info`'s `sandbox`: what was found when the daemon started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct SandboxStatus {
+    /// Whether commands can be confined (Landlock and seccomp work and the
+    /// helper executable was found). When false, commands that would run
+    /// without asking in the read-only profile ask instead.
+    pub available: bool,
+    /// Why not, when not available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The kernel's Landlock ABI version (0: none).
+    pub landlock_abi: u32,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
+    /// Whether each call gets its own user, PID and mount namespaces (the
+    /// kernel then ends all of a call's processes with it).
+    pub pid_namespaces: bool,
+    /// The helper executable that applies the sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper: Option<String>,
 }

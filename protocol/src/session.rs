@@ -51,6 +51,65 @@ pub struct ToolOptions {
     pub defer: Option<crate::tools::DeferralOptions>,
 }
 
+/// How a session confines the processes the Bash tool starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Commands run without asking (judged read-only) run `read_only`;
+    /// every other command runs `workspace_write`.
+    #[default]
+    Auto,
+    /// Every command runs `workspace_write`.
+    WorkspaceWrite,
+    /// Every command runs `read_only`.
+    ReadOnly,
+    /// No confinement (the call's processes still end with it).
+    Off,
+}
+
+/// The confinement one Bash call ran under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxProfile {
+    /// Nothing writable but `/dev/null` and a private temp directory; reads
+    /// limited to the workspace and system directories; no sockets, no
+    /// network, no signals or ptrace outside the call.
+    ReadOnly,
+    /// Writable: the workspace roots (but the files that configure agentd or
+    /// run code later), a private temp directory, `/dev/null`; network as
+    /// the session says.
+    WorkspaceWrite,
+    /// Not confined.
+    Off,
+}
+
+/// `session/create`'s `sandbox`: the kernel wall around Bash commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxOptions {
+    /// Which profile commands run in (default `auto`).
+    #[serde(default)]
+    pub mode: SandboxMode,
+    /// Whether `workspace_write` commands may use the network (default
+    /// true; `read_only` never may).
+    #[serde(default = "yes")]
+    pub network: bool,
+    /// Claude Code's `autoAllowBashIfSandboxed`: every command that no deny
+    /// or ask rule matches runs without asking, in `workspace_write`.
+    #[serde(default)]
+    pub auto_allow: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions { mode: SandboxMode::Auto, network: true, auto_allow: false }
+    }
+}
+
 /// Limits of the Bash tool in a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -162,6 +221,10 @@ pub struct SessionCreateParams {
     /// at most 32): file tools work in them as in `cwd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_dirs: Option<Vec<PathBuf>>,
+    /// The kernel sandbox around the Bash tool's processes; `auto` with
+    /// network when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxOptions>,
 }
 
 impl SessionCreateParams {
@@ -177,6 +240,7 @@ impl SessionCreateParams {
             bash: None,
             permission_timeout_ms: None,
             add_dirs: None,
+            sandbox: None,
         }
     }
 }
@@ -263,6 +327,9 @@ pub struct SessionInfo {
     /// Directories added to the workspace (canonical).
     #[serde(default)]
     pub add_dirs: Vec<PathBuf>,
+    /// The sandbox the session's Bash commands run in.
+    #[serde(default)]
+    pub sandbox: SandboxOptions,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -134,4 +134,7 @@ pub struct ToolCallResult {
     pub render: String,
     /// One-line description of the call, as a UI shows it while it runs.
     pub render_use: String,
+    /// The sandbox profile a Bash command ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::session::SandboxProfile>,
 }

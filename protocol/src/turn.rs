@@ -163,6 +163,9 @@ pub enum EventKind {
         is_error: bool,
         /// Short text for a UI.
         render: String,
+        /// The sandbox profile a Bash command ran in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<crate::session::SandboxProfile>,
     },
     /// A call needs the user's approval before it runs. Answer with
     /// `permission/respond`; until then the call waits (calls behind an

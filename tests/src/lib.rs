@@ -87,6 +87,11 @@ impl TestDaemon {
         let socket = dir.path().join("run/agentd.sock");
         let mut config = Config::new(SocketConfig::Path(socket.clone()), dir.path().join("state"));
         config.shutdown_grace = Duration::from_secs(5);
+        config.sandbox.helper = Some(bin_path("agentd-sandbox"));
+        // The tests start clients (agentctl, python) as children of this
+        // process, which is also the daemon's: only the tools' processes
+        // are refused here.
+        config.refuse_descendants = false;
         adjust(&mut config);
         let daemon = Daemon::bind(config).expect("daemon binds");
         let state = daemon.state();

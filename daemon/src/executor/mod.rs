@@ -61,6 +61,8 @@ use tracing::Instrument;
 use crate::permission::ask::{self, Answer, Asks};
 use crate::permission::rules::{Facts, RuleKind, RuleSet};
 use crate::permission::{Decision, PermissionTarget};
+use crate::sandbox::{self, AllowedBy};
+use agentd_protocol::session::SandboxMode;
 
 /// Tools whose calls `accept_edits` mode allows.
 const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
@@ -159,6 +161,8 @@ struct Slot {
     /// The input as the model sent it, until the call starts (a
     /// permission request shows it).
     input: Option<serde_json::Value>,
+    /// The sandbox profile a Bash call runs in.
+    sandbox: Option<agentd_protocol::session::SandboxProfile>,
 }
 
 /// A call waiting for the client's answer.
@@ -204,6 +208,8 @@ pub struct SessionServices {
     pub rules: Arc<RuleSet>,
     /// Open permission requests and the rules `allow_always` granted.
     pub asks: Arc<Asks>,
+    /// What the Bash sandbox can do here.
+    pub sandbox: Arc<crate::sandbox::Facility>,
 }
 
 /// A call that may run only once the client approves it.
@@ -235,6 +241,7 @@ impl SessionExecutor {
         tools: Arc<ToolSet>,
         output_dir: PathBuf,
         rules: RuleSet,
+        sandbox: Arc<crate::sandbox::Facility>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Arc<SessionExecutor> {
@@ -261,6 +268,7 @@ impl SessionExecutor {
                 jobs,
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),
+                sandbox,
             },
             cancel,
             tracker,
@@ -362,6 +370,7 @@ impl SessionExecutor {
             is_error: true,
             render: "discarded".into(),
             render_use: name.to_owned(),
+            sandbox: None,
         }))
     }
 
@@ -411,6 +420,7 @@ impl SessionExecutor {
             waiter,
             render_use,
             input: Some(tu.input),
+            sandbox: None,
         });
         match spec {
             Some(spec) => inner.machine.apply(Event::Submit(spec)),
@@ -437,6 +447,8 @@ impl SessionExecutor {
             jobs: self.services.jobs.clone(),
             answers: None,
             approved_outside: None,
+            sandbox: self.services.sandbox.clone(),
+            sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
         }
     }
 
@@ -453,6 +465,7 @@ impl SessionExecutor {
         context: &SessionContext,
         ctx: &ToolContext,
         approved_outside: &mut Option<PathBuf>,
+        allowed_by: &mut AllowedBy,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -516,7 +529,19 @@ impl SessionExecutor {
                 modifier: None,
             });
         }
-        let decision = match (rule, call.check_permissions(ctx)) {
+        let tool_decision = call.check_permissions(ctx);
+        // How the sandbox weighs in on Bash: a command the engine judged
+        // read-only runs without asking only where the kernel confines it
+        // (read_only profile); `auto_allow` lets every command no rule asks
+        // about run in workspace_write; disabling the sandbox always asks.
+        let bash = slot.name == crate::tools::bash::NAME;
+        let sandbox = &self.services.info.sandbox;
+        let confinable = self.services.sandbox.available && sandbox.mode != SandboxMode::Off;
+        let disable_sandbox = bash
+            && slot.input.as_ref().and_then(|i| i.get("dangerouslyDisableSandbox")).and_then(|v| v.as_bool())
+                == Some(true);
+        let judged = bash && matches!(tool_decision, Decision::Allow) && call.is_read_only();
+        let decision = match (rule, tool_decision) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
             }
@@ -524,9 +549,21 @@ impl SessionExecutor {
             (Some(r), _) if r.kind == RuleKind::Ask => {
                 Decision::ask(format!("the rule {} ({}) asks first", r.text, r.origin.source))
             }
+            _ if disable_sandbox => Decision::ask(format!(
+                "run `{}` outside the sandbox (dangerouslyDisableSandbox)",
+                crate::tools::bash::command_line(slot.input.as_ref())
+            )),
             (Some(_), _) => Decision::Allow,
+            (None, Decision::Allow) if judged && !confinable && sandbox.mode != SandboxMode::Off => {
+                Decision::ask(format!(
+                    "run `{}` (it looks read-only, but the sandbox that would guarantee it is unavailable)",
+                    crate::tools::bash::command_line(slot.input.as_ref())
+                ))
+            }
+            (None, Decision::Ask { .. }) if bash && sandbox.auto_allow && confinable => Decision::Allow,
             (None, tool) => tool,
         };
+        *allowed_by = if judged && rule.is_none() { AllowedBy::Judgement } else { AllowedBy::Approval };
         let refusal = match decision {
             Decision::Allow => {
                 if allowed_by_rule {
@@ -674,7 +711,24 @@ impl SessionExecutor {
         let token = inner.slots[i].token.clone().unwrap_or_default();
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut approved_outside = None;
-        let ask = match self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside) {
+        let mut allowed_by = AllowedBy::Approval;
+        let admitted =
+            self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside, &mut allowed_by);
+        if inner.slots[i].name == crate::tools::bash::NAME {
+            let disable = inner.slots[i]
+                .input
+                .as_ref()
+                .and_then(|i| i.get("dangerouslyDisableSandbox"))
+                .and_then(|v| v.as_bool())
+                == Some(true);
+            // An asked call runs as approved by the user.
+            let by = if matches!(admitted, Ok(Some(_))) { AllowedBy::Approval } else { allowed_by };
+            let profile =
+                sandbox::profile_for(&self.services.info.sandbox, self.services.sandbox.available, disable, by);
+            ctx.sandbox_profile = profile;
+            inner.slots[i].sandbox = Some(profile);
+        }
+        let ask = match admitted {
             Ok(ask) => ask,
             Err(refused) => {
                 inner.slots[i].outcome = Some(refused);
@@ -953,6 +1007,7 @@ impl SessionExecutor {
             content: outcome.content.clone(),
             is_error: outcome.is_error,
             render: outcome.render.clone(),
+            sandbox: slot.sandbox,
         });
         if let Some(waiter) = slot.waiter.take() {
             let _ = waiter.send(ToolCallResult {
@@ -961,6 +1016,7 @@ impl SessionExecutor {
                 is_error: outcome.is_error,
                 render: outcome.render,
                 render_use: slot.render_use.clone(),
+                sandbox: slot.sandbox,
             });
         }
     }

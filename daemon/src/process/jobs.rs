@@ -140,6 +140,8 @@ impl JobTable {
         cwd: &Path,
         marker: &str,
         output_file: Option<&Path>,
+        launch: super::Launch<'_>,
+        tmp: Option<PathBuf>,
     ) -> std::io::Result<Arc<Job>> {
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
@@ -147,7 +149,7 @@ impl JobTable {
                 "{running} background jobs are running; stop one with KillShell first"
             )));
         }
-        let tree = spawn_bash(script, cwd, marker)?;
+        let tree = spawn_bash(script, cwd, marker, launch)?;
         let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let job = Arc::new(Job {
             id,
@@ -162,7 +164,7 @@ impl JobTable {
             finished: tokio::sync::Notify::new(),
         });
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree));
+        self.tracker.spawn(pump(job.clone(), tree, tmp));
         Ok(job)
     }
 
@@ -179,7 +181,20 @@ impl JobTable {
 
 /// Moves a job's output into its state until the job's process group is
 /// gone (not merely until EOF), or kills it when its token is cancelled.
-async fn pump(job: Arc<Job>, mut tree: ProcessTree) {
+async fn pump(job: Arc<Job>, mut tree: ProcessTree, tmp: Option<PathBuf>) {
+    pump_output(&job, &mut tree).await;
+    if let Some(report) = tree.report()
+        && let Some(error) = report.error
+    {
+        push(&job, format!("[the sandbox could not be applied, nothing ran: {error}]\n").as_bytes());
+    }
+    if let Some(tmp) = tmp {
+        let _ = std::fs::remove_dir_all(tmp);
+    }
+    job.finished.notify_waiters();
+}
+
+async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
     let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
         return;
     };
@@ -191,11 +206,11 @@ async fn pump(job: Arc<Job>, mut tree: ProcessTree) {
         tokio::select! {
             n = out.read(&mut out_buf), if out_open => match n {
                 Ok(0) | Err(_) => out_open = false,
-                Ok(n) => push(&job, &out_buf[..n]),
+                Ok(n) => push(job, &out_buf[..n]),
             },
             n = err.read(&mut err_buf), if err_open => match n {
                 Ok(0) | Err(_) => err_open = false,
-                Ok(n) => push(&job, &err_buf[..n]),
+                Ok(n) => push(job, &err_buf[..n]),
             },
             code = tree.wait_shell(), if exit.is_none() => exit = Some(code.unwrap_or(-1)),
             _ = poll.tick(), if exit.is_some() => {
@@ -217,7 +232,6 @@ async fn pump(job: Arc<Job>, mut tree: ProcessTree) {
     // Whatever the command left behind goes with it.
     tree.kill_now();
     job.lock().status = status;
-    job.finished.notify_waiters();
 }
 
 fn push(job: &Job, bytes: &[u8]) {

@@ -8,8 +8,14 @@
 //! statuses so no zombie stays behind.
 //!
 //! Spawning uses `process_group(0)` and no `pre_exec`, so the standard
-//! library can use `posix_spawn` (DESIGN.md §8: `fork` at a large RSS costs
-//! far more).
+//! library can use `posix_spawn` (`fork` at a large RSS costs far more).
+//!
+//! Where the sandbox helper is present every command is started through it
+//! (see `sandbox::helper`): the helper's supervisor reaps all of the call's
+//! processes (PID 1 of the call's PID namespace, or a subreaper), so the
+//! tree can be ended whatever its processes did to their environment,
+//! session or group; the marker and the process group remain for a daemon
+//! without the helper.
 
 mod capture;
 pub mod jobs;
@@ -17,7 +23,7 @@ pub mod jobs;
 pub use capture::{Capture, CaptureSummary};
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
@@ -30,8 +36,9 @@ pub const MARKER_VAR: &str = "AGENTD_PROCESS";
 /// Time between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_millis(500);
 
-/// Environment variables of the daemon's own that children must not see.
-const PRIVATE_ENV: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "AGENTD_SOCKET"];
+/// Environment variables of the daemon's own that children must not see
+/// (with every other `AGENTD_*` but the marker).
+const PRIVATE_ENV: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"];
 
 /// Pids of children tokio waits for; [`reap_adopted`] leaves them alone.
 static OWNED: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
@@ -50,18 +57,46 @@ pub fn become_subreaper() {
 /// A running command: its process group and marker. Dropping it ends
 /// everything the command started (SIGKILL at once, then a sweep).
 pub struct ProcessTree {
-    /// The shell process.
+    /// The shell process (or the sandbox helper running it).
     pub child: tokio::process::Child,
     pgid: Pid,
     marker: String,
     ended: bool,
+    /// Where the sandbox helper reports (`None`: no helper).
+    report: Option<PathBuf>,
+}
+
+/// How to start a command.
+pub enum Launch<'a> {
+    /// `bash` directly: no helper is installed.
+    Direct,
+    /// Through the sandbox helper with this spec (its report file set).
+    Helper {
+        /// The helper executable.
+        helper: &'a Path,
+        /// What it is told.
+        spec: crate::sandbox::Spec,
+    },
 }
 
 /// Spawns `bash -c script` in `cwd`, in a new process group, stdin closed,
 /// stdout and stderr piped, marked with `marker`.
-pub fn spawn_bash(script: &str, cwd: &Path, marker: &str) -> std::io::Result<ProcessTree> {
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("--noprofile").arg("--norc").arg("-c").arg(script);
+pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) -> std::io::Result<ProcessTree> {
+    let bash = ["bash", "--noprofile", "--norc", "-c", script];
+    let (mut cmd, report) = match launch {
+        Launch::Direct => {
+            let mut cmd = tokio::process::Command::new(bash[0]);
+            cmd.args(&bash[1..]);
+            (cmd, None)
+        }
+        Launch::Helper { helper, spec } => {
+            let json = serde_json::to_string(&spec).map_err(std::io::Error::other)?;
+            let mut cmd = tokio::process::Command::new(helper);
+            cmd.arg("--spec").arg(json).arg("--").args(bash);
+            cmd.env("TMPDIR", &spec.tmp);
+            (cmd, spec.report)
+        }
+    };
     cmd.current_dir(cwd)
         .process_group(0)
         .stdin(std::process::Stdio::null())
@@ -71,6 +106,11 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str) -> std::io::Result<Pro
     for var in PRIVATE_ENV {
         cmd.env_remove(var);
     }
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("AGENTD_") && var != MARKER_VAR {
+            cmd.env_remove(var);
+        }
+    }
     // Holding the set while spawning: the child is known as ours before it
     // could possibly exit and be mistaken for an adopted one.
     let mut owned = owned();
@@ -78,7 +118,7 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str) -> std::io::Result<Pro
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
     owned.insert(pid);
     drop(owned);
-    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false })
+    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report })
 }
 
 impl ProcessTree {
@@ -123,6 +163,15 @@ impl ProcessTree {
         let _ = self.wait_shell().await;
     }
 
+    /// What the sandbox helper reported once it exited (`None` without a
+    /// helper, or when it left no report).
+    pub fn report(&self) -> Option<crate::sandbox::Report> {
+        let path = self.report.as_ref()?;
+        let report = std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        let _ = std::fs::remove_file(path);
+        report
+    }
+
     /// After the shell exited by itself: ends whatever the command left
     /// running (one `/proc` sweep; nothing more when nothing is left).
     /// Returns how many processes that was.
@@ -165,11 +214,77 @@ impl Drop for ProcessTree {
 fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
     // Only while the group exists: once gone, its id may be reused.
     if pgid.as_raw() > 1 && killpg(pgid, None).is_ok() {
+        // Descendants first: once the helper (a subreaper where there are
+        // no namespaces) is gone, its orphans would come to the daemon.
+        for pid in descendants(pgid.as_raw()) {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
         let _ = killpg(pgid, signal);
     }
     for pid in marked(marker) {
         let _ = kill(Pid::from_raw(pid), signal);
     }
+}
+
+/// Pids of every live descendant of `root` (children, their children, …),
+/// from one scan of `/proc`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (pid, _) in parent_of.iter().filter(|(_, ppid)| *ppid == p) {
+            if !out.contains(pid) && *pid != root {
+                out.push(*pid);
+                frontier.push(*pid);
+            }
+        }
+    }
+    out
+}
+
+/// Whether the process `pid` is a tool's: its parent chain passes through
+/// a process the daemon started for a command (a shell, or the sandbox
+/// helper, which every process of a sandboxed call descends from) — or,
+/// with `strict`, reaches the daemon at all (a daemon that starts nothing
+/// but tool processes; escapees are adopted by it as the subreaper).
+pub fn is_tool_process(pid: i32, strict: bool) -> bool {
+    let me = std::process::id() as i32;
+    if pid == me || pid <= 0 {
+        return false;
+    }
+    let owned: Vec<i32> = owned().iter().copied().collect();
+    let mut current = pid;
+    for _ in 0..4096 {
+        if owned.contains(&current) {
+            return true;
+        }
+        if current == me {
+            return strict;
+        }
+        if current <= 1 {
+            return false;
+        }
+        match parent_of(current) {
+            Some(ppid) => current = ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
+    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
 }
 
 /// Pids of live processes whose environment carries `MARKER_VAR=marker`.

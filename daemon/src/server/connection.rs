@@ -51,6 +51,24 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
     let _count = ConnectionCount::new(state);
     let allowed = shared.allowed_uid;
     match stream.peer_cred() {
+        Ok(cred)
+            if cred.uid() == allowed
+                && cred.pid().is_some_and(|pid| crate::process::is_tool_process(pid, shared.refuse_descendants)) =>
+        {
+            // A tool's process must not open a session of its own (in
+            // bypass mode, say) through the daemon that confines it.
+            tracing::warn!(pid = ?cred.pid(), "refused connection from a tool's process");
+            let reply = error_reply(
+                Id::Null,
+                ErrorCode::PeerNotAllowed,
+                "connections from processes started by agentd's tools are refused".to_owned(),
+            );
+            let mut stream = stream;
+            if write_line(&mut stream, &reply).await.is_ok() {
+                let _ = stream.shutdown().await;
+            }
+            return;
+        }
         Ok(cred) if cred.uid() == allowed => {}
         Ok(cred) => {
             tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), allowed, "refused connection from another user");

@@ -48,6 +48,8 @@ pub struct DaemonState {
     pub connections_total: AtomicU64,
     /// Every task the daemon spawned and still waits for at shutdown.
     pub tracker: TaskTracker,
+    /// What the Bash sandbox can do here.
+    pub sandbox: Arc<crate::sandbox::Facility>,
 }
 
 /// What every connection shares.
@@ -57,6 +59,7 @@ pub(crate) struct Shared {
     pub(crate) tracker: TaskTracker,
     pub(crate) max_request_bytes: usize,
     pub(crate) allowed_uid: u32,
+    pub(crate) refuse_descendants: bool,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -96,6 +99,7 @@ impl Daemon {
             .ok_or_else(|| DaemonError::Activation("no listener".into()))?;
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let sandbox = Arc::new(crate::sandbox::Facility::probe(&config.sandbox));
         let state = Arc::new(DaemonState {
             started: Instant::now(),
             socket: socket.path.clone(),
@@ -109,15 +113,23 @@ impl Daemon {
                 crate::tools::external_sources(),
                 tracker.clone(),
                 config.state_dir.clone(),
+                sandbox.clone(),
             ),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             tracker: tracker.clone(),
+            sandbox,
         });
         let methods: Methods = methods::module(state.clone()).into();
         let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
-        let shared =
-            Arc::new(Shared { state, methods, tracker, max_request_bytes: config.max_request_bytes, allowed_uid });
+        let shared = Arc::new(Shared {
+            state,
+            methods,
+            tracker,
+            max_request_bytes: config.max_request_bytes,
+            allowed_uid,
+            refuse_descendants: config.refuse_descendants,
+        });
         Ok(Daemon { socket, listener, shared, root, config })
     }
 

@@ -89,6 +89,7 @@ pub struct SessionManager {
     external: Vec<Arc<dyn ExternalToolSource>>,
     tracker: tokio_util::task::TaskTracker,
     state_dir: PathBuf,
+    sandbox: Arc<crate::sandbox::Facility>,
 }
 
 impl SessionManager {
@@ -102,6 +103,7 @@ impl SessionManager {
         external: Vec<Arc<dyn ExternalToolSource>>,
         tracker: tokio_util::task::TaskTracker,
         state_dir: PathBuf,
+        sandbox: Arc<crate::sandbox::Facility>,
     ) -> Self {
         SessionManager {
             sessions: Mutex::new(HashMap::new()),
@@ -113,6 +115,7 @@ impl SessionManager {
             external,
             tracker,
             state_dir,
+            sandbox,
         }
     }
 
@@ -196,6 +199,7 @@ impl SessionManager {
             granted_rules: Vec::new(),
             pending_permissions: Vec::new(),
             add_dirs,
+            sandbox: params.sandbox.unwrap_or_else(user_sandbox_settings),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -214,8 +218,15 @@ impl SessionManager {
         let cancel = self.root.child_token();
         let tools = Arc::new(tools);
         let output_dir = self.state_dir.join("sessions").join(&info.session_id).join("output");
-        let executor =
-            SessionExecutor::new(&info, tools.clone(), output_dir, rules, cancel.clone(), self.tracker.clone());
+        let executor = SessionExecutor::new(
+            &info,
+            tools.clone(),
+            output_dir,
+            rules,
+            self.sandbox.clone(),
+            cancel.clone(),
+            self.tracker.clone(),
+        );
         let session = Session { info: info.clone(), seq, cancel, tools, executor };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
@@ -313,6 +324,19 @@ fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
     files
 }
 
+/// The sandbox options of a session that names none: the defaults, with
+/// Claude Code's `sandbox.autoAllowBashIfSandboxed` read from the user's
+/// settings file only (a repository must not grant its own commands more).
+fn user_sandbox_settings() -> agentd_protocol::session::SandboxOptions {
+    let mut options = agentd_protocol::session::SandboxOptions::default();
+    let Some((file, _)) = settings_files(Path::new("/nonexistent")).into_iter().nth(2) else { return options };
+    let value = std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
+        options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
+    }
+    options
+}
+
 /// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in
 /// the daemon's environment, or `"disableBypassPermissionsMode": "disable"`
 /// under `permissions` in a settings file (Claude Code's key).
@@ -363,6 +387,7 @@ mod tests {
                 Vec::new(),
                 tokio_util::task::TaskTracker::new(),
                 std::env::temp_dir(),
+                Arc::new(crate::sandbox::Facility::none()),
             ),
             root,
         )

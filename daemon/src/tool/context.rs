@@ -61,6 +61,10 @@ pub struct ToolContext {
     /// A file outside the workspace (canonical) that a rule, bypass mode or
     /// the user explicitly allowed this call to open (Read).
     pub approved_outside: Option<Arc<PathBuf>>,
+    /// What the Bash sandbox can do here.
+    pub sandbox: Arc<crate::sandbox::Facility>,
+    /// The sandbox profile the permission check chose for this call (Bash).
+    pub sandbox_profile: agentd_protocol::session::SandboxProfile,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -169,6 +173,7 @@ impl ToolContext {
             granted_rules: Vec::new(),
             pending_permissions: Vec::new(),
             add_dirs: Vec::new(),
+            sandbox: Default::default(),
             created_at_ms: 0,
         };
         ToolContext {
@@ -182,6 +187,8 @@ impl ToolContext {
             jobs: Arc::new(crate::process::jobs::JobTable::new(cancel, tokio_util::task::TaskTracker::new())),
             answers: None,
             approved_outside: None,
+            sandbox: Arc::new(crate::sandbox::Facility::none()),
+            sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
         }
     }
 }

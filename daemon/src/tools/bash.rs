@@ -21,8 +21,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use agentd_protocol::session::SandboxProfile;
+
 use crate::permission::Decision;
-use crate::process::{self, Capture};
+use crate::process::{self, Capture, Launch};
 use crate::shell;
 use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
@@ -36,6 +38,14 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 /// The Bash tool.
 #[derive(Debug, Clone, Copy)]
 pub struct Bash;
+
+/// Its name.
+pub const NAME: &str = "Bash";
+
+/// The command of a Bash input, on one line, for permission reasons.
+pub fn command_line(input: Option<&serde_json::Value>) -> String {
+    one_line(input.and_then(|i| i.get("command")).and_then(|c| c.as_str()).unwrap_or(""), 120)
+}
 
 /// What to do with a running command when the user interrupts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -73,6 +83,11 @@ pub struct BashInput {
     /// `block` (let it finish, e.g. a test suite whose result is still wanted).
     #[serde(default)]
     pub on_interrupt: OnInterrupt,
+    /// Run the command outside the sandbox. Only when a command failed
+    /// because the sandbox blocked it and it truly needs more (the result
+    /// says so); the user is always asked.
+    #[serde(default, rename = "dangerouslyDisableSandbox")]
+    pub dangerously_disable_sandbox: bool,
 }
 
 /// Why a command was stopped.
@@ -113,6 +128,8 @@ pub struct BashResult {
     pub duration_ms: u64,
     /// Its timeout, in milliseconds.
     pub timeout_ms: u64,
+    /// The sandbox profile it ran in.
+    pub sandbox: SandboxProfile,
 }
 
 /// A chunk of output.
@@ -127,7 +144,7 @@ impl Tool for Bash {
     type Output = BashResult;
     type Progress = BashProgress;
 
-    const NAME: &'static str = "Bash";
+    const NAME: &'static str = NAME;
 
     fn description(&self) -> String {
         "Runs a bash command in the workspace and returns its output and exit code. The shell's \
@@ -214,14 +231,20 @@ impl Tool for Bash {
         let marker = uuid::Uuid::new_v4().simple().to_string();
         let _ = std::fs::create_dir_all(&*ctx.output_dir);
         let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
-        let cwd_file = ctx.output_dir.join(format!("bash-{marker}.cwd"));
+        let tmp = private_tmp(&ctx.output_dir, &marker)?;
+        let cwd_file = tmp.join(".agentd-cwd");
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
+        let profile = ctx.sandbox_profile;
 
         if input.run_in_background {
+            let launch = launch(&ctx, &marker, &tmp, false);
             let job = ctx
                 .jobs
-                .start(&input.command, &script, &cwd, &marker, Some(&log_file))
-                .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))?;
+                .start(&input.command, &script, &cwd, &marker, Some(&log_file), launch, Some(tmp.clone()))
+                .map_err(|e| {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    ToolError::new(format!("cannot start bash: {e}"))
+                })?;
             return Ok(ToolOutput::new(BashResult {
                 exit_code: None,
                 killed: None,
@@ -235,11 +258,14 @@ impl Tool for Bash {
                 job_id: Some(job.id.clone()),
                 duration_ms: 0,
                 timeout_ms: 0,
+                sandbox: profile,
             }));
         }
 
-        let mut tree = process::spawn_bash(&script, &cwd, &marker)
-            .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))?;
+        let mut tree = process::spawn_bash(&script, &cwd, &marker, launch(&ctx, &marker, &tmp, true)).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&tmp);
+            ToolError::new(format!("cannot start bash: {e}"))
+        })?;
         let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
             return Err(ToolError::new("cannot read the command's output"));
         };
@@ -294,15 +320,28 @@ impl Tool for Bash {
             }
         }
         flush(&progress, &mut pending, &mut streamed);
-        let leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
-
+        let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
+        let report = tree.report();
         let new_cwd = std::fs::read_to_string(&cwd_file).ok().map(|s| PathBuf::from(s.trim_end_matches('\n')));
-        let _ = std::fs::remove_file(&cwd_file);
+        let _ = std::fs::remove_dir_all(&tmp);
+        if let Some(report) = report {
+            if let Some(error) = report.error {
+                return Err(ToolError::new(format!(
+                    "the {} sandbox could not be applied, so the command did not run: {error}",
+                    profile_name(profile)
+                )));
+            }
+            leftovers += report.leftovers;
+        }
         let summary = capture.summary();
         let parsed = shell::parse(&input.command).ok();
         let code = if killed.is_some() { None } else { exit };
         let note = match (code, &parsed) {
             (Some(c), Some(script)) if c != 0 => shell::benign_exit(script, c).map(str::to_owned),
+            _ => None,
+        };
+        let sandbox_note = match code {
+            Some(c) if c != 0 && note.is_none() => crate::sandbox::blocked_note(profile, &summary.text),
             _ => None,
         };
         let (kept_cwd, cwd_note, cwd_reset) = match new_cwd {
@@ -324,10 +363,16 @@ impl Tool for Bash {
             job_id: None,
             duration_ms: started.elapsed().as_millis() as u64,
             timeout_ms,
+            sandbox: profile,
         };
         let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
         if failed {
-            return Err(ToolError::new(result_text(&result, workspace)));
+            let mut text = result_text(&result, workspace);
+            if let Some(n) = sandbox_note {
+                text.push_str(&n);
+                text.push('\n');
+            }
+            return Err(ToolError::new(text));
         }
         match kept_cwd {
             Some(dir) => Ok(ToolOutput::with_modifier(result, Box::new(move |s| s.shell_cwd = Some(dir)))),
@@ -365,6 +410,56 @@ impl Tool for Bash {
     fn render_error(&self, input: &BashInput, error: &ToolError) -> String {
         let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
         format!("{}: {last}", self.render_use(input))
+    }
+}
+
+/// A directory of the call's own for temporary files (`TMPDIR`), the only
+/// writable place outside the workspace in the sandbox.
+fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let tmp = output_dir.join(format!("tmp-{marker}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&tmp)
+        .map_err(|e| ToolError::new(format!("cannot create a temp directory for the command: {e}")))?;
+    Ok(tmp)
+}
+
+/// How to start the call's shell: through the sandbox helper (in the
+/// profile the permission check chose) where there is one.
+fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) -> Launch<'a> {
+    let Some(helper) = ctx.sandbox.helper.as_deref() else { return Launch::Direct };
+    let profile = ctx.sandbox_profile;
+    let mut roots = vec![ctx.cwd.to_path_buf()];
+    roots.extend(ctx.info.add_dirs.iter().cloned());
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let spec = crate::sandbox::Spec {
+        profile,
+        read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
+        protect: if profile == SandboxProfile::WorkspaceWrite {
+            crate::sandbox::protected_paths(&roots)
+        } else {
+            Vec::new()
+        },
+        roots,
+        tmp: tmp.to_owned(),
+        network: ctx.info.sandbox.network,
+        // Off is off: no user namespace (sudo, file owners as they are);
+        // the helper still reaps every process of the call.
+        namespaces: ctx.sandbox.namespaces && profile != SandboxProfile::Off,
+        parent: std::process::id() as i32,
+        foreground,
+        drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
+        report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
+    };
+    Launch::Helper { helper, spec }
+}
+
+fn profile_name(profile: SandboxProfile) -> &'static str {
+    match profile {
+        SandboxProfile::ReadOnly => "read_only",
+        SandboxProfile::WorkspaceWrite => "workspace_write",
+        SandboxProfile::Off => "off",
     }
 }
 

@@ -23,6 +23,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             connections_total: state.connections_total.load(Relaxed),
             tasks: state.tracker.len() as u64,
             features: crate::BUILD_FEATURES.iter().map(|f| (*f).to_owned()).collect(),
+            sandbox: state.sandbox.status.clone(),
         })
     });
 }

@@ -1,0 +1,366 @@
+//! The sandbox helper: the small executable (`agentd-sandbox`) the daemon
+//! spawns with `posix_spawn` for every Bash command. It is single-threaded,
+//! so it may `fork` freely, which the multi-threaded daemon must not.
+//!
+//! ```text
+//! agentd (daemon) ──posix_spawn──▶ outer helper (pgid leader, PDEATHSIG)
+//!                                   │ unshare(user, pid, mount[, net])
+//!                                   └─fork─▶ supervisor (pid 1 of the call's PID namespace)
+//!                                             │ private /proc, read-only binds
+//!                                             └─fork─▶ Landlock + seccomp ─exec─▶ bash -c
+//! ```
+//!
+//! - The supervisor reaps everything of the call (it is PID 1, or a child
+//!   subreaper where there are no namespaces), so no process of the call
+//!   can leave it: `setsid`, double forks and `env -i` change nothing.
+//! - A foreground command ends with its shell: after a short drain what is
+//!   left is killed and counted. A background job lasts until its last
+//!   process is gone.
+//! - SIGTERM to the process group is forwarded to every process of the
+//!   call; SIGKILL of the outer helper (or the daemon's death, through
+//!   `PR_SET_PDEATHSIG`) ends the PID namespace, and the kernel kills
+//!   everything in it.
+//! - The report file (outside the sandbox) tells the daemon what happened:
+//!   the processes left over, or why the sandbox could not be applied —
+//!   then nothing ran.
+#![allow(unsafe_code)] // fork, signal handlers: in a single-threaded process
+
+use std::ffi::{CString, OsString};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sched::CloneFlags;
+use nix::sys::signal::{self, SigHandler, Signal};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+
+use super::{Report, Spec};
+use agentd_protocol::session::SandboxProfile;
+
+/// Exit code of the helper when it could not set up the sandbox.
+const SETUP_FAILED: i32 = 125;
+
+static TERM: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: nix::libc::c_int) {
+    TERM.store(true, Ordering::SeqCst);
+}
+
+/// The helper's `main`: `--probe`, or `--spec JSON -- program args…`.
+pub fn main() -> std::process::ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "--probe") {
+        let probe = super::probe_here();
+        println!("{}", serde_json::to_string(&probe).unwrap_or_default());
+        return std::process::ExitCode::SUCCESS;
+    }
+    let (spec, command) = match parse_args(&args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("agentd-sandbox: {e}");
+            eprintln!("usage: agentd-sandbox --probe | --spec JSON -- PROGRAM [ARG...]");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let code = run(&spec, &command);
+    std::process::exit(code)
+}
+
+fn parse_args(args: &[OsString]) -> Result<(Spec, Vec<CString>), String> {
+    if args.get(1).is_none_or(|a| a != "--spec") || args.get(3).is_none_or(|a| a != "--") || args.len() < 5 {
+        return Err("bad arguments".into());
+    }
+    let spec: Spec = serde_json::from_slice(args[2].as_bytes()).map_err(|e| format!("bad spec: {e}"))?;
+    let command = args[4..]
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_owned()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((spec, command))
+}
+
+fn run(spec: &Spec, command: &[CString]) -> i32 {
+    // Die with the daemon; if it is already gone, do not start.
+    let death = if spec.namespaces { Signal::SIGKILL } else { Signal::SIGTERM };
+    if nix::sys::prctl::set_pdeathsig(death).is_err() || nix::unistd::getppid().as_raw() != spec.parent {
+        return fail(spec, "the daemon is gone");
+    }
+    catch_term();
+    if spec.namespaces {
+        if let Err(e) = enter_namespaces(spec) {
+            return fail(spec, &e);
+        }
+        // SAFETY: this process has one thread.
+        match unsafe { fork() } {
+            Err(e) => fail(spec, &format!("fork: {e}")),
+            Ok(ForkResult::Child) => {
+                // PID 1 of the call: dies with the outer helper, which the
+                // daemon kills, and then the kernel ends the namespace.
+                if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
+                    std::process::exit(SETUP_FAILED);
+                }
+                // The call's own /proc (only its processes); where the
+                // kernel refuses, Landlock still keeps others' memory and
+                // environment out of reach.
+                let _ = nix::mount::mount(
+                    Some("proc"),
+                    "/proc",
+                    Some("proc"),
+                    nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOEXEC,
+                    None::<&str>,
+                );
+                std::process::exit(supervise(spec, command))
+            }
+            Ok(ForkResult::Parent { child }) => wait_forwarding(child),
+        }
+    } else {
+        // Without namespaces: this process is the subreaper of the call.
+        if nix::sys::prctl::set_child_subreaper(true).is_err() {
+            return fail(spec, "cannot become a child subreaper");
+        }
+        supervise(spec, command)
+    }
+}
+
+/// Writes why the sandbox could not be set up and returns the exit code.
+fn fail(spec: &Spec, why: &str) -> i32 {
+    write_report(spec, &Report { leftovers: 0, error: Some(why.to_owned()) });
+    eprintln!("agentd-sandbox: {why}");
+    SETUP_FAILED
+}
+
+fn write_report(spec: &Spec, report: &Report) {
+    if let Some(path) = &spec.report {
+        let _ = std::fs::write(path, serde_json::to_vec(report).unwrap_or_default());
+    }
+}
+
+fn catch_term() {
+    let action = signal::SigAction::new(SigHandler::Handler(on_term), signal::SaFlags::empty(), signal::SigSet::empty());
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        let _ = unsafe { signal::sigaction(sig, &action) };
+    }
+}
+
+/// New user, PID and mount namespaces (and network, when the call gets
+/// none), this user mapped to itself, and the protected paths bound
+/// read-only.
+fn enter_namespaces(spec: &Spec) -> Result<(), String> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS;
+    if !spec.network || spec.profile == SandboxProfile::ReadOnly {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
+    std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))?;
+    use nix::mount::{MsFlags, mount};
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(|e| format!("make mounts private: {e}"))?;
+    if spec.profile != SandboxProfile::Off {
+        for path in &spec.protect {
+            bind_read_only(path).map_err(|e| format!("protect {} read-only: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn bind_read_only(path: &Path) -> Result<(), Errno> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    mount(Some(path), path, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)?;
+    // A remount must keep the flags the original mount has locked.
+    let have = statvfs(path)?.flags();
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    for (fs, ms) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if have.contains(fs) {
+            flags |= ms;
+        }
+    }
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+}
+
+/// The outer helper: waits for the supervisor and exits as it did; a
+/// SIGTERM is passed on.
+fn wait_forwarding(child: Pid) -> i32 {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,
+            Ok(_) => {}
+            Err(Errno::EINTR) => {
+                if TERM.swap(false, Ordering::SeqCst) {
+                    let _ = signal::kill(child, Signal::SIGTERM);
+                }
+            }
+            Err(_) => return SETUP_FAILED,
+        }
+    }
+}
+
+/// Starts the command confined, reaps every process of the call, and
+/// returns the command's exit code.
+fn supervise(spec: &Spec, command: &[CString]) -> i32 {
+    // The child reports a failure before exec through this pipe; on exec it
+    // closes unwritten (close-on-exec).
+    let (reader, writer) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return fail(spec, &format!("pipe: {e}")),
+    };
+    // SAFETY: this process has one thread.
+    let shell = match unsafe { fork() } {
+        Err(e) => return fail(spec, &format!("fork: {e}")),
+        Ok(ForkResult::Child) => {
+            drop(reader);
+            exec_confined(spec, command, writer)
+        }
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    drop(writer);
+    let mut why = String::new();
+    let _ = std::fs::File::from(reader).read_to_string(&mut why);
+    if !why.is_empty() {
+        reap_for(Duration::from_secs(2));
+        return fail(spec, &why);
+    }
+    let mut status: Option<i32> = None;
+    // Reap until the shell exits (foreground) or nothing is left (jobs).
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == shell => status = Some(code),
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == shell => status = Some(128 + sig as i32),
+            Ok(_) => {}
+            Err(Errno::EINTR) => {
+                if TERM.swap(false, Ordering::SeqCst) {
+                    if nix::unistd::getppid().as_raw() != spec.parent && !spec.namespaces {
+                        // The daemon died (PR_SET_PDEATHSIG): nobody will
+                        // follow up with SIGKILL, so do it now.
+                        signal_all(spec, Signal::SIGKILL);
+                        reap_for(Duration::from_secs(2));
+                        return 128 + Signal::SIGKILL as i32;
+                    }
+                    signal_all(spec, Signal::SIGTERM);
+                }
+            }
+            Err(_) => break,
+        }
+        if status.is_some() && spec.foreground {
+            break;
+        }
+    }
+    let leftovers = if spec.foreground { end_leftovers(spec) } else { 0 };
+    write_report(spec, &Report { leftovers, error: None });
+    status.unwrap_or(SETUP_FAILED)
+}
+
+/// In the shell's child: confine, then exec the command. Never returns.
+fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
+    let result = (|| -> Result<(), String> {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
+        // Back to the default dispositions the supervisor changed.
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            // SAFETY: restoring the default handler.
+            let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
+        }
+        if spec.profile != SandboxProfile::Off {
+            super::confine::landlock(spec)?;
+            super::confine::seccomp(spec)?;
+        }
+        Ok(())
+    })();
+    let error = match result {
+        Ok(()) => match nix::unistd::execvp(&command[0], command) {
+            Err(e) => format!("cannot run {}: {e}", command[0].to_string_lossy()),
+            Ok(never) => match never {},
+        },
+        Err(e) => e,
+    };
+    let mut file = std::fs::File::from(report);
+    let _ = file.write_all(error.as_bytes());
+    std::process::exit(SETUP_FAILED)
+}
+
+/// Sends `sig` to every process of the call but this one.
+fn signal_all(spec: &Spec, sig: Signal) {
+    if spec.namespaces {
+        // PID 1 of the namespace: -1 is every other process in it.
+        let _ = signal::kill(Pid::from_raw(-1), sig);
+    } else {
+        for pid in crate::process::descendants(std::process::id() as i32) {
+            let _ = signal::kill(Pid::from_raw(pid), sig);
+        }
+    }
+}
+
+/// After the shell exited: lets what it left finish for a moment (its
+/// output still reaches the daemon), then kills the rest. Returns how many
+/// processes had to be killed.
+fn end_leftovers(spec: &Spec) -> usize {
+    let deadline = Instant::now() + Duration::from_millis(spec.drain_ms);
+    loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return 0,
+        }
+    }
+    let mut killed = 0;
+    if spec.namespaces {
+        let _ = signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
+        killed = reap_for(Duration::from_secs(5));
+    } else {
+        // Kill until none is left: one that forked between the scan and
+        // the kill is found on the next round.
+        for _ in 0..100 {
+            let left = crate::process::descendants(std::process::id() as i32);
+            if left.is_empty() {
+                break;
+            }
+            killed = killed.max(left.len());
+            for pid in left {
+                let _ = signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            reap_for(Duration::from_millis(200));
+        }
+    }
+    killed
+}
+
+/// Reaps children until there are none, or for at most `limit`; returns
+/// how many were reaped.
+fn reap_for(limit: Duration) -> usize {
+    let deadline = Instant::now() + limit;
+    let mut n = 0;
+    loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if Instant::now() >= deadline {
+                    return n;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Ok(_) => n += 1,
+            Err(Errno::EINTR) => {}
+            Err(_) => return n,
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The kernel wall around every process the Bash tool starts (issue 11):
+//! whatever the permission engine misjudges, a command can only do what
+//! its sandbox profile lets the kernel allow.
+//!
+//! - [`helper`] is the small executable that applies it (Landlock,
+//!   seccomp, user/PID/mount namespaces) and then execs `bash -c`.
+//! - [`Facility`] is what the daemon found at start-up: the helper's path,
+//!   the Landlock ABI, whether namespaces work. `daemon/info` reports it.
+//! - [`profile_for`] is the pure choice of a profile for one call.
+//! - [`Spec`] is what one call's helper is told: the profile, the
+//!   workspace roots, the private temp directory, what to protect.
+
+pub mod confine;
+pub mod helper;
+
+use std::path::{Path, PathBuf};
+
+use agentd_protocol::methods::SandboxStatus;
+use agentd_protocol::session::{SandboxMode, SandboxOptions, SandboxProfile};
+use serde::{Deserialize, Serialize};
+
+/// Name of the helper executable, looked for beside the daemon's own.
+pub const HELPER_NAME: &str = "agentd-sandbox";
+
+/// Files inside a workspace root that configure agentd or run code later:
+/// read-only even in `workspace_write`, so an approved command cannot plant
+/// a hook or a rule for the next session.
+pub const PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".agentd", ".claude", ".mcp.json"];
+
+/// What one call's helper is told.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Spec {
+    /// The profile.
+    pub profile: SandboxProfile,
+    /// The workspace roots (cwd and added directories): writable in
+    /// `workspace_write`, readable in `read_only`.
+    pub roots: Vec<PathBuf>,
+    /// More paths `read_only` may read (git's user configuration, the
+    /// toolchains on `PATH`).
+    pub read: Vec<PathBuf>,
+    /// Existing paths bound read-only (see [`PROTECTED`]).
+    pub protect: Vec<PathBuf>,
+    /// The call's private temp directory (writable, `TMPDIR`).
+    pub tmp: PathBuf,
+    /// Network for `workspace_write` (`read_only` never has it).
+    pub network: bool,
+    /// Give the call its own user, PID and mount namespaces.
+    pub namespaces: bool,
+    /// The daemon's pid: the helper refuses to start for another parent.
+    pub parent: i32,
+    /// A foreground call ends with its shell; a background job with its
+    /// last process.
+    pub foreground: bool,
+    /// How long processes left by a finished shell may take to finish.
+    pub drain_ms: u64,
+    /// Where the helper writes its [`Report`].
+    pub report: Option<PathBuf>,
+}
+
+/// What the helper tells the daemon after the call.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Report {
+    /// Processes the shell left running, killed at its end.
+    pub leftovers: usize,
+    /// The sandbox could not be applied: nothing ran.
+    pub error: Option<String>,
+}
+
+/// What the kernel offers, as the helper found it (`agentd-sandbox --probe`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Probe {
+    /// Landlock ABI version, 0 when none.
+    pub landlock_abi: u32,
+    /// Whether a seccomp filter could be installed.
+    pub seccomp: bool,
+    /// Whether user + PID + mount namespaces could be made.
+    pub namespaces: bool,
+    /// The first thing that failed.
+    pub error: Option<String>,
+}
+
+/// Probes this process's kernel (run inside the helper).
+pub(crate) fn probe_here() -> Probe {
+    let mut probe = Probe { landlock_abi: confine::landlock_abi(), ..Probe::default() };
+    // Each feature is tried for real, in a child that then exits.
+    probe.namespaces = in_child(|| {
+        nix::sched::unshare(
+            nix::sched::CloneFlags::CLONE_NEWUSER
+                | nix::sched::CloneFlags::CLONE_NEWPID
+                | nix::sched::CloneFlags::CLONE_NEWNS,
+        )
+        .is_ok()
+    });
+    let spec = Spec {
+        profile: SandboxProfile::ReadOnly,
+        roots: Vec::new(),
+        read: Vec::new(),
+        protect: Vec::new(),
+        tmp: std::env::temp_dir(),
+        network: false,
+        namespaces: false,
+        parent: 0,
+        foreground: true,
+        drain_ms: 0,
+        report: None,
+    };
+    let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
+    probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
+    if probe.landlock_abi == 0 {
+        probe.error = Some("the kernel has no Landlock (or it is disabled)".into());
+    } else if !landlock_ok {
+        probe.error = Some("a Landlock ruleset could not be enforced".into());
+    } else if !probe.seccomp {
+        probe.error = Some("a seccomp filter could not be installed".into());
+    }
+    probe
+}
+
+/// Runs `f` in a forked child and tells whether it returned true.
+#[allow(unsafe_code)]
+fn in_child(f: impl FnOnce() -> bool) -> bool {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    // SAFETY: called only from the single-threaded helper.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => std::process::exit(if f() { 0 } else { 1 }),
+        Ok(nix::unistd::ForkResult::Parent { child }) => matches!(waitpid(child, None), Ok(WaitStatus::Exited(_, 0))),
+        Err(_) => false,
+    }
+}
+
+/// How the daemon was told to treat the sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// The helper executable; beside the daemon's own when `None`.
+    pub helper: Option<PathBuf>,
+    /// Act as if the kernel had no Landlock (`--no-sandbox`): nothing is
+    /// confined and commands that would run without asking ask.
+    pub disabled: bool,
+}
+
+/// What the daemon can confine with, found once at start-up.
+#[derive(Debug, Clone)]
+pub struct Facility {
+    /// The helper, when found and working.
+    pub helper: Option<PathBuf>,
+    /// Commands can be confined.
+    pub available: bool,
+    /// Each call gets its own namespaces.
+    pub namespaces: bool,
+    /// `daemon/info`'s view of it.
+    pub status: SandboxStatus,
+}
+
+impl Facility {
+    /// Finds the helper and asks it what the kernel offers. Logs a warning
+    /// once when commands cannot be confined.
+    pub fn probe(config: &SandboxConfig) -> Facility {
+        let helper = config.helper.clone().or_else(default_helper);
+        let unavailable = |helper: Option<PathBuf>, reason: String, probe: Probe| {
+            tracing::warn!(
+                "the Bash sandbox is unavailable ({reason}): commands run unconfined, and those that \
+                 would run without asking in the read-only sandbox ask instead"
+            );
+            Facility {
+                available: false,
+                namespaces: probe.namespaces && helper.is_some(),
+                status: SandboxStatus {
+                    available: false,
+                    reason: Some(reason),
+                    landlock_abi: probe.landlock_abi,
+                    seccomp: probe.seccomp,
+                    pid_namespaces: probe.namespaces && helper.is_some(),
+                    helper: helper.as_ref().map(|h| h.display().to_string()),
+                },
+                helper,
+            }
+        };
+        let Some(path) = helper.filter(|h| h.is_file()) else {
+            let why = format!("the helper executable {HELPER_NAME} was not found beside agentd (--sandbox-helper)");
+            return unavailable(None, why, Probe::default());
+        };
+        let probe = match std::process::Command::new(&path).arg("--probe").output() {
+            Ok(out) if out.status.success() => serde_json::from_slice::<Probe>(&out.stdout).unwrap_or_else(|e| Probe {
+                error: Some(format!("the helper's probe answered nonsense: {e}")),
+                ..Probe::default()
+            }),
+            Ok(out) => Probe { error: Some(format!("the helper's probe failed: {}", out.status)), ..Probe::default() },
+            Err(e) => Probe { error: Some(format!("cannot run the helper {}: {e}", path.display())), ..Probe::default() },
+        };
+        if config.disabled {
+            return unavailable(Some(path), "disabled by --no-sandbox (AGENTD_NO_SANDBOX)".into(), probe);
+        }
+        if let Some(why) = probe.error.clone() {
+            return unavailable(Some(path), why, probe);
+        }
+        if !probe.namespaces {
+            tracing::warn!(
+                "user and PID namespaces are unavailable: a call's processes are tracked by a subreaper instead"
+            );
+        }
+        Facility {
+            available: true,
+            namespaces: probe.namespaces,
+            status: SandboxStatus {
+                available: true,
+                reason: None,
+                landlock_abi: probe.landlock_abi,
+                seccomp: probe.seccomp,
+                pid_namespaces: probe.namespaces,
+                helper: Some(path.display().to_string()),
+            },
+            helper: Some(path),
+        }
+    }
+
+    /// No helper at all (unit tests): commands run as before, unconfined.
+    pub fn none() -> Facility {
+        Facility { helper: None, available: false, namespaces: false, status: SandboxStatus::default() }
+    }
+}
+
+/// The helper beside the running executable: `<name>-sandbox` (so a
+/// renamed daemon finds its own), else `agentd-sandbox`.
+fn default_helper() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    let own = exe.file_name()?.to_string_lossy().into_owned() + "-sandbox";
+    [dir.join(own), dir.join(HELPER_NAME)].into_iter().find(|p| p.is_file())
+}
+
+/// How a Bash call came to be allowed, for [`profile_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedBy {
+    /// The engine judged the command read-only (nobody approved it).
+    Judgement,
+    /// A rule, the mode, or the user approved it.
+    Approval,
+}
+
+/// The profile a Bash call runs in: a pure function of the session's
+/// choice, the call's `dangerouslyDisableSandbox`, how it was allowed, and
+/// whether the kernel can confine at all.
+pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by: AllowedBy) -> SandboxProfile {
+    if disable || !available {
+        return SandboxProfile::Off;
+    }
+    match (options.mode, by) {
+        (SandboxMode::Off, _) => SandboxProfile::Off,
+        (SandboxMode::ReadOnly, _) | (SandboxMode::Auto, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
+        (SandboxMode::WorkspaceWrite, _) | (SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
+    }
+}
+
+/// The protected paths that exist under `roots` (bind mounts need them).
+pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in roots {
+        for rel in PROTECTED {
+            let path = root.join(rel);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                // A symlink is bound where it points; outside the roots
+                // that is not writable anyway.
+                if let Ok(real) = std::fs::canonicalize(&path)
+                    && roots.iter().any(|r| real.starts_with(r))
+                {
+                    out.push(real);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What `read_only` may read beyond the system directories: git's user
+/// configuration, and the toolchain directories on `PATH` that live in the
+/// home directory (`~/.cargo`, `~/.pyenv`, …), but never the places that
+/// hold keys.
+pub fn extra_reads(home: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    const SECRET: &[&str] = &[".ssh", ".gnupg", ".aws", ".config", ".local", ".docker", ".kube", ".netrc"];
+    let mut out = Vec::new();
+    let Some(home) = home else { return out };
+    out.push(home.join(".gitconfig"));
+    out.push(home.join(".config/git"));
+    for dir in path_var.map(std::env::split_paths).into_iter().flatten() {
+        let Ok(rest) = dir.strip_prefix(home) else { continue };
+        let Some(first) = rest.components().next() else { continue };
+        let name = first.as_os_str().to_string_lossy();
+        if !name.starts_with('.') || SECRET.contains(&name.as_ref()) {
+            continue;
+        }
+        let top = home.join(first);
+        if !out.contains(&top) {
+            out.push(top);
+        }
+        // rustup's proxies in ~/.cargo/bin need its toolchains.
+        if name == ".cargo" && !out.contains(&home.join(".rustup")) {
+            out.push(home.join(".rustup"));
+        }
+    }
+    out
+}
+
+/// The note for the model when a confined command failed in a way the
+/// sandbox may have caused.
+pub fn blocked_note(profile: SandboxProfile, output: &str) -> Option<String> {
+    let signs = ["Read-only file system", "Permission denied", "Operation not permitted", "Network is unreachable"];
+    if profile == SandboxProfile::Off || !signs.iter().any(|s| output.contains(s)) {
+        return None;
+    }
+    Some(match profile {
+        SandboxProfile::ReadOnly => "[this may have been blocked by the read-only sandbox (no writes outside a \
+            private temp directory, no network, no sockets, reads limited to the workspace and system \
+            directories); ask to run it with write access by running it again with \
+            dangerouslyDisableSandbox: true, which asks the user]"
+            .to_owned(),
+        _ => "[this may have been blocked by the workspace sandbox (writes only inside the workspace, not to \
+            .git/hooks, .git/config, .agentd, .claude or .mcp.json; network as the session allows); if it \
+            needs more, run it again with dangerouslyDisableSandbox: true, which asks the user]"
+            .to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(mode: SandboxMode) -> SandboxOptions {
+        SandboxOptions { mode, ..SandboxOptions::default() }
+    }
+
+    #[test]
+    fn profile_table() {
+        use AllowedBy::*;
+        use SandboxMode::*;
+        use SandboxProfile as P;
+        // (mode, available, dangerouslyDisableSandbox, allowed by) -> profile
+        let rows = [
+            (Auto, true, false, Judgement, P::ReadOnly),
+            (Auto, true, false, Approval, P::WorkspaceWrite),
+            (Auto, true, true, Judgement, P::Off),
+            (Auto, false, false, Judgement, P::Off),
+            (WorkspaceWrite, true, false, Judgement, P::WorkspaceWrite),
+            (WorkspaceWrite, true, false, Approval, P::WorkspaceWrite),
+            (ReadOnly, true, false, Approval, P::ReadOnly),
+            (ReadOnly, true, true, Approval, P::Off),
+            (Off, true, false, Judgement, P::Off),
+        ];
+        for (mode, available, disable, by, want) in rows {
+            assert_eq!(profile_for(&opts(mode), available, disable, by), want, "{mode:?} {available} {disable} {by:?}");
+        }
+    }
+
+    #[test]
+    fn extra_reads_skip_key_stores() {
+        let home = Path::new("/home/u");
+        let path = std::ffi::OsString::from("/home/u/.cargo/bin:/home/u/.ssh/bin:/usr/bin:/home/u/.local/bin:/home/u/bin");
+        let got = extra_reads(Some(home), Some(&path));
+        assert!(got.contains(&home.join(".cargo")));
+        assert!(got.contains(&home.join(".rustup")));
+        assert!(!got.iter().any(|p| p.starts_with(home.join(".ssh"))));
+        assert!(!got.iter().any(|p| p.starts_with(home.join(".local"))));
+        assert!(!got.contains(&home.join("bin")), "not a dot directory: {got:?}");
+    }
+
+    #[test]
+    fn blocked_note_only_when_confined() {
+        assert!(blocked_note(SandboxProfile::Off, "Permission denied").is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "all good").is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "touch: x: Permission denied").is_some());
+    }
+}
