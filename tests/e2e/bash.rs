@@ -4,45 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use agentd_tests::{EventStream, RawConn, TestDaemon, tool_use, within};
+use agentd_tests::{EventStream, RawConn, TestDaemon, none_left, procs, tag, tool_use, within};
 use serde_json::{Value, json};
-
-/// Live processes (not zombies) whose command line contains `needle`.
-fn procs(needle: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if cmdline.contains(needle) && !zombie && pid != std::process::id() as i32 {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-async fn none_left(needle: &str) {
-    let deadline = Instant::now() + agentd_tests::STEP;
-    loop {
-        let left = procs(needle);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "processes left behind for {needle:?}: {left:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A unique duration so each test finds its own `sleep` processes.
-fn tag() -> String {
-    format!("{}.{}", 900 + std::process::id() % 90, rand_digits())
-}
-
-fn rand_digits() -> u32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() % 1_000_000
-}
 
 struct S {
     c: RawConn,

@@ -12,6 +12,7 @@ mod nvim;
 mod permissions;
 mod python;
 mod readme;
+mod sandbox;
 mod search;
 mod sessions;
 mod socket;

@@ -114,6 +114,18 @@ impl Job {
     }
 }
 
+/// How a job's processes are started and where their files go.
+pub struct JobRun<'a> {
+    /// The marker in the processes' environment.
+    pub marker: &'a str,
+    /// The file that keeps the whole output.
+    pub output_file: Option<&'a Path>,
+    /// Directly or through the sandbox helper.
+    pub launch: super::Launch<'a>,
+    /// The job's private temp directory, removed when it ends.
+    pub tmp: Option<PathBuf>,
+}
+
 /// A session's jobs.
 pub struct JobTable {
     jobs: Mutex<Vec<Arc<Job>>>,
@@ -133,16 +145,8 @@ impl JobTable {
     }
 
     /// Starts `script` (for `command`) in `cwd` as a job.
-    pub fn start(
-        &self,
-        command: &str,
-        script: &str,
-        cwd: &Path,
-        marker: &str,
-        output_file: Option<&Path>,
-        launch: super::Launch<'_>,
-        tmp: Option<PathBuf>,
-    ) -> std::io::Result<Arc<Job>> {
+    pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
+        let JobRun { marker, output_file, launch, tmp } = run;
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(

@@ -140,7 +140,8 @@ fn write_report(spec: &Spec, report: &Report) {
 }
 
 fn catch_term() {
-    let action = signal::SigAction::new(SigHandler::Handler(on_term), signal::SaFlags::empty(), signal::SigSet::empty());
+    let action =
+        signal::SigAction::new(SigHandler::Handler(on_term), signal::SaFlags::empty(), signal::SigSet::empty());
     for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         // SAFETY: the handler only stores to an atomic.
         let _ = unsafe { signal::sigaction(sig, &action) };

@@ -185,7 +185,9 @@ impl Facility {
                 ..Probe::default()
             }),
             Ok(out) => Probe { error: Some(format!("the helper's probe failed: {}", out.status)), ..Probe::default() },
-            Err(e) => Probe { error: Some(format!("cannot run the helper {}: {e}", path.display())), ..Probe::default() },
+            Err(e) => {
+                Probe { error: Some(format!("cannot run the helper {}: {e}", path.display())), ..Probe::default() }
+            }
         };
         if config.disabled {
             return unavailable(Some(path), "disabled by --no-sandbox (AGENTD_NO_SANDBOX)".into(), probe);
@@ -353,7 +355,8 @@ mod tests {
     #[test]
     fn extra_reads_skip_key_stores() {
         let home = Path::new("/home/u");
-        let path = std::ffi::OsString::from("/home/u/.cargo/bin:/home/u/.ssh/bin:/usr/bin:/home/u/.local/bin:/home/u/bin");
+        let path =
+            std::ffi::OsString::from("/home/u/.cargo/bin:/home/u/.ssh/bin:/usr/bin:/home/u/.local/bin:/home/u/bin");
         let got = extra_reads(Some(home), Some(&path));
         assert!(got.contains(&home.join(".cargo")));
         assert!(got.contains(&home.join(".rustup")));

@@ -240,7 +240,17 @@ impl Tool for Bash {
             let launch = launch(&ctx, &marker, &tmp, false);
             let job = ctx
                 .jobs
-                .start(&input.command, &script, &cwd, &marker, Some(&log_file), launch, Some(tmp.clone()))
+                .start(
+                    &input.command,
+                    &script,
+                    &cwd,
+                    process::jobs::JobRun {
+                        marker: &marker,
+                        output_file: Some(&log_file),
+                        launch,
+                        tmp: Some(tmp.clone()),
+                    },
+                )
                 .map_err(|e| {
                     let _ = std::fs::remove_dir_all(&tmp);
                     ToolError::new(format!("cannot start bash: {e}"))

@@ -1,0 +1,366 @@
+//! The kernel wall around Bash commands (issue 11), through the socket:
+//! what each profile lets a command do, the daemon's socket closed to its
+//! own tools, no process outliving its call whatever it does, and the
+//! fail-closed path where the sandbox is unavailable.
+
+use std::io::Read;
+
+use agentd_tests::{EventStream, RawConn, StandaloneDaemon, TestDaemon, none_left, procs, tag, tool_use, within};
+use serde_json::{Value, json};
+
+struct S {
+    c: RawConn,
+    id: String,
+}
+
+async fn session(d: &TestDaemon, params: Value) -> S {
+    let mut c = d.raw().await;
+    let mut p = json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100 });
+    p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
+    let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+    S { c, id }
+}
+
+impl S {
+    async fn bash(&mut self, input: Value) -> Value {
+        within("bash", self.c.ok("tool/call", json!({ "session_id": self.id, "name": "Bash", "input": input }))).await
+    }
+    async fn run(&mut self, command: &str) -> Value {
+        self.bash(json!({ "command": command })).await
+    }
+}
+
+/// Writes `talk.py` into `dir`: a client that connects to `socket`, sends
+/// `daemon/info` and prints the answer.
+fn talker(dir: &std::path::Path, socket: &std::path::Path) {
+    let script = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+         s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}}\\n')\n\
+         print(s.makefile().readline())\n",
+        socket.display().to_string()
+    );
+    std::fs::write(dir.join("talk.py"), script).unwrap();
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A TCP listener on loopback, and whether anyone connected to it.
+struct Listener(std::net::TcpListener);
+
+impl Listener {
+    fn new() -> Listener {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        Listener(l)
+    }
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+    fn connected(&self) -> bool {
+        self.0.accept().is_ok()
+    }
+}
+
+#[tokio::test]
+async fn daemon_info_reports_the_sandbox() {
+    let d = TestDaemon::start().await;
+    let info = d.raw().await.ok("daemon/info", json!({})).await;
+    let sb = &info["sandbox"];
+    assert_eq!(sb["available"], true, "{info}");
+    assert!(sb["landlock_abi"].as_u64().unwrap() >= 1, "{sb}");
+    assert_eq!(sb["seccomp"], true);
+    assert_eq!(sb["pid_namespaces"], true, "this kernel allows unprivileged user and PID namespaces: {sb}");
+}
+
+#[tokio::test]
+async fn bypass_writes_only_inside_the_workspace() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    let r = s.run(&format!("touch {}/x", outside.path().display())).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!outside.path().join("x").exists(), "the write outside the workspace was blocked");
+    assert!(text(&r).contains("sandbox"), "the model is told why: {r}");
+    assert_eq!(r["sandbox"], "workspace_write");
+    let r = s.run("touch inside.txt && echo made").await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(d.dir.path().join("inside.txt").exists());
+    // A temp file of its own works (TMPDIR is private to the call).
+    let r = s.run("t=$(mktemp) && echo hi > \"$t\" && cat \"$t\"").await;
+    assert_eq!(text(&r), "hi\n", "{r}");
+}
+
+#[tokio::test]
+async fn a_tool_cannot_talk_to_the_daemon() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    talker(d.dir.path(), &d.socket);
+    let r = s.run("python3 talk.py").await;
+    let out = text(&r);
+    assert!(!out.contains("\"result\""), "a tool's process got an answer: {out}");
+    assert!(out.contains("refused"), "{out}");
+    // Nothing secret in its environment either.
+    let r = s.run("env | grep -c '^AGENTD_' || true").await;
+    assert_eq!(text(&r).trim(), "1", "only the marker: {r}");
+}
+
+#[tokio::test]
+async fn read_only_blocks_writes_reads_outside_network_and_other_processes() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s3cret").unwrap();
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let listener = Listener::new();
+    let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": "read_only" } })).await;
+
+    let r = s.run("cat notes.txt").await;
+    assert_eq!(text(&r), "hello\n", "reads inside the workspace work: {r}");
+    assert_eq!(r["sandbox"], "read_only");
+
+    let r = s.run("touch made.txt").await;
+    assert_eq!(r["is_error"], true);
+    assert!(!d.dir.path().join("made.txt").exists());
+    assert!(text(&r).contains("read-only sandbox"), "{r}");
+
+    let r = s.run(&format!("cat {}/secret.txt", outside.path().display())).await;
+    assert!(!text(&r).contains("s3cret"), "{r}");
+
+    let r = s.run(&format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", listener.port())).await;
+    assert!(!text(&r).contains("connected"), "{r}");
+    assert!(!listener.connected());
+
+    let r = s.run(&format!("kill -0 {} && echo signalled", std::process::id())).await;
+    assert!(!text(&r).contains("signalled"), "{r}");
+    let r = s.run(&format!("cat /proc/{}/environ | tr '\\0' '\\n' | head -3", std::process::id())).await;
+    assert!(!text(&r).contains("PATH="), "the daemon's environment: {r}");
+}
+
+#[tokio::test]
+async fn commands_the_engine_runs_unasked_run_read_only() {
+    let d = TestDaemon::start().await;
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let mut s = session(&d, json!({})).await;
+    let r = s.run("cat notes.txt").await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(r["sandbox"], "read_only");
+}
+
+#[tokio::test]
+async fn protected_files_stay_read_only_in_the_workspace() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    std::fs::create_dir_all(ws.join(".agentd")).unwrap();
+    std::fs::write(ws.join(".mcp.json"), "{}").unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    for cmd in [
+        "echo 'echo pwned' > .git/hooks/pre-commit",
+        "printf '[core]\\n\\tfsmonitor = touch pwned\\n' >> .git/config",
+        "echo '{\"permissions\":{\"allow\":[\"Bash\"]}}' > .claude/settings.json",
+        "echo '{}' > .agentd/settings.json",
+        "echo '{\"mcpServers\":{}}' > .mcp.json",
+        "rm -rf .git/hooks",
+        "mv .git/config .git/config.old",
+    ] {
+        let r = s.run(cmd).await;
+        assert_eq!(r["is_error"], true, "{cmd}: {r}");
+    }
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert_eq!(std::fs::read_to_string(ws.join(".git/config")).unwrap(), "[core]\n");
+    assert!(!ws.join(".claude/settings.json").exists());
+    assert!(!ws.join(".agentd/settings.json").exists());
+    assert_eq!(std::fs::read_to_string(ws.join(".mcp.json")).unwrap(), "{}");
+    // The rest of .git stays writable (git commit must work).
+    let r = s.run("touch .git/index.lock && rm .git/index.lock && echo ok").await;
+    assert_eq!(text(&r), "ok\n", "{r}");
+}
+
+#[tokio::test]
+async fn network_follows_the_session() {
+    let d = TestDaemon::start().await;
+    let listener = Listener::new();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", listener.port());
+    let mut off = session(&d, json!({ "mode": "bypass", "sandbox": { "network": false } })).await;
+    let r = off.run(&connect).await;
+    assert!(!text(&r).contains("connected"), "{r}");
+    assert!(!listener.connected());
+    let mut on = session(&d, json!({ "mode": "bypass" })).await;
+    let r = on.run(&connect).await;
+    assert!(text(&r).contains("connected"), "{r}");
+}
+
+#[tokio::test]
+async fn disabling_the_sandbox_asks_unless_bypass() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let touch = format!("touch {}/x", outside.path().display());
+    let mut s = session(&d, json!({ "permissions": { "allow": ["Bash(touch:*)"] } })).await;
+    let r = s.bash(json!({ "command": touch, "dangerouslyDisableSandbox": true })).await;
+    assert_eq!(r["is_error"], true);
+    assert!(text(&r).contains("permission required") && text(&r).contains("outside the sandbox"), "{r}");
+    assert!(!outside.path().join("x").exists());
+    let mut b = session(&d, json!({ "mode": "bypass" })).await;
+    let r = b.bash(json!({ "command": touch, "dangerouslyDisableSandbox": true })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(r["sandbox"], "off");
+    assert!(outside.path().join("x").exists());
+}
+
+#[tokio::test]
+async fn auto_allow_runs_unasked_in_workspace_write() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let mut s = session(&d, json!({ "sandbox": { "auto_allow": true } })).await;
+    let r = s.run("touch made.txt && echo ok").await;
+    assert_eq!(text(&r), "ok\n", "ran without asking: {r}");
+    assert_eq!(r["sandbox"], "workspace_write");
+    let r = s.run(&format!("touch {}/x", outside.path().display())).await;
+    assert_eq!(r["is_error"], true);
+    assert!(!outside.path().join("x").exists());
+    // An ask rule still asks.
+    let mut a =
+        session(&d, json!({ "sandbox": { "auto_allow": true }, "permissions": { "ask": ["Bash(touch:*)"] } })).await;
+    let r = a.run("touch other.txt").await;
+    assert!(text(&r).contains("permission required"), "{r}");
+    assert!(!d.dir.path().join("other.txt").exists());
+}
+
+#[tokio::test]
+async fn bad_sandbox_values_are_refused_naming_the_field() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    for bad in [json!({ "mode": "strict" }), json!({ "netwrk": false }), json!({ "network": "yes" })] {
+        let reply = c.request("session/create", json!({ "cwd": d.dir.path(), "sandbox": bad })).await;
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap().contains("sandbox"), "{reply}");
+    }
+    let listed = c.ok("session/list", json!({})).await;
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 0, "nothing was created");
+}
+
+#[tokio::test]
+async fn without_the_sandbox_read_only_commands_ask() {
+    let d = TestDaemon::start_with(|c| c.sandbox.disabled = true).await;
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let info = d.raw().await.ok("daemon/info", json!({})).await;
+    assert_eq!(info["sandbox"]["available"], false);
+    assert!(info["sandbox"]["reason"].as_str().unwrap().contains("no-sandbox"), "{info}");
+    let mut s = session(&d, json!({})).await;
+    let r = s.run("cat notes.txt").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("sandbox") && text(&r).contains("unavailable"), "{r}");
+    // A session that turned the sandbox off keeps the old judgement.
+    let mut off = session(&d, json!({ "sandbox": { "mode": "off" } })).await;
+    let r = off.run("cat notes.txt").await;
+    assert_eq!(text(&r), "hello\n", "{r}");
+    assert_eq!(r["sandbox"], "off");
+}
+
+/// A command that leaves four kinds of escapee behind, each a `sleep` of
+/// its own duration, then waits.
+fn escapees() -> (String, Vec<String>) {
+    let t = tag();
+    let tags: Vec<String> = (1..=4).map(|i| format!("{t}{i}")).collect();
+    let cmd = format!(
+        "setsid env -i sleep {} & env -u AGENTD_PROCESS setsid sleep {} & (sleep {} &); \
+         (trap '' TERM; exec sleep {}) & sleep 60",
+        tags[0], tags[1], tags[2], tags[3]
+    );
+    (cmd, tags)
+}
+
+async fn all_started(tags: &[String]) {
+    agentd_tests::eventually("every escapee started", || tags.iter().all(|t| !procs(&format!("sleep {t}")).is_empty()))
+        .await;
+}
+
+async fn none_survive(tags: &[String]) {
+    for t in tags {
+        none_left(&format!("sleep {t}")).await;
+    }
+}
+
+#[tokio::test]
+async fn escapees_end_with_cancel_timeout_and_session_close() {
+    let d = TestDaemon::start().await;
+    // Cancel.
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    let (cmd, tags) = escapees();
+    let uses = vec![tool_use("b", "Bash", json!({ "command": cmd }))];
+    s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    all_started(&tags).await;
+    s.c.ok("turn/cancel", json!({ "session_id": s.id })).await;
+    none_survive(&tags).await;
+    // Timeout.
+    let (cmd, tags) = escapees();
+    let r = s.bash(json!({ "command": cmd, "timeout": 1500 })).await;
+    assert!(text(&r).contains("timed out"), "{r}");
+    none_survive(&tags).await;
+    // Session close, with a background job too.
+    let (cmd, tags) = escapees();
+    let (job, job_tags) = escapees();
+    let r = s.bash(json!({ "command": job, "run_in_background": true })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let uses = vec![tool_use("c", "Bash", json!({ "command": cmd }))];
+    s.c.ok("turn/submit", json!({ "session_id": s.id, "tool_uses": uses, "end": true })).await;
+    all_started(&tags).await;
+    all_started(&job_tags).await;
+    s.c.ok("session/close", json!({ "session_id": s.id })).await;
+    none_survive(&tags).await;
+    none_survive(&job_tags).await;
+}
+
+#[tokio::test]
+async fn escapees_end_with_the_daemon_sigterm_and_sigkill() {
+    for signal in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+        let mut daemon = StandaloneDaemon::start(&["--shutdown-grace", "2"], &[]);
+        let ws = tempfile::tempdir().unwrap();
+        let mut c = RawConn::connect(&daemon.socket).await;
+        let created = c.ok("session/create", json!({ "cwd": ws.path(), "mode": "bypass" })).await;
+        let id = created["session_id"].as_str().unwrap().to_owned();
+        if signal == nix::sys::signal::Signal::SIGTERM {
+            // The real binary refuses every descendant, tool or not.
+            talker(ws.path(), &daemon.socket);
+            let r = c
+                .ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "python3 talk.py" } }))
+                .await;
+            assert!(text(&r).contains("refused"), "{r}");
+        }
+        let (cmd, tags) = escapees();
+        let mut events = EventStream::open(&daemon.socket, &id, None).await.unwrap();
+        let uses = vec![tool_use("b", "Bash", json!({ "command": cmd }))];
+        c.ok("turn/submit", json!({ "session_id": id, "tool_uses": uses, "end": true })).await;
+        within("started", events.until(|e| e["type"] == "tool/started")).await;
+        all_started(&tags).await;
+        daemon.signal(signal);
+        daemon.wait_exit();
+        none_survive(&tags).await;
+    }
+}
+
+#[test]
+fn the_helper_refuses_to_run_for_a_parent_that_is_not_its_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let spec = json!({
+        "profile": "read_only", "roots": [dir.path()], "read": [], "protect": [], "tmp": dir.path(),
+        "network": false, "namespaces": true, "parent": 1, "foreground": true, "drain_ms": 0, "report": report,
+    });
+    let out = std::process::Command::new(agentd_tests::bin_path("agentd-sandbox"))
+        .arg("--spec")
+        .arg(spec.to_string())
+        .arg("--")
+        .args(["bash", "-c", "touch ran"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(!dir.path().join("ran").exists());
+    let mut text = String::new();
+    std::fs::File::open(&report).unwrap().read_to_string(&mut text).unwrap();
+    assert!(text.contains("daemon is gone"), "{text}");
+}
