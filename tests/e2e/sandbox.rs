@@ -34,9 +34,9 @@ impl S {
 /// `daemon/info` and prints the answer.
 fn talker(dir: &std::path::Path, socket: &std::path::Path) {
     let script = format!(
-        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
-         s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}}\\n')\n\
-         print(s.makefile().readline())\n",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\ntry:\n\
+         \x20   s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}}\\n')\n\
+         except OSError:\n    pass\nprint(s.makefile().readline())\n",
         socket.display().to_string()
     );
     std::fs::write(dir.join("talk.py"), script).unwrap();
@@ -97,10 +97,29 @@ async fn a_tool_cannot_talk_to_the_daemon() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({ "mode": "bypass" })).await;
     talker(d.dir.path(), &d.socket);
+    // Confined, the socket's directory is hidden.
     let r = s.run("python3 talk.py").await;
     let out = text(&r);
     assert!(!out.contains("\"result\""), "a tool's process got an answer: {out}");
+    assert!(out.contains("No such file"), "{out}");
+    // Unconfined, the daemon refuses it.
+    let r = s.bash(json!({ "command": "python3 talk.py", "dangerouslyDisableSandbox": true })).await;
+    let out = text(&r);
+    assert!(!out.contains("\"result\""), "a tool's process got an answer: {out}");
     assert!(out.contains("refused"), "{out}");
+    // A child that connects and exits before the daemon looks at it leaves
+    // nothing to judge: refused too (the parent keeps the socket).
+    let racer = format!(
+        "import os, socket\nwon = 0\nfor _ in range(30):\n    s = socket.socket(socket.AF_UNIX)\n    pid = os.fork()\n\
+         \x20   if pid == 0:\n        s.connect({:?})\n        os._exit(0)\n    os.waitpid(pid, 0)\n\
+         \x20   try:\n        s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}}\\n')\n\
+         \x20       if '\"result\"' in s.makefile().readline():\n            won += 1\n    except OSError:\n        pass\n\
+         print('won', won)\n",
+        d.socket.display().to_string()
+    );
+    std::fs::write(d.dir.path().join("race.py"), racer).unwrap();
+    let r = s.bash(json!({ "command": "python3 race.py", "dangerouslyDisableSandbox": true })).await;
+    assert_eq!(text(&r).trim(), "won 0", "{r}");
     // Nothing secret in its environment either.
     let r = s.run("env | grep -c '^AGENTD_' || true").await;
     assert_eq!(text(&r).trim(), "1", "only the marker: {r}");
@@ -326,7 +345,11 @@ async fn escapees_end_with_the_daemon_sigterm_and_sigkill() {
             // The real binary refuses every descendant, tool or not.
             talker(ws.path(), &daemon.socket);
             let r = c
-                .ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "python3 talk.py" } }))
+                .ok(
+                    "tool/call",
+                    json!({ "session_id": id, "name": "Bash",
+                            "input": { "command": "python3 talk.py", "dangerouslyDisableSandbox": true } }),
+                )
                 .await;
             assert!(text(&r).contains("refused"), "{r}");
         }
@@ -363,4 +386,74 @@ fn the_helper_refuses_to_run_for_a_parent_that_is_not_its_daemon() {
     let mut text = String::new();
     std::fs::File::open(&report).unwrap().read_to_string(&mut text).unwrap();
     assert!(text.contains("daemon is gone"), "{text}");
+}
+
+#[tokio::test]
+async fn metadata_outside_the_workspace_cannot_change() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for sandbox in ["read_only", "workspace_write"] {
+        let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": sandbox } })).await;
+        for cmd in [
+            format!("chmod 4777 {}", victim.display()),
+            format!("touch -d 2001-01-01 {}", victim.display()),
+            format!("python3 -c 'import os; os.setxattr(\"{}\", \"user.x\", b\"1\")'", victim.display()),
+        ] {
+            let r = s.run(&cmd).await;
+            assert_eq!(r["is_error"], true, "{sandbox}: {cmd}: {r}");
+        }
+        let meta = std::fs::metadata(&victim).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o644, "{sandbox}");
+        assert!(
+            meta.modified().unwrap()
+                > std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000)
+        );
+    }
+    // Inside the workspace, workspace_write may chmod (but not setuid).
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    let r = s.run("touch run.sh && chmod +x run.sh && test -x run.sh && echo ok").await;
+    assert_eq!(text(&r), "ok\n", "{r}");
+    let r = s.run("chmod u+s run.sh").await;
+    assert_eq!(r["is_error"], true, "{r}");
+}
+
+#[tokio::test]
+async fn the_cwd_file_is_not_a_way_to_read_or_hang() {
+    let d = TestDaemon::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP-SECRET").unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    let r =
+        s.run(&format!("ln -sf {}/secret.txt \"$TMPDIR/.agentd-cwd\"; trap - EXIT", outside.path().display())).await;
+    assert!(!text(&r).contains("TOP-SECRET"), "{r}");
+    let r = s.run("ln -sf /proc/self/environ \"$TMPDIR/.agentd-cwd\"; trap - EXIT").await;
+    assert!(!text(&r).contains("PATH="), "{r}");
+    let r = s.run("mkfifo \"$TMPDIR/.agentd-cwd\"; trap - EXIT; echo done").await;
+    assert_eq!(text(&r), "done\n", "{r}");
+    // `..` in the directory it names does not lead out of the workspace.
+    let r = s.run(&format!("trap - EXIT; echo {}/../../.. > \"$TMPDIR/.agentd-cwd\"", d.dir.path().display())).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = s.run("pwd").await;
+    assert_eq!(text(&r).trim(), std::fs::canonicalize(d.dir.path()).unwrap().to_str().unwrap(), "{r}");
+}
+
+#[tokio::test]
+async fn git_cannot_be_swapped_and_the_state_dir_is_read_only() {
+    let d = TestDaemon::start().await;
+    std::fs::create_dir_all(d.dir.path().join(".git/hooks")).unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass" })).await;
+    let r = s.run("mv .git .git-real").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(d.dir.path().join(".git/hooks").is_dir());
+    // The workspace holds the daemon's state here: other calls' files in it
+    // are read-only, the call's own temp dir is not.
+    let r = s.run("touch state/planted").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!d.dir.path().join("state/planted").exists());
+    let r = s.run("echo hi > \"$TMPDIR/x\" && cat \"$TMPDIR/x\"").await;
+    assert_eq!(text(&r), "hi\n", "{r}");
 }

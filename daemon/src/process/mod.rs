@@ -255,7 +255,8 @@ pub fn descendants(root: i32) -> Vec<i32> {
 /// a process the daemon started for a command (a shell, or the sandbox
 /// helper, which every process of a sandboxed call descends from) — or,
 /// with `strict`, reaches the daemon at all (a daemon that starts nothing
-/// but tool processes; escapees are adopted by it as the subreaper).
+/// but tool processes; escapees are adopted by it as the subreaper). A
+/// process whose chain cannot be read counts as a tool's (fail closed).
 pub fn is_tool_process(pid: i32, strict: bool) -> bool {
     let me = std::process::id() as i32;
     if pid == me || pid <= 0 {
@@ -275,10 +276,12 @@ pub fn is_tool_process(pid: i32, strict: bool) -> bool {
         }
         match parent_of(current) {
             Some(ppid) => current = ppid,
-            None => return false,
+            // Gone before it could be judged (a child that connected and
+            // exited, leaving the socket to its parent): refused.
+            None => return true,
         }
     }
-    false
+    true
 }
 
 fn parent_of(pid: i32) -> Option<i32> {

@@ -80,6 +80,42 @@ fn is_dir(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// Drops every capability (effective, permitted, inheritable, ambient and
+/// the bounding set): a user who is root, or root in the call's user
+/// namespace, keeps no power over files it does not own and cannot mount.
+#[allow(unsafe_code)]
+pub fn drop_capabilities() -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments. EINVAL past the last one.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
+            break;
+        }
+    }
+    // SAFETY: integer arguments only.
+    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
+    let header = Header { version: VERSION_3, pid: 0 };
+    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: a version-3 header and the two data structs it expects.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Installs the seccomp filter (after Landlock, which set `no_new_privs`).
 pub fn seccomp(spec: &Spec) -> Result<(), String> {
     use seccompiler::{
@@ -113,6 +149,18 @@ pub fn seccomp(spec: &Spec) -> Result<(), String> {
         libc::SYS_add_key,
         libc::SYS_request_key,
         libc::SYS_keyctl,
+        // Ownership and extended attributes: nothing a command needs, and
+        // Landlock does not cover them.
+        libc::SYS_chown,
+        libc::SYS_fchown,
+        libc::SYS_lchown,
+        libc::SYS_fchownat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
     ];
     for nr in always {
         rules.insert(*nr, Vec::new());
@@ -127,6 +175,14 @@ pub fn seccomp(spec: &Spec) -> Result<(), String> {
     } else if !spec.network {
         // Local (AF_UNIX) sockets only.
         rules.insert(libc::SYS_socket, vec![rule(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?]);
+    }
+    // No setuid or setgid bits (the mode argument's position per call).
+    for (nr, arg) in [(libc::SYS_chmod, 1u8), (libc::SYS_fchmod, 1), (libc::SYS_fchmodat, 2), (452, 2)] {
+        let mut r = Vec::new();
+        for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+            r.push(rule(vec![cond(arg, SeccompCmpOp::MaskedEq(bit), bit)?])?);
+        }
+        rules.insert(nr, r);
     }
     // Typing into the terminal of someone else's shell.
     rules.insert(

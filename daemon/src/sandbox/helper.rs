@@ -148,15 +148,23 @@ fn catch_term() {
     }
 }
 
-/// New user, PID and mount namespaces, this user mapped to itself, and
-/// the protected paths bound read-only.
-fn enter_namespaces(spec: &Spec) -> Result<(), String> {
+/// New user, PID, mount, IPC and UTS namespaces, this user mapped to
+/// itself, and the filesystem laid out for the profile: everything
+/// read-only (so not even metadata such as modes or setuid bits can be
+/// changed outside), the workspace roots (workspace_write) and the call's
+/// own directory writable, the protected files and the daemon's state
+/// read-only again, and the daemon's socket directory hidden.
+pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     // No network namespace: one costs more than a millisecond per call,
     // and seccomp (socket families) with Landlock (TCP) already cut the
     // network where the call has none.
-    let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS;
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
     nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
     std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
@@ -164,34 +172,80 @@ fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     use nix::mount::{MsFlags, mount};
     mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
         .map_err(|e| format!("make mounts private: {e}"))?;
-    if spec.profile != SandboxProfile::Off {
-        for path in &spec.protect {
-            bind_read_only(path).map_err(|e| format!("protect {} read-only: {e}", path.display()))?;
+    if spec.profile == SandboxProfile::Off {
+        return Ok(());
+    }
+    set_read_only(Path::new("/"), true).map_err(|e| format!("make / read-only: {e}"))?;
+    if spec.profile == SandboxProfile::WorkspaceWrite {
+        for root in spec.roots.iter().chain(&spec.pin) {
+            bind_writable(root).map_err(|e| format!("make {} writable: {e}", root.display()))?;
         }
+    }
+    for path in &spec.protect {
+        bind_read_only(path).map_err(|e| format!("protect {} read-only: {e}", path.display()))?;
+    }
+    // The call's own directory (temp dir, report): writable again even
+    // where a protected state directory covers it.
+    if let Some(own) = spec.report.as_deref().and_then(Path::parent) {
+        bind_writable(own).map_err(|e| format!("make {} writable: {e}", own.display()))?;
+    }
+    for dir in &spec.hide {
+        mount(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("size=4k"),
+        )
+        .map_err(|e| format!("hide {}: {e}", dir.display()))?;
     }
     Ok(())
 }
 
+/// `mount_setattr(path, AT_RECURSIVE)` setting or clearing read-only on
+/// every mount beneath `path` (Linux 5.12; every kernel with Landlock).
+fn set_read_only(path: &Path, read_only: bool) -> Result<(), Errno> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 1;
+    const AT_RECURSIVE: nix::libc::c_uint = 0x8000;
+    let attr = MountAttr {
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a valid C string and a properly sized `mount_attr`.
+    let rc = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_mount_setattr,
+            nix::libc::AT_FDCWD,
+            c_path.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
+/// Binds `path` onto itself and makes that writable.
+fn bind_writable(path: &Path) -> Result<(), Errno> {
+    use nix::mount::{MsFlags, mount};
+    mount(Some(path), path, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)?;
+    set_read_only(path, false)
+}
+
 fn bind_read_only(path: &Path) -> Result<(), Errno> {
     use nix::mount::{MsFlags, mount};
-    use nix::sys::statvfs::{FsFlags, statvfs};
     mount(Some(path), path, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)?;
-    // A remount must keep the flags the original mount has locked.
-    let have = statvfs(path)?.flags();
-    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    for (fs, ms) in [
-        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-    ] {
-        if have.contains(fs) {
-            flags |= ms;
-        }
-    }
-    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+    set_read_only(path, true)
 }
 
 /// The outer helper: waits for the supervisor and exits as it did; a
@@ -276,7 +330,17 @@ fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
             // SAFETY: restoring the default handler.
             let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
         }
+        // The working directory was resolved before the mounts: resolve it
+        // again, or it stays on the read-only mount under the binds.
+        if let Ok(cwd) = std::env::current_dir() {
+            std::env::set_current_dir(&cwd).map_err(|e| format!("chdir {}: {e}", cwd.display()))?;
+        }
+        // Descriptors the daemon itself inherited stay out of the command.
+        // SAFETY: marks descriptors close-on-exec; takes no pointers.
+        let _ =
+            unsafe { nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, nix::libc::CLOSE_RANGE_CLOEXEC) };
         if spec.profile != SandboxProfile::Off {
+            super::confine::drop_capabilities()?;
             super::confine::landlock(spec)?;
             super::confine::seccomp(spec)?;
         }

@@ -53,8 +53,17 @@ pub struct Spec {
     pub foreground: bool,
     /// How long processes left by a finished shell may take to finish.
     pub drain_ms: u64,
-    /// Where the helper writes its [`Report`].
+    /// Where the helper writes its [`Report`] (its directory, which holds
+    /// the temp directory too, stays writable for the helper).
     pub report: Option<PathBuf>,
+    /// Directories hidden under an empty read-only tmpfs (the daemon's
+    /// socket directory).
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
+    /// Directories bound onto themselves (writable) so that they cannot be
+    /// renamed or replaced (`.git`, whose hooks and config are protected).
+    #[serde(default)]
+    pub pin: Vec<PathBuf>,
 }
 
 /// What the helper tells the daemon after the call.
@@ -83,14 +92,6 @@ pub struct Probe {
 pub(crate) fn probe_here() -> Probe {
     let mut probe = Probe { landlock_abi: confine::landlock_abi(), ..Probe::default() };
     // Each feature is tried for real, in a child that then exits.
-    probe.namespaces = in_child(|| {
-        nix::sched::unshare(
-            nix::sched::CloneFlags::CLONE_NEWUSER
-                | nix::sched::CloneFlags::CLONE_NEWPID
-                | nix::sched::CloneFlags::CLONE_NEWNS,
-        )
-        .is_ok()
-    });
     let spec = Spec {
         profile: SandboxProfile::ReadOnly,
         roots: Vec::new(),
@@ -103,7 +104,12 @@ pub(crate) fn probe_here() -> Probe {
         foreground: true,
         drain_ms: 0,
         report: None,
+        hide: Vec::new(),
+        pin: Vec::new(),
     };
+    // The whole namespace set-up, as a workspace_write call does it.
+    let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };
+    probe.namespaces = in_child(|| helper::enter_namespaces(&ns_spec).is_ok());
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
     probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
     if probe.landlock_abi == 0 {
@@ -149,6 +155,11 @@ pub struct Facility {
     pub namespaces: bool,
     /// `daemon/info`'s view of it.
     pub status: SandboxStatus,
+    /// Hidden from every confined call (the daemon's socket directory).
+    pub hide: Vec<PathBuf>,
+    /// The daemon's state directory: read-only to a call whose workspace
+    /// holds it (but its own temp directory).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Facility {
@@ -173,6 +184,8 @@ impl Facility {
                     helper: helper.as_ref().map(|h| h.display().to_string()),
                 },
                 helper,
+                hide: Vec::new(),
+                state_dir: None,
             }
         };
         let Some(path) = helper.filter(|h| h.is_file()) else {
@@ -212,12 +225,21 @@ impl Facility {
                 helper: Some(path.display().to_string()),
             },
             helper: Some(path),
+            hide: Vec::new(),
+            state_dir: None,
         }
     }
 
     /// No helper at all (unit tests): commands run as before, unconfined.
     pub fn none() -> Facility {
-        Facility { helper: None, available: false, namespaces: false, status: SandboxStatus::default() }
+        Facility {
+            helper: None,
+            available: false,
+            namespaces: false,
+            status: SandboxStatus::default(),
+            hide: Vec::new(),
+            state_dir: None,
+        }
     }
 }
 
@@ -251,6 +273,11 @@ pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by:
         (SandboxMode::ReadOnly, _) | (SandboxMode::Auto, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
         (SandboxMode::WorkspaceWrite, _) | (SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
     }
+}
+
+/// The `.git` directories of `roots`, to pin in place.
+pub fn git_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
+    roots.iter().map(|r| r.join(".git")).filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir())).collect()
 }
 
 /// The protected paths that exist under `roots` (bind mounts need them).

@@ -99,7 +99,10 @@ impl Daemon {
             .ok_or_else(|| DaemonError::Activation("no listener".into()))?;
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let sandbox = Arc::new(crate::sandbox::Facility::probe(&config.sandbox));
+        let mut facility = crate::sandbox::Facility::probe(&config.sandbox);
+        facility.hide = path.parent().filter(|d| d.is_dir()).map(Path::to_path_buf).into_iter().collect();
+        facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
+        let sandbox = Arc::new(facility);
         let state = Arc::new(DaemonState {
             started: Instant::now(),
             socket: socket.path.clone(),

@@ -332,7 +332,7 @@ impl Tool for Bash {
         flush(&progress, &mut pending, &mut streamed);
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
-        let new_cwd = std::fs::read_to_string(&cwd_file).ok().map(|s| PathBuf::from(s.trim_end_matches('\n')));
+        let new_cwd = read_cwd_file(&cwd_file);
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
@@ -423,6 +423,26 @@ impl Tool for Bash {
     }
 }
 
+/// The shell's last directory, as its EXIT trap wrote it: the command
+/// controls that file, so it must be a small regular file (not a symlink
+/// to a secret, a FIFO that blocks, or `/dev/zero`), and the directory it
+/// names is taken as its real path.
+fn read_cwd_file(path: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).ok()?;
+    std::fs::canonicalize(text.trim_end_matches('\n')).ok()
+}
+
 /// A directory of the call's own for temporary files (`TMPDIR`), the only
 /// writable place outside the workspace in the sandbox.
 fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
@@ -447,10 +467,17 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         profile,
         read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
         protect: if profile == SandboxProfile::WorkspaceWrite {
-            crate::sandbox::protected_paths(&roots)
+            let mut protect = crate::sandbox::protected_paths(&roots);
+            // The daemon's state (other calls' output, reports) when the
+            // workspace holds it.
+            protect.extend(ctx.sandbox.state_dir.iter().filter(|s| roots.iter().any(|r| s.starts_with(r))).cloned());
+            protect
         } else {
             Vec::new()
         },
+        pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
+        // The daemon's socket directory, unless it holds a root.
+        hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
         tmp: tmp.to_owned(),
         network: ctx.info.sandbox.network,
