@@ -457,3 +457,18 @@ async fn git_cannot_be_swapped_and_the_state_dir_is_read_only() {
     let r = s.run("echo hi > \"$TMPDIR/x\" && cat \"$TMPDIR/x\"").await;
     assert_eq!(text(&r), "hi\n", "{r}");
 }
+
+#[tokio::test]
+async fn a_profile_that_cannot_be_applied_is_an_error_and_nothing_runs() {
+    let d = TestDaemon::start().await;
+    let extra = tempfile::tempdir().unwrap();
+    let gone = extra.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let mut s = session(&d, json!({ "mode": "bypass", "add_dirs": [gone] })).await;
+    std::fs::remove_dir(&gone).unwrap();
+    let r = s.run("touch ran.txt").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("sandbox could not be applied"), "{r}");
+    assert!(text(&r).contains("gone"), "names what failed: {r}");
+    assert!(!d.dir.path().join("ran.txt").exists(), "nothing ran");
+}

@@ -359,7 +359,19 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                 cmd.writes_files.push(target_text(&w.value));
             }
         }
-        R::HereDocument(..) | R::HereString(..) => {}
+        // A here-document with an unquoted delimiter is expanded like a
+        // double-quoted word (`$(…)` in its body runs); a here-string is a
+        // word like any other.
+        R::HereDocument(_, doc) => {
+            if doc.requires_expansion {
+                cmd.has_substitution |= substitutes(&doc.doc.value);
+                cmd.has_expansion |= doc.doc.value.contains('$') || doc.doc.value.contains('`');
+            }
+        }
+        R::HereString(_, w) => {
+            cmd.has_substitution |= substitutes(&w.value);
+            cmd.has_expansion |= expands(&w.value);
+        }
     }
 }
 

@@ -19,7 +19,6 @@ const ALWAYS: &[&str] = &[
     "egrep",
     "fgrep",
     "zgrep",
-    "ag",
     "stat",
     "du",
     "df",
@@ -27,7 +26,6 @@ const ALWAYS: &[&str] = &[
     "whoami",
     "id",
     "uname",
-    "printenv",
     "true",
     "false",
     "test",
@@ -107,42 +105,100 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
             )
         }),
         "sed" => sed_reads(&args),
-        // Short flags may be clustered (`-uo out`): look inside them.
+        // Short flags may be clustered (`-uo out`): look inside them; long
+        // ones may be abbreviated (`--o=out` is `--output`).
         "sort" => !args
             .iter()
-            .any(|a| a.starts_with("--output") || a.starts_with("--compress-program") || short_cluster_has(a, 'o')),
+            .any(|a| abbreviates(a, "--output") || abbreviates(a, "--compress-program") || short_cluster_has(a, 'o')),
         "uniq" | "xxd" => {
             // `-` counts: `uniq - out` writes `out`.
             let operands = args.iter().filter(|a| !a.starts_with('-') || **a == "-").count();
             operands <= 1 && !(program == "xxd" && args.iter().any(|a| a.starts_with("-r")))
         }
-        "env" | "hostname" => args.is_empty(),
+        // `env` and `printenv` would hand the environment (API keys) over.
+        "hostname" => args.is_empty(),
         "date" => !args.iter().any(|a| a.starts_with("-s") || a.starts_with("--set") || a.starts_with("-f")),
         "file" => !args.iter().any(|a| *a == "-C" || a.starts_with("--compile") || short_cluster_has(a, 'C')),
-        "rg" => !args.iter().any(|a| a.starts_with("--pre")),
+        // Options that run another program.
+        "rg" => !args.iter().any(|a| abbreviates(a, "--pre") || abbreviates(a, "--hostname-bin")),
+        "ag" => !args.iter().any(|a| abbreviates(a, "--pager")),
         "git" => git_reads(&args),
         _ => false,
     }
 }
 
-/// `sed` without in-place editing, whose script (the first operand) has no
-/// command that writes a file or runs one (`w`, `W`, `e`); conservative.
+/// `sed` parsed as GNU sed parses its options (bundled short flags,
+/// attached and separate values, abbreviated long options): read-only only
+/// with no option that edits in place or takes the script from elsewhere,
+/// and a script (the first operand) with no command that writes a file or
+/// runs one (`w`, `W`, `e`); conservative.
 fn sed_reads(args: &[&str]) -> bool {
-    if args.iter().any(|a| {
-        a.starts_with("-i")
-            || a.starts_with("--in-place")
-            || a.starts_with("--expression")
-            || a.starts_with("--file")
-            || a.starts_with("-e")
-            || a.starts_with("-f")
-            || *a == "-s"
-    }) {
-        return false;
+    // Long options that cannot change what sed does to files.
+    const HARMLESS: &[&str] = &[
+        "--quiet",
+        "--silent",
+        "--regexp-extended",
+        "--posix",
+        "--unbuffered",
+        "--null-data",
+        "--zero-terminated",
+        "--debug",
+        "--sandbox",
+        "--separate",
+    ];
+    let mut script = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i];
+        i += 1;
+        if a == "--" {
+            script = script.or(args.get(i).copied());
+            break;
+        } else if let Some(long) = a.strip_prefix("--") {
+            if abbreviates(a, "--line-length") && long.len() >= "line".len() {
+                if !a.contains('=') {
+                    i += 1;
+                }
+                continue;
+            }
+            // Exactly one harmless option may be meant (an abbreviation
+            // that could also be --in-place or --expression is not).
+            let name = long.split('=').next().unwrap_or("");
+            let candidates: Vec<&&str> = HARMLESS.iter().filter(|o| o[2..].starts_with(name)).collect();
+            let risky = ["--in-place", "--expression", "--file", "--follow-symlinks", "--line-length"]
+                .iter()
+                .any(|o| o[2..].starts_with(name));
+            if name.is_empty() || candidates.is_empty() || risky {
+                return false;
+            }
+        } else if a.len() > 1 && a.starts_with('-') {
+            for (j, c) in a[1..].char_indices() {
+                match c {
+                    'n' | 'E' | 'r' | 'u' | 'z' | 's' => {}
+                    // -l N: the rest of the word, or the next one.
+                    'l' => {
+                        if a[1 + j + 1..].is_empty() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    // -i (in place), -e/-f (script elsewhere), anything unknown.
+                    _ => return false,
+                }
+            }
+        } else if script.is_none() {
+            script = Some(a);
+        }
     }
-    match args.iter().find(|a| !a.starts_with('-')) {
-        Some(script) => !script.contains(['w', 'W', 'e']),
-        None => false,
-    }
+    script.is_some_and(|s| !s.contains(['w', 'W', 'e']))
+}
+
+/// Whether `arg` is `full` or an abbreviation of it GNU getopt would take
+/// (`--o`, `--out=x` for `--output`); ambiguity does not matter here, as
+/// getopt refuses an ambiguous one (the command then fails, harmlessly).
+fn abbreviates(arg: &str, full: &str) -> bool {
+    let name = arg.split('=').next().unwrap_or(arg);
+    name.len() > 2 && name.starts_with("--") && full.starts_with(name)
 }
 
 /// `-abc`-style cluster of short flags containing `flag`.
@@ -217,6 +273,14 @@ mod tests {
             "sort -u names.txt",
             "head -5 x 2>/dev/null",
             "cat < input.txt",
+            "sed -n -l 80 1,5p f",
+            "sed --quiet 1p f",
+            "sed -E -n 's/a+/b/p' f",
+            "sort -k2 -t, f",
+            "rg -n TODO src",
+            "ag TODO",
+            "cat <<'EOF'\n$(not run)\nEOF",
+            "cat <<EOF\nplain text\nEOF",
         ] {
             assert!(ro(cmd), "{cmd} should be read-only");
         }
@@ -260,6 +324,25 @@ mod tests {
             "git stash",
             "git grep -Ovim x",
             "tree -o out",
+            "sed -ni 1p f",
+            "sed -n -i 1p f",
+            "sed --in=bak 1p f",
+            "sed --e='1e touch x' f",
+            "sed -l 5 '1e touch x' f",
+            "sed -l5 -n '1e touch x' f",
+            "sed -s -f script f",
+            "sort --o=w f",
+            "sort --outp w f",
+            "sort --compress=sh f",
+            "rg --hostname-bin=prog x",
+            "rg --host=prog x",
+            "ag --pager=prog x",
+            "printenv",
+            "printenv OPENAI_API_KEY",
+            "env",
+            "cat <<EOF\n$(touch x)\nEOF",
+            "cat <<< \"$(touch x)\"",
+            "cat <<< $'\\x41'",
             "npm test",
             "ls && rm x",
             "unterminated '",
