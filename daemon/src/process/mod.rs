@@ -40,6 +40,20 @@ pub const KILL_GRACE: Duration = Duration::from_millis(500);
 /// (with every other `AGENTD_*` but the marker).
 const PRIVATE_ENV: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"];
 
+/// `bash` as found on the daemon's `PATH` once (every call would otherwise
+/// search it again, one failed `execve` per directory before it).
+static BASH: LazyLock<PathBuf> = LazyLock::new(|| {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("bash"))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from("bash"))
+});
+
 /// Pids of children tokio waits for; [`reap_adopted`] leaves them alone.
 static OWNED: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
 
@@ -82,7 +96,8 @@ pub enum Launch<'a> {
 /// Spawns `bash -c script` in `cwd`, in a new process group, stdin closed,
 /// stdout and stderr piped, marked with `marker`.
 pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) -> std::io::Result<ProcessTree> {
-    let bash = ["bash", "--noprofile", "--norc", "-c", script];
+    let bash_path = BASH.to_string_lossy();
+    let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
     let (mut cmd, report) = match launch {
         Launch::Direct => {
             let mut cmd = tokio::process::Command::new(bash[0]);
@@ -176,7 +191,9 @@ impl ProcessTree {
     /// running (one `/proc` sweep; nothing more when nothing is left).
     /// Returns how many processes that was.
     pub fn end_leftovers(&mut self) -> usize {
-        let left = marked(&self.marker);
+        // The sandbox helper ended them before it exited; a sweep of every
+        // process's environment would only cost time.
+        let left = if self.report.is_some() { Vec::new() } else { marked(&self.marker) };
         let group = self.group_alive();
         self.ended = true;
         if left.is_empty() && !group {
