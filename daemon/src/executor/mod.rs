@@ -529,6 +529,25 @@ impl SessionExecutor {
                 modifier: None,
             });
         }
+        // Files that configure agentd or run code later: asked about in
+        // every mode but bypass, whatever a rule or accept_edits says.
+        if EDIT_TOOLS.contains(&slot.name.as_str())
+            && mode != PermissionMode::Bypass
+            && let Facts::Path(p) = &facts
+            && crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
+            && rule.is_none_or(|r| r.kind != RuleKind::Deny)
+        {
+            return Ok(Some(AskFor {
+                reason: format!(
+                    "{} {}, which configures agentd or runs code later (protected)",
+                    slot.name.to_lowercase(),
+                    p.display()
+                ),
+                suggestions: Vec::new(),
+                input: slot.input.clone().unwrap_or_default(),
+                outside,
+            }));
+        }
         let tool_decision = call.check_permissions(ctx);
         // How the sandbox weighs in on Bash: a command the engine judged
         // read-only runs without asking only where the kernel confines it
@@ -540,7 +559,11 @@ impl SessionExecutor {
         let disable_sandbox = bash
             && slot.input.as_ref().and_then(|i| i.get("dangerouslyDisableSandbox")).and_then(|v| v.as_bool())
                 == Some(true);
-        let judged = bash && matches!(tool_decision, Decision::Allow) && call.is_read_only();
+        let judged = bash
+            && matches!(tool_decision, Decision::Allow)
+            && !crate::tools::bash::writes_files(
+                slot.input.as_ref().and_then(|i| i.get("command")).and_then(|c| c.as_str()).unwrap_or(""),
+            );
         let decision = match (rule, tool_decision) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))

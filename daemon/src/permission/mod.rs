@@ -18,6 +18,18 @@ pub enum PermissionTarget {
     Path(String),
 }
 
+/// Names of files and directories that configure agentd or run code
+/// later (`.git` hooks and config, agentd's and Claude Code's settings,
+/// MCP servers): a write to one asks in every mode but `bypass`, whatever
+/// a rule or `accept_edits` says.
+pub const PROTECTED_NAMES: &[&str] = &[".git", ".agentd", ".claude", ".mcp.json"];
+
+/// Whether writing `path` would change such a file: any component of it
+/// is one of [`PROTECTED_NAMES`].
+pub fn is_protected(path: &std::path::Path) -> bool {
+    path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
+}
+
 /// What a permission layer says about one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]

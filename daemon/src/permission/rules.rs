@@ -1,14 +1,22 @@
 //! Permission rules in Claude Code's settings syntax: `Tool`,
-//! `Tool(specifier)`. `Bash(npm test)` is exact, `Bash(npm run test:*)` a
-//! prefix; `Read(src/**)`, `Edit(./docs/*.md)`, `Read(~/.ssh/**)`,
+//! `Tool(specifier)`. `Bash(npm test)` is exact; `*` is a wildcard anywhere
+//! (`Bash(npm run test *)`, `Bash(git * main)`, `Bash(* --version)`,
+//! `Bash(ls*)`, `Bash(*)`), a trailing ` *` also matching the bare command;
+//! the legacy `Bash(npm run test:*)` is `Bash(npm run test *)`; a quoted
+//! specifier (`Bash("echo *")`) is exact. Bash rules match the programs a
+//! command really runs (`shell::effective`: `/bin/rm`, `command rm`,
+//! `timeout 5 rm`, `bash -c 'rm'` are all `rm`); `Read(src/**)`, `Edit(./docs/*.md)`, `Read(~/.ssh/**)`,
 //! `Read(//abs/**)` are gitignore-style globs relative to the rule's origin;
 //! `WebFetch(domain:example.com)`; `mcp__server__tool` and `mcp__server`.
 //!
 //! **Invariant:** a rule that cannot be judged never allows. A Bash allow
-//! rule must match every sub-command of the parsed command; substitutions,
-//! subshells, functions, `eval` and what the parser does not understand are
+//! rule must match every sub-command of the parsed command (one rule per
+//! part is enough); substitutions, expansions, assignments that change what
+//! runs, subshells, functions and what the parser does not understand are
 //! never allowed by a rule. A deny or ask rule applies when any sub-command
-//! matches.
+//! matches — or could, unseen: a computed program, arguments filled in at
+//! run time for the program the rule names, or a command that cannot be
+//! parsed (deny and ask rules fail closed).
 
 use std::path::{Path, PathBuf};
 
@@ -54,8 +62,8 @@ enum Spec {
     Any,
     /// `Bash(cmd)`: exactly this command.
     BashExact(String),
-    /// `Bash(cmd:*)`: this command and anything after it.
-    BashPrefix(String),
+    /// `Bash(pat)` with `*` wildcards (the legacy `cmd:*` is `cmd *`).
+    BashWildcard(String),
     /// A path glob (already absolute).
     Path(globset::GlobMatcher),
     /// `WebFetch(domain:x)`: parsed and kept; nothing matches it until the
@@ -102,10 +110,7 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
     let spec = match spec {
         None => Spec::Any,
         Some(s) if s.trim().is_empty() => return Err(err("an empty specifier; write the tool name alone".into())),
-        Some(s) if tool == "Bash" => match s.strip_suffix(":*") {
-            Some(prefix) => Spec::BashPrefix(prefix.trim().to_owned()),
-            None => Spec::BashExact(s.trim().to_owned()),
-        },
+        Some(s) if tool == "Bash" => bash_spec(s.trim()).map_err(err)?,
         Some(s) if tool == "WebFetch" => match s.strip_prefix("domain:") {
             Some(d) => Spec::Domain(d.trim().to_lowercase()),
             None => return Err(err("WebFetch rules are `WebFetch(domain:example.com)`".into())),
@@ -121,6 +126,68 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
         Some(_) => return Err(err(format!("{tool} takes no specifier here"))),
     };
     Ok(Rule { kind, text: trimmed.to_owned(), tool: tool.to_owned(), spec, origin: origin.clone() })
+}
+
+/// A Bash rule's specifier.
+fn bash_spec(s: &str) -> Result<Spec, String> {
+    if s.len() >= 2 && s.starts_with('"') && s.ends_with('"') {
+        let inner = s[1..s.len() - 1].replace("\\\"", "\"");
+        if inner.trim().is_empty() {
+            return Err("an empty quoted command".into());
+        }
+        return Ok(Spec::BashExact(normalize_words(&inner)));
+    }
+    if let Some(prefix) = s.strip_suffix(":*") {
+        if prefix.trim().is_empty() || prefix.contains(":*") {
+            return Err("`:*` must follow a command, at the end".into());
+        }
+        return Ok(Spec::BashWildcard(format!("{} *", normalize_words(prefix))));
+    }
+    if s.contains(":*") {
+        return Err("`:*` may only end a rule (or write `*` where anything may follow)".into());
+    }
+    if s.contains('"') || s.contains('\'') {
+        // A quote inside a pattern: quoting is not part of the command a
+        // rule sees, so the rule would never match what the user meant.
+        let unquoted = brush_parser::unquote_str(s);
+        if unquoted.contains('*') {
+            return Err("quote the whole rule for an exact command with `*` in it".into());
+        }
+        return Ok(Spec::BashExact(normalize_words(&unquoted)));
+    }
+    if s.contains('*') { Ok(Spec::BashWildcard(normalize_words(s))) } else { Ok(Spec::BashExact(normalize_words(s))) }
+}
+
+/// Words joined by single spaces, as commands are compared.
+fn normalize_words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `text` matches `pattern`, where `*` is any run of characters
+/// and a trailing ` *` also matches nothing at all (`ls *` matches `ls`).
+pub fn wildcard_match(pattern: &str, text: &str) -> bool {
+    if let Some(bare) = pattern.strip_suffix(" *")
+        && !bare.contains('*')
+        && text == bare
+    {
+        return true;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// `//abs` is absolute, `~/x` is in the home directory, anything else is
@@ -189,7 +256,7 @@ impl Rule {
         }
         match (&self.spec, facts) {
             (Spec::Any, _) => Match::All,
-            (Spec::BashExact(_) | Spec::BashPrefix(_), Facts::Bash(command)) => self.match_bash(command),
+            (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(command)) => self.match_bash(command),
             (Spec::Path(glob), Facts::Path(path)) => {
                 if glob.is_match(path) {
                     Match::All
@@ -201,40 +268,102 @@ impl Rule {
         }
     }
 
-    fn match_bash(&self, command: &str) -> Match {
-        let covers = |text: &str| match &self.spec {
+    /// Whether this Bash rule matches one command text.
+    fn covers(&self, text: &str) -> bool {
+        match &self.spec {
             Spec::BashExact(exact) => text == exact,
-            Spec::BashPrefix(prefix) => text == prefix || text.starts_with(&format!("{prefix} ")),
+            Spec::BashWildcard(pattern) => wildcard_match(pattern, text),
             _ => false,
-        };
-        let Ok(script) = shell::parse(command) else {
-            // Not understood: a deny/ask rule still applies if the text
-            // starts like it; an allow rule never does.
-            return if covers(command.trim()) { Match::Part } else { Match::No };
-        };
-        let texts: Vec<String> = script
-            .commands
-            .iter()
-            .map(|c| {
-                let mut words = vec![c.program.clone().unwrap_or_else(|| "$?".into())];
-                words.extend(c.args.iter().cloned());
-                words.join(" ")
-            })
-            .collect();
-        let hit = texts.iter().filter(|t| covers(t)).count();
-        let opaque = script.has_compound
-            || script.commands.iter().any(|c| {
-                c.has_substitution
-                    || c.program.is_none()
-                    || matches!(c.program.as_deref(), Some("eval" | "exec" | "source" | "." | "sh" | "bash" | "zsh"))
-                    || !c.writes_files.is_empty()
-            });
-        match hit {
-            0 => Match::No,
-            n if n == texts.len() && !opaque && !texts.is_empty() => Match::All,
-            _ => Match::Part,
         }
     }
+
+    /// The first word of this Bash rule's command (`rm` for `Bash(rm -rf *)`),
+    /// `None` when it starts with a wildcard.
+    fn first_word(&self) -> Option<&str> {
+        let text = match &self.spec {
+            Spec::BashExact(t) | Spec::BashWildcard(t) => t,
+            _ => return None,
+        };
+        let word = text.split(' ').next()?;
+        (!word.contains('*')).then_some(word)
+    }
+
+    fn match_bash(&self, command: &str) -> Match {
+        let Ok(script) = shell::parse(command) else {
+            // Not understood: a deny/ask rule applies (fail closed); an
+            // allow rule never does.
+            return Match::Part;
+        };
+        let parts = shell::effective(&script);
+        // What the text says before wrappers come off (`sudo rm x` for a
+        // rule on sudo).
+        let raw: Vec<String> = script
+            .commands
+            .iter()
+            .filter_map(|c| {
+                let program = c.program.as_deref()?;
+                let program = program.rsplit('/').next().unwrap_or(program);
+                Some(std::iter::once(program).chain(c.args.iter().map(String::as_str)).collect::<Vec<_>>().join(" "))
+            })
+            .collect();
+        let seen = |e: &shell::Effective| e.text().is_some_and(|t| self.covers(&t));
+        // Could the rule match what runs, unseen?
+        let unseen = |e: &shell::Effective| match (&e.program, self.first_word()) {
+            (None, _) => true,
+            (Some(p), Some(first)) => e.opaque_args && p == first,
+            (Some(_), None) => e.opaque_args,
+        };
+        let any = parts.iter().any(|e| seen(e) || unseen(e)) || raw.iter().any(|t| self.covers(t));
+        if !any {
+            return Match::No;
+        }
+        let allowable = |e: &shell::Effective| {
+            e.runs_inner
+                || (seen(e)
+                    && !e.opaque_args
+                    && e.wrappers.iter().all(|w| ALLOW_THROUGH.contains(&w.as_str()))
+                    && !e.assigns.iter().any(|a| shell::dangerous_assignment(a)))
+        };
+        let clean = !script.has_compound && script.commands.iter().all(|c| c.writes_files.is_empty());
+        if clean && parts.iter().all(allowable) { Match::All } else { Match::Part }
+    }
+}
+
+/// Wrappers an allow rule sees through: they change nothing about what
+/// the program may do (`sudo` does; `xargs` and `find -exec` fill in
+/// arguments, which makes them opaque anyway).
+const ALLOW_THROUGH: &[&str] =
+    &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "env", "bash", "sh"];
+
+/// For an allow decision, every part must be matched by some allow rule:
+/// one rule per part is enough (`git add . && git commit` under
+/// `Bash(git add *)` and `Bash(git commit *)`).
+fn bash_allowed_by_parts<'a>(rules: &'a [Rule], tool: &str, command: &str) -> Option<&'a Rule> {
+    if tool != "Bash" {
+        return None;
+    }
+    let script = shell::parse(command).ok()?;
+    if script.has_compound || script.commands.iter().any(|c| !c.writes_files.is_empty()) {
+        return None;
+    }
+    let allows: Vec<&Rule> =
+        rules.iter().filter(|r| r.kind == RuleKind::Allow && r.names(tool) && r.tool == "Bash").collect();
+    let mut first = None;
+    for e in shell::effective(&script) {
+        if e.runs_inner {
+            continue;
+        }
+        let text = e.text()?;
+        if e.opaque_args
+            || !e.wrappers.iter().all(|w| ALLOW_THROUGH.contains(&w.as_str()))
+            || e.assigns.iter().any(|a| shell::dangerous_assignment(a))
+        {
+            return None;
+        }
+        let rule = allows.iter().find(|r| matches!(r.spec, Spec::Any) || r.covers(&text))?;
+        first.get_or_insert(*rule);
+    }
+    first
 }
 
 /// Every rule of a session, and the ones that could not be read.
@@ -298,7 +427,13 @@ impl RuleSet {
                 }
             })
         };
-        find(RuleKind::Deny, false).or_else(|| find(RuleKind::Ask, false)).or_else(|| find(RuleKind::Allow, true))
+        find(RuleKind::Deny, false)
+            .or_else(|| find(RuleKind::Ask, false))
+            .or_else(|| find(RuleKind::Allow, true))
+            .or_else(|| match facts {
+                Facts::Bash(command) => bash_allowed_by_parts(&self.rules, tool, command),
+                _ => None,
+            })
     }
 }
 

@@ -95,3 +95,108 @@ fn malformed_rules_are_reported_and_ignored_never_widened() {
     let ok = set(&["WebFetch(domain:example.com)", "Glob(x)"], &[], &[]);
     assert_eq!(ok.rules.len(), 2);
 }
+
+#[test]
+fn deny_rules_deny_what_really_runs() {
+    // Bypass-like: everything allowed but rm.
+    let s = set(&["Bash"], &["Bash(rm:*)"], &[]);
+    for command in [
+        "rm f",
+        "/bin/rm f",
+        "r\"\"m f",
+        "command rm f",
+        "builtin rm f",
+        "exec rm f",
+        "env rm f",
+        "env -i FOO=1 rm f",
+        "nice -n 5 rm f",
+        "nohup rm f",
+        "timeout 30 rm f",
+        "stdbuf -oL rm f",
+        "time rm f",
+        "sudo rm f",
+        "xargs rm < list",
+        "bash -c 'rm f'",
+        "sh -c \"ls; rm f\"",
+        "find . -name x -exec rm {} \\;",
+        "$'rm' f",
+        "x=rm; $x f",
+        "eval \"$cmd\"",
+        "bash -c \"$cmd\"",
+        "env -S 'rm f'",
+        "echo 'unterminated",
+    ] {
+        assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command:?} must be denied");
+    }
+    for command in ["ls", "echo rm", "grep rm notes", "git rm --cached x"] {
+        assert_eq!(bash(&s, command), Some(RuleKind::Allow), "{command:?} is not rm");
+    }
+    // A rule on the wrapper itself still sees it.
+    let s = set(&["Bash"], &["Bash(sudo:*)"], &[]);
+    assert_eq!(bash(&s, "sudo -u root ls"), Some(RuleKind::Deny));
+}
+
+#[test]
+fn claude_codes_wildcard_syntax() {
+    let rows: &[(&str, &str, Option<RuleKind>)] = &[
+        ("Bash(npm run test *)", "npm run test", Some(RuleKind::Allow)),
+        ("Bash(npm run test *)", "npm run test --watch", Some(RuleKind::Allow)),
+        ("Bash(npm run test *)", "npm run testing", None),
+        ("Bash(npm run test:*)", "npm run test --watch", Some(RuleKind::Allow)),
+        ("Bash(git * main)", "git push origin main", Some(RuleKind::Allow)),
+        ("Bash(git * main)", "git push origin dev", None),
+        ("Bash(* --version)", "python3 --version", Some(RuleKind::Allow)),
+        ("Bash(* --version)", "python3 --help", None),
+        ("Bash(ls*)", "lsof", Some(RuleKind::Allow)),
+        ("Bash(ls*)", "ls -la", Some(RuleKind::Allow)),
+        ("Bash(ls *)", "lsof", None),
+        ("Bash(ls *)", "ls", Some(RuleKind::Allow)),
+        ("Bash(*)", "cargo build --release", Some(RuleKind::Allow)),
+        ("Bash(\"echo *\")", "echo *", None), // the shell expands the glob: never allowed
+        ("Bash(\"npm test\")", "npm test", Some(RuleKind::Allow)),
+        ("Bash(npm test:*)", "timeout 30 npm test", Some(RuleKind::Allow)),
+        ("Bash(npm test:*)", "nice npm test -- --ci", Some(RuleKind::Allow)),
+        ("Bash(npm test:*)", "NODE_ENV=test npm test", Some(RuleKind::Allow)),
+        ("Bash(npm test:*)", "sudo npm test", None),
+        ("Bash(npm test:*)", "PATH=./bin:$PATH npm test", None),
+    ];
+    for (rule, command, want) in rows {
+        let s = set(&[rule], &[], &[]);
+        assert!(s.errors.is_empty(), "{rule}: {:?}", s.errors);
+        assert_eq!(bash(&s, command), *want, "{rule} on {command:?}");
+    }
+    // Deny rules in the new syntax deny (they used to be exact strings).
+    let s = set(&["Bash"], &["Bash(git push *)", "Bash(* --force)"], &[]);
+    assert_eq!(bash(&s, "git push origin main"), Some(RuleKind::Deny));
+    assert_eq!(bash(&s, "timeout 9 git push"), Some(RuleKind::Deny));
+    assert_eq!(bash(&s, "git fetch --force"), Some(RuleKind::Deny));
+    assert_eq!(bash(&s, "git status"), Some(RuleKind::Allow));
+    // One allow rule per part.
+    let s = set(&["Bash(git add *)", "Bash(git commit *)"], &[], &[]);
+    assert_eq!(bash(&s, "git add . && git commit -m x"), Some(RuleKind::Allow));
+    assert_eq!(bash(&s, "git add . && git push"), None);
+}
+
+#[test]
+fn allow_rules_never_cover_what_is_computed() {
+    let s = set(&["Bash(echo:*)", "Bash(git status:*)"], &[], &[]);
+    for command in [
+        "echo ${x=$'a[\\044\\050touch x\\051]'} ${PWD:x}",
+        "echo $HOME",
+        "echo *",
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor=touch x'\" git status",
+        "GIT_DIR=/tmp/x git status",
+        "LD_PRELOAD=./x.so echo hi",
+        "echo hi | xargs echo",
+        "cat <<EOF\n$(touch x)\nEOF",
+    ] {
+        assert_eq!(bash(&s, command), None, "{command:?} must not be allowed");
+    }
+}
+
+#[test]
+fn malformed_bash_rules_are_reported() {
+    let s = set(&["Bash(npm:* test)", "Bash(:*)", "Bash(echo \"*\" x)"], &[], &[]);
+    assert!(s.rules.is_empty(), "{:?}", s.rules);
+    assert_eq!(s.errors.len(), 3, "{:?}", s.errors);
+}

@@ -40,6 +40,37 @@ pub const KILL_GRACE: Duration = Duration::from_millis(500);
 /// (with every other `AGENTD_*` but the marker).
 const PRIVATE_ENV: &[&str] = &["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET"];
 
+/// The environment a command in the read-only sandbox keeps: where
+/// programs and toolchains are, locale and terminal; nothing else.
+const PLAIN_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "COLORTERM",
+    "NO_COLOR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "NVM_DIR",
+    "NVM_BIN",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
+
 /// `bash` as found on the daemon's `PATH` once (every call would otherwise
 /// search it again, one failed `execve` per directory before it).
 static BASH: LazyLock<PathBuf> = LazyLock::new(|| {
@@ -108,6 +139,17 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
             let json = serde_json::to_string(&spec).map_err(std::io::Error::other)?;
             let mut cmd = tokio::process::Command::new(helper);
             cmd.arg("--spec").arg(json).arg("--").args(bash);
+            if spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly {
+                // What runs unasked gets no secrets: `printenv` or
+                // /proc/self/environ would hand API keys to the model.
+                cmd.env_clear();
+                for (var, value) in std::env::vars_os() {
+                    let name = var.to_string_lossy();
+                    if PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_") {
+                        cmd.env(&var, value);
+                    }
+                }
+            }
             cmd.env("TMPDIR", &spec.tmp);
             (cmd, spec.report)
         }

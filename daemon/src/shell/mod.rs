@@ -6,9 +6,11 @@
 //! Everything here is conservative: what the analysis does not understand
 //! is not read-only.
 
+mod effective;
 mod readonly;
 
-pub use readonly::is_read_only;
+pub use effective::{Effective, effective};
+pub use readonly::{dangerous_assignment, is_inspection, is_read_only};
 
 use brush_parser::ast;
 
@@ -30,6 +32,10 @@ pub struct SimpleCommand {
     /// Variables are assigned for the command (`FOO=1 cmd`): they can change
     /// what a program does (`LD_PRELOAD`, `GIT_*`).
     pub has_assignment: bool,
+    /// The names of those variables.
+    pub assigns: Vec<String>,
+    /// Input redirections from files (`< f`), unquoted where literal.
+    pub reads_files: Vec<String>,
 }
 
 /// What a script is made of.
@@ -40,6 +46,8 @@ pub struct Script {
     /// Contains compound commands (loops, `if`, subshells, groups), function
     /// definitions, coprocesses or `[[ … ]]`.
     pub has_compound: bool,
+    /// Defines a function (whose body runs under another name).
+    pub has_function: bool,
     /// The last simple command at the top level, whose exit code is the
     /// script's — `None` when that is not certain (a compound command last,
     /// or a last pipeline that runs only after `&&`/`||`).
@@ -211,6 +219,7 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
             }
             ast::Command::Function(_) | ast::Command::ExtendedTest(..) => {
                 script.has_compound = true;
+                script.has_function |= matches!(command, ast::Command::Function(_));
                 if top {
                     script.last = None;
                 }
@@ -294,6 +303,8 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
         has_substitution: false,
         has_expansion: false,
         has_assignment: false,
+        assigns: Vec::new(),
+        reads_files: Vec::new(),
     };
     let items = simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
     if let Some(word) = &simple.word_or_name {
@@ -307,9 +318,12 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
                 cmd.has_expansion |= expands(&w.value);
                 cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
             }
-            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 cmd.has_substitution |= substitutes(&w.value);
                 cmd.has_assignment = true;
+                cmd.assigns.push(match &a.name {
+                    ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                });
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => cmd.has_substitution = true,
             ast::CommandPrefixOrSuffixItem::IoRedirect(r) => redirect(r, &mut cmd),
@@ -341,6 +355,8 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                     cmd.has_substitution |= substitutes(&w.value);
                     if output && literal(&w.value).as_deref() != Some("/dev/null") {
                         cmd.writes_files.push(target_text(&w.value));
+                    } else if !output {
+                        cmd.reads_files.push(target_text(&w.value));
                     }
                 }
                 T::ProcessSubstitution(..) => cmd.has_substitution = true,

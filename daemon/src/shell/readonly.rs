@@ -3,7 +3,7 @@
 //! redirection to a file and no command or process substitution; compound
 //! commands, functions and computed program names are not read-only.
 
-use super::{Script, SimpleCommand};
+use super::{Effective, Script, SimpleCommand, effective};
 
 /// Programs that only read whatever their arguments (output goes to stdout).
 const ALWAYS: &[&str] = &[
@@ -87,15 +87,130 @@ const GIT_READS: &[&str] = &[
 
 /// Whether `script` only reads (see the module docs).
 pub fn is_read_only(script: &Script) -> bool {
-    !script.has_compound && !script.commands.is_empty() && script.commands.iter().all(simple_is_read_only)
+    !script.has_compound
+        && !script.commands.is_empty()
+        && script.commands.iter().all(simple_is_clean)
+        && effective(script)
+            .iter()
+            .all(|e| e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str())) && part_reads(e))
 }
 
-fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
-    if cmd.has_substitution || cmd.has_expansion || cmd.has_assignment || !cmd.writes_files.is_empty() {
+/// Wrappers that change nothing about what their program may do.
+const QUIET_WRAPPERS: &[&str] = &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "xargs"];
+
+/// Variables a command may be given without changing what programs run
+/// or where they read (anything else — `PATH`, `LD_*`, `GIT_*`, `PAGER`,
+/// `BASH_ENV`, `IFS`, … — is not).
+const SAFE_ASSIGNMENTS: &[&str] = &[
+    "NODE_ENV",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "CI",
+    "DEBUG",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "TERM",
+    "COLUMNS",
+    "LINES",
+    "CLICOLOR",
+    "CARGO_TERM_COLOR",
+    "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE",
+];
+
+/// Whether assigning `name` for a command can change what it runs or
+/// reads (everything but a short list of known-harmless variables).
+pub fn dangerous_assignment(name: &str) -> bool {
+    !(SAFE_ASSIGNMENTS.contains(&name) || name.starts_with("LC_"))
+}
+
+fn simple_is_clean(cmd: &SimpleCommand) -> bool {
+    !(cmd.has_substitution || cmd.has_expansion || cmd.has_assignment || !cmd.writes_files.is_empty())
+}
+
+fn part_reads(e: &Effective) -> bool {
+    let Some(program) = e.program.as_deref() else { return false };
+    if e.opaque_args || !e.assigns.is_empty() {
+        // Arguments filled in at run time may be options: only programs
+        // that read whatever their options are.
+        return e.assigns.is_empty() && ALWAYS.contains(&program);
+    }
+    let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
+    program_reads(program, &args)
+}
+
+/// Whether `script` only inspects, judged for a run in the read-only
+/// sandbox, where the kernel stops any write, network use or signal: no
+/// program known to change anything, no output redirection into a file, no
+/// substitution the analysis cannot see into, no function, no assignment
+/// that changes what programs run. Globs, variables, loops, `cd`, `xargs`
+/// and version queries are fine here (they are not in [`is_read_only`]).
+pub fn is_inspection(script: &Script) -> bool {
+    if script.has_function || script.commands.is_empty() {
         return false;
     }
-    let Some(program) = cmd.program.as_deref() else { return false };
-    let args: Vec<&str> = cmd.args.iter().map(String::as_str).collect();
+    let clean = script.commands.iter().all(|c| {
+        !c.has_substitution && c.writes_files.is_empty() && !c.assigns.iter().any(|a| dangerous_assignment(a))
+    });
+    clean
+        && effective(script).iter().all(|e| {
+            e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str()) || w == "env")
+                && !e.assigns.iter().any(|a| dangerous_assignment(a))
+                && part_inspects(e)
+        })
+}
+
+fn part_inspects(e: &Effective) -> bool {
+    let Some(program) = e.program.as_deref() else { return false };
+    let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
+    if args.len() == 1 && matches!(args[0], "--version" | "-V" | "version" | "--help") && !MUTATES.contains(&program) {
+        return true;
+    }
+    match program {
+        "cd" | "pushd" | "popd" | "dirs" | ":" | "set" | "shopt" | "local" | "export" | "read" | "break"
+        | "continue" | "return" | "exit" => true,
+        "awk" | "gawk" | "mawk" | "nawk" => !args.iter().any(|a| *a == "-i" || a.starts_with("--include")),
+        "tree" => !args.iter().any(|a| a.starts_with("-o") || *a == "--fromfile"),
+        "git" => git_inspects(&args),
+        _ if e.opaque_args => ALWAYS.contains(&program) || INSPECT_ANY.contains(&program),
+        _ => program_reads(program, &args),
+    }
+}
+
+/// Programs that change things whatever their arguments: never run
+/// unasked, not even for `--version`.
+const MUTATES: &[&str] = &[
+    "rm", "rmdir", "mv", "cp", "ln", "mkdir", "touch", "chmod", "chown", "dd", "truncate", "shred", "install", "tee",
+    "sudo", "doas", "kill", "pkill", "killall", "reboot", "shutdown",
+];
+
+/// Programs the read-only judgement knows with arguments computed at run
+/// time (their flags cannot write).
+const INSPECT_ANY: &[&str] = &["ls", "cat", "head", "tail", "wc", "grep", "stat", "du", "file"];
+
+/// `git` that only reads (more than [`git_reads`] admits without the
+/// sandbox): the current branch, worktrees, remotes, configuration reads.
+fn git_inspects(args: &[&str]) -> bool {
+    if git_reads(args) {
+        return true;
+    }
+    let sub: Vec<&str> = args.iter().copied().skip_while(|a| a.starts_with('-')).collect();
+    match sub.as_slice() {
+        ["branch", rest @ ..] => {
+            rest.iter().all(|a| matches!(*a, "--show-current" | "-a" | "-r" | "-v" | "-vv" | "--list"))
+        }
+        ["worktree", "list", ..] | ["remote"] | ["remote", "-v"] | ["remote", "show", ..] => true,
+        ["config", first, ..] => matches!(*first, "--get" | "--get-all" | "--get-regexp" | "--list" | "-l"),
+        ["tag", rest @ ..] => rest.iter().all(|a| matches!(*a, "-l" | "--list" | "-n")),
+        ["reflog"] | ["reflog", "show", ..] | ["version"] | ["help", ..] => true,
+        _ => false,
+    }
+}
+
+fn program_reads(program: &str, args: &[&str]) -> bool {
     match program {
         p if ALWAYS.contains(&p) => true,
         "find" => !args.iter().any(|a| {
@@ -104,7 +219,7 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
                 "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls"
             )
         }),
-        "sed" => sed_reads(&args),
+        "sed" => sed_reads(args),
         // Short flags may be clustered (`-uo out`): look inside them; long
         // ones may be abbreviated (`--o=out` is `--output`).
         "sort" => !args
@@ -122,7 +237,7 @@ fn simple_is_read_only(cmd: &SimpleCommand) -> bool {
         // Options that run another program.
         "rg" => !args.iter().any(|a| abbreviates(a, "--pre") || abbreviates(a, "--hostname-bin")),
         "ag" => !args.iter().any(|a| abbreviates(a, "--pager")),
-        "git" => git_reads(&args),
+        "git" => git_reads(args),
         _ => false,
     }
 }

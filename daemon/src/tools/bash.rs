@@ -176,12 +176,20 @@ impl Tool for Bash {
         if let Some(why) = shell::too_complex(&input.command).or_else(|| too_many_parts(&input.command)) {
             return Decision::deny(format!("{why}; split it into smaller commands"));
         }
-        if !input.run_in_background && read_only(&input.command) && paths_inside(&input.command, ctx) {
+        let Ok(script) = shell::parse(&input.command) else {
+            return Decision::ask(format!("run `{}`", one_line(&input.command, 120)));
+        };
+        // Where the kernel confines what runs unasked (the read_only
+        // profile), inspecting commands run too: globs, loops, `cd`, `xargs`,
+        // version queries. Without the sandbox only the strict judgement.
+        let confinable = ctx.sandbox.available && ctx.info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
+        let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
+        if !input.run_in_background && reads && paths_inside(&script, ctx) {
             Decision::Allow
         } else if !input.run_in_background
             && crate::tools::plan_mode::current_mode(ctx) == agentd_protocol::session::PermissionMode::AcceptEdits
             && only_edits_inside(&input.command, ctx)
-            && paths_inside(&input.command, ctx)
+            && paths_inside(&script, ctx)
         {
             // An output redirection is an edit of its file: accept_edits
             // allows it inside the workspace, as it allows Edit and Write.
@@ -503,16 +511,18 @@ fn profile_name(profile: SandboxProfile) -> &'static str {
 /// Whether every path-like argument of `command` (absolute, `~`, or with
 /// `..`) stays inside the workspace: a read-only command is allowed without
 /// asking only there (`cat ~/.ssh/id_rsa` asks).
-fn paths_inside(command: &str, ctx: &ToolContext) -> bool {
-    let Ok(script) = shell::parse(command) else { return false };
+fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
-    script.commands.iter().flat_map(|c| c.args.iter()).all(|arg| {
+    let words = script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files));
+    words.into_iter().all(|arg| {
         let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
         if value.starts_with('~') {
             return false;
         }
-        let pathy = value.starts_with('/') || value.split('/').any(|part| part == "..");
+        // A name that exists may be a symlink out of the workspace.
+        let exists = !value.starts_with('-') && std::fs::symlink_metadata(here.join(value)).is_ok();
+        let pathy = exists || value.starts_with('/') || value.split('/').any(|part| part == "..");
         if !pathy || value == "/dev/null" {
             return true;
         }
@@ -544,8 +554,17 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
             Ok(_) => std::fs::canonicalize(&path).ok(),
             Err(_) => crate::fs::real_path(&path),
         };
-        real.is_some_and(|r| ctx.inside(&r))
+        // Never a protected file (hooks, settings): that asks.
+        real.is_some_and(|r| {
+            ctx.inside(&r) && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
+        })
     })
+}
+
+/// Whether `command` redirects output into files (or cannot be parsed):
+/// such a command is never one the engine runs as merely reading.
+pub fn writes_files(command: &str) -> bool {
+    shell::parse(command).map(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())).unwrap_or(true)
 }
 
 /// Whether `command` parses and only reads.
