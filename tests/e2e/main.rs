@@ -10,6 +10,7 @@ mod files;
 mod lifecycle;
 mod nvim;
 mod permissions;
+mod policy;
 mod python;
 mod readme;
 mod sandbox;

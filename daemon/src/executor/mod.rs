@@ -448,6 +448,7 @@ impl SessionExecutor {
             answers: None,
             approved_outside: None,
             sandbox: self.services.sandbox.clone(),
+            rules: self.services.rules.clone(),
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
         }
     }
@@ -529,6 +530,19 @@ impl SessionExecutor {
                 modifier: None,
             });
         }
+        // Reading a file a Read deny rule forbids, through a command.
+        if let Facts::Bash(command) = &facts
+            && let Some(denied) = self.read_denied(command, context)
+        {
+            let refusal = format!("permission denied: {denied}");
+            let render = call.render_rejected(&refusal);
+            return Err(CallOutcome {
+                content: vec![ContentBlock::text(refusal)],
+                is_error: true,
+                render,
+                modifier: None,
+            });
+        }
         // Files that configure agentd or run code later: asked about in
         // every mode but bypass, whatever a rule or accept_edits says.
         if EDIT_TOOLS.contains(&slot.name.as_str())
@@ -564,6 +578,18 @@ impl SessionExecutor {
             && !crate::tools::bash::writes_files(
                 slot.input.as_ref().and_then(|i| i.get("command")).and_then(|c| c.as_str()).unwrap_or(""),
             );
+        // A repository whose own git configuration runs programs: its git
+        // commands are not read-only, and rules do not allow them.
+        let runs_git = bash
+            && mode != PermissionMode::Bypass
+            && slot
+                .input
+                .as_ref()
+                .and_then(|i| i.get("command"))
+                .and_then(|c| c.as_str())
+                .and_then(|c| crate::shell::parse(c).ok())
+                .is_some_and(|s| crate::shell::effective(&s).iter().any(|e| e.program.as_deref() == Some("git")));
+        let git_runs_code = if runs_git { crate::permission::git_config_runs_code(&self.cwd) } else { None };
         let decision = match (rule, tool_decision) {
             (Some(r), _) if r.kind == RuleKind::Deny => {
                 Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
@@ -572,6 +598,11 @@ impl SessionExecutor {
             (Some(r), _) if r.kind == RuleKind::Ask => {
                 Decision::ask(format!("the rule {} ({}) asks first", r.text, r.origin.source))
             }
+            (_, _) if git_runs_code.is_some() => Decision::ask(format!(
+                "run `{}`: this repository's git configuration runs programs ({})",
+                crate::tools::bash::command_line(slot.input.as_ref()),
+                git_runs_code.as_deref().unwrap_or_default()
+            )),
             _ if disable_sandbox => Decision::ask(format!(
                 "run `{}` outside the sandbox (dangerouslyDisableSandbox)",
                 crate::tools::bash::command_line(slot.input.as_ref())
@@ -639,6 +670,29 @@ impl SessionExecutor {
                 }
             },
         }
+    }
+
+    /// The `Read` deny rule an argument or input redirection of `command`
+    /// names (after symlinks), if any. Arguments computed at run time are
+    /// not judged here: the sandbox hides the files such rules name.
+    fn read_denied(&self, command: &str, context: &SessionContext) -> Option<String> {
+        if !self.services.rules.rules.iter().any(|r| r.kind == RuleKind::Deny && r.tool == "Read") {
+            return None;
+        }
+        let script = crate::shell::parse(command).ok()?;
+        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        for word in script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files)) {
+            let value = word.split_once('=').map(|(_, v)| v).unwrap_or(word);
+            if value.is_empty() || value.starts_with('-') || crate::shell::target_is_computed(value) {
+                continue;
+            }
+            let raw = PathBuf::from(value);
+            let path = real_path(&if raw.is_absolute() { raw } else { here.join(raw) });
+            if let Some(r) = self.services.rules.read_denied(&path) {
+                return Some(format!("the rule {} ({}) denies reading {value}", r.text, r.origin.source));
+            }
+        }
+        None
     }
 
     /// The deny rule an output redirection of `command` runs into, if any.

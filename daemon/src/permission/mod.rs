@@ -30,6 +30,46 @@ pub fn is_protected(path: &std::path::Path) -> bool {
     path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
 }
 
+/// The first setting in a repository's own git configuration
+/// (`.git/config`, `.git/config.worktree`) that makes git run a program
+/// of the repository's choosing (`core.fsmonitor`, `diff.external`, a
+/// textconv or filter driver, a pager, hooks elsewhere, includes that
+/// could hold any of these). Git commands in such a repository are neither
+/// read-only nor allowed by rules: they ask.
+pub fn git_config_runs_code(root: &std::path::Path) -> Option<String> {
+    const KEYS: &[&str] = &[
+        "fsmonitor",
+        "hookspath",
+        "textconv",
+        "external",
+        "command",
+        "pager",
+        "sshcommand",
+        "askpass",
+        "editor",
+        "process",
+        "clean",
+        "smudge",
+        "gpgprogram",
+        "program",
+        "helper",
+    ];
+    for file in [".git/config", ".git/config.worktree"] {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
+        for line in text.lines() {
+            let line = line.trim().to_ascii_lowercase();
+            if line.starts_with("[include") || line.starts_with("[filter") {
+                return Some(format!("{file}: {line}"));
+            }
+            let key = line.split('=').next().unwrap_or("").trim();
+            if !line.starts_with('[') && line.contains('=') && KEYS.contains(&key) {
+                return Some(format!("{file}: {key}"));
+            }
+        }
+    }
+    None
+}
+
 /// What a permission layer says about one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]

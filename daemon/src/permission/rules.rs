@@ -201,8 +201,11 @@ fn absolute_pattern(spec: &str, base: &Path) -> String {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
         return home.join(rest).display().to_string();
     }
+    // `./x` is anchored where the rule comes from (the workspace root for
+    // session and project rules); a bare name matches at any depth.
+    let anchored = spec.starts_with("./");
     let rel = spec.trim_start_matches("./").trim_start_matches('/');
-    if !rel.contains('/') {
+    if !rel.contains('/') && !anchored {
         return base.join("**").join(rel).display().to_string();
     }
     base.join(rel).display().to_string()
@@ -414,6 +417,35 @@ impl RuleSet {
                 .unwrap_or_default()
         };
         self.add(&origin, &list("allow"), &list("deny"), &list("ask"));
+    }
+
+    /// The deny rule that forbids reading `path` (a `Read(...)` rule, which
+    /// covers Read, Glob and Grep), if any.
+    pub fn read_denied(&self, path: &Path) -> Option<&Rule> {
+        self.rules.iter().find(|r| {
+            r.kind == RuleKind::Deny && r.tool == "Read" && matches!(&r.spec, Spec::Path(glob) if glob.is_match(path))
+        })
+    }
+
+    /// The files and directories `Read` deny rules name literally (no
+    /// wildcard), absolute: the sandbox hides them from commands.
+    pub fn denied_read_paths(&self) -> Vec<PathBuf> {
+        self.rules
+            .iter()
+            .filter(|r| r.kind == RuleKind::Deny && r.tool == "Read")
+            .filter_map(|r| match &r.spec {
+                Spec::Path(glob) => {
+                    let p = glob.glob().glob();
+                    // `.env` (any depth) is at least the one at the top.
+                    let p = match p.rsplit_once("/**/") {
+                        Some((base, name)) if !base.contains(['*', '?', '[', '{']) => format!("{base}/{name}"),
+                        _ => p.to_owned(),
+                    };
+                    (!p.contains(['*', '?', '[', '{'])).then(|| PathBuf::from(p))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The strongest rule for a call: deny beats ask beats allow. An allow

@@ -120,7 +120,7 @@ pub enum Launch<'a> {
         /// The helper executable.
         helper: &'a Path,
         /// What it is told.
-        spec: crate::sandbox::Spec,
+        spec: Box<crate::sandbox::Spec>,
     },
 }
 

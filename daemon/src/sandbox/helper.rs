@@ -189,6 +189,20 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     if let Some(own) = spec.report.as_deref().and_then(Path::parent) {
         bind_writable(own).map_err(|e| format!("make {} writable: {e}", own.display()))?;
     }
+    for path in &spec.mask {
+        let target = if path.is_dir() { None } else { Some("/dev/null") };
+        let result = match target {
+            Some(null) => mount(Some(null), path, None::<&str>, MsFlags::MS_BIND, None::<&str>),
+            None => mount(
+                Some("tmpfs"),
+                path,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some("size=4k"),
+            ),
+        };
+        result.map_err(|e| format!("mask {}: {e}", path.display()))?;
+    }
     for dir in &spec.hide {
         mount(
             Some("tmpfs"),

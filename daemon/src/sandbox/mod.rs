@@ -64,6 +64,10 @@ pub struct Spec {
     /// renamed or replaced (`.git`, whose hooks and config are protected).
     #[serde(default)]
     pub pin: Vec<PathBuf>,
+    /// Files and directories `Read` deny rules name: covered (an empty
+    /// file or directory in their place) so no command can read them.
+    #[serde(default)]
+    pub mask: Vec<PathBuf>,
 }
 
 /// What the helper tells the daemon after the call.
@@ -106,6 +110,7 @@ pub(crate) fn probe_here() -> Probe {
         report: None,
         hide: Vec::new(),
         pin: Vec::new(),
+        mask: Vec::new(),
     };
     // The whole namespace set-up, as a workspace_write call does it.
     let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };

@@ -63,6 +63,9 @@ pub struct ToolContext {
     pub approved_outside: Option<Arc<PathBuf>>,
     /// What the Bash sandbox can do here.
     pub sandbox: Arc<crate::sandbox::Facility>,
+    /// The session's permission rules (Glob and Grep skip what `Read` deny
+    /// rules forbid; the sandbox hides the files they name).
+    pub rules: Arc<crate::permission::rules::RuleSet>,
     /// The sandbox profile the permission check chose for this call (Bash).
     pub sandbox_profile: agentd_protocol::session::SandboxProfile,
 }
@@ -188,6 +191,7 @@ impl ToolContext {
             answers: None,
             approved_outside: None,
             sandbox: Arc::new(crate::sandbox::Facility::none()),
+            rules: Arc::new(crate::permission::rules::RuleSet::default()),
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
         }
     }

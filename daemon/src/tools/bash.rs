@@ -484,6 +484,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
             Vec::new()
         },
         pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
+        mask: ctx.rules.denied_read_paths().into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect(),
         // The daemon's socket directory, unless it holds a root.
         hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
@@ -497,7 +498,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
     };
-    Launch::Helper { helper, spec }
+    Launch::Helper { helper, spec: Box::new(spec) }
 }
 
 fn profile_name(profile: SandboxProfile) -> &'static str {

@@ -118,7 +118,8 @@ impl Tool for Glob {
             return Err(ToolError::new(format!("{} is not a directory", dir.display())));
         }
         let cancel = ctx.cancel.clone();
-        tokio::task::spawn_blocking(move || glob(&canonical, &input, &cancel))
+        let rules = ctx.rules.clone();
+        tokio::task::spawn_blocking(move || glob(&canonical, &input, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
             .map(ToolOutput::new)
@@ -148,6 +149,7 @@ fn glob(
     dir: &std::path::Path,
     input: &GlobInput,
     cancel: &tokio_util::sync::CancellationToken,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<GlobOutput, ToolError> {
     let matcher = globset::GlobBuilder::new(&input.pattern)
         .literal_separator(true)
@@ -163,6 +165,8 @@ fn glob(
         .ignore(!input.include_ignored)
         .parents(!input.include_ignored)
         .threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+        // What a Read deny rule forbids is never listed.
+        .filter_entry(move |e| rules.read_denied(e.path()).is_none())
         .build_parallel();
     walker.run(|| {
         let matcher = &matcher;

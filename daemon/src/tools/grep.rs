@@ -167,7 +167,8 @@ impl Tool for Grep {
             return Err(ToolError::new(format!("{} is outside the workspace", target.display())));
         }
         let cancel = ctx.cancel.clone();
-        tokio::task::spawn_blocking(move || search(&canonical, &input, &cancel))
+        let rules = ctx.rules.clone();
+        tokio::task::spawn_blocking(move || search(&canonical, &input, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("search failed: {e}")))?
             .map(ToolOutput::new)
@@ -285,9 +286,12 @@ fn search(
     target: &Path,
     input: &GrepInput,
     cancel: &tokio_util::sync::CancellationToken,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<GrepOutput, ToolError> {
     let matcher = matcher(input).map_err(|e| ToolError::new(format!("invalid pattern: {e}")))?;
     let mut walk = ignore::WalkBuilder::new(target);
+    // What a Read deny rule forbids is never searched (nor named).
+    walk.filter_entry(move |e| rules.read_denied(e.path()).is_none());
     walk.threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
     if let Some(t) = &input.file_type {
         let mut types = ignore::types::TypesBuilder::new();

@@ -1,0 +1,206 @@
+//! The permission policy through the socket (issue 12): hostile commands
+//! with every permission request answered "deny" leave no trace, deny
+//! rules deny what really runs, reads that rules forbid are refused by
+//! every tool, protected files ask, and plainly read-only commands run
+//! without a prompt.
+
+use std::path::Path;
+
+use agentd_tests::{EventStream, RawConn, TestDaemon, within};
+use serde_json::{Value, json};
+
+/// A session whose every permission request is answered `deny` by a
+/// client on its stream. Returns the connection and the session id.
+async fn denying_session(d: &TestDaemon, params: Value) -> (RawConn, String) {
+    let mut c = d.raw().await;
+    let mut p = json!({ "cwd": d.dir.path() });
+    p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
+    let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+    let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
+    let mut answer = d.raw().await;
+    let sid = id.clone();
+    tokio::spawn(async move {
+        while let Some(e) = events.next().await {
+            if e["type"] == "permission/request" {
+                let params = json!({ "session_id": sid, "request_id": e["request_id"], "decision": "deny" });
+                answer.ok("permission/respond", params).await;
+            }
+        }
+    });
+    (c, id)
+}
+
+async fn bash(c: &mut RawConn, id: &str, command: &str) -> Value {
+    within(command, c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })))
+        .await
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap().status.success();
+    assert!(ok, "git {args:?}");
+}
+
+#[tokio::test]
+async fn hostile_commands_leave_no_marker() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "S3CRET").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), ws.join("link")).unwrap();
+    std::fs::write(ws.join("f"), "line\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["config", "core.fsmonitor", "touch pwned-fsmonitor"]);
+    std::fs::write(ws.join("evil"), "#!/bin/sh\ntouch pwned-rg\n").unwrap();
+    let secret_in = format!("cat < {}/secret", outside.path().display());
+    let hostile = [
+        "cat <<EOF\n$(touch pwned1)\nEOF",
+        "cat <<< \"$(touch pwned2)\"",
+        "sed --expr='1e touch pwned3' f",
+        "sed -l 5 '1e touch pwned4' f",
+        "sed -ni 1p f",
+        "sort --o=pwned5 f",
+        "git status",
+        "git diff",
+        "rg --hostname-bin=./evil x",
+        "echo ${x=$'a[\\044\\050touch pwned6\\051]'} ${PWD:x}",
+        "GIT_CONFIG_PARAMETERS=\"'core.fsmonitor=touch pwned7'\" git status",
+        &secret_in,
+        "cat link",
+        "printenv",
+    ];
+    for (session, rules) in [("default", json!([])), ("rules", json!(["Bash(echo:*)", "Bash(git status:*)"]))] {
+        let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": rules } })).await;
+        for command in hostile {
+            let r = bash(&mut c, &id, command).await;
+            assert!(!text(&r).contains("S3CRET"), "{session}: {command}: {r}");
+            if command == "printenv" {
+                assert!(!text(&r).contains("PATH="), "{session}: the environment was printed: {r}");
+            }
+        }
+        let markers: Vec<String> = std::fs::read_dir(ws)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("pwned"))
+            .collect();
+        assert!(markers.is_empty(), "{session}: {markers:?}");
+        assert_eq!(std::fs::read_to_string(ws.join("f")).unwrap(), "line\n", "{session}: f was edited in place");
+    }
+}
+
+#[tokio::test]
+async fn deny_rules_deny_the_program_however_it_is_spelled() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let (mut c, id) = denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Bash(rm:*)"] } })).await;
+    for command in [
+        "rm f",
+        "/bin/rm f",
+        "command rm f",
+        "$'rm' f",
+        "env rm f",
+        "r\"\"m f",
+        "timeout 5 rm f",
+        "bash -c 'rm f'",
+        "find . -name f -exec rm {} \\;",
+        "echo f | xargs rm",
+    ] {
+        std::fs::write(ws.join("f"), "x").unwrap();
+        let r = bash(&mut c, &id, command).await;
+        assert_eq!(r["is_error"], true, "{command}: {r}");
+        assert!(text(&r).contains("denied"), "{command}: {r}");
+        assert!(ws.join("f").exists(), "{command} removed the file");
+    }
+    // Claude Code's wildcard syntax denies too.
+    let (mut c, id) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Bash(touch * x)"] } })).await;
+    let r = bash(&mut c, &id, "touch -c x").await;
+    assert!(text(&r).contains("denied"), "{r}");
+}
+
+#[tokio::test]
+async fn read_deny_rules_cover_every_tool() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::write(ws.join(".env"), "API_KEY=s3cret\n").unwrap();
+    std::fs::write(ws.join("notes.txt"), "s3cret mentioned here\n").unwrap();
+    let (mut c, id) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Read(./.env)"] } })).await;
+    let r = bash(&mut c, &id, "cat .env").await;
+    assert!(!text(&r).contains("API_KEY"), "{r}");
+    // Computed names the engine cannot judge: the sandbox hides the file.
+    let r = bash(&mut c, &id, "f=.e; cat ${f}nv; cat .en?").await;
+    assert!(!text(&r).contains("API_KEY"), "{r}");
+    let r = bash(&mut c, &id, "grep -r s3cret .").await;
+    assert!(!text(&r).contains("API_KEY"), "{r}");
+    let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
+    let r =
+        c.ok("tool/call", call("Grep", json!({ "pattern": "s3cret", "output_mode": "content", "-n": false }))).await;
+    assert!(!text(&r).contains("API_KEY"), "{r}");
+    assert!(text(&r).contains("mentioned"), "other files are still searched: {r}");
+    let r = c.ok("tool/call", call("Glob", json!({ "pattern": "**/*env*", "include_hidden": true }))).await;
+    assert!(!text(&r).contains(".env"), "{r}");
+}
+
+#[tokio::test]
+async fn protected_files_ask_even_in_accept_edits() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    let (mut c, id) = denying_session(&d, json!({ "mode": "accept_edits" })).await;
+    for path in [".claude/settings.json", ".agentd/settings.json", ".git/config", ".git/hooks/pre-commit", ".mcp.json"]
+    {
+        let input = json!({ "file_path": path, "content": "{\"permissions\":{\"allow\":[\"Bash\"]}}" });
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+        assert_eq!(r["is_error"], true, "{path}: {r}");
+        assert!(!ws.join(path).exists(), "{path} was written");
+    }
+    let r = bash(&mut c, &id, "echo '{}' > .mcp.json").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!ws.join(".mcp.json").exists());
+    // An ordinary file still needs no prompt in accept_edits.
+    let input = json!({ "file_path": "ok.txt", "content": "fine" });
+    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+}
+
+#[tokio::test]
+async fn plainly_read_only_commands_run_without_a_prompt() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.py"), "x = 1\n").unwrap();
+    std::fs::write(ws.join("src/b.py"), "y = 2\n").unwrap();
+    std::fs::write(ws.join("README.md"), "# hi\nthere\n").unwrap();
+    std::fs::write(ws.join("f"), "one two\n").unwrap();
+    git(ws, &["init", "-q", "-b", "main"]);
+    // No client on the stream: anything that asked would be refused.
+    let mut c = d.raw().await;
+    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    for command in [
+        "ls *.md | tail -1 | xargs head -n 30",
+        "grep -r x src | head -10",
+        "python3 --version",
+        "git branch --show-current",
+        "git worktree list",
+        "awk '{print $1}' f",
+        "for f in src/*.py; do wc -l $f; done",
+        "timeout 5 cat f",
+        "cd src && ls -la",
+    ] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(!text(&r).contains("permission"), "{command} asked: {r}");
+        assert_eq!(r["is_error"], false, "{command}: {r}");
+        assert_eq!(r["sandbox"], "read_only", "{command}: {r}");
+    }
+    // ...and commands known to change things still ask.
+    for command in ["rm f", "touch g", "git commit -m x", "npm install", "echo x > g"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("permission"), "{command}: {r}");
+    }
+    assert!(ws.join("f").exists() && !ws.join("g").exists());
+}
