@@ -58,11 +58,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::permission::PermissionTarget;
 use crate::permission::ask::{self, Answer, Asks};
+use crate::permission::policy::{self, BashFacts, CallFacts, RuleHit, Verdict};
 use crate::permission::rules::{Facts, RuleKind, RuleSet};
-use crate::permission::{Decision, PermissionTarget};
-use crate::sandbox::{self, AllowedBy};
-use agentd_protocol::session::SandboxMode;
 
 /// Tools whose calls `accept_edits` mode allows.
 const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
@@ -466,7 +465,7 @@ impl SessionExecutor {
         context: &SessionContext,
         ctx: &ToolContext,
         approved_outside: &mut Option<PathBuf>,
-        allowed_by: &mut AllowedBy,
+        profile: &mut Option<agentd_protocol::session::SandboxProfile>,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -474,33 +473,8 @@ impl SessionExecutor {
         if let Err(e) = call.validate(ctx) {
             return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
         }
-        use agentd_protocol::session::PermissionMode;
         let mode = context.mode.unwrap_or(self.services.info.mode);
-        if mode == PermissionMode::Plan && !call.is_read_only() {
-            let refusal = "plan mode: only read-only tools run; leave plan mode to make changes".to_owned();
-            let render = call.render_rejected(&refusal);
-            return Err(CallOutcome {
-                content: vec![ContentBlock::text(refusal)],
-                is_error: true,
-                render,
-                modifier: None,
-            });
-        }
-        // Rules, then the tool's own view, then the mode: deny beats ask
-        // beats allow.
         let target = call.permission_target();
-        // Questions are for the user alone: no rule or mode answers them.
-        if slot.name == crate::tools::ask_user_question::NAME {
-            return match call.check_permissions(ctx) {
-                Decision::Ask { reason, .. } => Ok(Some(AskFor {
-                    reason,
-                    suggestions: Vec::new(),
-                    input: slot.input.clone().unwrap_or_default(),
-                    outside: None,
-                })),
-                _ => Err(CallOutcome::error("internal error: AskUserQuestion did not ask")),
-            };
-        }
         let facts = self.facts(target.clone());
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
@@ -508,152 +482,81 @@ impl SessionExecutor {
             granted = self.services.asks.granted(&slot.name, &facts);
             rule = granted.as_ref();
         }
-        // A file outside the workspace that a rule, bypass or the user
-        // explicitly allows may be opened there (Read): never one that only
-        // the tool's own judgement let through.
         let outside = match &facts {
             Facts::Path(p) if !self.inside(p) => Some(p.clone()),
             _ => None,
         };
-        let allowed_by_rule = rule.is_some_and(|r| r.kind == RuleKind::Allow);
-        // A Bash output redirection edits its file: Edit and Write deny
-        // rules apply to it.
-        if let Facts::Bash(command) = &facts
-            && let Some(denied) = self.redirect_denied(command, context)
-        {
-            let refusal = format!("permission denied: {denied}");
-            let render = call.render_rejected(&refusal);
-            return Err(CallOutcome {
-                content: vec![ContentBlock::text(refusal)],
-                is_error: true,
-                render,
-                modifier: None,
-            });
-        }
-        // Reading a file a Read deny rule forbids, through a command.
-        if let Facts::Bash(command) = &facts
-            && let Some(denied) = self.read_denied(command, context)
-        {
-            let refusal = format!("permission denied: {denied}");
-            let render = call.render_rejected(&refusal);
-            return Err(CallOutcome {
-                content: vec![ContentBlock::text(refusal)],
-                is_error: true,
-                render,
-                modifier: None,
-            });
-        }
-        // Files that configure agentd or run code later: asked about in
-        // every mode but bypass, whatever a rule or accept_edits says.
-        if EDIT_TOOLS.contains(&slot.name.as_str())
-            && mode != PermissionMode::Bypass
-            && let Facts::Path(p) = &facts
-            && crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
-            && rule.is_none_or(|r| r.kind != RuleKind::Deny)
-        {
-            return Ok(Some(AskFor {
-                reason: format!(
-                    "{} {}, which configures agentd or runs code later (protected)",
-                    slot.name.to_lowercase(),
-                    p.display()
-                ),
-                suggestions: Vec::new(),
-                input: slot.input.clone().unwrap_or_default(),
-                outside,
-            }));
-        }
-        let tool_decision = call.check_permissions(ctx);
-        // How the sandbox weighs in on Bash: a command the engine judged
-        // read-only runs without asking only where the kernel confines it
-        // (read_only profile); `auto_allow` lets every command no rule asks
-        // about run in workspace_write; disabling the sandbox always asks.
-        let bash = slot.name == crate::tools::bash::NAME;
-        let sandbox = &self.services.info.sandbox;
-        let confinable = self.services.sandbox.available && sandbox.mode != SandboxMode::Off;
-        let disable_sandbox = bash
-            && slot.input.as_ref().and_then(|i| i.get("dangerouslyDisableSandbox")).and_then(|v| v.as_bool())
-                == Some(true);
-        let judged = bash
-            && matches!(tool_decision, Decision::Allow)
-            && !crate::tools::bash::writes_files(
-                slot.input.as_ref().and_then(|i| i.get("command")).and_then(|c| c.as_str()).unwrap_or(""),
-            );
-        // A repository whose own git configuration runs programs: its git
-        // commands are not read-only, and rules do not allow them.
-        let runs_git = bash
-            && mode != PermissionMode::Bypass
-            && slot
-                .input
-                .as_ref()
-                .and_then(|i| i.get("command"))
-                .and_then(|c| c.as_str())
-                .and_then(|c| crate::shell::parse(c).ok())
-                .is_some_and(|s| crate::shell::effective(&s).iter().any(|e| e.program.as_deref() == Some("git")));
-        let git_runs_code = if runs_git { crate::permission::git_config_runs_code(&self.cwd) } else { None };
-        let decision = match (rule, tool_decision) {
-            (Some(r), _) if r.kind == RuleKind::Deny => {
-                Decision::deny(format!("the rule {} ({}) denies it", r.text, r.origin.source))
+        let edits = EDIT_TOOLS.contains(&slot.name.as_str());
+        let protected = match &facts {
+            Facts::Path(p) if edits && crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p)) => {
+                Some(p.display().to_string())
             }
-            (_, Decision::Deny { reason }) => Decision::Deny { reason },
-            (Some(r), _) if r.kind == RuleKind::Ask => {
-                Decision::ask(format!("the rule {} ({}) asks first", r.text, r.origin.source))
-            }
-            (_, _) if git_runs_code.is_some() => Decision::ask(format!(
-                "run `{}`: this repository's git configuration runs programs ({})",
-                crate::tools::bash::command_line(slot.input.as_ref()),
-                git_runs_code.as_deref().unwrap_or_default()
-            )),
-            _ if disable_sandbox => Decision::ask(format!(
-                "run `{}` outside the sandbox (dangerouslyDisableSandbox)",
-                crate::tools::bash::command_line(slot.input.as_ref())
-            )),
-            (Some(_), _) => Decision::Allow,
-            (None, Decision::Allow) if judged && !confinable && sandbox.mode != SandboxMode::Off => {
-                Decision::ask(format!(
-                    "run `{}` (it looks read-only, but the sandbox that would guarantee it is unavailable)",
-                    crate::tools::bash::command_line(slot.input.as_ref())
-                ))
-            }
-            (None, Decision::Ask { .. }) if bash && sandbox.auto_allow && confinable => Decision::Allow,
-            (None, tool) => tool,
+            _ => None,
         };
-        *allowed_by = if judged && rule.is_none() { AllowedBy::Judgement } else { AllowedBy::Approval };
-        let refusal = match decision {
-            Decision::Allow => {
-                if allowed_by_rule {
+        let bash = match &facts {
+            Facts::Bash(command) => Some(self.bash_facts(command, slot, context)),
+            _ => None,
+        };
+        let call_facts = CallFacts {
+            tool: slot.name.clone(),
+            mode,
+            read_only: call.is_read_only(),
+            question: slot.name == crate::tools::ask_user_question::NAME,
+            edits,
+            outside: outside.is_some(),
+            protected,
+            rule: rule.map(|r| RuleHit { kind: r.kind, text: r.text.clone(), source: r.origin.source.clone() }),
+            tool_view: call.check_permissions(ctx),
+            bash,
+            sandbox: self.services.info.sandbox,
+            sandbox_available: self.services.sandbox.available,
+        };
+        match policy::decide(&call_facts) {
+            Verdict::Allow { open_outside, profile: p } => {
+                if open_outside {
                     *approved_outside = outside;
                 }
-                return Ok(None);
+                *profile = p;
+                Ok(None)
             }
-            Decision::Deny { reason } => format!("permission denied: {reason}"),
-            Decision::Ask { .. } if mode == PermissionMode::Bypass => {
-                *approved_outside = outside;
-                return Ok(None);
-            }
-            Decision::Ask { .. }
-                if mode == PermissionMode::AcceptEdits
-                    && EDIT_TOOLS.contains(&slot.name.as_str())
-                    && outside.is_none() =>
-            {
-                return Ok(None);
-            }
-            Decision::Ask { reason, suggestion } => {
+            Verdict::Ask { reason, suggestion, suggest, profile: p } => {
+                *profile = p;
                 let mut suggestions: Vec<String> = suggestion.into_iter().collect();
-                for s in ask::suggestions(&slot.name, &target, &facts, &self.cwd) {
-                    if !suggestions.contains(&s) {
-                        suggestions.push(s);
+                if suggest {
+                    for s in ask::suggestions(&slot.name, &target, &facts, &self.cwd) {
+                        if !suggestions.contains(&s) {
+                            suggestions.push(s);
+                        }
                     }
                 }
-                return Ok(Some(AskFor {
-                    reason,
-                    suggestions,
-                    input: slot.input.clone().unwrap_or_default(),
-                    outside,
-                }));
+                Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))
             }
-        };
-        let render = call.render_rejected(&refusal);
-        Err(CallOutcome { content: vec![ContentBlock::text(refusal)], is_error: true, render, modifier: None })
+            Verdict::Refuse { message } => {
+                let render = call.render_rejected(&message);
+                Err(CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None })
+            }
+        }
+    }
+
+    /// What the policy needs to know about a Bash command, from one parse.
+    fn bash_facts(&self, command: &str, slot: &Slot, context: &SessionContext) -> BashFacts {
+        let parsed = crate::shell::parse(command).ok();
+        let runs_git = parsed
+            .as_ref()
+            .is_some_and(|s| crate::shell::effective(s).iter().any(|e| e.program.as_deref() == Some("git")));
+        BashFacts {
+            command: crate::tools::bash::command_line(slot.input.as_ref()),
+            disable_sandbox: slot
+                .input
+                .as_ref()
+                .and_then(|i| i.get("dangerouslyDisableSandbox"))
+                .and_then(|v| v.as_bool())
+                == Some(true),
+            writes_files: parsed.as_ref().is_none_or(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())),
+            git_runs_code: if runs_git { crate::permission::git_config_runs_code(&self.cwd) } else { None },
+            redirect_denied: self.redirect_denied(command, context),
+            read_denied: self.read_denied(command, context),
+        }
     }
 
     /// What rules see of a call: its command, or its file resolved
@@ -788,20 +691,10 @@ impl SessionExecutor {
         let token = inner.slots[i].token.clone().unwrap_or_default();
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut approved_outside = None;
-        let mut allowed_by = AllowedBy::Approval;
+        let mut profile = None;
         let admitted =
-            self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside, &mut allowed_by);
-        if inner.slots[i].name == crate::tools::bash::NAME {
-            let disable = inner.slots[i]
-                .input
-                .as_ref()
-                .and_then(|i| i.get("dangerouslyDisableSandbox"))
-                .and_then(|v| v.as_bool())
-                == Some(true);
-            // An asked call runs as approved by the user.
-            let by = if matches!(admitted, Ok(Some(_))) { AllowedBy::Approval } else { allowed_by };
-            let profile =
-                sandbox::profile_for(&self.services.info.sandbox, self.services.sandbox.available, disable, by);
+            self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside, &mut profile);
+        if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
         }

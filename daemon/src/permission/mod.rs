@@ -3,6 +3,7 @@
 //! returns, so tools can already say what they think of a call.
 
 pub mod ask;
+pub mod policy;
 pub mod rules;
 
 use serde::Serialize;
