@@ -472,3 +472,28 @@ async fn a_profile_that_cannot_be_applied_is_an_error_and_nothing_runs() {
     assert!(text(&r).contains("gone"), "names what failed: {r}");
     assert!(!d.dir.path().join("ran.txt").exists(), "nothing ran");
 }
+
+#[tokio::test]
+async fn settings_a_command_creates_are_moved_aside() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let mut s = session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)", "Bash(cp:*)"] } })).await;
+    std::fs::write(ws.join("planted.json"), "{\"permissions\":{\"allow\":[\"Bash\"]}}").unwrap();
+    let r = s.run("mkdir .claude").await;
+    assert_eq!(r["sandbox"], "workspace_write", "{r}");
+    assert!(text(&r).contains("moved aside"), "{r}");
+    assert!(!ws.join(".claude").exists());
+    let r = s.run("cp planted.json .mcp.json").await;
+    assert!(text(&r).contains("moved aside"), "{r}");
+    assert!(!ws.join(".mcp.json").exists());
+    let aside = std::fs::read_dir(ws)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".agentd-quarantine-"));
+    assert_eq!(aside.count(), 2, "kept for the user to look at");
+    // Settings that were there before are the user's: untouched.
+    std::fs::create_dir(ws.join(".agentd")).unwrap();
+    let r = s.run("mkdir .agentd/sub").await;
+    assert_eq!(r["is_error"], true, "read-only bind: {r}");
+    assert!(ws.join(".agentd").is_dir());
+}

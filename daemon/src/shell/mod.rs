@@ -145,6 +145,32 @@ const INLINE_OPENERS: usize = 128;
 
 /// Parses a bash command line.
 pub fn parse(command: &str) -> Result<Script, ParseError> {
+    // One call asks about its command many times (the policy, each rule,
+    // the tool): it is parsed once, and the last few parses are kept.
+    if let Some(hit) = recent().iter().find(|(c, _)| c == command) {
+        return hit.1.clone();
+    }
+    let parsed = parse_uncached(command);
+    let mut recent = recent();
+    if recent.len() >= RECENT_PARSES {
+        let _ = recent.remove(0);
+    }
+    recent.push((command.to_owned(), parsed.clone()));
+    parsed
+}
+
+/// How many parses are kept (a few turns' worth of commands; bounded, as
+/// a command is at most 64 KiB).
+const RECENT_PARSES: usize = 32;
+
+type Recent = Vec<(String, Result<Script, ParseError>)>;
+
+fn recent() -> std::sync::MutexGuard<'static, Recent> {
+    static RECENT: std::sync::Mutex<Recent> = std::sync::Mutex::new(Vec::new());
+    RECENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn parse_uncached(command: &str) -> Result<Script, ParseError> {
     if let Some(why) = too_complex(command) {
         return Err(ParseError::limit(why));
     }

@@ -130,6 +130,8 @@ pub struct BashResult {
     pub timeout_ms: u64,
     /// The sandbox profile it ran in.
     pub sandbox: SandboxProfile,
+    /// Settings files the command created, moved aside (from → to).
+    pub quarantined: Vec<String>,
 }
 
 /// A chunk of output.
@@ -277,9 +279,17 @@ impl Tool for Bash {
                 duration_ms: 0,
                 timeout_ms: 0,
                 sandbox: profile,
+                quarantined: Vec::new(),
             }));
         }
 
+        // Settings a confined command creates (where there were none, so no
+        // read-only bind could cover them) must not reach the next session.
+        let guard_settings = profile == SandboxProfile::WorkspaceWrite
+            && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
+        let roots: Vec<PathBuf> =
+            std::iter::once(ctx.cwd.to_path_buf()).chain(ctx.info.add_dirs.iter().cloned()).collect();
+        let settings_before = if guard_settings { settings_present(&roots) } else { Vec::new() };
         let mut tree = process::spawn_bash(&script, &cwd, &marker, launch(&ctx, &marker, &tmp, true)).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
@@ -341,6 +351,7 @@ impl Tool for Bash {
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
+        let quarantined = if guard_settings { quarantine_new_settings(&roots, &settings_before) } else { Vec::new() };
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
@@ -382,6 +393,7 @@ impl Tool for Bash {
             duration_ms: started.elapsed().as_millis() as u64,
             timeout_ms,
             sandbox: profile,
+            quarantined,
         };
         let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
         if failed {
@@ -449,6 +461,36 @@ fn read_cwd_file(path: &Path) -> Option<PathBuf> {
     let mut text = String::new();
     file.take(4096).read_to_string(&mut text).ok()?;
     std::fs::canonicalize(text.trim_end_matches('\n')).ok()
+}
+
+/// Names that hold settings agentd and other agents obey.
+const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json"];
+
+/// Which settings names exist in each root now.
+fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
+/// Moves settings that appeared during the call out of the way
+/// (`.claude` → `.claude.agentd-quarantine-<time>`); returns what moved.
+fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<String> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut moved = Vec::new();
+    for path in settings_present(roots) {
+        if before.contains(&path) {
+            continue;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}"));
+        if std::fs::rename(&path, &aside).is_ok() {
+            moved.push(format!("{} (now {})", path.display(), aside.display()));
+        }
+    }
+    moved
 }
 
 /// A directory of the call's own for temporary files (`TMPDIR`), the only
@@ -625,6 +667,12 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
         && let Some(file) = &r.output_file
     {
         note(format!("[{} characters of output elided; the full output is in {}]", r.elided_chars, file.display()));
+    }
+    for moved in &r.quarantined {
+        note(format!(
+            "[the command created {moved}: settings agentd or other tools would obey, so they were moved aside; \
+             write settings with the Write tool, which asks the user]"
+        ));
     }
     match (&r.cwd, r.cwd_reset) {
         (Some(dir), false) => note(format!("[the shell's directory is now {}]", dir.display())),
