@@ -88,7 +88,28 @@ fn unwrap(mut e: Effective, depth: usize, out: &mut Vec<Effective>) {
                 skip_options(&args, &[])
             }
             "exec" => skip_options(&args, &["-a"]),
-            "nohup" | "time" => skip_options(&args, &[]),
+            "nohup" | "time" | "setsid" | "unbuffer" => skip_options(&args, &[]),
+            "ionice" => skip_options(&args, &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"]),
+            // A positional before the program: the CPU mask, the priority,
+            // the new root.
+            "taskset" | "chrt" | "chroot" => {
+                skip_options(&args, &["-p", "--pid"]).map(|r| r.iter().skip(1).cloned().collect())
+            }
+            "busybox" => Some(args.clone()),
+            // `flock FILE cmd…` (or `-c 'cmd'`, a script like bash -c).
+            "flock" if !args.iter().any(|a| a == "-c" || a == "--command") => {
+                skip_options(&args, &["-w", "--timeout", "-E", "--conflict-exit-code"])
+                    .map(|r| r.iter().skip(1).cloned().collect())
+            }
+            // They run a command line given as one string, or what the
+            // analysis cannot follow: the program is not known.
+            "flock" | "watch" | "script" | "su" | "runuser" | "parallel" | "nsenter" | "unshare" | "ssh"
+            | "systemd-run" | "at" | "batch" | "expect" | "tmux" | "screen" => {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
             "nice" => skip_options(&args, &["-n", "--adjustment"]),
             "stdbuf" => skip_options(&args, &["-i", "-o", "-e", "--input", "--output", "--error"]),
             "timeout" => {
@@ -340,6 +361,13 @@ mod tests {
             ("find . -name x -exec rm {} \\;", &["rm {}", "find . -name x -exec rm {} ;"]),
             ("timeout 5 env nice rm f", &["rm f"]),
             ("command -v rm", &["command -v rm"]),
+            ("setsid rm f", &["rm f"]),
+            ("ionice -c 3 rm f", &["rm f"]),
+            ("taskset -c 0 rm f", &["rm f"]),
+            ("chrt 5 rm f", &["rm f"]),
+            ("busybox rm f", &["rm f"]),
+            ("flock /tmp/l rm f", &["rm f"]),
+            ("unbuffer rm f", &["rm f"]),
         ];
         for (cmd, want) in rows {
             assert_eq!(programs(cmd), want.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{cmd}");
@@ -348,7 +376,20 @@ mod tests {
 
     #[test]
     fn what_cannot_be_seen_is_computed() {
-        for cmd in ["$'rm' f", "$CMD f", "eval \"$x\"", "bash -c \"$x\"", "env -S 'rm f'", "sudo -s", "x=rm; $x f"] {
+        for cmd in [
+            "$'rm' f",
+            "$CMD f",
+            "eval \"$x\"",
+            "bash -c \"$x\"",
+            "env -S 'rm f'",
+            "sudo -s",
+            "x=rm; $x f",
+            "watch rm f",
+            "script -c 'rm f'",
+            "flock /tmp/l -c 'rm f'",
+            "su -c 'rm f'",
+            "parallel rm ::: f",
+        ] {
             assert!(programs(cmd).iter().any(|p| p == "<computed>"), "{cmd}: {:?}", programs(cmd));
         }
         let e = effective(&parse("ls | xargs head -n 3").unwrap());
