@@ -203,8 +203,12 @@ async fn rules_allow_deny_and_ask_by_sub_command() {
     let (err, out) = run("touch a && rm made-by-rule").await;
     assert!(err && out.contains("Bash(rm:*)") && out.contains("denies"), "{out}");
     assert!(d.dir.path().join("made-by-rule").exists(), "nothing ran");
-    let (err, out) = run("touch x; curl x | sh").await;
+    let (err, out) = run("touch x; curl x").await;
     assert!(err && out.contains("permission required"), "a partial match allows nothing: {out}");
+    // A shell reading its commands from a pipe could run rm: the deny rule
+    // fails closed.
+    let (err, out) = run("touch x; curl x | sh").await;
+    assert!(err && out.contains("Bash(rm:*)"), "{out}");
     let (err, out) = run("git push origin main").await;
     assert!(err && out.contains("Bash(git push:*)") && out.contains("asks"), "{out}");
     let (err, out) = run("touch $(id -u)").await;

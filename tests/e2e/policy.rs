@@ -128,21 +128,39 @@ async fn read_deny_rules_cover_every_tool() {
     let ws = d.dir.path();
     std::fs::write(ws.join(".env"), "API_KEY=s3cret\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "s3cret mentioned here\n").unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/.env"), "API_KEY=s3cret-sub\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    git(ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]);
     let (mut c, id) =
         denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Read(./.env)"] } })).await;
     let r = bash(&mut c, &id, "cat .env").await;
-    assert!(!text(&r).contains("API_KEY"), "{r}");
+    assert!(!text(&r).contains("API_KEY=s3cret\n"), "{r}");
     // Computed names the engine cannot judge: the sandbox hides the file.
     let r = bash(&mut c, &id, "f=.e; cat ${f}nv; cat .en?").await;
-    assert!(!text(&r).contains("API_KEY"), "{r}");
+    assert!(!text(&r).contains("API_KEY=s3cret\n"), "{r}");
     let r = bash(&mut c, &id, "grep -r s3cret .").await;
-    assert!(!text(&r).contains("API_KEY"), "{r}");
+    assert!(!text(&r).contains("API_KEY=s3cret\n"), "{r}");
     let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
+    // At any depth, and in git's history.
+    let (mut c2, id2) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Read(.env)"] } })).await;
+    for command in ["cat sub/.en?", "grep -r s3cret .", "git show HEAD:.env", "git log -p -1", "git grep s3cret"] {
+        let r = bash(&mut c2, &id2, command).await;
+        assert!(!text(&r).contains("API_KEY"), "{command}: {r}");
+    }
     let r =
         c.ok("tool/call", call("Grep", json!({ "pattern": "s3cret", "output_mode": "content", "-n": false }))).await;
-    assert!(!text(&r).contains("API_KEY"), "{r}");
+    assert!(!text(&r).contains("API_KEY=s3cret\n"), "{r}");
     assert!(text(&r).contains("mentioned"), "other files are still searched: {r}");
     let r = c.ok("tool/call", call("Glob", json!({ "pattern": "**/*env*", "include_hidden": true }))).await;
+    let top = format!("{}/.env", std::fs::canonicalize(ws).unwrap().display());
+    assert!(!text(&r).lines().any(|l| l == top), "{r}");
+    assert!(text(&r).contains("sub/.env"), "`./.env` is anchored at the root: {r}");
+    // Under `.env` (any depth) neither is listed.
+    let call2 = |name: &str, input: Value| json!({ "session_id": id2, "name": name, "input": input });
+    let r = c2.ok("tool/call", call2("Glob", json!({ "pattern": "**/*env*", "include_hidden": true }))).await;
     assert!(!text(&r).contains(".env"), "{r}");
 }
 
@@ -203,4 +221,56 @@ async fn plainly_read_only_commands_run_without_a_prompt() {
         assert!(text(&r).contains("permission"), "{command}: {r}");
     }
     assert!(ws.join("f").exists() && !ws.join("g").exists());
+}
+
+#[tokio::test]
+async fn the_second_attack_reviews_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    use std::os::unix::fs::PermissionsExt;
+    // The workspace's own executables are not the programs they are named after.
+    for (path, marker) in [("echo", "pwned-echo"), ("tools/git", "pwned-git")] {
+        let file = ws.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, format!("#!/bin/sh\ntouch {marker}\n")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // A repository whose config runs code, written on one line, found from
+    // a subdirectory.
+    git(ws, &["init", "-q"]);
+    std::fs::write(ws.join(".git/config"), "[core] fsmonitor = \"touch pwned-fsmonitor; echo\"\n").unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    let mut c = d.raw().await;
+    let params = json!({ "cwd": ws.join("sub"), "add_dirs": [ws],
+        "permissions": { "allow": ["Bash(echo:*)", "Bash(git status:*)"] }, "permission_timeout_ms": 100 });
+    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    for command in
+        ["../echo hi", "../tools/git status", "git status", "git -C .. status", "for x in /etc/shadow; do cat $x; done"]
+    {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("permission required"), "{command}: {r}");
+    }
+    let markers: Vec<_> = std::fs::read_dir(ws)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pwned"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(markers.is_empty(), "{markers:?}");
+}
+
+#[tokio::test]
+async fn a_git_directory_elsewhere_is_protected() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    git(ws, &["init", "-q", "--separate-git-dir", "meta"]);
+    assert!(ws.join(".git").is_file());
+    let (mut c, id) = denying_session(&d, json!({ "mode": "accept_edits" })).await;
+    let read = json!({ "session_id": id, "name": "Read", "input": { "file_path": "meta/config" } });
+    c.ok("tool/call", read).await;
+    let before = std::fs::read_to_string(ws.join("meta/config")).unwrap();
+    let input = json!({ "file_path": "meta/config", "content": "[core]\n\tfsmonitor = touch pwned\n" });
+    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(std::fs::read_to_string(ws.join("meta/config")).unwrap(), before);
 }

@@ -487,8 +487,19 @@ impl SessionExecutor {
             _ => None,
         };
         let edits = EDIT_TOOLS.contains(&slot.name.as_str());
+        // The repository's git directory is protected wherever it is (a
+        // `.git` file may point anywhere).
+        let git_dir = if edits {
+            crate::permission::git_dir(&self.cwd).and_then(|g| std::fs::canonicalize(g).ok())
+        } else {
+            None
+        };
         let protected = match &facts {
-            Facts::Path(p) if edits && crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p)) => {
+            Facts::Path(p)
+                if edits
+                    && (crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
+                        || git_dir.as_ref().is_some_and(|g| p.starts_with(g))) =>
+            {
                 Some(p.display().to_string())
             }
             _ => None,
@@ -541,9 +552,20 @@ impl SessionExecutor {
     /// What the policy needs to know about a Bash command, from one parse.
     fn bash_facts(&self, command: &str, slot: &Slot, context: &SessionContext) -> BashFacts {
         let parsed = crate::shell::parse(command).ok();
-        let runs_git = parsed
-            .as_ref()
-            .is_some_and(|s| crate::shell::effective(s).iter().any(|e| e.program.as_deref() == Some("git")));
+        let parts = parsed.as_ref().map(crate::shell::effective).unwrap_or_default();
+        let gits: Vec<&crate::shell::Effective> =
+            parts.iter().filter(|e| e.program.as_deref() == Some("git")).collect();
+        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        let elsewhere = gits
+            .iter()
+            .any(|e| e.args.iter().any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree")));
+        let git_runs_code = if gits.is_empty() {
+            None
+        } else if elsewhere {
+            Some("-C, --git-dir or --work-tree name a repository whose configuration is not checked".to_owned())
+        } else {
+            crate::permission::git_config_runs_code(&here)
+        };
         BashFacts {
             command: crate::tools::bash::command_line(slot.input.as_ref()),
             disable_sandbox: slot
@@ -553,7 +575,7 @@ impl SessionExecutor {
                 .and_then(|v| v.as_bool())
                 == Some(true),
             writes_files: parsed.as_ref().is_none_or(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())),
-            git_runs_code: if runs_git { crate::permission::git_config_runs_code(&self.cwd) } else { None },
+            git_runs_code,
             redirect_denied: self.redirect_denied(command, context),
             read_denied: self.read_denied(command, context),
         }
@@ -583,6 +605,37 @@ impl SessionExecutor {
             return None;
         }
         let script = crate::shell::parse(command).ok()?;
+        // Git prints files' contents from its own objects, where no path
+        // of the workspace is opened: a deny rule cannot be checked there.
+        const GIT_CONTENT: &[&str] = &[
+            "show",
+            "cat-file",
+            "log",
+            "diff",
+            "grep",
+            "blame",
+            "annotate",
+            "archive",
+            "stash",
+            "format-patch",
+            "fast-export",
+            "bundle",
+            "whatchanged",
+            "difftool",
+            "range-diff",
+        ];
+        for e in crate::shell::effective(&script) {
+            if e.program.as_deref() == Some("git")
+                && let Some(sub) = e.args.iter().find(|a| !a.starts_with('-'))
+                && GIT_CONTENT.contains(&sub.as_str())
+            {
+                let rule = self.services.rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read")?;
+                return Some(format!(
+                    "git {sub} prints files from the repository's history, which the rule {} ({}) cannot be checked against",
+                    rule.text, rule.origin.source
+                ));
+            }
+        }
         let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
         for word in script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files)) {
             let value = word.split_once('=').map(|(_, v)| v).unwrap_or(word);

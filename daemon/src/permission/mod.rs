@@ -25,19 +25,36 @@ pub enum PermissionTarget {
 /// a rule or `accept_edits` says.
 pub const PROTECTED_NAMES: &[&str] = &[".git", ".agentd", ".claude", ".mcp.json"];
 
-/// Whether writing `path` would change such a file: any component of it
-/// is one of [`PROTECTED_NAMES`].
+/// Whether writing `path` (relative to the workspace, or absolute) would
+/// change such a file: any component of it is one of [`PROTECTED_NAMES`].
 pub fn is_protected(path: &std::path::Path) -> bool {
     path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
 }
 
-/// The first setting in a repository's own git configuration
-/// (`.git/config`, `.git/config.worktree`) that makes git run a program
-/// of the repository's choosing (`core.fsmonitor`, `diff.external`, a
-/// textconv or filter driver, a pager, hooks elsewhere, includes that
-/// could hold any of these). Git commands in such a repository are neither
-/// read-only nor allowed by rules: they ask.
-pub fn git_config_runs_code(root: &std::path::Path) -> Option<String> {
+/// The git directory of the repository `start` is in, found as git finds
+/// it: the nearest `.git` up the tree, a directory or a `gitdir:` file.
+pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {
+    for dir in start.ancestors() {
+        let dot = dir.join(".git");
+        let Ok(meta) = std::fs::metadata(&dot) else { continue };
+        if meta.is_dir() {
+            return Some(dot);
+        }
+        let text = std::fs::read_to_string(&dot).ok()?;
+        let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+        return Some(dir.join(target));
+    }
+    None
+}
+
+/// The first setting in the configuration of the repository `start` is in
+/// (`config`, `config.worktree`, and the common directory's `config`) that
+/// makes git run a program of the repository's choosing
+/// (`core.fsmonitor`, `diff.external`, a textconv or filter driver, a
+/// pager, hooks elsewhere, includes that could hold any of these). Git
+/// commands in such a repository are neither read-only nor allowed by
+/// rules: they ask.
+pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
     const KEYS: &[&str] = &[
         "fsmonitor",
         "hookspath",
@@ -54,17 +71,29 @@ pub fn git_config_runs_code(root: &std::path::Path) -> Option<String> {
         "gpgprogram",
         "program",
         "helper",
+        "cmd",
+        "tool",
+        "driver",
     ];
-    for file in [".git/config", ".git/config.worktree"] {
-        let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
-        for line in text.lines() {
-            let line = line.trim().to_ascii_lowercase();
-            if line.starts_with("[include") || line.starts_with("[filter") {
-                return Some(format!("{file}: {line}"));
+    let dir = git_dir(start)?;
+    let mut files = vec![dir.join("config"), dir.join("config.worktree")];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        files.push(dir.join(common.trim()).join("config"));
+    }
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        for raw in text.lines() {
+            let mut line = raw.trim().to_ascii_lowercase();
+            if line.starts_with('[') {
+                if line.starts_with("[include") || line.starts_with("[filter") || line.starts_with("[alias") {
+                    return Some(format!("{}: {}", file.display(), raw.trim()));
+                }
+                // `[core] fsmonitor = …` on one line.
+                line = line.split_once(']').map(|(_, rest)| rest.trim().to_owned()).unwrap_or_default();
             }
             let key = line.split('=').next().unwrap_or("").trim();
-            if !line.starts_with('[') && line.contains('=') && KEYS.contains(&key) {
-                return Some(format!("{file}: {key}"));
+            if line.contains('=') && KEYS.contains(&key) {
+                return Some(format!("{}: {key}", file.display()));
             }
         }
     }

@@ -313,10 +313,36 @@ impl Rule {
         // Could the rule match what runs, unseen?
         let unseen = |e: &shell::Effective| match (&e.program, self.first_word()) {
             (None, _) => true,
-            (Some(p), Some(first)) => e.opaque_args && p == first,
+            (Some(p), Some(first)) => {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                (e.opaque_args && p == first) || (p.contains('/') && name == first)
+            }
             (Some(_), None) => e.opaque_args,
         };
-        let any = parts.iter().any(|e| seen(e) || unseen(e)) || raw.iter().any(|t| self.covers(t));
+        // git's global options (`git -C . push`) before its subcommand.
+        let git_plain = |e: &shell::Effective| {
+            (e.program.as_deref() == Some("git")).then(|| {
+                let mut words = vec!["git".to_owned()];
+                let mut i = 0;
+                while i < e.args.len() {
+                    let a = e.args[i].as_str();
+                    if matches!(a, "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path") {
+                        i += 2;
+                        continue;
+                    }
+                    if a.starts_with('-') && words.len() == 1 {
+                        i += 1;
+                        continue;
+                    }
+                    words.push(a.to_owned());
+                    i += 1;
+                }
+                words.join(" ")
+            })
+        };
+        let any = script.opaque
+            || parts.iter().any(|e| seen(e) || unseen(e) || git_plain(e).is_some_and(|t| self.covers(&t)))
+            || raw.iter().any(|t| self.covers(t));
         if !any {
             return Match::No;
         }
@@ -446,6 +472,15 @@ impl RuleSet {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether some `Read` deny rule is a pattern (not one path).
+    pub fn has_read_deny_patterns(&self) -> bool {
+        self.rules.iter().any(|r| {
+            r.kind == RuleKind::Deny
+                && r.tool == "Read"
+                && matches!(&r.spec, Spec::Path(glob) if glob.glob().glob().contains(['*', '?', '[', '{']))
+        })
     }
 
     /// The strongest rule for a call: deny beats ask beats allow. An allow

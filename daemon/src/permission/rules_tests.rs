@@ -125,6 +125,33 @@ fn deny_rules_deny_what_really_runs() {
         "bash -c \"$cmd\"",
         "env -S 'rm f'",
         "echo 'unterminated",
+        // Found by the second attack review.
+        "echo $(rm v1)",
+        "echo `rm v8`",
+        "cat <(rm v9)",
+        "cat <<< \"$(rm v10)\"",
+        "f() { rm v3; }; f",
+        "case $(rm v4) in *) ;; esac",
+        "[[ $(rm v5) ]]",
+        "(( $(rm v6) ))",
+        "coproc rm v53",
+        "trap 'rm v40' EXIT",
+        "printf 'rm v28' | bash",
+        "bash <<< 'rm v29'",
+        "cat <<EOF | sh\nrm v32\nEOF",
+        "source /dev/stdin <<< 'rm v23'",
+        ". <(echo rm v30)",
+        "bash -O extglob -c 'rm v41'",
+        "PROMPT_COMMAND='rm v54' bash -i </dev/null",
+        "setsid rm v15",
+        "ionice rm v17",
+        "taskset 1 rm v18",
+        "chrt -o 0 rm v19",
+        "watch -n1 -e -g 'rm v25'",
+        "git -c alias.x='!rm v14' x",
+        "for x in $(rm v2); do :; done",
+        "./rm f",
+        "tools/rm f",
     ] {
         assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command:?} must be denied");
     }
@@ -170,6 +197,9 @@ fn claude_codes_wildcard_syntax() {
     assert_eq!(bash(&s, "git push origin main"), Some(RuleKind::Deny));
     assert_eq!(bash(&s, "timeout 9 git push"), Some(RuleKind::Deny));
     assert_eq!(bash(&s, "git fetch --force"), Some(RuleKind::Deny));
+    for command in ["git -C . push", "git --no-pager push", "git -c a.b=c push origin"] {
+        assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command}");
+    }
     assert_eq!(bash(&s, "git status"), Some(RuleKind::Allow));
     // One allow rule per part.
     let s = set(&["Bash(git add *)", "Bash(git commit *)"], &[], &[]);
@@ -189,6 +219,9 @@ fn allow_rules_never_cover_what_is_computed() {
         "LD_PRELOAD=./x.so echo hi",
         "echo hi | xargs echo",
         "cat <<EOF\n$(touch x)\nEOF",
+        "./echo hi",
+        "tools/git status",
+        "\"./echo\" hi",
     ] {
         assert_eq!(bash(&s, command), None, "{command:?} must not be allowed");
     }

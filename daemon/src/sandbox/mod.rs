@@ -289,6 +289,19 @@ pub fn git_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
 pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots {
+        // A `.git` file points at the real git directory: its hooks and
+        // config are as protected.
+        if std::fs::symlink_metadata(root.join(".git")).is_ok_and(|m| m.is_file())
+            && let Some(dir) = crate::permission::git_dir(root)
+        {
+            for name in ["hooks", "config", "config.worktree", "commondir", "info"] {
+                if let Ok(real) = std::fs::canonicalize(dir.join(name))
+                    && roots.iter().any(|r| real.starts_with(r))
+                {
+                    out.push(real);
+                }
+            }
+        }
         for rel in PROTECTED {
             let path = root.join(rel);
             if std::fs::symlink_metadata(&path).is_ok() {

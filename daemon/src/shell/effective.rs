@@ -55,8 +55,17 @@ pub fn effective(script: &Script) -> Vec<Effective> {
     out
 }
 
+/// Directories whose programs are the ones their names say.
+const SYSTEM_BIN: &[&str] = &["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/local/bin/", "/usr/local/sbin/"];
+
+/// A program's name for rules and the read-only judgement: `/bin/rm` is
+/// `rm`, but `./echo` or `tools/git` (the workspace's own executables) keep
+/// their path, so no rule or list for `echo` or `git` covers them.
 fn basename(program: &str) -> String {
-    program.rsplit('/').next().unwrap_or(program).to_owned()
+    match SYSTEM_BIN.iter().find_map(|dir| program.strip_prefix(dir)) {
+        Some(name) if !name.contains('/') => name.to_owned(),
+        _ => program.to_owned(),
+    }
 }
 
 fn unwrap_command(cmd: &SimpleCommand, from: usize, depth: usize, out: &mut Vec<Effective>) {
@@ -160,11 +169,50 @@ fn unwrap(mut e: Effective, depth: usize, out: &mut Vec<Effective>) {
                     other => other,
                 }
             }
-            "bash" | "sh" | "zsh" | "dash" | "ksh" | "eval" => {
-                let script = if program == "eval" { Some(args.join(" ")) } else { shell_c_script(&args) };
+            // A shell's environment can make it run anything first.
+            "bash" | "sh" | "zsh" | "dash" | "ksh"
+                if e.assigns.iter().any(|a| {
+                    matches!(a.as_str(), "BASH_ENV" | "ENV" | "PROMPT_COMMAND" | "SHELLOPTS" | "BASHOPTS")
+                }) =>
+            {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
+            // Run a file or a string the text does not show.
+            "source" | "." => {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
+            "git" if git_alias(&args) => {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
+            "bash" | "sh" | "zsh" | "dash" | "ksh" | "eval" | "trap" => {
+                let script = match program.as_str() {
+                    "eval" => Some(args.join(" ")),
+                    // `trap 'cmd' SIGNAL…` runs cmd later.
+                    "trap" => args.first().filter(|a| !a.starts_with('-')).cloned(),
+                    _ => match shell_c_script(&args) {
+                        ShellRuns::Script(s) => Some(s),
+                        ShellRuns::File => None,
+                        // Commands from stdin, or options not understood.
+                        ShellRuns::Unknown => {
+                            e.args = args;
+                            e.wrappers.push(program);
+                            e.program = None;
+                            break;
+                        }
+                    },
+                };
                 match script {
                     // `bash file.sh` runs a file: bash is the program.
-                    None if program != "eval" => {
+                    None if program != "eval" && program != "trap" => {
                         e.args = args;
                         break;
                     }
@@ -285,23 +333,51 @@ fn unwrap_env(args: &[String], e: &mut Effective) -> Option<Vec<String>> {
     Some(Vec::new())
 }
 
-/// The script of `bash -c SCRIPT` (`-c` alone or in a cluster like `-lc`).
-fn shell_c_script(args: &[String]) -> Option<String> {
-    let mut it = args.iter();
+/// What a shell's arguments make it run.
+enum ShellRuns {
+    /// `-c SCRIPT` (`-c` alone or in a cluster like `-lc`).
+    Script(String),
+    /// A script file (`bash build.sh`).
+    File,
+    /// Its standard input (no operand, `-s`, `-i`), or options that are
+    /// not understood.
+    Unknown,
+}
+
+fn shell_c_script(args: &[String]) -> ShellRuns {
     let mut seen_c = false;
-    for a in it.by_ref() {
-        if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 {
-            if a.contains('c') {
-                seen_c = true;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        i += 1;
+        match a {
+            "--" => break,
+            // Options that take a value.
+            "-O" | "+O" | "-o" | "+o" => i += 1,
+            "--norc" | "--noprofile" | "--posix" | "--login" | "--noediting" | "--restricted" => {}
+            _ if a.starts_with("--") => return ShellRuns::Unknown,
+            _ if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 => {
+                if a[1..].contains(['s', 'i']) {
+                    return ShellRuns::Unknown;
+                }
+                seen_c |= a[1..].contains('c');
             }
-            continue;
+            _ => {
+                return if seen_c { ShellRuns::Script(a.to_owned()) } else { ShellRuns::File };
+            }
         }
-        if a.starts_with("--") {
-            continue;
-        }
-        return seen_c.then(|| a.clone());
     }
-    None
+    match args.get(i) {
+        Some(a) if seen_c => ShellRuns::Script(a.clone()),
+        Some(_) => ShellRuns::File,
+        None => ShellRuns::Unknown,
+    }
+}
+
+/// `git -c alias.x='!cmd' x`: an alias that runs a shell command.
+fn git_alias(args: &[String]) -> bool {
+    args.windows(2).any(|w| w[0] == "-c" && w[1].to_ascii_lowercase().starts_with("alias."))
+        || args.iter().any(|a| a.starts_with("--config-env") || a.to_ascii_lowercase().starts_with("-calias."))
 }
 
 /// The programs `find … -exec prog args… ;` runs, as parts of their own.
@@ -368,6 +444,10 @@ mod tests {
             ("busybox rm f", &["rm f"]),
             ("flock /tmp/l rm f", &["rm f"]),
             ("unbuffer rm f", &["rm f"]),
+            ("bash -O extglob -c 'rm f'", &["bash -O extglob -c rm f", "rm f"]),
+            ("trap 'rm f' EXIT", &["trap rm f EXIT", "rm f"]),
+            ("./echo hi", &["./echo hi"]),
+            ("/usr/bin/git status", &["git status"]),
         ];
         for (cmd, want) in rows {
             assert_eq!(programs(cmd), want.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{cmd}");
@@ -389,6 +469,13 @@ mod tests {
             "flock /tmp/l -c 'rm f'",
             "su -c 'rm f'",
             "parallel rm ::: f",
+            "printf 'rm f' | bash",
+            "bash <<< 'rm f'",
+            "source /dev/stdin",
+            ". ./x.sh",
+            "PROMPT_COMMAND='rm f' bash -i",
+            "BASH_ENV=./x bash build.sh",
+            "git -c alias.x='!rm f' x",
         ] {
             assert!(programs(cmd).iter().any(|p| p == "<computed>"), "{cmd}: {:?}", programs(cmd));
         }

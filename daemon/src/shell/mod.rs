@@ -48,6 +48,9 @@ pub struct Script {
     pub has_compound: bool,
     /// Defines a function (whose body runs under another name).
     pub has_function: bool,
+    /// Runs code the analysis cannot see (a substitution too deep or not
+    /// understood, code built from escapes): deny rules fail closed.
+    pub opaque: bool,
     /// The last simple command at the top level, whose exit code is the
     /// script's — `None` when that is not certain (a compound command last,
     /// or a last pipeline that runs only after `&&`/`||`).
@@ -231,10 +234,34 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
         match command {
             ast::Command::Simple(simple) => {
                 let cmd = simple_command(simple);
+                let inspect = cmd.has_substitution || cmd.has_expansion;
                 if top {
                     script.last = Some(cmd.clone());
                 }
                 script.commands.push(cmd);
+                if inspect {
+                    let text = simple.to_string();
+                    absorb(&text, script);
+                    // Code built from escapes and run by an expansion
+                    // (`${x=$'…\050…'} ${PWD:x}`): nobody can see it.
+                    script.opaque |= text.contains("$'") && text.contains('\\') && text.contains("${");
+                }
+                // Process substitutions come parsed: walk them.
+                let items =
+                    simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
+                for item in items {
+                    match item {
+                        ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                            walk_list(&sub.list, script, false)
+                        }
+                        ast::CommandPrefixOrSuffixItem::IoRedirect(ast::IoRedirect::File(
+                            _,
+                            _,
+                            ast::IoFileRedirectTarget::ProcessSubstitution(_, sub),
+                        )) => walk_list(&sub.list, script, false),
+                        _ => {}
+                    }
+                }
             }
             ast::Command::Compound(compound, _) => {
                 script.has_compound = true;
@@ -243,13 +270,92 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
                 }
                 walk_compound(compound, script);
             }
-            ast::Command::Function(_) | ast::Command::ExtendedTest(..) => {
+            ast::Command::Function(def) => {
                 script.has_compound = true;
-                script.has_function |= matches!(command, ast::Command::Function(_));
+                script.has_function = true;
                 if top {
                     script.last = None;
                 }
+                // What the function runs is what the script runs.
+                walk_compound(&def.body.0, script);
             }
+            ast::Command::ExtendedTest(test, _) => {
+                script.has_compound = true;
+                if top {
+                    script.last = None;
+                }
+                absorb(&test.to_string(), script);
+            }
+        }
+    }
+}
+
+/// The bodies of the command substitutions in `text` (`$(…)`, backticks),
+/// outside single quotes; arithmetic `$((…))` is not one.
+fn substitution_bodies(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut single) = (0, false);
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && !single {
+            i += 2;
+            continue;
+        }
+        if c == '\'' {
+            single = !single;
+        } else if !single
+            && matches!(c, '$' | '<' | '>')
+            && chars.get(i + 1) == Some(&'(')
+            && chars.get(i + 2) != Some(&'(')
+        {
+            let (mut depth, mut j) = (1, i + 2);
+            while j < chars.len() && depth > 0 {
+                match chars[j] {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            out.push(chars[i + 2..j.saturating_sub(1).max(i + 2)].iter().collect());
+            i = j;
+            continue;
+        } else if !single && c == '`' {
+            let end = chars[i + 1..].iter().position(|&d| d == '`').map_or(chars.len(), |p| i + 1 + p);
+            out.push(chars[i + 1..end].iter().collect());
+            i = end + 1;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+thread_local! {
+    static ABSORB_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Adds the commands that substitutions in `text` run to `script` (a few
+/// levels deep; deeper, or unparseable, the script is marked opaque).
+fn absorb(text: &str, script: &mut Script) {
+    for body in substitution_bodies(text) {
+        let depth = ABSORB_DEPTH.with(|d| d.get());
+        if depth >= 8 {
+            script.opaque = true;
+            continue;
+        }
+        ABSORB_DEPTH.with(|d| d.set(depth + 1));
+        let inner = parse_here(&body);
+        ABSORB_DEPTH.with(|d| d.set(depth));
+        match inner {
+            Ok(inner) => {
+                script.commands.extend(inner.commands);
+                script.has_compound |= inner.has_compound;
+                script.has_function |= inner.has_function;
+                script.opaque |= inner.opaque;
+            }
+            Err(_) => script.opaque = true,
         }
     }
 }
@@ -259,7 +365,29 @@ fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
     match compound {
         C::BraceGroup(g) => walk_list(&g.list, script, false),
         C::Subshell(s) => walk_list(&s.list, script, false),
-        C::ForClause(f) => walk_list(&f.body.list, script, false),
+        C::ForClause(f) => {
+            // The words iterated over are arguments like any others (a
+            // path to judge, a substitution that runs).
+            let words: Vec<&ast::Word> = f.values.iter().flatten().collect();
+            let mut list = SimpleCommand {
+                program: Some(":".into()),
+                args: Vec::new(),
+                writes_files: Vec::new(),
+                has_substitution: false,
+                has_expansion: false,
+                has_assignment: false,
+                assigns: Vec::new(),
+                reads_files: Vec::new(),
+            };
+            walk_list(&f.body.list, script, false);
+            for w in words {
+                list.has_substitution |= substitutes(&w.value);
+                list.has_expansion |= expands(&w.value);
+                list.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
+                absorb(&w.value, script);
+            }
+            script.commands.push(list);
+        }
         C::WhileClause(w) | C::UntilClause(w) => {
             walk_list(&w.0, script, false);
             walk_list(&w.1.list, script, false);
@@ -275,6 +403,7 @@ fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
             }
         }
         C::CaseClause(c) => {
+            absorb(&c.value.value, script);
             for item in &c.cases {
                 if let Some(cmd) = &item.cmd {
                     walk_list(cmd, script, false);
@@ -282,7 +411,11 @@ fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
             }
         }
         C::ArithmeticForClause(f) => walk_list(&f.body.list, script, false),
-        C::Arithmetic(_) | C::Coprocess(_) => {}
+        C::Arithmetic(a) => absorb(&a.to_string(), script),
+        C::Coprocess(c) => {
+            let pipeline = ast::Pipeline { timed: None, bang: false, seq: vec![(*c.body).clone()] };
+            walk_pipeline(&pipeline, script, false);
+        }
     }
 }
 

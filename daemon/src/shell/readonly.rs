@@ -327,13 +327,9 @@ fn git_reads(args: &[&str]) -> bool {
     let mut rest = args.iter().copied();
     while let Some(arg) = rest.next() {
         match arg {
-            "-C" | "-c" => {
-                // `-c key=value` could set an alias or hook: only `-C dir` is fine.
-                if arg == "-c" {
-                    return false;
-                }
-                rest.next();
-            }
+            // `-c key=value` could set an alias or hook; `-C dir` may be a
+            // repository whose own configuration runs programs.
+            "-C" | "-c" => return false,
             "--no-pager" | "--no-optional-locks" => {}
             sub if sub.starts_with('-') => return false,
             sub if GIT_READS.contains(&sub) => {
@@ -379,7 +375,6 @@ mod tests {
             "grep -rn TODO src && echo found",
             "find . -name '*.rs' -type f",
             "git status",
-            "git -C repo log --oneline -5",
             "git branch",
             "git stash list",
             "echo x >&2",
@@ -413,6 +408,7 @@ mod tests {
             "sort -o out in",
             "git commit -m x",
             "git push",
+            "git -C repo log --oneline -5",
             "git branch -D old",
             "git -c alias.st=!rm status",
             "echo $(rm x)",

@@ -526,7 +526,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
             Vec::new()
         },
         pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
-        mask: ctx.rules.denied_read_paths().into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect(),
+        mask: denied_reads(ctx),
         // The daemon's socket directory, unless it holds a root.
         hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
@@ -541,6 +541,35 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
     };
     Launch::Helper { helper, spec: Box::new(spec) }
+}
+
+/// What `Read` deny rules forbid that exists now, for the sandbox to
+/// cover: the paths they name, and for patterns (`.env` at any depth,
+/// `**/*.pem`) what a walk of the workspace finds (hidden and ignored files
+/// included; at most 100,000 entries looked at).
+fn denied_reads(ctx: &ToolContext) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> =
+        ctx.rules.denied_read_paths().into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
+    if !ctx.rules.has_read_deny_patterns() {
+        return out;
+    }
+    let mut roots = vec![ctx.cwd.to_path_buf()];
+    roots.extend(ctx.info.add_dirs.iter().cloned());
+    let mut seen = 0usize;
+    for root in roots {
+        let walk =
+            ignore::WalkBuilder::new(root).standard_filters(false).follow_links(false).max_depth(Some(32)).build();
+        for entry in walk.flatten() {
+            seen += 1;
+            if seen > 100_000 {
+                return out;
+            }
+            if ctx.rules.read_denied(entry.path()).is_some() && !out.iter().any(|p| entry.path().starts_with(p)) {
+                out.push(entry.path().to_path_buf());
+            }
+        }
+    }
+    out
 }
 
 fn profile_name(profile: SandboxProfile) -> &'static str {
