@@ -263,12 +263,29 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
                     }
                 }
             }
-            ast::Command::Compound(compound, _) => {
+            ast::Command::Compound(compound, redirects) => {
                 script.has_compound = true;
                 if top {
                     script.last = None;
                 }
                 walk_compound(compound, script);
+                // `{ …; } > f` writes f like `cmd > f` does.
+                if let Some(list) = redirects {
+                    let mut cmd = SimpleCommand {
+                        program: Some(":".into()),
+                        args: Vec::new(),
+                        writes_files: Vec::new(),
+                        has_substitution: false,
+                        has_expansion: false,
+                        has_assignment: false,
+                        assigns: Vec::new(),
+                        reads_files: Vec::new(),
+                    };
+                    for r in &list.0 {
+                        redirect(r, &mut cmd);
+                    }
+                    script.commands.push(cmd);
+                }
             }
             ast::Command::Function(def) => {
                 script.has_compound = true;
@@ -583,6 +600,14 @@ mod tests {
         assert!(s.has_compound);
         assert_eq!(s.commands[0].program.as_deref(), Some("wc"));
         assert!(s.last.is_none());
+    }
+
+    #[test]
+    fn compound_redirections_are_writes() {
+        let s = parse("{ echo a; echo b; } > out.txt").unwrap();
+        assert!(s.commands.iter().any(|c| c.writes_files == ["out.txt"]), "{s:?}");
+        let s = parse("while read l; do echo $l; done < in.txt").unwrap();
+        assert!(s.commands.iter().any(|c| c.reads_files == ["in.txt"]), "{s:?}");
     }
 
     #[test]
