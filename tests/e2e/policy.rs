@@ -274,3 +274,78 @@ async fn a_git_directory_elsewhere_is_protected() {
     assert_eq!(r["is_error"], true, "{r}");
     assert_eq!(std::fs::read_to_string(ws.join("meta/config")).unwrap(), before);
 }
+
+#[tokio::test]
+async fn the_third_attack_reviews_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::write(ws.join(".env"), "SECRET=envsecret123\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", ".env"]);
+    git(ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]);
+    // A textconv driver in a quoted subsection holding `]`.
+    let mut config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    config.push_str("[diff \"a]b\"] textconv = touch pwned-textconv\n");
+    std::fs::write(ws.join(".git/config"), config).unwrap();
+    // A nested repository whose config runs code.
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    git(&ws.join("sub"), &["init", "-q"]);
+    git(&ws.join("sub"), &["config", "core.fsmonitor", "touch pwned-nested"]);
+    let params =
+        json!({ "permissions": { "allow": ["Bash(echo:*)", "Bash(git status:*)"], "deny": ["Read(./.env)"] } });
+    let (mut c, id) = denying_session(&d, params).await;
+    for command in [
+        "env -vS'touch pwned-envS' echo",
+        "git diff",
+        "cd sub && git status",
+        "cat ${PWD:0:1}etc/shadow",
+        "cd $HOME && ls",
+        "git reflog show -p",
+    ] {
+        let r = bash(&mut c, &id, command).await;
+        assert_eq!(r["is_error"], true, "{command}: {r}");
+        assert!(!text(&r).contains("envsecret123"), "{command}: {r}");
+    }
+    // What reads a sensitive file through a variable reads nothing.
+    if std::fs::metadata("/etc/shadow").is_ok() {
+        let r = bash(&mut c, &id, "x=/etc/shadow; cat $x | head -1").await;
+        assert!(!text(&r).contains("root:"), "{r}");
+    }
+    let markers: Vec<_> = std::fs::read_dir(ws)
+        .unwrap()
+        .flatten()
+        .chain(std::fs::read_dir(ws.join("sub")).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pwned"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(markers.is_empty(), "{markers:?}");
+    // A commondir in the repository's own .git: its git commands ask.
+    std::fs::write(ws.join(".git/commondir"), "../evil\n").unwrap();
+    let (mut c2, id2) = denying_session(&d, json!({ "permissions": { "allow": ["Bash(git status:*)"] } })).await;
+    let r = bash(&mut c2, &id2, "git status").await;
+    assert!(text(&r).contains("refused"), "asked (and refused), although a rule allows git status: {r}");
+    std::fs::remove_file(ws.join(".git/commondir")).unwrap();
+    // A quoted-closer command that once overflowed a worker's stack.
+    let crash = "(')';".repeat(128) + "true";
+    let _ = bash(&mut c2, &id2, &crash).await;
+    let info = c2.ok("daemon/info", json!({})).await;
+    assert!(info["pid"].is_u64(), "the daemon is alive: {info}");
+}
+
+#[tokio::test]
+async fn settings_a_background_job_creates_are_moved_aside() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)"] } })).await;
+    let input = json!({ "command": "mkdir .claude", "run_in_background": true });
+    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let job = text(&r).split("job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    agentd_tests::eventually("the job ended and its settings moved aside", || {
+        !ws.join(".claude").exists()
+            && std::fs::read_dir(ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains("quarantine"))
+    })
+    .await;
+    let out = c.ok("tool/call", json!({ "session_id": id, "name": "BashOutput", "input": { "job_id": job } })).await;
+    assert!(text(&out).contains("moved aside"), "{out}");
+}

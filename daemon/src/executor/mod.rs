@@ -559,12 +559,27 @@ impl SessionExecutor {
         let elsewhere = gits
             .iter()
             .any(|e| e.args.iter().any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree")));
+        // Where the command's `cd`s take git (a nested repository).
+        let mut dirs = vec![here.clone()];
+        let mut computed_cd = false;
+        for c in parsed.iter().flat_map(|s| &s.commands) {
+            if matches!(c.program.as_deref(), Some("cd" | "pushd")) {
+                match c.args.iter().find(|a| !a.starts_with('-')) {
+                    Some(t) if !crate::shell::target_is_computed(t) => dirs.push(here.join(t)),
+                    Some(_) => computed_cd = true,
+                    None => {}
+                }
+            }
+        }
         let git_runs_code = if gits.is_empty() {
             None
-        } else if elsewhere {
-            Some("-C, --git-dir or --work-tree name a repository whose configuration is not checked".to_owned())
+        } else if elsewhere || computed_cd {
+            Some(
+                "-C, --git-dir, --work-tree or a computed cd name a repository whose configuration is not checked"
+                    .to_owned(),
+            )
         } else {
-            crate::permission::git_config_runs_code(&here)
+            dirs.iter().find_map(|d| crate::permission::git_config_runs_code(d))
         };
         BashFacts {
             command: crate::tools::bash::command_line(slot.input.as_ref()),
@@ -607,27 +622,41 @@ impl SessionExecutor {
         let script = crate::shell::parse(command).ok()?;
         // Git prints files' contents from its own objects, where no path
         // of the workspace is opened: a deny rule cannot be checked there.
-        const GIT_CONTENT: &[&str] = &[
-            "show",
-            "cat-file",
-            "log",
-            "diff",
-            "grep",
-            "blame",
-            "annotate",
-            "archive",
-            "stash",
-            "format-patch",
-            "fast-export",
-            "bundle",
-            "whatchanged",
-            "difftool",
-            "range-diff",
+        // Only subcommands that never print contents run.
+        const GIT_NO_CONTENT: &[&str] = &[
+            "status",
+            "branch",
+            "rev-parse",
+            "ls-files",
+            "worktree",
+            "remote",
+            "tag",
+            "describe",
+            "merge-base",
+            "name-rev",
+            "rev-list",
+            "count-objects",
+            "add",
+            "commit",
+            "push",
+            "fetch",
+            "pull",
+            "checkout",
+            "switch",
+            "restore",
+            "reset",
+            "init",
+            "clone",
+            "config",
+            "rm",
+            "mv",
+            "version",
+            "help",
         ];
         for e in crate::shell::effective(&script) {
             if e.program.as_deref() == Some("git")
                 && let Some(sub) = e.args.iter().find(|a| !a.starts_with('-'))
-                && GIT_CONTENT.contains(&sub.as_str())
+                && !GIT_NO_CONTENT.contains(&sub.as_str())
             {
                 let rule = self.services.rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read")?;
                 return Some(format!(

@@ -77,8 +77,20 @@ pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
     ];
     let dir = git_dir(start)?;
     let mut files = vec![dir.join("config"), dir.join("config.worktree")];
-    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
-        files.push(dir.join(common.trim()).join("config"));
+    let mut common = dir.clone();
+    if let Ok(text) = std::fs::read_to_string(dir.join("commondir")) {
+        // A repository's own `.git` has no commondir (worktrees' git
+        // directories do): one there sends git to another's hooks.
+        if dir.file_name().is_some_and(|n| n == ".git") {
+            return Some(format!("{}: commondir", dir.display()));
+        }
+        common = dir.join(text.trim());
+        files.push(common.join("config"));
+    }
+    // `git status` refreshes the index, which runs this hook.
+    let hook = common.join("hooks/post-index-change");
+    if std::fs::metadata(&hook).is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0) {
+        return Some(format!("{}", hook.display()));
     }
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else { continue };
@@ -88,8 +100,16 @@ pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
                 if line.starts_with("[include") || line.starts_with("[filter") || line.starts_with("[alias") {
                     return Some(format!("{}: {}", file.display(), raw.trim()));
                 }
-                // `[core] fsmonitor = …` on one line.
-                line = line.split_once(']').map(|(_, rest)| rest.trim().to_owned()).unwrap_or_default();
+                // `[core] fsmonitor = …` on one line; the header ends at the
+                // first `]` outside quotes (`[diff "a]b"]`).
+                let mut quoted = false;
+                let end = line.char_indices().find(|&(_, c)| {
+                    if c == '"' {
+                        quoted = !quoted;
+                    }
+                    c == ']' && !quoted
+                });
+                line = end.map(|(i, _)| line[i + 1..].trim().to_owned()).unwrap_or_default();
             }
             let key = line.split('=').next().unwrap_or("").trim();
             if line.contains('=') && KEYS.contains(&key) {

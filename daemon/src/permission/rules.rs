@@ -319,29 +319,66 @@ impl Rule {
             }
             (Some(_), None) => e.opaque_args,
         };
-        // git's global options (`git -C . push`) before its subcommand.
-        let git_plain = |e: &shell::Effective| {
-            (e.program.as_deref() == Some("git")).then(|| {
-                let mut words = vec!["git".to_owned()];
-                let mut i = 0;
-                while i < e.args.len() {
-                    let a = e.args[i].as_str();
-                    if matches!(a, "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path") {
-                        i += 2;
-                        continue;
-                    }
-                    if a.starts_with('-') && words.len() == 1 {
-                        i += 1;
-                        continue;
-                    }
-                    words.push(a.to_owned());
-                    i += 1;
+        // git's global options (`git -C . push`) before its subcommand;
+        // `None` when one is not known (it may take the subcommand as its
+        // value): then a rule on git fails closed.
+        let git_plain = |e: &shell::Effective| -> Option<Option<String>> {
+            if e.program.as_deref() != Some("git") {
+                return None;
+            }
+            const WITH_VALUE: &[&str] = &[
+                "-C",
+                "-c",
+                "--git-dir",
+                "--work-tree",
+                "--namespace",
+                "--exec-path",
+                "--super-prefix",
+                "--config-env",
+                "--attr-source",
+                "--list-cmds",
+            ];
+            const FLAGS: &[&str] = &[
+                "--no-pager",
+                "-p",
+                "--paginate",
+                "-P",
+                "--bare",
+                "--no-replace-objects",
+                "--literal-pathspecs",
+                "--glob-pathspecs",
+                "--noglob-pathspecs",
+                "--icase-pathspecs",
+                "--no-optional-locks",
+                "--no-advice",
+                "--no-lazy-fetch",
+            ];
+            let mut i = 0;
+            while i < e.args.len() {
+                let a = e.args[i].as_str();
+                if !a.starts_with('-') {
+                    let words: Vec<&str> =
+                        std::iter::once("git").chain(e.args[i..].iter().map(String::as_str)).collect();
+                    return Some(Some(words.join(" ")));
                 }
-                words.join(" ")
-            })
+                let name = a.split('=').next().unwrap_or(a);
+                if WITH_VALUE.contains(&name) {
+                    i += if a.contains('=') { 1 } else { 2 };
+                } else if FLAGS.contains(&a) {
+                    i += 1;
+                } else {
+                    return Some(None);
+                }
+            }
+            Some(Some("git".to_owned()))
+        };
+        let git_hit = |e: &shell::Effective| match git_plain(e) {
+            Some(Some(text)) => self.covers(&text),
+            Some(None) => self.first_word().is_none_or(|w| w == "git"),
+            None => false,
         };
         let any = script.opaque
-            || parts.iter().any(|e| seen(e) || unseen(e) || git_plain(e).is_some_and(|t| self.covers(&t)))
+            || parts.iter().any(|e| seen(e) || unseen(e) || git_hit(e))
             || raw.iter().any(|t| self.covers(t));
         if !any {
             return Match::No;

@@ -152,6 +152,15 @@ fn deny_rules_deny_what_really_runs() {
         "for x in $(rm v2); do :; done",
         "./rm f",
         "tools/rm f",
+        // Found by the third attack review.
+        "timeout -vs KILL 5 rm -f v",
+        "env -iu X rm -f v",
+        "ionice -tc 3 rm -f v",
+        "exec -la x rm -f v",
+        "printf 'v\\0' | xargs -0tI {} rm -f {}",
+        "mapfile -C 'rm -f v #' -c 1 < a.txt",
+        "test -v 'a[$(rm -f v)]'",
+        "env -vS'rm -f v' echo",
     ] {
         assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command:?} must be denied");
     }
@@ -197,7 +206,9 @@ fn claude_codes_wildcard_syntax() {
     assert_eq!(bash(&s, "git push origin main"), Some(RuleKind::Deny));
     assert_eq!(bash(&s, "timeout 9 git push"), Some(RuleKind::Deny));
     assert_eq!(bash(&s, "git fetch --force"), Some(RuleKind::Deny));
-    for command in ["git -C . push", "git --no-pager push", "git -c a.b=c push origin"] {
+    for command in
+        ["git -C . push", "git --no-pager push", "git -c a.b=c push origin", "git --attr-source HEAD push origin"]
+    {
         assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command}");
     }
     assert_eq!(bash(&s, "git status"), Some(RuleKind::Allow));
@@ -221,6 +232,7 @@ fn allow_rules_never_cover_what_is_computed() {
         "cat <<EOF\n$(touch x)\nEOF",
         "./echo hi",
         "tools/git status",
+        "env -vS'touch x' echo",
         "\"./echo\" hi",
     ] {
         assert_eq!(bash(&s, command), None, "{command:?} must not be allowed");

@@ -124,6 +124,9 @@ pub struct JobRun<'a> {
     pub launch: super::Launch<'a>,
     /// The job's private temp directory, removed when it ends.
     pub tmp: Option<PathBuf>,
+    /// Workspace roots and the settings present at the start: settings the
+    /// job creates are moved aside when it ends.
+    pub settings_guard: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
 }
 
 /// A session's jobs.
@@ -146,7 +149,7 @@ impl JobTable {
 
     /// Starts `script` (for `command`) in `cwd` as a job.
     pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, tmp } = run;
+        let JobRun { marker, output_file, launch, tmp, settings_guard } = run;
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(
@@ -168,7 +171,7 @@ impl JobTable {
             finished: tokio::sync::Notify::new(),
         });
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, tmp));
+        self.tracker.spawn(pump(job.clone(), tree, tmp, settings_guard));
         Ok(job)
     }
 
@@ -185,8 +188,21 @@ impl JobTable {
 
 /// Moves a job's output into its state until the job's process group is
 /// gone (not merely until EOF), or kills it when its token is cancelled.
-async fn pump(job: Arc<Job>, mut tree: ProcessTree, tmp: Option<PathBuf>) {
+async fn pump(
+    job: Arc<Job>,
+    mut tree: ProcessTree,
+    tmp: Option<PathBuf>,
+    settings_guard: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
+) {
     pump_output(&job, &mut tree).await;
+    if let Some((roots, before)) = settings_guard {
+        for moved in crate::sandbox::quarantine_new_settings(&roots, &before) {
+            push(
+                &job,
+                format!("[the job created {moved}: settings that would be obeyed later, moved aside]\n").as_bytes(),
+            );
+        }
+    }
     if let Some(report) = tree.report()
         && let Some(error) = report.error
     {

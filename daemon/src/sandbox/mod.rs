@@ -347,6 +347,37 @@ pub fn extra_reads(home: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> V
     out
 }
 
+/// Names that hold settings agentd, other agents or git obey (a
+/// `commondir` sends git to another repository's hooks).
+pub const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json", ".git/commondir", ".git/config.worktree"];
+
+/// Which settings names exist in each root now.
+pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
+/// Moves settings that appeared during the call out of the way
+/// (`.claude` → `.claude.agentd-quarantine-<time>`); returns what moved.
+pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<String> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut moved = Vec::new();
+    for path in settings_present(roots) {
+        if before.contains(&path) {
+            continue;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}"));
+        if std::fs::rename(&path, &aside).is_ok() {
+            moved.push(format!("{} (now {})", path.display(), aside.display()));
+        }
+    }
+    moved
+}
+
 /// The note for the model when a confined command failed in a way the
 /// sandbox may have caused.
 pub fn blocked_note(profile: SandboxProfile, output: &str) -> Option<String> {

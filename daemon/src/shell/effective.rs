@@ -97,6 +97,21 @@ fn unwrap(mut e: Effective, depth: usize, out: &mut Vec<Effective>) {
                 skip_options(&args, &[])
             }
             "exec" => skip_options(&args, &["-a"]),
+            // Builtins that run a string of code as a callback.
+            "mapfile" | "readarray" | "complete" | "compgen"
+                if args.iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('C')) =>
+            {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
+            "bind" if args.iter().any(|a| a.starts_with('-') && a.contains('x')) => {
+                e.args = args;
+                e.wrappers.push(program);
+                e.program = None;
+                break;
+            }
             "nohup" | "time" | "setsid" | "unbuffer" => skip_options(&args, &[]),
             "ionice" => skip_options(&args, &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"]),
             // A positional before the program: the CPU mask, the priority,
@@ -302,10 +317,20 @@ fn skip_options(args: &[String], with_value: &[&str]) -> Option<Vec<String>> {
             if with_value.contains(&name) && !a.contains('=') {
                 i += 1;
             }
-        } else if with_value.iter().any(|v| v.len() == 2 && a == *v) {
-            i += 1;
         } else if a.len() > 2 && a[1..].chars().all(|c| c.is_ascii_digit()) {
             // `nice -10`
+        } else {
+            // A cluster (`-vs KILL`, `-0tI {}`): a letter that takes a value
+            // takes the rest of the word, or the next word when it is last.
+            let takes = |c: char| with_value.iter().any(|v| v.len() == 2 && v.ends_with(c));
+            for (j, c) in a[1..].char_indices() {
+                if takes(c) {
+                    if a[1 + j + 1..].is_empty() {
+                        i += 1;
+                    }
+                    break;
+                }
+            }
         }
         i += 1;
     }
@@ -313,16 +338,36 @@ fn skip_options(args: &[String], with_value: &[&str]) -> Option<Vec<String>> {
 }
 
 /// `env`'s own options and `NAME=value` words; the rest is the program.
-/// `None` for `-S`/`--split-string` (a command line in one word).
+/// `None` for `-S`/`--split-string` anywhere (a command line in one word,
+/// `-vS'…'` included) or an option `env` does not have.
 fn unwrap_env(args: &[String], e: &mut Effective) -> Option<Vec<String>> {
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
         match a {
             "--" => return Some(args[i + 1..].to_vec()),
-            "-u" | "--unset" | "-C" | "--chdir" => i += 1,
-            _ if a.starts_with("-S") || a.starts_with("--split-string") => return None,
-            _ if a.starts_with('-') && a != "-" => {}
+            "--unset" | "--chdir" => i += 1,
+            _ if a.starts_with("--split-string") => return None,
+            _ if a.starts_with("--unset=") || a.starts_with("--chdir=") => {}
+            "--ignore-environment" | "--null" | "--debug" | "--list-signal-handling" => {}
+            _ if a.starts_with("--") => return None,
+            _ if a.starts_with('-') && a != "-" => {
+                // A cluster of short options: `-i`, `-0`, `-v` are flags;
+                // `-u NAME` / `-C DIR` take a value (the rest of the word, or
+                // the next one); `-S` (and anything else) hides the program.
+                for (j, c) in a[1..].char_indices() {
+                    match c {
+                        'i' | '0' | 'v' => {}
+                        'u' | 'C' => {
+                            if a[1 + j + 1..].is_empty() {
+                                i += 1;
+                            }
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+            }
             _ if a.contains('=') && !a.starts_with('=') => {
                 e.assigns.push(a.split('=').next().unwrap_or("").to_owned());
             }
@@ -445,6 +490,11 @@ mod tests {
             ("flock /tmp/l rm f", &["rm f"]),
             ("unbuffer rm f", &["rm f"]),
             ("bash -O extglob -c 'rm f'", &["bash -O extglob -c rm f", "rm f"]),
+            ("timeout -vs KILL 5 rm f", &["rm f"]),
+            ("env -iu X rm f", &["rm f"]),
+            ("ionice -tc 3 rm f", &["rm f"]),
+            ("exec -la x rm f", &["rm f"]),
+            ("xargs -0tI {} rm -f {}", &["rm -f {}"]),
             ("trap 'rm f' EXIT", &["trap rm f EXIT", "rm f"]),
             ("./echo hi", &["./echo hi"]),
             ("/usr/bin/git status", &["git status"]),
@@ -469,6 +519,11 @@ mod tests {
             "flock /tmp/l -c 'rm f'",
             "su -c 'rm f'",
             "parallel rm ::: f",
+            "env -vS'rm f' echo",
+            "env -iS 'rm f'",
+            "env --bogus rm f",
+            "mapfile -C 'rm f #' -c 1 < a",
+            "bind -x '\"\\C-x\": rm f'",
             "printf 'rm f' | bash",
             "bash <<< 'rm f'",
             "source /dev/stdin",

@@ -142,9 +142,11 @@ fn nesting(command: &str) -> (usize, usize) {
     (max.max(depth), openers)
 }
 
-/// Commands with at most this many openers parse on the caller's stack
-/// (a tokio worker's 2 MiB holds well over a thousand levels).
-const INLINE_OPENERS: usize = 128;
+/// Commands with at most this many openers parse on the caller's stack.
+/// A debug build's frames are large: 120 nested subshells once overflowed
+/// a tokio worker's 2 MiB (found by an attack review), so only shallow
+/// commands stay inline.
+const INLINE_OPENERS: usize = 16;
 
 /// Parses a bash command line.
 pub fn parse(command: &str) -> Result<Script, ParseError> {
@@ -235,6 +237,34 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
             ast::Command::Simple(simple) => {
                 let cmd = simple_command(simple);
                 let inspect = cmd.has_substitution || cmd.has_expansion;
+                // Builtins that evaluate array subscripts run `$(…)` even
+                // from a single-quoted word (`test -v 'a[$(rm x)]'`).
+                const EVALUATES: &[&str] = &[
+                    "test",
+                    "[",
+                    "let",
+                    "declare",
+                    "typeset",
+                    "local",
+                    "export",
+                    "readonly",
+                    "printf",
+                    "read",
+                    "unset",
+                    "mapfile",
+                    "readarray",
+                    "shift",
+                    "return",
+                    "exit",
+                    "wait",
+                    "kill",
+                    "ulimit",
+                ];
+                if cmd.program.as_deref().is_some_and(|p| EVALUATES.contains(&p))
+                    && cmd.args.iter().any(|a| a.contains("$(") || a.contains('`'))
+                {
+                    script.opaque = true;
+                }
                 if top {
                     script.last = Some(cmd.clone());
                 }
@@ -600,6 +630,17 @@ mod tests {
         assert!(s.has_compound);
         assert_eq!(s.commands[0].program.as_deref(), Some("wc"));
         assert!(s.last.is_none());
+    }
+
+    #[test]
+    fn quoted_closers_cannot_overflow_a_workers_stack() {
+        // Run on a thread with a worker's stack, as the daemon would.
+        for n in [110, 120, 128, 200, 400] {
+            let command = "(')';".repeat(n) + "true";
+            let result =
+                std::thread::Builder::new().stack_size(2 << 20).spawn(move || parse(&command).is_ok()).unwrap().join();
+            assert!(result.is_ok(), "{n} levels");
+        }
     }
 
     #[test]

@@ -246,6 +246,13 @@ impl Tool for Bash {
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
         let profile = ctx.sandbox_profile;
 
+        // Settings a confined command creates (where there were none, so no
+        // read-only bind could cover them) must not reach the next session.
+        let guard_settings = profile == SandboxProfile::WorkspaceWrite
+            && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
+        let roots: Vec<PathBuf> =
+            std::iter::once(ctx.cwd.to_path_buf()).chain(ctx.info.add_dirs.iter().cloned()).collect();
+        let settings_before = if guard_settings { crate::sandbox::settings_present(&roots) } else { Vec::new() };
         if input.run_in_background {
             let launch = launch(&ctx, &marker, &tmp, false);
             let job = ctx
@@ -259,6 +266,10 @@ impl Tool for Bash {
                         output_file: Some(&log_file),
                         launch,
                         tmp: Some(tmp.clone()),
+                        settings_guard: guard_settings.then(|| {
+                            let before = crate::sandbox::settings_present(&roots);
+                            (roots.clone(), before)
+                        }),
                     },
                 )
                 .map_err(|e| {
@@ -283,13 +294,6 @@ impl Tool for Bash {
             }));
         }
 
-        // Settings a confined command creates (where there were none, so no
-        // read-only bind could cover them) must not reach the next session.
-        let guard_settings = profile == SandboxProfile::WorkspaceWrite
-            && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
-        let roots: Vec<PathBuf> =
-            std::iter::once(ctx.cwd.to_path_buf()).chain(ctx.info.add_dirs.iter().cloned()).collect();
-        let settings_before = if guard_settings { settings_present(&roots) } else { Vec::new() };
         let mut tree = process::spawn_bash(&script, &cwd, &marker, launch(&ctx, &marker, &tmp, true)).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
@@ -351,7 +355,8 @@ impl Tool for Bash {
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
-        let quarantined = if guard_settings { quarantine_new_settings(&roots, &settings_before) } else { Vec::new() };
+        let quarantined =
+            if guard_settings { crate::sandbox::quarantine_new_settings(&roots, &settings_before) } else { Vec::new() };
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
@@ -463,36 +468,6 @@ fn read_cwd_file(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(text.trim_end_matches('\n')).ok()
 }
 
-/// Names that hold settings agentd and other agents obey.
-const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json"];
-
-/// Which settings names exist in each root now.
-fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
-    roots
-        .iter()
-        .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect()
-}
-
-/// Moves settings that appeared during the call out of the way
-/// (`.claude` → `.claude.agentd-quarantine-<time>`); returns what moved.
-fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<String> {
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let mut moved = Vec::new();
-    for path in settings_present(roots) {
-        if before.contains(&path) {
-            continue;
-        }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}"));
-        if std::fs::rename(&path, &aside).is_ok() {
-            moved.push(format!("{} (now {})", path.display(), aside.display()));
-        }
-    }
-    moved
-}
-
 /// A directory of the call's own for temporary files (`TMPDIR`), the only
 /// writable place outside the workspace in the sandbox.
 fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
@@ -526,7 +501,13 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
             Vec::new()
         },
         pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
-        mask: denied_reads(ctx),
+        mask: {
+            let mut mask = denied_reads(ctx);
+            if profile != SandboxProfile::Off {
+                mask.extend(sensitive_files());
+            }
+            mask
+        },
         // The daemon's socket directory, unless it holds a root.
         hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
@@ -541,6 +522,27 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
     };
     Launch::Helper { helper, spec: Box::new(spec) }
+}
+
+/// Files a confined command never reads, whatever its profile allows:
+/// password hashes, host keys, credentials kept beside toolchains.
+fn sensitive_files() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> =
+        ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+    if let Ok(dir) = std::fs::read_dir("/etc/ssh") {
+        out.extend(dir.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with("_key")));
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        for rel in [".cargo/credentials", ".cargo/credentials.toml", ".pypirc", ".npmrc", ".netrc", ".git-credentials"]
+        {
+            out.push(home.join(rel));
+        }
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out
 }
 
 /// What `Read` deny rules forbid that exists now, for the sandbox to
@@ -587,22 +589,38 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
     let words = script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files));
-    words.into_iter().all(|arg| {
-        let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
-        if value.starts_with('~') {
-            return false;
-        }
-        // A name that exists may be a symlink out of the workspace.
-        let exists = !value.starts_with('-') && std::fs::symlink_metadata(here.join(value)).is_ok();
-        let pathy = exists || value.starts_with('/') || value.split('/').any(|part| part == "..");
-        if !pathy || value == "/dev/null" {
-            return true;
-        }
-        match ctx.resolve_from(&here, value) {
-            Ok(p) => std::fs::canonicalize(p.abs()).map(|c| ctx.inside(&c)).unwrap_or(true),
-            Err(_) => false,
-        }
-    })
+    // Where a `cd` goes must be known to judge what follows it.
+    let computed_cd = script.commands.iter().any(|c| {
+        matches!(c.program.as_deref(), Some("cd" | "pushd"))
+            && c.args.iter().any(|a| a.contains('$') || a.contains('`'))
+    });
+    !computed_cd
+        && words.into_iter().all(|arg| {
+            let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
+            if value.starts_with('~') {
+                return false;
+            }
+            // A path computed by a parameter expansion with an operator
+            // (`${PWD:0:1}etc/shadow`) is no path anyone can judge.
+            if let Some((_, rest)) = value.split_once("${")
+                && rest
+                    .split('}')
+                    .next()
+                    .is_some_and(|inner| inner.contains([':', '#', '%', '/', '@', '!', '^', ',', '[']))
+            {
+                return false;
+            }
+            // A name that exists may be a symlink out of the workspace.
+            let exists = !value.starts_with('-') && std::fs::symlink_metadata(here.join(value)).is_ok();
+            let pathy = exists || value.starts_with('/') || value.split('/').any(|part| part == "..");
+            if !pathy || value == "/dev/null" {
+                return true;
+            }
+            match ctx.resolve_from(&here, value) {
+                Ok(p) => std::fs::canonicalize(p.abs()).map(|c| ctx.inside(&c)).unwrap_or(true),
+                Err(_) => false,
+            }
+        })
 }
 
 /// Whether `command` only reads but for output redirections, all to files
