@@ -349,3 +349,38 @@ async fn settings_a_background_job_creates_are_moved_aside() {
     let out = c.ok("tool/call", json!({ "session_id": id, "name": "BashOutput", "input": { "job_id": job } })).await;
     assert!(text(&out).contains("moved aside"), "{out}");
 }
+
+#[tokio::test]
+async fn the_fourth_attack_reviews_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(outside.path().join("deep")).unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "PRIVATE-KEY").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("deep"), ws.join("docs")).unwrap();
+    std::fs::write(ws.join("hello.txt"), "hello\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "hello.txt"]);
+    for sandbox in ["auto", "workspace_write", "off"] {
+        let (mut c, id) = denying_session(&d, json!({ "sandbox": { "mode": sandbox } })).await;
+        // A link, then `..`: judged where the kernel will go.
+        let r = bash(&mut c, &id, "cat docs/../id_rsa").await;
+        assert!(!text(&r).contains("PRIVATE-KEY"), "{sandbox}: {r}");
+        // An abbreviated option that runs a program.
+        let r = bash(&mut c, &id, "git grep --open-files-in-p='touch pwned-pager;true' -e hello").await;
+        assert_eq!(r["is_error"], true, "{sandbox}: {r}");
+        assert!(!ws.join("pwned-pager").exists(), "{sandbox}");
+        // What runs unasked gets no secrets, whatever the sandbox mode.
+        if let Ok(dir) = std::env::var("CARGO_MANIFEST_DIR") {
+            let r = bash(&mut c, &id, "echo \"[$CARGO_MANIFEST_DIR]\"").await;
+            assert!(!text(&r).contains(&dir), "{sandbox}: {r}");
+        }
+        // And unasked commands never write, even in workspace_write mode.
+        let r = bash(&mut c, &id, "awk 'BEGIN{system(\"touch pwned-awk\")}'").await;
+        let _ = r;
+        if sandbox != "off" {
+            assert!(!ws.join("pwned-awk").exists(), "{sandbox}");
+        }
+        let _ = std::fs::remove_file(ws.join("pwned-awk"));
+    }
+}

@@ -449,6 +449,8 @@ impl SessionExecutor {
             sandbox: self.services.sandbox.clone(),
             rules: self.services.rules.clone(),
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
+            scrub_env: false,
+            may_write_protected: false,
         }
     }
 
@@ -466,6 +468,7 @@ impl SessionExecutor {
         ctx: &ToolContext,
         approved_outside: &mut Option<PathBuf>,
         profile: &mut Option<agentd_protocol::session::SandboxProfile>,
+        scrub_env: &mut bool,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -498,6 +501,7 @@ impl SessionExecutor {
             Facts::Path(p)
                 if edits
                     && (crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
+                        || crate::permission::is_user_protected(p)
                         || git_dir.as_ref().is_some_and(|g| p.starts_with(g))) =>
             {
                 Some(p.display().to_string())
@@ -523,11 +527,12 @@ impl SessionExecutor {
             sandbox_available: self.services.sandbox.available,
         };
         match policy::decide(&call_facts) {
-            Verdict::Allow { open_outside, profile: p } => {
+            Verdict::Allow { open_outside, profile: p, unasked } => {
                 if open_outside {
                     *approved_outside = outside;
                 }
                 *profile = p;
+                *scrub_env = unasked;
                 Ok(None)
             }
             Verdict::Ask { reason, suggestion, suggest, profile: p } => {
@@ -774,8 +779,19 @@ impl SessionExecutor {
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut approved_outside = None;
         let mut profile = None;
-        let admitted =
-            self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut approved_outside, &mut profile);
+        let mut scrub_env = false;
+        let admitted = self.admit(
+            &inner.slots[i],
+            call.as_ref(),
+            &inner.context,
+            &ctx,
+            &mut approved_outside,
+            &mut profile,
+            &mut scrub_env,
+        );
+        ctx.scrub_env = scrub_env;
+        ctx.may_write_protected =
+            inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
@@ -831,6 +847,7 @@ impl SessionExecutor {
                     match me.wait_for_answer(wait, &token).await {
                         Ok(answers) => {
                             ctx.answers = answers.map(Arc::new);
+                            ctx.may_write_protected = true;
                             ctx.approved_outside = outside.map(Arc::new);
                         }
                         Err(refusal) => {

@@ -147,10 +147,25 @@ pub fn normalize(abs: &Path) -> PathBuf {
 /// Where `abs` really is: `..` removed, symlinks resolved (of the file, or
 /// of its directory for a file not there yet). `None` when neither exists.
 pub fn real_path(abs: &Path) -> Option<PathBuf> {
-    let normal = normalize(abs);
-    std::fs::canonicalize(&normal).ok().or_else(|| {
-        let dir = std::fs::canonicalize(normal.parent()?).ok()?;
-        Some(dir.join(normal.file_name()?))
+    // As the kernel resolves it: `link/..` is the parent of where the link
+    // points, not `.` (a textual `..` removal would judge another file than
+    // a command opens).
+    real_path_within(abs, 8)
+}
+
+fn real_path_within(abs: &Path, links: usize) -> Option<PathBuf> {
+    std::fs::canonicalize(abs).ok().or_else(|| {
+        // A dangling symlink is where it points (a write creates that).
+        if links > 0
+            && std::fs::symlink_metadata(abs).is_ok_and(|m| m.file_type().is_symlink())
+            && let Ok(target) = std::fs::read_link(abs)
+        {
+            let next = if target.is_absolute() { target } else { abs.parent()?.join(target) };
+            return real_path_within(&next, links - 1);
+        }
+        let name = abs.file_name()?;
+        let dir = std::fs::canonicalize(abs.parent()?).ok()?;
+        Some(dir.join(name))
     })
 }
 
@@ -278,6 +293,14 @@ pub struct Written {
 /// the target is inside the workspace. Missing parent directories are
 /// created.
 pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
+    write_atomic_guarded(path, content, true)
+}
+
+/// [`write_atomic`], refusing (unless `allow_protected`) a file that turns
+/// out, once its directory is open, to be a protected one (`.git`,
+/// settings): a directory swapped for a symlink between the permission
+/// check and the write must not carry the write there.
+pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool) -> Result<Written, FsError> {
     let abs = path.abs();
     let Some(name) = path.rel.file_name().map(|n| n.to_owned()) else {
         return Err(FsError::NotAFile { path: abs.display().to_string(), what: "the workspace itself".into() });
@@ -301,6 +324,26 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
         }
     }
     let dir = open_beneath(&parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
+    if !allow_protected {
+        use std::os::fd::AsRawFd;
+        // Where the open directory really is, as the kernel holds it.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            .map_err(|e| io_err("resolve", &abs, e))?
+            .join(&name);
+        let git = crate::permission::git_dir(&path.root).and_then(|g| std::fs::canonicalize(g).ok());
+        if crate::permission::is_protected(real.strip_prefix(&path.root).unwrap_or(&real))
+            || crate::permission::is_user_protected(&real)
+            || git.is_some_and(|g| real.starts_with(g))
+        {
+            return Err(FsError::NotAFile {
+                path: abs.display().to_string(),
+                what: format!(
+                    "{} (protected: it configures agentd or runs code later; write it by name)",
+                    real.display()
+                ),
+            });
+        }
+    }
     let existing = nix::sys::stat::fstatat(dir.as_fd(), name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
     if let Ok(st) = existing
         && (st.st_mode & libc_s_ifmt()) == libc_s_iflnk()
@@ -311,7 +354,11 @@ pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
         let rel = target
             .strip_prefix(&path.root)
             .map_err(|_| FsError::Outside { path: abs.display().to_string(), root: path.root.display().to_string() })?;
-        return write_atomic(&WsPath { root: path.root.clone(), rel: rel.to_owned() }, content);
+        return write_atomic_guarded(
+            &WsPath { root: path.root.clone(), rel: rel.to_owned() },
+            content,
+            allow_protected,
+        );
     }
     let old = existing.ok();
     if let Some(st) = &old {
@@ -465,6 +512,43 @@ mod tests {
         std::fs::write(root.join("real"), "r").unwrap();
         std::os::unix::fs::symlink("real", root.join("inside")).unwrap();
         assert!(open_file(&resolve(&root, &root, "inside").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_guarded_write_never_lands_in_a_protected_directory_through_a_link() {
+        let (_d, root) = ws();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        // `notes` swapped for a link to .git between the check and the write.
+        std::os::unix::fs::symlink(".git", root.join("notes")).unwrap();
+        let p = resolve(&root, &root, "notes/config").unwrap();
+        assert!(matches!(write_atomic_guarded(&p, b"[core]\n\tfsmonitor = x\n", false), Err(FsError::NotAFile { .. })));
+        let p = resolve(&root, &root, "notes/hooks/pre-commit").unwrap();
+        assert!(write_atomic_guarded(&p, b"x", false).is_err());
+        assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        // Approved by name, it is written.
+        let p = resolve(&root, &root, ".git/config").unwrap();
+        assert!(write_atomic_guarded(&p, b"[core]\n\tbare = false\n", true).is_ok());
+        // An ordinary file is written either way.
+        assert!(write_atomic_guarded(&resolve(&root, &root, "ok.txt").unwrap(), b"x", false).is_ok());
+    }
+
+    #[test]
+    fn real_paths_resolve_links_before_dot_dot() {
+        let (d, root) = ws();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(outside.join("deep")).unwrap();
+        std::fs::write(outside.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.join("deep"), root.join("docs")).unwrap();
+        // `docs/..` is `outside`, not the workspace.
+        assert_eq!(
+            real_path(&root.join("docs/../secret")).unwrap(),
+            std::fs::canonicalize(outside.join("secret")).unwrap()
+        );
+        // A dangling link is where it points.
+        std::os::unix::fs::symlink(outside.join("new"), root.join("dangling")).unwrap();
+        assert!(!real_path(&root.join("dangling")).unwrap().starts_with(&root));
     }
 
     #[test]

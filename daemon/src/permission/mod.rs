@@ -31,6 +31,45 @@ pub fn is_protected(path: &std::path::Path) -> bool {
     path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
 }
 
+/// Files of the user's that configure agentd, git or the shell, or hold
+/// keys a login trusts: protected like a workspace's settings when a
+/// workspace holds them (a session on `$HOME`).
+pub fn user_protected_paths() -> Vec<std::path::PathBuf> {
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
+    let mut out: Vec<std::path::PathBuf> = [
+        ".config/agentd",
+        ".claude",
+        ".claude.json",
+        ".gitconfig",
+        ".config/git",
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".profile",
+        ".zshrc",
+        ".zprofile",
+        ".zshenv",
+        ".bash_logout",
+        ".ssh",
+        ".config/systemd",
+        ".config/autostart",
+        ".local/bin",
+        ".pam_environment",
+    ]
+    .iter()
+    .map(|rel| home.join(rel))
+    .collect();
+    if let Some(config) = std::env::var_os("XDG_CONFIG_HOME") {
+        out.push(std::path::PathBuf::from(config).join("agentd"));
+    }
+    out
+}
+
+/// Whether `path` (absolute) is or is inside one of [`user_protected_paths`].
+pub fn is_user_protected(path: &std::path::Path) -> bool {
+    user_protected_paths().iter().any(|p| path.starts_with(p))
+}
+
 /// The git directory of the repository `start` is in, found as git finds
 /// it: the nearest `.git` up the tree, a directory or a `gitdir:` file.
 pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {

@@ -81,6 +81,9 @@ pub enum Verdict {
         open_outside: bool,
         /// The sandbox profile (Bash).
         profile: Option<SandboxProfile>,
+        /// Nobody approved it (the engine's judgement, `auto_allow`): a
+        /// command gets no secrets in its environment.
+        unasked: bool,
     },
     /// Ask the user; if allowed, run it in `profile`.
     Ask {
@@ -142,6 +145,7 @@ pub fn decide(f: &CallFacts) -> Verdict {
     // A command the tool itself judged to only read (no rule needed).
     let judged = bash.is_some_and(|b| !b.writes_files) && matches!(f.tool_view, Decision::Allow);
     let command = bash.map(|b| b.command.as_str()).unwrap_or_default();
+    let mut auto_allowed = false;
     let decision = match (&f.rule, &f.tool_view) {
         (Some(r), _) if r.kind == RuleKind::Deny => {
             Decision::deny(format!("the rule {} ({}) denies it", r.text, r.source))
@@ -161,20 +165,27 @@ pub fn decide(f: &CallFacts) -> Verdict {
         (None, Decision::Allow) if judged && !confinable && f.sandbox.mode != SandboxMode::Off => Decision::ask(
             format!("run `{command}` (it looks read-only, but the sandbox that would guarantee it is unavailable)"),
         ),
-        (None, Decision::Ask { .. }) if bash.is_some() && f.sandbox.auto_allow && confinable => Decision::Allow,
+        (None, Decision::Ask { .. }) if bash.is_some() && f.sandbox.auto_allow && confinable => {
+            auto_allowed = true;
+            Decision::Allow
+        }
         (None, view) => view.clone(),
     };
     let allowed_by_rule = f.rule.as_ref().is_some_and(|r| r.kind == RuleKind::Allow);
     let by = if judged && f.rule.is_none() { AllowedBy::Judgement } else { AllowedBy::Approval };
     let profile = |by| bash.map(|_| profile_for(&f.sandbox, f.sandbox_available, disable, by));
     match decision {
-        Decision::Allow => Verdict::Allow { open_outside: allowed_by_rule && f.outside, profile: profile(by) },
+        Decision::Allow => Verdict::Allow {
+            open_outside: allowed_by_rule && f.outside,
+            profile: profile(by),
+            unasked: auto_allowed || (judged && f.rule.is_none()),
+        },
         Decision::Deny { reason } => refuse(&reason),
         Decision::Ask { .. } if f.mode == PermissionMode::Bypass => {
-            Verdict::Allow { open_outside: f.outside, profile: profile(AllowedBy::Approval) }
+            Verdict::Allow { open_outside: f.outside, profile: profile(AllowedBy::Approval), unasked: false }
         }
         Decision::Ask { .. } if f.mode == PermissionMode::AcceptEdits && f.edits && !f.outside => {
-            Verdict::Allow { open_outside: false, profile: None }
+            Verdict::Allow { open_outside: false, profile: None, unasked: false }
         }
         Decision::Ask { reason, suggestion } => {
             Verdict::Ask { reason, suggestion, suggest: true, profile: profile(AllowedBy::Approval) }

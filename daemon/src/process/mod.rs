@@ -139,7 +139,7 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
             let json = serde_json::to_string(&spec).map_err(std::io::Error::other)?;
             let mut cmd = tokio::process::Command::new(helper);
             cmd.arg("--spec").arg(json).arg("--").args(bash);
-            if spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly {
+            if spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly {
                 // What runs unasked gets no secrets: `printenv` or
                 // /proc/self/environ would hand API keys to the model.
                 cmd.env_clear();

@@ -60,6 +60,10 @@ pub struct Spec {
     /// socket directory).
     #[serde(default)]
     pub hide: Vec<PathBuf>,
+    /// The call runs without anybody having approved it: its environment
+    /// keeps no secrets (only paths, locale and toolchain variables).
+    #[serde(default)]
+    pub scrub_env: bool,
     /// Directories bound onto themselves (writable) so that they cannot be
     /// renamed or replaced (`.git`, whose hooks and config are protected).
     #[serde(default)]
@@ -111,6 +115,7 @@ pub(crate) fn probe_here() -> Probe {
         hide: Vec::new(),
         pin: Vec::new(),
         mask: Vec::new(),
+        scrub_env: false,
     };
     // The whole namespace set-up, as a workspace_write call does it.
     let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };
@@ -275,8 +280,10 @@ pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by:
     }
     match (options.mode, by) {
         (SandboxMode::Off, _) => SandboxProfile::Off,
-        (SandboxMode::ReadOnly, _) | (SandboxMode::Auto, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
-        (SandboxMode::WorkspaceWrite, _) | (SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
+        // What runs unasked runs read-only, whatever the session's choice
+        // for approved commands (only `off` is off).
+        (SandboxMode::ReadOnly, _) | (_, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
+        (SandboxMode::WorkspaceWrite | SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
     }
 }
 
@@ -302,8 +309,12 @@ pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
                 }
             }
         }
-        for rel in PROTECTED {
-            let path = root.join(rel);
+        let deeper: Vec<PathBuf> = settings_present(std::slice::from_ref(root))
+            .into_iter()
+            .filter(|p| !PROTECTED.iter().any(|rel| root.join(rel) == *p))
+            .collect();
+        let user = crate::permission::user_protected_paths();
+        for path in PROTECTED.iter().map(|rel| root.join(rel)).chain(deeper).chain(user) {
             if std::fs::symlink_metadata(&path).is_ok() {
                 // A symlink is bound where it points; outside the roots
                 // that is not writable anyway.
@@ -352,12 +363,37 @@ pub fn extra_reads(home: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> V
 pub const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json", ".git/commondir", ".git/config.worktree"];
 
 /// Which settings names exist in each root now.
+/// At the roots, and settings directories a few levels down (a session
+/// opened on `pkg/` reads `pkg/.claude`), skipping build and dependency
+/// trees; bounded.
 pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
-    roots
+    const SKIP: &[&str] =
+        &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
+    let mut out: Vec<PathBuf> = roots
         .iter()
         .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect()
+        .collect();
+    let mut seen = 0usize;
+    for root in roots {
+        let walk = ignore::WalkBuilder::new(root)
+            .standard_filters(false)
+            .follow_links(false)
+            .max_depth(Some(4))
+            .filter_entry(|e| !e.file_name().to_str().is_some_and(|n| SKIP.contains(&n)))
+            .build();
+        for entry in walk.flatten() {
+            seen += 1;
+            if seen > 20_000 {
+                return out;
+            }
+            let name = entry.file_name().to_string_lossy();
+            if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.iter().any(|p| p == entry.path()) {
+                out.push(entry.path().to_path_buf());
+            }
+        }
+    }
+    out
 }
 
 /// Moves settings that appeared during the call out of the way
@@ -417,7 +453,7 @@ mod tests {
             (Auto, true, false, Approval, P::WorkspaceWrite),
             (Auto, true, true, Judgement, P::Off),
             (Auto, false, false, Judgement, P::Off),
-            (WorkspaceWrite, true, false, Judgement, P::WorkspaceWrite),
+            (WorkspaceWrite, true, false, Judgement, P::ReadOnly),
             (WorkspaceWrite, true, false, Approval, P::WorkspaceWrite),
             (ReadOnly, true, false, Approval, P::ReadOnly),
             (ReadOnly, true, true, Approval, P::Off),

@@ -47,7 +47,6 @@ const ALWAYS: &[&str] = &[
     "sha256sum",
     "sha512sum",
     "cksum",
-    "jq",
     "seq",
     "sleep",
     "type",
@@ -59,7 +58,6 @@ const ALWAYS: &[&str] = &[
     "nproc",
     "free",
     "uptime",
-    "ps",
     "lsof",
     "locale",
     "tac",
@@ -232,8 +230,17 @@ fn program_reads(program: &str, args: &[&str]) -> bool {
         }
         // `env` and `printenv` would hand the environment (API keys) over.
         "hostname" => args.is_empty(),
-        "date" => !args.iter().any(|a| a.starts_with("-s") || a.starts_with("--set") || a.starts_with("-f")),
-        "file" => !args.iter().any(|a| *a == "-C" || a.starts_with("--compile") || short_cluster_has(a, 'C')),
+        "date" => !args.iter().any(|a| {
+            short_cluster_has(a, 's')
+                || short_cluster_has(a, 'f')
+                || abbreviates(a, "--set")
+                || abbreviates(a, "--file")
+        }),
+        "file" => !args.iter().any(|a| abbreviates(a, "--compile") || short_cluster_has(a, 'C')),
+        // `ps e` (BSD style) prints every process's environment.
+        "ps" => !args.iter().any(|a| !a.starts_with('-') && a.contains('e')),
+        // `env`, `$ENV` hand the environment over.
+        "jq" => !args.iter().any(|a| a.contains("env") || a.contains("$ENV") || a.starts_with("--rawfile")),
         // Options that run another program.
         "rg" => !args.iter().any(|a| abbreviates(a, "--pre") || abbreviates(a, "--hostname-bin")),
         "ag" => !args.iter().any(|a| abbreviates(a, "--pager")),
@@ -335,11 +342,15 @@ fn git_reads(args: &[&str]) -> bool {
             sub if GIT_READS.contains(&sub) => {
                 let rest: Vec<&str> = rest.collect();
                 // `git diff --output=f` writes a file; `git grep -O` runs a pager.
+                // Long options may be abbreviated (`--open=sh`).
                 return !rest.iter().any(|a| {
-                    a.starts_with("--output")
-                        || *a == "--ext-diff"
-                        || a.starts_with("-O")
-                        || a.starts_with("--open-files-in-pager")
+                    abbreviates(a, "--output")
+                        || abbreviates(a, "--ext-diff")
+                        || abbreviates(a, "--textconv")
+                        || abbreviates(a, "--open-files-in-pager")
+                        || abbreviates(a, "--exec")
+                        || abbreviates(a, "--upload-pack")
+                        || (a.starts_with('-') && !a.starts_with("--") && a.contains('O'))
                 });
             }
             "branch" | "tag" | "remote" => {
@@ -434,6 +445,15 @@ mod tests {
             "hostname evil",
             "git stash",
             "git grep -Ovim x",
+            "git grep --open-files-in-p=sh x",
+            "git grep --open=sh x",
+            "git -c core.pager=x log",
+            "date --se=x",
+            "date -us x",
+            "file --comp x",
+            "ps axeww",
+            "jq -n env.KEY",
+            "jq -n '$ENV'",
             "tree -o out",
             "sed -ni 1p f",
             "sed -n -i 1p f",

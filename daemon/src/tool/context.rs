@@ -68,6 +68,11 @@ pub struct ToolContext {
     pub rules: Arc<crate::permission::rules::RuleSet>,
     /// The sandbox profile the permission check chose for this call (Bash).
     pub sandbox_profile: agentd_protocol::session::SandboxProfile,
+    /// Nobody approved this call: a command gets no secrets.
+    pub scrub_env: bool,
+    /// The user approved this call (or the session is in bypass mode): a
+    /// file tool may write a protected file it names.
+    pub may_write_protected: bool,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -193,6 +198,8 @@ impl ToolContext {
             sandbox: Arc::new(crate::sandbox::Facility::none()),
             rules: Arc::new(crate::permission::rules::RuleSet::default()),
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
+            scrub_env: false,
+            may_write_protected: true,
         }
     }
 }

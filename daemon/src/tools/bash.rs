@@ -500,6 +500,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         } else {
             Vec::new()
         },
+        scrub_env: ctx.scrub_env,
         pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
         mask: {
             let mut mask = denied_reads(ctx);
@@ -616,9 +617,14 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
             if !pathy || value == "/dev/null" {
                 return true;
             }
-            match ctx.resolve_from(&here, value) {
-                Ok(p) => std::fs::canonicalize(p.abs()).map(|c| ctx.inside(&c)).unwrap_or(true),
-                Err(_) => false,
+            // Resolved as the kernel will: through symlinks, then `..`.
+            let raw = Path::new(value);
+            let abs = if raw.is_absolute() { raw.to_path_buf() } else { here.join(raw) };
+            match crate::fs::real_path(&abs) {
+                Some(real) => ctx.inside(&real),
+                // Nothing there yet, and its directory neither: only a
+                // textually inside path may be created.
+                None => ctx.resolve_from(&here, value).is_ok() && !value.contains(".."),
             }
         })
 }
@@ -638,15 +644,14 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
         if target.is_empty() || target.contains(['$', '`', '~', '*', '?', '[', '{']) {
             return false;
         }
-        let Ok(path) = ctx.resolve_from(&here, target) else { return false };
-        let path = path.abs();
-        let real = match std::fs::symlink_metadata(&path) {
-            Ok(_) => std::fs::canonicalize(&path).ok(),
-            Err(_) => crate::fs::real_path(&path),
-        };
+        let raw = Path::new(target.as_str());
+        let abs = if raw.is_absolute() { raw.to_path_buf() } else { here.join(raw) };
+        let real = crate::fs::real_path(&abs);
         // Never a protected file (hooks, settings): that asks.
         real.is_some_and(|r| {
-            ctx.inside(&r) && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
+            ctx.inside(&r)
+                && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
+                && !crate::permission::is_user_protected(&r)
         })
     })
 }
