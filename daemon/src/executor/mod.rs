@@ -211,6 +211,17 @@ pub struct SessionServices {
     pub sandbox: Arc<crate::sandbox::Facility>,
 }
 
+/// What the verdict grants a call beside running it.
+#[derive(Default)]
+struct Grant {
+    /// The file outside the workspace it may open.
+    approved_outside: Option<PathBuf>,
+    /// The sandbox profile (Bash).
+    profile: Option<agentd_protocol::session::SandboxProfile>,
+    /// Nobody approved it: no secrets in its environment.
+    scrub_env: bool,
+}
+
 /// A call that may run only once the client approves it.
 struct AskFor {
     reason: String,
@@ -466,9 +477,7 @@ impl SessionExecutor {
         call: &dyn PreparedCall,
         context: &SessionContext,
         ctx: &ToolContext,
-        approved_outside: &mut Option<PathBuf>,
-        profile: &mut Option<agentd_protocol::session::SandboxProfile>,
-        scrub_env: &mut bool,
+        grant: &mut Grant,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -529,14 +538,14 @@ impl SessionExecutor {
         match policy::decide(&call_facts) {
             Verdict::Allow { open_outside, profile: p, unasked } => {
                 if open_outside {
-                    *approved_outside = outside;
+                    grant.approved_outside = outside;
                 }
-                *profile = p;
-                *scrub_env = unasked;
+                grant.profile = p;
+                grant.scrub_env = unasked;
                 Ok(None)
             }
             Verdict::Ask { reason, suggestion, suggest, profile: p } => {
-                *profile = p;
+                grant.profile = p;
                 let mut suggestions: Vec<String> = suggestion.into_iter().collect();
                 if suggest {
                     for s in ask::suggestions(&slot.name, &target, &facts, &self.cwd) {
@@ -777,18 +786,9 @@ impl SessionExecutor {
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
         let mut ctx = self.tool_context(token.clone(), &inner.context);
-        let mut approved_outside = None;
-        let mut profile = None;
-        let mut scrub_env = false;
-        let admitted = self.admit(
-            &inner.slots[i],
-            call.as_ref(),
-            &inner.context,
-            &ctx,
-            &mut approved_outside,
-            &mut profile,
-            &mut scrub_env,
-        );
+        let mut grant = Grant::default();
+        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant);
+        let Grant { approved_outside, profile, scrub_env } = grant;
         ctx.scrub_env = scrub_env;
         ctx.may_write_protected =
             inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
