@@ -59,7 +59,8 @@ pub enum SandboxMode {
     /// every other command runs `workspace_write`.
     #[default]
     Auto,
-    /// Every command runs `workspace_write`.
+    /// Every approved command runs `workspace_write` (what runs unasked
+    /// still runs `read_only`).
     WorkspaceWrite,
     /// Every command runs `read_only`.
     ReadOnly,
