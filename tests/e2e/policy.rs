@@ -384,3 +384,31 @@ async fn the_fourth_attack_reviews_findings_stay_closed() {
         let _ = std::fs::remove_file(ws.join("pwned-awk"));
     }
 }
+
+#[tokio::test]
+async fn edit_deny_rules_cover_in_place_editors() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::write(ws.join(".env"), "A=1\n").unwrap();
+    std::fs::write(ws.join("x"), "B=2\n").unwrap();
+    let (mut c, id) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Edit(./.env)"] } })).await;
+    for command in [
+        "sed -i s/1/9/ .env",
+        "sed -ni p .env",
+        "sort -o .env x",
+        "cp x .env",
+        "tee .env < x",
+        "perl -pi -e s/1/9/ .env",
+        "mv x .env",
+        "echo B=3 > .env",
+        "sed -i s/1/9/ *env",
+    ] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("denied"), "{command}: {r}");
+        assert_eq!(std::fs::read_to_string(ws.join(".env")).unwrap(), "A=1\n", "{command}");
+    }
+    // Reading it is not editing it.
+    let r = bash(&mut c, &id, "sed -n p .env").await;
+    assert_eq!(text(&r), "A=1\n", "{r}");
+}

@@ -713,7 +713,45 @@ impl SessionExecutor {
             .commands
             .iter()
             .any(|c| c.program.is_none() || matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")));
-        for target in script.commands.iter().flat_map(|c| c.writes_files.iter()) {
+        // Programs that write the files their arguments name (in-place
+        // editors, copies, moves): an Edit deny rule applies to those too.
+        const WRITES_ARGS: &[&str] = &[
+            "sed", "perl", "tee", "cp", "mv", "ln", "install", "truncate", "touch", "rm", "dd", "chmod", "chown",
+            "sort", "patch", "rsync", "tar", "unzip", "git",
+        ];
+        let writers: Vec<String> = crate::shell::effective(&script)
+            .iter()
+            .filter(|e| e.program.as_deref().is_some_and(|p| WRITES_ARGS.contains(&p)))
+            .filter(|e| {
+                !(e.program.as_deref() == Some("sed")
+                    && crate::shell::is_read_only(&crate::shell::Script {
+                        commands: vec![crate::shell::SimpleCommand {
+                            program: Some("sed".into()),
+                            args: e.args.clone(),
+                            writes_files: Vec::new(),
+                            has_substitution: false,
+                            has_expansion: false,
+                            has_assignment: false,
+                            assigns: Vec::new(),
+                            reads_files: Vec::new(),
+                        }],
+                        ..Default::default()
+                    }))
+            })
+            .flat_map(|e| {
+                e.args
+                    .iter()
+                    .filter(|a| !a.starts_with('-'))
+                    .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let redirects = script.commands.iter().flat_map(|c| c.writes_files.iter().cloned());
+        for target in redirects.chain(writers) {
+            let target = &target;
+            if target.is_empty() {
+                continue;
+            }
             if moves || crate::shell::target_is_computed(target) {
                 return Some(format!(
                     "the redirection to {target} cannot be checked against the rule {} ({})",
