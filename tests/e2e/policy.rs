@@ -412,3 +412,51 @@ async fn edit_deny_rules_cover_in_place_editors() {
     let r = bash(&mut c, &id, "sed -n p .env").await;
     assert_eq!(text(&r), "A=1\n", "{r}");
 }
+
+#[tokio::test]
+async fn the_fifth_reviews_everyday_commands_run_and_its_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "// TODO: /api/ here\nfn main() {}\n").unwrap();
+    std::fs::write(ws.join("names.txt"), "b\na\nb\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    let mut c = d.raw().await;
+    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    for command in [
+        "sed -n '/TODO/p' src/main.rs",
+        "awk '/b/ {print NR}' names.txt",
+        "grep -rn \"/api/\" src",
+        "echo $(ls src)",
+        "wc -l $(git ls-files)",
+        "echo $((1+2))",
+        "sed -e 's/a/b/' names.txt",
+        "git config core.bare",
+        "git branch --list 'f*'",
+        "command -v git",
+        "cd src; ls; cd ..",
+        "sort names.txt | uniq -c",
+    ] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(!text(&r).contains("permission"), "{command} asked: {r}");
+        assert_eq!(r["sandbox"], "read_only", "{command}: {r}");
+    }
+    // A bare cd leaves the workspace: what follows is not judged from it.
+    for command in ["cd; cat .gitconfig", "cd -; ls", "cd ~; ls"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("permission"), "{command}: {r}");
+    }
+    // Edit deny rules hold against any program that would write the file.
+    let (mut b, bid) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Edit(./names.txt)"] } })).await;
+    for command in [
+        "dd if=/dev/zero of=names.txt count=1",
+        "python3 -c \"open('names.txt','w').write('Z')\"",
+        "sh -c ': > names.txt'",
+        "git stash",
+    ] {
+        let _ = bash(&mut b, &bid, command).await;
+        assert_eq!(std::fs::read_to_string(ws.join("names.txt")).unwrap(), "b\na\nb\n", "{command}");
+    }
+}

@@ -577,11 +577,13 @@ impl SessionExecutor {
         let mut dirs = vec![here.clone()];
         let mut computed_cd = false;
         for c in parsed.iter().flat_map(|s| &s.commands) {
-            if matches!(c.program.as_deref(), Some("cd" | "pushd")) {
+            if matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")) {
                 match c.args.iter().find(|a| !a.starts_with('-')) {
-                    Some(t) if !crate::shell::target_is_computed(t) => dirs.push(here.join(t)),
-                    Some(_) => computed_cd = true,
-                    None => {}
+                    Some(t) if !crate::shell::target_is_computed(t) && c.program.as_deref() != Some("popd") => {
+                        dirs.push(here.join(t))
+                    }
+                    // `cd` alone goes home, `cd -` back, `popd` anywhere.
+                    _ => computed_cd = true,
                 }
             }
         }
@@ -717,7 +719,7 @@ impl SessionExecutor {
         // editors, copies, moves): an Edit deny rule applies to those too.
         const WRITES_ARGS: &[&str] = &[
             "sed", "perl", "tee", "cp", "mv", "ln", "install", "truncate", "touch", "rm", "dd", "chmod", "chown",
-            "sort", "patch", "rsync", "tar", "unzip", "git",
+            "sort", "patch", "rsync", "tar", "unzip", "git", "ex", "vi", "vim", "nvim", "ed", "nano", "emacs",
         ];
         let writers: Vec<String> = crate::shell::effective(&script)
             .iter()

@@ -55,10 +55,39 @@ pub fn user_protected_paths() -> Vec<std::path::PathBuf> {
         ".config/autostart",
         ".local/bin",
         ".pam_environment",
+        ".bash_aliases",
+        ".inputrc",
+        ".vimrc",
+        ".vim",
+        ".config/nvim",
+        ".config/fish",
+        ".local/lib",
+        ".cargo/config",
+        ".cargo/config.toml",
+        ".cargo/bin",
+        ".npmrc",
+        ".yarnrc",
+        ".docker",
+        ".kube",
+        ".aws",
+        ".gnupg",
+        ".pypirc",
+        ".netrc",
+        ".git-credentials",
+        ".gradle",
+        ".m2/settings.xml",
+        ".config/pip",
+        ".pip",
+        ".condarc",
     ]
     .iter()
     .map(|rel| home.join(rel))
     .collect();
+    // Every directory on PATH under home: a program planted there shadows
+    // the real one.
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path).filter(|d| d.starts_with(&home) && d != &home));
+    }
     if let Some(config) = std::env::var_os("XDG_CONFIG_HOME") {
         out.push(std::path::PathBuf::from(config).join("agentd"));
     }

@@ -511,6 +511,27 @@ impl RuleSet {
             .collect()
     }
 
+    /// The files and directories `Edit`/`Write` deny rules name literally:
+    /// the sandbox binds them read-only, so no program — an interpreter,
+    /// git, `dd` — writes them however it is spelled.
+    pub fn denied_edit_paths(&self) -> Vec<PathBuf> {
+        self.rules
+            .iter()
+            .filter(|r| r.kind == RuleKind::Deny && matches!(r.tool.as_str(), "Edit" | "Write"))
+            .filter_map(|r| match &r.spec {
+                Spec::Path(glob) => {
+                    let p = glob.glob().glob();
+                    let p = match p.rsplit_once("/**/") {
+                        Some((base, name)) if !base.contains(['*', '?', '[', '{']) => format!("{base}/{name}"),
+                        _ => p.to_owned(),
+                    };
+                    (!p.contains(['*', '?', '[', '{'])).then(|| PathBuf::from(p))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether some `Read` deny rule is a pattern (not one path).
     pub fn has_read_deny_patterns(&self) -> bool {
         self.rules.iter().any(|r| {

@@ -343,6 +343,45 @@ pub fn is_tool_process(pid: i32, strict: bool) -> bool {
     true
 }
 
+/// The peer's pidfd (`SO_PEERPIDFD`, Linux 6.5): it names the process that
+/// connected even after its pid is reused. `None` where the kernel has none.
+#[allow(unsafe_code)]
+pub fn peer_pidfd(sock: std::os::fd::BorrowedFd<'_>) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    const SO_PEERPIDFD: nix::libc::c_int = 77;
+    let mut fd: nix::libc::c_int = -1;
+    let mut len = std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t;
+    // SAFETY: an int-sized option into an int.
+    let rc = unsafe {
+        nix::libc::getsockopt(
+            sock.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut nix::libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: the kernel handed us this descriptor; it is ours to close.
+    (rc == 0 && fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process a pidfd names is still running.
+#[allow(unsafe_code)]
+pub fn pidfd_alive(pidfd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: signal 0 through a pidfd only checks the process exists.
+    let rc = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<nix::libc::c_void>(),
+            0,
+        )
+    };
+    rc == 0
+}
+
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')').map(|(_, r)| r)?;

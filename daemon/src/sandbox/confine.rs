@@ -22,7 +22,7 @@ const ABI_WANTED: ABI = ABI::V6;
 
 /// System directories every profile may read and execute from.
 pub const SYSTEM_READ: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/dev", "/proc"];
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/dev", "/proc", "/nix", "/snap"];
 
 /// Device files every profile may write (and read).
 const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];

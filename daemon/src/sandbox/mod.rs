@@ -344,6 +344,14 @@ pub fn extra_reads(home: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> V
         let Some(first) = rest.components().next() else { continue };
         let name = first.as_os_str().to_string_lossy();
         if !name.starts_with('.') || SECRET.contains(&name.as_ref()) {
+            // `~/bin`, `~/go/bin`, `~/.local/bin`: that directory alone
+            // (and pip's `--user` packages beside ~/.local/bin).
+            if !dir.starts_with(home.join(".ssh")) && !out.contains(&dir) {
+                if dir == home.join(".local/bin") {
+                    out.push(home.join(".local/lib"));
+                }
+                out.push(dir);
+            }
             continue;
         }
         let top = home.join(first);
@@ -473,8 +481,9 @@ mod tests {
         assert!(got.contains(&home.join(".cargo")));
         assert!(got.contains(&home.join(".rustup")));
         assert!(!got.iter().any(|p| p.starts_with(home.join(".ssh"))));
-        assert!(!got.iter().any(|p| p.starts_with(home.join(".local"))));
-        assert!(!got.contains(&home.join("bin")), "not a dot directory: {got:?}");
+        assert!(!got.contains(&home.join(".local")), "not all of ~/.local: {got:?}");
+        assert!(got.contains(&home.join(".local/bin")) && got.contains(&home.join(".local/lib")));
+        assert!(got.contains(&home.join("bin")), "a PATH directory itself: {got:?}");
     }
 
     #[test]

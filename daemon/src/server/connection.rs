@@ -50,10 +50,21 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
     let state = &shared.state;
     let _count = ConnectionCount::new(state);
     let allowed = shared.allowed_uid;
+    // The process that connected, pinned: its pid cannot be reused by
+    // another process while we look at its parents.
+    let pidfd = {
+        use std::os::fd::AsFd;
+        crate::process::peer_pidfd(stream.as_fd())
+    };
+    let gone = |pidfd: &Option<std::os::fd::OwnedFd>| pidfd.as_ref().is_some_and(|p| !crate::process::pidfd_alive(p));
     match stream.peer_cred() {
         Ok(cred)
             if cred.uid() == allowed
-                && cred.pid().is_some_and(|pid| crate::process::is_tool_process(pid, shared.refuse_descendants)) =>
+                && (gone(&pidfd)
+                    || cred
+                        .pid()
+                        .is_some_and(|pid| crate::process::is_tool_process(pid, shared.refuse_descendants))
+                    || gone(&pidfd)) =>
         {
             // A tool's process must not open a session of its own (in
             // bypass mode, say) through the daemon that confines it.

@@ -147,12 +147,13 @@ fn part_reads(e: &Effective) -> bool {
 /// that changes what programs run. Globs, variables, loops, `cd`, `xargs`
 /// and version queries are fine here (they are not in [`is_read_only`]).
 pub fn is_inspection(script: &Script) -> bool {
-    if script.has_function || script.commands.is_empty() {
+    if script.has_function || script.opaque || script.commands.is_empty() {
         return false;
     }
-    let clean = script.commands.iter().all(|c| {
-        !c.has_substitution && c.writes_files.is_empty() && !c.assigns.iter().any(|a| dangerous_assignment(a))
-    });
+    // Substitutions are fine: their commands are in the script (walked)
+    // and judged like the rest.
+    let clean =
+        script.commands.iter().all(|c| c.writes_files.is_empty() && !c.assigns.iter().any(|a| dangerous_assignment(a)));
     clean
         && effective(script).iter().all(|e| {
             e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str()) || w == "env")
@@ -169,7 +170,8 @@ fn part_inspects(e: &Effective) -> bool {
     }
     match program {
         "cd" | "pushd" | "popd" | "dirs" | ":" | "set" | "shopt" | "local" | "export" | "read" | "break"
-        | "continue" | "return" | "exit" => true,
+        | "continue" | "return" | "exit" | "whereis" | "hash" => true,
+        "command" => args.first().is_some_and(|a| matches!(*a, "-v" | "-V")),
         "awk" | "gawk" | "mawk" | "nawk" => !args.iter().any(|a| *a == "-i" || a.starts_with("--include")),
         "tree" => !args.iter().any(|a| a.starts_with("-o") || *a == "--fromfile"),
         "git" => git_inspects(&args),
@@ -197,11 +199,15 @@ fn git_inspects(args: &[&str]) -> bool {
     }
     let sub: Vec<&str> = args.iter().copied().skip_while(|a| a.starts_with('-')).collect();
     match sub.as_slice() {
+        ["branch", "--list", ..] | ["branch", "-l", ..] => true,
         ["branch", rest @ ..] => {
             rest.iter().all(|a| matches!(*a, "--show-current" | "-a" | "-r" | "-v" | "-vv" | "--list"))
         }
         ["worktree", "list", ..] | ["remote"] | ["remote", "-v"] | ["remote", "show", ..] => true,
+        // `git config user.name`: one name, no value, reads it.
+        ["config", name] if !name.starts_with('-') => true,
         ["config", first, ..] => matches!(*first, "--get" | "--get-all" | "--get-regexp" | "--list" | "-l"),
+        ["remote", "get-url", ..] => true,
         ["tag", rest @ ..] => rest.iter().all(|a| matches!(*a, "-l" | "--list" | "-n")),
         ["reflog"] | ["reflog", "show", ..] | ["version"] | ["help", ..] => true,
         _ => false,
@@ -269,6 +275,7 @@ fn sed_reads(args: &[&str]) -> bool {
         "--separate",
     ];
     let mut script = None;
+    let mut scripts = 0;
     let mut i = 0;
     while i < args.len() {
         let a = args[i];
@@ -304,15 +311,31 @@ fn sed_reads(args: &[&str]) -> bool {
                         }
                         break;
                     }
-                    // -i (in place), -e/-f (script elsewhere), anything unknown.
+                    // -e SCRIPT: the rest of the word, or the next one.
+                    'e' => {
+                        let rest = &a[1 + j + 1..];
+                        let expr = if rest.is_empty() {
+                            i += 1;
+                            args.get(i - 1).copied()
+                        } else {
+                            Some(rest)
+                        };
+                        match expr {
+                            Some(e) if !e.contains(['w', 'W', 'e']) => scripts += 1,
+                            _ => return false,
+                        }
+                        break;
+                    }
+                    // -i (in place), -f (script elsewhere), anything unknown.
                     _ => return false,
                 }
             }
-        } else if script.is_none() {
+        } else if script.is_none() && scripts == 0 {
             script = Some(a);
         }
     }
-    script.is_some_and(|s| !s.contains(['w', 'W', 'e']))
+    // With -e the scripts were judged as they came; the operands are files.
+    scripts > 0 || script.is_some_and(|s| !s.contains(['w', 'W', 'e']))
 }
 
 /// Whether `arg` is `full` or an abbreviation of it GNU getopt would take
@@ -395,6 +418,8 @@ mod tests {
             "head -5 x 2>/dev/null",
             "cat < input.txt",
             "sed -n -l 80 1,5p f",
+            "sed -e 's/a/b/' f",
+            "sed -n -e 1p -e 2p f",
             "sed --quiet 1p f",
             "sed -E -n 's/a+/b/p' f",
             "sort -k2 -t, f",
@@ -461,6 +486,9 @@ mod tests {
             "sed --e='1e touch x' f",
             "sed -l 5 '1e touch x' f",
             "sed -l5 -n '1e touch x' f",
+            "sed -e '1e touch x' f",
+            "sed -e 's/a/b/w out' f",
+            "sed -e",
             "sed -s -f script f",
             "sort --o=w f",
             "sort --outp w f",

@@ -493,6 +493,13 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let mut protect = crate::sandbox::protected_paths(&roots);
+            // What Edit deny rules name, whatever program would write it.
+            protect.extend(
+                ctx.rules
+                    .denied_edit_paths()
+                    .into_iter()
+                    .filter(|p| std::fs::symlink_metadata(p).is_ok() && roots.iter().any(|r| p.starts_with(r))),
+            );
             // The daemon's state (other calls' output, reports) when the
             // workspace holds it.
             protect.extend(ctx.sandbox.state_dir.iter().filter(|s| roots.iter().any(|r| s.starts_with(r))).cloned());
@@ -588,45 +595,67 @@ fn profile_name(profile: SandboxProfile) -> &'static str {
 /// asking only there (`cat ~/.ssh/id_rsa` asks).
 fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
     let workspace: &Path = &ctx.cwd;
-    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
-    let words = script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files));
-    // Where a `cd` goes must be known to judge what follows it.
-    let computed_cd = script.commands.iter().any(|c| {
-        matches!(c.program.as_deref(), Some("cd" | "pushd"))
-            && c.args.iter().any(|a| a.contains('$') || a.contains('`'))
-    });
-    !computed_cd
-        && words.into_iter().all(|arg| {
-            let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
-            if value.starts_with('~') {
-                return false;
+    // Where the shell is as the command runs: `cd`s are followed in order
+    // (`cd src; ls; cd ..` judges `..` from src).
+    let mut here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    for c in &script.commands {
+        if matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")) {
+            let target = c.args.iter().find(|a| !a.starts_with('-') || a.as_str() == "-");
+            match target {
+                // A bare `cd` goes home, `cd -` back, `popd` who knows where:
+                // outside what can be judged.
+                None | Some(_) if c.program.as_deref() == Some("popd") => return false,
+                None => return false,
+                Some(t) if t == "-" || t.contains('$') || t.contains('`') || t.starts_with('~') => return false,
+                Some(t) => {
+                    let next = if Path::new(t).is_absolute() { PathBuf::from(t) } else { here.join(t) };
+                    match crate::fs::real_path(&next) {
+                        Some(real) if ctx.inside(&real) => here = real,
+                        _ => return false,
+                    }
+                }
             }
-            // A path computed by a parameter expansion with an operator
-            // (`${PWD:0:1}etc/shadow`) is no path anyone can judge.
-            if let Some((_, rest)) = value.split_once("${")
-                && rest
-                    .split('}')
-                    .next()
-                    .is_some_and(|inner| inner.contains([':', '#', '%', '/', '@', '!', '^', ',', '[']))
-            {
-                return false;
-            }
-            // A name that exists may be a symlink out of the workspace.
-            let exists = !value.starts_with('-') && std::fs::symlink_metadata(here.join(value)).is_ok();
-            let pathy = exists || value.starts_with('/') || value.split('/').any(|part| part == "..");
-            if !pathy || value == "/dev/null" {
-                return true;
-            }
-            // Resolved as the kernel will: through symlinks, then `..`.
-            let raw = Path::new(value);
-            let abs = if raw.is_absolute() { raw.to_path_buf() } else { here.join(raw) };
-            match crate::fs::real_path(&abs) {
-                Some(real) => ctx.inside(&real),
-                // Nothing there yet, and its directory neither: only a
-                // textually inside path may be created.
-                None => ctx.resolve_from(&here, value).is_ok() && !value.contains(".."),
-            }
-        })
+            continue;
+        }
+        let words = c.args.iter().chain(&c.reads_files);
+        let ok = words.into_iter().all(|arg| word_inside(arg, &here, ctx));
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether one argument, if it names a path, names one inside the
+/// workspace (resolved as the kernel will: through symlinks, then `..`).
+fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
+    let value = arg.split_once('=').map(|(_, v)| v).unwrap_or(arg);
+    if value.starts_with('~') {
+        return false;
+    }
+    // A path computed by a parameter expansion with an operator
+    // (`${PWD:0:1}etc/shadow`) is no path anyone can judge.
+    if let Some((_, rest)) = value.split_once("${")
+        && rest.split('}').next().is_some_and(|inner| inner.contains([':', '#', '%', '/', '@', '!', '^', ',', '[']))
+    {
+        return false;
+    }
+    if value.starts_with('-') || value == "/dev/null" {
+        return true;
+    }
+    let raw = Path::new(value);
+    let abs = if raw.is_absolute() { raw.to_path_buf() } else { here.join(raw) };
+    // A word is a path when something is there (a symlink included), or
+    // its directory is (`/etc/new`); `/TODO/p` (a sed address) is not.
+    let exists = std::fs::symlink_metadata(&abs).is_ok();
+    let parent_exists = abs.parent().is_some_and(|p| p != Path::new("/") && std::fs::symlink_metadata(p).is_ok());
+    if !exists && !parent_exists && !value.split('/').any(|part| part == "..") {
+        return true;
+    }
+    match crate::fs::real_path(&abs) {
+        Some(real) => ctx.inside(&real),
+        None => ctx.resolve_from(here, value).is_ok() && !value.contains(".."),
+    }
 }
 
 /// Whether `command` only reads but for output redirections, all to files
