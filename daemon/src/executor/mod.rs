@@ -724,21 +724,10 @@ impl SessionExecutor {
         let writers: Vec<String> = crate::shell::effective(&script)
             .iter()
             .filter(|e| e.program.as_deref().is_some_and(|p| WRITES_ARGS.contains(&p)))
+            // `sed` without -i only reads.
             .filter(|e| {
-                !(e.program.as_deref() == Some("sed")
-                    && crate::shell::is_read_only(&crate::shell::Script {
-                        commands: vec![crate::shell::SimpleCommand {
-                            program: Some("sed".into()),
-                            args: e.args.clone(),
-                            writes_files: Vec::new(),
-                            has_substitution: false,
-                            has_expansion: false,
-                            has_assignment: false,
-                            assigns: Vec::new(),
-                            reads_files: Vec::new(),
-                        }],
-                        ..Default::default()
-                    }))
+                let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
+                !(e.program.as_deref() == Some("sed") && crate::shell::program_reads("sed", &args))
             })
             .flat_map(|e| {
                 e.args

@@ -493,31 +493,22 @@ impl RuleSet {
     /// The files and directories `Read` deny rules name literally (no
     /// wildcard), absolute: the sandbox hides them from commands.
     pub fn denied_read_paths(&self) -> Vec<PathBuf> {
-        self.rules
-            .iter()
-            .filter(|r| r.kind == RuleKind::Deny && r.tool == "Read")
-            .filter_map(|r| match &r.spec {
-                Spec::Path(glob) => {
-                    let p = glob.glob().glob();
-                    // `.env` (any depth) is at least the one at the top.
-                    let p = match p.rsplit_once("/**/") {
-                        Some((base, name)) if !base.contains(['*', '?', '[', '{']) => format!("{base}/{name}"),
-                        _ => p.to_owned(),
-                    };
-                    (!p.contains(['*', '?', '[', '{'])).then(|| PathBuf::from(p))
-                }
-                _ => None,
-            })
-            .collect()
+        self.literal_denies(&["Read"])
     }
 
     /// The files and directories `Edit`/`Write` deny rules name literally:
     /// the sandbox binds them read-only, so no program — an interpreter,
     /// git, `dd` — writes them however it is spelled.
     pub fn denied_edit_paths(&self) -> Vec<PathBuf> {
+        self.literal_denies(&["Edit", "Write"])
+    }
+
+    /// The paths deny rules on `tools` name without a wildcard (a name at
+    /// any depth, `**/.env`, counts for the one at the top).
+    fn literal_denies(&self, tools: &[&str]) -> Vec<PathBuf> {
         self.rules
             .iter()
-            .filter(|r| r.kind == RuleKind::Deny && matches!(r.tool.as_str(), "Edit" | "Write"))
+            .filter(|r| r.kind == RuleKind::Deny && tools.contains(&r.tool.as_str()))
             .filter_map(|r| match &r.spec {
                 Spec::Path(glob) => {
                     let p = glob.glob().glob();

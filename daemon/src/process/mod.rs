@@ -289,18 +289,14 @@ fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
 /// from one scan of `/proc`.
 pub fn descendants(root: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let mut parent_of: Vec<(i32, i32)> = Vec::new();
-    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
-            parent_of.push((pid, ppid));
-        }
-    }
+    let parents: Vec<(i32, i32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect();
     let mut out = Vec::new();
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {
-        for (pid, _) in parent_of.iter().filter(|(_, ppid)| *ppid == p) {
+        for (pid, _) in parents.iter().filter(|(_, ppid)| *ppid == p) {
             if !out.contains(pid) && *pid != root {
                 out.push(*pid);
                 frontier.push(*pid);

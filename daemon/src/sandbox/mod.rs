@@ -292,9 +292,11 @@ pub fn git_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
     roots.iter().map(|r| r.join(".git")).filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir())).collect()
 }
 
-/// The protected paths that exist under `roots` (bind mounts need them).
-pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+/// The protected paths that exist under `roots` (bind mounts need them);
+/// `settings` is what [`settings_present`] found there.
+pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    let user = crate::permission::user_protected_paths();
     for root in roots {
         // A `.git` file points at the real git directory: its hooks and
         // config are as protected.
@@ -309,12 +311,9 @@ pub fn protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
                 }
             }
         }
-        let deeper: Vec<PathBuf> = settings_present(std::slice::from_ref(root))
-            .into_iter()
-            .filter(|p| !PROTECTED.iter().any(|rel| root.join(rel) == *p))
-            .collect();
-        let user = crate::permission::user_protected_paths();
-        for path in PROTECTED.iter().map(|rel| root.join(rel)).chain(deeper).chain(user) {
+        let deeper =
+            settings.iter().filter(|p| p.starts_with(root) && !PROTECTED.iter().any(|rel| root.join(rel) == **p));
+        for path in PROTECTED.iter().map(|rel| root.join(rel)).chain(deeper.cloned()).chain(user.iter().cloned()) {
             if std::fs::symlink_metadata(&path).is_ok() {
                 // A symlink is bound where it points; outside the roots
                 // that is not writable anyway.

@@ -10,7 +10,7 @@ mod effective;
 mod readonly;
 
 pub use effective::{Effective, effective};
-pub use readonly::{dangerous_assignment, is_inspection, is_read_only};
+pub use readonly::{dangerous_assignment, is_inspection, is_read_only, program_reads};
 
 use brush_parser::ast;
 
@@ -36,6 +36,22 @@ pub struct SimpleCommand {
     pub assigns: Vec<String>,
     /// Input redirections from files (`< f`), unquoted where literal.
     pub reads_files: Vec<String>,
+}
+
+impl SimpleCommand {
+    /// A command of `program` with nothing else known yet.
+    pub fn named(program: Option<String>) -> SimpleCommand {
+        SimpleCommand {
+            program,
+            args: Vec::new(),
+            writes_files: Vec::new(),
+            has_substitution: false,
+            has_expansion: false,
+            has_assignment: false,
+            assigns: Vec::new(),
+            reads_files: Vec::new(),
+        }
+    }
 }
 
 /// What a script is made of.
@@ -301,16 +317,7 @@ fn walk_pipeline(pipeline: &ast::Pipeline, script: &mut Script, top: bool) {
                 walk_compound(compound, script);
                 // `{ …; } > f` writes f like `cmd > f` does.
                 if let Some(list) = redirects {
-                    let mut cmd = SimpleCommand {
-                        program: Some(":".into()),
-                        args: Vec::new(),
-                        writes_files: Vec::new(),
-                        has_substitution: false,
-                        has_expansion: false,
-                        has_assignment: false,
-                        assigns: Vec::new(),
-                        reads_files: Vec::new(),
-                    };
+                    let mut cmd = SimpleCommand::named(Some(":".into()));
                     for r in &list.0 {
                         redirect(r, &mut cmd);
                     }
@@ -416,16 +423,7 @@ fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
             // The words iterated over are arguments like any others (a
             // path to judge, a substitution that runs).
             let words: Vec<&ast::Word> = f.values.iter().flatten().collect();
-            let mut list = SimpleCommand {
-                program: Some(":".into()),
-                args: Vec::new(),
-                writes_files: Vec::new(),
-                has_substitution: false,
-                has_expansion: false,
-                has_assignment: false,
-                assigns: Vec::new(),
-                reads_files: Vec::new(),
-            };
+            let mut list = SimpleCommand::named(Some(":".into()));
             walk_list(&f.body.list, script, false);
             for w in words {
                 list.has_substitution |= substitutes(&w.value);
@@ -502,16 +500,7 @@ fn literal(word: &str) -> Option<String> {
 }
 
 fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
-    let mut cmd = SimpleCommand {
-        program: None,
-        args: Vec::new(),
-        writes_files: Vec::new(),
-        has_substitution: false,
-        has_expansion: false,
-        has_assignment: false,
-        assigns: Vec::new(),
-        reads_files: Vec::new(),
-    };
+    let mut cmd = SimpleCommand::named(None);
     let items = simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
     if let Some(word) = &simple.word_or_name {
         cmd.has_substitution |= substitutes(&word.value);

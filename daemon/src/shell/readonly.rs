@@ -214,7 +214,8 @@ fn git_inspects(args: &[&str]) -> bool {
     }
 }
 
-fn program_reads(program: &str, args: &[&str]) -> bool {
+/// Whether `program` with `args` (as written) only reads.
+pub fn program_reads(program: &str, args: &[&str]) -> bool {
     match program {
         p if ALWAYS.contains(&p) => true,
         "find" => !args.iter().any(|a| {

@@ -252,9 +252,15 @@ impl Tool for Bash {
             && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
         let roots: Vec<PathBuf> =
             std::iter::once(ctx.cwd.to_path_buf()).chain(ctx.info.add_dirs.iter().cloned()).collect();
-        let settings_before = if guard_settings { crate::sandbox::settings_present(&roots) } else { Vec::new() };
+        // One walk for the settings that are there: bound read-only, and
+        // what is new after the call is moved aside.
+        let settings_before = if profile == SandboxProfile::WorkspaceWrite {
+            crate::sandbox::settings_present(&roots)
+        } else {
+            Vec::new()
+        };
         if input.run_in_background {
-            let launch = launch(&ctx, &marker, &tmp, false);
+            let launch = launch(&ctx, &marker, &tmp, false, &settings_before);
             let job = ctx
                 .jobs
                 .start(
@@ -266,10 +272,7 @@ impl Tool for Bash {
                         output_file: Some(&log_file),
                         launch,
                         tmp: Some(tmp.clone()),
-                        settings_guard: guard_settings.then(|| {
-                            let before = crate::sandbox::settings_present(&roots);
-                            (roots.clone(), before)
-                        }),
+                        settings_guard: guard_settings.then(|| (roots.clone(), settings_before.clone())),
                     },
                 )
                 .map_err(|e| {
@@ -294,7 +297,8 @@ impl Tool for Bash {
             }));
         }
 
-        let mut tree = process::spawn_bash(&script, &cwd, &marker, launch(&ctx, &marker, &tmp, true)).map_err(|e| {
+        let launch = launch(&ctx, &marker, &tmp, true, &settings_before);
+        let mut tree = process::spawn_bash(&script, &cwd, &marker, launch).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
         })?;
@@ -482,7 +486,7 @@ fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
 
 /// How to start the call's shell: through the sandbox helper (in the
 /// profile the permission check chose) where there is one.
-fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) -> Launch<'a> {
+fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, settings: &[PathBuf]) -> Launch<'a> {
     let Some(helper) = ctx.sandbox.helper.as_deref() else { return Launch::Direct };
     let profile = ctx.sandbox_profile;
     let mut roots = vec![ctx.cwd.to_path_buf()];
@@ -492,7 +496,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool) 
         profile,
         read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
         protect: if profile == SandboxProfile::WorkspaceWrite {
-            let mut protect = crate::sandbox::protected_paths(&roots);
+            let mut protect = crate::sandbox::protected_paths(&roots, settings);
             // What Edit deny rules name, whatever program would write it.
             protect.extend(
                 ctx.rules
