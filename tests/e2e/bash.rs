@@ -298,12 +298,12 @@ async fn background_jobs_run_report_and_die_with_kill_or_the_session() {
     while !seen.contains("line3") {
         assert!(Instant::now() < deadline, "output never came: {seen}");
         let out =
-            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "job_id": job } })).await;
+            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "bash_id": job } })).await;
         seen.push_str(&text(&out));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen.contains("line1\n") && seen.contains("line2\n"), "{seen}");
-    let k = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "KillShell", "input": { "job_id": job } })).await;
+    let k = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "KillShell", "input": { "shell_id": job } })).await;
     assert_eq!(text(&k), format!("job {job} killed"));
     none_left(&format!("sleep {t}")).await;
     let out =

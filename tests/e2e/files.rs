@@ -313,7 +313,22 @@ async fn todo_write_keeps_the_list_clients_read_in_session_get() {
     assert!(text(&r).contains("[x] Write the parser\n[~] Run the tests\n[ ] Ship it"), "{r}");
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
     assert_eq!(info["todos"], todos);
-    let two = json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]);
-    assert!(error(&s.call("TodoWrite", json!({ "todos": two })).await).contains("at most one"));
-    assert_eq!(s.c.ok("session/get", json!({ "session_id": s.id })).await["todos"], todos, "unchanged");
+    // Two in progress: kept, with a word for the model. Earlier Claude
+    // Code versions' `id` and `priority` are taken and not kept.
+    let two = json!([
+        {"id": "1", "content": "a", "status": "in_progress", "priority": "high"},
+        {"id": "2", "content": "b", "status": "in_progress", "activeForm": "Doing b"}
+    ]);
+    let r = s.call("TodoWrite", json!({ "todos": two })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("2 items are in_progress"), "{r}");
+    let kept = json!([
+        {"content": "a", "status": "in_progress"},
+        {"content": "b", "status": "in_progress", "activeForm": "Doing b"}
+    ]);
+    assert_eq!(s.c.ok("session/get", json!({ "session_id": s.id })).await["todos"], kept);
+    // A field no version had is still refused, naming it.
+    let bad = json!([{"content": "a", "status": "pending", "owner": "me"}]);
+    assert!(error(&s.call("TodoWrite", json!({ "todos": bad })).await).contains("owner"));
+    assert_eq!(s.c.ok("session/get", json!({ "session_id": s.id })).await["todos"], kept, "unchanged");
 }

@@ -6,6 +6,7 @@ mod agentctl;
 mod bad_input;
 mod bash;
 mod conventions;
+mod fidelity;
 mod files;
 mod lifecycle;
 mod nvim;

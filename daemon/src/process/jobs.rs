@@ -91,6 +91,14 @@ impl Job {
         self.lock().status.clone()
     }
 
+    /// Waits until the job is over, at most `limit`.
+    pub async fn wait(&self, limit: Duration) {
+        let finished = self.finished.notified();
+        if self.status() == JobStatus::Running {
+            let _ = tokio::time::timeout(limit, finished).await;
+        }
+    }
+
     /// Ends the job (SIGTERM, grace, SIGKILL, sweep) and waits until it is over.
     pub async fn kill(&self) {
         self.cancel.cancel();

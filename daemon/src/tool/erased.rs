@@ -84,6 +84,10 @@ pub trait DynTool: Send + Sync + 'static {
     fn cancels_siblings_on_failure(&self) -> bool {
         false
     }
+    /// A tool of an earlier Claude Code version: callable, never offered.
+    fn is_legacy(&self) -> bool {
+        false
+    }
     /// Parses `input` into a call of this tool.
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;
     /// One line for several calls of this tool side by side.
@@ -150,7 +154,8 @@ impl<T: Tool> Erased<T> {
 }
 
 /// The input schema of `I` as model APIs take it: an object schema with
-/// every subschema inline (no `$ref`/`$defs`), no `$schema` or `title`.
+/// every subschema inline (no `$ref`/`$defs`), no `$schema` or `title`,
+/// shaped as Claude Code's schemas are ([`super::input::model_schema`]).
 pub fn input_schema_for<I: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| {
@@ -158,14 +163,7 @@ pub fn input_schema_for<I: JsonSchema>() -> Value {
             s.meta_schema = None;
         })
         .into_generator();
-    let mut schema = generator.into_root_schema_for::<I>().to_value();
-    if let Some(obj) = schema.as_object_mut() {
-        obj.remove("title");
-        obj.remove("$schema");
-        obj.entry("type").or_insert_with(|| Value::String("object".into()));
-        obj.entry("properties").or_insert_with(|| Value::Object(Default::default()));
-    }
-    schema
+    super::input::model_schema(generator.into_root_schema_for::<I>().to_value())
 }
 
 /// Parses JSON into `I`, naming the field that did not fit.
@@ -226,6 +224,10 @@ impl<T: Tool> DynTool for Erased<T> {
 
     fn cancels_siblings_on_failure(&self) -> bool {
         self.tool.cancels_siblings_on_failure()
+    }
+
+    fn is_legacy(&self) -> bool {
+        self.tool.is_legacy()
     }
 
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {

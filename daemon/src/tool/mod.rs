@@ -10,6 +10,7 @@
 
 pub mod context;
 pub mod erased;
+pub mod input;
 pub mod registry;
 pub mod toolset;
 
@@ -169,6 +170,13 @@ pub trait Tool: Send + Sync + Sized + 'static {
 
     /// Never hide this tool behind ToolSearch.
     fn always_load(&self) -> bool {
+        false
+    }
+
+    /// Is this a tool of an earlier Claude Code version (`LS`, `MultiEdit`)?
+    /// Models trained on it still call it, so it runs when called, but it
+    /// is never offered: not in `tools/list`, not found by ToolSearch.
+    fn is_legacy(&self) -> bool {
         false
     }
 

@@ -18,6 +18,9 @@
 //! built-ins that say `should_defer`) are listed by name only, except
 //! `always_load` tools; ToolSearch, never deferred, is listed only then.
 //!
+//! Tools of earlier Claude Code versions (`is_legacy`: `LS`, `MultiEdit`)
+//! are never listed nor found by ToolSearch, but a call that names them runs.
+//!
 //! The result is computed once per session and serialized the same way every
 //! time, so the list is byte-identical across calls (prompt caches).
 
@@ -134,6 +137,8 @@ pub struct ToolSet {
     listed: Vec<Entry>,
     /// Listed by name only, sorted by name.
     deferred: Vec<Entry>,
+    /// Never listed, but callable: tools of earlier Claude Code versions.
+    legacy: Vec<Entry>,
 }
 
 impl ToolSet {
@@ -171,6 +176,9 @@ impl ToolSet {
         }
         merged.sort_by(|a, b| a.name().cmp(b.name()));
 
+        let (legacy, merged): (Vec<_>, Vec<_>) = merged.into_iter().partition(|t| t.is_legacy());
+        let legacy: Vec<Entry> = legacy.into_iter().map(Entry::new).collect();
+
         // Deferral.
         let (search, rest): (Vec<_>, Vec<_>) = merged.into_iter().partition(|t| t.name() == TOOL_SEARCH);
         let entries: Vec<Entry> = rest.into_iter().map(Entry::new).collect();
@@ -188,17 +196,18 @@ impl ToolSet {
         // deferred tool, so nothing is deferred.
         let defer = wanted && !search.is_empty() && entries.iter().any(deferrable);
         if !defer {
-            return ToolSet { listed: entries, deferred: Vec::new() };
+            return ToolSet { listed: entries, deferred: Vec::new(), legacy };
         }
         let (deferred, mut listed): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| deferrable(e));
         listed.extend(search.into_iter().map(Entry::new));
         listed.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
-        ToolSet { listed, deferred }
+        ToolSet { listed, deferred, legacy }
     }
 
-    /// The tool a call names, if the session has it (listed or deferred).
+    /// The tool a call names, if the session has it (listed, deferred or
+    /// legacy).
     pub fn find(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
-        let all = || self.listed.iter().chain(&self.deferred);
+        let all = || self.listed.iter().chain(&self.deferred).chain(&self.legacy);
         all().find(|e| e.tool.name() == name).or_else(|| all().find(|e| e.tool.answers_to(name))).map(|e| &e.tool)
     }
 
@@ -259,7 +268,7 @@ impl ToolSet {
             let mut found = Vec::new();
             let mut unknown = Vec::new();
             for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                let definition = self.find(name).and_then(|tool| self.definition_of(tool.name()));
+                let definition = self.find(name).filter(|t| !t.is_legacy()).and_then(|t| self.definition_of(t.name()));
                 match definition {
                     Some(d) if !found.iter().any(|f: &ToolDefinition| f.name == d.name) => found.push(d),
                     Some(_) => {}

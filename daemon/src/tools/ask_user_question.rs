@@ -27,6 +27,7 @@ pub struct QuestionOption {
     pub label: String,
     /// What choosing it means or leads to.
     #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub description: String,
 }
 
@@ -38,11 +39,13 @@ pub struct Question {
     pub question: String,
     /// A short label for it (at most 12 characters), e.g. "Database".
     #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub header: String,
     /// 2 to 4 choices; the user may also answer in their own words.
     pub options: Vec<QuestionOption>,
     /// The user may pick more than one choice.
-    #[serde(default, rename = "multiSelect", alias = "multi_select")]
+    #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "multiSelect", alias = "multi_select")]
+    #[schemars(extend("x-required" = true))]
     pub multi_select: bool,
 }
 
@@ -52,6 +55,11 @@ pub struct Question {
 pub struct AskUserQuestionInput {
     /// 1 to 4 questions.
     pub questions: Vec<Question>,
+    /// Answers Claude Code's own prompt filled in (accepted, not used: the
+    /// user answers through the client).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub answers: Option<serde_json::Value>,
 }
 
 /// The user's answers.

@@ -72,12 +72,12 @@ pub struct BashInput {
     /// Timeout in milliseconds (default 120000; at most 600000 unless the
     /// session allows more). The command and everything it started is
     /// ended when it runs out.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_u64")]
     pub timeout: Option<u64>,
     /// Start the command as a background job and return its job id at once;
     /// read its output with BashOutput and end it with KillShell. Use this
     /// for servers and watchers, never `&`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub run_in_background: bool,
     /// If the user interrupts: `cancel` (stop the command, the default) or
     /// `block` (let it finish, e.g. a test suite whose result is still wanted).
@@ -86,7 +86,7 @@ pub struct BashInput {
     /// Run the command outside the sandbox. Only when a command failed
     /// because the sandbox blocked it and it truly needs more (the result
     /// says so); the user is always asked.
-    #[serde(default, rename = "dangerouslyDisableSandbox")]
+    #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "dangerouslyDisableSandbox")]
     pub dangerously_disable_sandbox: bool,
 }
 

@@ -34,7 +34,7 @@ pub struct EditInput {
     /// The text to put in its place (must differ from old_string).
     pub new_string: String,
     /// Replace every occurrence instead of exactly one.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub replace_all: bool,
 }
 
@@ -94,46 +94,12 @@ impl Tool for Edit {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
-        let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
-        let session = ctx.session.clone();
-        let (output, state, key) = tokio::task::spawn_blocking(move || {
-            // One read: the bytes checked are the bytes edited.
-            let bytes = check_unchanged(&path, &session)?;
-            let abs = path.abs();
-            let text = String::from_utf8(bytes)
-                .map_err(|_| ToolError::new(format!("{} is not UTF-8 text; Edit changes text files", abs.display())))?;
-            let (new_text, replacements, diff) =
-                edit(&text, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
-            if new_text.len() as u64 > fs::MAX_EDIT_BYTES {
-                return Err(ToolError::new(format!(
-                    "{}: the edit would make the file larger than {} bytes",
-                    abs.display(),
-                    fs::MAX_EDIT_BYTES
-                )));
-            }
-            let written = fs::write_atomic_guarded(&path, new_text.as_bytes(), ctx.may_write_protected)
-                .map_err(|e| ToolError::new(e.to_string()))?;
-            let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
-            Ok((EditOutput { path: abs, replacements, diff }, written.state, key))
-        })
-        .await
-        .map_err(|e| ToolError::new(format!("edit failed: {e}")))??;
-        Ok(ToolOutput::with_modifier(
-            output,
-            Box::new(move |s| {
-                s.files.insert(key, state);
-            }),
-        ))
+        let file_path = input.file_path.clone();
+        apply(&file_path, ctx, move |text| edit(text, &input)).await
     }
 
     fn result_content(&self, out: &EditOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
-        vec![agentd_protocol::tools::ContentBlock::text(format!(
-            "Edited {} ({} replacement{}):\n{}",
-            out.path.display(),
-            out.replacements,
-            if out.replacements == 1 { "" } else { "s" },
-            out.diff
-        ))]
+        edited_content(out)
     }
 
     fn render_use(&self, input: &EditInput) -> String {
@@ -141,26 +107,205 @@ impl Tool for Edit {
     }
 
     fn render_result(&self, out: &EditOutput) -> String {
-        let added = out.diff.lines().filter(|l| l.starts_with('+')).count();
-        let removed = out.diff.lines().filter(|l| l.starts_with('-')).count();
-        format!("Edited {} (+{added} -{removed})", out.path.display())
+        render_edited(out)
+    }
+}
+
+/// Reads the file (unchanged since the session read it), changes its text
+/// with `change`, and writes it back atomically.
+async fn apply<F>(file_path: &str, ctx: ToolContext, change: F) -> Result<ToolOutput<EditOutput>, ToolError>
+where
+    F: FnOnce(&str) -> Result<(String, usize, String), String> + Send + 'static,
+{
+    let path = ctx.target_path(file_path).map_err(|e| ToolError::new(e.to_string()))?;
+    let session = ctx.session.clone();
+    let (output, state, key) = tokio::task::spawn_blocking(move || {
+        // One read: the bytes checked are the bytes edited.
+        let bytes = check_unchanged(&path, &session)?;
+        let abs = path.abs();
+        let text = String::from_utf8(bytes)
+            .map_err(|_| ToolError::new(format!("{} is not UTF-8 text; Edit changes text files", abs.display())))?;
+        let (new_text, replacements, diff) =
+            change(&text).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
+        if new_text.len() as u64 > fs::MAX_EDIT_BYTES {
+            return Err(ToolError::new(format!(
+                "{}: the edit would make the file larger than {} bytes",
+                abs.display(),
+                fs::MAX_EDIT_BYTES
+            )));
+        }
+        let written = fs::write_atomic_guarded(&path, new_text.as_bytes(), ctx.may_write_protected)
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
+        Ok((EditOutput { path: abs, replacements, diff }, written.state, key))
+    })
+    .await
+    .map_err(|e| ToolError::new(format!("edit failed: {e}")))??;
+    Ok(ToolOutput::with_modifier(
+        output,
+        Box::new(move |s| {
+            s.files.insert(key, state);
+        }),
+    ))
+}
+
+fn edited_content(out: &EditOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+    vec![agentd_protocol::tools::ContentBlock::text(format!(
+        "Edited {} ({} replacement{}):\n{}",
+        out.path.display(),
+        out.replacements,
+        if out.replacements == 1 { "" } else { "s" },
+        out.diff
+    ))]
+}
+
+fn render_edited(out: &EditOutput) -> String {
+    let added = out.diff.lines().filter(|l| l.starts_with('+')).count();
+    let removed = out.diff.lines().filter(|l| l.starts_with('-')).count();
+    format!("Edited {} (+{added} -{removed})", out.path.display())
+}
+
+/// MultiEdit: several Edits of one file, applied in order, all or none.
+/// A tool of earlier Claude Code versions: never offered (Edit is), run
+/// when a model calls it.
+#[derive(Debug, Clone, Copy)]
+pub struct MultiEdit;
+
+/// Input of MultiEdit.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MultiEditInput {
+    /// The file to change: absolute, or relative to the workspace. Read it first.
+    pub file_path: String,
+    /// The edits, applied in order, each to the result of the one before.
+    pub edits: Vec<EditStep>,
+}
+
+/// One edit of a MultiEdit.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditStep {
+    /// The exact text to replace.
+    pub old_string: String,
+    /// The text to put in its place.
+    pub new_string: String,
+    /// Replace every occurrence instead of exactly one.
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
+    pub replace_all: bool,
+}
+
+/// Most edits one MultiEdit call may carry.
+const MAX_STEPS: usize = 100;
+
+impl Tool for MultiEdit {
+    type Input = MultiEditInput;
+    type Output = EditOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "MultiEdit";
+
+    fn description(&self) -> String {
+        "Makes several exact-string replacements in one file, in order, all or none (as Edit does one).".to_owned()
+    }
+
+    fn is_legacy(&self) -> bool {
+        true
+    }
+
+    fn validate_input(&self, input: &MultiEditInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        ctx.validate_path(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
+        if input.edits.is_empty() {
+            return Err(ValidationError::new("edits is empty"));
+        }
+        if input.edits.len() > MAX_STEPS {
+            return Err(ValidationError::new(format!("at most {MAX_STEPS} edits in one call")));
+        }
+        for (i, e) in input.edits.iter().enumerate() {
+            if e.old_string.is_empty() {
+                return Err(ValidationError::new(format!(
+                    "edits[{i}].old_string is empty; use Write to create a file"
+                )));
+            }
+            if e.old_string == e.new_string {
+                return Err(ValidationError::new(format!("edits[{i}]: old_string and new_string are the same")));
+            }
+        }
+        Ok(())
+    }
+
+    fn permission_target(&self, input: &MultiEditInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Path(input.file_path.clone())
+    }
+
+    fn check_permissions(&self, input: &MultiEditInput, ctx: &ToolContext) -> Decision {
+        Decision::ask(format!("edit {}{}", input.file_path, ctx.outside_note(&input.file_path)))
+    }
+
+    fn is_destructive(&self, input: &MultiEditInput) -> bool {
+        input.edits.iter().any(|e| {
+            Edit.is_destructive(&EditInput {
+                file_path: String::new(),
+                old_string: e.old_string.clone(),
+                new_string: e.new_string.clone(),
+                replace_all: e.replace_all,
+            })
+        })
+    }
+
+    async fn call(
+        &self,
+        input: MultiEditInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<EditOutput>, ToolError> {
+        apply(&input.file_path, ctx, move |text| {
+            let mut text = text.to_owned();
+            let mut total = 0;
+            let mut diffs = String::new();
+            for (i, e) in input.edits.iter().enumerate() {
+                let (next, n, diff) = replace(&text, &e.old_string, &e.new_string, e.replace_all)
+                    .map_err(|why| format!("edits[{i}]: {why}; no edit was made"))?;
+                text = next;
+                total += n;
+                diffs.push_str(&diff);
+            }
+            Ok((text, total, diffs))
+        })
+        .await
+    }
+
+    fn result_content(&self, out: &EditOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        edited_content(out)
+    }
+
+    fn render_use(&self, input: &MultiEditInput) -> String {
+        format!("Editing {} ({} edits)", input.file_path, input.edits.len())
+    }
+
+    fn render_result(&self, out: &EditOutput) -> String {
+        render_edited(out)
     }
 }
 
 /// Applies the edit to `text`: the new text, the number of replacements
 /// and a diff. CRLF files get CRLF in the replacement; a BOM stays.
 fn edit(text: &str, input: &EditInput) -> Result<(String, usize, String), String> {
+    replace(text, &input.old_string, &input.new_string, input.replace_all)
+}
+
+/// Replaces `old` by `new` in `text` (once, or every time with `all`).
+fn replace(text: &str, old: &str, new: &str, all: bool) -> Result<(String, usize, String), String> {
     let (bom, body) = match text.strip_prefix('\u{feff}') {
         Some(rest) => ("\u{feff}", rest),
         None => ("", text),
     };
     let crlf = body.contains("\r\n");
     let adapt = |s: &str| if crlf && !s.contains("\r\n") { s.replace('\n', "\r\n") } else { s.to_owned() };
-    let (old, new) = (adapt(&input.old_string), adapt(&input.new_string));
+    let (old, new) = (adapt(old), adapt(new));
     let positions: Vec<usize> = body.match_indices(old.as_str()).map(|(i, _)| i).collect();
     match positions.len() {
         0 => return Err("old_string was not found; it must match exactly, including whitespace and indentation (Read the file again to copy it)".into()),
-        n if n > 1 && !input.replace_all => {
+        n if n > 1 && !all => {
             let lines: Vec<String> = positions.iter().take(10).map(|p| (body[..*p].matches('\n').count() + 1).to_string()).collect();
             return Err(format!(
                 "old_string occurs {n} times (at lines {}); add surrounding lines to make it unique, or set replace_all",
@@ -169,7 +314,7 @@ fn edit(text: &str, input: &EditInput) -> Result<(String, usize, String), String
         }
         _ => {}
     }
-    let targets: &[usize] = if input.replace_all { &positions } else { &positions[..1] };
+    let targets: &[usize] = if all { &positions } else { &positions[..1] };
     let mut out = String::with_capacity(body.len() + targets.len() * new.len());
     let mut diff = String::new();
     let mut last = 0;

@@ -30,13 +30,13 @@ pub struct GlobInput {
     #[serde(default)]
     pub path: Option<String>,
     /// Most paths to return (default 100).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub limit: Option<usize>,
     /// Include hidden files and directories (default: skipped, like ripgrep).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub include_hidden: bool,
     /// Include files that .gitignore/.ignore exclude (default: skipped).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub include_ignored: bool,
 }
 

@@ -56,34 +56,34 @@ pub struct GrepInput {
     #[serde(default, rename = "type")]
     pub file_type: Option<String>,
     /// Case-insensitive search.
-    #[serde(default, rename = "-i")]
+    #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "-i")]
     pub case_insensitive: bool,
     /// Show line numbers in content mode (default true).
-    #[serde(default, rename = "-n")]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_flag", rename = "-n")]
     pub line_numbers: Option<bool>,
     /// Lines of context after each match (content mode).
-    #[serde(default, rename = "-A")]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize", rename = "-A")]
     pub after: Option<usize>,
     /// Lines of context before each match (content mode).
-    #[serde(default, rename = "-B")]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize", rename = "-B")]
     pub before: Option<usize>,
     /// Lines of context before and after each match (content mode).
-    #[serde(default, rename = "-C")]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize", rename = "-C", alias = "context")]
     pub context: Option<usize>,
     /// Let the pattern span lines (`.` matches newlines).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub multiline: bool,
     /// `files_with_matches` (default), `content` or `count`.
     #[serde(default)]
     pub output_mode: OutputMode,
     /// Return at most this many entries (files, lines or counts).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub head_limit: Option<usize>,
     /// Skip this many entries first.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub offset: Option<usize>,
     /// Stop after this many milliseconds and return what was found (default 20000).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_u64")]
     pub timeout_ms: Option<u64>,
 }
 

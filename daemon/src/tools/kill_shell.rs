@@ -16,8 +16,9 @@ pub struct KillShell;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KillShellInput {
-    /// The job id Bash returned for a `run_in_background` command.
-    pub job_id: String,
+    /// The id Bash returned for a `run_in_background` command.
+    #[serde(alias = "job_id", alias = "task_id", alias = "bash_id")]
+    pub shell_id: String,
 }
 
 impl Tool for KillShell {
@@ -29,6 +30,11 @@ impl Tool for KillShell {
 
     fn description(&self) -> String {
         "Stops a background job started by Bash with run_in_background, with every process it started.".to_owned()
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        // Claude Code's earlier and later names for it.
+        &["KillBash", "TaskStop"]
     }
 
     fn check_permissions(&self, _input: &KillShellInput, _ctx: &ToolContext) -> Decision {
@@ -44,8 +50,8 @@ impl Tool for KillShell {
     ) -> Result<ToolOutput<String>, ToolError> {
         let job = ctx
             .jobs
-            .get(&input.job_id)
-            .ok_or_else(|| ToolError::new(format!("no background job {:?} in this session", input.job_id)))?;
+            .get(&input.shell_id)
+            .ok_or_else(|| ToolError::new(format!("no background job {:?} in this session", input.shell_id)))?;
         let before = job.status();
         job.kill().await;
         Ok(ToolOutput::new(match before {
@@ -56,7 +62,7 @@ impl Tool for KillShell {
     }
 
     fn render_use(&self, input: &KillShellInput) -> String {
-        format!("Stopping {}", input.job_id)
+        format!("Stopping {}", input.shell_id)
     }
 
     fn render_result(&self, output: &String) -> String {

@@ -51,11 +51,13 @@ pub struct NotebookEditInput {
     /// The cell's id (as Read shows it).
     #[serde(default)]
     pub cell_id: Option<String>,
-    /// The cell's index, counting from 0 (when it has no id).
-    #[serde(default)]
+    /// The cell's index, counting from 0 (when it has no id). Earlier
+    /// Claude Code versions called it `cell_number`.
+    #[serde(default, alias = "cell_number", deserialize_with = "crate::tool::input::opt_usize")]
     pub cell_index: Option<usize>,
-    /// The new source (replace and insert).
+    /// The new source (replace and insert; ignored on delete).
     #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub new_source: Option<String>,
     /// The cell's type: required to insert; changes it on replace.
     #[serde(default)]

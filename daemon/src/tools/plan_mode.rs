@@ -110,6 +110,11 @@ pub struct ExitPlanModeInput {
     /// The plan, in markdown, for the user to approve: what you will change,
     /// where, and how you will check it.
     pub plan: String,
+    /// Later Claude Code versions' prompts to allow once the plan is
+    /// approved (accepted, not acted on: approvals here are the user's).
+    #[serde(default, rename = "allowedPrompts")]
+    #[schemars(skip)]
+    pub allowed_prompts: Option<serde_json::Value>,
 }
 
 impl Tool for ExitPlanMode {
@@ -118,6 +123,10 @@ impl Tool for ExitPlanMode {
     type Progress = ();
 
     const NAME: &'static str = "ExitPlanMode";
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["exit_plan_mode"]
+    }
 
     fn description(&self) -> String {
         "Presents your plan to the user and, once they approve it, leaves plan mode so you can carry it \

@@ -32,10 +32,10 @@ pub struct ReadInput {
     pub file_path: String,
     /// First line to show, counting from 1 (default 1). Use it to read the
     /// rest of a long file.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub offset: Option<usize>,
     /// How many lines to show (default 2000).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub limit: Option<usize>,
 }
 

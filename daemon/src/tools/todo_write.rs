@@ -22,7 +22,41 @@ pub struct TodoWrite;
 pub struct TodoWriteInput {
     /// The whole list, in order; it replaces the previous one. Keep at most
     /// one item `in_progress`, and mark items `completed` as soon as they are.
-    pub todos: Vec<TodoItem>,
+    pub todos: Vec<TodoInputItem>,
+}
+
+/// One item as the model writes it: Claude Code's fields, plus the `id`
+/// and `priority` of its earlier versions, accepted and not kept.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoInputItem {
+    /// What is to be done, in the imperative ("Run the tests").
+    pub content: String,
+    /// The item's state.
+    pub status: TodoStatus,
+    /// The same in the present continuous ("Running the tests"), shown
+    /// while the item is in progress.
+    #[serde(default, rename = "activeForm")]
+    #[schemars(extend("x-required" = true))]
+    pub active_form: Option<String>,
+    /// Earlier versions' item id (ignored).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub id: Option<serde_json::Value>,
+    /// Earlier versions' priority (ignored).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub priority: Option<serde_json::Value>,
+}
+
+impl TodoInputItem {
+    fn item(&self) -> TodoItem {
+        TodoItem {
+            content: self.content.clone(),
+            status: self.status,
+            active_form: self.active_form.clone().filter(|a| !a.trim().is_empty()),
+        }
+    }
 }
 
 /// The list as stored.
@@ -53,10 +87,6 @@ impl Tool for TodoWrite {
         if let Some(i) = input.todos.iter().position(|t| t.content.trim().is_empty()) {
             return Err(ValidationError::new(format!("item {i} has no content")));
         }
-        let in_progress = input.todos.iter().filter(|t| t.status == TodoStatus::InProgress).count();
-        if in_progress > 1 {
-            return Err(ValidationError::new(format!("{in_progress} items are in_progress; keep at most one")));
-        }
         Ok(())
     }
 
@@ -75,8 +105,9 @@ impl Tool for TodoWrite {
         _ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<TodoWriteOutput>, ToolError> {
-        let todos = input.todos.clone();
-        Ok(ToolOutput::with_modifier(TodoWriteOutput { todos: input.todos }, Box::new(move |s| s.todos = todos)))
+        let todos: Vec<TodoItem> = input.todos.iter().map(TodoInputItem::item).collect();
+        let kept = todos.clone();
+        Ok(ToolOutput::with_modifier(TodoWriteOutput { todos }, Box::new(move |s| s.todos = kept)))
     }
 
     fn result_content(&self, out: &TodoWriteOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
@@ -88,6 +119,10 @@ impl Tool for TodoWrite {
                 TodoStatus::Completed => "[x]",
             };
             text.push_str(&format!("{mark} {}\n", t.content));
+        }
+        let in_progress = out.todos.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+        if in_progress > 1 {
+            text.push_str(&format!("Note: {in_progress} items are in_progress; keep one at a time.\n"));
         }
         vec![agentd_protocol::tools::ContentBlock::text(text)]
     }

@@ -25,7 +25,7 @@ pub struct ToolSearchInput {
     /// `slack send message`); prefix a keyword with `+` to require it.
     pub query: String,
     /// Most tools to return for a keyword query (default 5, at most 50).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub max_results: Option<usize>,
 }
 

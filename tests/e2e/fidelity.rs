@@ -1,0 +1,271 @@
+//! Fidelity to what models were trained on: tool schemas as Claude Code's
+//! (checked against a committed table of its field names, types and
+//! required lists), and the calls models really send, in the shapes of
+//! every Claude Code version, taken.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agentd_tests::{RawConn, TestDaemon};
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+async fn create(c: &mut RawConn, ws: &Path, extra: Value) -> String {
+    let mut params = json!({ "cwd": ws, "mode": "bypass" });
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+}
+
+async fn call(c: &mut RawConn, id: &str, name: &str, input: Value) -> Value {
+    c.ok("tool/call", json!({ "session_id": id, "name": name, "input": input })).await
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Checks `ours` (a JSON Schema object) against a table entry: every
+/// property with its type or enum, the same required list, and nothing
+/// else required.
+fn check(tool: &str, at: &str, table: &Value, ours: &Value, problems: &mut Vec<String>) {
+    let props = ours["properties"].as_object().cloned().unwrap_or_default();
+    let mut required: Vec<String> = ours["required"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
+    let mut expected: Vec<String> =
+        table["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    required.sort();
+    expected.sort();
+    if required != expected {
+        problems.push(format!("{tool}{at}: required {required:?}, Claude Code requires {expected:?}"));
+    }
+    for (name, want) in table["properties"].as_object().unwrap() {
+        let Some(have) = props.get(name) else {
+            problems.push(format!("{tool}{at}: no property {name:?}"));
+            continue;
+        };
+        match want {
+            Value::String(ty) => {
+                if have["type"] != json!(ty) {
+                    problems.push(format!("{tool}{at}.{name}: type {}, Claude Code says {ty}", have["type"]));
+                }
+            }
+            Value::Array(values) => {
+                let mut ours: Vec<Value> = have["enum"].as_array().cloned().unwrap_or_default();
+                let mut theirs = values.clone();
+                ours.sort_by_key(|v| v.to_string());
+                theirs.sort_by_key(|v| v.to_string());
+                if ours != theirs || have["type"] != "string" {
+                    problems.push(format!("{tool}{at}.{name}: {have}, Claude Code's enum is {values:?}"));
+                }
+            }
+            Value::Object(nested) => {
+                let items = &nested["items"];
+                if have["type"] != "array" {
+                    problems.push(format!("{tool}{at}.{name}: type {}, Claude Code says array", have["type"]));
+                }
+                check(tool, &format!("{at}.{name}[]"), items, &have["items"], problems);
+            }
+            other => panic!("bad table entry {other}"),
+        }
+    }
+}
+
+/// Every place a schema spells something the way Claude Code's do not.
+fn shape_problems(path: &str, v: &Value, problems: &mut Vec<String>) {
+    match v {
+        Value::Object(obj) => {
+            if obj.get("default") == Some(&Value::Null) {
+                problems.push(format!("{path}: default null"));
+            }
+            if obj.contains_key("oneOf") || obj.contains_key("anyOf") || obj.contains_key("format") {
+                problems.push(format!("{path}: oneOf/anyOf/format"));
+            }
+            match obj.get("type") {
+                Some(Value::Array(_)) => problems.push(format!("{path}: a type list")),
+                Some(t) if t == "integer" || t == "null" => problems.push(format!("{path}: type {t}")),
+                _ => {}
+            }
+            for (k, v) in obj {
+                shape_problems(&format!("{path}.{k}"), v, problems);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| shape_problems(path, i, problems)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn tool_schemas_are_claude_codes() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let plain = create(&mut c, &ws, json!({})).await;
+    let deferring = create(&mut c, &ws, json!({ "tools": { "defer": { "mode": "always" } } })).await;
+    let mut tools: Vec<Value> =
+        c.ok("tools/list", json!({ "session_id": plain })).await["tools"].as_array().unwrap().clone();
+    let listed = c.ok("tools/list", json!({ "session_id": deferring })).await;
+    tools.extend(listed["tools"].as_array().unwrap().iter().filter(|t| t["name"] == "ToolSearch").cloned());
+
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claude_code_tools.json")).unwrap()).unwrap();
+    let mut problems = Vec::new();
+    for (name, entry) in table.as_object().unwrap().iter().filter(|(k, _)| !k.starts_with('_')) {
+        match tools.iter().find(|t| t["name"] == json!(name)) {
+            Some(t) => check(name, "", entry, &t["input_schema"], &mut problems),
+            None => problems.push(format!("{name} is not offered")),
+        }
+    }
+    for t in &tools {
+        shape_problems(t["name"].as_str().unwrap(), &t["input_schema"], &mut problems);
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Earlier versions' tools run when called but are never offered.
+    for legacy in ["LS", "MultiEdit", "TaskOutput"] {
+        assert!(!tools.iter().any(|t| t["name"] == legacy), "{legacy} is offered");
+        let found = call(&mut c, &deferring, "ToolSearch", json!({ "query": format!("select:{legacy}") })).await;
+        assert!(!text(&found).contains(&format!("\"name\":\"{legacy}\"")), "{found}");
+    }
+}
+
+#[tokio::test]
+async fn calls_as_models_send_them_are_taken() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "alpha\nbeta\n").unwrap();
+    std::fs::write(ws.join("b.txt"), "one two two\n").unwrap();
+    let nb = json!({
+        "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "source": ["print(1)"], "outputs": [], "execution_count": null}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5
+    });
+    std::fs::write(ws.join("nb.ipynb"), nb.to_string()).unwrap();
+    let id = create(&mut c, &ws, json!({})).await;
+    for f in ["a.txt", "b.txt", "nb.ipynb"] {
+        call(&mut c, &id, "Read", json!({ "file_path": f })).await;
+    }
+    let started = call(&mut c, &id, "Bash", json!({ "command": "echo started", "run_in_background": true })).await;
+    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+
+    let lines = std::fs::read_to_string(fixture("claude_code_calls.jsonl")).unwrap();
+    let mut taken = 0;
+    let mut refused = Vec::new();
+    for line in lines.lines().skip(1) {
+        let line = line.replace("bash_1", &job);
+        let call_: Value = serde_json::from_str(&line).unwrap();
+        let r = call(&mut c, &id, call_["name"].as_str().unwrap(), call_["input"].clone()).await;
+        let t = text(&r);
+        let shape = [
+            "unknown field",
+            "missing field",
+            "invalid type",
+            "expected a number",
+            "expected true or false",
+            "no tool named",
+            "unknown variant",
+        ];
+        if r["is_error"] == true && shape.iter().any(|s| t.contains(s)) {
+            refused.push(format!("{line}\n  -> {t}"));
+        } else {
+            taken += 1;
+        }
+    }
+    assert!(refused.is_empty(), "{taken} taken, refused:\n{}", refused.join("\n"));
+    assert!(taken >= 40, "{taken}");
+    // They did what they say: the MultiEdit and the legacy item fields.
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "uno dos dos\n");
+}
+
+#[tokio::test]
+async fn earlier_tools_do_their_work() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    std::fs::write(ws.join("src/deep/x.rs"), "fn x() {}\n").unwrap();
+    std::fs::write(ws.join("src/y.py"), "y = 1\n").unwrap();
+    std::fs::write(ws.join(".hidden"), "").unwrap();
+    std::fs::write(ws.join("f.txt"), "a\nb\nc\n").unwrap();
+    let id = create(&mut c, &ws, json!({})).await;
+
+    // LS: a tree, hidden files out, `ignore` honoured.
+    let r = call(&mut c, &id, "LS", json!({ "path": ws, "ignore": ["*.py"] })).await;
+    let t = text(&r);
+    assert!(t.contains("  - src/\n    - deep/\n      - x.rs\n") && t.contains("  - f.txt\n"), "{t}");
+    assert!(!t.contains("y.py") && !t.contains(".hidden"), "{t}");
+
+    // MultiEdit: all or none.
+    call(&mut c, &id, "Read", json!({ "file_path": "f.txt" })).await;
+    let r = call(
+        &mut c,
+        &id,
+        "MultiEdit",
+        json!({ "file_path": "f.txt", "edits": [
+        {"old_string": "a", "new_string": "A"}, {"old_string": "zzz", "new_string": "Z"}
+    ] }),
+    )
+    .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("edits[1]") && text(&r).contains("no edit was made"), "{r}");
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "a\nb\nc\n");
+    let r = call(
+        &mut c,
+        &id,
+        "MultiEdit",
+        json!({ "file_path": "f.txt", "edits": [
+        {"old_string": "a", "new_string": "A"}, {"old_string": "A\nb", "new_string": "A\nB"}
+    ] }),
+    )
+    .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "A\nB\nc\n");
+
+    // TaskOutput waits for the job; BashOutput's filter keeps matching lines.
+    let started = call(
+        &mut c,
+        &id,
+        "Bash",
+        json!({
+            "command": "sleep 0.3; echo ok 1; echo warn 2; echo ok 3; exit 3", "run_in_background": true
+        }),
+    )
+    .await;
+    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let t0 = Instant::now();
+    let r = call(&mut c, &id, "TaskOutput", json!({ "task_id": job, "filter": "^ok" })).await;
+    assert!(t0.elapsed() >= Duration::from_millis(250), "did not wait: {r}");
+    assert_eq!(text(&r), format!("ok 1\nok 3\n[job {job} exited with code 3]"));
+
+    // BashOutput's filter, KillBash (the earlier name of KillShell).
+    let started = call(
+        &mut c,
+        &id,
+        "Bash",
+        json!({
+            "command": "echo keep; echo drop; sleep 30", "run_in_background": true
+        }),
+    )
+    .await;
+    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let deadline = Instant::now() + agentd_tests::STEP;
+    let mut seen = String::new();
+    while !seen.contains("keep") {
+        assert!(Instant::now() < deadline, "{seen}");
+        seen.push_str(&text(&call(&mut c, &id, "BashOutput", json!({ "bash_id": job, "filter": "keep" })).await));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!seen.contains("drop"), "{seen}");
+    let r = call(&mut c, &id, "KillBash", json!({ "shell_id": job })).await;
+    assert_eq!(text(&r), format!("job {job} killed"));
+    let r = call(&mut c, &id, "BashOutput", json!({ "bash_id": job, "filter": "(" })).await;
+    assert!(text(&r).contains("filter is not a valid regular expression"), "{r}");
+}
