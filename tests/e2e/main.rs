@@ -8,6 +8,7 @@ mod bash;
 mod conventions;
 mod fidelity;
 mod files;
+mod grep_vs_rg;
 mod lifecycle;
 mod nvim;
 mod permissions;

@@ -22,6 +22,11 @@ const DEFAULT_TIMEOUT_MS: u64 = 20_000;
 const MAX_CONTENT_CHARS: usize = 30_000;
 /// Lines collected at most (content mode), whatever head_limit says.
 const MAX_COLLECTED_LINES: usize = 100_000;
+/// Entries returned when the call gives no `head_limit` (Claude Code's default).
+const DEFAULT_HEAD_LIMIT: usize = 250;
+/// Longest line shown, in bytes; a longer one is replaced by a note, as
+/// Claude Code's `rg --max-columns 500` does.
+const MAX_COLUMNS: usize = 500;
 
 /// The Grep tool.
 #[derive(Debug, Clone, Copy)]
@@ -49,7 +54,8 @@ pub struct GrepInput {
     /// File or directory to search (default the workspace).
     #[serde(default)]
     pub path: Option<String>,
-    /// Only files matching this glob, e.g. `*.rs` or `**/*.{ts,tsx}`.
+    /// Only files matching this glob (rg --glob), e.g. `*.rs` or
+    /// `**/*.{ts,tsx}`; several separated by commas or spaces; `!` excludes.
     #[serde(default)]
     pub glob: Option<String>,
     /// Only files of this type, as ripgrep names them (`rust`, `py`, `js`, …).
@@ -76,10 +82,11 @@ pub struct GrepInput {
     /// `files_with_matches` (default), `content` or `count`.
     #[serde(default)]
     pub output_mode: OutputMode,
-    /// Return at most this many entries (files, lines or counts).
+    /// Return at most this many entries (files, lines or counts); default
+    /// 250, 0 for all.
     #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub head_limit: Option<usize>,
-    /// Skip this many entries first.
+    /// Skip this many entries first (default 0).
     #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub offset: Option<usize>,
     /// Stop after this many milliseconds and return what was found (default 20000).
@@ -168,7 +175,8 @@ impl Tool for Grep {
         }
         let cancel = ctx.cancel.clone();
         let rules = ctx.rules.clone();
-        tokio::task::spawn_blocking(move || search(&canonical, &input, &cancel, rules))
+        let cwd = ctx.cwd.clone();
+        tokio::task::spawn_blocking(move || search(&canonical, &cwd, &input, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("search failed: {e}")))?
             .map(ToolOutput::new)
@@ -233,11 +241,17 @@ struct FileHits {
 struct Collect<'a> {
     mode: OutputMode,
     numbers: bool,
+    multiline: bool,
+    matcher: &'a grep_regex::RegexMatcher,
     path: &'a Path,
     hits: FileHits,
     deadline: Instant,
     /// Lines collected by every thread so far.
     collected: &'a std::sync::atomic::AtomicUsize,
+    /// Where binary data (a NUL) was found, if it was.
+    binary_at: Option<u64>,
+    /// The file was named by the call (rg then searches binary data).
+    explicit: bool,
 }
 
 impl Sink for Collect<'_> {
@@ -250,31 +264,72 @@ impl Sink for Collect<'_> {
         {
             return Ok(false);
         }
-        self.hits.count += 1;
+        // Multi-line matches are counted one by one (the searcher joins
+        // adjacent ones), as rg counts them; lines otherwise.
+        self.hits.count += if self.multiline { self.matches_in(m.bytes()).max(1) } else { 1 };
         match self.mode {
             OutputMode::FilesWithMatches => return Ok(false),
             OutputMode::Count => {}
-            OutputMode::Content => self.line(':', m.line_number(), m.bytes()),
+            OutputMode::Content => {
+                if let (Some(at), true) = (self.binary_at, self.hits.lines.is_empty()) {
+                    // A named binary file: rg says it matches, shows nothing.
+                    self.hits.lines.push(format!(
+                        "{}: binary file matches (found \"\\0\" byte around offset {at})",
+                        self.path.display()
+                    ));
+                    return Ok(false);
+                }
+                self.line(':', m.line_number(), m.bytes(), "matching")
+            }
         }
         Ok(true)
     }
 
     fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
         if self.mode == OutputMode::Content {
-            self.line('-', c.line_number(), c.bytes());
+            self.line('-', c.line_number(), c.bytes(), "context");
         }
         Ok(true)
+    }
+
+    fn context_break(&mut self, _s: &Searcher) -> Result<bool, std::io::Error> {
+        if self.mode == OutputMode::Content && !self.hits.lines.is_empty() {
+            self.hits.lines.push("--".to_owned());
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _s: &Searcher, offset: u64) -> Result<bool, std::io::Error> {
+        self.binary_at = Some(offset);
+        Ok(self.explicit)
     }
 }
 
 impl Collect<'_> {
-    fn line(&mut self, sep: char, number: Option<u64>, bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
-        for (i, l) in text.trim_end_matches('\n').split('\n').enumerate() {
-            let l = l.trim_end_matches('\r');
+    fn matches_in(&self, bytes: &[u8]) -> usize {
+        use grep_matcher::Matcher;
+        let mut n = 0;
+        let _ = self.matcher.find_iter(bytes, |_| {
+            n += 1;
+            true
+        });
+        n
+    }
+
+    /// Adds the lines of `bytes` (one line, or several for a multi-line
+    /// match), each as rg prints it: `\r` kept, a line over
+    /// [`MAX_COLUMNS`] bytes replaced by a note.
+    fn line(&mut self, sep: char, number: Option<u64>, bytes: &[u8], kind: &str) {
+        let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        for (i, l) in body.split(|&b| b == b'\n').enumerate() {
+            let text = if l.len() > MAX_COLUMNS {
+                format!("[Omitted long {kind} line]").into()
+            } else {
+                String::from_utf8_lossy(l)
+            };
             let line = match (self.numbers, number) {
-                (true, Some(n)) => format!("{}{sep}{}{sep}{l}", self.path.display(), n + i as u64),
-                _ => format!("{}{sep}{l}", self.path.display()),
+                (true, Some(n)) => format!("{}{sep}{}{sep}{text}", self.path.display(), n + i as u64),
+                _ => format!("{}{sep}{text}", self.path.display()),
             };
             self.hits.lines.push(line);
             self.collected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -282,8 +337,23 @@ impl Collect<'_> {
     }
 }
 
+/// The `glob` field as Claude Code reads it: split on whitespace, then on
+/// commas unless the piece has braces (`*.{ts,tsx}` is one glob).
+fn glob_patterns(glob: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for piece in glob.split_whitespace() {
+        if piece.contains('{') && piece.contains('}') {
+            out.push(piece);
+        } else {
+            out.extend(piece.split(',').filter(|p| !p.is_empty()));
+        }
+    }
+    out
+}
+
 fn search(
     target: &Path,
+    cwd: &Path,
     input: &GrepInput,
     cancel: &tokio_util::sync::CancellationToken,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
@@ -300,10 +370,15 @@ fn search(
         walk.types(types.build().map_err(|e| ToolError::new(format!("unknown file type {t:?}: {e}")))?);
     }
     if let Some(g) = &input.glob {
-        let mut o = ignore::overrides::OverrideBuilder::new(target);
-        o.add(g).map_err(|e| ToolError::new(format!("invalid glob: {e}")))?;
+        // Matched relative to the working directory, as rg run there does.
+        let mut o = ignore::overrides::OverrideBuilder::new(cwd);
+        for pattern in glob_patterns(g) {
+            o.add(pattern).map_err(|e| ToolError::new(format!("invalid glob {pattern:?}: {e}")))?;
+        }
         walk.overrides(o.build().map_err(|e| ToolError::new(format!("invalid glob: {e}")))?);
     }
+    // A file named by the call is searched even when binary (rg's rule).
+    let explicit = target.is_file();
     let context = input.context.unwrap_or(0);
     let (before, after) = (input.before.unwrap_or(context), input.after.unwrap_or(context));
     let numbers = input.line_numbers.unwrap_or(true);
@@ -319,7 +394,7 @@ fn search(
             .before_context(before)
             .after_context(after)
             .multi_line(input.multiline)
-            .binary_detection(BinaryDetection::quit(b'\0'))
+            .binary_detection(if explicit { BinaryDetection::convert(b'\0') } else { BinaryDetection::quit(b'\0') })
             .build();
         let (hits, searched, cut, collected) = (&hits, &searched, &cut, &collected);
         Box::new(move |entry| {
@@ -337,12 +412,28 @@ fn search(
             let mut sink = Collect {
                 mode: input.output_mode,
                 numbers,
+                multiline: input.multiline,
+                matcher: &matcher,
                 path: entry.path(),
                 hits: FileHits { path: entry.path().to_owned(), lines: Vec::new(), count: 0 },
                 deadline,
                 collected,
+                binary_at: None,
+                explicit,
             };
             if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.hits.count > 0 {
+                if let (Some(at), false) = (sink.binary_at, explicit) {
+                    // rg stops at binary data in a file it walked to: the
+                    // count is dropped, shown lines get a warning.
+                    match input.output_mode {
+                        OutputMode::Count => return ignore::WalkState::Continue,
+                        OutputMode::Content => sink.hits.lines.push(format!(
+                            "{}: WARNING: stopped searching binary file after match (found \"\\0\" byte around offset {at})",
+                            entry.path().display()
+                        )),
+                        OutputMode::FilesWithMatches => {}
+                    }
+                }
                 hits.lock().unwrap_or_else(|e| e.into_inner()).push(sink.hits);
             }
             ignore::WalkState::Continue
@@ -353,10 +444,25 @@ fn search(
     let entries: Vec<String> = match input.output_mode {
         OutputMode::FilesWithMatches => hits.iter().map(|h| h.path.display().to_string()).collect(),
         OutputMode::Count => hits.iter().map(|h| format!("{}:{}", h.path.display(), h.count)).collect(),
-        OutputMode::Content => hits.into_iter().flat_map(|h| h.lines).collect(),
+        OutputMode::Content => {
+            // With context, rg puts `--` between groups, across files too.
+            let separate = before > 0 || after > 0;
+            let mut lines = Vec::new();
+            for h in hits {
+                if separate && !lines.is_empty() && !h.lines.is_empty() {
+                    lines.push("--".to_owned());
+                }
+                lines.extend(h.lines);
+            }
+            lines
+        }
     };
     let offset = input.offset.unwrap_or(0);
-    let limit = input.head_limit.unwrap_or(usize::MAX);
+    let limit = match input.head_limit {
+        None => DEFAULT_HEAD_LIMIT,
+        Some(0) => usize::MAX,
+        Some(n) => n,
+    };
     let total = entries.len();
     let mut kept: Vec<String> = entries.into_iter().skip(offset).take(limit).collect();
     let omitted = total.saturating_sub(offset).saturating_sub(kept.len());
