@@ -19,20 +19,58 @@ pub trait Method {
     type Params: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
     /// The `result` member of a successful response.
     type Result: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+    /// What the method does (its doc comment), for generated documentation.
+    const DOC: &'static str = "";
 }
 
 macro_rules! method {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty => $result:ty) => {
-        $(#[$doc])*
+    ($(#[doc = $doc:literal])* $ty:ident, $name:literal, $params:ty => $result:ty) => {
+        $(#[doc = $doc])*
         #[derive(Debug, Clone, Copy)]
         pub struct $ty;
         impl Method for $ty {
             const NAME: &'static str = $name;
             type Params = $params;
             type Result = $result;
+            const DOC: &'static str = concat!($($doc, "\n"),*);
         }
     };
 }
+
+/// Something that wants every request method of the protocol with its types.
+pub trait MethodVisitor {
+    /// Called once per method, in [`METHOD_NAMES`] order.
+    fn visit<M: Method>(&mut self);
+}
+
+macro_rules! method_list {
+    ($($ty:ident),* $(,)?) => {
+        /// Calls `visitor` for every request method of the protocol. This is
+        /// the one list: the JSON Schema and `docs/protocol.md` are generated
+        /// from it, and a test checks the daemon serves exactly these (plus
+        /// the `turn/stream` subscription).
+        pub fn visit_methods(visitor: &mut impl MethodVisitor) {
+            $( visitor.visit::<$ty>(); )*
+        }
+
+        /// The wire names of the request methods, in [`visit_methods`] order.
+        pub const METHOD_NAMES: &[&str] = &[$( <$ty as Method>::NAME ),*];
+    };
+}
+
+method_list!(
+    DaemonInfo,
+    SessionCreate,
+    SessionList,
+    SessionGet,
+    SessionClose,
+    ToolsList,
+    ToolCall,
+    TurnSubmit,
+    TurnCancel,
+    TurnDiscard,
+    PermissionRespond,
+);
 
 method!(
     /// `daemon/info`: version, protocol version, uptime and counts.

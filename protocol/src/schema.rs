@@ -9,21 +9,27 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
-use crate::methods::{
-    DaemonInfo, Method, SessionClose, SessionCreate, SessionGet, SessionList, ToolCall, ToolsList, TurnCancel,
-    TurnDiscard, TurnSubmit,
-};
+use crate::methods::{Method, MethodVisitor, visit_methods};
 
 /// Path of the committed schema, relative to the workspace root.
 pub const SCHEMA_PATH: &str = "protocol/schema/agentd-protocol.json";
 
 /// The command that rewrites the committed schema.
-pub const REGENERATE_COMMAND: &str = "UPDATE_SCHEMA=1 cargo test -p agentd-protocol schema";
+pub const REGENERATE_COMMAND: &str = "UPDATE_SCHEMA=1 cargo test -p agentd-protocol committed";
 
-fn method_entry<M: Method>(generator: &mut SchemaGenerator, methods: &mut Map<String, Value>) {
-    let params = generator.subschema_for::<M::Params>();
-    let result = generator.subschema_for::<M::Result>();
-    methods.insert(M::NAME.to_owned(), json!({ "params": params, "result": result }));
+struct Entries<'a> {
+    generator: &'a mut SchemaGenerator,
+    methods: Map<String, Value>,
+}
+
+impl MethodVisitor for Entries<'_> {
+    fn visit<M: Method>(&mut self) {
+        let params = self.generator.subschema_for::<M::Params>();
+        let result = self.generator.subschema_for::<M::Result>();
+        let description = M::DOC.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+        self.methods
+            .insert(M::NAME.to_owned(), json!({ "description": description, "params": params, "result": result }));
+    }
 }
 
 fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
@@ -34,22 +40,15 @@ fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
 pub fn protocol_schema() -> Value {
     let mut generator =
         SchemaSettings::draft2020_12().with(|s| s.definitions_path = "#/$defs/".into()).into_generator();
-    let mut methods = Map::new();
-    method_entry::<DaemonInfo>(&mut generator, &mut methods);
-    method_entry::<SessionCreate>(&mut generator, &mut methods);
-    method_entry::<SessionList>(&mut generator, &mut methods);
-    method_entry::<SessionGet>(&mut generator, &mut methods);
-    method_entry::<SessionClose>(&mut generator, &mut methods);
-    method_entry::<ToolsList>(&mut generator, &mut methods);
-    method_entry::<ToolCall>(&mut generator, &mut methods);
-    method_entry::<TurnSubmit>(&mut generator, &mut methods);
-    method_entry::<TurnCancel>(&mut generator, &mut methods);
-    method_entry::<TurnDiscard>(&mut generator, &mut methods);
+    let mut entries = Entries { generator: &mut generator, methods: Map::new() };
+    visit_methods(&mut entries);
+    let mut methods = entries.methods;
     let stream_params = generator.subschema_for::<crate::turn::TurnStreamParams>();
     let event = generator.subschema_for::<crate::turn::Event>();
     methods.insert(
         crate::methods::TURN_STREAM.to_owned(),
         json!({
+            "description": "`turn/stream`: a subscription of the session's events. It answers with a subscription id; events arrive as `turn/event` notifications whose `params.result` is an Event; `turn/unstream` with the id ends it.",
             "params": stream_params,
             "result": {"type": "string", "description": "subscription id"},
             "notification": crate::methods::TURN_EVENT,

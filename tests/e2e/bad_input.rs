@@ -43,12 +43,6 @@ async fn malformed_lines_get_errors_and_the_connection_goes_on() {
     let r = c.recv_some().await;
     assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null), "{r}");
 
-    // Any number is a valid id in JSON-RPC; ours are integers, but the
-    // error still carries the id the client sent.
-    c.send_line(r#"{"jsonrpc":"2.0","id":-3,"method":"daemon/info"}"#).await;
-    let r = c.recv_some().await;
-    assert_eq!((code(&r), r["id"].clone()), (-32600, json!(-3)), "{r}");
-
     // None of that changed anything.
     assert_eq!(c.ok("session/list", json!({})).await["sessions"], json!([]));
 
@@ -58,6 +52,63 @@ async fn malformed_lines_get_errors_and_the_connection_goes_on() {
     let r = c.recv_some().await;
     assert_eq!(r["id"], json!("crlf"));
     assert!(r["result"]["version"].is_string(), "{r}");
+}
+
+/// JSON-RPC ids are any string, any number or null, and come back as the
+/// client wrote them, byte for byte: in replies, errors, batches and a
+/// subscription's answer.
+#[tokio::test]
+async fn any_id_comes_back_as_it_was_sent() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ids = [
+        "-3",
+        "-0",
+        "1.5",
+        "1e3",
+        "1E+3",
+        "0.000",
+        "12345678901234567890123456789",
+        "18446744073709551615",
+        "7",
+        "\"x\"",
+        "\"\\u0001agentd-id:5\"",
+        "\"\\u0001agentd-id:35\"",
+        "null",
+    ];
+    for id in ids {
+        c.send_line(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/info"}}"#)).await;
+        let text = c.recv_text().await;
+        assert!(text.contains(&format!(r#""id":{id}"#)), "{id}: {text}");
+        assert!(serde_json::from_str::<Value>(&text).unwrap()["result"]["version"].is_string(), "{text}");
+        // An error reply keeps it too.
+        c.send_line(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"no/such"}}"#)).await;
+        let text = c.recv_text().await;
+        assert!(text.contains(&format!(r#""id":{id}"#)) && text.contains("-32601"), "{id}: {text}");
+        c.send_line(format!(r#"{{"jsonrpc":"1.0","id":{id},"method":"daemon/info"}}"#)).await;
+        let text = c.recv_text().await;
+        assert!(text.contains(&format!(r#""id":{id}"#)) && text.contains("-32600"), "{id}: {text}");
+    }
+    // In a batch, and for a subscription.
+    c.send_line(
+        r#"[{"jsonrpc":"2.0","id":-1.25,"method":"session/list"},{"jsonrpc":"2.0","id":2e0,"method":"daemon/info"}]"#,
+    )
+    .await;
+    let text = c.recv_text().await;
+    assert!(text.contains(r#""id":-1.25"#) && text.contains(r#""id":2e0"#), "{text}");
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let sid = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    c.send_line(format!(r#"{{"jsonrpc":"2.0","id":-9.5,"method":"turn/stream","params":{{"session_id":"{sid}"}}}}"#))
+        .await;
+    let text = c.recv_text().await;
+    assert!(text.contains(r#""id":-9.5"#) && text.contains("result"), "{text}");
+    // Other kinds of id are refused, with a null id.
+    for id in ["[1]", "{}", "true"] {
+        c.send_line(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/info"}}"#)).await;
+        let r = c.recv_some().await;
+        assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null), "{r}");
+    }
 }
 
 #[tokio::test]

@@ -26,3 +26,37 @@ fn every_rust_file_opens_with_a_module_doc_comment() {
         files.iter().filter(|f| !std::fs::read_to_string(f).unwrap().trim_start().starts_with("//!")).collect();
     assert!(missing.is_empty(), "files without a //! header: {missing:?}");
 }
+
+/// The protocol's one method list is what the daemon serves and what the
+/// committed schema and `docs/protocol.md` describe: nothing served is
+/// missing from them, nothing described is not served.
+#[test]
+fn the_daemon_serves_exactly_the_documented_methods() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        agentd::Config::new(agentd::config::SocketConfig::Path(dir.path().join("s.sock")), dir.path().join("state"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let served = rt.block_on(async { agentd::Daemon::bind(config).unwrap().method_names() });
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(agentd_protocol::schema::SCHEMA_PATH)).unwrap())
+            .unwrap();
+    let mut documented: Vec<String> = Vec::new();
+    for (name, entry) in schema["methods"].as_object().unwrap() {
+        documented.push(name.clone());
+        if let Some(unsubscribe) = entry["unsubscribe"].as_str() {
+            documented.push(unsubscribe.to_owned());
+        }
+    }
+    documented.sort();
+    assert_eq!(served, documented, "served vs in {}", agentd_protocol::schema::SCHEMA_PATH);
+    let mut listed: Vec<String> = agentd_protocol::methods::METHOD_NAMES.iter().map(|s| (*s).to_owned()).collect();
+    listed
+        .extend([agentd_protocol::methods::TURN_STREAM.to_owned(), agentd_protocol::methods::TURN_UNSTREAM.to_owned()]);
+    listed.sort();
+    assert_eq!(served, listed, "served vs the protocol crate's method list");
+    let docs = std::fs::read_to_string(root.join(agentd_protocol::docs::DOCS_PATH)).unwrap();
+    for name in &served {
+        assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/protocol.md");
+    }
+}

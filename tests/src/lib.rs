@@ -158,6 +158,14 @@ impl RawConn {
         Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {line:?}")))
     }
 
+    /// Reads one line as it came, without its newline.
+    pub async fn recv_text(&mut self) -> String {
+        let mut line = String::new();
+        let n = within("receive a line", self.reader.read_line(&mut line)).await.unwrap();
+        assert!(n > 0, "a reply, not end of stream");
+        line.trim_end_matches('\n').to_owned()
+    }
+
     /// Reads one line, failing at end of stream.
     pub async fn recv_some(&mut self) -> Value {
         self.recv().await.expect("a reply, not end of stream")

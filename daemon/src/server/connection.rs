@@ -221,8 +221,9 @@ async fn write_reply(
     flush: bool,
     cancel: &CancellationToken,
 ) -> std::io::Result<()> {
+    let text = super::dispatch::restore_id(reply.get());
     let write = async {
-        writer.write_all(reply.get().as_bytes()).await?;
+        writer.write_all(text.as_bytes()).await?;
         writer.write_all(b"\n").await?;
         if flush {
             writer.flush().await?;

@@ -81,7 +81,12 @@ impl Dispatcher {
 
     fn single(&self, raw: &str, in_batch: bool) -> Single {
         match serde_json::from_str::<Request<'_>>(raw) {
-            Ok(req) => self.call(req, in_batch),
+            Ok(mut req) => {
+                if matches!(&req.id, Id::Str(s) if s.starts_with(RAW_ID_MARK)) {
+                    req.id = raw_id(raw).unwrap_or(Id::Null);
+                }
+                self.call(req, in_batch)
+            }
             Err(_) => self.not_a_request(raw, in_batch),
         }
     }
@@ -169,30 +174,18 @@ impl Dispatcher {
         let id = match obj.get("id") {
             None => None,
             Some(Value::Null) => Some(Id::Null),
-            Some(Value::String(s)) => Some(Id::Str(s.clone().into())),
-            Some(v) => match v.as_u64() {
-                Some(n) => Some(Id::Number(n)),
-                // JSON-RPC allows any number; jsonrpsee's ids do not. Refuse
-                // it, but answer with the id the client sent.
-                None if v.is_number() => {
-                    let reply = serde_json::json!({
-                        "jsonrpc": "2.0",
-                        "id": v,
-                        "error": {
-                            "code": ErrorCode::InvalidRequest.code(),
-                            "message": "this server takes string or non-negative integer ids",
-                        },
-                    });
-                    return Single::Ready(serde_json::value::to_raw_value(&reply).ok());
-                }
-                None => {
-                    return Single::Ready(Some(error_reply(
-                        Id::Null,
-                        ErrorCode::InvalidRequest,
-                        format!("\"id\" must be a string, a non-negative integer or null, got {}", json_kind(v)),
-                    )));
-                }
+            Some(Value::String(s)) if !s.starts_with(RAW_ID_MARK) => Some(Id::Str(s.clone().into())),
+            Some(v) if v.is_number() || v.is_string() => match raw_id(raw) {
+                Some(id) => Some(id),
+                None => Some(Id::Null),
             },
+            Some(v) => {
+                return Single::Ready(Some(error_reply(
+                    Id::Null,
+                    ErrorCode::InvalidRequest,
+                    format!("\"id\" must be a string, a number or null, got {}", json_kind(v)),
+                )));
+            }
         };
         let reply_id = id.clone().unwrap_or(Id::Null);
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -209,12 +202,16 @@ impl Dispatcher {
                 "\"method\" is missing or not a string",
             )));
         };
-        if id.is_some() {
-            return Single::Ready(Some(error_reply(
-                reply_id,
-                ErrorCode::InvalidRequest,
-                "not a valid JSON-RPC 2.0 request",
-            )));
+        if let Some(id) = id {
+            if matches!(obj.get("id"), Some(v) if v.is_number()) {
+                // A number jsonrpsee cannot hold (negative, fractional,
+                // huge): the call runs under a stand-in id that the reply
+                // trades back for the client's, byte for byte.
+                let params = obj.get("params").and_then(|p| serde_json::value::to_raw_value(p).ok());
+                let method = method.to_owned();
+                return self.call(Request::borrowed(&method, params.as_deref(), id), in_batch);
+            }
+            return Single::Ready(Some(error_reply(id, ErrorCode::InvalidRequest, "not a valid JSON-RPC 2.0 request")));
         }
         // A notification: run it, send nothing back (JSON-RPC 2.0 §4.1).
         let params = obj.get("params").map(|p| p.to_string());
@@ -292,6 +289,45 @@ enum Single {
     Later(BoxFuture<Option<Reply>>),
 }
 
+/// Marks a stand-in id: a string jsonrpsee can carry that holds the
+/// client's id as it was written, in hex. A client's own string id that
+/// begins with the mark is carried by a stand-in too, so a reply never
+/// mistakes one for the other.
+const RAW_ID_MARK: &str = "\u{1}agentd-id:";
+
+/// How a reply holding a stand-in id begins (jsonrpsee writes `jsonrpc`,
+/// then `id`, then the payload).
+const RAW_ID_REPLY: &str = "{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001agentd-id:";
+
+/// The stand-in id for the id of the request in `line`, as the client
+/// wrote it; `None` when the line has no id.
+fn raw_id(line: &str) -> Option<Id<'static>> {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+    }
+    let probe: Probe<'_> = serde_json::from_str(line).ok()?;
+    let text = probe.id?.get();
+    let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+    Some(Id::Str(format!("{RAW_ID_MARK}{hex}").into()))
+}
+
+/// Puts the client's own id back into a reply made under a stand-in id.
+/// Every reply passes through here; one without a stand-in costs a prefix
+/// comparison.
+pub fn restore_id(reply: &str) -> std::borrow::Cow<'_, str> {
+    let Some(rest) = reply.strip_prefix(RAW_ID_REPLY) else { return reply.into() };
+    let Some(end) = rest.find('"') else { return reply.into() };
+    let (hex, tail) = (&rest[..end], &rest[end + 1..]);
+    let raw: Option<Vec<u8>> =
+        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
+    match raw.and_then(|r| String::from_utf8(r).ok()) {
+        Some(id) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{tail}").into(),
+        None => reply.into(),
+    }
+}
+
 /// A batch's replies as one array; nothing when every member was a notification.
 fn join_batch(replies: Vec<Reply>) -> Option<Reply> {
     if replies.is_empty() {
@@ -303,7 +339,7 @@ fn join_batch(replies: Vec<Reply>) -> Option<Reply> {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(r.get());
+        out.push_str(&restore_id(r.get()));
     }
     out.push(']');
     RawValue::from_string(out).ok()
@@ -324,6 +360,8 @@ fn finish(rp: MethodResponse) -> Reply {
 pub fn busy_reply(line: &str, limit: usize) -> Reply {
     let id = serde_json::from_str::<jsonrpsee::types::InvalidRequest<'_>>(line)
         .map(|r| r.id.into_owned())
+        .ok()
+        .or_else(|| raw_id(line))
         .unwrap_or(Id::Null);
     error_reply(
         id,

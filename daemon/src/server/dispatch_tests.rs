@@ -140,3 +140,101 @@ async fn an_async_method_replies_later_and_its_notification_replies_never() {
     let none = run(h.dispatcher.handle(r#"{"jsonrpc":"2.0","method":"test/slow_echo","params":{"b":2}}"#)).await;
     assert_eq!(none, None);
 }
+
+/// The examples of the JSON-RPC 2.0 specification (section 7), line for
+/// line, against methods that do what the spec's do. Error messages are
+/// ours; codes, ids and results are the spec's.
+#[tokio::test]
+async fn the_specifications_examples() {
+    let mut module = RpcModule::new(());
+    let numbers = |p: &jsonrpsee::types::Params<'_>| -> Vec<i64> {
+        p.parse::<Vec<i64>>()
+            .or_else(|_| {
+                p.parse::<Value>()
+                    .map(|v| vec![v["minuend"].as_i64().unwrap_or(0), v["subtrahend"].as_i64().unwrap_or(0)])
+            })
+            .unwrap_or_default()
+    };
+    module
+        .register_method("subtract", move |p, _, _| {
+            let n = numbers(&p);
+            n[0] - n[1]
+        })
+        .unwrap();
+    module.register_method("sum", |p, _, _| p.parse::<Vec<i64>>().unwrap_or_default().iter().sum::<i64>()).unwrap();
+    module.register_method("get_data", |_, _, _| json!(["hello", 5])).unwrap();
+    for note in ["update", "notify_hello", "notify_sum"] {
+        module.register_method(note, |_, _, _| Value::Null).unwrap();
+    }
+    let (tx, _outbox) = mpsc::channel(64);
+    let d = Arc::new(Dispatcher::new(module.into(), 1, MethodSink::new(tx)));
+    let reply = |line: &str| {
+        let d = d.clone();
+        let line = line.to_owned();
+        async move { run(d.handle(&line)).await }
+    };
+    let error = |code: i64, id: Value| json!({"code": code, "id": id});
+    // Results compare whole; errors by code and id.
+    fn shape(v: &Value) -> Value {
+        match v {
+            Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+            v if v.get("error").is_some() => json!({"code": v["error"]["code"], "id": v["id"]}),
+            v => v.clone(),
+        }
+    }
+    let cases: Vec<(&str, Option<Value>)> = vec![
+        (
+            r#"{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}"#,
+            Some(json!({"jsonrpc": "2.0", "result": 19, "id": 1})),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2}"#,
+            Some(json!({"jsonrpc": "2.0", "result": -19, "id": 2})),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "method": "subtract", "params": {"subtrahend": 23, "minuend": 42}, "id": 3}"#,
+            Some(json!({"jsonrpc": "2.0", "result": 19, "id": 3})),
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 42, "subtrahend": 23}, "id": 4}"#,
+            Some(json!({"jsonrpc": "2.0", "result": 19, "id": 4})),
+        ),
+        (r#"{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}"#, None),
+        (r#"{"jsonrpc": "2.0", "method": "foobar"}"#, None),
+        (r#"{"jsonrpc": "2.0", "method": "foobar", "id": "1"}"#, Some(error(-32601, json!("1")))),
+        (r#"{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]"#, Some(error(-32700, Value::Null))),
+        (r#"{"jsonrpc": "2.0", "method": 1, "params": "bar"}"#, Some(error(-32600, Value::Null))),
+        (
+            r#"[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},{"jsonrpc": "2.0", "method"]"#,
+            Some(error(-32700, Value::Null)),
+        ),
+        ("[]", Some(error(-32600, Value::Null))),
+        ("[1]", Some(json!([error(-32600, Value::Null)]))),
+        ("[1,2,3]", Some(json!([error(-32600, Value::Null), error(-32600, Value::Null), error(-32600, Value::Null)]))),
+        (
+            r#"[
+                {"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},
+                {"jsonrpc": "2.0", "method": "notify_hello", "params": [7]},
+                {"jsonrpc": "2.0", "method": "subtract", "params": [42,23], "id": "2"},
+                {"foo": "boo"},
+                {"jsonrpc": "2.0", "method": "foo.get", "params": {"name": "myself"}, "id": "5"},
+                {"jsonrpc": "2.0", "method": "get_data", "id": "9"}
+            ]"#,
+            Some(json!([
+                {"jsonrpc": "2.0", "result": 7, "id": "1"},
+                {"jsonrpc": "2.0", "result": 19, "id": "2"},
+                error(-32600, Value::Null),
+                error(-32601, json!("5")),
+                {"jsonrpc": "2.0", "result": ["hello", 5], "id": "9"}
+            ])),
+        ),
+        (
+            r#"[{"jsonrpc": "2.0", "method": "notify_sum", "params": [1,2,4]},{"jsonrpc": "2.0", "method": "notify_hello", "params": [7]}]"#,
+            None,
+        ),
+    ];
+    for (line, expected) in cases {
+        let got = reply(&line.replace('\n', " ")).await;
+        assert_eq!(got.as_ref().map(shape), expected, "{line}");
+    }
+}

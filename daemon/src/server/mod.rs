@@ -146,6 +146,14 @@ impl Daemon {
         self.shared.state.clone()
     }
 
+    /// The names of every method the daemon serves (subscriptions and
+    /// their unsubscribe methods included), sorted.
+    pub fn method_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.shared.methods.method_names().map(str::to_owned).collect();
+        names.sort();
+        names
+    }
+
     /// Serves until `shutdown` is cancelled, then shuts down cleanly.
     ///
     /// # Cancellation safety
