@@ -13,7 +13,7 @@
 //!
 //! `search --corpus DIR` compares Grep and Glob through the daemon with the
 //! `rg` binary on the same tree (build the tree with
-//! `../shared/bench/make_corpus.sh`).
+//! `scripts/make_corpus.sh`).
 //!
 //! Both servers are separate processes with a multi-threaded tokio runtime:
 //! the real `agentd` binary beside this one, and this binary re-executed as
@@ -314,7 +314,7 @@ fn search(args: &[String]) {
         .and_then(|i| args.get(i + 1))
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("agentd-corpus"));
-    let corpus = std::fs::canonicalize(&corpus).expect("the corpus exists (../shared/bench/make_corpus.sh)");
+    let corpus = std::fs::canonicalize(&corpus).expect("the corpus exists (scripts/make_corpus.sh)");
     let runs = flag(args, "--runs", 5);
     let dir = tempfile::tempdir().unwrap();
     let me = std::env::current_exe().unwrap();

@@ -1,4 +1,4 @@
-//! Asking the client through the socket (issue 7, DESIGN.md §5):
+//! Asking the client through the socket:
 //! `permission/request` events answered with `permission/respond`: allow,
 //! deny, allow_always, timeout, the client leaving, and no client at all.
 

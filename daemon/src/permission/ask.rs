@@ -1,4 +1,4 @@
-//! Asking the client (DESIGN.md §5): open `permission/request`s waiting
+//! Asking the client: open `permission/request`s waiting
 //! for `permission/respond`, and the rules `allow_always` answers added.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Permission decisions. The rule engine and modes (DESIGN.md §5) come in
+//! Permission decisions. The rule engine and modes come in
 //! the permissions issue; this module defines the decision every layer
 //! returns, so tools can already say what they think of a call.
 

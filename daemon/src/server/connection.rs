@@ -2,7 +2,7 @@
 //! that reads requests and writes replies.
 //!
 //! Synchronous methods are answered on this task, with no hand-off to another
-//! thread (a cross-core wake costs 35–55 µs here, DESIGN.md §8); asynchronous
+//! thread (a cross-core wake costs 35–55 µs here); asynchronous
 //! methods and subscriptions run in tasks of their own and send their replies
 //! back through the connection's `MethodSink`.
 

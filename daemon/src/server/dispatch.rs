@@ -5,7 +5,7 @@
 //! a batch or garbage, call the method with this connection's id and sink (so
 //! subscriptions are per connection and end with it), and build the reply.
 //! `Methods::raw_json_request` is not used: it shares one connection id
-//! across clients and cannot parse batches (DESIGN.md §3, transport notes).
+//! across clients and cannot parse batches.
 //!
 //! **Invariant:** every line that is not a notification gets exactly one
 //! reply line; a notification gets none.

@@ -3,7 +3,7 @@
 //! it durable changes this module and nothing that calls it.
 //!
 //! Today only [`MemoryStore`] exists: sessions do not yet survive a daemon
-//! restart (DESIGN.md §7 is a later issue).
+//! restart.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

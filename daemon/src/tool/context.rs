@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::toolset::ToolSet;
 
 /// Session state that tool calls change through context modifiers, applied
-/// in request order as results are yielded (DESIGN.md §4 rule 8).
+/// in request order as results are yielded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionContext {
     /// Deferred tools ToolSearch has loaded, in load order.
@@ -88,7 +88,7 @@ pub struct ProgressReport {
 pub type ProgressReporter = Arc<dyn Fn(ProgressReport) + Send + Sync>;
 
 /// A tool's typed progress channel. Reports are forwarded at once, ahead of
-/// results (DESIGN.md §4 rule 3).
+/// results.
 pub struct ProgressSink<P> {
     report: Option<ProgressReporter>,
     render: Arc<dyn Fn(&P) -> String + Send + Sync>,

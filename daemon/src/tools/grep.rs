@@ -225,7 +225,7 @@ fn matcher(input: &GrepInput) -> Result<grep_regex::RegexMatcher, grep_regex::Er
     if input.multiline {
         b.multi_line(true).dot_matches_new_line(true);
     } else {
-        // Without it, patterns like `\s+` take a slow path (DESIGN.md §8).
+        // Without it, patterns like `\s+` take a slow path.
         b.line_terminator(Some(b'\n'));
     }
     b.build(&input.pattern)
