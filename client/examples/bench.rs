@@ -11,6 +11,12 @@
 //! `tool/call` round trip; in the read-only sandbox, in workspace_write,
 //! and with the sandbox off) with spawning `bash -c true` directly.
 //!
+//! `calls [--calls 2000]` measures the tool path on one connection: an
+//! empty call (`daemon/info`) beside `tool/call` of Read (1 KB), Glob and
+//! Grep on a 10-file tree and Bash `true` (p50/p99, calls/s with 1 and 8
+//! clients), then the daemon's RSS per 1,000 idle sessions and its growth
+//! over 10,000 calls in one session once the event log is full.
+//!
 //! `search --corpus DIR` compares Grep and Glob through the daemon with the
 //! `rg` binary on the same tree (build the tree with
 //! `scripts/make_corpus.sh`).
@@ -37,6 +43,7 @@ fn main() {
         Some("rpc") => rpc(&args[1..]),
         Some("bash") => bash(&args[1..]),
         Some("search") => search(&args[1..]),
+        Some("calls") => calls(&args[1..]),
         _ => {
             eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
@@ -386,4 +393,166 @@ fn search(args: &[String]) {
         let (rg, ours) = (median(rg_times), median(our_times));
         println!("{:<22} {:>10.1} {:>10.1} {:>6.2}x", name, rg / 1e3, ours / 1e3, ours / rg);
     }
+}
+
+/// The daemon's resident set size, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One connection that sends requests and reads their replies in order.
+struct Conn {
+    r: BufReader<tokio::net::unix::OwnedReadHalf>,
+    w: tokio::net::unix::OwnedWriteHalf,
+    line: String,
+}
+
+impl Conn {
+    async fn open(socket: &Path) -> Conn {
+        let (r, w) = connect(socket).await;
+        Conn { r, w, line: String::new() }
+    }
+
+    async fn send(&mut self, request: &str) -> &str {
+        self.w.write_all(request.as_bytes()).await.unwrap();
+        self.line.clear();
+        self.r.read_line(&mut self.line).await.unwrap();
+        &self.line
+    }
+
+    async fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let reply = self.send(&format!("{request}\n")).await;
+        let reply: serde_json::Value = serde_json::from_str(reply).unwrap();
+        assert!(reply.get("error").is_none(), "{method}: {reply}");
+        reply["result"].clone()
+    }
+}
+
+/// The tool path against an empty call, and memory per session and per call.
+fn calls(args: &[String]) {
+    let calls = flag(args, "--calls", 2000);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    for i in 0..10 {
+        let body: String = (0..16).map(|l| format!("line {l} of file {i}: some text for a needle{l}\n")).collect();
+        std::fs::write(ws.join(format!("f{i}.txt")), &body[..body.len().min(1024)]).unwrap();
+    }
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
+    let socket = dir.path().join("agentd.sock");
+    let daemon = Server {
+        name: "agentd",
+        child: Command::new(&agentd)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: socket.clone(),
+    };
+    let pid = daemon.child.id();
+    wait_for(&socket);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = Conn::open(&socket).await;
+        let sid = c.call("session/create", serde_json::json!({"cwd": ws})).await["session_id"].as_str().unwrap().to_owned();
+        let tool = |name: &str, input: serde_json::Value| {
+            let r = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tool/call",
+                "params": {"session_id": sid, "name": name, "input": input}});
+            format!("{r}\n")
+        };
+        let cases: Vec<(&str, String, usize)> = vec![
+            ("empty call (daemon/info)", format!("{REQUEST}\n"), calls),
+            ("Read 1 KB", tool("Read", serde_json::json!({"file_path": "f3.txt"})), calls),
+            ("Glob *.txt (10 files)", tool("Glob", serde_json::json!({"pattern": "*.txt"})), calls),
+            ("Grep needle7 (10 files)", tool("Grep", serde_json::json!({"pattern": "needle7"})), calls),
+            ("Grep content (10 files)", tool("Grep", serde_json::json!({"pattern": "needle7", "output_mode": "content"})), calls),
+            ("Bash true", tool("Bash", serde_json::json!({"command": "true"})), calls / 10),
+        ];
+        println!("{:<26} {:>9} {:>9} {:>10} {:>8} {:>12}", "one client, one connection", "p50 µs", "p99 µs", "calls/s", "x empty", "8 clients/s");
+        let mut empty = 0.0;
+        for (name, request, n) in cases {
+            for _ in 0..n.min(200) {
+                let reply = c.send(&request).await;
+                assert!(!reply.contains("\"is_error\":true") && !reply.contains("\"error\""), "{name}: {reply}");
+            }
+            let mut times = Vec::with_capacity(n);
+            let start = Instant::now();
+            for _ in 0..n {
+                let t = Instant::now();
+                c.send(&request).await;
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            let rate = n as f64 / start.elapsed().as_secs_f64();
+            times.sort_by(f64::total_cmp);
+            let (p50, p99) = (times[times.len() / 2], times[(times.len() * 99 / 100).min(times.len() - 1)]);
+            if empty == 0.0 {
+                empty = p50;
+            }
+            let parallel = {
+                let tasks: Vec<_> = (0..8)
+                    .map(|_| {
+                        let socket = socket.clone();
+                        let request = request.clone();
+                        tokio::spawn(async move {
+                            let mut c = Conn::open(&socket).await;
+                            for _ in 0..n / 4 {
+                                c.send(&request).await;
+                            }
+                        })
+                    })
+                    .collect();
+                let start = Instant::now();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+                (8 * (n / 4)) as f64 / start.elapsed().as_secs_f64()
+            };
+            println!("{name:<26} {p50:>9.0} {p99:>9.0} {rate:>10.0} {:>7.2}x {parallel:>12.0}", p50 / empty);
+        }
+
+        // Memory: 1,000 idle sessions, then closed.
+        let before = rss_kib(pid);
+        let mut ids = Vec::new();
+        for _ in 0..1000 {
+            ids.push(c.call("session/create", serde_json::json!({"cwd": ws})).await["session_id"].as_str().unwrap().to_owned());
+        }
+        let with = rss_kib(pid);
+        for id in &ids {
+            c.call("session/close", serde_json::json!({"session_id": id})).await;
+        }
+        let after = rss_kib(pid);
+        println!(
+            "RSS: {before} KiB; with 1,000 more sessions {with} KiB ({:.1} KiB per session); after closing them {after} KiB",
+            (with.saturating_sub(before)) as f64 / 1000.0
+        );
+
+        // Memory: calls in one session once its event log is full.
+        let read = tool("Read", serde_json::json!({"file_path": "f3.txt"}));
+        for _ in 0..20_000 {
+            c.send(&read).await;
+        }
+        let full = rss_kib(pid);
+        for _ in 0..20_000 {
+            c.send(&read).await;
+        }
+        let later = rss_kib(pid);
+        println!(
+            "RSS after 20,000 Read calls in one session {full} KiB, after 20,000 more {later} KiB ({:+.1} KiB per 10,000 calls)",
+            (later as f64 - full as f64) / 2.0
+        );
+    });
+    drop(daemon);
 }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod executor;
 pub mod fs;
+pub mod inline;
 pub mod permission;
 pub mod process;
 pub mod sandbox;

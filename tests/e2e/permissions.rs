@@ -159,6 +159,11 @@ async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
     assert!(text(result).contains("the last client left"), "{result}");
     assert!(!d.dir.path().join("gone.txt").exists());
     drop(events);
+    let session = d.state.sessions.handle(&s.id).unwrap();
+    agentd_tests::eventually("the stream to notice its client left", || {
+        session.executor.events().subscriber_count() == 0
+    })
+    .await;
     // With nobody on the stream, a call that needs approval is denied once
     // the grace for a client to subscribe is over.
     let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": { "command": "touch x" } })).await;

@@ -472,3 +472,34 @@ async fn sixty_four_clients_times_two_hundred_calls_lose_and_repeat_nothing() {
         within("a client's 200 calls", c).await.unwrap();
     }
 }
+
+/// A long session keeps what replay and cancel need, not every call it
+/// ever made: after thousands of calls (one-call turns, and a turn left
+/// open), the executor holds a handful of records and the event log stays
+/// within its bounds; ids of forgotten calls and turns are still known.
+#[tokio::test]
+async fn a_long_session_keeps_bounded_records() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    for i in 0..3000 {
+        let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TestEcho", "input": { "text": format!("{i}") } })).await;
+        assert_eq!(r["is_error"], false);
+    }
+    // The session's first stream fell far behind (nobody read it); a new one.
+    s.events = EventStream::open(&d.socket, &s.id, None).await.unwrap();
+    let open = s.submit(None, vec![tool_use("first", "TestEcho", json!({"text": "1"}))], false).await;
+    for i in 0..500 {
+        s.submit(Some(&open), vec![tool_use(&format!("u{i}"), "TestEcho", json!({"text": "x"}))], false).await;
+    }
+    s.events.until(|e| e["tool_use_id"] == "u499" && e["type"] == "tool/result").await;
+    let session = d.state.sessions.handle(&s.id).unwrap();
+    let (calls, turns, events, bytes) = session.executor.kept();
+    assert!(calls <= 2 && turns <= 2, "{calls} calls and {turns} turns kept");
+    assert!(events <= 10_000 && bytes <= 4 * 1024 * 1024, "{events} events, {bytes} bytes");
+    // Forgotten, not unknown: an old id is still a duplicate, an old turn
+    // still ended, and cancelling either is a no-op.
+    let r = s.c.request("turn/submit", json!({ "session_id": s.id, "turn_id": open, "tool_uses": [tool_use("first", "TestEcho", json!({"text": "again"}))] })).await;
+    assert!(r["error"]["message"].as_str().unwrap_or_default().contains("already submitted"), "{r}");
+    let r = s.c.ok("turn/cancel", json!({ "session_id": s.id, "tool_use_id": "first" })).await;
+    assert_eq!(r["cancelled"], json!([]));
+}

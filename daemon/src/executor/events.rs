@@ -1,6 +1,10 @@
 //! A session's event log: every event gets the next `seq`, the last
-//! `capacity` events are kept for replay (`turn/stream {after_seq}`), and
-//! live subscribers get each event as it is pushed.
+//! events are kept for replay (`turn/stream {after_seq}`) — at most
+//! `capacity` of them and about [`DEFAULT_LOG_BYTES`] of their content —
+//! and live subscribers get each event as it is pushed. The channel to
+//! live subscribers exists only once a client has subscribed (an idle
+//! session holds no buffer for it), and is small: a subscriber that falls
+//! behind catches up from the log.
 //!
 //! **Invariant:** events are pushed under the executor's lock when they
 //! report a state change, so their order is the order things happened.
@@ -13,6 +17,12 @@ use tokio::sync::broadcast;
 
 /// Events kept for replay per session.
 pub const DEFAULT_LOG_CAPACITY: usize = 10_000;
+/// Bytes of events (their text, estimated) kept for replay per session.
+pub const DEFAULT_LOG_BYTES: usize = 4 * 1024 * 1024;
+/// Events a live subscriber may be behind before it catches up from the log.
+const LIVE_CAPACITY: usize = 256;
+/// What an event costs beside its text (its fields, the `Arc`, the slot).
+const EVENT_OVERHEAD: usize = 160;
 
 /// Why a replay cannot start where asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,9 +58,14 @@ pub struct Subscription {
 }
 
 struct LogInner {
-    events: VecDeque<Arc<Event>>,
+    /// Each event with its estimated size.
+    events: VecDeque<(Arc<Event>, usize)>,
+    /// The sum of the kept events' sizes.
+    bytes: usize,
     /// The seq the next event gets (seqs start at 1).
     next_seq: u64,
+    /// Live subscribers' channel, once there has been one.
+    live: Option<broadcast::Sender<Arc<Event>>>,
 }
 
 /// A session's events.
@@ -58,18 +73,23 @@ pub struct EventLog {
     closed: std::sync::atomic::AtomicBool,
     inner: Mutex<LogInner>,
     capacity: usize,
-    live: broadcast::Sender<Arc<Event>>,
+    max_bytes: usize,
 }
 
 impl EventLog {
-    /// A log keeping the last `capacity` events.
+    /// A log keeping the last `capacity` events, within [`DEFAULT_LOG_BYTES`].
     pub fn new(capacity: usize) -> Self {
-        let (live, _) = broadcast::channel(4096);
+        Self::with_bytes(capacity, DEFAULT_LOG_BYTES)
+    }
+
+    /// A log keeping the last `capacity` events, within about `max_bytes`
+    /// (the newest event is kept whatever its size).
+    pub fn with_bytes(capacity: usize, max_bytes: usize) -> Self {
         EventLog {
             closed: Default::default(),
-            inner: Mutex::new(LogInner { events: VecDeque::new(), next_seq: 1 }),
+            inner: Mutex::new(LogInner { events: VecDeque::new(), bytes: 0, next_seq: 1, live: None }),
             capacity: capacity.max(1),
-            live,
+            max_bytes,
         }
     }
 
@@ -85,13 +105,20 @@ impl EventLog {
         if matches!(kind, EventKind::SessionClosed {}) {
             self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         }
+        let size = approx_size(&kind);
         let event = Arc::new(Event { seq, kind });
-        inner.events.push_back(event.clone());
-        if inner.events.len() > self.capacity {
-            inner.events.pop_front();
+        inner.events.push_back((event.clone(), size));
+        inner.bytes += size;
+        while inner.events.len() > self.capacity || (inner.bytes > self.max_bytes && inner.events.len() > 1) {
+            if let Some((_, gone)) = inner.events.pop_front() {
+                inner.bytes -= gone;
+            }
         }
-        // No receiver is fine: nobody is streaming.
-        let _ = self.live.send(event);
+        if let Some(live) = &inner.live
+            && live.receiver_count() > 0
+        {
+            let _ = live.send(event);
+        }
         seq
     }
 
@@ -99,8 +126,8 @@ impl EventLog {
     /// every later event, and the last seq before those: no gap and no
     /// overlap between replay and receiver.
     pub fn subscribe(&self, after_seq: Option<u64>) -> Result<Subscription, ReplayError> {
-        let inner = self.lock();
-        let receiver = self.live.subscribe();
+        let mut inner = self.lock();
+        let receiver = inner.live.get_or_insert_with(|| broadcast::channel(LIVE_CAPACITY).0).subscribe();
         let replay = match after_seq {
             None => Vec::new(),
             Some(after) => self.after(&inner, after)?,
@@ -119,17 +146,23 @@ impl EventLog {
         if after > last {
             return Err(ReplayError::Ahead { after_seq: after, last });
         }
-        let oldest = inner.events.front().map(|e| e.seq).unwrap_or(inner.next_seq);
+        let oldest = inner.events.front().map(|(e, _)| e.seq).unwrap_or(inner.next_seq);
         if after + 1 < oldest {
             return Err(ReplayError::Gone { after_seq: after, oldest });
         }
         let skip = (after + 1 - oldest) as usize;
-        Ok(inner.events.iter().skip(skip).cloned().collect())
+        Ok(inner.events.iter().skip(skip).map(|(e, _)| e.clone()).collect())
     }
 
     /// How many live subscribers (attached streams) there are.
     pub fn subscriber_count(&self) -> usize {
-        self.live.receiver_count()
+        self.lock().live.as_ref().map_or(0, broadcast::Sender::receiver_count)
+    }
+
+    /// Events and estimated bytes kept now.
+    pub fn kept(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.events.len(), inner.bytes)
     }
 
     /// Whether `session/closed` was pushed: nothing follows it.
@@ -140,6 +173,40 @@ impl EventLog {
     /// The last seq pushed (0 when none).
     pub fn last_seq(&self) -> u64 {
         self.lock().next_seq - 1
+    }
+}
+
+/// An event's size for the log's byte bound: its text and values, plus a
+/// fixed overhead. Cheap (no serialisation), within a small factor.
+fn approx_size(kind: &EventKind) -> usize {
+    use agentd_protocol::tools::ContentBlock;
+    let content = |blocks: &[ContentBlock]| -> usize {
+        blocks
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => text.len(),
+                ContentBlock::Image { source } => source.data.len() + source.media_type.len(),
+            })
+            .sum()
+    };
+    EVENT_OVERHEAD
+        + match kind {
+            EventKind::ToolResult { content: blocks, render, .. } => content(blocks) + render.len(),
+            EventKind::ToolProgress { data, render, .. } => value_size(data) + render.len(),
+            EventKind::PermissionRequest { input, reason, render, suggestions, .. } => {
+                value_size(input) + reason.len() + render.len() + suggestions.iter().map(String::len).sum::<usize>()
+            }
+            _ => 0,
+        }
+}
+
+fn value_size(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(value_size).sum::<usize>() + 2,
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + 3 + value_size(v)).sum::<usize>() + 2,
     }
 }
 
@@ -180,5 +247,41 @@ mod tests {
         log.push(done("b"));
         assert_eq!(sub.replay[0].seq, 1);
         assert_eq!(sub.receiver.recv().await.unwrap().seq, 2);
+    }
+
+    #[test]
+    fn the_log_is_bounded_in_bytes_too() {
+        let log = EventLog::with_bytes(10_000, 64 * 1024);
+        let big = |i: usize| EventKind::ToolResult {
+            turn_id: "t".into(),
+            tool_use_id: format!("c{i}"),
+            name: "T".into(),
+            content: vec![agentd_protocol::tools::ContentBlock::text("x".repeat(10_000))],
+            is_error: false,
+            render: String::new(),
+            sandbox: None,
+        };
+        for i in 0..100 {
+            log.push(big(i));
+        }
+        let (events, bytes) = log.kept();
+        assert!(events < 10 && bytes <= 64 * 1024, "{events} events, {bytes} bytes");
+        assert_eq!(log.last_seq(), 100);
+        // The newest is kept whatever its size; replay says what is gone.
+        let huge = EventLog::with_bytes(10, 1000);
+        huge.push(big(0));
+        huge.push(big(1));
+        assert_eq!(huge.kept().0, 1);
+        assert!(matches!(huge.since(0), Err(ReplayError::Gone { oldest: 2, .. })));
+    }
+
+    #[test]
+    fn an_idle_log_has_no_live_channel() {
+        let log = EventLog::new(10);
+        log.push(done("a"));
+        assert!(log.lock().live.is_none());
+        let _sub = log.subscribe(None).unwrap();
+        assert!(log.lock().live.is_some());
+        assert_eq!(log.subscriber_count(), 1);
     }
 }

@@ -8,6 +8,99 @@ pub type CallIdx = usize;
 /// Index of a turn in the session.
 pub type TurnIdx = usize;
 
+/// Records addressed by an index that only grows, of which only the recent
+/// ones are kept: the oldest are dropped once they are done with
+/// ([`Machine::compact`]), so a session's memory does not grow with the
+/// number of calls it has made.
+#[derive(Debug)]
+pub struct Window<T> {
+    /// The index of `items[0]`.
+    base: usize,
+    items: std::collections::VecDeque<T>,
+}
+
+impl<T> Default for Window<T> {
+    fn default() -> Self {
+        Window { base: 0, items: std::collections::VecDeque::new() }
+    }
+}
+
+impl<T> Window<T> {
+    /// The index the next pushed item gets.
+    pub fn end(&self) -> usize {
+        self.base + self.items.len()
+    }
+
+    /// The index of the oldest item kept.
+    pub fn start(&self) -> usize {
+        self.base
+    }
+
+    /// Appends an item; returns its index.
+    pub fn push(&mut self, item: T) -> usize {
+        self.items.push_back(item);
+        self.end() - 1
+    }
+
+    /// The item at `i`, if it is still kept.
+    pub fn get(&self, i: usize) -> Option<&T> {
+        i.checked_sub(self.base).and_then(|j| self.items.get(j))
+    }
+
+    /// The item at `i`, if it is still kept.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        i.checked_sub(self.base).and_then(|j| self.items.get_mut(j))
+    }
+
+    /// The oldest item kept.
+    pub fn front(&self) -> Option<&T> {
+        self.items.front()
+    }
+
+    /// Drops the oldest item.
+    pub fn pop_front(&mut self) -> Option<T> {
+        let item = self.items.pop_front()?;
+        self.base += 1;
+        Some(item)
+    }
+
+    /// Items kept.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl<T> std::ops::Index<usize> for Window<T> {
+    type Output = T;
+    /// Panics when the item was dropped: callers index only live records.
+    fn index(&self, i: usize) -> &T {
+        let base = self.base;
+        self.get(i).unwrap_or_else(|| panic!("record {i} is no longer kept (oldest {base})"))
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for Window<T> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        let base = self.base;
+        self.get_mut(i).unwrap_or_else(|| panic!("record {i} is no longer kept (oldest {base})"))
+    }
+}
+
+/// What [`Machine::compact`] dropped: the driver drops its records of the
+/// same calls and turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compacted {
+    /// Calls dropped from the front.
+    pub calls: usize,
+    /// Turns dropped from the front.
+    pub turns: usize,
+}
+
 /// Where a call is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallState {
@@ -137,8 +230,8 @@ struct Turn {
 /// The state of one session's calls.
 #[derive(Debug)]
 pub struct Machine {
-    calls: Vec<Call>,
-    turns: Vec<Turn>,
+    calls: Window<Call>,
+    turns: Window<Turn>,
     cap: usize,
     sibling_cancel: bool,
     /// Every call before this one is started, done or discarded.
@@ -156,8 +249,8 @@ impl Machine {
     /// turns invariant 4 on.
     pub fn new(cap: usize, sibling_cancel: bool) -> Self {
         Machine {
-            calls: Vec::new(),
-            turns: Vec::new(),
+            calls: Window::default(),
+            turns: Window::default(),
             cap: cap.max(1),
             sibling_cancel,
             queue_head: 0,
@@ -170,14 +263,40 @@ impl Machine {
 
     /// Opens a turn.
     pub fn new_turn(&mut self) -> TurnIdx {
-        self.turns.push(Turn::default());
-        self.open_turns.insert(self.turns.len() - 1);
-        self.turns.len() - 1
+        let t = self.turns.push(Turn::default());
+        self.open_turns.insert(t);
+        t
     }
 
     /// The index the next submitted call will get.
     pub fn next_call(&self) -> CallIdx {
-        self.calls.len()
+        self.calls.end()
+    }
+
+    /// Drops the oldest records no event can concern any more: calls whose
+    /// result is out (or that were discarded) and that are not running,
+    /// and turns that are done. Returns how many of each, from the front.
+    pub fn compact(&mut self) -> Compacted {
+        let mut out = Compacted::default();
+        while let Some(c) = self.calls.front() {
+            let i = self.calls.start();
+            let done = matches!(c.state, CallState::Yielded | CallState::Discarded) && !c.running;
+            if !done || i >= self.next_yield || i >= self.queue_head {
+                break;
+            }
+            self.calls.pop_front();
+            out.calls += 1;
+        }
+        while self.turns.front().is_some_and(|t| t.done) {
+            self.turns.pop_front();
+            out.turns += 1;
+        }
+        out
+    }
+
+    /// Calls and turns kept now.
+    pub fn kept(&self) -> (usize, usize) {
+        (self.calls.len(), self.turns.len())
     }
 
     /// A call's state.
@@ -239,8 +358,7 @@ impl Machine {
         if let Some(t) = self.turns.get_mut(spec.turn) {
             t.pending += 1;
         }
-        self.calls.push(Call { spec, state, running: false, aborted: None });
-        self.calls.len() - 1
+        self.calls.push(Call { spec, state, running: false, aborted: None })
     }
 
     fn submit(&mut self, spec: CallSpec, _actions: &mut [Action]) {
@@ -285,9 +403,9 @@ impl Machine {
     /// can still change).
     fn scope(&self, scope: Scope) -> impl Iterator<Item = CallIdx> + '_ {
         let (start, end) = match scope {
-            Scope::Call(i) => (i, (i + 1).min(self.calls.len())),
+            Scope::Call(i) => (i.max(self.calls.start()), (i + 1).min(self.calls.end())),
             // Everything before `next_yield` is yielded or discarded.
-            Scope::Turn(_) | Scope::All => (self.next_yield, self.calls.len()),
+            Scope::Turn(_) | Scope::All => (self.next_yield, self.calls.end()),
         };
         (start..end).filter(move |i| {
             let c = &self.calls[*i];
@@ -328,7 +446,7 @@ impl Machine {
         if t.done {
             return;
         }
-        for i in self.next_yield..self.calls.len() {
+        for i in self.next_yield..self.calls.end() {
             let c = &mut self.calls[i];
             if c.spec.turn != turn || matches!(c.state, CallState::Yielded | CallState::Discarded) {
                 continue;
@@ -351,10 +469,10 @@ impl Machine {
 
     /// Invariant 2: start queued calls in request order while allowed.
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        while self.queue_head < self.calls.len() && self.calls[self.queue_head].state != CallState::Queued {
+        while self.queue_head < self.calls.end() && self.calls[self.queue_head].state != CallState::Queued {
             self.queue_head += 1;
         }
-        for i in self.queue_head..self.calls.len() {
+        for i in self.queue_head..self.calls.end() {
             let c = &self.calls[i];
             if c.state != CallState::Queued {
                 continue;

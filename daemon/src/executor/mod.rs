@@ -69,7 +69,7 @@ use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
 use events::EventLog;
-use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx};
+use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx, Window};
 
 /// A path as the rules judge it: `..` removed lexically, then symlinks
 /// resolved (of the file, or of its directory for a file not there yet).
@@ -139,6 +139,62 @@ pub enum TurnError {
     Closed,
 }
 
+/// Most forgotten call and turn ids remembered, each: a `tool_use` id used
+/// again, or a turn that ended, is still recognised for this long.
+const FORGOTTEN_IDS: usize = 1024;
+
+/// The ids of the most recently dropped calls and turns.
+#[derive(Default)]
+struct Forgotten {
+    calls: std::collections::VecDeque<String>,
+    call_set: std::collections::HashSet<String>,
+    turns: std::collections::VecDeque<Arc<str>>,
+    turn_set: std::collections::HashSet<Arc<str>>,
+}
+
+impl Forgotten {
+    fn call(&mut self, id: String) {
+        if self.calls.len() == FORGOTTEN_IDS
+            && let Some(old) = self.calls.pop_front()
+        {
+            self.call_set.remove(&old);
+        }
+        self.call_set.insert(id.clone());
+        self.calls.push_back(id);
+    }
+
+    fn turn(&mut self, id: Arc<str>) {
+        if self.turns.len() == FORGOTTEN_IDS
+            && let Some(old) = self.turns.pop_front()
+        {
+            self.turn_set.remove(&old);
+        }
+        self.turn_set.insert(id.clone());
+        self.turns.push_back(id);
+    }
+}
+
+impl Inner {
+    /// Drops the records of calls and turns the machine is done with, so a
+    /// session's memory stays bounded however many calls it makes.
+    fn compact(&mut self) {
+        let dropped = self.machine.compact();
+        for _ in 0..dropped.calls {
+            if let Some(slot) = self.slots.pop_front() {
+                self.tool_use_ids.remove(&slot.tool_use_id);
+                self.forgotten.call(slot.tool_use_id);
+            }
+        }
+        for _ in 0..dropped.turns {
+            if let Some(turn) = self.turns.pop_front() {
+                self.turn_ids.remove(&turn.id);
+                self.forgotten.turn(turn.id);
+            }
+        }
+        debug_assert_eq!(self.machine.kept(), (self.slots.len(), self.turns.len()), "records out of step");
+    }
+}
+
 /// What the executor keeps about one call beside the machine's state.
 struct Slot {
     tool_use_id: String,
@@ -181,18 +237,60 @@ struct Waiting {
 struct TurnSlot {
     id: Arc<str>,
     token: CancellationToken,
+    /// The first failed call of the turn (tool, `tool_use` id), for the
+    /// message of the siblings it cancels after its own record is gone.
+    failed: Option<(String, String)>,
 }
 
 struct Inner {
     machine: Machine,
-    slots: Vec<Slot>,
-    turns: Vec<TurnSlot>,
+    /// The calls still of interest (see [`Machine::compact`]).
+    slots: Window<Slot>,
+    /// The turns still open or holding calls.
+    turns: Window<TurnSlot>,
+    /// Ids of calls and turns already dropped, the most recent of them.
+    forgotten: Forgotten,
     turn_ids: HashMap<Arc<str>, TurnIdx>,
     tool_use_ids: HashMap<String, CallIdx>,
     context: SessionContext,
     closed: bool,
     /// `session/closed` was pushed (after the last running call ended).
     close_reported: bool,
+    /// Calls started under the lock, run once it is released.
+    starts: Vec<crate::inline::BoxFuture<()>>,
+}
+
+/// The executor's lock. When it is released, the calls started under it
+/// run: each on this thread until it first waits (a call that needs no
+/// I/O is done before the lock's holder returns), then as a task.
+struct Locked<'a> {
+    guard: Option<std::sync::MutexGuard<'a, Inner>>,
+    tracker: &'a TaskTracker,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        self.guard.as_deref().unwrap_or_else(|| unreachable!("the guard is only taken on drop"))
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("the guard is only taken on drop"))
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else { return };
+        guard.compact();
+        let starts = std::mem::take(&mut guard.starts);
+        drop(guard);
+        for start in starts {
+            crate::inline::run_or_spawn(self.tracker, start);
+        }
+    }
 }
 
 /// What calls of a session share beside the session context.
@@ -260,13 +358,15 @@ impl SessionExecutor {
         Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {
                 machine: Machine::new(info.max_concurrency as usize, sibling_cancel),
-                slots: Vec::new(),
-                turns: Vec::new(),
+                slots: Window::default(),
+                turns: Window::default(),
+                forgotten: Forgotten::default(),
                 turn_ids: HashMap::new(),
                 tool_use_ids: HashMap::new(),
                 context: SessionContext::default(),
                 closed: false,
                 close_reported: false,
+                starts: Vec::new(),
             }),
             events: Arc::new(EventLog::new(events::DEFAULT_LOG_CAPACITY)),
             session_id: Arc::from(info.session_id.as_str()),
@@ -286,8 +386,8 @@ impl SessionExecutor {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        Locked { guard: Some(self.inner.lock().unwrap_or_else(|e| e.into_inner())), tracker: &self.tracker }
     }
 
     /// The session's event log.
@@ -324,9 +424,15 @@ impl SessionExecutor {
             if tu.id.is_empty() {
                 return Err(TurnError::EmptyToolUseId);
             }
-            if inner.tool_use_ids.contains_key(&tu.id) || !seen.insert(tu.id.as_str()) {
+            if inner.tool_use_ids.contains_key(&tu.id)
+                || inner.forgotten.call_set.contains(&tu.id)
+                || !seen.insert(tu.id.as_str())
+            {
                 return Err(TurnError::DuplicateToolUse { id: tu.id.clone() });
             }
+        }
+        if let Some(id) = turn_id.as_deref().filter(|id| inner.forgotten.turn_set.contains(*id)) {
+            return Err(TurnError::TurnEnded { turn_id: id.to_owned() });
         }
         let turn = match turn_id.as_deref().and_then(|id| inner.turn_ids.get(id).copied()) {
             Some(t) if inner.machine.turn_ended(t) => {
@@ -350,7 +456,7 @@ impl SessionExecutor {
     fn new_turn(&self, inner: &mut Inner, id: Option<String>) -> TurnIdx {
         let id: Arc<str> = Arc::from(id.unwrap_or_else(|| format!("turn_{}", uuid::Uuid::new_v4().simple())));
         let t = inner.machine.new_turn();
-        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token() });
+        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token(), failed: None });
         inner.turn_ids.insert(id, t);
         t
     }
@@ -868,7 +974,7 @@ impl SessionExecutor {
         let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
         let mut guard = ReportOnDrop { me: Some(me), call: i };
         let events = self.events.clone();
-        self.tracker.spawn(
+        inner.starts.push(Box::pin(
             async move {
                 if let Some(wait) = wait {
                     let Some(me) = guard.me.clone() else { return };
@@ -917,7 +1023,7 @@ impl SessionExecutor {
                 }
             }
             .instrument(span),
-        );
+        ));
     }
 
     /// Opens a permission request for the call in `slot`.
@@ -1049,6 +1155,12 @@ impl SessionExecutor {
     }
 
     fn finished_locked(&self, inner: &mut Inner, i: CallIdx, outcome: CallOutcome, failed: bool) {
+        if failed && let Some(t) = inner.machine.turn_of(i) {
+            let who = (inner.slots[i].name.clone(), inner.slots[i].tool_use_id.clone());
+            if let Some(turn) = inner.turns.get_mut(t) {
+                turn.failed.get_or_insert(who);
+            }
+        }
         if inner.machine.state(i) != Some(machine::CallState::Discarded) {
             inner.slots[i].outcome = Some(outcome);
         } else {
@@ -1073,7 +1185,7 @@ impl SessionExecutor {
         let own = inner.slots[i].outcome.take();
         let mut outcome = match reason {
             Some(reason) => {
-                let mut message = self.cancel_message(inner, &reason);
+                let mut message = self.cancel_message(inner, i, &reason);
                 // What a cancelled call had done so far (a command's output)
                 // is still worth showing.
                 if let Some(own) = own {
@@ -1119,17 +1231,22 @@ impl SessionExecutor {
         }
     }
 
-    fn cancel_message(&self, inner: &Inner, reason: &CancelReason) -> String {
+    fn cancel_message(&self, inner: &Inner, yielded: CallIdx, reason: &CancelReason) -> String {
         match reason {
             CancelReason::Client => "cancelled: the user interrupted this call".into(),
             CancelReason::SessionClosed => "cancelled: the session closed".into(),
-            CancelReason::SiblingFailed { call } => {
-                let failed = &inner.slots[*call];
-                format!(
+            CancelReason::SiblingFailed { call } => match inner.slots.get(*call) {
+                Some(failed) => format!(
                     "cancelled: {} call {} in the same turn failed, so its sibling calls were cancelled",
                     failed.name, failed.tool_use_id
-                )
-            }
+                ),
+                None => match inner.machine.turn_of(yielded).and_then(|t| inner.turns.get(t)).and_then(|t| t.failed.as_ref()) {
+                    Some((name, id)) => format!(
+                        "cancelled: {name} call {id} in the same turn failed, so its sibling calls were cancelled"
+                    ),
+                    None => "cancelled: an earlier call in the same turn failed, so its sibling calls were cancelled".into(),
+                },
+            },
         }
     }
 
@@ -1137,6 +1254,15 @@ impl SessionExecutor {
     /// the calls that were stopped or will not start.
     pub fn cancel(&self, turn_id: Option<&str>, tool_use_id: Option<&str>) -> Result<Vec<String>, TurnError> {
         let mut inner = self.lock();
+        let forgotten = match (tool_use_id, turn_id) {
+            (Some(id), _) => inner.forgotten.call_set.contains(id),
+            (None, Some(t)) => inner.forgotten.turn_set.contains(t),
+            (None, None) => false,
+        };
+        if forgotten {
+            // Long over: nothing to cancel.
+            return Ok(Vec::new());
+        }
         let scope = match (tool_use_id, turn_id) {
             (Some(id), _) => {
                 Scope::Call(*inner.tool_use_ids.get(id).ok_or_else(|| TurnError::UnknownToolUse { id: id.to_owned() })?)
@@ -1173,6 +1299,9 @@ impl SessionExecutor {
     /// `turn/discard`: drops the turn's queued, running and unyielded calls.
     pub fn discard(&self, turn_id: &str) -> Result<Vec<String>, TurnError> {
         let mut inner = self.lock();
+        if inner.forgotten.turn_set.contains(turn_id) {
+            return Ok(Vec::new());
+        }
         let turn =
             *inner.turn_ids.get(turn_id).ok_or_else(|| TurnError::UnknownTurn { turn_id: turn_id.to_owned() })?;
         let actions = inner.machine.apply(Event::Discard(turn));
@@ -1199,6 +1328,14 @@ impl SessionExecutor {
         self.carry_out(&mut inner, actions);
         self.cancel.cancel();
         self.report_closed(&mut inner);
+    }
+
+    /// Records kept now: calls, turns, and the event log's events and
+    /// estimated bytes (what bounds a session's memory).
+    pub fn kept(&self) -> (usize, usize, usize, usize) {
+        let (calls, turns) = self.lock().machine.kept();
+        let (events, bytes) = self.events.kept();
+        (calls, turns, events, bytes)
     }
 
     /// Whether the executor was closed.

@@ -178,6 +178,19 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
                         }
                     }
                     Handled::Later(fut) => {
+                        // Most requests need no wait (a quick tool call):
+                        // answered here, without a task and a hop back.
+                        let fut = match crate::inline::poll_once(fut) {
+                            Ok(reply) => {
+                                if let Some(reply) = reply {
+                                    if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
+                                        break;
+                                    }
+                                }
+                                continue;
+                            }
+                            Err(pending) => pending,
+                        };
                         let sink = sink.clone();
                         let cancel = cancel.clone();
                         let task = in_flight.track_future(async move {

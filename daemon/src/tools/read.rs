@@ -20,6 +20,9 @@ const MAX_LINE_CHARS: usize = 2000;
 /// Largest image returned as an image block.
 const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 
+/// Files up to this size are read on the caller's thread.
+const INLINE_READ_BYTES: u64 = 256 * 1024;
+
 /// The Read tool.
 #[derive(Debug, Clone, Copy)]
 pub struct Read;
@@ -127,9 +130,16 @@ impl Tool for Read {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
         let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
-        let (output, state) = tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
-            .await
-            .map_err(|e| ToolError::new(format!("read failed: {e}")))??;
+        // A small file is read here (tens of microseconds); a large one on
+        // the blocking pool, so the runtime's threads are not held.
+        let small = std::fs::metadata(path.abs()).is_ok_and(|m| m.len() <= INLINE_READ_BYTES);
+        let (output, state) = if small {
+            read(&path, input.offset, input.limit)?
+        } else {
+            tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
+                .await
+                .map_err(|e| ToolError::new(format!("read failed: {e}")))??
+        };
         let key = std::fs::canonicalize(&output.path).unwrap_or_else(|_| output.path.clone());
         Ok(ToolOutput::with_modifier(
             output,
