@@ -47,6 +47,14 @@ fn tree(ws: &Path) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, body).unwrap();
     }
+    // Enough files that a search of the whole tree takes the parallel
+    // walker, while one of `src` stays on the small-tree path: both are
+    // compared.
+    for i in 0..300 {
+        let p = ws.join(format!("many/d{}/f{i}.txt", i % 7));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, if i % 50 == 0 { format!("alpha in many {i}\n") } else { format!("nothing {i}\n") }).unwrap();
+    }
     std::fs::create_dir_all(ws.join(".git")).unwrap();
     std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
     std::fs::write(ws.join("x.log"), "alpha log\n").unwrap();

@@ -109,3 +109,33 @@ async fn a_grep_cut_by_its_deadline_says_so_instead_of_no_matches() {
     assert!(out.contains("stopped early") && out.contains("partial"), "{out}");
     assert!(!out.contains("No matches"), "{out}");
 }
+
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// A line longer than Grep's per-line budget is not read into memory
+/// whole: the file is skipped and the result says so. (The daemon runs in
+/// this process, so its peak RSS is this process's.)
+#[tokio::test]
+async fn a_line_over_the_budget_is_skipped_not_buffered() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let line = agentd::tools::grep::MAX_LINE_BYTES + 1024 * 1024;
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(s.ws.join("huge.txt")).unwrap());
+        let chunk = vec![b'a'; 1024 * 1024];
+        for _ in 0..line / chunk.len() {
+            f.write_all(&chunk).unwrap();
+        }
+        f.write_all(b"needle\n").unwrap();
+    }
+    let before = peak_rss_kib();
+    let (err, out) = s.call("Grep", json!({ "pattern": "needle", "output_mode": "content" })).await;
+    assert!(!err, "{out}");
+    assert!(out.contains("1 files were not searched") && out.contains("64 MiB"), "{out}");
+    let grew = peak_rss_kib().saturating_sub(before);
+    assert!(grew < 100 * 1024, "peak RSS grew {grew} KiB");
+}

@@ -482,7 +482,9 @@ async fn a_long_session_keeps_bounded_records() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
     for i in 0..3000 {
-        let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TestEcho", "input": { "text": format!("{i}") } })).await;
+        let r =
+            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TestEcho", "input": { "text": format!("{i}") } }))
+                .await;
         assert_eq!(r["is_error"], false);
     }
     // The session's first stream fell far behind (nobody read it); a new one.

@@ -340,6 +340,10 @@ pub struct SessionExecutor {
     cancel: CancellationToken,
     tracker: TaskTracker,
     me: std::sync::Weak<SessionExecutor>,
+    /// Random per executor: ids it makes up are unique across restarts.
+    id_prefix: String,
+    /// Counter of the ids it made up.
+    ids: std::sync::atomic::AtomicU64,
 }
 
 impl SessionExecutor {
@@ -383,7 +387,16 @@ impl SessionExecutor {
             cancel,
             tracker,
             me: me.clone(),
+            id_prefix: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned() + "_",
+            ids: std::sync::atomic::AtomicU64::new(1),
         })
+    }
+
+    /// A new id the daemon gives a turn or a call: a random prefix per
+    /// executor and a counter (no system call per id).
+    fn fresh_id(&self, kind: &str) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("{kind}_{}{n:x}", self.id_prefix)
     }
 
     fn lock(&self) -> Locked<'_> {
@@ -454,7 +467,7 @@ impl SessionExecutor {
     }
 
     fn new_turn(&self, inner: &mut Inner, id: Option<String>) -> TurnIdx {
-        let id: Arc<str> = Arc::from(id.unwrap_or_else(|| format!("turn_{}", uuid::Uuid::new_v4().simple())));
+        let id: Arc<str> = Arc::from(id.unwrap_or_else(|| self.fresh_id("turn")));
         let t = inner.machine.new_turn();
         inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token(), failed: None });
         inner.turn_ids.insert(id, t);
@@ -475,7 +488,7 @@ impl SessionExecutor {
                 return Err(TurnError::Closed);
             }
             let turn = self.new_turn(&mut inner, None);
-            let tu = ToolUse { id: format!("call_{}", uuid::Uuid::new_v4().simple()), name: name.to_owned(), input };
+            let tu = ToolUse { id: self.fresh_id("call"), name: name.to_owned(), input };
             let mut actions = self.enqueue(&mut inner, turn, tu, Some(tx));
             actions.extend(inner.machine.apply(Event::EndTurn(turn)));
             self.carry_out(&mut inner, actions);
@@ -971,7 +984,9 @@ impl SessionExecutor {
         // A strong reference: a closed session's executor lives until its
         // last call has reported back (and `session/closed` is pushed).
         let Some(me) = self.me.upgrade() else { return };
-        let span = tracing::info_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        // Debug level: an enabled span costs a registry slot and formatted
+        // fields on every call.
+        let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
         let mut guard = ReportOnDrop { me: Some(me), call: i };
         let events = self.events.clone();
         inner.starts.push(Box::pin(
@@ -1240,11 +1255,18 @@ impl SessionExecutor {
                     "cancelled: {} call {} in the same turn failed, so its sibling calls were cancelled",
                     failed.name, failed.tool_use_id
                 ),
-                None => match inner.machine.turn_of(yielded).and_then(|t| inner.turns.get(t)).and_then(|t| t.failed.as_ref()) {
+                None => match inner
+                    .machine
+                    .turn_of(yielded)
+                    .and_then(|t| inner.turns.get(t))
+                    .and_then(|t| t.failed.as_ref())
+                {
                     Some((name, id)) => format!(
                         "cancelled: {name} call {id} in the same turn failed, so its sibling calls were cancelled"
                     ),
-                    None => "cancelled: an earlier call in the same turn failed, so its sibling calls were cancelled".into(),
+                    None => {
+                        "cancelled: an earlier call in the same turn failed, so its sibling calls were cancelled".into()
+                    }
                 },
             },
         }

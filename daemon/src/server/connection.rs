@@ -182,10 +182,10 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
                         // answered here, without a task and a hop back.
                         let fut = match crate::inline::poll_once(fut) {
                             Ok(reply) => {
-                                if let Some(reply) = reply {
-                                    if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
-                                        break;
-                                    }
+                                if let Some(reply) = reply
+                                    && write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err()
+                                {
+                                    break;
                                 }
                                 continue;
                             }

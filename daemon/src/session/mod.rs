@@ -90,6 +90,9 @@ pub struct SessionManager {
     tracker: tokio_util::task::TaskTracker,
     state_dir: PathBuf,
     sandbox: Arc<crate::sandbox::Facility>,
+    /// Tool sets by the options that made them: sessions with the same
+    /// options share one (its definitions are most of a session's memory).
+    toolsets: Mutex<HashMap<String, std::sync::Weak<ToolSet>>>,
 }
 
 impl SessionManager {
@@ -118,6 +121,7 @@ impl SessionManager {
             tracker,
             state_dir,
             sandbox,
+            toolsets: Mutex::new(HashMap::new()),
         }
     }
 
@@ -205,20 +209,16 @@ impl SessionManager {
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
-        let tools = ToolSet::build(
-            &self.registry,
-            &self.external,
-            ToolSetOptions {
-                simple: info.tools.simple,
-                disabled: &info.tools.disabled,
-                deny_rules: &info.permissions.deny,
-                deferral: DeferralSettings::from(info.tools.defer.as_ref()),
-            },
-        );
+        let options = ToolSetOptions {
+            simple: info.tools.simple,
+            disabled: &info.tools.disabled,
+            deny_rules: &info.permissions.deny,
+            deferral: DeferralSettings::from(info.tools.defer.as_ref()),
+        };
+        let tools = self.toolset(options);
         self.store.save_session(&info)?;
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
-        let tools = Arc::new(tools);
         let output_dir = self.state_dir.join("sessions").join(&info.session_id).join("output");
         let executor = SessionExecutor::new(
             &info,
@@ -233,6 +233,23 @@ impl SessionManager {
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
+    }
+
+    /// The tool set for `options`: the one a live session already has,
+    /// or a new one.
+    fn toolset(&self, options: ToolSetOptions<'_>) -> Arc<ToolSet> {
+        let key = format!(
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            options.simple, options.disabled, options.deny_rules, options.deferral
+        );
+        let mut sets = self.toolsets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = sets.get(&key).and_then(std::sync::Weak::upgrade) {
+            return set;
+        }
+        let set = Arc::new(ToolSet::build(&self.registry, &self.external, options));
+        sets.retain(|_, weak| weak.strong_count() > 0);
+        sets.insert(key, Arc::downgrade(&set));
+        set
     }
 
     /// Every open session, oldest first.

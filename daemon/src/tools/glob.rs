@@ -119,6 +119,11 @@ impl Tool for Glob {
         }
         let cancel = ctx.cancel.clone();
         let rules = ctx.rules.clone();
+        // A small tree is walked here, with no thread started; a larger one
+        // on the blocking pool by the parallel walker.
+        if let Some(found) = glob_small(&canonical, &input, rules.clone())? {
+            return Ok(ToolOutput::new(found));
+        }
         tokio::task::spawn_blocking(move || glob(&canonical, &input, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
@@ -145,28 +150,79 @@ impl Tool for Glob {
     }
 }
 
+/// Entries a walk on the caller's thread may visit before it gives up and
+/// leaves the tree to the parallel walker.
+pub const SMALL_TREE_ENTRIES: usize = 512;
+
+fn walker(
+    dir: &std::path::Path,
+    input: &GlobInput,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
+) -> ignore::WalkBuilder {
+    let mut walk = ignore::WalkBuilder::new(dir);
+    walk.hidden(!input.include_hidden)
+        .git_ignore(!input.include_ignored)
+        .git_global(!input.include_ignored)
+        .git_exclude(!input.include_ignored)
+        .ignore(!input.include_ignored)
+        .parents(!input.include_ignored)
+        // What a Read deny rule forbids is never listed.
+        .filter_entry(move |e| rules.read_denied(e.path()).is_none());
+    walk
+}
+
+fn matcher(input: &GlobInput) -> Result<globset::GlobMatcher, ToolError> {
+    Ok(globset::GlobBuilder::new(&input.pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
+        .compile_matcher())
+}
+
+/// The walk of a small tree, on this thread; `None` when the tree has more
+/// than [`SMALL_TREE_ENTRIES`] entries.
+fn glob_small(
+    dir: &std::path::Path,
+    input: &GlobInput,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
+) -> Result<Option<GlobOutput>, ToolError> {
+    let matcher = matcher(input)?;
+    let mut found = Vec::new();
+    for (seen, entry) in walker(dir, input, rules).build().enumerate() {
+        if seen >= SMALL_TREE_ENTRIES {
+            return Ok(None);
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(dir) else { continue };
+        if matcher.is_match(rel) {
+            let mtime = entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH);
+            found.push((mtime, entry.into_path()));
+        }
+    }
+    Ok(Some(finish(found, input)))
+}
+
+/// Newest first (equal times by path, so the order is stable), cut at the limit.
+fn finish(mut found: Vec<(SystemTime, PathBuf)>, input: &GlobInput) -> GlobOutput {
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
+    let more = found.len().saturating_sub(limit);
+    GlobOutput { files: found.into_iter().take(limit).map(|(_, p)| p).collect(), more }
+}
+
 fn glob(
     dir: &std::path::Path,
     input: &GlobInput,
     cancel: &tokio_util::sync::CancellationToken,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<GlobOutput, ToolError> {
-    let matcher = globset::GlobBuilder::new(&input.pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
-        .compile_matcher();
+    let matcher = matcher(input)?;
     let found: Mutex<Vec<(SystemTime, PathBuf)>> = Mutex::new(Vec::new());
-    let walker = ignore::WalkBuilder::new(dir)
-        .hidden(!input.include_hidden)
-        .git_ignore(!input.include_ignored)
-        .git_global(!input.include_ignored)
-        .git_exclude(!input.include_ignored)
-        .ignore(!input.include_ignored)
-        .parents(!input.include_ignored)
+    let walker = walker(dir, input, rules)
         .threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
-        // What a Read deny rule forbids is never listed.
-        .filter_entry(move |e| rules.read_denied(e.path()).is_none())
         .build_parallel();
     walker.run(|| {
         let matcher = &matcher;
@@ -187,10 +243,5 @@ fn glob(
             ignore::WalkState::Continue
         })
     });
-    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    // Newest first; equal times by path, so the order is stable.
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
-    let more = found.len().saturating_sub(limit);
-    Ok(GlobOutput { files: found.into_iter().take(limit).map(|(_, p)| p).collect(), more })
+    Ok(finish(found.into_inner().unwrap_or_else(|e| e.into_inner()), input))
 }

@@ -105,6 +105,9 @@ pub struct GrepOutput {
     pub total: usize,
     /// Files searched.
     pub files_searched: usize,
+    /// Files skipped because a line (in multiline mode, the file) is over
+    /// [`MAX_LINE_BYTES`] or they could not be read.
+    pub skipped_long_lines: usize,
     /// Set when the deadline cut the search: where it was.
     pub cut: Option<String>,
     /// The content was cut at the output limit.
@@ -176,6 +179,11 @@ impl Tool for Grep {
         let cancel = ctx.cancel.clone();
         let rules = ctx.rules.clone();
         let cwd = ctx.cwd.clone();
+        // A small tree is searched here, with no thread started; a larger
+        // one on the blocking pool by the parallel walker.
+        if let Some(found) = search_small(&canonical, &cwd, &input, rules.clone())? {
+            return Ok(ToolOutput::new(found));
+        }
         tokio::task::spawn_blocking(move || search(&canonical, &cwd, &input, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("search failed: {e}")))?
@@ -200,6 +208,13 @@ impl Tool for Grep {
         }
         if out.omitted > 0 {
             text.push_str(&format!("[{} more entries; use offset to see them]\n", out.omitted));
+        }
+        if out.skipped_long_lines > 0 {
+            text.push_str(&format!(
+                "[{} files were not searched: they could not be read, or hold a line over {} MiB]\n",
+                out.skipped_long_lines,
+                MAX_LINE_BYTES / (1024 * 1024)
+            ));
         }
         if let Some(cut) = &out.cut {
             text.push_str(&format!(
@@ -351,18 +366,92 @@ fn glob_patterns(glob: &str) -> Vec<&str> {
     out
 }
 
-fn search(
+/// What every file of one search is searched with.
+struct Plan<'a> {
+    input: &'a GrepInput,
+    matcher: grep_regex::RegexMatcher,
+    /// The call named a file (rg then searches it even when binary).
+    explicit: bool,
+    before: usize,
+    after: usize,
+    numbers: bool,
+    deadline: Instant,
+}
+
+impl Plan<'_> {
+    fn searcher(&self) -> Searcher {
+        SearcherBuilder::new()
+            .line_number(true)
+            .before_context(self.before)
+            .after_context(self.after)
+            .multi_line(self.input.multiline)
+            .heap_limit(Some(MAX_LINE_BYTES))
+            .binary_detection(if self.explicit {
+                BinaryDetection::convert(b'\0')
+            } else {
+                BinaryDetection::quit(b'\0')
+            })
+            .build()
+    }
+
+    /// Searches one file. `Err` when it has a line over [`MAX_LINE_BYTES`]
+    /// (or cannot be read).
+    fn file(
+        &self,
+        searcher: &mut Searcher,
+        path: &Path,
+        collected: &std::sync::atomic::AtomicUsize,
+    ) -> Result<Option<FileHits>, std::io::Error> {
+        let mut sink = Collect {
+            mode: self.input.output_mode,
+            numbers: self.numbers,
+            multiline: self.input.multiline,
+            matcher: &self.matcher,
+            path,
+            hits: FileHits { path: path.to_owned(), lines: Vec::new(), count: 0 },
+            deadline: self.deadline,
+            collected,
+            binary_at: None,
+            explicit: self.explicit,
+        };
+        searcher.search_path(&self.matcher, path, &mut sink)?;
+        if sink.hits.count == 0 {
+            return Ok(None);
+        }
+        if let (Some(at), false) = (sink.binary_at, self.explicit) {
+            // rg stops at binary data in a file it walked to: the count is
+            // dropped, shown lines get a warning.
+            match self.input.output_mode {
+                OutputMode::Count => return Ok(None),
+                OutputMode::Content => sink.hits.lines.push(format!(
+                    "{}: WARNING: stopped searching binary file after match (found \"\\0\" byte around offset {at})",
+                    path.display()
+                )),
+                OutputMode::FilesWithMatches => {}
+            }
+        }
+        Ok(Some(sink.hits))
+    }
+}
+
+/// Longest line (or, in multiline mode, file) a search holds in memory; a
+/// file with a longer one is skipped and the result says so.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// Files a search on the caller's thread may meet before it leaves the tree
+/// to the parallel walker on the blocking pool.
+const SMALL_TREE_ENTRIES: usize = 256;
+/// Bytes of files a search on the caller's thread may read.
+const SMALL_TREE_BYTES: u64 = 1024 * 1024;
+
+fn walk_builder(
     target: &Path,
     cwd: &Path,
     input: &GrepInput,
-    cancel: &tokio_util::sync::CancellationToken,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
-) -> Result<GrepOutput, ToolError> {
-    let matcher = matcher(input).map_err(|e| ToolError::new(format!("invalid pattern: {e}")))?;
+) -> Result<ignore::WalkBuilder, ToolError> {
     let mut walk = ignore::WalkBuilder::new(target);
     // What a Read deny rule forbids is never searched (nor named).
     walk.filter_entry(move |e| rules.read_denied(e.path()).is_none());
-    walk.threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
     if let Some(t) = &input.file_type {
         let mut types = ignore::types::TypesBuilder::new();
         types.add_defaults();
@@ -377,76 +466,125 @@ fn search(
         }
         walk.overrides(o.build().map_err(|e| ToolError::new(format!("invalid glob: {e}")))?);
     }
-    // A file named by the call is searched even when binary (rg's rule).
-    let explicit = target.is_file();
+    Ok(walk)
+}
+
+fn plan<'a>(target: &Path, input: &'a GrepInput) -> Result<Plan<'a>, ToolError> {
     let context = input.context.unwrap_or(0);
-    let (before, after) = (input.before.unwrap_or(context), input.after.unwrap_or(context));
-    let numbers = input.line_numbers.unwrap_or(true);
-    let deadline = Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS));
-    let hits: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
-    let searched = std::sync::atomic::AtomicUsize::new(0);
+    Ok(Plan {
+        input,
+        matcher: matcher(input).map_err(|e| ToolError::new(format!("invalid pattern: {e}")))?,
+        explicit: target.is_file(),
+        before: input.before.unwrap_or(context),
+        after: input.after.unwrap_or(context),
+        numbers: input.line_numbers.unwrap_or(true),
+        deadline: Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+    })
+}
+
+/// What a search found, before sorting and limits.
+#[derive(Default)]
+struct Found {
+    hits: Vec<FileHits>,
+    searched: usize,
+    /// Files skipped for a line over [`MAX_LINE_BYTES`].
+    too_long: usize,
+    cut: Option<String>,
+}
+
+/// A search of a small tree on this thread, with no thread started; `None`
+/// when the tree has more than [`SMALL_TREE_ENTRIES`] entries or
+/// [`SMALL_TREE_BYTES`] of files.
+fn search_small(
+    target: &Path,
+    cwd: &Path,
+    input: &GrepInput,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
+) -> Result<Option<GrepOutput>, ToolError> {
+    let plan = plan(target, input)?;
+    let walk = walk_builder(target, cwd, input, rules)?;
     let collected = std::sync::atomic::AtomicUsize::new(0);
-    let cut: Mutex<Option<String>> = Mutex::new(None);
+    let mut searcher = plan.searcher();
+    let mut found = Found::default();
+    let mut bytes = 0;
+    for (seen, entry) in walk.build().enumerate() {
+        if seen >= SMALL_TREE_ENTRIES {
+            return Ok(None);
+        }
+        let Ok(entry) = entry else { continue };
+        if Instant::now() > plan.deadline {
+            found.cut = Some(format!("while walking {}", entry.path().display()));
+            break;
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+        if bytes > SMALL_TREE_BYTES {
+            return Ok(None);
+        }
+        found.searched += 1;
+        match plan.file(&mut searcher, entry.path(), &collected) {
+            Ok(Some(hits)) => found.hits.push(hits),
+            Ok(None) => {}
+            Err(_) => found.too_long += 1,
+        }
+    }
+    Ok(Some(finish(found, &plan)))
+}
+
+fn search(
+    target: &Path,
+    cwd: &Path,
+    input: &GrepInput,
+    cancel: &tokio_util::sync::CancellationToken,
+    rules: std::sync::Arc<crate::permission::rules::RuleSet>,
+) -> Result<GrepOutput, ToolError> {
+    let plan = plan(target, input)?;
+    let mut walk = walk_builder(target, cwd, input, rules)?;
+    walk.threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+    let found: Mutex<Found> = Mutex::new(Found::default());
+    let collected = std::sync::atomic::AtomicUsize::new(0);
     walk.build_parallel().run(|| {
-        let matcher = matcher.clone();
-        let mut searcher = SearcherBuilder::new()
-            .line_number(true)
-            .before_context(before)
-            .after_context(after)
-            .multi_line(input.multiline)
-            .binary_detection(if explicit { BinaryDetection::convert(b'\0') } else { BinaryDetection::quit(b'\0') })
-            .build();
-        let (hits, searched, cut, collected) = (&hits, &searched, &cut, &collected);
+        let mut searcher = plan.searcher();
+        let (found, collected, plan) = (&found, &collected, &plan);
         Box::new(move |entry| {
             let Ok(entry) = entry else { return ignore::WalkState::Continue };
             let full = collected.load(std::sync::atomic::Ordering::Relaxed) > MAX_COLLECTED_LINES;
-            if cancel.is_cancelled() || Instant::now() > deadline || full {
-                let mut cut = cut.lock().unwrap_or_else(|e| e.into_inner());
-                cut.get_or_insert_with(|| format!("while walking {}", entry.path().display()));
+            if cancel.is_cancelled() || Instant::now() > plan.deadline || full {
+                let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+                found.cut.get_or_insert_with(|| format!("while walking {}", entry.path().display()));
                 return ignore::WalkState::Quit;
             }
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return ignore::WalkState::Continue;
             }
-            searched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut sink = Collect {
-                mode: input.output_mode,
-                numbers,
-                multiline: input.multiline,
-                matcher: &matcher,
-                path: entry.path(),
-                hits: FileHits { path: entry.path().to_owned(), lines: Vec::new(), count: 0 },
-                deadline,
-                collected,
-                binary_at: None,
-                explicit,
-            };
-            if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.hits.count > 0 {
-                if let (Some(at), false) = (sink.binary_at, explicit) {
-                    // rg stops at binary data in a file it walked to: the
-                    // count is dropped, shown lines get a warning.
-                    match input.output_mode {
-                        OutputMode::Count => return ignore::WalkState::Continue,
-                        OutputMode::Content => sink.hits.lines.push(format!(
-                            "{}: WARNING: stopped searching binary file after match (found \"\\0\" byte around offset {at})",
-                            entry.path().display()
-                        )),
-                        OutputMode::FilesWithMatches => {}
-                    }
-                }
-                hits.lock().unwrap_or_else(|e| e.into_inner()).push(sink.hits);
+            let result = plan.file(&mut searcher, entry.path(), collected);
+            let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+            found.searched += 1;
+            match result {
+                Ok(Some(hits)) => found.hits.push(hits),
+                Ok(None) => {}
+                Err(_) => found.too_long += 1,
             }
             ignore::WalkState::Continue
         })
     });
-    let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(finish(found.into_inner().unwrap_or_else(|e| e.into_inner()), &plan))
+}
+
+/// Sorts what was found by path, lays it out as entries, and applies
+/// `offset`, `head_limit` and the output limit.
+fn finish(found: Found, plan: &Plan<'_>) -> GrepOutput {
+    let input = plan.input;
+    let mut hits = found.hits;
     hits.sort_by(|a, b| a.path.cmp(&b.path));
     let entries: Vec<String> = match input.output_mode {
         OutputMode::FilesWithMatches => hits.iter().map(|h| h.path.display().to_string()).collect(),
         OutputMode::Count => hits.iter().map(|h| format!("{}:{}", h.path.display(), h.count)).collect(),
         OutputMode::Content => {
             // With context, rg puts `--` between groups, across files too.
-            let separate = before > 0 || after > 0;
+            let separate = plan.before > 0 || plan.after > 0;
             let mut lines = Vec::new();
             for h in hits {
                 if separate && !lines.is_empty() && !h.lines.is_empty() {
@@ -475,12 +613,13 @@ fn search(
         kept.truncate(i);
         truncated = true;
     }
-    Ok(GrepOutput {
+    GrepOutput {
         entries: kept,
         omitted,
         total,
-        files_searched: searched.into_inner(),
-        cut: cut.into_inner().unwrap_or_else(|e| e.into_inner()),
+        files_searched: found.searched,
+        skipped_long_lines: found.too_long,
+        cut: found.cut,
         truncated,
-    })
+    }
 }

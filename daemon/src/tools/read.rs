@@ -284,7 +284,9 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
         shown_last = number;
     };
     if meta.len() <= fs::MAX_EDIT_BYTES {
-        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        // A file that fit in the first read is not opened again.
+        let whole = n < head.capacity() && n as u64 == meta.len();
+        let (bytes, meta) = if whole { (std::mem::take(&mut head), meta) } else { fs::read_all(path).map_err(err)? };
         let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
         let content = String::from_utf8_lossy(&bytes);
         let body = content.strip_suffix('\n').unwrap_or(&content);
