@@ -11,6 +11,7 @@
 pub mod context;
 pub mod erased;
 pub mod input;
+pub mod memo;
 pub mod registry;
 pub mod toolset;
 

@@ -67,10 +67,7 @@ impl Tool for Glob {
             // Outside the workspace is a question for the permission check.
             ctx.validate_path(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
-        globset::GlobBuilder::new(&input.pattern)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| ValidationError::new(format!("invalid glob: {e}")))?;
+        matcher(input).map_err(|e| ValidationError::new(e.message))?;
         if input.limit == Some(0) {
             return Err(ValidationError::new("limit must be at least 1"));
         }
@@ -162,7 +159,7 @@ fn walker(
     let mut walk = ignore::WalkBuilder::new(dir);
     walk.hidden(!input.include_hidden)
         .git_ignore(!input.include_ignored)
-        .git_global(!input.include_ignored)
+        .git_global(!input.include_ignored && super::global_gitignore_exists())
         .git_exclude(!input.include_ignored)
         .ignore(!input.include_ignored)
         .parents(!input.include_ignored)
@@ -171,12 +168,18 @@ fn walker(
     walk
 }
 
+/// Compiled globs, by pattern.
+static MATCHERS: std::sync::LazyLock<crate::tool::memo::Memo<String, globset::GlobMatcher>> =
+    std::sync::LazyLock::new(|| crate::tool::memo::Memo::new(64));
+
 fn matcher(input: &GlobInput) -> Result<globset::GlobMatcher, ToolError> {
-    Ok(globset::GlobBuilder::new(&input.pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
-        .compile_matcher())
+    MATCHERS.get_or_try(input.pattern.clone(), || {
+        Ok(globset::GlobBuilder::new(&input.pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
+            .compile_matcher())
+    })
 }
 
 /// The walk of a small tree, on this thread; `None` when the tree has more

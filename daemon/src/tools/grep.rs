@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::permission::Decision;
+use crate::tool::memo::Memo;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
 /// Default time a search may take before it returns partial results.
@@ -234,16 +235,25 @@ impl Tool for Grep {
     }
 }
 
+/// Compiled patterns, by pattern and flags.
+static MATCHERS: std::sync::LazyLock<Memo<(String, bool, bool), grep_regex::RegexMatcher>> =
+    std::sync::LazyLock::new(|| Memo::new(64));
+/// File-type sets, by name.
+static TYPES: std::sync::LazyLock<Memo<String, ignore::types::Types>> = std::sync::LazyLock::new(|| Memo::new(32));
+
 fn matcher(input: &GrepInput) -> Result<grep_regex::RegexMatcher, grep_regex::Error> {
-    let mut b = RegexMatcherBuilder::new();
-    b.case_insensitive(input.case_insensitive);
-    if input.multiline {
-        b.multi_line(true).dot_matches_new_line(true);
-    } else {
-        // Without it, patterns like `\s+` take a slow path.
-        b.line_terminator(Some(b'\n'));
-    }
-    b.build(&input.pattern)
+    let key = (input.pattern.clone(), input.case_insensitive, input.multiline);
+    MATCHERS.get_or_try(key, || {
+        let mut b = RegexMatcherBuilder::new();
+        b.case_insensitive(input.case_insensitive);
+        if input.multiline {
+            b.multi_line(true).dot_matches_new_line(true);
+        } else {
+            // Without it, patterns like `\s+` take a slow path.
+            b.line_terminator(Some(b'\n'));
+        }
+        b.build(&input.pattern)
+    })
 }
 
 /// One file's findings.
@@ -450,13 +460,17 @@ fn walk_builder(
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<ignore::WalkBuilder, ToolError> {
     let mut walk = ignore::WalkBuilder::new(target);
+    walk.git_global(super::global_gitignore_exists());
     // What a Read deny rule forbids is never searched (nor named).
     walk.filter_entry(move |e| rules.read_denied(e.path()).is_none());
     if let Some(t) = &input.file_type {
-        let mut types = ignore::types::TypesBuilder::new();
-        types.add_defaults();
-        types.select(t);
-        walk.types(types.build().map_err(|e| ToolError::new(format!("unknown file type {t:?}: {e}")))?);
+        let types = TYPES.get_or_try(t.clone(), || {
+            let mut types = ignore::types::TypesBuilder::new();
+            types.add_defaults();
+            types.select(t);
+            types.build().map_err(|e| ToolError::new(format!("unknown file type {t:?}: {e}")))
+        })?;
+        walk.types(types);
     }
     if let Some(g) = &input.glob {
         // Matched relative to the working directory, as rg run there does.

@@ -103,6 +103,7 @@ impl Tool for Ls {
         let cancel = ctx.cancel.clone();
         tokio::task::spawn_blocking(move || {
             let walker = ignore::WalkBuilder::new(&canonical)
+                .git_global(super::global_gitignore_exists())
                 .sort_by_file_name(|a, b| a.cmp(b))
                 .filter_entry(move |e| rules.read_denied(e.path()).is_none() && !ignore.is_match(e.file_name()))
                 .build();

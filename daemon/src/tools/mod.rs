@@ -83,3 +83,25 @@ pub fn external_sources() -> Vec<Arc<dyn ExternalToolSource>> {
     }
     sources
 }
+
+/// Whether the user has a global gitignore (git's `core.excludesFile`, or
+/// `~/.config/git/ignore`). Finding out reads git's config files, which a
+/// walk would otherwise do on every call; the answer is kept for a few
+/// seconds. When there is none, walks skip looking (same result, fewer
+/// system calls).
+pub fn global_gitignore_exists() -> bool {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    static SEEN: Mutex<Option<(Instant, bool)>> = Mutex::new(None);
+    const FRESH: Duration = Duration::from_secs(5);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, exists)) = *seen
+        && at.elapsed() < FRESH
+    {
+        return exists;
+    }
+    let (global, _) = ignore::gitignore::GitignoreBuilder::new("").build_global();
+    let exists = !global.is_empty();
+    *seen = Some((Instant::now(), exists));
+    exists
+}
