@@ -53,6 +53,8 @@ pub struct Config {
     /// nothing else); a test that runs the daemon in its own process and
     /// starts clients as children turns it off.
     pub refuse_descendants: bool,
+    /// What the session store keeps (sessions, log bytes, idle age).
+    pub store_limits: crate::store::disk::StoreLimits,
 }
 
 impl Config {
@@ -67,6 +69,7 @@ impl Config {
             shutdown_grace: std::time::Duration::from_secs(10),
             sandbox: crate::sandbox::SandboxConfig::default(),
             refuse_descendants: true,
+            store_limits: crate::store::disk::StoreLimits::default(),
         }
     }
 }

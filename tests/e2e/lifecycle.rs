@@ -40,8 +40,8 @@ fn sigterm_cancels_in_flight_tool_calls_instead_of_waiting_for_them() {
     rt.block_on(async {
         let deadline = Instant::now() + agentd_tests::STEP;
         // The call is running once the daemon counts its task beside the
-        // two connections and the zombie reaper.
-        while probe.ok("daemon/info", json!({})).await["tasks"].as_u64().unwrap() < 4 {
+        // two connections, the zombie reaper and the store's flusher.
+        while probe.ok("daemon/info", json!({})).await["tasks"].as_u64().unwrap() < 5 {
             assert!(Instant::now() < deadline, "the call never started");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -50,11 +50,11 @@ fn sigterm_cancels_in_flight_tool_calls_instead_of_waiting_for_them() {
     d.signal(Signal::SIGTERM);
     assert_eq!(d.wait_exit().code(), Some(0), "{}", d.stderr());
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
-    // The call either answered as cancelled (its session closed first) or
-    // the connection closed before it could; then the stream ends.
+    // The call either answered as interrupted (the sessions stopped first)
+    // or the connection closed before it could; then the stream ends.
     if let Some(reply) = rt.block_on(c.recv()) {
         let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
-        assert!(text.contains("session closed"), "{reply}");
+        assert!(text.contains("the daemon stopped"), "{reply}");
         assert_eq!(rt.block_on(c.recv()), None);
     }
 }
@@ -154,16 +154,17 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     let d = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
     let mut probe = RawConn::connect(&d.socket).await;
     // The baseline: only the probe is connected (start-up's readiness check
-    // may still be closing); the tasks are its connection and the reaper.
+    // may still be closing); the tasks are its connection, the reaper and
+    // the store's flusher.
     let deadline = Instant::now() + agentd_tests::STEP;
     let before = loop {
         let info = probe.ok("daemon/info", json!({})).await;
-        if (info["connections"] == json!(1) && info["tasks"] == json!(2)) || Instant::now() > deadline {
+        if (info["connections"] == json!(1) && info["tasks"] == json!(3)) || Instant::now() > deadline {
             break info;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(2)), "{before}");
+    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(3)), "{before}");
     let fds_before = d.fd_count();
     let socket = d.socket.clone();
     let workers: Vec<_> = (0..8)

@@ -74,6 +74,8 @@ pub struct EventLog {
     inner: Mutex<LogInner>,
     capacity: usize,
     max_bytes: usize,
+    /// Where events are written as they are pushed (the durable store).
+    journal: Option<Arc<dyn crate::store::Journal>>,
 }
 
 impl EventLog {
@@ -90,7 +92,35 @@ impl EventLog {
             inner: Mutex::new(LogInner { events: VecDeque::new(), bytes: 0, next_seq: 1, live: None }),
             capacity: capacity.max(1),
             max_bytes,
+            journal: None,
         }
+    }
+
+    /// A log that writes each event to `journal` before anyone is sent it,
+    /// holding `past` (a restored session's events) to begin with.
+    pub fn durable(capacity: usize, journal: Option<Arc<dyn crate::store::Journal>>, past: Vec<Event>) -> Self {
+        let mut log = Self::new(capacity);
+        log.journal = journal;
+        {
+            let mut inner = log.lock();
+            for event in past {
+                inner.next_seq = event.seq + 1;
+                let size = approx_size(&event.kind);
+                inner.events.push_back((Arc::new(event), size));
+                inner.bytes += size;
+            }
+            while inner.events.len() > log.capacity || (inner.bytes > log.max_bytes && inner.events.len() > 1) {
+                if let Some((_, gone)) = inner.events.pop_front() {
+                    inner.bytes -= gone;
+                }
+            }
+        }
+        log
+    }
+
+    /// The events kept now, oldest first.
+    pub fn snapshot(&self) -> Vec<Arc<Event>> {
+        self.lock().events.iter().map(|(e, _)| e.clone()).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
@@ -107,6 +137,10 @@ impl EventLog {
         }
         let size = approx_size(&kind);
         let event = Arc::new(Event { seq, kind });
+        if let Some(journal) = &self.journal {
+            // Written before any client is sent it.
+            journal.append(&event);
+        }
         inner.events.push_back((event.clone(), size));
         inner.bytes += size;
         while inner.events.len() > self.capacity || (inner.bytes > self.max_bytes && inner.events.len() > 1) {

@@ -126,8 +126,10 @@ pub enum CancelReason {
         /// The call that failed.
         call: CallIdx,
     },
-    /// The session is closing (or the daemon stopping).
+    /// The session is closing.
     SessionClosed,
+    /// The daemon is stopping (the session stays, for after the restart).
+    DaemonStopped,
 }
 
 /// What the machine needs to know about a call.

@@ -344,6 +344,29 @@ pub struct SessionExecutor {
     id_prefix: String,
     /// Counter of the ids it made up.
     ids: std::sync::atomic::AtomicU64,
+    /// See [`SessionExecutor::revision`].
+    revision: std::sync::atomic::AtomicU64,
+}
+
+/// Where a session keeps what outlives a call: files, events, and (for a
+/// session restored after a restart) what it had before.
+pub struct Storage {
+    /// Where tools keep per-call files (full command output).
+    pub output_dir: PathBuf,
+    /// Where events are written as they happen.
+    pub journal: Option<Arc<dyn crate::store::Journal>>,
+    /// The session as the store had it.
+    pub restored: Option<Restored>,
+}
+
+/// A session's state as it was saved.
+pub struct Restored {
+    /// Its context.
+    pub context: SessionContext,
+    /// Its events (the last ones kept), oldest first.
+    pub events: Vec<agentd_protocol::turn::Event>,
+    /// Rules `allow_always` had granted.
+    pub granted_rules: Vec<String>,
 }
 
 impl SessionExecutor {
@@ -351,7 +374,7 @@ impl SessionExecutor {
     pub fn new(
         info: &SessionInfo,
         tools: Arc<ToolSet>,
-        output_dir: PathBuf,
+        storage: Storage,
         rules: RuleSet,
         sandbox: Arc<crate::sandbox::Facility>,
         cancel: CancellationToken,
@@ -359,20 +382,35 @@ impl SessionExecutor {
     ) -> Arc<SessionExecutor> {
         let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
         let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
-        Arc::new_cyclic(|me| SessionExecutor {
+        let Storage { output_dir, journal, restored } = storage;
+        let (context, past, granted) = match restored {
+            Some(r) => (r.context, r.events, r.granted_rules),
+            None => (SessionContext::default(), Vec::new(), Vec::new()),
+        };
+        let mut forgotten = Forgotten::default();
+        for e in &past {
+            match &e.kind {
+                EventKind::ToolQueued { tool_use_id, .. } => forgotten.call(tool_use_id.clone()),
+                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id } => {
+                    forgotten.turn(Arc::from(turn_id.as_str()))
+                }
+                _ => {}
+            }
+        }
+        let executor = Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {
                 machine: Machine::new(info.max_concurrency as usize, sibling_cancel),
                 slots: Window::default(),
                 turns: Window::default(),
-                forgotten: Forgotten::default(),
+                forgotten,
                 turn_ids: HashMap::new(),
                 tool_use_ids: HashMap::new(),
-                context: SessionContext::default(),
+                context,
                 closed: false,
                 close_reported: false,
                 starts: Vec::new(),
             }),
-            events: Arc::new(EventLog::new(events::DEFAULT_LOG_CAPACITY)),
+            events: Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past)),
             session_id: Arc::from(info.session_id.as_str()),
             cwd: Arc::new(info.cwd.clone()),
             tools,
@@ -389,7 +427,20 @@ impl SessionExecutor {
             me: me.clone(),
             id_prefix: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned() + "_",
             ids: std::sync::atomic::AtomicU64::new(1),
-        })
+            revision: std::sync::atomic::AtomicU64::new(0),
+        });
+        executor.services.asks.restore_granted(&granted);
+        executor
+    }
+
+    /// Counts changes worth saving (calls finished, rules granted): the
+    /// store saves the session when it moves.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::Relaxed)
+    }
+
+    fn changed(&self) {
+        self.revision.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A new id the daemon gives a turn or a call: a random prefix per
@@ -1151,7 +1202,11 @@ impl SessionExecutor {
         &self,
         params: &agentd_protocol::permission::PermissionRespondParams,
     ) -> Result<Option<String>, ask::RespondError> {
-        self.services.asks.respond(params)
+        let added = self.services.asks.respond(params)?;
+        if added.is_some() {
+            self.changed();
+        }
+        Ok(added)
     }
 
     /// Rules added by `allow_always` answers.
@@ -1218,6 +1273,7 @@ impl SessionExecutor {
             }
             None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };
+        self.changed();
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);
         }
@@ -1250,6 +1306,7 @@ impl SessionExecutor {
         match reason {
             CancelReason::Client => "cancelled: the user interrupted this call".into(),
             CancelReason::SessionClosed => "cancelled: the session closed".into(),
+            CancelReason::DaemonStopped => "interrupted: the daemon stopped".into(),
             CancelReason::SiblingFailed { call } => match inner.slots.get(*call) {
                 Some(failed) => format!(
                     "cancelled: {} call {} in the same turn failed, so its sibling calls were cancelled",
@@ -1358,6 +1415,21 @@ impl SessionExecutor {
         let (calls, turns) = self.lock().machine.kept();
         let (events, bytes) = self.events.kept();
         (calls, turns, events, bytes)
+    }
+
+    /// Stops everything for a daemon shutdown: calls are cancelled (block
+    /// tools too) and their results recorded, but the session is not
+    /// closed: it is back after the restart.
+    pub fn stop(&self) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        inner.closed = true;
+        inner.close_reported = true;
+        let actions = inner.machine.apply(Event::Cancel { scope: Scope::All, reason: CancelReason::DaemonStopped });
+        self.carry_out(&mut inner, actions);
+        self.cancel.cancel();
     }
 
     /// Whether the executor was closed.

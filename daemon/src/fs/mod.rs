@@ -22,7 +22,7 @@ use nix::sys::stat::Mode;
 pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What the session saw of a file when it last read or wrote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileState {
     /// Modification time, nanoseconds since the epoch.
     pub mtime_ns: i128,

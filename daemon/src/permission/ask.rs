@@ -127,6 +127,20 @@ impl Asks {
         Ok(added)
     }
 
+    /// Grants `texts` again (a session restored after a restart); rules
+    /// that no longer parse are skipped.
+    pub fn restore_granted(&self, texts: &[String]) {
+        let origin = Origin { source: "session (allow_always)".into(), base: self.base.clone() };
+        let mut granted = lock(&self.granted);
+        for text in texts {
+            let index = granted.rules.len();
+            match parse(text, RuleKind::Allow, &origin, index) {
+                Ok(rule) => granted.rules.push(rule),
+                Err(e) => tracing::warn!("a granted rule of a restored session is dropped: {e}"),
+            }
+        }
+    }
+
     /// The granted rule that allows this call, if any.
     pub fn granted(&self, tool: &str, facts: &Facts) -> Option<Rule> {
         lock(&self.granted).decide(tool, facts).cloned()

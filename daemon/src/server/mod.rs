@@ -28,7 +28,7 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::error::DaemonError;
 use crate::session::SessionManager;
-use crate::store::MemoryStore;
+use crate::store::DiskStore;
 
 /// What the RPC methods see: the daemon's state.
 pub struct DaemonState {
@@ -80,6 +80,7 @@ impl Daemon {
             .mode(0o700)
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
+        check_state_dir(&config.state_dir)?;
         if crate::BUILD_FEATURES.contains(&"test-tools") {
             tracing::warn!(
                 "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
@@ -102,6 +103,11 @@ impl Daemon {
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox);
         facility.hide = path.parent().filter(|d| d.is_dir()).map(Path::to_path_buf).into_iter().collect();
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
+        // Sessions' records and event logs (every session's commands and
+        // results) are nobody's business inside a confined command.
+        if let Some(state) = &facility.state_dir {
+            facility.hide.push(state.join("store"));
+        }
         let sandbox = Arc::new(facility);
         let state = Arc::new(DaemonState {
             started: Instant::now(),
@@ -110,7 +116,10 @@ impl Daemon {
             state_dir: config.state_dir.clone(),
             sessions: SessionManager::new(
                 root.clone(),
-                Arc::new(MemoryStore::default()),
+                Arc::new(
+                    DiskStore::open(&config.state_dir, config.store_limits)
+                        .map_err(|e| DaemonError::io("open the session store in", &config.state_dir, e))?,
+                ),
                 config.max_tool_concurrency,
                 Arc::new(crate::tools::builtin_registry()),
                 crate::tools::external_sources(),
@@ -123,6 +132,10 @@ impl Daemon {
             tracker: tracker.clone(),
             sandbox,
         });
+        let restored = state.sessions.restore();
+        if restored > 0 {
+            tracing::info!(sessions = restored, "sessions restored from {}", config.state_dir.display());
+        }
         let methods: Methods = methods::module(state.clone()).into();
         let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
         let shared = Arc::new(Shared {
@@ -162,6 +175,20 @@ impl Daemon {
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), DaemonError> {
         let next_conn = AtomicUsize::new(1);
         self.shared.tracker.spawn(crate::process::reaper(self.root.clone()));
+        // Saves what changed and syncs the event logs, in groups.
+        let state = self.shared.state.clone();
+        let stop_flushing = self.root.clone();
+        self.shared.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(FLUSH_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop_flushing.cancelled() => break,
+                }
+                let state = state.clone();
+                let _ = tokio::task::spawn_blocking(move || state.sessions.flush()).await;
+            }
+        });
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -187,14 +214,16 @@ impl Daemon {
         tracing::info!("shutting down");
         systemd::notify("STOPPING=1");
         drop(self.listener);
-        // Sessions first, so their calls end as cancelled (not as failures
-        // that would cancel siblings) and streams see `session/closed`.
-        self.shared.state.sessions.close_all();
+        // Sessions first, so their calls end as interrupted (not as
+        // failures that would cancel siblings), with their results recorded;
+        // the sessions stay in the store for the next daemon.
+        self.shared.state.sessions.stop_all();
         self.root.cancel();
         self.shared.tracker.close();
         if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {
             tracing::warn!(tasks = self.shared.tracker.len(), "tasks still running after the grace period");
         }
+        self.shared.state.sessions.flush();
         self.socket.remove_socket_file();
         tracing::info!("stopped");
         Ok(())
@@ -202,3 +231,25 @@ impl Daemon {
 }
 
 use std::os::unix::fs::DirBuilderExt;
+
+/// How often changed sessions are saved and event logs synced.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The state directory must be ours alone: owned by this user and not
+/// writable by anyone else (it holds sessions, rules and command output).
+fn check_state_dir(dir: &Path) -> Result<(), DaemonError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).map_err(|e| DaemonError::io("inspect state directory", dir, e))?;
+    let me = nix::unistd::geteuid().as_raw();
+    let why = if meta.uid() != me {
+        Some(format!("it belongs to uid {}, not {me}", meta.uid()))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!("others can write to it (mode {:o}); chmod 700 it", meta.mode() & 0o777))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(DaemonError::UnsafeDirectory { path: dir.to_owned(), why }),
+        None => Ok(()),
+    }
+}

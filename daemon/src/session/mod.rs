@@ -3,16 +3,18 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentd_protocol::session::{SessionCreateParams, SessionInfo};
+use agentd_protocol::session::{JobInfo, SessionCreateParams, SessionInfo};
+use agentd_protocol::turn::{Event, EventKind};
 use agentd_protocol::tools::ToolsListResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
-use crate::executor::SessionExecutor;
-use crate::store::{Store, StoreError};
+use crate::executor::{Restored, SessionExecutor, Storage};
+use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
 use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
 
@@ -51,6 +53,10 @@ pub struct Session {
     pub tools: Arc<ToolSet>,
     /// Runs the session's tool calls; owns the session context.
     pub executor: Arc<SessionExecutor>,
+    /// Background jobs of the daemon that ran it before a restart.
+    past_jobs: Vec<JobInfo>,
+    /// The executor's revision when the session was last saved.
+    saved: AtomicU64,
 }
 
 impl Session {
@@ -62,7 +68,7 @@ impl Session {
     /// The session as stored, with its background jobs as they are now.
     pub fn current_info(&self) -> SessionInfo {
         let mut info = self.info.clone();
-        info.jobs = self.executor.jobs().list();
+        info.jobs = self.past_jobs.iter().cloned().chain(self.executor.jobs().list()).collect();
         info.todos = self.executor.with_context(|c| c.todos.clone());
         if let Some(mode) = self.executor.with_context(|c| c.mode) {
             info.mode = mode;
@@ -70,6 +76,17 @@ impl Session {
         info.granted_rules = self.executor.granted_rules();
         info.pending_permissions = self.executor.pending_permissions();
         info
+    }
+
+    /// What the store keeps of the session now.
+    fn record(&self) -> SessionRecord {
+        SessionRecord {
+            version: RECORD_VERSION,
+            info: self.info.clone(),
+            context: self.context(),
+            granted_rules: self.executor.granted_rules(),
+            jobs: self.past_jobs.iter().cloned().chain(self.executor.jobs().list()).collect(),
+        }
     }
 
     /// `tools/list` for this session.
@@ -209,6 +226,20 @@ impl SessionManager {
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
+        self.store.save(&SessionRecord {
+            version: RECORD_VERSION,
+            info: info.clone(),
+            context: SessionContext::default(),
+            granted_rules: Vec::new(),
+            jobs: Vec::new(),
+        })?;
+        self.open(info.clone(), rules, None, Vec::new());
+        tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
+        Ok(info)
+    }
+
+    /// Puts a session in the table: a new one, or one the store had.
+    fn open(&self, info: SessionInfo, rules: crate::permission::rules::RuleSet, restored: Option<Restored>, past_jobs: Vec<JobInfo>) {
         let options = ToolSetOptions {
             simple: info.tools.simple,
             disabled: &info.tools.disabled,
@@ -216,23 +247,96 @@ impl SessionManager {
             deferral: DeferralSettings::from(info.tools.defer.as_ref()),
         };
         let tools = self.toolset(options);
-        self.store.save_session(&info)?;
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
-        let output_dir = self.state_dir.join("sessions").join(&info.session_id).join("output");
+        let storage = Storage {
+            output_dir: self.state_dir.join("sessions").join(&info.session_id).join("output"),
+            journal: self.store.journal(&info.session_id),
+            restored,
+        };
         let executor = SessionExecutor::new(
             &info,
             tools.clone(),
-            output_dir,
+            storage,
             rules,
             self.sandbox.clone(),
             cancel.clone(),
             self.tracker.clone(),
         );
-        let session = Session { info: info.clone(), seq, cancel, tools, executor };
+        let saved = AtomicU64::new(executor.revision());
+        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
-        tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
-        Ok(info)
+    }
+
+    /// Opens every session the store kept, as it was: its context, granted
+    /// rules and events. A call the previous daemon never finished gets an
+    /// error result ("interrupted: the daemon restarted"), its turn
+    /// completes, and an open permission request is resolved as denied, so
+    /// no client waits for them forever. Returns how many were restored.
+    pub fn restore(&self) -> usize {
+        let stored = match self.store.load_sessions() {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::error!("cannot read the session store: {e}");
+                return 0;
+            }
+        };
+        let mut stored = stored;
+        stored.sort_by_key(|s| s.record.info.created_at_ms);
+        let count = stored.len();
+        for Stored { record, events } in stored {
+            let SessionRecord { mut info, context, granted_rules, jobs, .. } = record;
+            let id = info.session_id.clone();
+            let rules = session_rules(&mut info);
+            let past_jobs: Vec<JobInfo> = jobs
+                .into_iter()
+                .map(|mut j| {
+                    if j.status == "running" {
+                        j.status = "killed".into();
+                    }
+                    j
+                })
+                .collect();
+            let unfinished = unfinished(&events);
+            self.open(info, rules, Some(Restored { context, events, granted_rules }), past_jobs);
+            if let Ok(session) = self.handle(&id) {
+                let log = session.executor.events();
+                for kind in unfinished {
+                    log.push(kind);
+                }
+                session.saved.store(u64::MAX, Ordering::Relaxed);
+            }
+            tracing::info!(session_id = %id, "session restored");
+        }
+        self.flush();
+        count
+    }
+
+    /// Saves what changed in each session since it was last saved, and
+    /// syncs the event logs (called every 200 ms and at shutdown).
+    pub fn flush(&self) {
+        let sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
+        for session in sessions {
+            let revision = session.executor.revision();
+            if session.saved.swap(revision, Ordering::Relaxed) == revision {
+                continue;
+            }
+            let record = session.record();
+            if let Err(e) = self.store.save(&record) {
+                tracing::warn!("{e}");
+            }
+        }
+        self.store.sync();
+        for id in self.store.oversized() {
+            if let Ok(session) = self.handle(&id) {
+                self.store.compact(&id, &session.executor.events().snapshot());
+            }
+        }
+    }
+
+    /// Bytes the store takes.
+    pub fn store_size(&self) -> u64 {
+        self.store.size()
     }
 
     /// The tool set for `options`: the one a live session already has,
@@ -292,12 +396,13 @@ impl SessionManager {
         Ok(session.info.clone())
     }
 
-    /// Closes every session (daemon shutdown): each cancels its calls and
-    /// jobs and reports `session/closed`.
-    pub fn close_all(&self) {
-        let sessions: Vec<Arc<Session>> = self.lock().drain().map(|(_, s)| s).collect();
+    /// Stops every session for a daemon shutdown: each cancels its calls
+    /// and jobs (their results are recorded); the sessions stay in the
+    /// store, to be restored by the next daemon.
+    pub fn stop_all(&self) {
+        let sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
         for session in sessions {
-            session.executor.close();
+            session.executor.stop();
             session.cancel.cancel();
         }
     }
@@ -311,6 +416,55 @@ impl SessionManager {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// What a dead daemon left unfinished in a session's events, as the events
+/// that finish it: each call without a result gets an error result, each
+/// open permission request is resolved as denied, each turn not completed
+/// or discarded completes.
+fn unfinished(events: &[Event]) -> Vec<EventKind> {
+    const WHY: &str = "interrupted: the daemon restarted";
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    let mut requests: Vec<(String, String, String)> = Vec::new();
+    let mut turns: Vec<String> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::ToolQueued { turn_id, tool_use_id, name, .. } => {
+                calls.push((turn_id.clone(), tool_use_id.clone(), name.clone()));
+                if !turns.contains(turn_id) {
+                    turns.push(turn_id.clone());
+                }
+            }
+            EventKind::ToolResult { tool_use_id, .. } => calls.retain(|c| &c.1 != tool_use_id),
+            EventKind::PermissionRequest { turn_id, tool_use_id, request_id, .. } => {
+                requests.push((turn_id.clone(), tool_use_id.clone(), request_id.clone()));
+            }
+            EventKind::PermissionResolved { request_id, .. } => requests.retain(|r| &r.2 != request_id),
+            EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id } => {
+                turns.retain(|t| t != turn_id);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (turn_id, tool_use_id, request_id) in requests {
+        out.push(EventKind::PermissionResolved { turn_id, tool_use_id, request_id, allowed: false, reason: WHY.into() });
+    }
+    for (turn_id, tool_use_id, name) in calls {
+        out.push(EventKind::ToolResult {
+            turn_id,
+            tool_use_id,
+            name,
+            content: vec![agentd_protocol::tools::ContentBlock::text(WHY)],
+            is_error: true,
+            render: WHY.into(),
+            sandbox: None,
+        });
+    }
+    for turn_id in turns {
+        out.push(EventKind::TurnCompleted { turn_id });
+    }
+    out
 }
 
 /// The session's rules: its own, then the project's

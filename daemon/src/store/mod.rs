@@ -1,14 +1,22 @@
-//! The store: where session state (and, later, the event log, permission
-//! grants and file-state cache) is kept, behind one interface so that making
-//! it durable changes this module and nothing that calls it.
+//! The store: what survives a restart, behind one interface. Per session, a
+//! [`SessionRecord`] (the session, its context, granted rules, jobs) saved
+//! as a whole, and its events appended to a [`Journal`] one at a time.
 //!
-//! Today only [`MemoryStore`] exists: sessions do not yet survive a daemon
-//! restart.
+//! [`DiskStore`] (`disk.rs`) keeps them in `--state-dir`; [`MemoryStore`]
+//! keeps them for the life of the process (tests of other parts).
+
+pub mod disk;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use agentd_protocol::session::SessionInfo;
+use agentd_protocol::session::{JobInfo, SessionInfo};
+use agentd_protocol::turn::Event;
+use serde::{Deserialize, Serialize};
+
+pub use disk::DiskStore;
+
+use crate::tool::SessionContext;
 
 /// A failure to read or write the store.
 #[derive(Debug, thiserror::Error)]
@@ -25,26 +33,81 @@ pub enum StoreError {
     },
 }
 
+/// What is saved of a session beside its events.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The format's version.
+    pub version: u32,
+    /// The session as created.
+    pub info: SessionInfo,
+    /// What its calls have changed: shell directory, file-state cache,
+    /// todos, mode, loaded tools.
+    #[serde(default)]
+    pub context: SessionContext,
+    /// Rules `allow_always` granted.
+    #[serde(default)]
+    pub granted_rules: Vec<String>,
+    /// Its background jobs (none survives a restart: they are reported as
+    /// killed).
+    #[serde(default)]
+    pub jobs: Vec<JobInfo>,
+}
+
+/// The version of [`SessionRecord`] this build writes.
+pub const RECORD_VERSION: u32 = 1;
+
+/// A session as the store had it: its record and its last events.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The record.
+    pub record: SessionRecord,
+    /// Its events, oldest first (the last ones kept).
+    pub events: Vec<Event>,
+}
+
+/// Where a session's events go as they happen.
+pub trait Journal: Send + Sync + 'static {
+    /// Appends an event. Called in seq order under the event log's lock;
+    /// must not block for long (a write, no sync).
+    fn append(&self, event: &Event);
+}
+
 /// Durable session records.
 pub trait Store: Send + Sync + 'static {
-    /// Saves (creates or replaces) a session record.
-    fn save_session(&self, session: &SessionInfo) -> Result<(), StoreError>;
-    /// Removes a session record; removing a missing one is not an error.
+    /// Saves (creates or replaces) a session's record.
+    fn save(&self, record: &SessionRecord) -> Result<(), StoreError>;
+    /// Removes a session's record, events and files; removing a missing one
+    /// is not an error.
     fn remove_session(&self, session_id: &str) -> Result<(), StoreError>;
-    /// Every stored session, in no particular order.
-    fn load_sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Every stored session, in no particular order. Sessions that cannot
+    /// be read are reported and left out.
+    fn load_sessions(&self) -> Result<Vec<Stored>, StoreError>;
+    /// The journal of a session's events, if this store keeps them.
+    fn journal(&self, session_id: &str) -> Option<std::sync::Arc<dyn Journal>>;
+    /// Makes what was written durable (journals are synced to disk).
+    fn sync(&self) {}
+    /// Bytes the store takes.
+    fn size(&self) -> u64 {
+        0
+    }
+    /// Sessions whose event log has outgrown its limit.
+    fn oversized(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Rewrites a session's event log with only `events`.
+    fn compact(&self, _session_id: &str, _events: &[std::sync::Arc<Event>]) {}
 }
 
 /// A store that lives as long as the process.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    sessions: Mutex<BTreeMap<String, SessionInfo>>,
+    sessions: Mutex<BTreeMap<String, SessionRecord>>,
 }
 
 impl Store for MemoryStore {
-    fn save_session(&self, session: &SessionInfo) -> Result<(), StoreError> {
+    fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(session.session_id.clone(), session.clone());
+        map.insert(record.info.session_id.clone(), record.clone());
         Ok(())
     }
 
@@ -54,8 +117,12 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn load_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+    fn load_sessions(&self) -> Result<Vec<Stored>, StoreError> {
         let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(map.values().cloned().collect())
+        Ok(map.values().map(|r| Stored { record: r.clone(), events: Vec::new() }).collect())
+    }
+
+    fn journal(&self, _session_id: &str) -> Option<std::sync::Arc<dyn Journal>> {
+        None
     }
 }

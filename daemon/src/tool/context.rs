@@ -13,7 +13,8 @@ use super::toolset::ToolSet;
 
 /// Session state that tool calls change through context modifiers, applied
 /// in request order as results are yielded.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SessionContext {
     /// Deferred tools ToolSearch has loaded, in load order.
     pub loaded_tools: Vec<String>,
