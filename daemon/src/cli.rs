@@ -80,27 +80,45 @@ fn start(args: Args) -> anyhow::Result<()> {
     })
 }
 
-/// SIGTERM or SIGINT starts a clean shutdown; a second one exits at once.
+/// SIGTERM, SIGINT or SIGHUP (a closed terminal) starts a clean shutdown
+/// (sessions are kept for the next start). A second one exits at once, but
+/// not before every command's process tree is killed and the socket file
+/// removed. SIGXFSZ is ignored, so a file-size limit fails the write that
+/// hit it instead of killing the daemon (Rust already ignores SIGPIPE).
 fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    ignore_sigxfsz();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     tokio::spawn(async move {
         for round in 0.. {
             let name = tokio::select! {
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
+                _ = hup.recv() => "SIGHUP",
             };
             if round == 0 {
                 tracing::info!(signal = name, "shutdown requested");
                 shutdown.cancel();
             } else {
-                tracing::warn!(signal = name, "second signal: exiting without waiting");
+                tracing::warn!(signal = name, "second signal: killing every command and exiting without waiting");
+                crate::process::ledger::kill_all();
+                crate::server::listen::emergency_remove();
                 std::process::exit(130);
             }
         }
     });
     Ok(())
+}
+
+#[allow(unsafe_code)]
+fn ignore_sigxfsz() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: setting a signal to be ignored installs no handler code.
+    if let Err(e) = unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) } {
+        tracing::warn!("cannot ignore SIGXFSZ: {e}");
+    }
 }
 
 fn init_tracing() {

@@ -15,6 +15,7 @@ mod permissions;
 mod policy;
 mod python;
 mod readme;
+mod restart;
 mod sandbox;
 mod search;
 mod sessions;

@@ -198,6 +198,8 @@ pub struct StandaloneDaemon {
     pub dir: tempfile::TempDir,
     /// The socket path.
     pub socket: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl StandaloneDaemon {
@@ -206,15 +208,29 @@ impl StandaloneDaemon {
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> StandaloneDaemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agentd.sock");
-        let mut cmd = Command::new(bin_path("agentd"));
-        cmd.arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state"));
-        cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
-        let log = std::fs::File::create(dir.path().join("agentd.log")).unwrap();
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
-        let child = cmd.spawn().unwrap();
-        let mut daemon = StandaloneDaemon { child, dir, socket };
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let child = Self::spawn(dir.path(), &socket, &args, &env);
+        let mut daemon = StandaloneDaemon { child, dir, socket, args, env };
         daemon.wait_ready();
         daemon
+    }
+
+    fn spawn(dir: &Path, socket: &Path, args: &[String], env: &[(String, String)]) -> Child {
+        let mut cmd = Command::new(bin_path("agentd"));
+        cmd.arg("--socket").arg(socket).arg("--state-dir").arg(dir.join("state"));
+        cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).env_remove("AGENTD_SOCKET");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agentd.log")).unwrap();
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        cmd.spawn().unwrap()
+    }
+
+    /// Starts the daemon again on the same socket and state directory
+    /// (after the last one exited or was killed) and waits until it serves.
+    pub fn restart(&mut self) {
+        assert!(self.child.try_wait().unwrap().is_some(), "the previous daemon still runs");
+        self.child = Self::spawn(self.dir.path(), &self.socket, &self.args, &self.env);
+        self.wait_ready();
     }
 
     /// Waits until the socket accepts connections; fails at once, with the

@@ -390,8 +390,16 @@ impl SessionExecutor {
         let mut forgotten = Forgotten::default();
         for e in &past {
             match &e.kind {
-                EventKind::ToolQueued { tool_use_id, .. } => forgotten.call(tool_use_id.clone()),
-                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id } => {
+                // Every turn of a past daemon is over.
+                EventKind::ToolQueued { tool_use_id, turn_id, .. } => {
+                    forgotten.call(tool_use_id.clone());
+                    if !forgotten.turn_set.contains(turn_id.as_str()) {
+                        forgotten.turn(Arc::from(turn_id.as_str()));
+                    }
+                }
+                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id }
+                    if !forgotten.turn_set.contains(turn_id.as_str()) =>
+                {
                     forgotten.turn(Arc::from(turn_id.as_str()))
                 }
                 _ => {}

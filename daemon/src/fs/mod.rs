@@ -377,6 +377,9 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
     }
     let mode = old.as_ref().map(|st| st.st_mode & 0o7777).unwrap_or(0o666 & !umask());
     let tmp = format!(".{}.agentd-{}.tmp", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
+    // Recorded first, so a daemon that dies mid-write has its successor
+    // remove the temporary file.
+    let _pending = pending::Pending::record(&parent.abs().join(&tmp));
     let fd = nix::fcntl::openat(
         dir.as_fd(),
         tmp.as_str(),
@@ -584,5 +587,87 @@ mod tests {
         std::fs::create_dir(root.join("d")).unwrap();
         let e = open_file(&resolve(&root, &root, "d").unwrap()).unwrap_err();
         assert!(e.to_string().contains("Glob"), "{e}");
+    }
+}
+
+/// Temporary files of writes in progress, recorded in the state directory
+/// (`<state-dir>/pending-writes/`, one small file each naming the temporary
+/// file) from before the file is created until it is renamed or removed. A
+/// daemon that starts removes what a dead one left: only files whose name
+/// is agentd's own (`.<name>.agentd-<32 hex>.tmp`), never a user's.
+pub mod pending {
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+    /// Sets the directory of the records and removes what a previous daemon
+    /// left unfinished; returns how many temporary files were removed.
+    pub fn init(state_dir: &Path) -> usize {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = state_dir.join("pending-writes");
+        if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+            return 0;
+        }
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if let Ok(target) = std::fs::read_to_string(entry.path()) {
+                let target = PathBuf::from(target);
+                if is_ours(&target) && std::fs::remove_file(&target).is_ok() {
+                    tracing::info!("removed {}, left by a write a previous daemon did not finish", target.display());
+                    removed += 1;
+                }
+            }
+            let _ = std::fs::remove_file(entry.path());
+        }
+        let _ = DIR.set(dir);
+        removed
+    }
+
+    /// Whether `path` names one of agentd's temporary files.
+    pub fn is_ours(path: &Path) -> bool {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+        let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else { return false };
+        let Some((_, id)) = rest.rsplit_once(".agentd-") else { return false };
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
+    /// A write in progress; its record goes when this is dropped.
+    pub struct Pending(Option<PathBuf>);
+
+    impl Pending {
+        /// Records the temporary file `tmp` (nothing when there is no
+        /// state directory, as in unit tests).
+        pub fn record(tmp: &Path) -> Pending {
+            let Some(dir) = DIR.get() else { return Pending(None) };
+            let Some(name) = tmp.file_name() else { return Pending(None) };
+            let record = dir.join(name);
+            match std::fs::write(&record, tmp.as_os_str().as_encoded_bytes()) {
+                Ok(()) => Pending(Some(record)),
+                Err(_) => Pending(None),
+            }
+        }
+    }
+
+    impl Drop for Pending {
+        fn drop(&mut self) {
+            if let Some(record) = self.0.take() {
+                let _ = std::fs::remove_file(record);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn only_agentds_own_names_are_ours() {
+            assert!(is_ours(Path::new("/w/.notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp")));
+            assert!(!is_ours(Path::new("/w/notes.txt")));
+            assert!(!is_ours(Path::new("/w/.notes.txt.agentd-xyz.tmp")));
+            assert!(!is_ours(Path::new("/w/.notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp.bak")));
+            assert!(!is_ours(Path::new("/w/.x.tmp")));
+        }
     }
 }

@@ -175,6 +175,7 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
     owned.insert(pid);
     drop(owned);
+    ledger::record(pid, marker);
     Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report })
 }
 
@@ -265,6 +266,7 @@ impl Drop for ProcessTree {
             signal_tree(self.pgid, &self.marker, Signal::SIGKILL);
             reap_adopted();
         }
+        ledger::forget(self.pgid.as_raw());
         // tokio reaps the shell itself once it is gone; its pid stays in
         // the owned set so `reap_adopted` never races tokio for it.
     }
@@ -429,6 +431,103 @@ pub fn reap_adopted() {
         let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
         if state == Some("Z") && ppid == Some(me) {
             let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// What the daemon started, recorded in the state directory
+/// (`<state-dir>/procs/<pgid>`: the leader's start time and the command's
+/// marker) from its start until it is over, so that a daemon that starts
+/// after one that died ends whatever it left running. The start time is
+/// checked before a group is signalled, so a reused pid is never hit.
+pub mod ledger {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{LazyLock, Mutex, OnceLock};
+
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    /// The groups running now, with their markers.
+    static LIVE: LazyLock<Mutex<HashMap<i32, String>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+    fn live() -> std::sync::MutexGuard<'static, HashMap<i32, String>> {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The start time of `pid` (field 22 of `/proc/<pid>/stat`, in ticks since boot).
+    fn start_time(pid: i32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    /// Sets the ledger's directory and ends what a dead predecessor left
+    /// running; returns how many groups it ended.
+    pub fn init(state_dir: &Path) -> usize {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = state_dir.join("procs");
+        if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+            return 0;
+        }
+        let mut ended = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let pgid = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let _ = std::fs::remove_file(entry.path());
+            let (Some(pgid), Some((started, marker))) = (pgid, text.trim().split_once(' ')) else { continue };
+            if pgid <= 1 {
+                continue;
+            }
+            let mut hit = false;
+            if start_time(pgid).map(|t| t.to_string()) == Some(started.to_owned()) {
+                for pid in super::descendants(pgid) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+                hit = killpg(Pid::from_raw(pgid), Signal::SIGKILL).is_ok();
+            }
+            for pid in super::marked(marker) {
+                hit |= kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok();
+            }
+            if hit {
+                tracing::warn!(pgid, "ended a command a previous daemon left running");
+                ended += 1;
+            }
+        }
+        let _ = DIR.set(dir);
+        ended
+    }
+
+    /// Records a group just started.
+    pub fn record(pgid: i32, marker: &str) {
+        live().insert(pgid, marker.to_owned());
+        if let (Some(dir), Some(started)) = (DIR.get(), start_time(pgid)) {
+            let _ = std::fs::write(dir.join(pgid.to_string()), format!("{started} {marker}"));
+        }
+    }
+
+    /// Forgets a group that is over.
+    pub fn forget(pgid: i32) {
+        live().remove(&pgid);
+        if let Some(dir) = DIR.get() {
+            let _ = std::fs::remove_file(dir.join(pgid.to_string()));
+        }
+    }
+
+    /// SIGKILL to every group running now and to every process marked as
+    /// one of its commands (a daemon exiting without its clean shutdown).
+    pub fn kill_all() {
+        let groups: Vec<(i32, String)> = live().iter().map(|(p, m)| (*p, m.clone())).collect();
+        for (pgid, marker) in groups {
+            if pgid > 1 && killpg(Pid::from_raw(pgid), None).is_ok() {
+                for pid in super::descendants(pgid) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+            for pid in super::marked(&marker) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
         }
     }
 }

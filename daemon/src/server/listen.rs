@@ -37,14 +37,35 @@ impl BoundSocket {
         let (Some(path), Some((dev, ino))) = (&self.path, self.created) else {
             return;
         };
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.dev() == dev && meta.ino() == ino => {
-                if let Err(e) = std::fs::remove_file(path) {
-                    tracing::warn!(path = %path.display(), "could not remove socket file: {e}");
-                }
-            }
-            _ => {}
+        remove_if_same(path, dev, ino);
+    }
+
+    /// Lets [`emergency_remove`] remove the socket file on an exit that
+    /// skips the clean shutdown.
+    pub fn register_for_emergency(&self) {
+        if let (Some(path), Some((dev, ino))) = (&self.path, self.created) {
+            let _ = EMERGENCY.set((path.clone(), dev, ino));
         }
+    }
+}
+
+static EMERGENCY: std::sync::OnceLock<(std::path::PathBuf, u64, u64)> = std::sync::OnceLock::new();
+
+/// Removes the socket file this daemon created, if it is still that file.
+pub fn emergency_remove() {
+    if let Some((path, dev, ino)) = EMERGENCY.get() {
+        remove_if_same(path, *dev, *ino);
+    }
+}
+
+fn remove_if_same(path: &std::path::Path, dev: u64, ino: u64) {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.dev() == dev && meta.ino() == ino => {
+            if let Err(e) = std::fs::remove_file(path) {
+                tracing::warn!(path = %path.display(), "could not remove socket file: {e}");
+            }
+        }
+        _ => {}
     }
 }
 

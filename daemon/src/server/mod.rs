@@ -81,6 +81,8 @@ impl Daemon {
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
         check_state_dir(&config.state_dir)?;
+        crate::fs::pending::init(&config.state_dir);
+        crate::process::ledger::init(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {
             tracing::warn!(
                 "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
@@ -89,6 +91,7 @@ impl Daemon {
         tracing::debug!(?config, "starting");
         crate::process::become_subreaper();
         let mut socket = listen::open(&config.socket)?;
+        socket.register_for_emergency();
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
         // The server owns the only descriptor, so dropping it stops accepting.
         let listener = socket

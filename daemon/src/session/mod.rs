@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentd_protocol::session::{JobInfo, SessionCreateParams, SessionInfo};
-use agentd_protocol::turn::{Event, EventKind};
 use agentd_protocol::tools::ToolsListResult;
+use agentd_protocol::turn::{Event, EventKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
@@ -239,7 +239,13 @@ impl SessionManager {
     }
 
     /// Puts a session in the table: a new one, or one the store had.
-    fn open(&self, info: SessionInfo, rules: crate::permission::rules::RuleSet, restored: Option<Restored>, past_jobs: Vec<JobInfo>) {
+    fn open(
+        &self,
+        info: SessionInfo,
+        rules: crate::permission::rules::RuleSet,
+        restored: Option<Restored>,
+        past_jobs: Vec<JobInfo>,
+    ) {
         let options = ToolSetOptions {
             simple: info.tools.simple,
             disabled: &info.tools.disabled,
@@ -448,7 +454,13 @@ fn unfinished(events: &[Event]) -> Vec<EventKind> {
     }
     let mut out = Vec::new();
     for (turn_id, tool_use_id, request_id) in requests {
-        out.push(EventKind::PermissionResolved { turn_id, tool_use_id, request_id, allowed: false, reason: WHY.into() });
+        out.push(EventKind::PermissionResolved {
+            turn_id,
+            tool_use_id,
+            request_id,
+            allowed: false,
+            reason: WHY.into(),
+        });
     }
     for (turn_id, tool_use_id, name) in calls {
         out.push(EventKind::ToolResult {

@@ -305,7 +305,7 @@ impl Store for DiskStore {
             }
         }
         // The most recently used first; beyond the limit, the rest go.
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
         for (_, extra) in found.iter().skip(self.limits.max_sessions) {
             tracing::info!(session_id = %extra.record.info.session_id, "more sessions than the store keeps; removed");
             let _ = std::fs::remove_dir_all(self.dir(&extra.record.info.session_id));

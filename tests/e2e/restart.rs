@@ -1,0 +1,304 @@
+//! A daemon that dies and comes back: sessions, events, granted rules and
+//! the file-state cache survive; what was running ends with an error result;
+//! nothing is left behind. Through the real binary, killed with SIGKILL and
+//! started again on the same socket and state directory.
+
+use std::time::{Duration, Instant};
+
+use agentd_tests::{EventStream, RawConn, StandaloneDaemon, none_left, procs, tag, tool_use};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn text(v: &Value) -> String {
+    v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Longer than the store's flush interval: what changed is saved.
+const SAVED: Duration = Duration::from_millis(700);
+
+fn kill9(d: &mut StandaloneDaemon) {
+    d.signal(Signal::SIGKILL);
+    d.wait_exit();
+}
+
+#[test]
+fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
+    let rt = rt();
+    let t = tag();
+    let (id, seen_seq, turn) = rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
+        c.ok("tool/call", call("Read", json!({ "file_path": "notes.txt" }))).await;
+        c.ok("tool/call", call("TodoWrite", json!({ "todos": [{"content": "Survive", "status": "in_progress", "activeForm": "Surviving"}] }))).await;
+        // Outside any sandbox too (no PID namespace ends it with the daemon):
+        // the next daemon ends it from the process ledger.
+        let bare = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await;
+        let bare = bare["session_id"].as_str().unwrap().to_owned();
+        c.ok("turn/submit", json!({ "session_id": bare, "tool_uses": [tool_use("bare", "Bash", json!({ "command": format!("setsid sleep 2000{t} & sleep 2000{t}") }))] })).await;
+        let mut events = EventStream::open(&d.socket, &id, Some(0)).await.unwrap();
+        let r = c
+            .ok("turn/submit", json!({ "session_id": id, "tool_uses": [tool_use("long", "Bash", json!({ "command": format!("sleep 1000{t}") }))] }))
+            .await;
+        let turn = r["turn_id"].as_str().unwrap().to_owned();
+        let seen = events.until(|e| e["tool_use_id"] == "long" && e["type"] == "tool/started").await;
+        tokio::time::sleep(SAVED).await;
+        (id, seen.last().unwrap()["seq"].as_u64().unwrap(), turn)
+    });
+    assert!(!procs(&format!("sleep 1000{t}")).is_empty());
+    assert!(procs(&format!("sleep 2000{t}")).len() >= 2);
+    kill9(&mut d);
+    d.restart();
+    rt.block_on(async {
+        // Nothing of the dead daemon's commands survives.
+        none_left(&format!("sleep 1000{t}")).await;
+        none_left(&format!("sleep 2000{t}")).await;
+        let mut c = RawConn::connect(&d.socket).await;
+        let list = c.ok("session/list", json!({})).await;
+        assert!(list["sessions"].as_array().unwrap().iter().any(|s| s["session_id"] == json!(id)), "{list}");
+        let info = c.ok("session/get", json!({ "session_id": id })).await;
+        assert_eq!(info["todos"][0]["content"], "Survive", "{info}");
+        // The stream replays from before the kill, then the call's end.
+        let mut events = EventStream::open(&d.socket, &id, Some(0)).await.unwrap();
+        let all = events.until(|e| e["type"] == "turn/completed" && e["turn_id"] == json!(turn)).await;
+        let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "every event, in order: {all:?}");
+        assert!(seqs.len() as u64 > seen_seq);
+        let result = all.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "long").unwrap();
+        assert_eq!(result["is_error"], true);
+        assert!(text(result).contains("interrupted: the daemon restarted"), "{result}");
+        // After a client's last seen seq, only what came later.
+        let mut resumed = EventStream::open(&d.socket, &id, Some(seen_seq)).await.unwrap();
+        let later = resumed.until(|e| e["type"] == "turn/completed").await;
+        assert_eq!(later[0]["seq"].as_u64(), Some(seen_seq + 1));
+        // The file-state cache survived: Edit works without reading again.
+        let r = c
+            .ok("tool/call", json!({ "session_id": id, "name": "Edit", "input": { "file_path": "notes.txt", "old_string": "two", "new_string": "2" } }))
+            .await;
+        assert_eq!(r["is_error"], false, "{r}");
+        // The turn of the interrupted call is over; new work goes on.
+        let r = c.request("turn/submit", json!({ "session_id": id, "turn_id": turn, "tool_uses": [tool_use("x", "Read", json!({ "file_path": "notes.txt" }))] })).await;
+        assert!(r["error"]["message"].as_str().unwrap_or_default().contains("has ended"), "{r}");
+        // Closing deletes its records.
+        c.ok("session/close", json!({ "session_id": id })).await;
+    });
+    assert!(!d.dir.path().join("state/store").join(&id).exists());
+    assert!(!d.dir.path().join("state/sessions").join(&id).exists());
+}
+
+#[test]
+fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = rt();
+    let id = rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+        let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
+        let submit = |uses: Value| json!({ "session_id": id, "tool_uses": uses });
+        c.ok("turn/submit", submit(json!([tool_use("a", "Bash", json!({ "command": "touch a.txt" }))]))).await;
+        let req = events.until(|e| e["type"] == "permission/request").await.pop().unwrap();
+        c.ok(
+            "permission/respond",
+            json!({ "session_id": id, "request_id": req["request_id"], "decision": "allow_always", "rule": "Bash(touch:*)" }),
+        )
+        .await;
+        events.until(|e| e["type"] == "tool/result" && e["tool_use_id"] == "a").await;
+        c.ok("turn/submit", submit(json!([tool_use("b", "Bash", json!({ "command": "mkdir made" }))]))).await;
+        events.until(|e| e["type"] == "permission/request" && e["tool_use_id"] == "b").await;
+        tokio::time::sleep(SAVED).await;
+        id
+    });
+    kill9(&mut d);
+    d.restart();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let info = c.ok("session/get", json!({ "session_id": id })).await;
+        assert_eq!(info["granted_rules"], json!(["Bash(touch:*)"]), "{info}");
+        assert_eq!(info["pending_permissions"], json!([]));
+        let mut events = EventStream::open(&d.socket, &id, Some(0)).await.unwrap();
+        let all = events.until(|e| e["type"] == "tool/result" && e["tool_use_id"] == "b").await;
+        let resolved = all.iter().rev().find(|e| e["type"] == "permission/resolved").unwrap();
+        assert_eq!(resolved["allowed"], false, "{resolved}");
+        assert!(resolved["reason"].as_str().unwrap().contains("restarted"));
+        assert!(text(all.last().unwrap()).contains("interrupted"));
+        assert!(!ws.join("made").exists());
+        // The granted rule still allows, without asking.
+        let r =
+            c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "touch c.txt" } })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(ws.join("c.txt").exists());
+    });
+}
+
+#[test]
+fn writes_killed_mid_way_leave_no_temporary_file() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let big = "x".repeat(4 * 1024 * 1024);
+        // Writes back to back, on a connection of their own.
+        let socket = d.socket.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let Ok(mut w) = tokio::net::UnixStream::connect(&socket).await else { return };
+            for i in 0..10 {
+                let line = json!({ "jsonrpc": "2.0", "id": 1000 + i, "method": "tool/call",
+                    "params": { "session_id": id, "name": "Write", "input": { "file_path": format!("f{i}.txt"), "content": big } } });
+                if w.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Until a temporary file is seen (a write in progress), at most a while.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_dir(&ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".agentd-"))
+            && Instant::now() < deadline
+        {
+            tokio::task::yield_now().await;
+        }
+        let seen = std::fs::read_dir(&ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".agentd-"));
+        assert!(seen, "no write was caught in progress");
+        let _ = c;
+    });
+    kill9(&mut d);
+    d.restart();
+    let left: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".agentd-") || n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}\n{}", d.stderr());
+    // Every file is whole: old or new, never cut.
+    for e in std::fs::read_dir(&ws).unwrap().flatten() {
+        assert_eq!(std::fs::metadata(e.path()).unwrap().len(), 4 * 1024 * 1024, "{}", e.path().display());
+    }
+}
+
+#[test]
+fn a_torn_or_corrupt_store_is_survived() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = rt();
+    let (good, bad) = rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+            c.ok("tool/call", json!({ "session_id": id, "name": "Glob", "input": { "pattern": "*" } })).await;
+            ids.push(id);
+        }
+        (ids[0].clone(), ids[1].clone())
+    });
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.wait_exit().code(), Some(0));
+    let store = d.dir.path().join("state/store");
+    // A torn last line in one, garbage for a record in the other.
+    let log = store.join(&good).join("events.log");
+    let before = std::fs::read(&log).unwrap();
+    let mut torn = before.clone();
+    torn.extend_from_slice(b"0badc0de {\"seq\":99,\"type\":\"tur");
+    std::fs::write(&log, &torn).unwrap();
+    std::fs::write(store.join(&bad).join("session.json"), b"{ not json").unwrap();
+    d.restart();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let list = c.ok("session/list", json!({})).await;
+        let ids: Vec<&str> =
+            list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [good.as_str()], "{list}");
+        let mut events = EventStream::open(&d.socket, &good, Some(0)).await.unwrap();
+        let all = events.until(|e| e["type"] == "turn/completed").await;
+        assert_eq!(all[0]["seq"], 1);
+        // New events follow the last whole one.
+        c.ok("tool/call", json!({ "session_id": good, "name": "Glob", "input": { "pattern": "*" } })).await;
+        let next = events.until(|e| e["type"] == "tool/queued").await;
+        assert_eq!(next.last().unwrap()["seq"].as_u64(), Some(all.last().unwrap()["seq"].as_u64().unwrap() + 1));
+    });
+    assert_eq!(std::fs::read(&log).unwrap()[..before.len()], before[..], "the torn line is cut off");
+    let aside: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{bad}.corrupt-")))
+        .collect();
+    assert_eq!(aside.len(), 1, "the unreadable session is moved aside");
+    assert!(d.stderr().contains("cannot be read"), "{}", d.stderr());
+}
+
+#[test]
+fn sighup_stops_cleanly_and_a_second_signal_leaves_nothing_running() {
+    // SIGHUP: a clean stop; the session is back after the restart.
+    let mut d = StandaloneDaemon::start(&["--shutdown-grace", "120"], &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = rt();
+    let id = rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        c.ok("session/create", json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    d.signal(Signal::SIGHUP);
+    assert_eq!(d.wait_exit().code(), Some(0), "{}", d.stderr());
+    assert!(!d.socket.exists(), "the socket is removed");
+    d.restart();
+    // Commands that ignore SIGTERM, outside any sandbox, and two SIGTERMs.
+    let t = tag();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        assert_eq!(c.ok("session/list", json!({})).await["sessions"][0]["session_id"], json!(id));
+        for i in 0..3 {
+            let cmd = format!("trap '' TERM; sleep 1000{t} & sleep 1000{t}; echo {i}");
+            c.ok("turn/submit", json!({ "session_id": id, "tool_uses": [tool_use(&format!("s{i}"), "Bash", json!({ "command": cmd, "run_in_background": i == 0 }))] })).await;
+        }
+        agentd_tests::eventually("the commands run", || procs(&format!("sleep 1000{t}")).len() >= 4).await;
+    });
+    d.signal(Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(20));
+    d.signal(Signal::SIGTERM);
+    let status = d.wait_exit();
+    assert!(!d.socket.exists(), "the socket is removed ({status})");
+    rt.block_on(none_left(&format!("sleep 1000{t}")));
+}
+
+#[test]
+fn a_state_directory_others_can_write_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = std::process::Command::new(agentd_tests::bin_path("agentd"))
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("others can write") && err.contains("chmod 700"), "{err}");
+}
