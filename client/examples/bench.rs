@@ -17,6 +17,13 @@
 //! clients), then the daemon's RSS per 1,000 idle sessions and its growth
 //! over 10,000 calls in one session once the event log is full.
 //!
+//! `calls --ephemeral` runs the same against a daemon that keeps nothing
+//! on disk, to compare with the durable store.
+//!
+//! `restart [--sessions 1000] [--calls 25]` fills a state directory through
+//! a daemon (each call adds 4 events), stops it, and times a new daemon's
+//! start until it answers `session/list` with every session.
+//!
 //! `search --corpus DIR` compares Grep and Glob through the daemon with the
 //! `rg` binary on the same tree (build the tree with
 //! `scripts/make_corpus.sh`).
@@ -44,6 +51,7 @@ fn main() {
         Some("bash") => bash(&args[1..]),
         Some("search") => search(&args[1..]),
         Some("calls") => calls(&args[1..]),
+        Some("restart") => restart(&args[1..]),
         _ => {
             eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
@@ -438,6 +446,7 @@ impl Conn {
 /// The tool path against an empty call, and memory per session and per call.
 fn calls(args: &[String]) {
     let calls = flag(args, "--calls", 2000);
+    let ephemeral = args.iter().any(|a| a == "--ephemeral");
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -457,12 +466,17 @@ fn calls(args: &[String]) {
             .arg("--state-dir")
             .arg(dir.path().join("state"))
             .env("RUST_LOG", "warn")
+            .env("AGENTD_EPHEMERAL", if ephemeral { "1" } else { "0" })
             .stdin(Stdio::null())
             .spawn()
             .unwrap(),
         socket: socket.clone(),
     };
     let pid = daemon.child.id();
+    println!(
+        "{}",
+        if ephemeral { "daemon keeps nothing on disk (--ephemeral)" } else { "daemon with the durable store" }
+    );
     wait_for(&socket);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
@@ -523,6 +537,33 @@ fn calls(args: &[String]) {
             println!("{name:<26} {p50:>9.0} {p99:>9.0} {rate:>10.0} {:>7.2}x {parallel:>12.0}", p50 / empty);
         }
 
+        // A turn of 10 Reads: submit, then the stream until it completes.
+        {
+            let mut stream = Conn::open(&socket).await;
+            let sub = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "turn/stream", "params": {"session_id": sid}});
+            stream.send(&format!("{sub}\n")).await;
+            let mut times = Vec::new();
+            for n in 0..(calls / 10).max(20) {
+                let uses: Vec<serde_json::Value> = (0..10)
+                    .map(|i| serde_json::json!({"id": format!("r{n}_{i}"), "name": "Read", "input": {"file_path": format!("f{i}.txt")}}))
+                    .collect();
+                let submit = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "turn/submit",
+                    "params": {"session_id": sid, "tool_uses": uses, "end": true}});
+                let t = Instant::now();
+                c.send(&format!("{submit}\n")).await;
+                loop {
+                    stream.line.clear();
+                    stream.r.read_line(&mut stream.line).await.unwrap();
+                    if stream.line.contains("turn/completed") {
+                        break;
+                    }
+                }
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            times.sort_by(f64::total_cmp);
+            println!("{:<26} {:>9.0} {:>9.0}", "turn of 10 Reads", times[times.len() / 2], times[times.len() * 99 / 100]);
+        }
+
         // Memory: 1,000 idle sessions, then closed.
         let before = rss_kib(pid);
         let mut ids = Vec::new();
@@ -555,4 +596,84 @@ fn calls(args: &[String]) {
         );
     });
     drop(daemon);
+}
+
+/// Restart time with a full store.
+fn restart(args: &[String]) {
+    let sessions = flag(args, "--sessions", 1000);
+    let per = flag(args, "--calls", 25);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("f.txt"), "hello\n").unwrap();
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    let socket = dir.path().join("agentd.sock");
+    let start = || Server {
+        name: "agentd",
+        child: Command::new(&agentd)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        socket: socket.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut daemon = start();
+    wait_for(&socket);
+    rt.block_on(async {
+        let mut c = Conn::open(&socket).await;
+        for _ in 0..sessions {
+            let sid = c.call("session/create", serde_json::json!({"cwd": ws})).await["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let read = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tool/call",
+                "params": {"session_id": sid, "name": "Read", "input": {"file_path": "f.txt"}}});
+            let read = format!("{read}\n");
+            for _ in 0..per {
+                c.send(&read).await;
+            }
+        }
+    });
+    let _ = Command::new("kill").arg("-TERM").arg(daemon.child.id().to_string()).status();
+    let _ = daemon.child.wait();
+    let store = dir.path().join("state/store");
+    let bytes: u64 = walk_size(&store);
+    let t = Instant::now();
+    let _daemon = start();
+    wait_for(&socket);
+    let listed = rt.block_on(async {
+        let mut c = Conn::open(&socket).await;
+        c.call("session/list", serde_json::json!({})).await["sessions"].as_array().unwrap().len()
+    });
+    println!(
+        "restart with {listed} sessions, {} events ({:.1} MB in the store): {:.0} ms until session/list answers",
+        sessions * per * 4,
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+}
+
+fn walk_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(
+                    |e| {
+                        if e.path().is_dir() {
+                            walk_size(&e.path())
+                        } else {
+                            e.metadata().map(|m| m.len()).unwrap_or(0)
+                        }
+                    },
+                )
+                .sum()
+        })
+        .unwrap_or(0)
 }

@@ -39,6 +39,19 @@ struct Args {
     /// and those that would run without asking in the read-only sandbox ask
     #[arg(long, env = "AGENTD_NO_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
     no_sandbox: bool,
+    /// Keep nothing across restarts: sessions and their events live in
+    /// memory only
+    #[arg(long, env = "AGENTD_EPHEMERAL", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
+    ephemeral: bool,
+    /// Sessions the store keeps; at start the least recently used beyond this are removed
+    #[arg(long, env = "AGENTD_STORE_MAX_SESSIONS", default_value_t = 1000)]
+    store_max_sessions: usize,
+    /// Bytes of one session's event log before it is rewritten with only what replay keeps
+    #[arg(long, env = "AGENTD_STORE_MAX_LOG_BYTES", default_value_t = 64 * 1024 * 1024)]
+    store_max_log_bytes: u64,
+    /// Days a session may stay untouched before the store removes it at start
+    #[arg(long, env = "AGENTD_STORE_MAX_IDLE_DAYS", default_value_t = 30)]
+    store_max_idle_days: u64,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -67,6 +80,13 @@ fn start(args: Args) -> anyhow::Result<()> {
     config.max_tool_concurrency = args.max_tool_concurrency;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     config.sandbox = crate::sandbox::SandboxConfig { helper: args.sandbox_helper, disabled: args.no_sandbox };
+    config.persist = !args.ephemeral;
+    config.store_limits = crate::store::disk::StoreLimits {
+        max_sessions: args.store_max_sessions.max(1),
+        max_log_bytes: args.store_max_log_bytes.max(64 * 1024),
+        max_idle: std::time::Duration::from_secs(args.store_max_idle_days.saturating_mul(24 * 3600)),
+        ..Default::default()
+    };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

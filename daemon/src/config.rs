@@ -55,6 +55,9 @@ pub struct Config {
     pub refuse_descendants: bool,
     /// What the session store keeps (sessions, log bytes, idle age).
     pub store_limits: crate::store::disk::StoreLimits,
+    /// Keep sessions in the state directory across restarts (`false`:
+    /// in memory only).
+    pub persist: bool,
 }
 
 impl Config {
@@ -70,6 +73,7 @@ impl Config {
             sandbox: crate::sandbox::SandboxConfig::default(),
             refuse_descendants: true,
             store_limits: crate::store::disk::StoreLimits::default(),
+            persist: true,
         }
     }
 }

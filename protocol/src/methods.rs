@@ -167,6 +167,10 @@ pub struct DaemonInfoResult {
     /// What the kernel sandbox around Bash commands can do here.
     #[serde(default)]
     pub sandbox: SandboxStatus,
+    /// Bytes the session store takes in `state_dir` (0 when the daemon
+    /// keeps nothing across restarts).
+    #[serde(default)]
+    pub store_bytes: u64,
 }
 
 /// `daemon/info`'s `sandbox`: what was found when the daemon started.

@@ -28,7 +28,7 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::error::DaemonError;
 use crate::session::SessionManager;
-use crate::store::DiskStore;
+use crate::store::{DiskStore, MemoryStore};
 
 /// What the RPC methods see: the daemon's state.
 pub struct DaemonState {
@@ -90,6 +90,7 @@ impl Daemon {
         }
         tracing::debug!(?config, "starting");
         crate::process::become_subreaper();
+        raise_open_file_limit();
         let mut socket = listen::open(&config.socket)?;
         socket.register_for_emergency();
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
@@ -108,7 +109,9 @@ impl Daemon {
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
         // Sessions' records and event logs (every session's commands and
         // results) are nobody's business inside a confined command.
-        if let Some(state) = &facility.state_dir {
+        if let Some(state) = &facility.state_dir
+            && config.persist
+        {
             facility.hide.push(state.join("store"));
         }
         let sandbox = Arc::new(facility);
@@ -119,10 +122,14 @@ impl Daemon {
             state_dir: config.state_dir.clone(),
             sessions: SessionManager::new(
                 root.clone(),
-                Arc::new(
-                    DiskStore::open(&config.state_dir, config.store_limits)
-                        .map_err(|e| DaemonError::io("open the session store in", &config.state_dir, e))?,
-                ),
+                if config.persist {
+                    Arc::new(
+                        DiskStore::open(&config.state_dir, config.store_limits)
+                            .map_err(|e| DaemonError::io("open the session store in", &config.state_dir, e))?,
+                    )
+                } else {
+                    Arc::new(MemoryStore::default())
+                },
                 config.max_tool_concurrency,
                 Arc::new(crate::tools::builtin_registry()),
                 crate::tools::external_sources(),
@@ -234,6 +241,18 @@ impl Daemon {
 }
 
 use std::os::unix::fs::DirBuilderExt;
+
+/// Raises the soft limit of open descriptors to the hard one: every
+/// connection, command and active session's event log holds some.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::warn!("cannot raise the open-file limit from {soft} to {hard}: {e}");
+    }
+}
 
 /// How often changed sessions are saved and event logs synced.
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);

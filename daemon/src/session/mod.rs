@@ -310,7 +310,9 @@ impl SessionManager {
                 for kind in unfinished {
                     log.push(kind);
                 }
-                session.saved.store(u64::MAX, Ordering::Relaxed);
+                // Its record is as the store has it; the events that ended
+                // what was unfinished are in its journal.
+                session.saved.store(session.executor.revision(), Ordering::Relaxed);
             }
             tracing::info!(session_id = %id, "session restored");
         }

@@ -318,7 +318,8 @@ impl Store for DiskStore {
         let path = dir.join("events.log");
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let journal = Arc::new(FileJournal {
-            file: Mutex::new(open_append(&path).ok()),
+            // Opened on the first event: an idle session holds no descriptor.
+            file: Mutex::new(None),
             path,
             dirty: AtomicBool::new(false),
             bytes: AtomicU64::new(bytes),

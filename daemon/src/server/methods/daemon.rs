@@ -24,6 +24,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             tasks: state.tracker.len() as u64,
             features: crate::BUILD_FEATURES.iter().map(|f| (*f).to_owned()).collect(),
             sandbox: state.sandbox.status.clone(),
+            store_bytes: state.sessions.store_size(),
         })
     });
 }
