@@ -60,6 +60,8 @@ pub struct DiskStore {
     root: PathBuf,
     limits: StoreLimits,
     journals: Mutex<HashMap<String, Arc<FileJournal>>>,
+    /// The store's size, and when it was measured.
+    size_cache: Mutex<Option<(std::time::Instant, u64)>>,
 }
 
 /// One session's `events.log`, open for appending.
@@ -123,7 +125,7 @@ impl DiskStore {
     pub fn open(state_dir: &Path, limits: StoreLimits) -> std::io::Result<DiskStore> {
         let root = state_dir.join("store");
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&root)?;
-        Ok(DiskStore { root, limits, journals: Mutex::new(HashMap::new()) })
+        Ok(DiskStore { root, limits, journals: Mutex::new(HashMap::new()), size_cache: Mutex::new(None) })
     }
 
     fn dir(&self, session_id: &str) -> PathBuf {
@@ -344,21 +346,32 @@ impl Store for DiskStore {
     }
 
     fn size(&self) -> u64 {
-        fn walk(dir: &Path) -> u64 {
-            std::fs::read_dir(dir)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .map(|e| match e.file_type() {
-                            Ok(t) if t.is_dir() => walk(&e.path()),
-                            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
-                        })
-                        .sum()
-                })
-                .unwrap_or(0)
+        // Walking the store costs a system call per file: measured at most
+        // once every few seconds.
+        let mut cached = self.size_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, bytes)) = *cached
+            && at.elapsed() < Duration::from_secs(5)
+        {
+            return bytes;
         }
-        walk(&self.root)
+        let bytes = dir_size(&self.root);
+        *cached = Some((std::time::Instant::now(), bytes));
+        bytes
     }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => dir_size(&e.path()),
+                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// CRC-32 (IEEE 802.3), as zlib computes it.
