@@ -66,6 +66,10 @@ struct LogInner {
     next_seq: u64,
     /// Live subscribers' channel, once there has been one.
     live: Option<broadcast::Sender<Arc<Event>>>,
+    /// While a batch is open: journal lines not written yet, and the events
+    /// not sent yet (they are sent once their lines are written).
+    unwritten: Vec<u8>,
+    unsent: Vec<Arc<Event>>,
 }
 
 /// A session's events.
@@ -76,6 +80,8 @@ pub struct EventLog {
     max_bytes: usize,
     /// Where events are written as they are pushed (the durable store).
     journal: Option<Arc<dyn crate::store::Journal>>,
+    /// Open batches ([`EventLog::batch`]).
+    batches: std::sync::atomic::AtomicUsize,
 }
 
 impl EventLog {
@@ -89,10 +95,18 @@ impl EventLog {
     pub fn with_bytes(capacity: usize, max_bytes: usize) -> Self {
         EventLog {
             closed: Default::default(),
-            inner: Mutex::new(LogInner { events: VecDeque::new(), bytes: 0, next_seq: 1, live: None }),
+            inner: Mutex::new(LogInner {
+                events: VecDeque::new(),
+                bytes: 0,
+                next_seq: 1,
+                live: None,
+                unwritten: Vec::new(),
+                unsent: Vec::new(),
+            }),
             capacity: capacity.max(1),
             max_bytes,
             journal: None,
+            batches: Default::default(),
         }
     }
 
@@ -137,10 +151,7 @@ impl EventLog {
         }
         let size = approx_size(&kind);
         let event = Arc::new(Event { seq, kind });
-        if let Some(journal) = &self.journal {
-            // Written before any client is sent it.
-            journal.append(&event);
-        }
+        let batched = self.batches.load(std::sync::atomic::Ordering::Acquire) > 0;
         inner.events.push_back((event.clone(), size));
         inner.bytes += size;
         while inner.events.len() > self.capacity || (inner.bytes > self.max_bytes && inner.events.len() > 1) {
@@ -148,12 +159,58 @@ impl EventLog {
                 inner.bytes -= gone;
             }
         }
+        if let Some(journal) = &self.journal {
+            // Written before any client is sent it; in a batch, with the
+            // batch's other events, in one write when the batch ends.
+            crate::store::journal_line(&event, &mut inner.unwritten);
+            if batched {
+                inner.unsent.push(event);
+                return seq;
+            }
+            journal.append_lines(&inner.unwritten);
+            inner.unwritten.clear();
+        }
+        // Events of a batch that just ended go first, in order.
+        let earlier = std::mem::take(&mut inner.unsent);
         if let Some(live) = &inner.live
             && live.receiver_count() > 0
         {
+            for e in earlier {
+                let _ = live.send(e);
+            }
             let _ = live.send(event);
         }
         seq
+    }
+
+    /// Opens a batch: until the last open batch ends, pushed events are
+    /// held, then written to the journal in one write and only then sent.
+    /// The executor opens one for as long as it holds its lock (and runs
+    /// what it started inline), so a turn's burst of events costs one write.
+    pub fn batch(&self) -> Batch<'_> {
+        self.batches.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Batch(self)
+    }
+
+    fn end_batch(&self) {
+        if self.batches.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) != 1 {
+            return;
+        }
+        let mut inner = self.lock();
+        if let Some(journal) = &self.journal
+            && !inner.unwritten.is_empty()
+        {
+            journal.append_lines(&inner.unwritten);
+            inner.unwritten.clear();
+        }
+        let unsent = std::mem::take(&mut inner.unsent);
+        if let Some(live) = &inner.live
+            && live.receiver_count() > 0
+        {
+            for event in unsent {
+                let _ = live.send(event);
+            }
+        }
     }
 
     /// The events after `after_seq` (none when `None`), a receiver of
@@ -207,6 +264,15 @@ impl EventLog {
     /// The last seq pushed (0 when none).
     pub fn last_seq(&self) -> u64 {
         self.lock().next_seq - 1
+    }
+}
+
+/// An open batch of a log; it ends when dropped.
+pub struct Batch<'a>(&'a EventLog);
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.0.end_batch();
     }
 }
 
@@ -317,5 +383,39 @@ mod tests {
         let _sub = log.subscribe(None).unwrap();
         assert!(log.lock().live.is_some());
         assert_eq!(log.subscriber_count(), 1);
+    }
+
+    #[derive(Default)]
+    struct Counting {
+        writes: Mutex<Vec<usize>>,
+    }
+
+    impl crate::store::Journal for Counting {
+        fn append_lines(&self, lines: &[u8]) {
+            let n = lines.iter().filter(|b| **b == b'\n').count();
+            self.writes.lock().unwrap().push(n);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_written_once_and_sent_only_after_it_is_written() {
+        let journal = Arc::new(Counting::default());
+        let log = EventLog::durable(100, Some(journal.clone()), Vec::new());
+        let mut sub = log.subscribe(None).unwrap();
+        {
+            let _batch = log.batch();
+            for t in ["a", "b", "c"] {
+                log.push(done(t));
+            }
+            assert!(journal.writes.lock().unwrap().is_empty(), "nothing written inside the batch");
+            assert!(sub.receiver.try_recv().is_err(), "nothing sent before it is written");
+        }
+        assert_eq!(*journal.writes.lock().unwrap(), [3], "one write of three lines");
+        for seq in 1..=3 {
+            assert_eq!(sub.receiver.recv().await.unwrap().seq, seq);
+        }
+        log.push(done("d"));
+        assert_eq!(*journal.writes.lock().unwrap(), [3, 1], "outside a batch: at once");
+        assert_eq!(sub.receiver.recv().await.unwrap().seq, 4);
     }
 }

@@ -266,6 +266,8 @@ struct Inner {
 struct Locked<'a> {
     guard: Option<std::sync::MutexGuard<'a, Inner>>,
     tracker: &'a TaskTracker,
+    /// The events pushed meanwhile are written (and sent) together.
+    batch: Option<events::Batch<'a>>,
 }
 
 impl std::ops::Deref for Locked<'_> {
@@ -290,6 +292,7 @@ impl Drop for Locked<'_> {
         for start in starts {
             crate::inline::run_or_spawn(self.tracker, start);
         }
+        drop(self.batch.take());
     }
 }
 
@@ -459,7 +462,8 @@ impl SessionExecutor {
     }
 
     fn lock(&self) -> Locked<'_> {
-        Locked { guard: Some(self.inner.lock().unwrap_or_else(|e| e.into_inner())), tracker: &self.tracker }
+        let batch = Some(self.events.batch());
+        Locked { guard: Some(self.inner.lock().unwrap_or_else(|e| e.into_inner())), tracker: &self.tracker, batch }
     }
 
     /// The session's event log.

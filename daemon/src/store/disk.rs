@@ -75,15 +75,16 @@ pub struct FileJournal {
 }
 
 impl Journal for FileJournal {
-    fn append(&self, event: &Event) {
-        let Ok(json) = serde_json::to_string(event) else { return };
-        let line = format!("{:08x} {json}\n", crc32(json.as_bytes()));
+    fn append_lines(&self, line: &[u8]) {
+        if line.is_empty() {
+            return;
+        }
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if file.is_none() {
             *file = open_append(&self.path).inspect_err(|e| warn_once(&self.path, e)).ok();
         }
         let Some(f) = file.as_mut() else { return };
-        match f.write_all(line.as_bytes()) {
+        match f.write_all(line) {
             Ok(()) => {
                 self.bytes.fetch_add(line.len() as u64, Ordering::Relaxed);
                 self.dirty.store(true, Ordering::Release);
@@ -143,9 +144,7 @@ impl DiskStore {
         let tmp = journal.path.with_extension("log.tmp");
         let mut body = Vec::new();
         for event in events {
-            if let Ok(json) = serde_json::to_string(&**event) {
-                body.extend_from_slice(format!("{:08x} {json}\n", crc32(json.as_bytes())).as_bytes());
-            }
+            super::journal_line(event, &mut body);
         }
         match write_atomically(&tmp, &journal.path, &body) {
             Ok(()) => {

@@ -67,9 +67,30 @@ pub struct Stored {
 
 /// Where a session's events go as they happen.
 pub trait Journal: Send + Sync + 'static {
-    /// Appends an event. Called in seq order under the event log's lock;
-    /// must not block for long (a write, no sync).
-    fn append(&self, event: &Event);
+    /// Appends lines made by [`journal_line`], in one write. Called in seq
+    /// order under the event log's lock; must not block for long (a write,
+    /// no sync).
+    fn append_lines(&self, lines: &[u8]);
+
+    /// Appends one event.
+    fn append(&self, event: &Event) {
+        let mut line = Vec::new();
+        journal_line(event, &mut line);
+        self.append_lines(&line);
+    }
+}
+
+/// Appends an event's journal line to `out`: `<crc32 in hex> <JSON>\n`.
+pub fn journal_line(event: &Event, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(b"00000000 ");
+    if serde_json::to_writer(&mut *out, event).is_err() {
+        out.truncate(start);
+        return;
+    }
+    let crc = disk::crc32(&out[start + 9..]);
+    out[start..start + 8].copy_from_slice(format!("{crc:08x}").as_bytes());
+    out.push(b'\n');
 }
 
 /// Durable session records.
