@@ -373,24 +373,10 @@ fn dir_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// CRC-32 (IEEE 802.3), as zlib computes it.
+/// CRC-32 (IEEE 802.3), as zlib computes it (crc32fast: SIMD where the
+/// CPU has it; the journal checksums every event).
 pub fn crc32(bytes: &[u8]) -> u32 {
-    static TABLE: std::sync::LazyLock<[u32; 256]> = std::sync::LazyLock::new(|| {
-        let mut table = [0u32; 256];
-        for (i, slot) in table.iter_mut().enumerate() {
-            let mut c = i as u32;
-            for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
-            }
-            *slot = c;
-        }
-        table
-    });
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc = TABLE[((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
+    crc32fast::hash(bytes)
 }
 
 #[cfg(test)]
