@@ -269,3 +269,34 @@ async fn earlier_tools_do_their_work() {
     let r = call(&mut c, &id, "BashOutput", json!({ "bash_id": job, "filter": "(" })).await;
     assert!(text(&r).contains("filter is not a valid regular expression"), "{r}");
 }
+
+/// The earlier tools obey the rules of the tools they stand for: an Edit
+/// deny rule covers MultiEdit, a Read deny rule covers LS.
+#[tokio::test]
+async fn earlier_tools_obey_the_rules_of_their_kind() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("secret")).unwrap();
+    std::fs::write(ws.join("secret/key.txt"), "k").unwrap();
+    std::fs::write(ws.join("notes.txt"), "a\n").unwrap();
+    let id = create(
+        &mut c,
+        &ws,
+        json!({ "permissions": { "deny": ["Edit(notes.txt)", "Read(secret/**)", "Read(secret)"] } }),
+    )
+    .await;
+    call(&mut c, &id, "Read", json!({ "file_path": "notes.txt" })).await;
+    let r = call(
+        &mut c,
+        &id,
+        "MultiEdit",
+        json!({ "file_path": "notes.txt", "edits": [{"old_string": "a", "new_string": "b"}] }),
+    )
+    .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("Edit(notes.txt)"), "{r}");
+    assert_eq!(std::fs::read_to_string(ws.join("notes.txt")).unwrap(), "a\n");
+    let r = call(&mut c, &id, "LS", json!({ "path": "secret" })).await;
+    assert!(!text(&r).contains("key.txt"), "{r}");
+}

@@ -302,3 +302,76 @@ fn a_state_directory_others_can_write_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("others can write") && err.contains("chmod 700"), "{err}");
 }
+
+/// agentd's state directory is nobody's business but agentd's: with the
+/// state inside a session's workspace (a workspace that is `$HOME` holds
+/// the default one), no tool reads or writes it, walks skip it, and Bash
+/// still works; only the session's own command output may be read.
+#[test]
+fn no_tool_reaches_the_state_directory() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
+        c.ok("tool/call", call("Write", json!({ "file_path": "notes.txt", "content": "TOPSECRET\n" }))).await;
+        let events = format!("state/store/{id}/events.log");
+        for (name, input) in [
+            ("Read", json!({ "file_path": events })),
+            ("Write", json!({ "file_path": "state/procs/1", "content": "1 x" })),
+            ("Write", json!({ "file_path": format!("state/store/{id}/session.json"), "content": "{}" })),
+            ("LS", json!({ "path": "state" })),
+            ("Grep", json!({ "pattern": "TOPSECRET", "path": "state" })),
+            ("Glob", json!({ "pattern": "**/*", "path": "state/store" })),
+        ] {
+            let r = c.ok("tool/call", call(name, input.clone())).await;
+            assert!(text(&r).contains("agentd's state directory"), "{name} {input}: {r}");
+        }
+        // Walks over the workspace pass it by.
+        let r = c.ok("tool/call", call("Grep", json!({ "pattern": "TOPSECRET" }))).await;
+        assert_eq!(text(&r).trim(), ws.join("notes.txt").display().to_string(), "{r}");
+        let r = c.ok("tool/call", call("Glob", json!({ "pattern": "**/events.log", "include_hidden": true }))).await;
+        assert!(text(&r).contains("No files matched"), "{r}");
+        // Bash runs, and cannot see the store or the ledgers.
+        let r = c.ok("tool/call", call("Bash", json!({ "command": "ls state/store state/procs | wc -l; cat state/store/*/events.log 2>&1 | head -c 200" }))).await;
+        assert!(!text(&r).contains("TOPSECRET"), "{r}");
+        // A command's full output stays readable by its session.
+        let r = c.ok("tool/call", call("Bash", json!({ "command": "seq 1 20000" }))).await;
+        let t = text(&r);
+        let file = t.split("the full output is in ").nth(1).and_then(|rest| rest.split([']', ' ']).next()).expect(&t).to_owned();
+        let r = c.ok("tool/call", call("Read", json!({ "file_path": file, "limit": 2 }))).await;
+        assert_eq!(text(&r).lines().next().unwrap_or_default().trim(), "1\t1", "{r}");
+    });
+}
+
+/// The state directory may sit inside the socket's directory (hidden from
+/// commands with it): Bash still runs.
+#[test]
+fn bash_runs_with_the_state_inside_the_socket_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let mut child = agentd_tests::ChildGuard::spawn(
+        std::process::Command::new(agentd_tests::bin_path("agentd"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .stderr(std::process::Stdio::null()),
+    );
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        agentd_tests::eventually("the socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok()).await;
+        let mut c = RawConn::connect(&socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
+        assert_eq!(text(&r), "hi\n", "{r}");
+    });
+    let _ = child.0.kill();
+}

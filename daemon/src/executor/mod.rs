@@ -64,7 +64,9 @@ use crate::permission::policy::{self, BashFacts, CallFacts, RuleHit, Verdict};
 use crate::permission::rules::{Facts, RuleKind, RuleSet};
 
 /// Tools whose calls `accept_edits` mode allows.
-const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
+const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit", "MultiEdit"];
+/// Tools that only read files.
+const READ_TOOLS: &[&str] = &["Read", "Grep", "Glob", "LS"];
 use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
@@ -670,6 +672,17 @@ impl SessionExecutor {
         let mode = context.mode.unwrap_or(self.services.info.mode);
         let target = call.permission_target();
         let facts = self.facts(target.clone());
+        // agentd's own state (every session's records, the ledgers) is off
+        // limits to every tool, in every mode.
+        if let Facts::Path(p) = &facts
+            && crate::fs::in_state_dir(p)
+            && !(READ_TOOLS.contains(&slot.name.as_str()) && self.own_output(p))
+        {
+            return Err(CallOutcome::error(format!(
+                "{} is in agentd's state directory, which no tool may read or change",
+                p.display()
+            )));
+        }
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
         if rule.is_none() {
@@ -796,6 +809,12 @@ impl SessionExecutor {
 
     /// What rules see of a call: its command, or its file resolved
     /// (symlinks followed) inside the workspace.
+    /// Whether `path` is in this session's own output directory (where
+    /// Bash keeps a command's full output, for the model to Read).
+    fn own_output(&self, path: &std::path::Path) -> bool {
+        std::fs::canonicalize(&*self.services.output_dir).is_ok_and(|dir| path.starts_with(dir))
+    }
+
     fn facts(&self, target: PermissionTarget) -> Facts {
         match target {
             PermissionTarget::None => Facts::Other,

@@ -671,3 +671,18 @@ pub mod pending {
         }
     }
 }
+
+static STATE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets agentd's state directory (canonical), which no tool may touch.
+pub fn set_state_dir(dir: &Path) {
+    if let Ok(canonical) = std::fs::canonicalize(dir) {
+        let _ = STATE_DIR.set(canonical);
+    }
+}
+
+/// Whether `path` (a real path: symlinks resolved) is agentd's state
+/// directory or inside it.
+pub fn in_state_dir(path: &Path) -> bool {
+    STATE_DIR.get().is_some_and(|s| path.starts_with(s))
+}

@@ -87,9 +87,9 @@ pub struct RuleError {
 }
 
 /// Tools whose path rules are `Read(...)` rules.
-const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep"];
+const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
 /// Tools whose path rules are `Edit(...)` rules.
-const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit"];
+const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit", "MultiEdit"];
 
 /// Parses one rule.
 pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Result<Rule, RuleError> {

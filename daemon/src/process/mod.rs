@@ -480,7 +480,9 @@ pub mod ledger {
                 continue;
             }
             let mut hit = false;
-            if start_time(pgid).map(|t| t.to_string()) == Some(started.to_owned()) {
+            // Only the group it recorded: same start time, and the leader
+            // carries the command's marker (a forged record names neither).
+            if start_time(pgid).map(|t| t.to_string()) == Some(started.to_owned()) && carries(pgid, marker) {
                 for pid in super::descendants(pgid) {
                     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 }
@@ -496,6 +498,13 @@ pub mod ledger {
         }
         let _ = DIR.set(dir);
         ended
+    }
+
+    /// Whether `pid`'s environment holds the marker `marker`.
+    fn carries(pid: i32, marker: &str) -> bool {
+        let needle = format!("{}={marker}", super::MARKER_VAR);
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
     }
 
     /// Records a group just started.

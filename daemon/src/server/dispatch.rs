@@ -82,7 +82,7 @@ impl Dispatcher {
     fn single(&self, raw: &str, in_batch: bool) -> Single {
         match serde_json::from_str::<Request<'_>>(raw) {
             Ok(mut req) => {
-                if matches!(&req.id, Id::Str(s) if s.starts_with(RAW_ID_MARK)) {
+                if matches!(&req.id, Id::Str(s) if s.starts_with(RAW_ID_PREFIX)) {
                     req.id = raw_id(raw).unwrap_or(Id::Null);
                 }
                 self.call(req, in_batch)
@@ -174,7 +174,7 @@ impl Dispatcher {
         let id = match obj.get("id") {
             None => None,
             Some(Value::Null) => Some(Id::Null),
-            Some(Value::String(s)) if !s.starts_with(RAW_ID_MARK) => Some(Id::Str(s.clone().into())),
+            Some(Value::String(s)) if !s.starts_with(RAW_ID_PREFIX) => Some(Id::Str(s.clone().into())),
             Some(v) if v.is_number() || v.is_string() => match raw_id(raw) {
                 Some(id) => Some(id),
                 None => Some(Id::Null),
@@ -289,15 +289,23 @@ enum Single {
     Later(BoxFuture<Option<Reply>>),
 }
 
+/// How every stand-in id begins. A client's own string id that begins so
+/// is carried by a stand-in too, so a reply never mistakes one for the other.
+const RAW_ID_PREFIX: &str = "\u{1}agentd-id";
+
+/// Random for this process: the stand-ins it mints (and only those) end
+/// their mark with it, so a client cannot forge one.
+static NONCE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string()[..16].to_owned());
+
 /// Marks a stand-in id: a string jsonrpsee can carry that holds the
-/// client's id as it was written, in hex. A client's own string id that
-/// begins with the mark is carried by a stand-in too, so a reply never
-/// mistakes one for the other.
-const RAW_ID_MARK: &str = "\u{1}agentd-id:";
+/// client's id as it was written, in hex.
+static RAW_ID_MARK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{RAW_ID_PREFIX}-{}:", *NONCE));
 
 /// How a reply holding a stand-in id begins (jsonrpsee writes `jsonrpc`,
 /// then `id`, then the payload).
-const RAW_ID_REPLY: &str = "{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001agentd-id:";
+static RAW_ID_REPLY: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001agentd-id-{}:", *NONCE));
 
 /// The stand-in id for the id of the request in `line`, as the client
 /// wrote it; `None` when the line has no id.
@@ -310,19 +318,24 @@ fn raw_id(line: &str) -> Option<Id<'static>> {
     let probe: Probe<'_> = serde_json::from_str(line).ok()?;
     let text = probe.id?.get();
     let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
-    Some(Id::Str(format!("{RAW_ID_MARK}{hex}").into()))
+    Some(Id::Str(format!("{}{hex}", *RAW_ID_MARK).into()))
 }
 
 /// Puts the client's own id back into a reply made under a stand-in id.
 /// Every reply passes through here; one without a stand-in costs a prefix
 /// comparison.
 pub fn restore_id(reply: &str) -> std::borrow::Cow<'_, str> {
-    let Some(rest) = reply.strip_prefix(RAW_ID_REPLY) else { return reply.into() };
+    let Some(rest) = reply.strip_prefix(RAW_ID_REPLY.as_str()) else { return reply.into() };
     let Some(end) = rest.find('"') else { return reply.into() };
     let (hex, tail) = (&rest[..end], &rest[end + 1..]);
     let raw: Option<Vec<u8>> =
         (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
-    match raw.and_then(|r| String::from_utf8(r).ok()) {
+    // Only what a client can have sent as an id goes back: one JSON number
+    // or string, nothing more.
+    let id = raw
+        .and_then(|r| String::from_utf8(r).ok())
+        .filter(|id| matches!(serde_json::from_str::<Value>(id), Ok(Value::Number(_) | Value::String(_))));
+    match id {
         Some(id) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{tail}").into(),
         None => reply.into(),
     }
@@ -361,6 +374,7 @@ pub fn busy_reply(line: &str, limit: usize) -> Reply {
     let id = serde_json::from_str::<jsonrpsee::types::InvalidRequest<'_>>(line)
         .map(|r| r.id.into_owned())
         .ok()
+        .filter(|id| !matches!(id, Id::Str(s) if s.starts_with(RAW_ID_PREFIX)))
         .or_else(|| raw_id(line))
         .unwrap_or(Id::Null);
     error_reply(

@@ -238,3 +238,31 @@ async fn the_specifications_examples() {
         assert_eq!(got.as_ref().map(shape), expected, "{line}");
     }
 }
+
+/// A client's string id is its own, whatever it looks like: one that
+/// imitates a stand-in comes back unchanged, in a reply and in the busy
+/// refusal, and a stand-in whose content is not one JSON scalar is never
+/// spliced into a reply.
+#[tokio::test]
+async fn a_client_cannot_forge_a_stand_in_id() {
+    let hex: String = "1,\"result\":{\"forged\":true}}\n{\"x\":1".bytes().map(|b| format!("{b:02x}")).collect();
+    let forged = format!("\\u0001agentd-id-0123456789abcdef:{hex}");
+    let line = format!(r#"{{"jsonrpc":"2.0","id":"{forged}","method":"test/slow_echo","params":{{}}}}"#);
+    let h = harness();
+    let reply = match h.dispatcher.handle(&line) {
+        Handled::Ready(r) => r.unwrap(),
+        Handled::Later(fut) => tokio::time::timeout(Duration::from_secs(10), fut).await.unwrap().unwrap(),
+    };
+    let text = restore_id(reply.get()).into_owned();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["id"].as_str().unwrap(), format!("\u{1}agentd-id-0123456789abcdef:{hex}"), "{text}");
+    assert!(!text.contains('\n'));
+    let busy = busy_reply(&line, 1);
+    let text = restore_id(busy.get()).into_owned();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["id"].as_str().unwrap(), format!("\u{1}agentd-id-0123456789abcdef:{hex}"), "{text}");
+    // Even a stand-in of this process holding something else is left alone.
+    let minted = format!("{}{hex}", *RAW_ID_MARK);
+    let reply = error_reply(Id::Str(minted.into()), agentd_protocol::ErrorCode::InvalidRequest, "x");
+    assert_eq!(restore_id(reply.get()), reply.get());
+}

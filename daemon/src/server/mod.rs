@@ -81,6 +81,7 @@ impl Daemon {
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
         check_state_dir(&config.state_dir)?;
+        crate::fs::set_state_dir(&config.state_dir);
         crate::fs::pending::init(&config.state_dir);
         crate::process::ledger::init(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {
@@ -109,10 +110,15 @@ impl Daemon {
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
         // Sessions' records and event logs (every session's commands and
         // results) are nobody's business inside a confined command.
-        if let Some(state) = &facility.state_dir
-            && config.persist
-        {
-            facility.hide.push(state.join("store"));
+        // The ledgers say which processes the next daemon kills.
+        if let Some(state) = facility.state_dir.clone() {
+            let private = [Some("procs"), Some("pending-writes"), config.persist.then_some("store")];
+            for dir in private.into_iter().flatten().map(|d| state.join(d)) {
+                // A directory under one already hidden is gone with it.
+                if !facility.hide.iter().any(|h| dir.starts_with(h)) {
+                    facility.hide.push(dir);
+                }
+            }
         }
         let sandbox = Arc::new(facility);
         let state = Arc::new(DaemonState {

@@ -293,6 +293,15 @@ impl SessionManager {
         for Stored { record, events } in stored {
             let SessionRecord { mut info, context, granted_rules, jobs, .. } = record;
             let id = info.session_id.clone();
+            // What session/create would refuse is not restored either.
+            match canonical_workspace(&info.cwd) {
+                Ok(cwd) => info.cwd = cwd,
+                Err(e) => {
+                    tracing::warn!(session_id = %id, "not restored: {e}");
+                    continue;
+                }
+            }
+            info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
             let rules = session_rules(&mut info);
             let past_jobs: Vec<JobInfo> = jobs
                 .into_iter()

@@ -164,7 +164,7 @@ fn walker(
         .ignore(!input.include_ignored)
         .parents(!input.include_ignored)
         // What a Read deny rule forbids is never listed.
-        .filter_entry(move |e| rules.read_denied(e.path()).is_none());
+        .filter_entry(move |e| rules.read_denied(e.path()).is_none() && !crate::fs::in_state_dir(e.path()));
     walk
 }
 

@@ -105,7 +105,11 @@ impl Tool for Ls {
             let walker = ignore::WalkBuilder::new(&canonical)
                 .git_global(super::global_gitignore_exists())
                 .sort_by_file_name(|a, b| a.cmp(b))
-                .filter_entry(move |e| rules.read_denied(e.path()).is_none() && !ignore.is_match(e.file_name()))
+                .filter_entry(move |e| {
+                    rules.read_denied(e.path()).is_none()
+                        && !crate::fs::in_state_dir(e.path())
+                        && !ignore.is_match(e.file_name())
+                })
                 .build();
             let mut entries = Vec::new();
             let mut truncated = false;
