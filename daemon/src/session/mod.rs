@@ -57,6 +57,8 @@ pub struct Session {
     past_jobs: Vec<JobInfo>,
     /// The executor's revision when the session was last saved.
     saved: AtomicU64,
+    /// Closed and deleted: never saved again.
+    removed: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -110,6 +112,9 @@ pub struct SessionManager {
     /// Tool sets by the options that made them: sessions with the same
     /// options share one (its definitions are most of a session's memory).
     toolsets: Mutex<HashMap<String, std::sync::Weak<ToolSet>>>,
+    /// Held while sessions are saved and while one is deleted, so a save
+    /// never brings back a session just closed.
+    saving: Mutex<()>,
 }
 
 impl SessionManager {
@@ -139,6 +144,7 @@ impl SessionManager {
             state_dir,
             sandbox,
             toolsets: Mutex::new(HashMap::new()),
+            saving: Mutex::new(()),
         }
     }
 
@@ -270,7 +276,8 @@ impl SessionManager {
             self.tracker.clone(),
         );
         let saved = AtomicU64::new(executor.revision());
-        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved };
+        let removed = Default::default();
+        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
     }
 
@@ -289,7 +296,7 @@ impl SessionManager {
         };
         let mut stored = stored;
         stored.sort_by_key(|s| s.record.info.created_at_ms);
-        let count = stored.len();
+        let mut count = 0;
         for Stored { record, events } in stored {
             let SessionRecord { mut info, context, granted_rules, jobs, .. } = record;
             let id = info.session_id.clone();
@@ -324,6 +331,7 @@ impl SessionManager {
                 session.saved.store(session.executor.revision(), Ordering::Relaxed);
             }
             tracing::info!(session_id = %id, "session restored");
+            count += 1;
         }
         self.flush();
         count
@@ -332,8 +340,12 @@ impl SessionManager {
     /// Saves what changed in each session since it was last saved, and
     /// syncs the event logs (called every 200 ms and at shutdown).
     pub fn flush(&self) {
+        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         let sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
         for session in sessions {
+            if session.removed.load(Ordering::Relaxed) {
+                continue;
+            }
             let revision = session.executor.revision();
             if session.saved.swap(revision, Ordering::Relaxed) == revision {
                 continue;
@@ -399,6 +411,8 @@ impl SessionManager {
             .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
         session.executor.close();
         session.cancel.cancel();
+        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        session.removed.store(true, Ordering::Relaxed);
         // Full outputs of its commands go with the session.
         let dir = self.state_dir.join("sessions").join(session_id);
         if let Err(e) = std::fs::remove_dir_all(&dir)
