@@ -223,7 +223,8 @@ impl EventLog {
             None => Vec::new(),
             Some(after) => self.after(&inner, after)?,
         };
-        Ok(Subscription { replay, receiver, last_seq: inner.next_seq - 1 })
+        // Events of an open batch are not written yet: they come live.
+        Ok(Subscription { replay, receiver, last_seq: committed(&inner) })
     }
 
     /// The events after `after_seq`, for a subscriber that fell behind.
@@ -242,7 +243,8 @@ impl EventLog {
             return Err(ReplayError::Gone { after_seq: after, oldest });
         }
         let skip = (after + 1 - oldest) as usize;
-        Ok(inner.events.iter().skip(skip).map(|(e, _)| e.clone()).collect())
+        let committed = committed(inner);
+        Ok(inner.events.iter().skip(skip).map(|(e, _)| e.clone()).take_while(|e| e.seq <= committed).collect())
     }
 
     /// How many live subscribers (attached streams) there are.
@@ -265,6 +267,11 @@ impl EventLog {
     pub fn last_seq(&self) -> u64 {
         self.lock().next_seq - 1
     }
+}
+
+/// The last seq written (and so sendable): what an open batch holds is not.
+fn committed(inner: &LogInner) -> u64 {
+    inner.next_seq - 1 - inner.unsent.len() as u64
 }
 
 /// An open batch of a log; it ends when dropped.
@@ -417,5 +424,14 @@ mod tests {
         log.push(done("d"));
         assert_eq!(*journal.writes.lock().unwrap(), [3, 1], "outside a batch: at once");
         assert_eq!(sub.receiver.recv().await.unwrap().seq, 4);
+        // A subscriber that comes during a batch replays only what is
+        // written; the rest reaches it live once written.
+        let batch = log.batch();
+        log.push(done("e"));
+        let mut late = log.subscribe(Some(0)).unwrap();
+        assert_eq!(late.replay.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(late.last_seq, 4);
+        drop(batch);
+        assert_eq!(late.receiver.recv().await.unwrap().seq, 5);
     }
 }
