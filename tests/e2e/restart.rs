@@ -363,7 +363,9 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
             .arg(dir.path().join("state"))
             .stderr(std::process::Stdio::null()),
     );
-    let ws = dir.path().join("ws");
+    // The workspace elsewhere: the socket's directory would be hidden.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let ws = elsewhere.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let rt = rt();
     rt.block_on(async {
@@ -372,6 +374,21 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
         let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
         let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
         assert_eq!(text(&r), "hi\n", "{r}");
+        // Its directory carries over, so the call's own files were reachable.
+        let b = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let r = c
+            .ok("tool/call", json!({ "session_id": b, "name": "Bash", "input": { "command": "cd sub && echo in" } }))
+            .await;
+        assert!(
+            text(&r).starts_with("in\n[the shell's directory is now ") && !text(&r).contains("No such file"),
+            "{r}"
+        );
+        let r = c.ok("tool/call", json!({ "session_id": b, "name": "Bash", "input": { "command": "pwd" } })).await;
+        assert!(text(&r).trim_end().ends_with("/sub"), "{r}");
     });
     let _ = child.0.kill();
 }

@@ -106,8 +106,19 @@ impl Daemon {
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox);
-        facility.hide = path.parent().filter(|d| d.is_dir()).map(Path::to_path_buf).into_iter().collect();
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
+        // The socket's directory is hidden from commands (they are refused
+        // by the peer check anyway) — unless it holds the state directory,
+        // where each call keeps its temporary directory and output.
+        let socket_dir = path.parent().and_then(|d| std::fs::canonicalize(d).ok());
+        match (&socket_dir, &facility.state_dir) {
+            (Some(dir), Some(state)) if state.starts_with(dir) => tracing::info!(
+                "the state directory {} is inside the socket's directory; that directory is not hidden from commands",
+                state.display()
+            ),
+            (Some(dir), _) => facility.hide.push(dir.clone()),
+            _ => {}
+        }
         // Sessions' records and event logs (every session's commands and
         // results) are nobody's business inside a confined command.
         // The ledgers say which processes the next daemon kills.
