@@ -127,19 +127,7 @@ fn rpc(args: &[String]) {
         socket: echo_sock,
     };
     let agentd_sock = dir.path().join("agentd.sock");
-    let daemon = Server {
-        name: "agentd daemon/info",
-        child: Command::new(&agentd)
-            .arg("--socket")
-            .arg(&agentd_sock)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-        socket: agentd_sock,
-    };
+    let daemon = agentd_server("agentd daemon/info", &agentd, dir.path(), &agentd_sock, false);
     wait_for(&echo.socket);
     wait_for(&daemon.socket);
 
@@ -229,19 +217,7 @@ fn bash(args: &[String]) {
     let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
     assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
     let socket = dir.path().join("agentd.sock");
-    let _daemon = Server {
-        name: "agentd",
-        child: Command::new(&agentd)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-        socket: socket.clone(),
-    };
+    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
     wait_for(&socket);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (direct, rows) = rt.block_on(async {
@@ -335,19 +311,7 @@ fn search(args: &[String]) {
     let me = std::env::current_exe().unwrap();
     let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
     let socket = dir.path().join("agentd.sock");
-    let _daemon = Server {
-        name: "agentd",
-        child: Command::new(&agentd)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-        socket: socket.clone(),
-    };
+    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
     wait_for(&socket);
     let files = Command::new("rg").arg("--files").current_dir(&corpus).output().expect("rg is installed");
     let file_count = files.stdout.iter().filter(|b| **b == b'\n').count();
@@ -458,20 +422,7 @@ fn calls(args: &[String]) {
     let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
     assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
     let socket = dir.path().join("agentd.sock");
-    let daemon = Server {
-        name: "agentd",
-        child: Command::new(&agentd)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .env("AGENTD_EPHEMERAL", if ephemeral { "1" } else { "0" })
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-        socket: socket.clone(),
-    };
+    let daemon = agentd_server("agentd", &agentd, dir.path(), &socket, ephemeral);
     let pid = daemon.child.id();
     println!(
         "{}",
@@ -609,19 +560,7 @@ fn restart(args: &[String]) {
     let me = std::env::current_exe().unwrap();
     let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
     let socket = dir.path().join("agentd.sock");
-    let start = || Server {
-        name: "agentd",
-        child: Command::new(&agentd)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-        socket: socket.clone(),
-    };
+    let start = || agentd_server("agentd", &agentd, dir.path(), &socket, false);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut daemon = start();
     wait_for(&socket);
@@ -676,4 +615,20 @@ fn walk_size(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// The real `agentd` on `socket`, its state in `dir/state`, quiet; kept
+/// in memory only with `ephemeral`.
+fn agentd_server(name: &'static str, agentd: &Path, dir: &Path, socket: &Path, ephemeral: bool) -> Server {
+    let child = Command::new(agentd)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .env("RUST_LOG", "warn")
+        .env("AGENTD_EPHEMERAL", if ephemeral { "1" } else { "0" })
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    Server { name, socket: socket.to_owned(), child }
 }

@@ -197,19 +197,7 @@ mod tests {
 
     #[test]
     fn committed_docs_match_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DOCS_PATH);
-        let fresh = protocol_markdown();
-        if std::env::var_os("UPDATE_SCHEMA").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &fresh).unwrap();
-            return;
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == fresh,
-            "{DOCS_PATH} is out of date with the protocol types; rewrite it with `{}` and commit it",
-            crate::schema::REGENERATE_COMMAND
-        );
+        crate::schema::tests::committed_matches(DOCS_PATH, &protocol_markdown());
     }
 
     #[test]

@@ -79,23 +79,28 @@ pub fn protocol_schema_text() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn committed_schema_matches_the_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(SCHEMA_PATH);
-        let fresh = protocol_schema_text();
+    /// Compares the committed file at `rel` (from the workspace root) with
+    /// `fresh`, or rewrites it when `UPDATE_SCHEMA` is set.
+    pub(crate) fn committed_matches(rel: &str, fresh: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
         if std::env::var_os("UPDATE_SCHEMA").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &fresh).unwrap();
+            std::fs::write(&path, fresh).unwrap();
             return;
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == fresh,
-            "{SCHEMA_PATH} is out of date with the protocol types; rewrite it with `{REGENERATE_COMMAND}` and commit it"
+            "{rel} is out of date with the protocol types; rewrite it with `{REGENERATE_COMMAND}` and commit it"
         );
+    }
+
+    #[test]
+    fn committed_schema_matches_the_types() {
+        committed_matches(SCHEMA_PATH, &protocol_schema_text());
     }
 
     #[test]
