@@ -241,7 +241,8 @@ fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let blocks = work.path().join("turn.jsonl");
-    std::fs::write(&blocks, "{\"id\": \"long\", \"name\": \"Bash\", \"input\": {\"command\": \"sleep 30\"}}\n")
+    // A duration no other test uses: the test waits for this very sleep.
+    std::fs::write(&blocks, "{\"id\": \"long\", \"name\": \"Bash\", \"input\": {\"command\": \"sleep 30.0417\"}}\n")
         .unwrap();
     let child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
         .args(["--socket", d.socket.to_str().unwrap(), "run", blocks.to_str().unwrap(), "--mode", "bypass"])
@@ -254,10 +255,9 @@ fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     // Interrupt once the command runs (its sleep exists).
     agentd_tests::eventually_blocking("the command starts", || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .any(|e| std::fs::read(e.path().join("cmdline")).map(|c| c.starts_with(b"sleep\x0030")).unwrap_or(false))
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline")).map(|c| c.starts_with(b"sleep\x0030.0417")).unwrap_or(false)
+        })
     });
     let started = std::time::Instant::now();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();

@@ -251,7 +251,7 @@ async fn earlier_tools_do_their_work() {
         &id,
         "Bash",
         json!({
-            "command": "echo keep; echo drop; sleep 30", "run_in_background": true
+            "command": "echo keep; echo drop; sleep 29.5", "run_in_background": true
         }),
     )
     .await;
