@@ -17,8 +17,16 @@ fn text(v: &Value) -> String {
     v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-/// Longer than the store's flush interval: what changed is saved.
-const SAVED: Duration = Duration::from_millis(700);
+/// Waits until the store's record of `id` (saved by the daemon's periodic
+/// flush) holds every one of `needles`.
+async fn saved(d: &StandaloneDaemon, id: &str, needles: &[&str]) {
+    let path = d.dir.path().join("state/store").join(id).join("session.json");
+    agentd_tests::eventually("the session is saved", || {
+        let record = std::fs::read_to_string(&path).unwrap_or_default();
+        needles.iter().all(|n| record.contains(n))
+    })
+    .await;
+}
 
 fn kill9(d: &mut StandaloneDaemon) {
     d.signal(Signal::SIGKILL);
@@ -53,7 +61,7 @@ fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
             .await;
         let turn = r["turn_id"].as_str().unwrap().to_owned();
         let seen = events.until(|e| e["tool_use_id"] == "long" && e["type"] == "tool/started").await;
-        tokio::time::sleep(SAVED).await;
+        saved(&d, &id, &["Survive", "notes.txt"]).await;
         (id, seen.last().unwrap()["seq"].as_u64().unwrap(), turn)
     });
     assert!(!procs(&format!("sleep 1000{t}")).is_empty());
@@ -118,7 +126,7 @@ fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
         events.until(|e| e["type"] == "tool/result" && e["tool_use_id"] == "a").await;
         c.ok("turn/submit", submit(json!([tool_use("b", "Bash", json!({ "command": "mkdir made" }))]))).await;
         events.until(|e| e["type"] == "permission/request" && e["tool_use_id"] == "b").await;
-        tokio::time::sleep(SAVED).await;
+        saved(&d, &id, &["Bash(touch:*)"]).await;
         id
     });
     kill9(&mut d);
