@@ -13,6 +13,11 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
+/// Opens a session with `params`; its id.
+async fn create(c: &mut RawConn, params: Value) -> String {
+    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+}
+
 fn text(v: &Value) -> String {
     v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
@@ -43,17 +48,13 @@ fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
     let t = tag();
     let (id, seen_seq, turn) = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
         c.ok("tool/call", call("Read", json!({ "file_path": "notes.txt" }))).await;
         c.ok("tool/call", call("TodoWrite", json!({ "todos": [{"content": "Survive", "status": "in_progress", "activeForm": "Surviving"}] }))).await;
         // Outside any sandbox too (no PID namespace ends it with the daemon):
         // the next daemon ends it from the process ledger.
-        let bare = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await;
-        let bare = bare["session_id"].as_str().unwrap().to_owned();
+        let bare = create(&mut c, json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await;
         c.ok("turn/submit", json!({ "session_id": bare, "tool_uses": [tool_use("bare", "Bash", json!({ "command": format!("setsid sleep 2000{t} & sleep 2000{t}") }))] })).await;
         let mut events = EventStream::open(&d.socket, &id, Some(0)).await.unwrap();
         let r = c
@@ -113,7 +114,7 @@ fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
     let rt = rt();
     let id = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+        let id = create(&mut c, json!({ "cwd": ws })).await;
         let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
         let submit = |uses: Value| json!({ "session_id": id, "tool_uses": uses });
         c.ok("turn/submit", submit(json!([tool_use("a", "Bash", json!({ "command": "touch a.txt" }))]))).await;
@@ -159,10 +160,7 @@ fn writes_killed_mid_way_leave_no_temporary_file() {
     let rt = rt();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         let big = "x".repeat(4 * 1024 * 1024);
         // Writes back to back, on a connection of their own.
         let socket = d.socket.clone();
@@ -213,7 +211,7 @@ fn a_torn_or_corrupt_store_is_survived() {
         let mut c = RawConn::connect(&d.socket).await;
         let mut ids = Vec::new();
         for _ in 0..2 {
-            let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+            let id = create(&mut c, json!({ "cwd": ws })).await;
             c.ok("tool/call", json!({ "session_id": id, "name": "Glob", "input": { "pattern": "*" } })).await;
             ids.push(id);
         }
@@ -264,10 +262,7 @@ fn sighup_stops_cleanly_and_a_second_signal_leaves_nothing_running() {
     let rt = rt();
     let id = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        c.ok("session/create", json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        create(&mut c, json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await
     });
     d.signal(Signal::SIGHUP);
     assert_eq!(d.wait_exit().code(), Some(0), "{}", d.stderr());
@@ -322,10 +317,7 @@ fn no_tool_reaches_the_state_directory() {
     let rt = rt();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
         c.ok("tool/call", call("Write", json!({ "file_path": "notes.txt", "content": "TOPSECRET\n" }))).await;
         let events = format!("state/store/{id}/events.log");
@@ -379,14 +371,11 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
     rt.block_on(async {
         agentd_tests::eventually("the socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok()).await;
         let mut c = RawConn::connect(&socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+        let id = create(&mut c, json!({ "cwd": ws })).await;
         let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
         assert_eq!(text(&r), "hi\n", "{r}");
         // Its directory carries over, so the call's own files were reachable.
-        let b = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let b = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         let r = c
             .ok("tool/call", json!({ "session_id": b, "name": "Bash", "input": { "command": "cd sub && echo in" } }))

@@ -72,6 +72,18 @@ struct LogInner {
     unsent: Vec<Arc<Event>>,
 }
 
+impl LogInner {
+    /// Drops the oldest events beyond `capacity` or `max_bytes` (the newest
+    /// is kept whatever its size).
+    fn trim(&mut self, capacity: usize, max_bytes: usize) {
+        while self.events.len() > capacity || (self.bytes > max_bytes && self.events.len() > 1) {
+            if let Some((_, gone)) = self.events.pop_front() {
+                self.bytes -= gone;
+            }
+        }
+    }
+}
+
 /// A session's events.
 pub struct EventLog {
     closed: std::sync::atomic::AtomicBool,
@@ -123,11 +135,7 @@ impl EventLog {
                 inner.events.push_back((Arc::new(event), size));
                 inner.bytes += size;
             }
-            while inner.events.len() > log.capacity || (inner.bytes > log.max_bytes && inner.events.len() > 1) {
-                if let Some((_, gone)) = inner.events.pop_front() {
-                    inner.bytes -= gone;
-                }
-            }
+            inner.trim(log.capacity, log.max_bytes);
         }
         log
     }
@@ -154,11 +162,7 @@ impl EventLog {
         let batched = self.batches.load(std::sync::atomic::Ordering::Acquire) > 0;
         inner.events.push_back((event.clone(), size));
         inner.bytes += size;
-        while inner.events.len() > self.capacity || (inner.bytes > self.max_bytes && inner.events.len() > 1) {
-            if let Some((_, gone)) = inner.events.pop_front() {
-                inner.bytes -= gone;
-            }
-        }
+        inner.trim(self.capacity, self.max_bytes);
         if let Some(journal) = &self.journal {
             // Written before any client is sent it; in a batch, with the
             // batch's other events, in one write when the batch ends.

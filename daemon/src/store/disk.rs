@@ -133,37 +133,6 @@ impl DiskStore {
         self.root.join(session_id)
     }
 
-    /// Rewrites a session's event log with only `events` (when it has grown
-    /// past its limit; replay needs no more).
-    fn compact_log(&self, session_id: &str, events: &[Arc<Event>]) {
-        let Some(journal) = self.journals().get(session_id).cloned() else { return };
-        if journal.bytes.load(Ordering::Relaxed) <= self.limits.max_log_bytes {
-            return;
-        }
-        let mut file = journal.file.lock().unwrap_or_else(|e| e.into_inner());
-        let tmp = journal.path.with_extension("log.tmp");
-        let mut body = Vec::new();
-        for event in events {
-            super::journal_line(event, &mut body);
-        }
-        match write_atomically(&tmp, &journal.path, &body) {
-            Ok(()) => {
-                *file = open_append(&journal.path).ok();
-                journal.bytes.store(body.len() as u64, Ordering::Relaxed);
-            }
-            Err(e) => tracing::warn!("cannot rewrite {}: {e}", journal.path.display()),
-        }
-    }
-
-    /// Sessions whose event log has grown past its limit.
-    fn oversized_logs(&self) -> Vec<String> {
-        self.journals()
-            .iter()
-            .filter(|(_, j)| j.bytes.load(Ordering::Relaxed) > self.limits.max_log_bytes)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
     fn journals(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<FileJournal>>> {
         self.journals.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -330,11 +299,32 @@ impl Store for DiskStore {
     }
 
     fn oversized(&self) -> Vec<String> {
-        self.oversized_logs()
+        self.journals()
+            .iter()
+            .filter(|(_, j)| j.bytes.load(Ordering::Relaxed) > self.limits.max_log_bytes)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
+    /// Rewrites the log with only `events` (replay needs no more).
     fn compact(&self, session_id: &str, events: &[Arc<Event>]) {
-        self.compact_log(session_id, events);
+        let Some(journal) = self.journals().get(session_id).cloned() else { return };
+        if journal.bytes.load(Ordering::Relaxed) <= self.limits.max_log_bytes {
+            return;
+        }
+        let mut file = journal.file.lock().unwrap_or_else(|e| e.into_inner());
+        let tmp = journal.path.with_extension("log.tmp");
+        let mut body = Vec::new();
+        for event in events {
+            super::journal_line(event, &mut body);
+        }
+        match write_atomically(&tmp, &journal.path, &body) {
+            Ok(()) => {
+                *file = open_append(&journal.path).ok();
+                journal.bytes.store(body.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!("cannot rewrite {}: {e}", journal.path.display()),
+        }
     }
 
     fn sync(&self) {
