@@ -11,7 +11,7 @@
 use std::fs::File;
 use std::hash::Hasher;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -204,13 +204,27 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
         resolve |= ResolveFlag::RESOLVE_NO_SYMLINKS;
     }
     let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).mode(mode).resolve(resolve);
-    openat2(root.as_fd(), rel, how).map_err(|e| match e {
+    let fd = openat2(root.as_fd(), rel, how).map_err(|e| match e {
         nix::errno::Errno::ENOENT => FsError::NotFound { path: path.abs().display().to_string() },
         nix::errno::Errno::EXDEV | nix::errno::Errno::ELOOP => {
             FsError::Outside { path: path.abs().display().to_string(), root: path.root.display().to_string() }
         }
         other => io_err("open", &path.abs(), other),
-    })
+    })?;
+    // What was opened, not what was checked before: a symlink swapped in
+    // since must not carry a tool into agentd's state. Directories are
+    // opened to write in; files to read, where the sessions' command output
+    // (also readable by their commands) is the one part allowed.
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+    let refused = if flags.contains(OFlag::O_DIRECTORY) {
+        in_state_dir(&opened)
+    } else {
+        in_state_dir(&opened) && !STATE_DIR.get().is_some_and(|s| opened.starts_with(s.join("sessions")))
+    };
+    if refused {
+        return Err(io_err("open", &path.abs(), "it is in agentd's state directory, which no tool may read or change"));
+    }
+    Ok(fd)
 }
 
 /// Opens a regular file for reading. Directories, FIFOs, devices, sockets
@@ -485,6 +499,34 @@ mod tests {
         let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
         std::fs::create_dir(&root).unwrap();
         (dir, root)
+    }
+
+    /// What is opened is checked, not only what was judged before: a path
+    /// that leads into the state directory at open time (a symlink swapped
+    /// in after the permission check) is refused; the sessions' command
+    /// output stays readable.
+    #[test]
+    fn opens_never_land_in_the_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        for d in ["state/store/s1", "state/procs", "state/sessions/s1/output"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        std::fs::write(ws.join("state/store/s1/session.json"), "{}").unwrap();
+        std::fs::write(ws.join("state/sessions/s1/output/bash-1.log"), "out").unwrap();
+        set_state_dir(&ws.join("state"));
+        std::os::unix::fs::symlink("state/store/s1", ws.join("link")).unwrap();
+        std::os::unix::fs::symlink("state/procs", ws.join("procs")).unwrap();
+        std::os::unix::fs::symlink("state/sessions/s1/output", ws.join("out")).unwrap();
+        let at = |p: &str| resolve(&ws, &ws, p).unwrap();
+        let e = open_file(&at("link/session.json")).unwrap_err();
+        assert!(e.to_string().contains("agentd's state directory"), "{e}");
+        let e = write_atomic(&at("procs/123"), b"1 x").unwrap_err();
+        assert!(e.to_string().contains("agentd's state directory"), "{e}");
+        assert!(!ws.join("state/procs/123").exists());
+        assert!(write_atomic(&at("out/new.txt"), b"x").is_err(), "no writing into the output either");
+        assert!(open_file(&at("out/bash-1.log")).is_ok());
+        assert!(open_file(&at("state/sessions/s1/output/bash-1.log")).is_ok());
     }
 
     #[test]

@@ -479,14 +479,21 @@ pub mod ledger {
             if pgid <= 1 {
                 continue;
             }
-            let mut hit = false;
             // Only the group it recorded: same start time, and the leader
             // carries the command's marker (a forged record names neither).
-            if start_time(pgid).map(|t| t.to_string()) == Some(started.to_owned()) && carries(pgid, marker) {
-                for pid in super::descendants(pgid) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            // A live process of that pid that is not it: the pid was reused,
+            // nothing of the record is touched. A gone leader: only its
+            // escapees, which carry the (random) marker.
+            let mut hit = false;
+            match start_time(pgid) {
+                Some(t) if t.to_string() == started && carries(pgid, marker) => {
+                    for pid in super::descendants(pgid) {
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                    hit = killpg(Pid::from_raw(pgid), Signal::SIGKILL).is_ok();
                 }
-                hit = killpg(Pid::from_raw(pgid), Signal::SIGKILL).is_ok();
+                Some(_) => continue,
+                None => {}
             }
             for pid in super::marked(marker) {
                 hit |= kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok();
