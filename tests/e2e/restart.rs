@@ -340,6 +340,16 @@ fn no_tool_reaches_the_state_directory() {
         // Bash runs, and cannot see the store or the ledgers.
         let r = c.ok("tool/call", call("Bash", json!({ "command": "ls state/store state/procs | wc -l; cat state/store/*/events.log 2>&1 | head -c 200" }))).await;
         assert!(!text(&r).contains("TOPSECRET"), "{r}");
+        // Another session's command output is hidden from this one's commands.
+        let other = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let r = c.ok("tool/call", json!({ "session_id": other, "name": "Bash", "input": { "command": "seq 1 20000 | sed s/^/OTHERSECRET_/" } })).await;
+        assert!(text(&r).contains("the full output is in"), "{r}");
+        let r = c.ok("tool/call", call("Bash", json!({ "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" }))).await;
+        assert!(text(&r).starts_with('0'), "{r}");
+        let plain = create(&mut c, json!({ "cwd": ws })).await;
+        let r = c.ok("tool/call", json!({ "session_id": plain, "name": "Bash", "input": { "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" } })).await;
+        assert_eq!(r["sandbox"], "read_only", "{r}");
+        assert!(text(&r).starts_with('0'), "{r}");
         // A command's full output stays readable by its session.
         let r = c.ok("tool/call", call("Bash", json!({ "command": "seq 1 20000" }))).await;
         let t = text(&r);

@@ -203,17 +203,36 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
         };
         result.map_err(|e| format!("mask {}: {e}", path.display()))?;
     }
+    let own = spec.report.as_deref().and_then(Path::parent);
+    let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     for dir in &spec.hide {
-        mount(
-            Some("tmpfs"),
-            dir,
-            Some("tmpfs"),
-            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            Some("size=4k"),
-        )
-        .map_err(|e| format!("hide {}: {e}", dir.display()))?;
+        match own.filter(|own| own.starts_with(dir)) {
+            None => mount(Some("tmpfs"), dir, Some("tmpfs"), hidden | MsFlags::MS_RDONLY, Some("size=4k"))
+                .map_err(|e| format!("hide {}: {e}", dir.display()))?,
+            // The call's own directory lies inside: hidden with the rest,
+            // then put back in the empty tmpfs, which is then made read-only.
+            Some(own) => hide_all_but(dir, own, hidden)?,
+        }
     }
     Ok(())
+}
+
+/// Covers `dir` with an empty tmpfs except for `own` (beneath it), which
+/// stays as it was.
+fn hide_all_but(dir: &Path, own: &Path, flags: nix::mount::MsFlags) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    use std::os::fd::AsRawFd;
+    let keep =
+        nix::fcntl::open(own, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+            .map_err(|e| format!("open {}: {e}", own.display()))?;
+    mount(Some("tmpfs"), dir, Some("tmpfs"), flags, Some("size=64k,mode=0700"))
+        .map_err(|e| format!("hide {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(own).map_err(|e| format!("recreate {}: {e}", own.display()))?;
+    let source = format!("/proc/self/fd/{}", keep.as_raw_fd());
+    mount(Some(source.as_str()), own, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        .map_err(|e| format!("keep {}: {e}", own.display()))?;
+    mount(None::<&str>, dir, None::<&str>, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags, Some("size=64k,mode=0700"))
+        .map_err(|e| format!("make {} read-only: {e}", dir.display()))
 }
 
 /// `mount_setattr(path, AT_RECURSIVE)` setting or clearing read-only on

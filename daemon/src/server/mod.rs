@@ -123,7 +123,8 @@ impl Daemon {
         // results) are nobody's business inside a confined command.
         // The ledgers say which processes the next daemon kills.
         if let Some(state) = facility.state_dir.clone() {
-            let private = [Some("procs"), Some("pending-writes"), config.persist.then_some("store")];
+            // Each call's own output directory under `sessions` stays.
+            let private = [Some("procs"), Some("pending-writes"), Some("sessions"), config.persist.then_some("store")];
             for dir in private.into_iter().flatten().map(|d| state.join(d)) {
                 // A directory under one already hidden is gone with it.
                 if !facility.hide.iter().any(|h| dir.starts_with(h)) {
