@@ -334,6 +334,11 @@ async fn run_turn(
     uses: Vec<crate::protocol::turn::ToolUse>,
     answering: Answering,
 ) -> Result<bool, Failure> {
+    // Listen for Ctrl+C before the turn exists: its commands may start
+    // before the submit's reply arrives, and an interrupt then must cancel
+    // the turn, not kill agentctl with the default action.
+    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Failure::Local(format!("listening for Ctrl+C: {e}")))?;
     let mut events = client.stream(session, None).await?;
     let params = crate::protocol::turn::TurnSubmitParams {
         session_id: session.to_owned(),
@@ -355,7 +360,7 @@ async fn run_turn(
         // a second Ctrl+C leaves at once.
         let next = tokio::select! {
             next = events.next() => next,
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupts.recv() => {
                 if interrupted {
                     std::process::exit(130);
                 }
@@ -428,7 +433,7 @@ async fn run_turn(
                     });
                     let answered = tokio::select! {
                         a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
-                        _ = tokio::signal::ctrl_c() => std::process::exit(130),
+                        _ = interrupts.recv() => std::process::exit(130),
                     };
                     (answered.0, answered.1, None)
                 }
