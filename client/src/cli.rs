@@ -109,6 +109,9 @@ enum Command {
         #[arg(long)]
         after_seq: Option<u64>,
     },
+    /// MCP servers: the daemon's pool, or one session's
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -153,6 +156,17 @@ enum Decision {
     Allow,
     Deny,
     AllowAlways,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// List MCP servers: state, tool count, sessions, last error
+    List {
+        /// Only this session's servers (with where each entry came from,
+        /// and the entries it could not use)
+        #[arg(long)]
+        session: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -680,6 +694,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
+        Command::Mcp(McpCommand::List { session }) => mcp_list(cli, &client, session.as_deref()).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
         Command::Call { tool, input, args, session, cwd, mode } => {
             let input = call_input(input.as_deref(), args)?;
@@ -818,6 +833,60 @@ fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
         Some(d) => here.join(d),
         None => here,
     })
+}
+
+/// A value as its wire name (`running`, `project`).
+fn wire<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// `agentctl mcp list`.
+async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) -> Result<(), Failure> {
+    let Some(id) = session else {
+        let list = client.call::<crate::protocol::methods::McpList>(Default::default()).await?;
+        if cli.json {
+            print_json(&list);
+            return Ok(());
+        }
+        if list.servers.is_empty() {
+            println!("no MCP servers");
+        }
+        for s in &list.servers {
+            let pid = s.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+            println!(
+                "{}  {}  {}  {} tools  {} sessions  {} starts{pid}  {}",
+                s.name,
+                s.transport,
+                wire(&s.state),
+                s.tools,
+                s.sessions,
+                s.starts,
+                s.workspace.display()
+            );
+            if let Some(e) = &s.last_error {
+                println!("    last error: {e}");
+            }
+        }
+        return Ok(());
+    };
+    let info = client.session_get(id).await?;
+    if cli.json {
+        print_json(&serde_json::json!({ "mcp": info.mcp, "mcp_errors": info.mcp_errors }));
+        return Ok(());
+    }
+    if info.mcp.is_empty() {
+        println!("no MCP servers in this session");
+    }
+    for s in &info.mcp {
+        println!("{}  {}  {}  {} tools  (from {})", s.name, s.transport, wire(&s.state), s.tools, wire(&s.source));
+        if let Some(e) = &s.last_error {
+            println!("    last error: {e}");
+        }
+    }
+    for e in &info.mcp_errors {
+        println!("not used: {e}");
+    }
+    Ok(())
 }
 
 async fn tools(

@@ -11,6 +11,7 @@ pub mod error;
 pub mod executor;
 pub mod fs;
 pub mod inline;
+pub mod mcp;
 pub mod permission;
 pub mod process;
 pub mod sandbox;

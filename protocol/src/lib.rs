@@ -12,6 +12,7 @@
 
 pub mod docs;
 pub mod error;
+pub mod mcp;
 pub mod methods;
 pub mod permission;
 pub mod schema;

@@ -70,6 +70,7 @@ method_list!(
     TurnCancel,
     TurnDiscard,
     PermissionRespond,
+    McpList,
 );
 
 method!(
@@ -194,3 +195,8 @@ pub struct SandboxStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper: Option<String>,
 }
+method!(
+    /// `mcp/list`: the daemon's pool of MCP servers (every session's), with
+    /// their state, tool counts, processes and last errors.
+    McpList, "mcp/list", crate::mcp::McpListParams => crate::mcp::McpListResult
+);

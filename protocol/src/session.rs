@@ -226,6 +226,23 @@ pub struct SessionCreateParams {
     /// network when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxOptions>,
+    /// MCP servers of this session, by name, as Claude Code's `mcpServers`
+    /// entries (see [`crate::mcp::McpServerEntry`]); on top of the user's
+    /// settings file and, when enabled, the workspace's `.mcp.json`. An
+    /// entry that cannot be used is reported in `mcp_errors`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Start the servers of the workspace's `.mcp.json` (off by default: a
+    /// repository must not run code by being opened; the user's settings
+    /// can also enable them, with `enableAllProjectMcpServers` or
+    /// `enabledMcpjsonServers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_project_mcp: Option<bool>,
+    /// How long one MCP tool call may take, in milliseconds (1000 to
+    /// 86400000; default 600000, ten minutes); then it ends with an error
+    /// result and the server is told to cancel it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_tool_timeout_ms: Option<u64>,
 }
 
 impl SessionCreateParams {
@@ -242,6 +259,9 @@ impl SessionCreateParams {
             permission_timeout_ms: None,
             add_dirs: None,
             sandbox: None,
+            mcp_servers: None,
+            enable_project_mcp: None,
+            mcp_tool_timeout_ms: None,
         }
     }
 }
@@ -331,12 +351,34 @@ pub struct SessionInfo {
     /// The sandbox the session's Bash commands run in.
     #[serde(default)]
     pub sandbox: SandboxOptions,
+    /// The session's own MCP server entries, as `session/create` gave them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Whether the workspace's `.mcp.json` servers were enabled by
+    /// `session/create`.
+    #[serde(default)]
+    pub enable_project_mcp: bool,
+    /// How long one MCP tool call may take, in milliseconds.
+    #[serde(default = "default_mcp_tool_timeout_ms")]
+    pub mcp_tool_timeout_ms: u64,
+    /// The MCP servers the session uses (from every source) and how they
+    /// stand (filled in by `session/get` and `session/list`).
+    #[serde(default)]
+    pub mcp: Vec<crate::mcp::McpServerStatus>,
+    /// MCP server entries that could not be used, with where they came
+    /// from and why; those servers are not started.
+    #[serde(default)]
+    pub mcp_errors: Vec<String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }
 
 /// The default `permission_timeout_ms`: five minutes.
 pub const DEFAULT_PERMISSION_TIMEOUT_MS: u64 = 300_000;
+
+fn default_mcp_tool_timeout_ms() -> u64 {
+    crate::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS
+}
 
 fn default_permission_timeout_ms() -> u64 {
     DEFAULT_PERMISSION_TIMEOUT_MS

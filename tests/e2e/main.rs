@@ -10,6 +10,7 @@ mod fidelity;
 mod files;
 mod grep_vs_rg;
 mod lifecycle;
+mod mcp;
 mod nvim;
 mod permissions;
 mod policy;

@@ -104,8 +104,13 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
             (&trimmed[..open], Some(inner))
         }
     };
-    if tool.is_empty() || !tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(err("the tool name must be letters, digits, `_` or `-`".into()));
+    // `mcp__server__*`: every tool of one MCP server, as `mcp__server`.
+    let name = match tool.strip_suffix("__*") {
+        Some(server) if server.starts_with("mcp__") && server.matches("__").count() == 1 => server,
+        _ => tool,
+    };
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(err("the tool name must be letters, digits, `_` or `-` (or `mcp__server__*`)".into()));
     }
     let spec = match spec {
         None => Spec::Any,
@@ -246,10 +251,7 @@ impl Rule {
             }
             _ => false,
         };
-        applies_by_kind
-            || (self.tool.starts_with("mcp__")
-                && self.tool.matches("__").count() == 1
-                && tool.starts_with(&format!("{}__", self.tool)))
+        applies_by_kind || mcp_server_rule_names(&self.tool, tool)
     }
 
     /// How this rule matches a call of `tool` with `facts`.
@@ -556,3 +558,13 @@ impl RuleSet {
 #[cfg(test)]
 #[path = "rules_tests.rs"]
 mod tests;
+
+/// Does `rule` (a rule's tool part) name every tool of one MCP server —
+/// `mcp__server` or `mcp__server__*` — and is `tool` one of them?
+pub fn mcp_server_rule_names(rule: &str, tool: &str) -> bool {
+    let server = rule.strip_suffix("__*").unwrap_or(rule);
+    server.starts_with("mcp__")
+        && server.matches("__").count() == 1
+        && server.len() > "mcp__".len()
+        && tool.strip_prefix(server).is_some_and(|rest| rest.starts_with("__") && rest.len() > 2)
+}

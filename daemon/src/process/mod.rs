@@ -179,6 +179,43 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
     Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report })
 }
 
+/// Spawns a long-lived server program (an MCP server) in `cwd`, in a new
+/// process group, marked with `marker`, stdin, stdout and stderr piped.
+/// Its environment is the plain one (where programs and toolchains are,
+/// locale; none of the daemon's secrets) plus `env`. Recorded in the
+/// process ledger like a command, so a daemon that dies leaves it to the
+/// next one to end.
+pub fn spawn_server(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    marker: &str,
+) -> std::io::Result<ProcessTree> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .process_group(0)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .env_clear();
+    for (var, value) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_") {
+            cmd.env(&var, value);
+        }
+    }
+    cmd.envs(env).env(MARKER_VAR, marker);
+    let mut owned = owned();
+    let child = cmd.spawn()?;
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    owned.insert(pid);
+    drop(owned);
+    ledger::record(pid, marker);
+    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report: None })
+}
+
 impl ProcessTree {
     /// The process group id.
     pub fn pgid(&self) -> i32 {

@@ -124,7 +124,13 @@ impl Daemon {
         // The ledgers say which processes the next daemon kills.
         if let Some(state) = facility.state_dir.clone() {
             // Each call's own output directory under `sessions` stays.
-            let private = [Some("procs"), Some("pending-writes"), Some("sessions"), config.persist.then_some("store")];
+            let private = [
+                Some("procs"),
+                Some("pending-writes"),
+                Some("sessions"),
+                config.persist.then_some("store"),
+                config.persist.then_some("mcp-tools"),
+            ];
             for dir in private.into_iter().flatten().map(|d| state.join(d)) {
                 // A directory under one already hidden is gone with it.
                 if !facility.hide.iter().any(|h| dir.starts_with(h)) {
@@ -154,7 +160,8 @@ impl Daemon {
                 tracker.clone(),
                 config.state_dir.clone(),
                 sandbox.clone(),
-            ),
+            )
+            .with_mcp_pool(Arc::new(crate::mcp::Pool::new(config.persist.then(|| config.state_dir.join("mcp-tools"))))),
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             tracker: tracker.clone(),
@@ -246,6 +253,7 @@ impl Daemon {
         // failures that would cancel siblings), with their results recorded;
         // the sessions stay in the store for the next daemon.
         self.shared.state.sessions.stop_all();
+        self.shared.state.sessions.mcp_pool().stop_all().await;
         self.root.cancel();
         self.shared.tracker.close();
         if tokio::time::timeout(self.config.shutdown_grace, self.shared.tracker.wait()).await.is_err() {

@@ -59,6 +59,8 @@ pub struct Session {
     saved: AtomicU64,
     /// Closed and deleted: never saved again.
     removed: std::sync::atomic::AtomicBool,
+    /// Its MCP servers.
+    mcp: crate::mcp::SessionMcp,
 }
 
 impl Session {
@@ -77,6 +79,7 @@ impl Session {
         }
         info.granted_rules = self.executor.granted_rules();
         info.pending_permissions = self.executor.pending_permissions();
+        info.mcp = self.mcp.status();
         info
     }
 
@@ -115,6 +118,17 @@ pub struct SessionManager {
     /// Held while sessions are saved and while one is deleted, so a save
     /// never brings back a session just closed.
     saving: Mutex<()>,
+    /// The daemon's MCP servers.
+    mcp: Arc<crate::mcp::Pool>,
+}
+
+/// A `session/create` checked, its MCP servers leased but not started:
+/// [`SessionManager::commit`] opens it.
+pub struct Prepared {
+    info: SessionInfo,
+    rules: crate::permission::rules::RuleSet,
+    /// The session's MCP servers.
+    pub mcp: crate::mcp::SessionMcp,
 }
 
 impl SessionManager {
@@ -145,16 +159,37 @@ impl SessionManager {
             sandbox,
             toolsets: Mutex::new(HashMap::new()),
             saving: Mutex::new(()),
+            mcp: Arc::new(crate::mcp::Pool::new(None)),
         }
+    }
+
+    /// Uses `pool` for MCP servers (the daemon's, keeping tool lists in
+    /// its state directory).
+    pub fn with_mcp_pool(mut self, pool: Arc<crate::mcp::Pool>) -> Self {
+        self.mcp = pool;
+        self
+    }
+
+    /// The daemon's MCP servers.
+    pub fn mcp_pool(&self) -> &Arc<crate::mcp::Pool> {
+        &self.mcp
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens a session. Every field is checked before anything is stored, so
+    /// Opens a session without starting its MCP servers (those never seen
+    /// offer no tools). Every field is checked before anything is stored, so
     /// a refused request changes nothing.
     pub fn create(&self, params: SessionCreateParams) -> Result<SessionInfo, SessionError> {
+        let prepared = self.prepare(params)?;
+        self.commit(prepared)
+    }
+
+    /// Checks a `session/create` and leases its MCP servers; nothing is
+    /// stored or started.
+    pub fn prepare(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
         let cwd = canonical_workspace(&params.cwd)?;
         if params.mode == Some(agentd_protocol::session::PermissionMode::Bypass)
             && let Some(by) = bypass_disabled_by(&cwd)
@@ -202,6 +237,22 @@ impl SessionManager {
                 why: format!("at most 32, got {}", requested.len()),
             });
         }
+        let mcp_tool_timeout_ms =
+            params.mcp_tool_timeout_ms.unwrap_or(agentd_protocol::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS);
+        if !(1000..=86_400_000).contains(&mcp_tool_timeout_ms) {
+            return Err(SessionError::Invalid {
+                field: "mcp_tool_timeout_ms",
+                why: format!("must be between 1000 and 86400000, got {mcp_tool_timeout_ms}"),
+            });
+        }
+        let mcp_servers = params.mcp_servers.unwrap_or_default();
+        if mcp_servers.len() > 64 {
+            return Err(SessionError::Invalid {
+                field: "mcp_servers",
+                why: format!("at most 64 servers, got {}", mcp_servers.len()),
+            });
+        }
+        let enable_project_mcp = params.enable_project_mcp.unwrap_or(false);
         let mut add_dirs: Vec<PathBuf> = Vec::new();
         for dir in &requested {
             let dir = canonical_workspace(dir).map_err(|e| match e {
@@ -229,9 +280,33 @@ impl SessionManager {
             pending_permissions: Vec::new(),
             add_dirs,
             sandbox: params.sandbox.unwrap_or_else(user_sandbox_settings),
+            mcp_servers,
+            enable_project_mcp,
+            mcp_tool_timeout_ms,
+            mcp: Vec::new(),
+            mcp_errors: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
+        let mcp = self.session_mcp(&mut info);
+        Ok(Prepared { info, rules, mcp })
+    }
+
+    /// The MCP servers `info` names (with the settings files), leased;
+    /// what cannot be used goes to `info.mcp_errors`.
+    fn session_mcp(&self, info: &mut SessionInfo) -> crate::mcp::SessionMcp {
+        let (specs, errors) = crate::mcp::config::resolve(&info.mcp_servers, info.enable_project_mcp, &info.cwd);
+        for e in &errors {
+            tracing::warn!(session_id = %info.session_id, "MCP configuration: {e}");
+        }
+        info.mcp_errors = errors.clone();
+        crate::mcp::SessionMcp::new(&self.mcp, &info.cwd, specs, errors)
+    }
+
+    /// Stores and opens a prepared session.
+    pub fn commit(&self, prepared: Prepared) -> Result<SessionInfo, SessionError> {
+        let Prepared { mut info, rules, mcp } = prepared;
+        info.mcp = mcp.status();
         self.store.save(&SessionRecord {
             version: RECORD_VERSION,
             info: info.clone(),
@@ -239,7 +314,7 @@ impl SessionManager {
             granted_rules: Vec::new(),
             jobs: Vec::new(),
         })?;
-        self.open(info.clone(), rules, None, Vec::new());
+        self.open(info.clone(), rules, None, Vec::new(), mcp);
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
     }
@@ -251,6 +326,7 @@ impl SessionManager {
         rules: crate::permission::rules::RuleSet,
         restored: Option<Restored>,
         past_jobs: Vec<JobInfo>,
+        mcp: crate::mcp::SessionMcp,
     ) {
         let options = ToolSetOptions {
             simple: info.tools.simple,
@@ -258,7 +334,7 @@ impl SessionManager {
             deny_rules: &info.permissions.deny,
             deferral: DeferralSettings::from(info.tools.defer.as_ref()),
         };
-        let tools = self.toolset(options);
+        let tools = self.toolset(options, &mcp);
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
         let storage = Storage {
@@ -277,7 +353,7 @@ impl SessionManager {
         );
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
-        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed };
+        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
     }
 
@@ -310,6 +386,7 @@ impl SessionManager {
             }
             info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
             let rules = session_rules(&mut info);
+            let mcp = self.session_mcp(&mut info);
             let past_jobs: Vec<JobInfo> = jobs
                 .into_iter()
                 .map(|mut j| {
@@ -320,7 +397,7 @@ impl SessionManager {
                 })
                 .collect();
             let unfinished = unfinished(&events);
-            self.open(info, rules, Some(Restored { context, events, granted_rules }), past_jobs);
+            self.open(info, rules, Some(Restored { context, events, granted_rules }), past_jobs, mcp);
             if let Ok(session) = self.handle(&id) {
                 let log = session.executor.events();
                 for kind in unfinished {
@@ -370,16 +447,22 @@ impl SessionManager {
 
     /// The tool set for `options`: the one a live session already has,
     /// or a new one.
-    fn toolset(&self, options: ToolSetOptions<'_>) -> Arc<ToolSet> {
+    fn toolset(&self, options: ToolSetOptions<'_>, mcp: &crate::mcp::SessionMcp) -> Arc<ToolSet> {
         let key = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
-            options.simple, options.disabled, options.deny_rules, options.deferral
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}",
+            options.simple,
+            options.disabled,
+            options.deny_rules,
+            options.deferral,
+            mcp.identity()
         );
         let mut sets = self.toolsets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(set) = sets.get(&key).and_then(std::sync::Weak::upgrade) {
             return set;
         }
-        let set = Arc::new(ToolSet::build(&self.registry, &self.external, options));
+        let mut external = self.external.clone();
+        external.extend(mcp.sources());
+        let set = Arc::new(ToolSet::build(&self.registry, &external, options));
         sets.retain(|_, weak| weak.strong_count() > 0);
         sets.insert(key, Arc::downgrade(&set));
         set
@@ -411,6 +494,7 @@ impl SessionManager {
             .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
         session.executor.close();
         session.cancel.cancel();
+        session.mcp.release();
         let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         session.removed.store(true, Ordering::Relaxed);
         // Full outputs of its commands go with the session.

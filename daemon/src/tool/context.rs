@@ -183,6 +183,11 @@ impl ToolContext {
             pending_permissions: Vec::new(),
             add_dirs: Vec::new(),
             sandbox: Default::default(),
+            mcp_servers: Default::default(),
+            enable_project_mcp: false,
+            mcp_tool_timeout_ms: agentd_protocol::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS,
+            mcp: Vec::new(),
+            mcp_errors: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -222,6 +222,10 @@ impl<T: Tool> DynTool for Erased<T> {
         self.tool.should_defer()
     }
 
+    fn is_external(&self) -> bool {
+        self.tool.is_external()
+    }
+
     fn cancels_siblings_on_failure(&self) -> bool {
         self.tool.cancels_siblings_on_failure()
     }

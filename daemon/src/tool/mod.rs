@@ -187,6 +187,12 @@ pub trait Tool: Send + Sync + Sized + 'static {
         false
     }
 
+    /// Does this tool belong to external (MCP) tools, deferred like them
+    /// (the MCP resource tools)? Default: no.
+    fn is_external(&self) -> bool {
+        false
+    }
+
     // --- element four: execution ---
 
     /// Runs the call. Reports progress through `progress`; returns the

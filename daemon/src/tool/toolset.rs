@@ -12,11 +12,12 @@
 //! Steps 1–3 apply to external tools too: simple mode means three tools,
 //! and a deny rule means the model never sees the tool, wherever it is from.
 //!
-//! Then **deferral**: when it is on (always, or in auto mode once the
-//! session has more than `max_tools` tools or their definitions more than
-//! `max_tokens` estimated tokens), deferrable tools (external ones, and
-//! built-ins that say `should_defer`) are listed by name only, except
-//! `always_load` tools; ToolSearch, never deferred, is listed only then.
+//! Then **deferral**: external (MCP) tools are listed by name only in
+//! `auto` and `always` mode; built-ins that say `should_defer` too in
+//! `always` mode, and in `auto` mode once the session has more than
+//! `max_tools` tools or their definitions more than `max_tokens` estimated
+//! tokens; `always_load` tools never are. ToolSearch, never deferred, is
+//! listed only when something is deferred.
 //!
 //! Tools of earlier Claude Code versions (`is_legacy`: `LS`, `MultiEdit`)
 //! are never listed nor found by ToolSearch, but a call that names them runs.
@@ -182,19 +183,23 @@ impl ToolSet {
         // Deferral.
         let (search, rest): (Vec<_>, Vec<_>) = merged.into_iter().partition(|t| t.name() == TOOL_SEARCH);
         let entries: Vec<Entry> = rest.into_iter().map(Entry::new).collect();
-        let deferrable = |e: &Entry| (e.tool.is_external() || e.tool.should_defer()) && !e.tool.always_load();
         let total_tokens: u64 = entries.iter().map(|e| e.tokens).sum();
-        let wanted = match options.deferral.mode {
-            DeferralMode::Never => false,
-            DeferralMode::Always => true,
-            DeferralMode::Auto => {
-                entries.len() as u64 > u64::from(options.deferral.max_tools)
-                    || total_tokens > u64::from(options.deferral.max_tokens)
-            }
+        let over = entries.len() as u64 > u64::from(options.deferral.max_tools)
+            || total_tokens > u64::from(options.deferral.max_tokens);
+        // External (MCP) tools are deferred in auto mode whatever their
+        // number (the seed's rule); built-ins that say `should_defer` only
+        // once the session is over a threshold.
+        let deferrable = |e: &Entry| {
+            !e.tool.always_load()
+                && match options.deferral.mode {
+                    DeferralMode::Never => false,
+                    DeferralMode::Always => e.tool.is_external() || e.tool.should_defer(),
+                    DeferralMode::Auto => e.tool.is_external() || (over && e.tool.should_defer()),
+                }
         };
         // Without ToolSearch (denied, simple mode) nothing could load a
         // deferred tool, so nothing is deferred.
-        let defer = wanted && !search.is_empty() && entries.iter().any(deferrable);
+        let defer = !search.is_empty() && entries.iter().any(deferrable);
         if !defer {
             return ToolSet { listed: entries, deferred: Vec::new(), legacy };
         }
@@ -322,7 +327,8 @@ impl ToolSet {
 }
 
 /// Does a deny rule remove `tool` outright? `Name` (no pattern) names a
-/// tool or alias; `mcp__server` names every tool of that MCP server.
+/// tool or alias; `mcp__server` and `mcp__server__*` name every tool of
+/// that MCP server.
 pub fn blanket_rule_matches(rule: &str, tool: &dyn DynTool) -> bool {
     let rule = rule.trim();
     if rule.is_empty() || rule.contains('(') {
@@ -331,7 +337,7 @@ pub fn blanket_rule_matches(rule: &str, tool: &dyn DynTool) -> bool {
     if tool.answers_to(rule) {
         return true;
     }
-    rule.starts_with("mcp__") && rule.matches("__").count() == 1 && tool.name().starts_with(&format!("{rule}__"))
+    crate::permission::rules::mcp_server_rule_names(rule, tool.name())
 }
 
 /// A tool name split into lower-case words: `mcp__slack__send_message` →

@@ -225,11 +225,21 @@ fn auto(max_tools: u32, max_tokens: u32) -> DeferralSettings {
 }
 
 #[test]
-fn below_the_threshold_nothing_is_deferred_and_tool_search_is_not_listed() {
+fn below_the_threshold_only_external_tools_are_deferred() {
+    let rare = Fake { defer: true, ..fake("NotebookEdit") };
+    let mut builtin = core();
+    builtin.push(rare.clone());
     let o = Opts { deferral: auto(10, 100_000), ..opts() };
-    let set = build(core(), vec![mcp("a"), mcp("b")], &o);
+    let set = build(builtin, vec![mcp("a"), mcp("b")], &o);
+    assert_eq!(set.deferred_names(), ["mcp__srv__a", "mcp__srv__b"], "MCP tools are deferred whatever their number");
+    assert_eq!(listed(&set), ["Bash", "Edit", "Glob", "NotebookEdit", "Read", TOOL_SEARCH]);
+    // Without external tools below the threshold: nothing deferred, no
+    // ToolSearch.
+    let mut builtin = core();
+    builtin.push(rare);
+    let set = build(builtin, vec![], &o);
     assert!(set.deferred_names().is_empty());
-    assert_eq!(listed(&set), ["Bash", "Edit", "Glob", "Read", "mcp__srv__a", "mcp__srv__b"]);
+    assert_eq!(listed(&set), ["Bash", "Edit", "Glob", "NotebookEdit", "Read"]);
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! `session/create`, `session/list`, `session/get`, `session/close`.
+//! `session/create`, `session/list`, `session/get`, `session/close`, and
+//! `mcp/list` (the servers sessions share).
 
-use agentd_protocol::methods::{SessionClose, SessionCreate, SessionGet, SessionList};
+use agentd_protocol::mcp::McpListResult;
+use agentd_protocol::methods::{McpList, SessionClose, SessionCreate, SessionGet, SessionList};
 use agentd_protocol::session::{SessionCloseResult, SessionCreateResult, SessionListResult};
 use jsonrpsee::RpcModule;
 
@@ -12,22 +14,39 @@ use crate::server::rpc::{self, RpcError};
 /// How long `session/create` waits for the file system.
 const FS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Runs `f` (which touches the file system) off the connection's thread,
+/// within [`FS_DEADLINE`].
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::session::SessionError> + Send + 'static,
+) -> Result<T, RpcError> {
+    match tokio::time::timeout(FS_DEADLINE, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(done)) => done.map_err(RpcError::from),
+        Ok(Err(join)) => Err(RpcError::new(ErrorCode::InternalError, format!("session/create failed: {join}"))),
+        Err(_) => Err(RpcError::invalid_params(
+            "cwd",
+            format!("the file system did not answer within {} s (a hung network mount?)", FS_DEADLINE.as_secs()),
+        )),
+    }
+}
+
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     // Resolving `cwd` touches the file system, which can hang (a dead
     // network mount): off the connection's thread, with a deadline.
+    // Resolving `cwd` touches the file system, which can hang (a dead
+    // network mount): off the connection's thread, with a deadline. MCP
+    // servers whose tools were never seen are started in between, each
+    // within its own start-up timeout.
     rpc::register_async::<SessionCreate, _, _, _>(module, |params, state| async move {
-        let creating = tokio::task::spawn_blocking(move || state.sessions.create(params));
-        match tokio::time::timeout(FS_DEADLINE, creating).await {
-            Ok(Ok(created)) => {
-                let session = created.map_err(RpcError::from)?;
-                Ok(SessionCreateResult { session_id: session.session_id.clone(), session })
-            }
-            Ok(Err(join)) => Err(RpcError::new(ErrorCode::InternalError, format!("session/create failed: {join}"))),
-            Err(_) => Err(RpcError::invalid_params(
-                "cwd",
-                format!("the file system did not answer within {} s (a hung network mount?)", FS_DEADLINE.as_secs()),
-            )),
-        }
+        let prepared = {
+            let state = state.clone();
+            blocking(move || state.sessions.prepare(params)).await?
+        };
+        prepared.mcp.discover().await;
+        let session = blocking(move || state.sessions.commit(prepared)).await?;
+        Ok(SessionCreateResult { session_id: session.session_id.clone(), session })
+    });
+    rpc::register::<McpList, _, _>(module, |_params, state| {
+        Ok(McpListResult { servers: state.sessions.mcp_pool().list() })
     });
     rpc::register::<SessionList, _, _>(module, |_params, state| {
         Ok(SessionListResult { sessions: state.sessions.list() })

@@ -1,0 +1,89 @@
+//! MCP client (seed §3.2's external tools): servers from Claude Code's
+//! `mcpServers` configuration (`config`), one pool of running servers per
+//! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
+
+pub mod config;
+pub mod pool;
+pub mod tools;
+
+use std::sync::{Arc, Mutex};
+
+use agentd_protocol::mcp::McpServerStatus;
+
+use crate::tool::ExternalToolSource;
+pub use config::{ServerSpec, Transport};
+pub use pool::{Lease, Pool, Server};
+
+/// A session's MCP servers: what it was configured with, what could not be
+/// used, and its leases on the pool's servers (given back on close).
+#[derive(Default)]
+pub struct SessionMcp {
+    specs: Vec<ServerSpec>,
+    servers: Vec<Arc<Server>>,
+    leases: Mutex<Vec<Lease>>,
+    /// Entries that could not be used, one line each.
+    pub errors: Vec<String>,
+}
+
+impl SessionMcp {
+    /// The servers of `specs` on `workspace`, leased from `pool`.
+    pub fn new(pool: &Arc<Pool>, workspace: &std::path::Path, specs: Vec<ServerSpec>, errors: Vec<String>) -> Self {
+        let leases: Vec<Lease> = specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport)).collect();
+        let servers = leases.iter().map(|l| l.server.clone()).collect();
+        SessionMcp { specs, servers, leases: Mutex::new(leases), errors }
+    }
+
+    /// Starts the servers whose tools were never seen (in parallel, each
+    /// within the start-up timeout), so the session's tool list has them.
+    pub async fn discover(&self) {
+        futures_util::future::join_all(self.servers.iter().map(|s| s.discover())).await;
+    }
+
+    /// The session's tool sources: each server's tools, and the resource
+    /// tools when there is any server.
+    pub fn sources(&self) -> Vec<Arc<dyn ExternalToolSource>> {
+        let mut out: Vec<Arc<dyn ExternalToolSource>> = self
+            .servers
+            .iter()
+            .map(|s| Arc::new(tools::ServerSource::new(s.clone())) as Arc<dyn ExternalToolSource>)
+            .collect();
+        if !self.servers.is_empty() {
+            out.push(Arc::new(tools::ResourceTools::new(tools::Servers(Arc::new(self.servers.clone())))));
+        }
+        out
+    }
+
+    /// What makes two sessions' MCP tools the same (for sharing tool sets):
+    /// the same servers with the same tool lists.
+    pub fn identity(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| format!("{:p}/{:?}", Arc::as_ptr(s), s.tools().map(|t| Arc::as_ptr(&t))))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// How each server stands.
+    pub fn status(&self) -> Vec<McpServerStatus> {
+        self.specs
+            .iter()
+            .zip(&self.servers)
+            .map(|(spec, server)| {
+                let (state, last_error) = server.state();
+                McpServerStatus {
+                    name: spec.name.clone(),
+                    source: spec.source,
+                    transport: spec.transport.kind().to_owned(),
+                    state,
+                    tools: server.tools().map_or(0, |t| t.len() as u32),
+                    last_error,
+                }
+            })
+            .collect()
+    }
+
+    /// Gives the leases back: a server no other session uses stops.
+    pub fn release(&self) {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

@@ -1,0 +1,626 @@
+//! One pool of MCP servers per daemon. A server is shared by the sessions
+//! that name the same entry on the same workspace, started on first use,
+//! its tool list kept (in memory and in `<state>/mcp-tools`, so a session
+//! knows the names of deferred tools without starting anything once seen),
+//! started again by the next call after it died (one shared attempt: calls
+//! that waited for a failed start get its error), and stopped when the last
+//! session using it closes, or with the daemon.
+//!
+//! Stdio servers run through the process layer (`process::spawn_server`):
+//! their own process group, a marker, the process ledger, a plain
+//! environment plus their entry's `env`.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentd_protocol::mcp::{McpPoolServer, McpServerState};
+use rmcp::ServiceExt;
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+
+use super::config::Transport;
+use crate::tool::context::{ProgressReport, ProgressReporter};
+
+/// How long a server may take to start and list its tools.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Lines of a server's stderr kept for error messages.
+const STDERR_LINES: usize = 8;
+
+/// A tool as the server described it, checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerTool {
+    /// The server's own name for it.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its input schema.
+    pub schema: Value,
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// Why a model API would reject it, if it would: it is then not
+    /// offered, and a call that names it says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
+}
+
+/// The daemon's servers.
+pub struct Pool {
+    servers: Mutex<HashMap<String, Arc<Server>>>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Pool {
+    /// A pool that keeps tool lists under `cache_dir` (`None`: in memory).
+    pub fn new(cache_dir: Option<PathBuf>) -> Self {
+        if let Some(dir) = &cache_dir {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        Pool { servers: Mutex::new(HashMap::new()), cache_dir }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Server>>> {
+        self.servers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server for `name` with `transport` on `workspace`, counted as
+    /// used by one more session until the lease is dropped.
+    pub fn acquire(self: &Arc<Self>, name: &str, workspace: &Path, transport: &Transport) -> Lease {
+        let key = format!("{name}\u{0}{}\u{0}{transport:?}", workspace.display());
+        let mut servers = self.lock();
+        let server = servers
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let cache_file = self.cache_dir.as_ref().map(|d| d.join(format!("{:016x}.json", fnv(&key))));
+                let tools = cache_file.as_ref().and_then(|f| read_cache(f, &key));
+                Arc::new(Server {
+                    key: key.clone(),
+                    name: name.to_owned(),
+                    workspace: workspace.to_owned(),
+                    transport: transport.clone(),
+                    conn: tokio::sync::Mutex::new(None),
+                    status: Mutex::new(Status { tools, ..Status::default() }),
+                    sessions: AtomicU32::new(0),
+                    progress: Arc::new(Mutex::new(HashMap::new())),
+                    cache_file,
+                })
+            })
+            .clone();
+        server.sessions.fetch_add(1, Ordering::SeqCst);
+        Lease { server, pool: Arc::downgrade(self) }
+    }
+
+    /// Every server, for `mcp/list`.
+    pub fn list(&self) -> Vec<McpPoolServer> {
+        let mut out: Vec<McpPoolServer> = self.lock().values().map(|s| s.pool_status()).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.workspace.cmp(&b.workspace)));
+        out
+    }
+
+    /// Stops every server (daemon shutdown).
+    pub async fn stop_all(&self) {
+        let servers: Vec<Arc<Server>> = self.lock().drain().map(|(_, s)| s).collect();
+        for server in servers {
+            server.stop().await;
+        }
+    }
+
+    fn release(&self, server: &Arc<Server>) {
+        if server.sessions.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        let mut servers = self.lock();
+        // A session may have acquired it again meanwhile.
+        if server.sessions.load(Ordering::SeqCst) == 0 {
+            servers.remove(&server.key);
+            drop(servers);
+            let server = server.clone();
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move { server.stop().await });
+                }
+                Err(_) => server.kill_now(),
+            }
+        }
+    }
+}
+
+/// A session's use of a server: the server stops when the last lease goes.
+pub struct Lease {
+    /// The server.
+    pub server: Arc<Server>,
+    pool: std::sync::Weak<Pool>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.release(&self.server);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Status {
+    state: Option<McpServerState>,
+    tools: Option<Arc<Vec<ServerTool>>>,
+    last_error: Option<String>,
+    starts: u32,
+    /// Start attempts so far (to share one attempt between waiting calls).
+    attempts: u64,
+    pid: Option<u32>,
+    peer: Option<Peer<RoleClient>>,
+}
+
+/// One server of the pool.
+pub struct Server {
+    key: String,
+    /// Its name.
+    pub name: String,
+    /// The workspace it serves.
+    pub workspace: PathBuf,
+    transport: Transport,
+    conn: tokio::sync::Mutex<Option<Conn>>,
+    status: Mutex<Status>,
+    sessions: AtomicU32,
+    progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
+    cache_file: Option<PathBuf>,
+}
+
+struct Conn {
+    service: RunningService<RoleClient, Handler>,
+    process: Option<crate::process::ProcessTree>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Server {
+    fn status(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `stdio` or `http`.
+    pub fn transport_kind(&self) -> &'static str {
+        self.transport.kind()
+    }
+
+    /// Its state now: a running server whose connection closed counts as
+    /// failed.
+    pub fn state(&self) -> (McpServerState, Option<String>) {
+        let status = self.status();
+        let state = status.state.unwrap_or(McpServerState::Idle);
+        if state == McpServerState::Running && status.peer.as_ref().is_some_and(|p| p.is_transport_closed()) {
+            let why = status.last_error.clone().unwrap_or_else(|| "the server closed the connection".into());
+            return (McpServerState::Failed, Some(why));
+        }
+        (state, status.last_error.clone())
+    }
+
+    /// Its tools as last seen (`None`: never seen).
+    pub fn tools(&self) -> Option<Arc<Vec<ServerTool>>> {
+        self.status().tools.clone()
+    }
+
+    fn pool_status(&self) -> McpPoolServer {
+        let (state, last_error) = self.state();
+        let status = self.status();
+        McpPoolServer {
+            name: self.name.clone(),
+            workspace: self.workspace.clone(),
+            transport: self.transport.kind().to_owned(),
+            state,
+            tools: status.tools.as_ref().map_or(0, |t| t.len() as u32),
+            sessions: self.sessions.load(Ordering::SeqCst),
+            pid: if state == McpServerState::Running { status.pid } else { None },
+            starts: status.starts,
+            last_error,
+        }
+    }
+
+    /// Learns the server's tools if they were never seen: starts it (and
+    /// leaves it running for the calls to come).
+    pub async fn discover(&self) {
+        if self.tools().is_none() {
+            let _ = self.peer().await;
+        }
+    }
+
+    /// A connection to the server: the running one, or a new one when
+    /// there is none or it died. Calls waiting while a start fails all get
+    /// that start's error rather than each trying again.
+    pub async fn peer(&self) -> Result<Peer<RoleClient>, String> {
+        let seen = self.status().attempts;
+        let mut conn = self.conn.lock().await;
+        if let Some(c) = conn.as_ref()
+            && !c.service.is_transport_closed()
+        {
+            return Ok(c.service.peer().clone());
+        }
+        if let Some(dead) = conn.take() {
+            let why = Self::end(dead).await;
+            tracing::warn!(server = %self.name, "MCP server {}: {why}", self.name);
+            self.status().last_error = Some(why);
+        }
+        {
+            let status = self.status();
+            if status.attempts != seen && status.state == Some(McpServerState::Failed) {
+                return Err(status.last_error.clone().unwrap_or_else(|| "it failed to start".into()));
+            }
+        }
+        {
+            let mut status = self.status();
+            status.attempts += 1;
+            status.state = Some(McpServerState::Starting);
+        }
+        let started = tokio::time::timeout(STARTUP_TIMEOUT, self.start()).await.unwrap_or_else(|_| {
+            Err(format!("it did not start and list its tools within {} s", STARTUP_TIMEOUT.as_secs()))
+        });
+        match started {
+            Ok((c, tools)) => {
+                let peer = c.service.peer().clone();
+                let pid = c.process.as_ref().map(|p| p.pgid() as u32);
+                if let Some(file) = &self.cache_file {
+                    write_cache(file, &self.key, &tools);
+                }
+                let mut status = self.status();
+                status.state = Some(McpServerState::Running);
+                status.tools = Some(Arc::new(tools));
+                status.last_error = None;
+                status.starts += 1;
+                status.pid = pid;
+                status.peer = Some(peer.clone());
+                *conn = Some(c);
+                tracing::info!(server = %self.name, workspace = %self.workspace.display(), "MCP server started");
+                Ok(peer)
+            }
+            Err(why) => {
+                tracing::warn!(server = %self.name, "MCP server {} failed to start: {why}", self.name);
+                let mut status = self.status();
+                status.state = Some(McpServerState::Failed);
+                status.last_error = Some(why.clone());
+                status.peer = None;
+                Err(why)
+            }
+        }
+    }
+
+    /// After a call saw the connection close: what happened to the server
+    /// (its exit status and last stderr lines), recorded as its last error.
+    pub async fn died(&self) -> String {
+        let mut conn = self.conn.lock().await;
+        let why = match conn.take() {
+            Some(dead) => Self::end(dead).await,
+            None => self.status().last_error.clone().unwrap_or_else(|| "the connection closed".into()),
+        };
+        let mut status = self.status();
+        status.state = Some(McpServerState::Failed);
+        status.last_error = Some(why.clone());
+        status.peer = None;
+        why
+    }
+
+    async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
+        let handler = Handler { progress: self.progress.clone() };
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let (service, process) = match &self.transport {
+            Transport::Stdio { command, args, env, cwd } => {
+                let marker = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+                let mut tree = crate::process::spawn_server(command, args, cwd, env, &marker)
+                    .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+                let (Some(stdin), Some(stdout)) = (tree.child.stdin.take(), tree.child.stdout.take()) else {
+                    return Err("its pipes could not be opened".into());
+                };
+                if let Some(err) = tree.child.stderr.take() {
+                    let tail = stderr.clone();
+                    let name = self.name.clone();
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(err).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %name, "stderr: {line}");
+                            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                            if tail.len() == STDERR_LINES {
+                                tail.pop_front();
+                            }
+                            tail.push_back(line.chars().take(500).collect());
+                        }
+                    });
+                }
+                match handler.serve((stdout, stdin)).await {
+                    Ok(service) => (service, Some(tree)),
+                    Err(e) => {
+                        let dead = Self::exit_note(&mut tree, &stderr).await;
+                        tree.terminate().await;
+                        return Err(format!("the MCP handshake failed ({e}){dead}"));
+                    }
+                }
+            }
+            Transport::Http { url, headers } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v))
+                    else {
+                        return Err(format!("header {k:?} is not valid"));
+                    };
+                    map.insert(k, v);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let service = handler.serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                (service, None)
+            }
+        };
+        let listed = service.peer().list_all_tools().await;
+        let mut conn = Conn { service, process, stderr };
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                let why = format!("listing its tools failed: {e}");
+                Self::end(conn).await;
+                return Err(why);
+            }
+        };
+        let tools =
+            listed.iter().map(|t| check_tool(&self.name, serde_json::to_value(t).unwrap_or_default())).collect();
+        if let Some(p) = conn.process.as_mut() {
+            // Its stderr is read by the task above; nothing else to keep.
+            let _ = p.pgid();
+        }
+        Ok((conn, tools))
+    }
+
+    /// Ends a connection and its process; says how the process ended.
+    async fn end(mut conn: Conn) -> String {
+        let _ = conn.service.close_with_timeout(Duration::from_millis(200)).await;
+        match conn.process.as_mut() {
+            Some(tree) => {
+                let note = Self::exit_note(tree, &conn.stderr).await;
+                tree.terminate().await;
+                format!("the server's connection closed{note}")
+            }
+            None => "the server's connection closed".into(),
+        }
+    }
+
+    /// ", the process exited with status N; stderr: …" as far as known.
+    async fn exit_note(tree: &mut crate::process::ProcessTree, stderr: &Mutex<VecDeque<String>>) -> String {
+        // The process may take a moment to be reaped after its pipes close.
+        let status = tokio::time::timeout(Duration::from_millis(500), tree.child.wait()).await;
+        // Let the stderr reader catch the last lines.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut note = match status {
+            Ok(Ok(status)) => {
+                use std::os::unix::process::ExitStatusExt;
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => format!(", the process exited with status {code}"),
+                    (None, Some(sig)) => format!(", the process was killed by signal {sig}"),
+                    _ => String::new(),
+                }
+            }
+            _ => String::new(),
+        };
+        let tail: Vec<String> = stderr.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        if !tail.is_empty() {
+            note.push_str(&format!("; its stderr ended with: {}", tail.join(" | ")));
+        }
+        note
+    }
+
+    /// Stops the server (last session gone, or daemon shutdown).
+    pub async fn stop(&self) {
+        let conn = self.conn.lock().await.take();
+        if let Some(conn) = conn {
+            Self::end(conn).await;
+            tracing::info!(server = %self.name, workspace = %self.workspace.display(), "MCP server stopped");
+        }
+        let mut status = self.status();
+        status.state = Some(McpServerState::Idle);
+        status.peer = None;
+        status.pid = None;
+    }
+
+    /// SIGKILL to the server's processes now (no runtime to stop it in).
+    fn kill_now(&self) {
+        if let Ok(mut conn) = self.conn.try_lock()
+            && let Some(mut conn) = conn.take()
+            && let Some(tree) = conn.process.as_mut()
+        {
+            tree.kill_now();
+        }
+    }
+
+    /// Routes the server's progress notifications for `token` to `report`
+    /// while the guard lives.
+    pub fn watch_progress(&self, token: &impl Serialize, report: ProgressReporter) -> ProgressGuard {
+        let key = serde_json::to_string(token).unwrap_or_default();
+        self.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), report);
+        ProgressGuard { map: self.progress.clone(), key }
+    }
+}
+
+/// Stops routing progress for one call when dropped.
+pub struct ProgressGuard {
+    map: Arc<Mutex<HashMap<String, ProgressReporter>>>,
+    key: String,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+    }
+}
+
+/// What agentd does with what a server sends unasked.
+struct Handler {
+    progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    async fn on_progress(&self, params: rmcp::model::ProgressNotificationParam, _cx: NotificationContext<RoleClient>) {
+        let key = serde_json::to_string(&params.progress_token).unwrap_or_default();
+        let report = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        if let Some(report) = report {
+            let render = match (&params.message, params.total) {
+                (Some(m), _) => m.clone(),
+                (None, Some(total)) => format!("{}/{}", params.progress, total),
+                (None, None) => format!("{}", params.progress),
+            };
+            let data =
+                serde_json::json!({"progress": params.progress, "total": params.total, "message": params.message});
+            report(ProgressReport { data, render });
+        }
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// A tool from a server's `tools/list`, checked for what a model API
+/// would reject: its full name must be a valid tool name, its schema an
+/// object schema whose types are JSON Schema's.
+fn check_tool(server: &str, tool: Value) -> ServerTool {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let description = tool.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
+    let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+    let full = format!("mcp__{server}__{name}");
+    let unusable = if !crate::tool::registry::is_valid_tool_name(&full) {
+        Some(format!("its name {full:?} is not 1 to 64 of A-Z a-z 0-9 _ -"))
+    } else if schema.get("type").and_then(Value::as_str) != Some("object") {
+        Some("its input schema is not an object schema".into())
+    } else {
+        schema_problem(&schema, "inputSchema")
+    };
+    ServerTool { name, description, schema, read_only, unusable }
+}
+
+/// The first thing in `schema` that is not JSON Schema a model API takes.
+pub fn schema_problem(schema: &Value, at: &str) -> Option<String> {
+    const TYPES: [&str; 7] = ["object", "array", "string", "number", "integer", "boolean", "null"];
+    let map = match schema {
+        Value::Bool(_) => return None,
+        Value::Object(map) => map,
+        _ => return Some(format!("{at} is not a schema")),
+    };
+    if let Some(t) = map.get("type") {
+        let ok = match t {
+            Value::String(s) => TYPES.contains(&s.as_str()),
+            Value::Array(a) => a.iter().all(|t| t.as_str().is_some_and(|s| TYPES.contains(&s))),
+            _ => false,
+        };
+        if !ok {
+            return Some(format!("{at}.type {t} is not a JSON Schema type"));
+        }
+    }
+    if let Some(r) = map.get("required")
+        && !r.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        return Some(format!("{at}.required is not a list of names"));
+    }
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(props) = map.get(key) {
+            let Some(props) = props.as_object() else { return Some(format!("{at}.{key} is not an object")) };
+            for (name, sub) in props {
+                if let Some(p) = schema_problem(sub, &format!("{at}.{key}.{name}")) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(sub) = map.get(key)
+            && let Some(p) = schema_problem(sub, &format!("{at}.{key}"))
+        {
+            return Some(p);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(list) = map.get(key) {
+            let Some(list) = list.as_array() else { return Some(format!("{at}.{key} is not a list")) };
+            for (i, sub) in list.iter().enumerate() {
+                if let Some(p) = schema_problem(sub, &format!("{at}.{key}[{i}]")) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[derive(Serialize, Deserialize)]
+struct Cached {
+    key: String,
+    tools: Vec<ServerTool>,
+}
+
+fn read_cache(file: &Path, key: &str) -> Option<Arc<Vec<ServerTool>>> {
+    let bytes = std::fs::read(file).ok()?;
+    let cached: Cached = serde_json::from_slice(&bytes).ok()?;
+    (cached.key == key).then(|| Arc::new(cached.tools))
+}
+
+fn write_cache(file: &Path, key: &str, tools: &[ServerTool]) {
+    let cached = Cached { key: key.to_owned(), tools: tools.to_vec() };
+    let Ok(json) = serde_json::to_vec(&cached) else { return };
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, json).is_ok() && std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// FNV-1a, for cache file names (the key itself is checked on read).
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_a_model_api_rejects_are_found() {
+        let ok = serde_json::json!({"type": "object", "properties": {"a": {"type": ["string", "null"]},
+            "b": {"type": "array", "items": {"type": "integer"}}, "c": true,
+            "d": {"anyOf": [{"type": "string"}, {"type": "number"}]}}, "required": ["a"]});
+        assert_eq!(schema_problem(&ok, "inputSchema"), None);
+        for (bad, needle) in [
+            (serde_json::json!({"type": "object", "properties": {"x": {"type": "integral"}}}), "properties.x.type"),
+            (serde_json::json!({"type": "object", "properties": []}), "properties is not an object"),
+            (serde_json::json!({"type": "object", "required": "x"}), "required"),
+            (serde_json::json!({"type": "object", "properties": {"x": 5}}), "not a schema"),
+            (serde_json::json!({"type": "object", "properties": {"x": {"items": {"type": 3}}}}), "items.type"),
+            (serde_json::json!({"type": "object", "anyOf": {}}), "anyOf"),
+        ] {
+            let p = schema_problem(&bad, "inputSchema").unwrap_or_default();
+            assert!(p.contains(needle), "{bad}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn tools_with_bad_names_or_schemas_are_marked() {
+        let good = check_tool(
+            "fs",
+            serde_json::json!({"name": "read_file", "description": "d",
+            "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+        );
+        assert!(good.unusable.is_none() && good.read_only);
+        let named = check_tool("fs", serde_json::json!({"name": "bad name!", "inputSchema": {"type": "object"}}));
+        assert!(named.unusable.unwrap().contains("name"));
+        let long = check_tool("fs", serde_json::json!({"name": "x".repeat(60), "inputSchema": {"type": "object"}}));
+        assert!(long.unusable.is_some());
+        let not_object = check_tool("fs", serde_json::json!({"name": "t", "inputSchema": {"type": "string"}}));
+        assert!(not_object.unusable.unwrap().contains("not an object schema"));
+        let no_hint = check_tool("fs", serde_json::json!({"name": "t", "inputSchema": {"type": "object"}}));
+        assert!(!no_hint.read_only, "fail closed without readOnlyHint");
+    }
+}

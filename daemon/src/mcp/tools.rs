@@ -1,0 +1,617 @@
+//! MCP tools as agentd tools: `mcp__<server>__<tool>`, always deferred
+//! (external), asking before they run, read-only and concurrency-safe only
+//! when the server says `readOnlyHint`; and the two resource tools
+//! (`ListMcpResources`, `ReadMcpResource`, with Claude Code's inputs).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_protocol::tools::{ContentBlock, ImageSource};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::pool::{Server, ServerTool};
+use crate::permission::Decision;
+use crate::tool::erased::{BoxFuture, InputError};
+use crate::tool::{
+    CallOutcome, DynTool, ExternalToolSource, PreparedCall, ProgressSink, Tool, ToolContext, ToolError, ToolOutput,
+    ValidationError, context::ProgressReporter,
+};
+
+/// Most characters of a tool result kept for the model (Claude Code's
+/// `MAX_MCP_OUTPUT_TOKENS` of 25,000 tokens, at about four a token).
+pub const MAX_RESULT_CHARS: usize = 100_000;
+
+/// One server's tools, as a session sees them.
+pub struct ServerSource {
+    server: Arc<Server>,
+    tools: Vec<Arc<dyn DynTool>>,
+}
+
+impl ServerSource {
+    /// The tools `server` was last seen to offer.
+    pub fn new(server: Arc<Server>) -> Self {
+        let tools = server
+            .tools()
+            .map(|list| {
+                list.iter().map(|t| Arc::new(McpTool::new(server.clone(), t.clone())) as Arc<dyn DynTool>).collect()
+            })
+            .unwrap_or_default();
+        ServerSource { server, tools }
+    }
+}
+
+impl ExternalToolSource for ServerSource {
+    fn source_name(&self) -> &str {
+        &self.server.name
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.tools.clone()
+    }
+}
+
+struct McpTool {
+    full_name: String,
+    server: Arc<Server>,
+    tool: ServerTool,
+}
+
+impl McpTool {
+    fn new(server: Arc<Server>, tool: ServerTool) -> Self {
+        McpTool { full_name: format!("mcp__{}__{}", server.name, tool.name), server, tool }
+    }
+}
+
+impl DynTool for McpTool {
+    fn name(&self) -> &str {
+        &self.full_name
+    }
+
+    fn aliases(&self) -> &[&'static str] {
+        &[]
+    }
+
+    fn description(&self) -> String {
+        self.tool.description.clone()
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.tool.schema
+    }
+
+    fn is_enabled(&self) -> bool {
+        true
+    }
+
+    fn always_load(&self) -> bool {
+        false
+    }
+
+    fn should_defer(&self) -> bool {
+        true
+    }
+
+    fn is_external(&self) -> bool {
+        true
+    }
+
+    /// A tool a model API would reject is never offered; a call that names
+    /// it anyway is told why.
+    fn is_legacy(&self) -> bool {
+        self.tool.unusable.is_some()
+    }
+
+    fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
+        let fail = |detail: String| InputError { tool: self.full_name.clone(), field: ".".into(), detail };
+        if let Some(why) = &self.tool.unusable {
+            return Err(fail(format!(
+                "MCP server {} offers this tool, but {why}, so it is not offered to models",
+                self.server.name
+            )));
+        }
+        let Value::Object(arguments) = input else {
+            return Err(fail("the input must be a JSON object".into()));
+        };
+        Ok(Box::new(McpCall {
+            full_name: self.full_name.clone(),
+            server: self.server.clone(),
+            tool: self.tool.name.clone(),
+            read_only: self.tool.read_only,
+            arguments,
+        }))
+    }
+
+    fn render_grouped(&self, calls: &[&dyn PreparedCall]) -> String {
+        format!("{} ×{}", self.full_name, calls.len())
+    }
+}
+
+struct McpCall {
+    full_name: String,
+    server: Arc<Server>,
+    tool: String,
+    read_only: bool,
+    arguments: serde_json::Map<String, Value>,
+}
+
+impl PreparedCall for McpCall {
+    fn tool_name(&self) -> &str {
+        &self.full_name
+    }
+
+    fn input_any(&self) -> &dyn Any {
+        &self.arguments
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        self.read_only
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn is_destructive(&self) -> bool {
+        !self.read_only
+    }
+
+    fn validate(&self, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        Ok(())
+    }
+
+    fn check_permissions(&self, _ctx: &ToolContext) -> Decision {
+        Decision::Ask {
+            reason: format!("{} (MCP server {}) wants to run", self.tool, self.server.name),
+            suggestion: Some(self.full_name.clone()),
+        }
+    }
+
+    fn render_use(&self) -> String {
+        format!("{} ({})", self.tool, self.server.name)
+    }
+
+    fn render_rejected(&self, reason: &str) -> String {
+        format!("{} refused: {reason}", self.render_use())
+    }
+
+    fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
+        Box::pin(async move {
+            let McpCall { full_name, server, tool, arguments, .. } = *self;
+            let timeout = Duration::from_millis(ctx.info.mcp_tool_timeout_ms);
+            match call_tool(&server, &tool, arguments, timeout, &ctx, progress).await {
+                Ok((content, is_error)) => {
+                    let render =
+                        if is_error { format!("{tool} ({}) failed", server.name) } else { format!("{full_name} done") };
+                    CallOutcome { content, is_error, render, modifier: None }
+                }
+                Err(message) => CallOutcome::error(message),
+            }
+        })
+    }
+}
+
+/// Sends `notifications/cancelled` for a request unless disarmed: the call
+/// was cancelled, timed out, or its future was dropped.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+    reason: &'static str,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            let reason = self.reason.to_owned();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let note = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason));
+                    let _ = peer.notify_cancelled(note).await;
+                });
+            }
+        }
+    }
+}
+
+async fn call_tool(
+    server: &Server,
+    tool: &str,
+    arguments: serde_json::Map<String, Value>,
+    timeout: Duration,
+    ctx: &ToolContext,
+    progress: Option<ProgressReporter>,
+) -> Result<(Vec<ContentBlock>, bool), String> {
+    let name = &server.name;
+    let peer = tokio::select! {
+        peer = server.peer() => peer.map_err(|e| format!("MCP server {name} is not available: {e}"))?,
+        _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
+    };
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = Some(arguments);
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .map_err(|e| format!("MCP server {name}: sending the call failed: {e}"))?;
+    let _progress = progress.map(|report| server.watch_progress(&handle.progress_token, report));
+    let mut guard = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()), reason: "cancelled by the user" };
+    let answer = tokio::select! {
+        answer = handle.await_response() => answer,
+        _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
+        _ = tokio::time::sleep(timeout) => {
+            guard.reason = "timed out";
+            return Err(format!(
+                "MCP server {name}: {tool} did not answer within {} s (the session's mcp_tool_timeout_ms); the call was cancelled",
+                timeout.as_secs_f64()
+            ));
+        }
+    };
+    guard.id = None;
+    match answer {
+        Ok(ServerResult::CallToolResult(result)) => {
+            let value = serde_json::to_value(&result).unwrap_or_default();
+            Ok(convert_result(&value))
+        }
+        Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
+        Err(rmcp::ServiceError::McpError(e)) => Err(format!("MCP server {name}: {tool} failed: {}", e.message)),
+        Err(rmcp::ServiceError::TransportClosed) | Err(rmcp::ServiceError::TransportSend(_)) => {
+            let why = server.died().await;
+            Err(format!("MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"))
+        }
+        Err(e) => Err(format!("MCP server {name}: {tool} failed: {e}")),
+    }
+}
+
+/// A `CallToolResult` (as JSON) as tool_result content: text as it is,
+/// images as images, embedded resources as their text, links as a line;
+/// `structuredContent` when there is no content. Text beyond
+/// [`MAX_RESULT_CHARS`] is cut with a note.
+pub fn convert_result(result: &Value) -> (Vec<ContentBlock>, bool) {
+    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let mut blocks = Vec::new();
+    for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => blocks.push(ContentBlock::text(str_of(block, "text"))),
+            Some("image") => blocks.push(ContentBlock::Image {
+                source: ImageSource {
+                    kind: "base64".into(),
+                    media_type: str_of(block, "mimeType"),
+                    data: str_of(block, "data"),
+                },
+            }),
+            Some("resource") => {
+                let r = block.get("resource").cloned().unwrap_or_default();
+                match r.get("text").and_then(Value::as_str) {
+                    Some(text) => blocks.push(ContentBlock::text(text)),
+                    None => blocks.push(ContentBlock::text(format!(
+                        "[binary resource {} ({}), not shown]",
+                        str_of(&r, "uri"),
+                        str_of(&r, "mimeType")
+                    ))),
+                }
+            }
+            Some("resource_link") => blocks.push(ContentBlock::text(format!(
+                "[resource {}: {}]",
+                str_of(block, "name"),
+                str_of(block, "uri")
+            ))),
+            Some("audio") => {
+                blocks.push(ContentBlock::text(format!("[audio ({}), not shown]", str_of(block, "mimeType"))))
+            }
+            _ => blocks.push(ContentBlock::text(block.to_string())),
+        }
+    }
+    if blocks.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        blocks.push(ContentBlock::text(structured.to_string()));
+    }
+    if blocks.is_empty() {
+        blocks.push(ContentBlock::text(if is_error { "(the tool failed without a message)" } else { "(no content)" }));
+    }
+    let mut budget = MAX_RESULT_CHARS;
+    for block in &mut blocks {
+        if let ContentBlock::Text { text } = block {
+            let chars = text.chars().count();
+            if chars > budget {
+                let cut: String = text.chars().take(budget).collect();
+                *text = format!("{cut}\n[output cut: {chars} characters, at most {MAX_RESULT_CHARS} are kept]");
+                budget = 0;
+            } else {
+                budget -= chars;
+            }
+        }
+    }
+    (blocks, is_error)
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// The session's servers, for the resource tools.
+#[derive(Clone, Default)]
+pub struct Servers(pub Arc<Vec<Arc<Server>>>);
+
+impl Servers {
+    fn find(&self, name: &str) -> Result<&Arc<Server>, ToolError> {
+        self.0.iter().find(|s| s.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.0.iter().map(|s| s.name.as_str()).collect();
+            ToolError::new(format!(
+                "no MCP server named {name:?} in this session; its servers are: {}",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+/// Input of ListMcpResources.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ListInput {
+    /// Optional server name to filter resources by.
+    #[serde(default)]
+    pub server: Option<String>,
+}
+
+/// ListMcpResources: the resources of the session's MCP servers.
+pub struct ListMcpResources(pub Servers);
+
+impl Tool for ListMcpResources {
+    type Input = ListInput;
+    type Output = String;
+    type Progress = ();
+
+    const NAME: &'static str = "ListMcpResources";
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["ListMcpResourcesTool"]
+    }
+
+    fn description(&self) -> String {
+        "Lists available resources from configured MCP servers. Each resource object includes a 'server' field \
+         indicating which server it's from."
+            .into()
+    }
+
+    fn check_permissions(&self, _input: &ListInput, _ctx: &ToolContext) -> Decision {
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &ListInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &ListInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &ListInput) -> bool {
+        false
+    }
+
+    fn should_defer(&self) -> bool {
+        true
+    }
+
+    fn is_external(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        input: ListInput,
+        ctx: ToolContext,
+        _progress: ProgressSink<()>,
+    ) -> Result<ToolOutput<String>, ToolError> {
+        let servers: Vec<&Arc<Server>> = match &input.server {
+            Some(name) => vec![self.0.find(name)?],
+            None => self.0.0.iter().collect(),
+        };
+        let mut all = Vec::new();
+        for server in servers {
+            let listed = tokio::select! {
+                listed = list_resources(server) => listed,
+                _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+            };
+            match listed {
+                Ok(list) => all.extend(list),
+                Err(e) if input.server.is_some() => return Err(ToolError::new(e)),
+                Err(e) => tracing::debug!(server = %server.name, "no resources: {e}"),
+            }
+        }
+        if all.is_empty() {
+            return Ok(ToolOutput::new(
+                "No resources found. MCP servers may still provide tools even if they have no resources.".into(),
+            ));
+        }
+        Ok(ToolOutput::new(serde_json::to_string(&all).unwrap_or_default()))
+    }
+
+    fn render_use(&self, input: &ListInput) -> String {
+        match &input.server {
+            Some(s) => format!("Listing the resources of {s}"),
+            None => "Listing MCP resources".into(),
+        }
+    }
+
+    fn render_result(&self, output: &String) -> String {
+        let n = serde_json::from_str::<Vec<Value>>(output).map(|v| v.len()).unwrap_or(0);
+        format!("{n} resources")
+    }
+}
+
+async fn list_resources(server: &Server) -> Result<Vec<Value>, String> {
+    let name = &server.name;
+    let peer = server.peer().await.map_err(|e| format!("MCP server {name} is not available: {e}"))?;
+    let list =
+        peer.list_all_resources().await.map_err(|e| format!("MCP server {name}: listing resources failed: {e}"))?;
+    Ok(list
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            v["server"] = Value::String(name.clone());
+            v
+        })
+        .collect())
+}
+
+/// Input of ReadMcpResource.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ReadInput {
+    /// The MCP server name
+    pub server: String,
+    /// The resource URI to read
+    pub uri: String,
+}
+
+/// ReadMcpResource: one resource of one of the session's MCP servers.
+pub struct ReadMcpResource(pub Servers);
+
+impl Tool for ReadMcpResource {
+    type Input = ReadInput;
+    type Output = String;
+    type Progress = ();
+
+    const NAME: &'static str = "ReadMcpResource";
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["ReadMcpResourceTool"]
+    }
+
+    fn description(&self) -> String {
+        "Reads a specific resource from an MCP server, identified by server name and resource URI.".into()
+    }
+
+    fn validate_input(&self, input: &ReadInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        self.0.find(&input.server).map(|_| ()).map_err(|e| ValidationError::new(e.message))
+    }
+
+    fn check_permissions(&self, _input: &ReadInput, _ctx: &ToolContext) -> Decision {
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &ReadInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &ReadInput) -> bool {
+        false
+    }
+
+    fn should_defer(&self) -> bool {
+        true
+    }
+
+    fn is_external(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        input: ReadInput,
+        ctx: ToolContext,
+        _progress: ProgressSink<()>,
+    ) -> Result<ToolOutput<String>, ToolError> {
+        let server = self.0.find(&input.server)?;
+        let name = &server.name;
+        let read = async {
+            let peer = server.peer().await.map_err(|e| format!("MCP server {name} is not available: {e}"))?;
+            let params = rmcp::model::ReadResourceRequestParams::new(input.uri.clone());
+            peer.read_resource(params)
+                .await
+                .map_err(|e| format!("MCP server {name}: reading {} failed: {e}", input.uri))
+        };
+        let result = tokio::select! {
+            r = read => r.map_err(ToolError::new)?,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+        };
+        let value = serde_json::to_value(&result).unwrap_or_default();
+        let contents: Vec<Value> = value
+            .get("contents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| match c.get("blob") {
+                Some(_) => serde_json::json!({"uri": c.get("uri"), "mimeType": c.get("mimeType"),
+                    "text": "[binary content, not shown]"}),
+                None => c.clone(),
+            })
+            .collect();
+        let text = serde_json::to_string(&serde_json::json!({ "contents": contents })).unwrap_or_default();
+        if text.chars().count() > MAX_RESULT_CHARS {
+            return Err(ToolError::new(format!(
+                "the resource is {} characters, more than the {MAX_RESULT_CHARS} a result may hold",
+                text.chars().count()
+            )));
+        }
+        Ok(ToolOutput::new(text))
+    }
+
+    fn render_use(&self, input: &ReadInput) -> String {
+        format!("Reading {} from {}", input.uri, input.server)
+    }
+
+    fn render_result(&self, output: &String) -> String {
+        format!("{} characters", output.chars().count())
+    }
+}
+
+/// The resource tools of a session with MCP servers.
+pub struct ResourceTools(pub Vec<Arc<dyn DynTool>>);
+
+impl ResourceTools {
+    /// ListMcpResources and ReadMcpResource over `servers`.
+    pub fn new(servers: Servers) -> Self {
+        let list = Arc::new(crate::tool::erased::Erased::new(ListMcpResources(servers.clone())));
+        let read = Arc::new(crate::tool::erased::Erased::new(ReadMcpResource(servers)));
+        ResourceTools(vec![list, read])
+    }
+}
+
+impl ExternalToolSource for ResourceTools {
+    fn source_name(&self) -> &str {
+        "mcp"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.0.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_become_content_blocks() {
+        let (blocks, err) = convert_result(&serde_json::json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a", "text": "inside"}},
+            {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA", "mimeType": "x/y"}},
+            {"type": "resource_link", "uri": "file:///c", "name": "c"}
+        ], "isError": false}));
+        assert!(!err);
+        assert_eq!(blocks[0], ContentBlock::text("hello"));
+        assert!(matches!(&blocks[1], ContentBlock::Image { source } if source.media_type == "image/png"));
+        assert_eq!(blocks[2], ContentBlock::text("inside"));
+        assert!(matches!(&blocks[3], ContentBlock::Text { text } if text.contains("binary resource file:///b")));
+        assert!(matches!(&blocks[4], ContentBlock::Text { text } if text.contains("file:///c")));
+        let (blocks, err) =
+            convert_result(&serde_json::json!({"content": [], "structuredContent": {"a": 1}, "isError": true}));
+        assert!(err);
+        assert_eq!(blocks, vec![ContentBlock::text("{\"a\":1}")]);
+        let big = "x".repeat(MAX_RESULT_CHARS + 10);
+        let (blocks, _) = convert_result(&serde_json::json!({"content": [{"type": "text", "text": big}]}));
+        assert!(matches!(&blocks[0], ContentBlock::Text { text } if text.contains("output cut")));
+    }
+}

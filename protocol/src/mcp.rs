@@ -1,0 +1,128 @@
+//! MCP servers a session uses: how they are configured (Claude Code's
+//! `mcpServers` entries) and how they stand.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The default `mcp_tool_timeout_ms`: ten minutes (Claude Code's
+/// `MCP_TOOL_TIMEOUT`).
+pub const DEFAULT_MCP_TOOL_TIMEOUT_MS: u64 = 600_000;
+
+/// One `mcpServers` entry, in Claude Code's format. A stdio server:
+/// `{"command": "npx", "args": ["-y", "pkg"], "env": {"K": "v"}}` (`type`
+/// `"stdio"` or absent). A streamable HTTP server: `{"type": "http", "url":
+/// "https://…", "headers": {"Authorization": "Bearer ${TOKEN}"}}`.
+/// `${VAR}` and `${VAR:-default}` are expanded in `command`, `args`, `env`,
+/// `url` and `headers` from the daemon's environment. Fields of other
+/// clients' formats (`timeout`, `oauth`, …) are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerEntry {
+    /// `stdio` (the default when `command` is given) or `http`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// The program to start (stdio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments (stdio).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables set for it (stdio), on top of a plain
+    /// environment (PATH, HOME, locale; none of the daemon's secrets).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (stdio); the session's workspace when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The endpoint (http).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (http).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Where a server's entry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpSource {
+    /// `session/create`'s `mcp_servers`.
+    Session,
+    /// The workspace's `.mcp.json` (only when enabled).
+    Project,
+    /// The user's settings file (`mcpServers`).
+    User,
+}
+
+/// How a server stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerState {
+    /// Not running: started on the next call that needs it.
+    Idle,
+    /// Being started.
+    Starting,
+    /// Running and connected.
+    Running,
+    /// It failed to start, or died; `last_error` says how. The next call
+    /// tries once more.
+    Failed,
+}
+
+/// A session's MCP server as it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerStatus {
+    /// Its name (`mcp__<name>__<tool>`).
+    pub name: String,
+    /// Where its entry came from.
+    pub source: McpSource,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Running, idle or failed.
+    pub state: McpServerState,
+    /// How many tools it offers (as last seen; 0 when never seen).
+    pub tools: u32,
+    /// What went wrong last, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Params of `mcp/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpListParams {}
+
+/// One server of the daemon's pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpPoolServer {
+    /// Its name.
+    pub name: String,
+    /// The workspace it serves.
+    pub workspace: PathBuf,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// Running, idle or failed.
+    pub state: McpServerState,
+    /// How many tools it offers (as last seen).
+    pub tools: u32,
+    /// How many open sessions use it.
+    pub sessions: u32,
+    /// The server process (stdio, while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How many times it was started.
+    pub starts: u32,
+    /// What went wrong last, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Result of `mcp/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpListResult {
+    /// Every server of the pool, by name then workspace.
+    pub servers: Vec<McpPoolServer>,
+}

@@ -1,0 +1,407 @@
+//! MCP servers through the real socket, with real servers: the reference
+//! filesystem server (npm) and a server written with the official Python
+//! SDK (`tests/mcp/test_server.py`) that can misbehave on purpose.
+//!
+//! `.ci/run` installs both and sets `AGENTD_TEST_MCP_PYTHON` (a Python with
+//! the `mcp` package) and `AGENTD_TEST_MCP_FS` (the filesystem server's
+//! executable). Without them these tests say so and pass, except under CI,
+//! where a missing server is a failure.
+
+use std::path::{Path, PathBuf};
+
+use agentd_tests::{EventStream, RawConn, StandaloneDaemon, agentctl, eventually, none_left, tool_use, within};
+use serde_json::{Value, json};
+
+fn required(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
+        None => {
+            eprintln!("skipped: {var} is not set (see .ci/run)");
+            None
+        }
+    }
+}
+
+fn test_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/test_server.py")
+}
+
+/// A stdio entry for the Python test server with `args`.
+fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
+    let mut all = vec![test_server().display().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    json!({ "command": python, "args": all, "env": env })
+}
+
+async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value {
+    let mut params = json!({ "cwd": cwd });
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    c.ok("session/create", params).await
+}
+
+async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
+    within(name, c.ok("tool/call", json!({ "session_id": sid, "name": name, "input": input }))).await
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn load(c: &mut RawConn, sid: &str, names: &[&str]) {
+    let query = format!("select:{}", names.join(","));
+    let r = call(c, sid, "ToolSearch", json!({ "query": query })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn the_filesystem_server_is_deferred_loaded_called_denied_and_left_nothing() {
+    let Some(fs) = required("AGENTD_TEST_MCP_FS") else { return };
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let work_path = std::fs::canonicalize(work.path()).unwrap();
+    std::fs::write(work_path.join("notes.txt"), "the filesystem server read this\n").unwrap();
+    let entry = json!({ "fs": { "command": fs, "args": [work_path] } });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let created = session(&mut c, &work_path, json!({ "mcp_servers": entry, "permissions": { "allow": ["mcp__fs"] } }))
+            .await;
+        let sid = created["session_id"].as_str().unwrap().to_owned();
+        assert_eq!(created["session"]["mcp"][0]["state"], "running", "{created}");
+        let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+        let deferred: Vec<&str> = list["deferred"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(deferred.contains(&"mcp__fs__read_text_file"), "{deferred:?}");
+        assert!(deferred.contains(&"ListMcpResources") && deferred.contains(&"ReadMcpResource"), "{deferred:?}");
+        let listed: Vec<&str> = list["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+        assert!(!listed.iter().any(|n| n.starts_with("mcp__")), "MCP tools are only deferred names: {listed:?}");
+        assert!(listed.contains(&"ToolSearch"));
+
+        // What deferral saves with a real server.
+        let full = session(&mut c, &work_path, json!({ "mcp_servers": entry, "tools": { "defer": { "mode": "never" } } }))
+            .await;
+        let full_sid = full["session_id"].as_str().unwrap();
+        let all = c.ok("tools/list", json!({ "session_id": full_sid })).await;
+        let (with, without) = (list["estimated_tokens"].as_u64().unwrap(), all["estimated_tokens"].as_u64().unwrap());
+        assert!(with < without, "deferred {with} < full {without}");
+        eprintln!(
+            "filesystem server: {} tools; tools/list {without} tokens in full, {with} deferred ({} saved)",
+            deferred.len() - 2,
+            list["deferred_tokens_saved"]
+        );
+
+        // ToolSearch loads one; a turn calls it and gets the file.
+        load(&mut c, &sid, &["mcp__fs__read_text_file"]).await;
+        let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
+        let file = work_path.join("notes.txt");
+        let turn = c
+            .ok(
+                "turn/submit",
+                json!({ "session_id": sid, "tool_uses": [tool_use("r", "mcp__fs__read_text_file", json!({ "path": file }))], "end": true }),
+            )
+            .await;
+        let done = events.until_turn_done(turn["turn_id"].as_str().unwrap()).await;
+        let result = done.iter().find(|e| e["type"] == "tool/result").unwrap();
+        assert_eq!(result["is_error"], false, "{result}");
+        assert!(text(result).contains("the filesystem server read this"), "{result}");
+
+        // A deny rule on the server removes every one of its tools.
+        let denied = session(&mut c, &work_path, json!({ "mcp_servers": entry, "permissions": { "deny": ["mcp__fs"] } }))
+            .await;
+        let denied_list = c.ok("tools/list", json!({ "session_id": denied["session_id"] })).await;
+        let everything = denied_list.to_string();
+        assert!(!everything.contains("mcp__fs__"), "{everything}");
+
+        let pool = c.ok("mcp/list", json!({})).await;
+        assert_eq!(pool["servers"].as_array().unwrap().len(), 1, "one process for three sessions: {pool}");
+        assert_eq!(pool["servers"][0]["sessions"], 3);
+        assert_eq!(pool["servers"][0]["starts"], 1);
+        for s in [&sid, &full_sid.to_owned(), &denied["session_id"].as_str().unwrap().to_owned()] {
+            c.ok("session/close", json!({ "session_id": s })).await;
+        }
+        // The last session closed: the server stops.
+        none_left(&fs.display().to_string()).await;
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
+}
+
+#[test]
+fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let starts = work.path().join("starts");
+    let entry = json!({ "t": py_entry(&python, &[], json!({ "MCP_TEST_STARTS": starts })) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let created = session(
+            &mut c,
+            work.path(),
+            json!({ "mcp_servers": entry, "mode": "bypass", "mcp_tool_timeout_ms": 1500, "tools": { "defer": { "mode": "never" } } }),
+        )
+        .await;
+        let sid = created["session_id"].as_str().unwrap().to_owned();
+        assert_eq!(created["session"]["mcp"][0]["tools"], 9, "{created}");
+
+        let r = call(&mut c, &sid, "mcp__t__add", json!({ "a": 2, "b": 40 })).await;
+        assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), "42".to_owned()), "{r}");
+
+        // Progress arrives as tool/progress, ahead of the result.
+        let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
+        let turn = c
+            .ok(
+                "turn/submit",
+                json!({ "session_id": sid, "tool_uses": [tool_use("s", "mcp__t__slow", json!({ "steps": 3, "delay_ms": 50 }))], "end": true }),
+            )
+            .await;
+        let done = events.until_turn_done(turn["turn_id"].as_str().unwrap()).await;
+        let progress: Vec<&Value> = done.iter().filter(|e| e["type"] == "tool/progress").collect();
+        assert_eq!(progress.len(), 3, "{done:?}");
+        assert!(progress.iter().any(|p| p["render"] == "step 3 of 3"), "{progress:?}");
+        let result = done.iter().find(|e| e["type"] == "tool/result").unwrap();
+        assert_eq!(text(result), "done after 3 steps");
+
+        // A tool that raises: an error result with the server's message.
+        let r = call(&mut c, &sid, "mcp__t__fails", json!({})).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("on purpose"), "{r}");
+
+        // Garbage on stdout is skipped; the answer still arrives.
+        let r = call(&mut c, &sid, "mcp__t__garbage", json!({})).await;
+        assert_eq!(text(&r), "answered after the garbage", "{r}");
+
+        // A hang ends at the session's timeout with an error result.
+        let r = call(&mut c, &sid, "mcp__t__hang", json!({ "tag": "x" })).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("did not answer within 1.5 s") && text(&r).contains("MCP server t"), "{r}");
+
+        // The server crashes mid-call: an error result naming the server
+        // and how it ended; the next call starts it again and works.
+        let r = call(&mut c, &sid, "mcp__t__crash", json!({ "delay_ms": 50 })).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("MCP server t stopped") && text(&r).contains("status 7"), "{r}");
+        let info = c.ok("session/get", json!({ "session_id": sid })).await;
+        assert_eq!(info["mcp"][0]["state"], "failed", "{info}");
+        assert!(info["mcp"][0]["last_error"].as_str().unwrap().contains("status 7"), "{info}");
+        let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "back" })).await;
+        assert_eq!(text(&r), "back", "{r}");
+        let info = c.ok("session/get", json!({ "session_id": sid })).await;
+        assert_eq!(info["mcp"][0]["state"], "running", "{info}");
+        assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 2, "started twice");
+
+        // Cancelling a turn ends a hanging call at once.
+        let turn = c
+            .ok(
+                "turn/submit",
+                json!({ "session_id": sid, "tool_uses": [tool_use("h", "mcp__t__hang", json!({ "tag": "y" }))], "end": true }),
+            )
+            .await;
+        let turn_id = turn["turn_id"].as_str().unwrap().to_owned();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        c.ok("turn/cancel", json!({ "session_id": sid, "turn_id": turn_id })).await;
+        let done = events.until_turn_done(&turn_id).await;
+        let result = done.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "h").unwrap();
+        assert_eq!(result["is_error"], true, "{result}");
+        let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "still fine" })).await;
+        assert_eq!(text(&r), "still fine");
+
+        // Resources.
+        let r = call(&mut c, &sid, "ListMcpResources", json!({})).await;
+        assert!(text(&r).contains("note://hello") && text(&r).contains("\"server\":\"t\""), "{r}");
+        let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://hello" })).await;
+        assert!(text(&r).contains("hello from the test server"), "{r}");
+        let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "nope", "uri": "note://hello" })).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("no MCP server named \"nope\""), "{r}");
+    });
+}
+
+#[test]
+fn bad_servers_and_entries_are_reported_and_harm_no_one_else() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let servers = json!({
+            "good": py_entry(&python, &[], json!({})),
+            "broken": py_entry(&python, &["--fail-start"], json!({})),
+            "odd": py_entry(&python, &["--bad-schema", "--bad-name"], json!({})),
+            "bad name": { "command": "true" },
+            "a__b": { "command": "true" },
+            "nocmd": { "args": ["x"] },
+            "unset": { "command": "${AGENTD_TEST_SURELY_UNSET}" },
+            "missing": { "command": "/nonexistent/mcp-server" },
+        });
+        let created = session(
+            &mut c,
+            work.path(),
+            json!({ "mcp_servers": servers, "mode": "bypass", "tools": { "defer": { "mode": "never" } } }),
+        )
+        .await;
+        let info = &created["session"];
+        let errors = info["mcp_errors"].to_string();
+        for needle in ["bad name", "a__b", "needs `command`", "AGENTD_TEST_SURELY_UNSET"] {
+            assert!(errors.contains(needle), "{needle} in {errors}");
+        }
+        let by_name = |name: &str| info["mcp"].as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap();
+        assert_eq!(by_name("good")["state"], "running");
+        assert_eq!(by_name("broken")["state"], "failed");
+        let why = by_name("broken")["last_error"].as_str().unwrap().to_owned();
+        assert!(why.contains("status 3") && why.contains("refusing to start"), "{why}");
+        assert!(by_name("missing")["last_error"].as_str().unwrap().contains("cannot start"), "{info}");
+
+        let sid = created["session_id"].as_str().unwrap();
+        let list = c.ok("tools/list", json!({ "session_id": sid })).await.to_string();
+        assert!(list.contains("mcp__odd__echo") && !list.contains("mcp__odd__odd") && !list.contains("bad name!"));
+        let r = call(&mut c, sid, "mcp__odd__odd", json!({ "x": 1 })).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("MCP server odd") && text(&r).contains("integral"), "{r}");
+        let r = call(&mut c, sid, "mcp__good__echo", json!({ "text": "unaffected" })).await;
+        assert_eq!(text(&r), "unaffected");
+        // The failed server is tried again by a call that needs it, and
+        // fails the same way (an error result, not a hang).
+        let r = call(&mut c, sid, "ListMcpResources", json!({ "server": "broken" })).await;
+        assert_eq!(r["is_error"], true);
+        assert!(text(&r).contains("refusing to start"), "{r}");
+        // Bad input for session/create itself is refused, naming the field.
+        let r = c.request("session/create", json!({ "cwd": work.path(), "mcp_tool_timeout_ms": 5 })).await;
+        assert!(r["error"]["message"].as_str().unwrap().contains("mcp_tool_timeout_ms"), "{r}");
+    });
+    assert_eq!(d.stderr().matches("MCP server broken failed to start").count(), 2, "said once per attempt");
+}
+
+#[test]
+fn project_servers_need_enabling_expand_variables_and_get_no_daemon_secrets() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let config = tempfile::tempdir().unwrap();
+    let starts = config.path().join("starts");
+    let d = StandaloneDaemon::start(
+        &[],
+        &[
+            ("XDG_CONFIG_HOME", config.path().to_str().unwrap()),
+            ("AGENTD_TEST_DAEMON_SECRET", "hunter2"),
+            ("AGENTD_TEST_GREETING", "hello from the daemon's environment"),
+        ],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let project = json!({ "mcpServers": { "proj": py_entry(&python, &[], json!({
+        "GREETING": "${AGENTD_TEST_GREETING}",
+        "FALLBACK": "${AGENTD_TEST_NOT_SET:-fell back}",
+        "MCP_TEST_STARTS": starts,
+    })) } });
+    std::fs::write(work.path().join(".mcp.json"), project.to_string()).unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let off = session(&mut c, work.path(), json!({})).await;
+        assert_eq!(off["session"]["mcp"], json!([]), "a repository's .mcp.json starts nothing by itself");
+        assert!(!starts.exists());
+
+        let on = session(&mut c, work.path(), json!({ "enable_project_mcp": true, "mode": "bypass" })).await;
+        assert_eq!(on["session"]["mcp"][0]["source"], "project");
+        let sid = on["session_id"].as_str().unwrap();
+        load(&mut c, sid, &["mcp__proj__env"]).await;
+        let env = |name: &str| json!({ "name": name });
+        let r = call(&mut c, sid, "mcp__proj__env", env("GREETING")).await;
+        assert_eq!(text(&r), "hello from the daemon's environment");
+        let r = call(&mut c, sid, "mcp__proj__env", env("FALLBACK")).await;
+        assert_eq!(text(&r), "fell back");
+        let r = call(&mut c, sid, "mcp__proj__env", env("AGENTD_TEST_DAEMON_SECRET")).await;
+        assert_eq!(text(&r), "<unset>", "the daemon's environment is not the server's");
+        let r = call(&mut c, sid, "mcp__proj__env", env("PATH")).await;
+        assert_ne!(text(&r), "<unset>");
+        load(&mut c, sid, &["mcp__proj__whoami"]).await;
+        let r = call(&mut c, sid, "mcp__proj__whoami", json!({})).await;
+        let cwd = std::fs::canonicalize(work.path()).unwrap();
+        assert!(text(&r).ends_with(&cwd.display().to_string()), "runs in the workspace: {r}");
+
+        // The user's settings can enable a project's server by name.
+        std::fs::create_dir_all(config.path().join("agentd")).unwrap();
+        std::fs::write(
+            config.path().join("agentd/settings.json"),
+            json!({ "enabledMcpjsonServers": ["proj"] }).to_string(),
+        )
+        .unwrap();
+        let by_user = session(&mut c, work.path(), json!({})).await;
+        assert_eq!(by_user["session"]["mcp"][0]["name"], "proj", "{by_user}");
+        // … and disable it even when the session asks.
+        std::fs::write(
+            config.path().join("agentd/settings.json"),
+            json!({ "enableAllProjectMcpServers": true, "disabledMcpjsonServers": ["proj"] }).to_string(),
+        )
+        .unwrap();
+        let disabled = session(&mut c, work.path(), json!({ "enable_project_mcp": true })).await;
+        assert_eq!(disabled["session"]["mcp"], json!([]));
+    });
+}
+
+#[test]
+fn streamable_http_servers_work_with_headers() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = agentd_tests::ChildGuard::spawn(
+        std::process::Command::new(&python).arg(test_server()).arg("--http").arg(port.to_string()),
+    );
+    agentd_tests::eventually_blocking("the HTTP server listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let d = StandaloneDaemon::start(&[], &[("AGENTD_TEST_TOKEN", "t0ken")]);
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let entry = json!({ "web": { "type": "http", "url": url, "headers": { "Authorization": "Bearer ${AGENTD_TEST_TOKEN}" } } });
+        let created = session(&mut c, work.path(), json!({ "mcp_servers": entry, "mode": "bypass" })).await;
+        assert_eq!(created["session"]["mcp"][0]["transport"], "http");
+        assert_eq!(created["session"]["mcp"][0]["state"], "running", "{created}");
+        let sid = created["session_id"].as_str().unwrap();
+        load(&mut c, sid, &["mcp__web__echo"]).await;
+        let r = call(&mut c, sid, "mcp__web__echo", json!({ "text": "over http" })).await;
+        assert_eq!(text(&r), "over http", "{r}");
+        let (code, out, _) = agentctl(&d.socket, &["mcp", "list"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("web") && out.contains("running") && out.contains("http"), "{out}");
+    });
+    let _ = server.0.kill();
+}
+
+#[test]
+fn a_daemon_stop_ends_every_server_and_a_restart_knows_their_tools_without_starting_them() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let work = tempfile::tempdir().unwrap();
+    let starts = work.path().join("starts");
+    let marker = format!("agentd-test-{}", std::process::id());
+    let entry = json!({ "t": py_entry(&python, &[&marker], json!({ "MCP_TEST_STARTS": starts })) });
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let sid = rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let created = session(&mut c, work.path(), json!({ "mcp_servers": entry, "mode": "bypass" })).await;
+        let sid = created["session_id"].as_str().unwrap().to_owned();
+        eventually("the server runs", || !agentd_tests::procs(&marker).is_empty()).await;
+        sid
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
+    rt().block_on(none_left(&marker));
+    assert_eq!(std::fs::read_to_string(&starts).unwrap().lines().count(), 1);
+
+    d.restart();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+        assert!(list["deferred"].to_string().contains("mcp__t__echo"), "known from the last run: {list}");
+        assert!(agentd_tests::procs(&marker).is_empty(), "nothing started to list them");
+        load(&mut c, &sid, &["mcp__t__echo"]).await;
+        let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "after restart" })).await;
+        assert_eq!(text(&r), "after restart", "{r}");
+        c.ok("session/close", json!({ "session_id": sid })).await;
+        none_left(&marker).await;
+    });
+}

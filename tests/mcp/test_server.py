@@ -1,0 +1,134 @@
+"""An MCP server for agentd's tests, written with the official Python SDK.
+
+It behaves well by default and misbehaves on purpose when asked (a tool
+that crashes the server mid-call, one that hangs, one that answers with
+garbage), so the tests exercise a real server, not a mock.
+
+    test_server.py                  stdio
+    test_server.py --http PORT      streamable HTTP on 127.0.0.1:PORT
+    test_server.py --fail-start     exits at once with a message on stderr
+    test_server.py --bad-schema     one tool's input schema is not an object
+    test_server.py --bad-name       one tool's name is not [A-Za-z0-9_-]
+
+Every start appends a line "<pid>" to $MCP_TEST_STARTS when it is set, so
+tests can count how many processes a pool started.
+"""
+
+import asyncio
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+args = sys.argv[1:]
+if "--fail-start" in args:
+    print("test server: refusing to start (--fail-start)", file=sys.stderr)
+    sys.exit(3)
+
+starts = os.environ.get("MCP_TEST_STARTS")
+if starts:
+    with open(starts, "a") as f:
+        f.write(f"{os.getpid()}\n")
+
+server = MCPServer("agentd-test")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def echo(text: str) -> str:
+    """Returns the text it was given."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Adds two integers."""
+    return str(a + b)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def env(name: str) -> str:
+    """Returns an environment variable of the server, or <unset>."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def whoami() -> str:
+    """Returns the server's pid and working directory."""
+    return f"{os.getpid()} {os.getcwd()}"
+
+
+@server.tool()
+async def slow(steps: int, delay_ms: int, ctx: Context) -> str:
+    """Reports progress `steps` times, `delay_ms` apart, then returns."""
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1} of {steps}")
+        await asyncio.sleep(delay_ms / 1000)
+    return f"done after {steps} steps"
+
+
+@server.tool()
+async def hang(tag: str) -> str:
+    """Never returns (until cancelled). `tag` marks it in the process list."""
+    marker = os.environ.get("MCP_TEST_HANGING")
+    if marker:
+        with open(marker, "a") as f:
+            f.write(f"{tag}\n")
+    await asyncio.sleep(3600)
+    return "woke up"
+
+
+@server.tool()
+async def crash(delay_ms: int = 0) -> str:
+    """Kills the server process mid-call."""
+    await asyncio.sleep(delay_ms / 1000)
+    os._exit(7)
+
+
+@server.tool()
+def garbage() -> str:
+    """Writes a line that is not JSON-RPC to stdout, then answers."""
+    sys.stdout.write("this is not JSON\n")
+    sys.stdout.flush()
+    return "answered after the garbage"
+
+
+@server.tool()
+def fails() -> str:
+    """Raises: the result is an MCP error result."""
+    raise ToolError("the tool failed on purpose")
+
+
+@server.resource("note://hello", name="hello", description="A greeting", mime_type="text/plain")
+def hello() -> str:
+    return "hello from the test server"
+
+
+@server.resource("note://numbers", name="numbers", mime_type="application/json")
+def numbers() -> str:
+    return "[1, 2, 3]"
+
+
+if "--bad-schema" in args:
+
+    @server.tool()
+    def odd(x: int) -> str:
+        """A tool whose schema a model API would reject."""
+        return str(x)
+
+    server._tool_manager.get_tool("odd").parameters = {"type": "object", "properties": {"x": {"type": "integral"}}}
+
+if "--bad-name" in args:
+
+    @server.tool(name="bad name!")
+    def bad() -> str:
+        """A tool with a name a model API would reject."""
+        return "bad"
+
+
+if "--http" in args:
+    port = int(args[args.index("--http") + 1])
+    server.run("streamable-http", host="127.0.0.1", port=port)
+else:
+    server.run()
