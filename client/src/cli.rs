@@ -109,9 +109,10 @@ enum Command {
         #[arg(long)]
         after_seq: Option<u64>,
     },
-    /// MCP servers: the daemon's pool, or one session's
-    #[command(subcommand)]
-    Mcp(McpCommand),
+    /// Serve a session's tools over MCP on stdin/stdout, for any MCP client
+    /// (e.g. `claude mcp add agentd -- agentctl mcp --cwd .`); `agentctl mcp
+    /// list` lists the MCP servers agentd itself uses
+    Mcp(McpArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -156,6 +157,28 @@ enum Decision {
     Allow,
     Deny,
     AllowAlways,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct McpArgs {
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+    /// Workspace of the session the bridge opens [default: the current directory]
+    #[arg(long, conflicts_with = "session")]
+    cwd: Option<PathBuf>,
+    /// Permission mode of that session
+    #[arg(long, value_enum, conflicts_with = "session")]
+    mode: Option<Mode>,
+    /// Serve an existing session instead (it stays open when the client goes)
+    #[arg(long)]
+    session: Option<String>,
+    /// Allow rule for the session, e.g. 'Bash(npm test:*)' (repeatable)
+    #[arg(long = "allow", value_name = "RULE", conflicts_with = "session")]
+    allow: Vec<String>,
+    /// Deny rule (repeatable)
+    #[arg(long = "deny", value_name = "RULE", conflicts_with = "session")]
+    deny: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -694,7 +717,10 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
-        Command::Mcp(McpCommand::List { session }) => mcp_list(cli, &client, session.as_deref()).await?,
+        Command::Mcp(McpArgs { command: Some(McpCommand::List { session }), .. }) => {
+            mcp_list(cli, &client, session.as_deref()).await?
+        }
+        Command::Mcp(args) => mcp_serve(client, args).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
         Command::Call { tool, input, args, session, cwd, mode } => {
             let input = call_input(input.as_deref(), args)?;
@@ -833,6 +859,30 @@ fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
         Some(d) => here.join(d),
         None => here,
     })
+}
+
+/// `agentctl mcp`: opens (or attaches to) a session and serves it over
+/// MCP on stdin/stdout until the client goes away; a session it opened is
+/// closed then.
+async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Failure> {
+    let client = std::sync::Arc::new(client);
+    let (session, owned) = match &args.session {
+        Some(id) => (client.session_get(id).await?.session_id, false),
+        None => {
+            let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
+            let params = SessionCreateParams {
+                mode: args.mode.map(Into::into),
+                permissions: (rules != PermissionRules::default()).then_some(rules),
+                ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
+            };
+            (client.session_create(params).await?.session_id, true)
+        }
+    };
+    let served = crate::mcp_bridge::Bridge::new(client.clone(), session.clone()).serve_stdio().await;
+    if owned {
+        let _ = client.session_close(&session).await;
+    }
+    served.map_err(|e| Failure::Local(format!("mcp: {e}")))
 }
 
 /// A value as its wire name (`running`, `project`).

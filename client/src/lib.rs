@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod mcp_bridge;
 mod transport;
 
 use std::path::{Path, PathBuf};
@@ -204,7 +205,7 @@ impl Client {
 
     /// `tools/list`.
     pub async fn tools_list(&self, session_id: &str) -> Result<ToolsListResult, ClientError> {
-        self.call::<ToolsList>(ToolsListParams { session_id: session_id.to_owned() }).await
+        self.call::<ToolsList>(ToolsListParams::new(session_id)).await
     }
 
     /// `tool/call`.
@@ -214,7 +215,8 @@ impl Client {
         name: &str,
         input: serde_json::Value,
     ) -> Result<ToolCallResult, ClientError> {
-        let params = ToolCallParams { session_id: session_id.to_owned(), name: name.to_owned(), input };
+        let params =
+            ToolCallParams { session_id: session_id.to_owned(), name: name.to_owned(), input, tool_use_id: None };
         self.call::<ToolCall>(params).await
     }
 

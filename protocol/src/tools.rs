@@ -52,6 +52,43 @@ pub struct DeferralOptions {
 pub struct ToolsListParams {
     /// The session whose tools to list.
     pub session_id: String,
+    /// Also return each listed tool's behaviour hints (`hints`), as MCP's
+    /// tool annotations want them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hints: bool,
+}
+
+impl ToolsListParams {
+    /// `tools/list` of `session_id`, without hints.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        ToolsListParams { session_id: session_id.into(), hints: false }
+    }
+}
+
+/// What a tool does, whatever its input, as far as the tool knows (MCP's
+/// tool annotations). Fail-closed: a tool that says nothing may destroy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolHints {
+    /// It only reads (never changes its environment).
+    pub read_only: bool,
+    /// It may destroy or overwrite (meaningful when not read-only).
+    pub destructive: bool,
+    /// Calling it again with the same input has no further effect.
+    pub idempotent: bool,
+    /// It reaches beyond the machine (the network, other people).
+    pub open_world: bool,
+}
+
+impl Default for ToolHints {
+    fn default() -> Self {
+        ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false }
+    }
+}
+
+impl ToolHints {
+    /// A tool that only reads, locally.
+    pub const READ_ONLY: ToolHints =
+        ToolHints { read_only: true, destructive: false, idempotent: true, open_world: false };
 }
 
 /// Result of `tools/list`: ready for a model API's `tools` field.
@@ -67,6 +104,10 @@ pub struct ToolsListResult {
     pub estimated_tokens: u64,
     /// Estimated tokens the deferred definitions would have cost.
     pub deferred_tokens_saved: u64,
+    /// Each tool of `tools`, by name: its behaviour hints (only when asked
+    /// for with `hints: true`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub hints: std::collections::BTreeMap<String, ToolHints>,
 }
 
 /// A block of a `tool_result`'s content, as model APIs read it.
@@ -115,6 +156,10 @@ pub struct ToolCallParams {
     /// The tool's input, as the model wrote it.
     #[serde(default = "empty_object")]
     pub input: serde_json::Value,
+    /// The call's `tool_use` id (unique in the session), so its events can
+    /// be told apart and `turn/cancel` can name it; a fresh one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
 }
 
 fn empty_object() -> serde_json::Value {

@@ -236,6 +236,8 @@ fn bad_servers_and_entries_are_reported_and_harm_no_one_else() {
             "nocmd": { "args": ["x"] },
             "unset": { "command": "${AGENTD_TEST_SURELY_UNSET}" },
             "missing": { "command": "/nonexistent/mcp-server" },
+            "noisy": py_entry(&python, &[], json!({ "MCP_TEST_NOISY": "1" })),
+            "tls": { "type": "http", "url": "https://127.0.0.1:9/mcp" },
         });
         let created = session(
             &mut c,
@@ -245,7 +247,7 @@ fn bad_servers_and_entries_are_reported_and_harm_no_one_else() {
         .await;
         let info = &created["session"];
         let errors = info["mcp_errors"].to_string();
-        for needle in ["bad name", "a__b", "needs `command`", "AGENTD_TEST_SURELY_UNSET"] {
+        for needle in ["bad name", "a__b", "needs `command`", "AGENTD_TEST_SURELY_UNSET", "no TLS"] {
             assert!(errors.contains(needle), "{needle} in {errors}");
         }
         let by_name = |name: &str| info["mcp"].as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap();
@@ -263,6 +265,12 @@ fn bad_servers_and_entries_are_reported_and_harm_no_one_else() {
         assert!(text(&r).contains("MCP server odd") && text(&r).contains("integral"), "{r}");
         let r = call(&mut c, sid, "mcp__good__echo", json!({ "text": "unaffected" })).await;
         assert_eq!(text(&r), "unaffected");
+        // Bytes that are not UTF-8 and an endless line on stderr: the
+        // server keeps working (its stderr is drained in bounded pieces).
+        for _ in 0..2 {
+            let r = call(&mut c, sid, "mcp__noisy__echo", json!({ "text": "still here" })).await;
+            assert_eq!(text(&r), "still here", "{r}");
+        }
         // The failed server is tried again by a call that needs it, and
         // fails the same way (an error result, not a hang).
         let r = call(&mut c, sid, "ListMcpResources", json!({ "server": "broken" })).await;
@@ -319,21 +327,43 @@ fn project_servers_need_enabling_expand_variables_and_get_no_daemon_secrets() {
         let cwd = std::fs::canonicalize(work.path()).unwrap();
         assert!(text(&r).ends_with(&cwd.display().to_string()), "runs in the workspace: {r}");
 
-        // The user's settings can enable a project's server by name.
+        // The user's settings enable a project's server by name for that
+        // workspace only: a name enabled everywhere would run any
+        // repository's server of that name.
         std::fs::create_dir_all(config.path().join("agentd")).unwrap();
-        std::fs::write(
-            config.path().join("agentd/settings.json"),
-            json!({ "enabledMcpjsonServers": ["proj"] }).to_string(),
-        )
-        .unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(".mcp.json"), project.to_string()).unwrap();
+        let settings = |v: Value| std::fs::write(config.path().join("agentd/settings.json"), v.to_string()).unwrap();
+        settings(json!({ "enabledMcpjsonServers": ["proj"] }));
+        let global = session(&mut c, work.path(), json!({})).await;
+        assert_eq!(
+            global["session"]["mcp"],
+            json!([]),
+            "a name enabled for no workspace in particular enables nothing"
+        );
+        settings(json!({ "projects": { cwd.display().to_string(): { "enabledMcpjsonServers": ["proj"] } } }));
         let by_user = session(&mut c, work.path(), json!({})).await;
         assert_eq!(by_user["session"]["mcp"][0]["name"], "proj", "{by_user}");
-        // … and disable it even when the session asks.
-        std::fs::write(
-            config.path().join("agentd/settings.json"),
-            json!({ "enableAllProjectMcpServers": true, "disabledMcpjsonServers": ["proj"] }).to_string(),
-        )
-        .unwrap();
+        let elsewhere = session(&mut c, other.path(), json!({})).await;
+        assert_eq!(elsewhere["session"]["mcp"], json!([]), "not another repository's server of that name");
+
+        // A project's server never replaces the user's of the same name;
+        // the user's runs in the home directory, not the workspace.
+        settings(
+            json!({ "enableAllProjectMcpServers": true, "mcpServers": { "proj": py_entry(&python, &[], json!({})) } }),
+        );
+        let mine = session(&mut c, work.path(), json!({ "mode": "bypass" })).await;
+        assert_eq!(mine["session"]["mcp"][0]["source"], "user", "{mine}");
+        assert!(mine["session"]["mcp_errors"].to_string().contains("is ignored"), "{mine}");
+        let sid = mine["session_id"].as_str().unwrap();
+        load(&mut c, sid, &["mcp__proj__whoami"]).await;
+        let r = call(&mut c, sid, "mcp__proj__whoami", json!({})).await;
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/".into());
+        assert!(text(&r).ends_with(&format!(" {home}")), "in the home directory, not the workspace: {r}");
+
+        // … and the user's settings disable a project's server even when
+        // the session asks.
+        settings(json!({ "enableAllProjectMcpServers": true, "disabledMcpjsonServers": ["proj"] }));
         let disabled = session(&mut c, work.path(), json!({ "enable_project_mcp": true })).await;
         assert_eq!(disabled["session"]["mcp"], json!([]));
     });
@@ -403,5 +433,67 @@ fn a_daemon_stop_ends_every_server_and_a_restart_knows_their_tools_without_start
         assert_eq!(text(&r), "after restart", "{r}");
         c.ok("session/close", json!({ "session_id": sid })).await;
         none_left(&marker).await;
+    });
+}
+
+#[test]
+fn a_repository_cannot_approve_mcp_tools_and_server_rules_bind_the_resource_tools() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join(".claude")).unwrap();
+    let repo_rules = json!({ "permissions": { "allow": ["mcp__t", "mcp__t__echo", "ReadMcpResource", "Read"] } });
+    std::fs::write(work.path().join(".claude/settings.json"), repo_rules.to_string()).unwrap();
+    // A protected name that links elsewhere protects where it links.
+    std::fs::create_dir(work.path().join("cfg")).unwrap();
+    std::fs::write(work.path().join("cfg/mcp.json"), "{\"mcpServers\": {}}").unwrap();
+    std::os::unix::fs::symlink("cfg/mcp.json", work.path().join(".mcp.json")).unwrap();
+    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let quick =
+            json!({ "mcp_servers": entry, "permission_timeout_ms": 10, "tools": { "defer": { "mode": "never" } } });
+        let created = session(&mut c, work.path(), quick.clone()).await;
+        let errors = created["session"]["rule_errors"].to_string();
+        assert!(errors.contains("cannot allow MCP tools") && errors.contains("mcp__t__echo"), "{errors}");
+        assert!(!errors.contains("\"Read\""), "other rules of the file still count: {errors}");
+        let sid = created["session_id"].as_str().unwrap();
+        let r = call(&mut c, sid, "mcp__t__echo", json!({ "text": "unasked" })).await;
+        assert_eq!(r["is_error"], true, "asked, and nobody answered: {r}");
+        let r = call(&mut c, sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://hello" })).await;
+        assert_eq!(r["is_error"], true, "asked, and nobody answered: {r}");
+
+        // Writing the file `.mcp.json` links to is writing `.mcp.json`.
+        let mut edits = quick.clone();
+        edits["mode"] = json!("accept_edits");
+        let sid = session(&mut c, work.path(), edits).await["session_id"].as_str().unwrap().to_owned();
+        let target = work.path().join("cfg/mcp.json");
+        call(&mut c, &sid, "Read", json!({ "file_path": target })).await;
+        let r = call(
+            &mut c,
+            &sid,
+            "Write",
+            json!({ "file_path": target, "content": "{\"mcpServers\": {\"x\": {\"command\": \"sh\"}}}" }),
+        )
+        .await;
+        assert_eq!(r["is_error"], true, "{r}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "{\"mcpServers\": {}}");
+
+        // The user's (here the session's) rules for the server bind the
+        // resource tools too.
+        let mut denied = quick.clone();
+        denied["permissions"] = json!({ "deny": ["mcp__t__*"] });
+        let sid = session(&mut c, work.path(), denied).await["session_id"].as_str().unwrap().to_owned();
+        let r = call(&mut c, &sid, "ListMcpResources", json!({})).await;
+        assert!(!text(&r).contains("note://hello"), "{r}");
+        let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://hello" })).await;
+        assert!(r["is_error"] == true && text(&r).contains("denied"), "{r}");
+        let mut allowed = quick.clone();
+        allowed["permissions"] = json!({ "allow": ["mcp__t"] });
+        let sid = session(&mut c, work.path(), allowed).await["session_id"].as_str().unwrap().to_owned();
+        let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://hello" })).await;
+        assert!(text(&r).contains("hello from the test server"), "{r}");
+        let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "allowed by the user" })).await;
+        assert_eq!(text(&r), "allowed by the user", "{r}");
     });
 }

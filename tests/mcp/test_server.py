@@ -27,6 +27,11 @@ if "--fail-start" in args:
     print("test server: refusing to start (--fail-start)", file=sys.stderr)
     sys.exit(3)
 
+if os.environ.get("MCP_TEST_NOISY"):
+    # Bytes that are not UTF-8, and a long line without an end.
+    sys.stderr.buffer.write(b"\xff\xfe not utf-8\n" + b"x" * 200_000)
+    sys.stderr.flush()
+
 starts = os.environ.get("MCP_TEST_STARTS")
 if starts:
     with open(starts, "a") as f:

@@ -545,15 +545,28 @@ impl SessionExecutor {
     /// # Cancellation safety
     /// Dropping the future leaves the call running; its result still goes
     /// to the event log.
-    pub async fn call(&self, name: &str, input: serde_json::Value) -> Result<ToolCallResult, TurnError> {
+    pub async fn call(
+        &self,
+        name: &str,
+        input: serde_json::Value,
+        tool_use_id: Option<String>,
+    ) -> Result<ToolCallResult, TurnError> {
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.lock();
             if inner.closed {
                 return Err(TurnError::Closed);
             }
+            let id = match tool_use_id {
+                Some(id) if id.is_empty() => return Err(TurnError::EmptyToolUseId),
+                Some(id) if inner.tool_use_ids.contains_key(&id) || inner.forgotten.call_set.contains(&id) => {
+                    return Err(TurnError::DuplicateToolUse { id });
+                }
+                Some(id) => id,
+                None => self.fresh_id("call"),
+            };
             let turn = self.new_turn(&mut inner, None);
-            let tu = ToolUse { id: self.fresh_id("call"), name: name.to_owned(), input };
+            let tu = ToolUse { id, name: name.to_owned(), input };
             let mut actions = self.enqueue(&mut inner, turn, tu, Some(tx));
             actions.extend(inner.machine.apply(Event::EndTurn(turn)));
             self.carry_out(&mut inner, actions);
@@ -705,6 +718,7 @@ impl SessionExecutor {
             Facts::Path(p)
                 if edits
                     && (crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
+                        || crate::permission::is_protected_target(&self.cwd, p)
                         || crate::permission::is_user_protected(p)
                         || git_dir.as_ref().is_some_and(|g| p.starts_with(g))) =>
             {

@@ -346,6 +346,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
             .join(&name);
         let git = crate::permission::git_dir(&path.root).and_then(|g| std::fs::canonicalize(g).ok());
         if crate::permission::is_protected(real.strip_prefix(&path.root).unwrap_or(&real))
+            || crate::permission::is_protected_target(&path.root, &real)
             || crate::permission::is_user_protected(&real)
             || git.is_some_and(|g| real.starts_with(g))
         {

@@ -6,10 +6,12 @@
 //!    `mcpServers`);
 //! 2. the workspace's `.mcp.json` — only when enabled, by `session/create`
 //!    `enable_project_mcp` or by the user's settings
-//!    (`enableAllProjectMcpServers: true`, or the server's name in
-//!    `enabledMcpjsonServers`; `disabledMcpjsonServers` wins over both).
-//!    A repository's own settings cannot enable it: opening a repository
-//!    must not run its code;
+//!    (`enableAllProjectMcpServers: true`, at the top or under
+//!    `projects.<workspace>`; the server's name in
+//!    `projects.<workspace>.enabledMcpjsonServers`;
+//!    `disabledMcpjsonServers` wins over both). A repository's own
+//!    settings cannot enable it (opening a repository must not run its
+//!    code), and its servers never replace the user's of the same name;
 //! 3. `session/create` `mcp_servers`.
 //!
 //! `${VAR}` and `${VAR:-default}` are expanded in `command`, `args`, `env`,
@@ -64,14 +66,19 @@ pub struct ServerSpec {
     pub source: McpSource,
     /// How to reach it.
     pub transport: Transport,
+    /// Values `${VAR}` expanded to (tokens, keys): never shown in errors.
+    pub secrets: Vec<String>,
 }
 
 /// Names model APIs accept in a tool name part, and that keep
-/// `mcp__<server>__<tool>` unambiguous (no `__` inside).
+/// `mcp__<server>__<tool>` unambiguous: no `__` inside, no `_` at either
+/// end (server `t_` with tool `add` would read as server `t`'s `_add`).
 pub fn is_valid_server_name(name: &str) -> bool {
     (1..=40).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
 }
 
 /// The servers a session on `cwd` uses, and what could not be used (one
@@ -90,19 +97,39 @@ pub fn resolve(session: &BTreeMap<String, Value>, enable_project: bool, cwd: &Pa
         Ok(None) => {}
         Err(e) => errors.push(format!("{}: {e}", project_file.display())),
         Ok(Some(project)) => {
-            let list = |key: &str| -> Vec<String> {
-                user.as_ref()
+            // Enabling is the user's, per workspace: `projects.<workspace>`
+            // in the user's settings (a name enabled for one repository
+            // must not enable another repository's server of that name).
+            let here =
+                user.as_ref().and_then(|u| u.get("projects")).and_then(|p| p.get(cwd.to_string_lossy().as_ref()));
+            let list = |scope: Option<&Value>, key: &str| -> Vec<String> {
+                scope
                     .and_then(|u| u.get(key))
                     .and_then(Value::as_array)
                     .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
                     .unwrap_or_default()
             };
-            let all = user.as_ref().and_then(|u| u.get("enableAllProjectMcpServers")).and_then(Value::as_bool);
-            let (enabled, disabled) = (list("enabledMcpjsonServers"), list("disabledMcpjsonServers"));
+            let flag = |scope: Option<&Value>| {
+                scope.and_then(|u| u.get("enableAllProjectMcpServers")).and_then(Value::as_bool) == Some(true)
+            };
+            let all = flag(user.as_ref()) || flag(here);
+            let enabled = list(here, "enabledMcpjsonServers");
+            let mut disabled = list(user.as_ref(), "disabledMcpjsonServers");
+            disabled.extend(list(here, "disabledMcpjsonServers"));
             let mut servers = project.get("mcpServers").cloned();
             if let Some(Value::Object(map)) = &mut servers {
+                map.retain(|name, _| !disabled.contains(name) && (enable_project || all || enabled.contains(name)));
+                // A repository's server never takes the place of one of the
+                // user's (and with it the user's rules for that name).
                 map.retain(|name, _| {
-                    !disabled.contains(name) && (enable_project || all == Some(true) || enabled.contains(name))
+                    let taken = chosen.contains_key(name);
+                    if taken {
+                        errors.push(format!(
+                            "{}: server {name:?} is ignored: the user's settings define a server of that name",
+                            project_file.display()
+                        ));
+                    }
+                    !taken
                 });
             }
             collect(
@@ -144,7 +171,7 @@ fn collect(
     for (name, entry) in map {
         if !is_valid_server_name(name) {
             errors.push(format!(
-                "{origin}: server {name:?}: a name must be 1 to 40 of A-Z a-z 0-9 _ - (no \"__\"), as tool names are"
+                "{origin}: server {name:?}: a name must be 1 to 40 of A-Z a-z 0-9 _ - (no \"__\", no _ at either end), as tool names are"
             ));
             chosen.remove(name);
             continue;
@@ -157,6 +184,16 @@ fn collect(
 fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<ServerSpec, String> {
     let entry: McpServerEntry =
         serde_json::from_value(entry.clone()).map_err(|e| format!("not a server entry: {e}"))?;
+    let secrets = std::cell::RefCell::new(Vec::new());
+    let expand = |text: &str| -> Result<String, String> {
+        expand_with(text, |var| {
+            let value = std::env::var(var).ok()?;
+            if value.len() >= 4 {
+                secrets.borrow_mut().push(value.clone());
+            }
+            Some(value)
+        })
+    };
     let kind = entry.transport.as_deref().unwrap_or(if entry.url.is_some() { "http" } else { "stdio" });
     let transport = match kind {
         "stdio" => {
@@ -173,16 +210,28 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
                 }
                 env.insert(k.clone(), expand(v)?);
             }
-            let dir = match &entry.cwd {
-                Some(dir) => cwd.join(expand(dir)?),
-                None => cwd.to_owned(),
+            // Only a project's own server runs in the workspace by default:
+            // launchers read files where they start (npx a local
+            // node_modules and .npmrc, `python -m` the current directory),
+            // so a user's server started there would run the repository's
+            // code. Others start in the home directory unless told.
+            let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+            let neutral = home.clone().unwrap_or_else(|| PathBuf::from("/"));
+            let dir = match (&entry.cwd, source) {
+                (Some(dir), McpSource::User) => neutral.join(expand(dir)?),
+                (Some(dir), _) => cwd.join(expand(dir)?),
+                (None, McpSource::Project) => cwd.to_owned(),
+                (None, _) => neutral,
             };
             Transport::Stdio { command, args, env, cwd: dir }
         }
         "http" | "streamable-http" | "streamableHttp" => {
             let url = expand(entry.url.as_deref().ok_or("an http server needs `url`")?)?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!("url {url:?} is not an http:// or https:// URL"));
+            if url.starts_with("https://") {
+                return Err("https:// is not supported by this build (no TLS stack; see README, MCP servers)".into());
+            }
+            if !url.starts_with("http://") {
+                return Err("the url is not an http:// URL".into());
             }
             let mut headers = BTreeMap::new();
             for (k, v) in &entry.headers {
@@ -197,7 +246,10 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
         "sse" => return Err("the SSE transport is deprecated and not supported; use \"type\": \"http\"".into()),
         other => return Err(format!("unknown type {other:?} (stdio or http)")),
     };
-    Ok(ServerSpec { name: name.to_owned(), source, transport })
+    let mut secrets = secrets.into_inner();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    Ok(ServerSpec { name: name.to_owned(), source, transport, secrets })
 }
 
 /// `${VAR}` and `${VAR:-default}` replaced from the daemon's environment.
@@ -287,7 +339,7 @@ mod tests {
         for ok in ["fs", "my-server", "a_b", "X9"] {
             assert!(is_valid_server_name(ok), "{ok}");
         }
-        for bad in ["", "a b", "a.b", "a__b", "ünï", "a/b", &"x".repeat(41)] {
+        for bad in ["", "a b", "a.b", "a__b", "ünï", "a/b", "t_", "_t", &"x".repeat(41)] {
             assert!(!is_valid_server_name(bad), "{bad}");
         }
     }
@@ -303,15 +355,22 @@ mod tests {
                 command: "npx".into(),
                 args: vec!["-y".into(), "x".into()],
                 env: [("A".to_owned(), "1".to_owned())].into(),
-                cwd: cwd.into()
+                cwd: std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/".into())
             }
         );
+        // A project's server runs in the workspace; a relative cwd of a
+        // session's entry is the workspace's.
+        let project = spec("p", McpSource::Project, &serde_json::json!({"command": "x"}), cwd).unwrap();
+        assert!(matches!(project.transport, Transport::Stdio { cwd: ref d, .. } if d == cwd));
+        let sub = ok(serde_json::json!({"command": "x", "cwd": "tools"})).unwrap();
+        assert!(matches!(sub.transport, Transport::Stdio { cwd: ref d, .. } if d == &cwd.join("tools")));
         let http = ok(serde_json::json!({"type": "http", "url": "http://127.0.0.1:1/mcp"})).unwrap();
         assert_eq!(http.transport.kind(), "http");
         for (bad, needle) in [
             (serde_json::json!({"args": ["x"]}), "needs `command`"),
             (serde_json::json!({"type": "http"}), "needs `url`"),
             (serde_json::json!({"type": "http", "url": "file:///etc/passwd"}), "not an http"),
+            (serde_json::json!({"type": "http", "url": "https://example.com/mcp"}), "no TLS"),
             (serde_json::json!({"type": "sse", "url": "http://x"}), "SSE"),
             (serde_json::json!({"type": "ws", "url": "http://x"}), "unknown type"),
             (serde_json::json!({"command": 5}), "not a server entry"),

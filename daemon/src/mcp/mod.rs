@@ -28,7 +28,8 @@ pub struct SessionMcp {
 impl SessionMcp {
     /// The servers of `specs` on `workspace`, leased from `pool`.
     pub fn new(pool: &Arc<Pool>, workspace: &std::path::Path, specs: Vec<ServerSpec>, errors: Vec<String>) -> Self {
-        let leases: Vec<Lease> = specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport)).collect();
+        let leases: Vec<Lease> =
+            specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport, &s.secrets)).collect();
         let servers = leases.iter().map(|l| l.server.clone()).collect();
         SessionMcp { specs, servers, leases: Mutex::new(leases), errors }
     }

@@ -21,7 +21,7 @@ use rmcp::ServiceExt;
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use super::config::Transport;
 use crate::tool::context::{ProgressReport, ProgressReporter};
@@ -29,8 +29,17 @@ use crate::tool::context::{ProgressReport, ProgressReporter};
 /// How long a server may take to start and list its tools.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Lines of a server's stderr kept for error messages.
+/// Lines of a server's stderr kept for error messages (each cut at 500
+/// characters; longer ones are read in pieces and mostly dropped).
 const STDERR_LINES: usize = 8;
+
+/// Most tools (and resources) taken from one server, and most pages read
+/// for them: a server that lists forever cannot grow the daemon.
+pub const MAX_LISTED: usize = 10_000;
+const MAX_PAGES: usize = 64;
+
+/// Progress messages are cut to this many characters.
+const MAX_PROGRESS_CHARS: usize = 1000;
 
 /// A tool as the server described it, checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,14 +79,17 @@ impl Pool {
 
     /// The server for `name` with `transport` on `workspace`, counted as
     /// used by one more session until the lease is dropped.
-    pub fn acquire(self: &Arc<Self>, name: &str, workspace: &Path, transport: &Transport) -> Lease {
+    pub fn acquire(self: &Arc<Self>, name: &str, workspace: &Path, transport: &Transport, secrets: &[String]) -> Lease {
         let key = format!("{name}\u{0}{}\u{0}{transport:?}", workspace.display());
         let mut servers = self.lock();
         let server = servers
             .entry(key.clone())
             .or_insert_with(|| {
-                let cache_file = self.cache_dir.as_ref().map(|d| d.join(format!("{:016x}.json", fnv(&key))));
-                let tools = cache_file.as_ref().and_then(|f| read_cache(f, &key));
+                // The key holds expanded secrets: files keep only its hash.
+                let hash =
+                    format!("{:016x}{:016x}", fnv(&key, 0xcbf2_9ce4_8422_2325), fnv(&key, 0x6c62_272e_07bb_0142));
+                let cache_file = self.cache_dir.as_ref().map(|d| d.join(format!("{hash}.json")));
+                let tools = cache_file.as_ref().and_then(|f| read_cache(f, &hash));
                 Arc::new(Server {
                     key: key.clone(),
                     name: name.to_owned(),
@@ -88,6 +100,8 @@ impl Pool {
                     sessions: AtomicU32::new(0),
                     progress: Arc::new(Mutex::new(HashMap::new())),
                     cache_file,
+                    hash,
+                    secrets: secrets.to_vec(),
                 })
             })
             .clone();
@@ -102,11 +116,15 @@ impl Pool {
         out
     }
 
-    /// Stops every server (daemon shutdown).
+    /// Stops every server (daemon shutdown), all at once, within a few
+    /// seconds; what is still running then is killed.
     pub async fn stop_all(&self) {
         let servers: Vec<Arc<Server>> = self.lock().drain().map(|(_, s)| s).collect();
-        for server in servers {
-            server.stop().await;
+        let stopping = futures_util::future::join_all(servers.iter().map(|s| s.stop()));
+        if tokio::time::timeout(Duration::from_secs(5), stopping).await.is_err() {
+            for server in &servers {
+                server.kill_now();
+            }
         }
     }
 
@@ -170,6 +188,8 @@ pub struct Server {
     sessions: AtomicU32,
     progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
     cache_file: Option<PathBuf>,
+    hash: String,
+    secrets: Vec<String>,
 }
 
 struct Conn {
@@ -186,6 +206,18 @@ impl Server {
     /// `stdio` or `http`.
     pub fn transport_kind(&self) -> &'static str {
         self.transport.kind()
+    }
+
+    /// `message` with every value a `${VAR}` of the entry expanded to
+    /// replaced by `***`.
+    pub fn redact(&self, message: impl Into<String>) -> String {
+        let mut message = message.into();
+        for secret in &self.secrets {
+            if message.contains(secret.as_str()) {
+                message = message.replace(secret.as_str(), "***");
+            }
+        }
+        message
     }
 
     /// Its state now: a running server whose connection closed counts as
@@ -241,7 +273,7 @@ impl Server {
             return Ok(c.service.peer().clone());
         }
         if let Some(dead) = conn.take() {
-            let why = Self::end(dead).await;
+            let why = self.redact(Self::end(dead).await);
             tracing::warn!(server = %self.name, "MCP server {}: {why}", self.name);
             self.status().last_error = Some(why);
         }
@@ -256,15 +288,18 @@ impl Server {
             status.attempts += 1;
             status.state = Some(McpServerState::Starting);
         }
-        let started = tokio::time::timeout(STARTUP_TIMEOUT, self.start()).await.unwrap_or_else(|_| {
-            Err(format!("it did not start and list its tools within {} s", STARTUP_TIMEOUT.as_secs()))
-        });
+        let started = tokio::time::timeout(STARTUP_TIMEOUT, self.start())
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!("it did not start and list its tools within {} s", STARTUP_TIMEOUT.as_secs()))
+            })
+            .map_err(|e| self.redact(e));
         match started {
             Ok((c, tools)) => {
                 let peer = c.service.peer().clone();
                 let pid = c.process.as_ref().map(|p| p.pgid() as u32);
                 if let Some(file) = &self.cache_file {
-                    write_cache(file, &self.key, &tools);
+                    write_cache(file, &self.hash, &tools);
                 }
                 let mut status = self.status();
                 status.state = Some(McpServerState::Running);
@@ -293,7 +328,7 @@ impl Server {
     pub async fn died(&self) -> String {
         let mut conn = self.conn.lock().await;
         let why = match conn.take() {
-            Some(dead) => Self::end(dead).await,
+            Some(dead) => self.redact(Self::end(dead).await),
             None => self.status().last_error.clone().unwrap_or_else(|| "the connection closed".into()),
         };
         let mut status = self.status();
@@ -318,8 +353,19 @@ impl Server {
                     let tail = stderr.clone();
                     let name = self.name.clone();
                     tokio::spawn(async move {
-                        let mut lines = tokio::io::BufReader::new(err).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
+                        // Bytes, in bounded pieces: a line without end or
+                        // not UTF-8 neither grows the daemon nor stops the
+                        // draining (a server blocked on a full pipe hangs).
+                        let mut reader = tokio::io::BufReader::new(err);
+                        let mut piece = Vec::with_capacity(4096);
+                        loop {
+                            piece.clear();
+                            match (&mut reader).take(4096).read_until(b'\n', &mut piece).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(_) => {}
+                            }
+                            let line = String::from_utf8_lossy(&piece);
+                            let line = line.trim_end();
                             tracing::debug!(server = %name, "stderr: {line}");
                             let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
                             if tail.len() == STDERR_LINES {
@@ -355,7 +401,7 @@ impl Server {
                 (service, None)
             }
         };
-        let listed = service.peer().list_all_tools().await;
+        let listed = list_tools(service.peer()).await;
         let mut conn = Conn { service, process, stderr };
         let listed = match listed {
             Ok(listed) => listed,
@@ -365,8 +411,7 @@ impl Server {
                 return Err(why);
             }
         };
-        let tools =
-            listed.iter().map(|t| check_tool(&self.name, serde_json::to_value(t).unwrap_or_default())).collect();
+        let tools = listed.into_iter().map(|t| check_tool(&self.name, t)).collect();
         if let Some(p) = conn.process.as_mut() {
             // Its stderr is read by the task above; nothing else to keep.
             let _ = p.pgid();
@@ -465,13 +510,13 @@ impl rmcp::ClientHandler for Handler {
         let key = serde_json::to_string(&params.progress_token).unwrap_or_default();
         let report = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
         if let Some(report) = report {
-            let render = match (&params.message, params.total) {
+            let message = params.message.as_ref().map(|m| cut(m, MAX_PROGRESS_CHARS));
+            let render = match (&message, params.total) {
                 (Some(m), _) => m.clone(),
                 (None, Some(total)) => format!("{}/{}", params.progress, total),
                 (None, None) => format!("{}", params.progress),
             };
-            let data =
-                serde_json::json!({"progress": params.progress, "total": params.total, "message": params.message});
+            let data = serde_json::json!({"progress": params.progress, "total": params.total, "message": message});
             report(ProgressReport { data, render });
         }
     }
@@ -494,7 +539,9 @@ fn check_tool(server: &str, tool: Value) -> ServerTool {
     let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
     let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
     let full = format!("mcp__{server}__{name}");
-    let unusable = if !crate::tool::registry::is_valid_tool_name(&full) {
+    let unusable = if name.is_empty() || name.starts_with('_') {
+        Some(format!("its name {name:?} is empty or starts with _ (it would read as another server's tool)"))
+    } else if !crate::tool::registry::is_valid_tool_name(&full) {
         Some(format!("its name {full:?} is not 1 to 64 of A-Z a-z 0-9 _ -"))
     } else if schema.get("type").and_then(Value::as_str) != Some("object") {
         Some("its input schema is not an object schema".into())
@@ -559,18 +606,18 @@ pub fn schema_problem(schema: &Value, at: &str) -> Option<String> {
 
 #[derive(Serialize, Deserialize)]
 struct Cached {
-    key: String,
+    hash: String,
     tools: Vec<ServerTool>,
 }
 
-fn read_cache(file: &Path, key: &str) -> Option<Arc<Vec<ServerTool>>> {
+fn read_cache(file: &Path, hash: &str) -> Option<Arc<Vec<ServerTool>>> {
     let bytes = std::fs::read(file).ok()?;
     let cached: Cached = serde_json::from_slice(&bytes).ok()?;
-    (cached.key == key).then(|| Arc::new(cached.tools))
+    (cached.hash == hash).then(|| Arc::new(cached.tools))
 }
 
-fn write_cache(file: &Path, key: &str, tools: &[ServerTool]) {
-    let cached = Cached { key: key.to_owned(), tools: tools.to_vec() };
+fn write_cache(file: &Path, hash: &str, tools: &[ServerTool]) {
+    let cached = Cached { hash: hash.to_owned(), tools: tools.to_vec() };
     let Ok(json) = serde_json::to_vec(&cached) else { return };
     let tmp = file.with_extension(format!("tmp{}", std::process::id()));
     if std::fs::write(&tmp, json).is_ok() && std::fs::rename(&tmp, file).is_err() {
@@ -578,9 +625,57 @@ fn write_cache(file: &Path, key: &str, tools: &[ServerTool]) {
     }
 }
 
-/// FNV-1a, for cache file names (the key itself is checked on read).
-fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+/// FNV-1a from `seed`: two of them name a cache file (and are checked on
+/// read).
+fn fnv(text: &str, seed: u64) -> u64 {
+    text.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// At most `max` characters of `text`.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// Every page of a server's `tools/list`, as JSON, within bounds.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, String> {
+    paginate(
+        |cursor| async move {
+            let params = cursor.map(|c| serde_json::from_value(serde_json::json!({ "cursor": c }))).transpose();
+            let page = peer.list_tools(params.map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
+            serde_json::to_value(&page).map_err(|e| e.to_string())
+        },
+        "tools",
+    )
+    .await
+}
+
+/// Follows `nextCursor` through pages of `key` items: at most
+/// [`MAX_LISTED`] items over at most 64 pages; a repeated cursor ends it.
+pub async fn paginate<F, Fut>(mut fetch: F, key: &str) -> Result<Vec<Value>, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, String>>,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let page = fetch(cursor.clone()).await?;
+        if let Some(list) = page.get(key).and_then(Value::as_array) {
+            items.extend(list.iter().cloned());
+        }
+        if items.len() > MAX_LISTED {
+            return Err(format!("it lists more than {MAX_LISTED} {key}"));
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if seen.insert(next.to_owned()) => cursor = Some(next.to_owned()),
+            _ => return Ok(items),
+        }
+    }
+    Err(format!("its {key} list goes on past {MAX_PAGES} pages"))
 }
 
 #[cfg(test)]
@@ -620,6 +715,10 @@ mod tests {
         assert!(long.unusable.is_some());
         let not_object = check_tool("fs", serde_json::json!({"name": "t", "inputSchema": {"type": "string"}}));
         assert!(not_object.unusable.unwrap().contains("not an object schema"));
+        for name in ["", "_add"] {
+            let odd = check_tool("fs", serde_json::json!({"name": name, "inputSchema": {"type": "object"}}));
+            assert!(odd.unusable.unwrap().contains("starts with _"), "{name:?}");
+        }
         let no_hint = check_tool("fs", serde_json::json!({"name": "t", "inputSchema": {"type": "object"}}));
         assert!(!no_hint.read_only, "fail closed without readOnlyHint");
     }

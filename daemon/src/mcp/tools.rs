@@ -26,6 +26,11 @@ use crate::tool::{
 /// `MAX_MCP_OUTPUT_TOKENS` of 25,000 tokens, at about four a token).
 pub const MAX_RESULT_CHARS: usize = 100_000;
 
+/// Image types model APIs take, and the most base64 of one image (5 MiB
+/// of image, as Read's limit).
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+const MAX_IMAGE_BASE64: usize = 5 * 1024 * 1024 / 3 * 4;
+
 /// One server's tools, as a session sees them.
 pub struct ServerSource {
     server: Arc<Server>,
@@ -98,6 +103,14 @@ impl DynTool for McpTool {
 
     fn is_external(&self) -> bool {
         true
+    }
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        let open_world = true;
+        match self.tool.read_only {
+            true => agentd_protocol::tools::ToolHints { open_world, ..agentd_protocol::tools::ToolHints::READ_ONLY },
+            false => agentd_protocol::tools::ToolHints { open_world, ..Default::default() },
+        }
     }
 
     /// A tool a model API would reject is never offered; a call that names
@@ -231,13 +244,14 @@ async fn call_tool(
         peer = server.peer() => peer.map_err(|e| format!("MCP server {name} is not available: {e}"))?,
         _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
     };
+    let redact = |e: String| server.redact(e);
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(arguments);
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = peer
         .send_cancellable_request(request, PeerRequestOptions::no_options())
         .await
-        .map_err(|e| format!("MCP server {name}: sending the call failed: {e}"))?;
+        .map_err(|e| redact(format!("MCP server {name}: sending the call failed: {e}")))?;
     let _progress = progress.map(|report| server.watch_progress(&handle.progress_token, report));
     let mut guard = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()), reason: "cancelled by the user" };
     let answer = tokio::select! {
@@ -258,13 +272,20 @@ async fn call_tool(
             Ok(convert_result(&value))
         }
         Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
-        Err(rmcp::ServiceError::McpError(e)) => Err(format!("MCP server {name}: {tool} failed: {}", e.message)),
+        Err(rmcp::ServiceError::McpError(e)) => Err(redact(format!("MCP server {name}: {tool} failed: {}", e.message))),
         Err(rmcp::ServiceError::TransportClosed) | Err(rmcp::ServiceError::TransportSend(_)) => {
             let why = server.died().await;
             Err(format!("MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"))
         }
-        Err(e) => Err(format!("MCP server {name}: {tool} failed: {e}")),
+        Err(e) => Err(redact(format!("MCP server {name}: {tool} failed: {e}"))),
     }
+}
+
+/// The strongest rule that names every tool of `server` (`mcp__server`,
+/// `mcp__server__*`): the resource tools obey them as the server's tools do.
+fn server_rule(ctx: &ToolContext, server: &str) -> Option<crate::permission::rules::RuleKind> {
+    let all = format!("mcp__{server}__*");
+    ctx.rules.decide(&all, &crate::permission::rules::Facts::Other).map(|r| r.kind)
 }
 
 /// A `CallToolResult` (as JSON) as tool_result content: text as it is,
@@ -277,13 +298,21 @@ pub fn convert_result(result: &Value) -> (Vec<ContentBlock>, bool) {
     for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => blocks.push(ContentBlock::text(str_of(block, "text"))),
-            Some("image") => blocks.push(ContentBlock::Image {
-                source: ImageSource {
-                    kind: "base64".into(),
-                    media_type: str_of(block, "mimeType"),
-                    data: str_of(block, "data"),
-                },
-            }),
+            Some("image") => {
+                let media_type = str_of(block, "mimeType");
+                let data = str_of(block, "data");
+                if !IMAGE_TYPES.contains(&media_type.as_str()) {
+                    blocks.push(ContentBlock::text(format!("[image of type {media_type:?}, not shown]")));
+                } else if data.len() > MAX_IMAGE_BASE64 {
+                    blocks.push(ContentBlock::text(format!(
+                        "[image of {} bytes, too large to show]",
+                        data.len() / 4 * 3
+                    )));
+                } else {
+                    blocks
+                        .push(ContentBlock::Image { source: ImageSource { kind: "base64".into(), media_type, data } });
+                }
+            }
             Some("resource") => {
                 let r = block.get("resource").cloned().unwrap_or_default();
                 match r.get("text").and_then(Value::as_str) {
@@ -368,6 +397,10 @@ impl Tool for ListMcpResources {
 
     const NAME: &'static str = "ListMcpResources";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
+    }
+
     fn aliases(&self) -> &'static [&'static str] {
         &["ListMcpResourcesTool"]
     }
@@ -408,9 +441,16 @@ impl Tool for ListMcpResources {
         ctx: ToolContext,
         _progress: ProgressSink<()>,
     ) -> Result<ToolOutput<String>, ToolError> {
+        let denied = |s: &Arc<Server>| server_rule(&ctx, &s.name) == Some(crate::permission::rules::RuleKind::Deny);
         let servers: Vec<&Arc<Server>> = match &input.server {
-            Some(name) => vec![self.0.find(name)?],
-            None => self.0.0.iter().collect(),
+            Some(name) => {
+                let server = self.0.find(name)?;
+                if denied(server) {
+                    return Err(ToolError::new(format!("MCP server {name} is denied by a rule in this session")));
+                }
+                vec![server]
+            }
+            None => self.0.0.iter().filter(|s| !denied(s)).collect(),
         };
         let mut all = Vec::new();
         for server in servers {
@@ -448,12 +488,22 @@ impl Tool for ListMcpResources {
 async fn list_resources(server: &Server) -> Result<Vec<Value>, String> {
     let name = &server.name;
     let peer = server.peer().await.map_err(|e| format!("MCP server {name} is not available: {e}"))?;
-    let list =
-        peer.list_all_resources().await.map_err(|e| format!("MCP server {name}: listing resources failed: {e}"))?;
+    let list = super::pool::paginate(
+        |cursor| {
+            let peer = peer.clone();
+            async move {
+                let params = cursor.map(|c| serde_json::from_value(serde_json::json!({ "cursor": c }))).transpose();
+                let page = peer.list_resources(params.map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
+                serde_json::to_value(&page).map_err(|e| e.to_string())
+            }
+        },
+        "resources",
+    )
+    .await
+    .map_err(|e| server.redact(format!("MCP server {name}: listing resources failed: {e}")))?;
     Ok(list
-        .iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(r).unwrap_or_default();
+        .into_iter()
+        .map(|mut v| {
             v["server"] = Value::String(name.clone());
             v
         })
@@ -479,6 +529,10 @@ impl Tool for ReadMcpResource {
 
     const NAME: &'static str = "ReadMcpResource";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
+    }
+
     fn aliases(&self) -> &'static [&'static str] {
         &["ReadMcpResourceTool"]
     }
@@ -491,8 +545,21 @@ impl Tool for ReadMcpResource {
         self.0.find(&input.server).map(|_| ()).map_err(|e| ValidationError::new(e.message))
     }
 
-    fn check_permissions(&self, _input: &ReadInput, _ctx: &ToolContext) -> Decision {
-        Decision::Allow
+    /// A resource may be anything the server can reach (files, mail):
+    /// allowed only by a rule for the whole server, refused by a deny of
+    /// it, asked otherwise.
+    fn check_permissions(&self, input: &ReadInput, ctx: &ToolContext) -> Decision {
+        use crate::permission::rules::RuleKind;
+        match server_rule(ctx, &input.server) {
+            Some(RuleKind::Deny) => {
+                Decision::deny(format!("MCP server {} is denied by a rule in this session", input.server))
+            }
+            Some(RuleKind::Allow) => Decision::Allow,
+            _ => Decision::Ask {
+                reason: format!("read {} from MCP server {}", input.uri, input.server),
+                suggestion: Some(format!("mcp__{}", input.server)),
+            },
+        }
     }
 
     fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {

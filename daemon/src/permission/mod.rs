@@ -31,6 +31,18 @@ pub fn is_protected(path: &std::path::Path) -> bool {
     path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
 }
 
+/// Whether `real` (a canonical path) is, or is inside, what one of the
+/// workspace's protected names (`.mcp.json`, `.claude`, …) at its top
+/// links to: writing through the link's target changes the protected file
+/// as surely as writing it by name.
+pub fn is_protected_target(root: &std::path::Path, real: &std::path::Path) -> bool {
+    PROTECTED_NAMES.iter().any(|name| {
+        let link = root.join(name);
+        std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink())
+            && std::fs::canonicalize(&link).is_ok_and(|target| real.starts_with(target))
+    })
+}
+
 /// Files of the user's that configure agentd, git or the shell, or hold
 /// keys a login trusts: protected like a workspace's settings when a
 /// workspace holds them (a session on `$HOME`).

@@ -461,6 +461,18 @@ impl RuleSet {
 
     /// Adds the `permissions` of a settings file, if it exists.
     pub fn add_settings_file(&mut self, path: &Path, base: &Path) {
+        self.add_settings_file_from(path, base, false);
+    }
+
+    /// Adds the `permissions` of a workspace's own settings file: its allow
+    /// rules for MCP tools (`mcp__…`, the resource tools) are ignored, with
+    /// a note in `errors` — a repository must not pre-approve what the
+    /// user's MCP servers do, outside any sandbox.
+    pub fn add_project_settings_file(&mut self, path: &Path, base: &Path) {
+        self.add_settings_file_from(path, base, true);
+    }
+
+    fn add_settings_file_from(&mut self, path: &Path, base: &Path, project: bool) {
         let Ok(text) = std::fs::read_to_string(path) else { return };
         let origin = Origin { source: path.display().to_string(), base: base.to_owned() };
         let value: serde_json::Value = match serde_json::from_str(&text) {
@@ -481,7 +493,22 @@ impl RuleSet {
                 .map(|a| a.iter().map(|v| v.as_str().unwrap_or("").to_owned()).collect())
                 .unwrap_or_default()
         };
-        self.add(&origin, &list("allow"), &list("deny"), &list("ask"));
+        let mut allow = list("allow");
+        if project {
+            let (mcp, rest): (Vec<String>, Vec<String>) = allow.into_iter().partition(|r| names_mcp(r));
+            for (index, text) in mcp.into_iter().enumerate() {
+                self.errors.push(RuleError {
+                    origin: origin.source.clone(),
+                    index,
+                    text,
+                    message: "ignored: a workspace's settings cannot allow MCP tools (put the rule in the user's \
+                              settings or the session's)"
+                        .into(),
+                });
+            }
+            allow = rest;
+        }
+        self.add(&origin, &allow, &list("deny"), &list("ask"));
     }
 
     /// The deny rule that forbids reading `path` (a `Read(...)` rule, which
@@ -566,5 +593,16 @@ pub fn mcp_server_rule_names(rule: &str, tool: &str) -> bool {
     server.starts_with("mcp__")
         && server.matches("__").count() == 1
         && server.len() > "mcp__".len()
-        && tool.strip_prefix(server).is_some_and(|rest| rest.starts_with("__") && rest.len() > 2)
+        && tool
+            .strip_prefix(server)
+            .and_then(|rest| rest.strip_prefix("__"))
+            .is_some_and(|name| !name.is_empty() && !name.starts_with('_'))
+}
+
+/// Does a rule (as written) name MCP tools: `mcp__…`, or the MCP resource
+/// tools?
+fn names_mcp(rule: &str) -> bool {
+    let tool = rule.trim().split('(').next().unwrap_or("");
+    tool.starts_with("mcp__")
+        || ["ListMcpResources", "ReadMcpResource", "ListMcpResourcesTool", "ReadMcpResourceTool"].contains(&tool)
 }

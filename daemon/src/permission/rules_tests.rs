@@ -87,6 +87,9 @@ fn tool_names_and_mcp_servers() {
     assert_eq!(star.decide("mcp__fs__read_file", &Facts::Other).map(|r| r.kind), Some(RuleKind::Allow));
     assert_eq!(star.decide("mcp__fsx__read_file", &Facts::Other).map(|r| r.kind), None);
     assert_eq!(star.decide("mcp__fs", &Facts::Other).map(|r| r.kind), None);
+    // Server `fs_`'s tools are not server `fs`'s, nor is an empty name.
+    assert_eq!(star.decide("mcp__fs___add", &Facts::Other).map(|r| r.kind), None);
+    assert_eq!(star.decide("mcp__fs__", &Facts::Other).map(|r| r.kind), None);
 }
 
 #[test]

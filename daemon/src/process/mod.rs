@@ -92,6 +92,24 @@ fn owned() -> std::sync::MutexGuard<'static, HashSet<i32>> {
     OWNED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Marks every descriptor above stderr close-on-exec, so nothing the
+/// daemon inherited (from whatever started it) reaches a process it
+/// starts directly (MCP servers; commands go through the sandbox helper,
+/// which closes all). Called once the socket is claimed.
+#[allow(unsafe_code)]
+pub fn cloexec_inherited() {
+    use std::os::fd::BorrowedFd;
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> =
+        dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|fd| *fd > 2).collect();
+    for fd in fds {
+        // SAFETY: the descriptor is only borrowed for this one fcntl; one
+        // closed meanwhile (the directory's own) makes it fail harmlessly.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = nix::fcntl::fcntl(borrowed, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
+    }
+}
+
 /// Makes this process a child subreaper. Called once at start-up.
 pub fn become_subreaper() {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {

@@ -103,6 +103,7 @@ impl Daemon {
             .transpose()
             .map_err(|e| DaemonError::io("register listener", &path, e))?
             .ok_or_else(|| DaemonError::Activation("no listener".into()))?;
+        crate::process::cloexec_inherited();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox);

@@ -597,8 +597,14 @@ fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
     let mut rules = RuleSet::default();
     let p = &info.permissions;
     rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
-    for (file, base) in settings_files(&info.cwd) {
-        rules.add_settings_file(&file, &base);
+    // The first two are the workspace's own (even when the workspace is
+    // the home directory and so holds the user's file too).
+    for (i, (file, base)) in settings_files(&info.cwd).into_iter().enumerate() {
+        if i < 2 {
+            rules.add_project_settings_file(&file, &base);
+        } else {
+            rules.add_settings_file(&file, &base);
+        }
     }
     info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
     rules

@@ -84,9 +84,14 @@ pub trait DynTool: Send + Sync + 'static {
     fn cancels_siblings_on_failure(&self) -> bool {
         false
     }
-    /// A tool of an earlier Claude Code version: callable, never offered.
+    /// Callable, never offered: a tool of an earlier Claude Code version,
+    /// or an MCP tool a model API would reject.
     fn is_legacy(&self) -> bool {
         false
+    }
+    /// What the tool does whatever its input (MCP tool annotations).
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::default()
     }
     /// Parses `input` into a call of this tool.
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;
@@ -224,6 +229,10 @@ impl<T: Tool> DynTool for Erased<T> {
 
     fn is_external(&self) -> bool {
         self.tool.is_external()
+    }
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        self.tool.hints()
     }
 
     fn cancels_siblings_on_failure(&self) -> bool {

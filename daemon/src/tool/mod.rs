@@ -193,6 +193,12 @@ pub trait Tool: Send + Sync + Sized + 'static {
         false
     }
 
+    /// What the tool does whatever its input (MCP tool annotations).
+    /// Default: fail-closed (may destroy).
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::default()
+    }
+
     // --- element four: execution ---
 
     /// Runs the call. Reports progress through `progress`; returns the

@@ -262,6 +262,7 @@ impl ToolSet {
             deferred: still_deferred.iter().map(|e| e.definition.name.clone()).collect(),
             estimated_tokens,
             deferred_tokens_saved: still_deferred.iter().map(|e| e.tokens).sum(),
+            hints: Default::default(),
         }
     }
 

@@ -76,6 +76,10 @@ impl Tool for AskUserQuestion {
 
     const NAME: &'static str = NAME;
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Asks the user 1 to 4 multiple-choice questions and waits for the answers. Use it when a choice \
          is the user's to make (a library, an approach, what a vague request means) rather than guessing; \

@@ -148,6 +148,10 @@ impl Tool for Bash {
 
     const NAME: &'static str = NAME;
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::default() }
+    }
+
     fn description(&self) -> String {
         "Runs a bash command in the workspace and returns its output and exit code. The shell's \
          directory carries over between calls (cd persists); environment variables do not. Prefer \

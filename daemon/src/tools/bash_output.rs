@@ -79,6 +79,10 @@ impl Tool for BashOutput {
 
     const NAME: &'static str = "BashOutput";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Returns the output a background job (started by Bash with run_in_background) has written \
          since the last time you asked, and whether it is still running."
@@ -134,6 +138,10 @@ impl Tool for TaskOutput {
     type Progress = ();
 
     const NAME: &'static str = "TaskOutput";
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
 
     fn description(&self) -> String {
         "Returns a background job's output once it has ended (or its output so far, after `timeout` \

@@ -56,6 +56,10 @@ impl Tool for Edit {
 
     const NAME: &'static str = "Edit";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }
+    }
+
     fn description(&self) -> String {
         "Replaces text in a file: old_string must match the file exactly (whitespace included) and \
          occur once, or set replace_all. You must Read the file first; if it changed since, Read it \

@@ -56,6 +56,10 @@ impl Tool for Glob {
 
     const NAME: &'static str = "Glob";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Finds files by name with a glob pattern (e.g. `**/*.rs`, `src/**/*.ts`), newest first. \
          Respects .gitignore and skips hidden files unless asked. Use it instead of `find` or `ls`."

@@ -122,6 +122,10 @@ impl Tool for Grep {
 
     const NAME: &'static str = "Grep";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Searches file contents with a regular expression (ripgrep's engine, in-process). Respects \
          .gitignore. output_mode: files_with_matches (default, paths), content (matching lines; -A/-B/-C \

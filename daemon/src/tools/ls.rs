@@ -47,6 +47,10 @@ impl Tool for Ls {
 
     const NAME: &'static str = "LS";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Lists the files and directories under a path, as a tree.".to_owned()
     }

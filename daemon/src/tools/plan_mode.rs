@@ -41,6 +41,10 @@ impl Tool for EnterPlanMode {
 
     const NAME: &'static str = "EnterPlanMode";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
+    }
+
     fn description(&self) -> String {
         "Switches the session to plan mode: only read-only tools run. Use it before a large or unclear \
          change to explore the code and write a plan; then present the plan with ExitPlanMode, which asks \
@@ -123,6 +127,10 @@ impl Tool for ExitPlanMode {
     type Progress = ();
 
     const NAME: &'static str = "ExitPlanMode";
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
+    }
 
     fn aliases(&self) -> &'static [&'static str] {
         &["exit_plan_mode"]

@@ -69,6 +69,10 @@ impl Tool for Read {
 
     const NAME: &'static str = "Read";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Reads a file from the workspace. Lines are numbered like `cat -n`; by default up to 2000 lines \
          from the start, very long lines are cut. For longer files, read on with offset and limit. \

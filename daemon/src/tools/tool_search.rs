@@ -49,6 +49,10 @@ impl Tool for ToolSearch {
 
     const NAME: &'static str = crate::tool::toolset::TOOL_SEARCH;
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
     fn description(&self) -> String {
         "Loads the full definitions of deferred tools so you can call them. Some tools are listed \
          by name only (the deferred tools); before calling one, search for it here. Use \

@@ -65,6 +65,10 @@ impl Tool for Write {
 
     const NAME: &'static str = "Write";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }
+    }
+
     fn description(&self) -> String {
         "Writes a file in the workspace, creating it (and its directories) or replacing it whole. To \
          replace an existing file you must have Read it first, and it must not have changed since. \
