@@ -114,10 +114,10 @@ async fn follow(
                         (
                             PermissionDecision::Deny,
                             Some(format!(
-                                "{tool} needs approval ({reason}) and this MCP client cannot ask (no elicitation). \
-                                 Allow it with a rule (agentctl mcp --allow '{tool}'), a mode \
-                                 (agentctl mcp --mode accept_edits or bypass), or from another terminal: \
-                                 agentctl respond {session} {id} allow"
+                                "{tool} needs approval ({reason}) and this MCP client cannot ask the user (it \
+                                 does not support elicitation). To allow such calls, start the bridge with a \
+                                 rule (agentctl mcp --allow '{tool}') or a mode (agentctl mcp --mode \
+                                 accept_edits, or bypass), or use a client that supports elicitation"
                             )),
                         )
                     };

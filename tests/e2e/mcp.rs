@@ -497,3 +497,146 @@ fn a_repository_cannot_approve_mcp_tools_and_server_rules_bind_the_resource_tool
         assert_eq!(text(&r), "allowed by the user", "{r}");
     });
 }
+
+/// Runs the Python SDK client `tests/mcp/bridge_client.py` against
+/// `agentctl mcp`; returns the JSON lines it printed.
+fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/bridge_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(agentd_tests::bin_path("agentctl"))
+        .arg(socket)
+        .arg(workspace)
+        .args(scenario)
+        .env_remove("AGENTD_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{scenario:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn agentctl_mcp_serves_a_session_to_the_python_sdk_client() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(work.path()).unwrap();
+    std::fs::write(ws.join("hello.txt"), "hello through MCP\n").unwrap();
+    std::fs::write(ws.join("hay.txt"), "hay\na needle\n").unwrap();
+
+    let seen = bridge_client(&python, &d.socket, &ws, &["basic"]);
+    let tools: Vec<&str> = seen[0]["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for t in ["Bash", "Edit", "Glob", "Grep", "Read", "Write"] {
+        assert!(tools.contains(&t), "{tools:?}");
+    }
+    assert_eq!((seen[0]["read_only"]["Read"].clone(), seen[0]["read_only"]["Bash"].clone()), (json!(true), json!(false)));
+    assert_eq!(seen[1]["is_error"], false);
+    assert!(seen[1]["text"].as_str().unwrap().contains("hello through MCP"), "{:?}", seen[1]);
+    assert!(seen[2]["text"].as_str().unwrap().contains("a needle"), "{:?}", seen[2]);
+    assert_eq!(seen[3]["text"], "step1\nstep2\nstep3\n");
+    assert_eq!(seen[3]["progress"], json!(["step1", "step2", "step3"]), "progress as MCP progress notifications");
+    assert_eq!(seen[4]["is_error"], true);
+
+    // Cancelling the MCP request cancels the call: its process ends.
+    let tag = agentd_tests::tag();
+    let seen = bridge_client(&python, &d.socket, &ws, &["cancel", &tag]);
+    assert!(seen[0]["cancelled_after"].as_f64().unwrap() < 10.0);
+    assert_eq!(seen[1]["after"], "alive\n");
+    rt().block_on(none_left(&format!("sleep {tag}")));
+
+    // A call that needs approval is an elicitation; its answer decides.
+    let yes = ws.join("yes.txt");
+    let seen = bridge_client(&python, &d.socket, &ws, &["elicit", "accept", yes.to_str().unwrap()]);
+    assert_eq!(seen[0]["is_error"], false, "{:?}", seen[0]);
+    assert!(seen[0]["asked"][0].as_str().unwrap().contains("Write"), "{:?}", seen[0]);
+    assert_eq!(std::fs::read_to_string(&yes).unwrap(), "written through MCP\n");
+    let no = ws.join("no.txt");
+    let seen = bridge_client(&python, &d.socket, &ws, &["elicit", "decline", no.to_str().unwrap()]);
+    assert_eq!(seen[0]["is_error"], true);
+    assert!(!no.exists());
+    // A client that cannot ask: refused, saying how to allow it.
+    let seen = bridge_client(&python, &d.socket, &ws, &["no-elicit", no.to_str().unwrap()]);
+    assert_eq!(seen[0]["is_error"], true);
+    assert!(seen[0]["text"].as_str().unwrap().contains("--allow"), "{:?}", seen[0]);
+    assert!(!no.exists());
+
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        // Every session a bridge opened was closed when its client went.
+        eventually_sessions(&mut c, 0).await;
+        // A bridge attached to an existing session leaves it open.
+        let sid = session(&mut c, &ws, json!({})).await["session_id"].as_str().unwrap().to_owned();
+        let seen = bridge_client(&python, &d.socket, &ws, &["attach", &sid]);
+        assert!(seen[0]["text"].as_str().unwrap().contains("hello through MCP"));
+        eventually_sessions(&mut c, 1).await;
+    });
+
+    // README's mcpServers entry, as written there.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let line = readme.lines().find(|l| l.contains("\"mcpServers\": { \"agentd\"")).expect("README's mcpServers line");
+    let entry: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(entry["mcpServers"]["agentd"]["command"], "agentctl");
+    let args = entry["mcpServers"]["agentd"]["args"].to_string().replace("/path/to/project", ws.to_str().unwrap());
+    let seen = bridge_client(&python, &d.socket, &ws, &["readme", &args]);
+    assert!(seen[0]["text"].as_str().unwrap().contains("hello through MCP"), "{:?}", seen[0]);
+    assert!(readme.contains("claude mcp add agentd -- agentctl mcp --cwd ."));
+}
+
+async fn eventually_sessions(c: &mut RawConn, n: usize) {
+    let deadline = std::time::Instant::now() + agentd_tests::STEP;
+    loop {
+        let list = c.ok("session/list", json!({})).await;
+        if list["sessions"].as_array().unwrap().len() == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} sessions expected: {list}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn agentctl_mcp_without_a_daemon_says_so_and_bad_messages_get_mcp_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = agentctl(&dir.path().join("none.sock"), &["mcp", "--cwd", "/"]);
+    assert_eq!(code, 3, "README's exit code for an unreachable daemon");
+    assert!(out.is_empty(), "nothing on stdout, where the MCP client reads: {out}");
+    assert!(err.contains("not running"), "{err}");
+
+    let d = StandaloneDaemon::start(&[], &[]);
+    let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["mcp", "--cwd", dir.path().to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::{BufRead, Write};
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": 5}})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 4 {
+        let line = lines.next().expect("a reply").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_i64() {
+            replies.insert(id, v);
+        }
+    }
+    assert!(replies[&1]["result"]["serverInfo"]["name"] == "agentd", "{:?}", replies[&1]);
+    assert!(replies[&2]["error"]["code"].is_i64(), "{:?}", replies[&2]);
+    assert!(replies[&3]["error"]["code"].is_i64(), "{:?}", replies[&3]);
+    assert!(replies[&4]["result"]["tools"].as_array().unwrap().len() > 5, "still serving: {:?}", replies[&4]);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -1,0 +1,156 @@
+"""An MCP client (the official Python SDK's) driving `agentctl mcp`, for the
+end-to-end tests. Prints one JSON object per line of what it saw.
+
+    bridge_client.py AGENTCTL SOCKET WORKSPACE SCENARIO [ARGS...]
+
+Scenarios:
+    basic                 list tools; call Read, Grep and Bash (with progress)
+    cancel TAG            start `sleep TAG` through Bash and cancel it
+    elicit ANSWER FILE    write FILE in default mode; the elicitation is
+                          answered ANSWER (accept or decline)
+    no-elicit FILE        write FILE from a client without elicitation
+    attach SESSION        serve an existing session; call Read
+    readme ARGS           start `agentctl ARGS` (a JSON list, as README's
+                          mcpServers entry has them); call Read
+    bench FILE N          read FILE N times; print per-call latencies
+    bench-fs FS FILE N    the same through the reference filesystem server
+                          FS (its read_text_file), for comparison
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import anyio
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+agentctl, socket, workspace, scenario, *rest = sys.argv[1:]
+
+
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def text_of(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def server(extra):
+    args = ["--socket", socket, "mcp"] + extra
+    return StdioServerParameters(command=agentctl, args=args)
+
+
+async def basic():
+    async with stdio_client(server(["--cwd", workspace, "--mode", "bypass"])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            tools = (await s.list_tools()).tools
+            say(tools=sorted(t.name for t in tools),
+                read_only={t.name: bool(t.annotations and t.annotations.read_only_hint) for t in tools})
+            res = await s.call_tool("Read", {"file_path": f"{workspace}/hello.txt"})
+            say(tool="Read", is_error=res.is_error, text=text_of(res))
+            res = await s.call_tool("Grep", {"pattern": "needle", "path": workspace, "output_mode": "content"})
+            say(tool="Grep", is_error=res.is_error, text=text_of(res))
+            seen = []
+
+            async def progress(value, total, message):
+                seen.append(message)
+
+            res = await s.call_tool(
+                "Bash", {"command": "for i in 1 2 3; do echo step$i; sleep 0.2; done"}, progress_callback=progress
+            )
+            say(tool="Bash", is_error=res.is_error, text=text_of(res), progress=seen)
+            res = await s.call_tool("NoSuchTool", {})
+            say(tool="NoSuchTool", is_error=res.is_error, text=text_of(res))
+
+
+async def cancel(tag):
+    async with stdio_client(server(["--cwd", workspace, "--mode", "bypass"])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            started = time.monotonic()
+            with anyio.move_on_after(1.5):
+                await s.call_tool("Bash", {"command": f"sleep {tag}"})
+            say(cancelled_after=time.monotonic() - started)
+            # The bridge still serves after a cancellation.
+            res = await s.call_tool("Bash", {"command": "echo alive"})
+            say(after=text_of(res))
+
+
+async def elicit(answer, path):
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"allow": True})
+        return types.ElicitResult(action="decline")
+
+    async with stdio_client(server(["--cwd", workspace])) as (r, w):
+        async with ClientSession(r, w, elicitation_callback=on_elicit) as s:
+            await s.initialize()
+            res = await s.call_tool("Write", {"file_path": path, "content": "written through MCP\n"})
+            say(is_error=res.is_error, text=text_of(res), asked=asked)
+
+
+async def no_elicit(path):
+    async with stdio_client(server(["--cwd", workspace])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("Write", {"file_path": path, "content": "never\n"})
+            say(is_error=res.is_error, text=text_of(res))
+
+
+async def attach(session):
+    async with stdio_client(server(["--session", session])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("Read", {"file_path": f"{workspace}/hello.txt"})
+            say(is_error=res.is_error, text=text_of(res))
+
+
+async def readme(args):
+    params = StdioServerParameters(command=agentctl, args=["--socket", socket] + json.loads(args), cwd=workspace)
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("Read", {"file_path": f"{workspace}/hello.txt"})
+            say(is_error=res.is_error, text=text_of(res))
+
+
+async def timed(params, tool, args, n):
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            first = await s.call_tool(tool, args)
+            assert not first.is_error, text_of(first)
+            lat = []
+            for _ in range(n):
+                t = time.perf_counter()
+                await s.call_tool(tool, args)
+                lat.append(time.perf_counter() - t)
+            say(latencies=lat)
+
+
+async def bench(path, n):
+    await timed(server(["--cwd", workspace, "--mode", "bypass"]), "Read", {"file_path": path}, n)
+
+
+async def bench_fs(fs, path, n):
+    await timed(StdioServerParameters(command=fs, args=[workspace]), "read_text_file", {"path": path}, n)
+
+
+scenarios = {
+    "basic": basic,
+    "cancel": cancel,
+    "elicit": elicit,
+    "no-elicit": no_elicit,
+    "attach": attach,
+    "readme": readme,
+    "bench": lambda path, n: bench(path, int(n)),
+    "bench-fs": lambda fs, path, n: bench_fs(fs, path, int(n)),
+}
+asyncio.run(scenarios[scenario](*rest))
