@@ -24,6 +24,13 @@
 //! a daemon (each call adds 4 events), stops it, and times a new daemon's
 //! start until it answers `session/list` with every session.
 //!
+//! `mcp [--calls 1000]` runs the same MCP client (the official Python
+//! SDK's, `tests/mcp/bridge_client.py`) against the reference filesystem
+//! server and against `agentctl mcp`, reading one 1 KB file: p50/p99 and
+//! calls/s from one client, then calls/s of 8 clients at once. It needs
+//! `AGENTD_TEST_MCP_PYTHON` (a Python with `mcp`) and `AGENTD_TEST_MCP_FS`
+//! (the filesystem server), as `.ci/run` sets them.
+//!
 //! `search --corpus DIR` compares Grep and Glob through the daemon with the
 //! `rg` binary on the same tree (build the tree with
 //! `scripts/make_corpus.sh`).
@@ -52,6 +59,7 @@ fn main() {
         Some("search") => search(&args[1..]),
         Some("calls") => calls(&args[1..]),
         Some("restart") => restart(&args[1..]),
+        Some("mcp") => mcp(&args[1..]),
         _ => {
             eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
@@ -631,4 +639,68 @@ fn agentd_server(name: &'static str, agentd: &Path, dir: &Path, socket: &Path, e
         .spawn()
         .unwrap();
     Server { name, socket: socket.to_owned(), child }
+}
+
+/// The same MCP client loop against the reference filesystem server and
+/// `agentctl mcp`.
+fn mcp(args: &[String]) {
+    let calls = flag(args, "--calls", 1000);
+    let python = std::env::var("AGENTD_TEST_MCP_PYTHON").expect("AGENTD_TEST_MCP_PYTHON: a Python with `mcp`");
+    let fs = std::env::var("AGENTD_TEST_MCP_FS").expect("AGENTD_TEST_MCP_FS: the reference filesystem server");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let file = ws.join("one-kb.txt");
+    std::fs::write(&file, "x".repeat(1023) + "\n").unwrap();
+    let me = std::env::current_exe().unwrap();
+    let bin = me.parent().and_then(Path::parent).unwrap().to_owned();
+    let (agentd, agentctl) = (bin.join("agentd"), bin.join("agentctl"));
+    assert!(agentd.exists() && agentctl.exists(), "build first: cargo build --release");
+    let socket = dir.path().join("agentd.sock");
+    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, true);
+    wait_for(&socket);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/bridge_client.py");
+    let run = |clients: usize, through_fs: bool| -> (Vec<f64>, f64) {
+        let start = Instant::now();
+        let children: Vec<Child> = (0..clients)
+            .map(|_| {
+                let mut cmd = Command::new(&python);
+                cmd.arg(&script).arg(&agentctl).arg(&socket).arg(&ws);
+                if through_fs {
+                    cmd.arg("bench-fs").arg(&fs);
+                } else {
+                    cmd.arg("bench");
+                }
+                cmd.arg(&file).arg(calls.to_string()).stdout(Stdio::piped()).stderr(Stdio::null());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        let mut all = Vec::new();
+        let mut slowest = 0.0f64;
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the client's latencies");
+            let lat: Vec<f64> = v["latencies"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() * 1e6).collect();
+            slowest = slowest.max(lat.iter().sum::<f64>() / 1e6);
+            all.extend(lat);
+        }
+        let _ = start;
+        all.sort_by(f64::total_cmp);
+        (all, (clients * calls) as f64 / slowest)
+    };
+    println!("{} calls of a 1 KB read per client, the MCP Python SDK client", calls);
+    println!("{:<34} {:>9} {:>9} {:>10} {:>14}", "server", "p50 µs", "p99 µs", "calls/s", "8 clients/s");
+    let mut rates = Vec::new();
+    for (name, through_fs) in [("reference filesystem server", true), ("agentctl mcp (agentd)", false)] {
+        let (one, rate) = run(1, through_fs);
+        let (_, rate8) = run(8, through_fs);
+        let p = |q: usize| one[(one.len() * q / 100).min(one.len() - 1)];
+        println!("{name:<34} {:>9.0} {:>9.0} {:>10.0} {:>14.0}", p(50), p(99), rate, rate8);
+        rates.push((rate, rate8));
+    }
+    println!(
+        "agentd / filesystem server: {:.2}x calls/s with one client, {:.2}x with 8",
+        rates[1].0 / rates[0].0,
+        rates[1].1 / rates[0].1
+    );
 }

@@ -227,8 +227,20 @@ impl Client {
         session_id: &str,
         after_seq: Option<u64>,
     ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
+        self.stream_kinds(session_id, after_seq, None).await
+    }
+
+    /// `turn/stream` of only the events of `kinds` (every event when
+    /// `None`; `session/closed` always).
+    pub async fn stream_kinds(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        kinds: Option<&[&str]>,
+    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
         use jsonrpsee::core::client::SubscriptionClientT;
-        let params = agentd_protocol::turn::TurnStreamParams { session_id: session_id.to_owned(), after_seq };
+        let kinds = kinds.map(|k| k.iter().map(|s| (*s).to_owned()).collect());
+        let params = agentd_protocol::turn::TurnStreamParams { session_id: session_id.to_owned(), after_seq, kinds };
         let sub = self
             .inner
             .subscribe(

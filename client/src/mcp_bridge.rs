@@ -61,7 +61,9 @@ impl Bridge {
     /// Serves MCP on stdin/stdout until the client goes away (or the
     /// session closes).
     pub async fn serve_stdio(self) -> Result<(), String> {
-        let events = self.client.stream(&self.session, None).await.map_err(|e| e.to_string())?;
+        // Only what the bridge acts on: a Read then costs no notification.
+        let kinds = ["tool/progress", "permission/request", "permission/resolved"];
+        let events = self.client.stream_kinds(&self.session, None, Some(&kinds)).await.map_err(|e| e.to_string())?;
         let follower = tokio::spawn(follow(
             events,
             self.client.clone(),

@@ -58,6 +58,10 @@ pub struct TurnStreamParams {
     /// the last `seq` it saw); only new events when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
+    /// Only events of these types (e.g. `["tool/progress"]`); every event
+    /// when absent. `session/closed` always comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
 }
 
 /// Params of `turn/cancel`.
@@ -232,4 +236,21 @@ pub enum SiblingCancel {
     BashFailure,
     /// Failures never cancel other calls.
     Never,
+}
+
+impl EventKind {
+    /// The event's `type` on the wire (`tool/result`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::ToolQueued { .. } => "tool/queued",
+            EventKind::ToolStarted { .. } => "tool/started",
+            EventKind::ToolProgress { .. } => "tool/progress",
+            EventKind::ToolResult { .. } => "tool/result",
+            EventKind::PermissionRequest { .. } => "permission/request",
+            EventKind::PermissionResolved { .. } => "permission/resolved",
+            EventKind::TurnCompleted { .. } => "turn/completed",
+            EventKind::TurnDiscarded { .. } => "turn/discarded",
+            EventKind::SessionClosed {} => "session/closed",
+        }
+    }
 }

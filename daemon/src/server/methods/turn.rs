@@ -97,8 +97,14 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
                 continue;
             }
             last = event.seq;
-            let Ok(raw) = serde_json::value::to_raw_value(&*event) else { continue };
             let ended = matches!(event.kind, EventKind::SessionClosed {});
+            if !ended
+                && let Some(kinds) = &params.kinds
+                && !kinds.iter().any(|k| k == event.kind.type_name())
+            {
+                continue;
+            }
+            let Ok(raw) = serde_json::value::to_raw_value(&*event) else { continue };
             tokio::select! {
                 sent = sink.send(SubscriptionMessage::from(raw)) => if sent.is_err() { return },
                 _ = sink.closed() => return,
