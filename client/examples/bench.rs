@@ -703,4 +703,91 @@ fn mcp(args: &[String]) {
         rates[1].0 / rates[0].0,
         rates[1].1 / rates[0].1
     );
+
+    // The same loop from a Rust client (the SDK's client side): what the
+    // servers cost without the Python client's own time per call.
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    println!("{} calls, Rust MCP client (rmcp)", calls);
+    println!("{:<34} {:>9} {:>9} {:>10} {:>14}", "server", "p50 µs", "p99 µs", "calls/s", "8 clients/s");
+    let mut rates = Vec::new();
+    for (name, through_fs) in [("reference filesystem server", true), ("agentctl mcp (agentd)", false)] {
+        let command = |_: usize| {
+            let mut cmd = tokio::process::Command::new(if through_fs { Path::new(&fs) } else { agentctl.as_path() });
+            if through_fs {
+                cmd.arg(&ws);
+            } else {
+                cmd.arg("--socket").arg(&socket).args(["mcp", "--mode", "bypass", "--cwd"]).arg(&ws);
+            }
+            cmd
+        };
+        let (tool, input) = if through_fs {
+            ("read_text_file", serde_json::json!({"path": file}))
+        } else {
+            ("Read", serde_json::json!({"file_path": file}))
+        };
+        let (one, rate) = rt.block_on(rust_clients(1, calls, &command, tool, &input));
+        let (_, rate8) = rt.block_on(rust_clients(8, calls, &command, tool, &input));
+        let p = |q: usize| one[(one.len() * q / 100).min(one.len() - 1)];
+        println!("{name:<34} {:>9.0} {:>9.0} {:>10.0} {:>14.0}", p(50), p(99), rate, rate8);
+        rates.push((rate, rate8));
+    }
+    println!(
+        "agentd / filesystem server: {:.2}x calls/s with one client, {:.2}x with 8",
+        rates[1].0 / rates[0].0,
+        rates[1].1 / rates[0].1
+    );
+}
+
+/// `clients` Rust MCP clients, each with its own server process from
+/// `command`, each calling `tool` `calls` times; latencies (µs, sorted) and
+/// total calls/s.
+async fn rust_clients(
+    clients: usize,
+    calls: usize,
+    command: &dyn Fn(usize) -> tokio::process::Command,
+    tool: &str,
+    input: &serde_json::Value,
+) -> (Vec<f64>, f64) {
+    use rmcp::ServiceExt;
+    let mut services = Vec::new();
+    let mut children = Vec::new();
+    for i in 0..clients {
+        let mut cmd = command(i);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        services.push(().serve(io).await.unwrap());
+        children.push(child);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = services
+        .iter()
+        .map(|service| {
+            let peer = service.peer().clone();
+            let tool = tool.to_owned();
+            let args = input.as_object().cloned();
+            tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let mut params = rmcp::model::CallToolRequestParams::new(tool.clone());
+                    params.arguments = args.clone();
+                    let t = Instant::now();
+                    let r = peer.call_tool(params).await.unwrap();
+                    assert_ne!(r.is_error, Some(true), "{r:?}");
+                    lat.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let rate = (clients * calls) as f64 / start.elapsed().as_secs_f64();
+    for s in services {
+        let _ = s.cancel().await;
+    }
+    all.sort_by(f64::total_cmp);
+    (all, rate)
 }

@@ -531,7 +531,10 @@ fn agentctl_mcp_serves_a_session_to_the_python_sdk_client() {
     for t in ["Bash", "Edit", "Glob", "Grep", "Read", "Write"] {
         assert!(tools.contains(&t), "{tools:?}");
     }
-    assert_eq!((seen[0]["read_only"]["Read"].clone(), seen[0]["read_only"]["Bash"].clone()), (json!(true), json!(false)));
+    assert_eq!(
+        (seen[0]["read_only"]["Read"].clone(), seen[0]["read_only"]["Bash"].clone()),
+        (json!(true), json!(false))
+    );
     assert_eq!(seen[1]["is_error"], false);
     assert!(seen[1]["text"].as_str().unwrap().contains("hello through MCP"), "{:?}", seen[1]);
     assert!(seen[2]["text"].as_str().unwrap().contains("a needle"), "{:?}", seen[2]);
@@ -621,7 +624,8 @@ fn agentctl_mcp_without_a_daemon_says_so_and_bad_messages_get_mcp_errors() {
     writeln!(stdin, "{init}").unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": 5}})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": 5}}))
+        .unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).unwrap();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let mut replies = std::collections::HashMap::new();
