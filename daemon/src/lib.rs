@@ -21,6 +21,7 @@ pub mod shell;
 pub mod store;
 pub mod tool;
 pub mod tools;
+pub mod web;
 
 pub use config::{Config, SocketConfig};
 
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 /// Binds, tells systemd the daemon is ready, serves until `shutdown` is
 /// cancelled, then tells systemd it is stopping and cleans up.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    web::install_tls_provider();
     let daemon = Daemon::bind(config)?;
     server::systemd::notify("READY=1");
     daemon.serve(shutdown).await

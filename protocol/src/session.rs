@@ -243,6 +243,20 @@ pub struct SessionCreateParams {
     /// result and the server is told to cancel it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_tool_timeout_ms: Option<u64>,
+    /// WebFetch and WebSearch options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<WebOptions>,
+}
+
+/// What the web tools may reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebOptions {
+    /// Let WebFetch reach loopback, private, link-local and metadata
+    /// addresses (refused by default: a page must not become a way into
+    /// this machine's or network's services).
+    #[serde(default)]
+    pub allow_private_network: bool,
 }
 
 impl SessionCreateParams {
@@ -262,6 +276,7 @@ impl SessionCreateParams {
             mcp_servers: None,
             enable_project_mcp: None,
             mcp_tool_timeout_ms: None,
+            web: None,
         }
     }
 }
@@ -369,6 +384,9 @@ pub struct SessionInfo {
     /// from and why; those servers are not started.
     #[serde(default)]
     pub mcp_errors: Vec<String>,
+    /// What the web tools may reach.
+    #[serde(default)]
+    pub web: WebOptions,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -25,3 +25,4 @@ mod systemd;
 mod terminal;
 mod tools;
 mod turns;
+mod web;

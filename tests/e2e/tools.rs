@@ -26,6 +26,7 @@ const BUILTIN: &[&str] = &[
     "NotebookEdit",
     "Read",
     "TodoWrite",
+    "WebFetch",
     "Write",
 ];
 /// Tools of test builds that are enabled.

@@ -833,6 +833,7 @@ impl SessionExecutor {
         match target {
             PermissionTarget::None => Facts::Other,
             PermissionTarget::Command(c) => Facts::Bash(c),
+            PermissionTarget::Domain(d) => Facts::Domain(d),
             PermissionTarget::Path(p) => match self.resolve(&p) {
                 Ok(path) => Facts::Path(real_path(&path.abs())),
                 Err(_) => {

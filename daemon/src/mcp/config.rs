@@ -227,11 +227,8 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
         }
         "http" | "streamable-http" | "streamableHttp" => {
             let url = expand(entry.url.as_deref().ok_or("an http server needs `url`")?)?;
-            if url.starts_with("https://") {
-                return Err("https:// is not supported by this build (no TLS stack; see README, MCP servers)".into());
-            }
-            if !url.starts_with("http://") {
-                return Err("the url is not an http:// URL".into());
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err("the url is not an http:// or https:// URL".into());
             }
             let mut headers = BTreeMap::new();
             for (k, v) in &entry.headers {
@@ -370,7 +367,6 @@ mod tests {
             (serde_json::json!({"args": ["x"]}), "needs `command`"),
             (serde_json::json!({"type": "http"}), "needs `url`"),
             (serde_json::json!({"type": "http", "url": "file:///etc/passwd"}), "not an http"),
-            (serde_json::json!({"type": "http", "url": "https://example.com/mcp"}), "no TLS"),
             (serde_json::json!({"type": "sse", "url": "http://x"}), "SSE"),
             (serde_json::json!({"type": "ws", "url": "http://x"}), "unknown type"),
             (serde_json::json!({"command": 5}), "not a server entry"),

@@ -195,6 +195,7 @@ pub fn suggestions(tool: &str, target: &PermissionTarget, facts: &Facts, cwd: &P
                 Err(_) => Vec::new(),
             }
         }
+        (PermissionTarget::Domain(domain), _) => vec![format!("{tool}(domain:{domain})")],
         _ => vec![tool.to_owned()],
     }
 }

@@ -17,6 +17,8 @@ pub enum PermissionTarget {
     Command(String),
     /// A path as the model wrote it (file and search tools).
     Path(String),
+    /// A URL's host, lower case (WebFetch): `WebFetch(domain:…)` rules.
+    Domain(String),
 }
 
 /// Names of files and directories that configure agentd or run code

@@ -223,6 +223,8 @@ pub enum Facts {
     Bash(String),
     /// A file tool's target, resolved (symlinks followed).
     Path(PathBuf),
+    /// A URL's host, lower case.
+    Domain(String),
     /// Anything else.
     Other,
 }
@@ -264,6 +266,15 @@ impl Rule {
             (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(command)) => self.match_bash(command),
             (Spec::Path(glob), Facts::Path(path)) => {
                 if glob.is_match(path) {
+                    Match::All
+                } else {
+                    Match::No
+                }
+            }
+            // `domain:example.com` covers it and its subdomains.
+            (Spec::Domain(domain), Facts::Domain(host)) => {
+                let host = host.trim_end_matches('.');
+                if host == domain || host.strip_suffix(domain.as_str()).is_some_and(|rest| rest.ends_with('.')) {
                     Match::All
                 } else {
                     Match::No

@@ -83,6 +83,12 @@ fn tool_names_and_mcp_servers() {
     assert_eq!(s.decide("mcp__github__delete_repo", &Facts::Other).map(|r| r.kind), Some(RuleKind::Deny));
     assert_eq!(s.decide("mcp__github__list", &Facts::Other).map(|r| r.kind), None);
     assert_eq!(s.decide("mcp__slackish__x", &Facts::Other).map(|r| r.kind), None);
+    let web = set(&["WebFetch(domain:example.com)"], &[], &[]);
+    let domain = |h: &str| Facts::Domain(h.into());
+    assert_eq!(web.decide("WebFetch", &domain("example.com")).map(|r| r.kind), Some(RuleKind::Allow));
+    assert_eq!(web.decide("WebFetch", &domain("docs.example.com")).map(|r| r.kind), Some(RuleKind::Allow));
+    assert_eq!(web.decide("WebFetch", &domain("badexample.com")).map(|r| r.kind), None);
+    assert_eq!(web.decide("WebFetch", &domain("example.com.evil.net")).map(|r| r.kind), None);
     let star = set(&["mcp__fs__*"], &[], &[]);
     assert_eq!(star.decide("mcp__fs__read_file", &Facts::Other).map(|r| r.kind), Some(RuleKind::Allow));
     assert_eq!(star.decide("mcp__fsx__read_file", &Facts::Other).map(|r| r.kind), None);

@@ -285,6 +285,7 @@ impl SessionManager {
             mcp_tool_timeout_ms,
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
+            web: params.web.unwrap_or_default(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);

@@ -188,6 +188,7 @@ impl ToolContext {
             mcp_tool_timeout_ms: agentd_protocol::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS,
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
+            web: Default::default(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -15,6 +15,8 @@ pub mod plan_mode;
 pub mod read;
 pub mod todo_write;
 pub mod tool_search;
+pub mod web_fetch;
+pub mod web_search;
 pub mod write;
 
 #[cfg(feature = "test-tools")]
@@ -58,6 +60,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(plan_mode::EnterPlanMode);
     registry.add(plan_mode::ExitPlanMode);
     registry.add(tool_search::ToolSearch);
+    registry.add(web_fetch::WebFetch);
+    registry.add(web_search::WebSearch);
     #[cfg(feature = "test-tools")]
     {
         registry.add(test_echo::TestEcho);

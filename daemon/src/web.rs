@@ -1,0 +1,248 @@
+//! Fetching from the web for WebFetch and WebSearch: one HTTP client
+//! (reqwest, rustls on ring, the system's certificates, no proxy) whose
+//! every connection goes to an address this module resolved and checked.
+//!
+//! **SSRF guard.** Unless a session allows the private network, a host
+//! that is (or resolves to) a loopback, private, link-local, shared
+//! (CGNAT), multicast or unspecified address — cloud metadata endpoints
+//! included — is refused. The check runs on the addresses the connection
+//! will use (the resolver below is the client's only resolver), so a name
+//! that resolves differently a second time (DNS rebinding) gains nothing.
+//! Redirects are never followed by the client: WebFetch follows those to
+//! the same host itself, each hop checked again.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+/// Most bytes of a response body read.
+pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+/// Longest a request may take, body included (`AGENTD_WEB_TIMEOUT_MS`
+/// changes it, for tests).
+pub static REQUEST_TIMEOUT: LazyLock<Duration> = LazyLock::new(|| {
+    let ms = std::env::var("AGENTD_WEB_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
+    Duration::from_millis(ms)
+});
+/// Longest a connection may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Installs rustls' crypto provider (ring) for the process; once, at
+/// start-up, before any TLS connection (WebFetch, HTTPS MCP servers).
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Whether connecting to `ip` could reach something only this machine or
+/// its network should: loopback, private ranges, link-local (cloud
+/// metadata), CGNAT, multicast, unspecified, and IPv6's equivalents
+/// (with IPv4 addresses mapped or translated into IPv6 judged as IPv4).
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && v4.octets()[2] == 0)
+                || a >= 240
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_private(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            // NAT64 (64:ff9b::/96) carries an IPv4 address.
+            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+                let v4 = std::net::Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+                return is_private(IpAddr::V4(v4));
+            }
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 0 && s[4] == 0 && s[5] == 0)
+        }
+    }
+}
+
+/// The client's resolver: resolves, then refuses names with any private
+/// address (unless allowed).
+struct Guarded {
+    allow_private: bool,
+}
+
+impl reqwest::dns::Resolve for Guarded {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addrs.is_empty() {
+                return Err(format!("{host} has no address").into());
+            }
+            if !allow_private && let Some(bad) = addrs.iter().find(|a| is_private(a.ip())) {
+                return Err(Box::new(Refused(format!(
+                    "{host} resolves to {}, a private or local address; fetching it is refused \
+                     (a session may allow it with web.allow_private_network)",
+                    bad.ip()
+                ))) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// A refusal of the SSRF guard.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn build(allow_private: bool) -> Option<reqwest::Client> {
+    install_tls_provider();
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(Guarded { allow_private }))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(*REQUEST_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION"), " (WebFetch)"))
+        .build()
+        .map_err(|e| tracing::error!("cannot build the HTTP client: {e}"))
+        .ok()
+}
+
+static PUBLIC: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| build(false));
+static ANY: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| build(true));
+
+/// The client: guarded, or (`allow_private`) reaching private addresses.
+pub fn client(allow_private: bool) -> Result<&'static reqwest::Client, String> {
+    let client = if allow_private { &*ANY } else { &*PUBLIC };
+    client.as_ref().ok_or_else(|| "the HTTP client could not be set up (see the daemon's log)".into())
+}
+
+/// Checks a URL before any connection: http or https, a host, and (unless
+/// allowed) not an IP literal of a private address. Names are checked when
+/// resolved.
+pub fn check_url(url: &reqwest::Url, allow_private: bool) -> Result<(), String> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("only http and https URLs can be fetched, not {}:", url.scheme()));
+    }
+    let host = url.host().ok_or("the URL has no host")?;
+    let ip = match host {
+        url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+        url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+        url::Host::Domain(_) => None,
+    };
+    if !allow_private && let Some(ip) = ip.filter(|ip| is_private(*ip)) {
+        return Err(format!(
+            "{ip} is a private or local address; fetching it is refused (a session may allow it with \
+             web.allow_private_network)"
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a response's body, at most [`MAX_BODY_BYTES`], or until `cancel`.
+pub async fn body(
+    response: reqwest::Response,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt;
+    if let Some(len) = response.content_length().filter(|l| *l as usize > MAX_BODY_BYTES) {
+        return Err(format!("the response is {len} bytes, more than the {MAX_BODY_BYTES} a fetch may read"));
+    }
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    loop {
+        let chunk = tokio::select! {
+            c = stream.next() => c,
+            _ = cancel.cancelled() => return Err("cancelled".into()),
+        };
+        let Some(chunk) = chunk else { return Ok(body) };
+        let chunk = chunk.map_err(|e| format!("reading the response failed: {}", describe(&e)))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(format!("the response is more than the {MAX_BODY_BYTES} bytes a fetch may read"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+}
+
+/// A request error in words, with the guard's refusal when that is why.
+pub fn describe(e: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(refused) = s.downcast_ref::<Refused>() {
+            return refused.0.clone();
+        }
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return format!("no complete answer within {:.1} s (too slow)", REQUEST_TIMEOUT.as_secs_f64());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_local_addresses_are_recognised() {
+        for bad in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+            "::127.0.0.1",
+        ] {
+            assert!(is_private(bad.parse().unwrap()), "{bad}");
+        }
+        for good in ["93.184.215.14", "1.1.1.1", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
+            assert!(!is_private(good.parse().unwrap()), "{good}");
+        }
+    }
+
+    #[test]
+    fn urls_are_checked_before_connecting() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        assert!(check_url(&url("https://example.com/x"), false).is_ok());
+        assert!(check_url(&url("file:///etc/passwd"), false).unwrap_err().contains("only http"));
+        assert!(check_url(&url("ftp://example.com/"), false).is_err());
+        assert!(check_url(&url("http://127.0.0.1:8080/"), false).unwrap_err().contains("private"));
+        assert!(check_url(&url("http://[::ffff:7f00:1]/"), false).unwrap_err().contains("private"));
+        assert!(check_url(&url("http://2130706433/"), false).unwrap_err().contains("private"), "decimal 127.0.0.1");
+        assert!(check_url(&url("http://127.0.0.1:8080/"), true).is_ok());
+    }
+}
