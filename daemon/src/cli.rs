@@ -52,6 +52,11 @@ struct Args {
     /// Days a session may stay untouched before the store removes it at start
     #[arg(long, env = "AGENTD_STORE_MAX_IDLE_DAYS", default_value_t = 30)]
     store_max_idle_days: u64,
+    /// A SearXNG instance the WebSearch tool asks (its JSON API); without
+    /// one (here or `webSearch.searxngUrl` in the user's settings) WebSearch
+    /// is not offered
+    #[arg(long, env = "AGENTD_WEB_SEARCH_URL")]
+    web_search_url: Option<String>,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -87,6 +92,8 @@ fn start(args: Args) -> anyhow::Result<()> {
         max_idle: std::time::Duration::from_secs(args.store_max_idle_days.saturating_mul(24 * 3600)),
         ..Default::default()
     };
+
+    crate::tools::web_search::set_backend(args.web_search_url);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -248,6 +248,30 @@ pub struct SessionCreateParams {
     pub web: Option<WebOptions>,
 }
 
+/// A git worktree the session works in (EnterWorktree made it; ExitWorktree
+/// leaves it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeInfo {
+    /// The worktree's top directory (`<repository>/.claude/worktrees/<name>`).
+    pub path: PathBuf,
+    /// The branch made for it (`worktree-<name>`).
+    pub branch: String,
+    /// The session's working directory and workspace root while there.
+    pub cwd: PathBuf,
+    /// Where the session was before (its working directory again after
+    /// ExitWorktree).
+    pub original_cwd: PathBuf,
+    /// The main repository's top directory.
+    pub repository: PathBuf,
+    /// The repository's common git directory (objects, refs, hooks).
+    pub common_dir: PathBuf,
+    /// The commit the branch started from (`None` in a repository without
+    /// commits).
+    #[serde(default)]
+    pub base: Option<String>,
+}
+
 /// What the web tools may reach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -387,6 +411,11 @@ pub struct SessionInfo {
     /// What the web tools may reach.
     #[serde(default)]
     pub web: WebOptions,
+    /// The git worktree EnterWorktree moved the session into, while it is
+    /// there (filled in by `session/get` and `session/list`; `cwd` stays
+    /// the directory the session was opened on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -26,3 +26,4 @@ mod terminal;
 mod tools;
 mod turns;
 mod web;
+mod worktree;

@@ -44,7 +44,7 @@ pub mod partition;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -642,14 +642,28 @@ impl SessionExecutor {
         }
     }
 
+    /// The session's workspace as `context` has it: its directory and its
+    /// settings (a worktree EnterWorktree made replaces the directory).
+    fn workspace(&self, context: &SessionContext) -> (Arc<PathBuf>, Arc<SessionInfo>) {
+        match &context.worktree {
+            None => (self.cwd.clone(), self.services.info.clone()),
+            Some(w) => {
+                let mut info = (*self.services.info).clone();
+                info.cwd = w.cwd.clone();
+                (Arc::new(w.cwd.clone()), Arc::new(info))
+            }
+        }
+    }
+
     fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
+        let (cwd, info) = self.workspace(context);
         ToolContext {
             session_id: self.session_id.clone(),
-            cwd: self.cwd.clone(),
+            cwd,
             cancel,
             tools: self.tools.clone(),
             session: Arc::new(context.clone()),
-            info: self.services.info.clone(),
+            info,
             output_dir: self.services.output_dir.clone(),
             jobs: self.services.jobs.clone(),
             answers: None,
@@ -684,7 +698,7 @@ impl SessionExecutor {
         }
         let mode = context.mode.unwrap_or(self.services.info.mode);
         let target = call.permission_target();
-        let facts = self.facts(target.clone());
+        let facts = self.facts(ctx, target.clone());
         // agentd's own state (every session's records, the ledgers) is off
         // limits to every tool, in every mode.
         if let Facts::Path(p) = &facts
@@ -703,22 +717,19 @@ impl SessionExecutor {
             rule = granted.as_ref();
         }
         let outside = match &facts {
-            Facts::Path(p) if !self.inside(p) => Some(p.clone()),
+            Facts::Path(p) if !ctx.inside(p) => Some(p.clone()),
             _ => None,
         };
         let edits = EDIT_TOOLS.contains(&slot.name.as_str());
         // The repository's git directory is protected wherever it is (a
         // `.git` file may point anywhere).
-        let git_dir = if edits {
-            crate::permission::git_dir(&self.cwd).and_then(|g| std::fs::canonicalize(g).ok())
-        } else {
-            None
-        };
+        let git_dir =
+            if edits { crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok()) } else { None };
         let protected = match &facts {
             Facts::Path(p)
                 if edits
-                    && (crate::permission::is_protected(p.strip_prefix(&*self.cwd).unwrap_or(p))
-                        || crate::permission::is_protected_target(&self.cwd, p)
+                    && (crate::permission::is_protected(p.strip_prefix(&*ctx.cwd).unwrap_or(p))
+                        || crate::permission::is_protected_target(&ctx.cwd, p)
                         || crate::permission::is_user_protected(p)
                         || git_dir.as_ref().is_some_and(|g| p.starts_with(g))) =>
             {
@@ -727,7 +738,7 @@ impl SessionExecutor {
             _ => None,
         };
         let bash = match &facts {
-            Facts::Bash(command) => Some(self.bash_facts(command, slot, context)),
+            Facts::Bash(command) => Some(self.bash_facts(command, slot, context, &ctx.cwd)),
             _ => None,
         };
         let call_facts = CallFacts {
@@ -757,7 +768,7 @@ impl SessionExecutor {
                 grant.profile = p;
                 let mut suggestions: Vec<String> = suggestion.into_iter().collect();
                 if suggest {
-                    for s in ask::suggestions(&slot.name, &target, &facts, &self.cwd) {
+                    for s in ask::suggestions(&slot.name, &target, &facts, &ctx.cwd) {
                         if !suggestions.contains(&s) {
                             suggestions.push(s);
                         }
@@ -773,12 +784,12 @@ impl SessionExecutor {
     }
 
     /// What the policy needs to know about a Bash command, from one parse.
-    fn bash_facts(&self, command: &str, slot: &Slot, context: &SessionContext) -> BashFacts {
+    fn bash_facts(&self, command: &str, slot: &Slot, context: &SessionContext, workspace: &Path) -> BashFacts {
         let parsed = crate::shell::parse(command).ok();
         let parts = parsed.as_ref().map(crate::shell::effective).unwrap_or_default();
         let gits: Vec<&crate::shell::Effective> =
             parts.iter().filter(|e| e.program.as_deref() == Some("git")).collect();
-        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        let here = context.shell_cwd.clone().unwrap_or_else(|| workspace.to_path_buf());
         let elsewhere = gits
             .iter()
             .any(|e| e.args.iter().any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree")));
@@ -816,8 +827,8 @@ impl SessionExecutor {
                 == Some(true),
             writes_files: parsed.as_ref().is_none_or(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())),
             git_runs_code,
-            redirect_denied: self.redirect_denied(command, context),
-            read_denied: self.read_denied(command, context),
+            redirect_denied: self.redirect_denied(command, context, workspace),
+            read_denied: self.read_denied(command, context, workspace),
         }
     }
 
@@ -829,16 +840,16 @@ impl SessionExecutor {
         std::fs::canonicalize(&*self.services.output_dir).is_ok_and(|dir| path.starts_with(dir))
     }
 
-    fn facts(&self, target: PermissionTarget) -> Facts {
+    fn facts(&self, ctx: &ToolContext, target: PermissionTarget) -> Facts {
         match target {
             PermissionTarget::None => Facts::Other,
             PermissionTarget::Command(c) => Facts::Bash(c),
             PermissionTarget::Domain(d) => Facts::Domain(d),
-            PermissionTarget::Path(p) => match self.resolve(&p) {
+            PermissionTarget::Path(p) => match ctx.resolve(&p) {
                 Ok(path) => Facts::Path(real_path(&path.abs())),
                 Err(_) => {
                     let raw = PathBuf::from(&p);
-                    Facts::Path(real_path(&if raw.is_absolute() { raw } else { self.cwd.join(raw) }))
+                    Facts::Path(real_path(&if raw.is_absolute() { raw } else { ctx.cwd.join(raw) }))
                 }
             },
         }
@@ -847,7 +858,7 @@ impl SessionExecutor {
     /// The `Read` deny rule an argument or input redirection of `command`
     /// names (after symlinks), if any. Arguments computed at run time are
     /// not judged here: the sandbox hides the files such rules name.
-    fn read_denied(&self, command: &str, context: &SessionContext) -> Option<String> {
+    fn read_denied(&self, command: &str, context: &SessionContext, workspace: &Path) -> Option<String> {
         if !self.services.rules.rules.iter().any(|r| r.kind == RuleKind::Deny && r.tool == "Read") {
             return None;
         }
@@ -897,7 +908,7 @@ impl SessionExecutor {
                 ));
             }
         }
-        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        let here = context.shell_cwd.clone().unwrap_or_else(|| workspace.to_path_buf());
         for word in script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files)) {
             let value = word.split_once('=').map(|(_, v)| v).unwrap_or(word);
             if value.is_empty() || value.starts_with('-') || crate::shell::target_is_computed(value) {
@@ -913,7 +924,7 @@ impl SessionExecutor {
     }
 
     /// The deny rule an output redirection of `command` runs into, if any.
-    fn redirect_denied(&self, command: &str, context: &SessionContext) -> Option<String> {
+    fn redirect_denied(&self, command: &str, context: &SessionContext, workspace: &Path) -> Option<String> {
         let edit_deny = self
             .services
             .rules
@@ -924,7 +935,7 @@ impl SessionExecutor {
         let Ok(script) = crate::shell::parse(command) else {
             return Some(format!("the command cannot be parsed, so the rule {} cannot be checked", edit_deny.text));
         };
-        let here = context.shell_cwd.clone().unwrap_or_else(|| self.cwd.to_path_buf());
+        let here = context.shell_cwd.clone().unwrap_or_else(|| workspace.to_path_buf());
         // Where a target lands is only known when it is written out and the
         // command does not change directory first.
         let moves = script
@@ -974,17 +985,6 @@ impl SessionExecutor {
             }
         }
         None
-    }
-
-    /// Whether a canonical path is inside the workspace (cwd or an added
-    /// directory).
-    fn inside(&self, path: &std::path::Path) -> bool {
-        crate::fs::is_inside(&self.cwd, &self.services.info.add_dirs, path)
-    }
-
-    /// Resolves a path inside the workspace's directories.
-    fn resolve(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
-        crate::fs::resolve_in(&self.cwd, &self.services.info.add_dirs, &self.cwd, input)
     }
 
     /// Carries out the machine's actions, under the lock.

@@ -303,8 +303,14 @@ pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Vec<PathBuf> 
         if std::fs::symlink_metadata(root.join(".git")).is_ok_and(|m| m.is_file())
             && let Some(dir) = crate::permission::git_dir(root)
         {
-            for name in ["hooks", "config", "config.worktree", "commondir", "info"] {
-                if let Ok(real) = std::fs::canonicalize(dir.join(name))
+            // A linked worktree's git directory names the repository's
+            // common directory, whose hooks and config git obeys too.
+            let common = std::fs::read_to_string(dir.join("commondir")).ok().map(|c| dir.join(c.trim()));
+            let names = ["hooks", "config", "config.worktree", "commondir", "info"];
+            let in_common =
+                common.iter().flat_map(|c| ["hooks", "config", "config.worktree", "info"].map(|n| c.join(n)));
+            for path in names.iter().map(|n| dir.join(n)).chain(in_common) {
+                if let Ok(real) = std::fs::canonicalize(path)
                     && roots.iter().any(|r| real.starts_with(r))
                 {
                     out.push(real);

@@ -74,6 +74,7 @@ impl Session {
         let mut info = self.info.clone();
         info.jobs = self.past_jobs.iter().cloned().chain(self.executor.jobs().list()).collect();
         info.todos = self.executor.with_context(|c| c.todos.clone());
+        info.worktree = self.executor.with_context(|c| c.worktree.clone());
         if let Some(mode) = self.executor.with_context(|c| c.mode) {
             info.mode = mode;
         }
@@ -286,6 +287,7 @@ impl SessionManager {
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
             web: params.web.unwrap_or_default(),
+            worktree: None,
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);

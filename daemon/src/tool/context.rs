@@ -32,6 +32,9 @@ pub struct SessionContext {
     pub mode: Option<agentd_protocol::session::PermissionMode>,
     /// What the mode was before EnterPlanMode (restored by ExitPlanMode).
     pub mode_before_plan: Option<agentd_protocol::session::PermissionMode>,
+    /// The git worktree EnterWorktree moved the session into: while set,
+    /// its `cwd` is the session's working directory and workspace root.
+    pub worktree: Option<agentd_protocol::session::WorktreeInfo>,
 }
 
 /// A change to the session made by a finished call.
@@ -189,6 +192,7 @@ impl ToolContext {
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
             web: Default::default(),
+            worktree: None,
             created_at_ms: 0,
         };
         ToolContext {

@@ -254,8 +254,7 @@ impl Tool for Bash {
         // read-only bind could cover them) must not reach the next session.
         let guard_settings = profile == SandboxProfile::WorkspaceWrite
             && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
-        let roots: Vec<PathBuf> =
-            std::iter::once(ctx.cwd.to_path_buf()).chain(ctx.info.add_dirs.iter().cloned()).collect();
+        let roots = sandbox_roots(&ctx);
         // One walk for the settings that are there: bound read-only, and
         // what is new after the call is moved aside.
         let settings_before = if profile == SandboxProfile::WorkspaceWrite {
@@ -488,13 +487,27 @@ fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
     Ok(tmp)
 }
 
+/// The directories a command may write in its sandbox: the workspace's,
+/// and in a worktree EnterWorktree made the repository's common git
+/// directory too (a commit there writes objects and refs; its hooks and
+/// config stay protected).
+fn sandbox_roots(ctx: &ToolContext) -> Vec<PathBuf> {
+    let mut roots = vec![ctx.cwd.to_path_buf()];
+    roots.extend(ctx.info.add_dirs.iter().cloned());
+    if let Some(w) = &ctx.session.worktree
+        && !roots.iter().any(|r| w.common_dir.starts_with(r))
+    {
+        roots.push(w.common_dir.clone());
+    }
+    roots
+}
+
 /// How to start the call's shell: through the sandbox helper (in the
 /// profile the permission check chose) where there is one.
 fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, settings: &[PathBuf]) -> Launch<'a> {
     let Some(helper) = ctx.sandbox.helper.as_deref() else { return Launch::Direct };
     let profile = ctx.sandbox_profile;
-    let mut roots = vec![ctx.cwd.to_path_buf()];
-    roots.extend(ctx.info.add_dirs.iter().cloned());
+    let roots = sandbox_roots(ctx);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let spec = crate::sandbox::Spec {
         profile,

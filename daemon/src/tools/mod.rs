@@ -17,6 +17,7 @@ pub mod todo_write;
 pub mod tool_search;
 pub mod web_fetch;
 pub mod web_search;
+pub mod worktree;
 pub mod write;
 
 #[cfg(feature = "test-tools")]
@@ -58,6 +59,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(todo_write::TodoWrite);
     registry.add(ask_user_question::AskUserQuestion);
     registry.add(plan_mode::EnterPlanMode);
+    registry.add(worktree::EnterWorktree);
+    registry.add(worktree::ExitWorktree);
     registry.add(plan_mode::ExitPlanMode);
     registry.add(tool_search::ToolSearch);
     registry.add(web_fetch::WebFetch);

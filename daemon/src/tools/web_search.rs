@@ -16,9 +16,23 @@ use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, Valida
 /// Most results returned.
 const MAX_RESULTS: usize = 10;
 
-/// The configured backend's base URL, read once.
+/// The backend the daemon's command line named (`--web-search-url`).
+static FROM_FLAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the backend from the daemon's command line, before any session.
+pub fn set_backend(url: Option<String>) {
+    if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
+        let _ = FROM_FLAG.set(url);
+    }
+}
+
+/// The configured backend's base URL, read once: the command line's, else
+/// `AGENTD_WEB_SEARCH_URL`, else the user's settings.
 static BACKEND: LazyLock<Option<reqwest::Url>> = LazyLock::new(|| {
-    let from_env = std::env::var("AGENTD_WEB_SEARCH_URL").ok().filter(|v| !v.trim().is_empty());
+    let from_env = FROM_FLAG
+        .get()
+        .cloned()
+        .or_else(|| std::env::var("AGENTD_WEB_SEARCH_URL").ok().filter(|v| !v.trim().is_empty()));
     let from_settings = || {
         let abs = |v: Option<std::ffi::OsString>| v.map(std::path::PathBuf::from).filter(|p| p.is_absolute());
         let config = abs(std::env::var_os("XDG_CONFIG_HOME"))

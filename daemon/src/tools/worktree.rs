@@ -1,0 +1,538 @@
+//! EnterWorktree and ExitWorktree: the session works in a git worktree of
+//! its own, on a new branch, and comes back.
+//!
+//! EnterWorktree makes `<repository>/.claude/worktrees/<name>` on a new
+//! branch `worktree-<name>` from HEAD (an orphan branch in a repository
+//! without commits) and, through a context modifier (so in request order),
+//! makes it the session's working directory and workspace root.
+//! ExitWorktree goes back; `remove` deletes the worktree and its branch
+//! only when git says, at that moment, that nothing in it is uncommitted
+//! and no commit of it is on no other branch, tag or remote — otherwise it
+//! keeps it and says why. `discard_changes: true` removes it anyway, and
+//! asks first.
+//!
+//! Git runs as the daemon, never through the shell: with hooks and
+//! fsmonitor off and none of the daemon's `GIT_*` variables, so the
+//! repository chooses no program that runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentd_protocol::session::WorktreeInfo;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::permission::Decision;
+use crate::tool::{ProgressSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
+
+/// Longest a git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Where worktrees are made, under the repository's top directory.
+const WORKTREES: &str = ".claude/worktrees";
+
+/// The EnterWorktree tool.
+#[derive(Debug, Clone, Copy)]
+pub struct EnterWorktree;
+
+/// Input of EnterWorktree.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnterWorktreeInput {
+    /// Optional name for the worktree (letters, digits, `.`, `_`, `-`). A
+    /// random name is generated if not provided.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// The ExitWorktree tool.
+#[derive(Debug, Clone, Copy)]
+pub struct ExitWorktree;
+
+/// What ExitWorktree does with the worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExitAction {
+    /// Leave it (and its branch) on disk.
+    Keep,
+    /// Delete it and its branch.
+    Remove,
+}
+
+/// Input of ExitWorktree.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExitWorktreeInput {
+    /// "keep" leaves the worktree and its branch on disk; "remove" deletes
+    /// both (refused while there are uncommitted changes or commits on no
+    /// other branch, unless discard_changes is true).
+    pub action: ExitAction,
+    /// With "remove": delete even uncommitted changes and commits found on
+    /// no other branch. Only when the user asked for them to be thrown away.
+    #[serde(default)]
+    pub discard_changes: Option<bool>,
+}
+
+/// What either tool did.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorktreeOutput {
+    /// The worktree.
+    pub worktree_path: PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// The session's working directory now.
+    pub cwd: PathBuf,
+    /// Whether the worktree is gone (ExitWorktree with `remove`).
+    pub removed: bool,
+    /// What happened, in a sentence or two.
+    pub message: String,
+}
+
+/// Whether `name` may name a worktree (and, prefixed, a branch).
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err("the name must be 1 to 64 characters".into());
+    }
+    if name.starts_with('-') || name.starts_with('.') {
+        return Err(format!("the name {name:?} may not start with '-' or '.'"));
+    }
+    if name.contains("..") || name.ends_with(".lock") {
+        return Err(format!("the name {name:?} may not contain '..' or end in .lock"));
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(format!("the name {name:?} has {c:?}: use letters, digits, '.', '_' and '-'"));
+    }
+    Ok(())
+}
+
+/// What a git command gave.
+struct GitOut {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl GitOut {
+    /// Git's own words for a failure.
+    fn why(&self) -> String {
+        let text = if self.stderr.trim().is_empty() { &self.stdout } else { &self.stderr };
+        text.trim().lines().take(6).collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// Runs git in `dir` with `args`: hooks and fsmonitor off, no `GIT_*`
+/// variable of the daemon's, no prompt; ended when `cancel` fires.
+async fn git(dir: &Path, args: &[&str], cancel: &tokio_util::sync::CancellationToken) -> Result<GitOut, ToolError> {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("-C")
+        .arg(dir)
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("GIT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    let run = tokio::time::timeout(GIT_TIMEOUT, cmd.output());
+    let out = tokio::select! {
+        r = run => match r {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Err(ToolError::new(format!("git could not be run: {e}"))),
+            Err(_) => return Err(ToolError::new(format!("git {} took longer than {GIT_TIMEOUT:?}", args.join(" ")))),
+        },
+        _ = cancel.cancelled() => return Err(ToolError::new("cancelled")),
+    };
+    Ok(GitOut {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Git's answer as one trimmed line, or an error naming what was asked.
+async fn git_line(
+    dir: &Path,
+    args: &[&str],
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Option<String>, ToolError> {
+    let out = git(dir, args, cancel).await?;
+    Ok(out.ok.then(|| out.stdout.trim().to_owned()))
+}
+
+/// A directory that must not be a symlink (git would follow it anywhere).
+fn no_symlink(path: &Path) -> Result<(), ToolError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(ToolError::new(format!(
+            "{} is a symbolic link; refusing to make a worktree through it",
+            path.display()
+        ))),
+        Ok(m) if !m.is_dir() => Err(ToolError::new(format!("{} is not a directory", path.display()))),
+        _ => Ok(()),
+    }
+}
+
+impl Tool for EnterWorktree {
+    type Input = EnterWorktreeInput;
+    type Output = WorktreeOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "EnterWorktree";
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: false }
+    }
+
+    fn description(&self) -> String {
+        "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree-<name> from \
+         HEAD) and moves the session into it: the working directory and workspace become the worktree, so \
+         changes there leave the main checkout alone. Use it only when the user asks to work in a worktree. \
+         Leave with ExitWorktree."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &EnterWorktreeInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        if let Some(w) = &ctx.session.worktree {
+            return Err(ValidationError::new(format!(
+                "the session is already in the worktree {}; leave it with ExitWorktree first",
+                w.path.display()
+            )));
+        }
+        if let Some(name) = &input.name {
+            check_name(name).map_err(ValidationError::new)?;
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, input: &EnterWorktreeInput, _ctx: &ToolContext) -> Decision {
+        let name = input.name.as_deref().unwrap_or("<generated>");
+        Decision::Ask {
+            reason: format!("create the git worktree {WORKTREES}/{name} on a new branch worktree-{name}"),
+            suggestion: Some(Self::NAME.to_owned()),
+        }
+    }
+
+    async fn call(
+        &self,
+        input: EnterWorktreeInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
+        let cancel = &ctx.cancel;
+        let cwd: &Path = &ctx.cwd;
+        let Some(top) = git_line(cwd, &["rev-parse", "--show-toplevel"], cancel).await? else {
+            let bare = git_line(cwd, &["rev-parse", "--is-bare-repository"], cancel).await?;
+            return Err(ToolError::new(if bare.as_deref() == Some("true") {
+                format!("{} is a bare git repository: a worktree needs a checkout", cwd.display())
+            } else {
+                format!("{} is not in a git repository: EnterWorktree needs one", cwd.display())
+            }));
+        };
+        let top = std::fs::canonicalize(&top).map_err(|e| ToolError::new(format!("{top}: {e}")))?;
+        // A session inside a linked worktree makes the new one from the
+        // main checkout's repository all the same.
+        let common = git_line(&top, &["rev-parse", "--path-format=absolute", "--git-common-dir"], cancel)
+            .await?
+            .ok_or_else(|| ToolError::new("git did not name the repository's common directory"))?;
+        let common_dir = std::fs::canonicalize(&common).map_err(|e| ToolError::new(format!("{common}: {e}")))?;
+        let name =
+            input.name.clone().unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+        let branch = format!("worktree-{name}");
+        git_line(&top, &["check-ref-format", "--branch", &branch], cancel)
+            .await?
+            .ok_or_else(|| ToolError::new(format!("{branch:?} is not a valid branch name")))?;
+        if git_line(&top, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")], cancel).await?.is_some() {
+            return Err(ToolError::new(format!("a branch {branch} already exists; choose another name")));
+        }
+        for dir in [top.join(".claude"), top.join(WORKTREES)] {
+            no_symlink(&dir)?;
+        }
+        let path = top.join(WORKTREES).join(&name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            return Err(ToolError::new(format!("{} already exists; choose another name", path.display())));
+        }
+        let base = git_line(&top, &["rev-parse", "--verify", "-q", "HEAD^{commit}"], cancel).await?;
+        let path_arg = path.to_string_lossy().into_owned();
+        let add: Vec<&str> = match &base {
+            Some(commit) => vec!["worktree", "add", "--quiet", "-b", &branch, "--", &path_arg, commit],
+            // No commit yet: an orphan branch (git 2.42 or later).
+            None => vec!["worktree", "add", "--quiet", "--orphan", "-b", &branch, "--", &path_arg],
+        };
+        let out = git(&top, &add, cancel).await?;
+        if !out.ok {
+            return Err(ToolError::new(format!("git worktree add failed: {}", out.why())));
+        }
+        let path = std::fs::canonicalize(&path).map_err(|e| ToolError::new(format!("{}: {e}", path.display())))?;
+        // The same place in the worktree as the session had in the
+        // checkout, where it exists.
+        let original_cwd = ctx.cwd.to_path_buf();
+        let rel = original_cwd.strip_prefix(&top).unwrap_or(Path::new(""));
+        let inner = path.join(rel);
+        let session_cwd = if rel.as_os_str().is_empty() || !inner.is_dir() { path.clone() } else { inner };
+        let info = WorktreeInfo {
+            path: path.clone(),
+            branch: branch.clone(),
+            cwd: session_cwd.clone(),
+            original_cwd,
+            repository: top,
+            common_dir,
+            base: base.clone(),
+        };
+        let message = format!(
+            "Created the worktree {} on the new branch {branch} ({}). The session now works there: \
+             its working directory is {}. Leave with ExitWorktree (keep or remove).",
+            path.display(),
+            match &base {
+                Some(c) => format!("from {}", &c[..c.len().min(12)]),
+                None => "an orphan branch: the repository has no commits".to_owned(),
+            },
+            session_cwd.display()
+        );
+        let output = WorktreeOutput { worktree_path: path, branch, cwd: session_cwd, removed: false, message };
+        let modifier = Box::new(move |s: &mut SessionContext| {
+            s.worktree = Some(info);
+            s.shell_cwd = None;
+        });
+        Ok(ToolOutput::with_modifier(output, modifier))
+    }
+
+    fn result_content(&self, out: &WorktreeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(out.message.clone())]
+    }
+
+    fn render_use(&self, input: &EnterWorktreeInput) -> String {
+        match &input.name {
+            Some(n) => format!("Entering a new worktree {n}"),
+            None => "Entering a new worktree".to_owned(),
+        }
+    }
+
+    fn render_result(&self, out: &WorktreeOutput) -> String {
+        format!("in {} ({})", out.worktree_path.display(), out.branch)
+    }
+}
+
+/// Why the worktree cannot go without losing work, if it cannot: its
+/// uncommitted changes, or commits that only it (or its branch) holds.
+async fn unsaved_work(
+    w: &WorktreeInfo,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Option<String>, ToolError> {
+    let status =
+        git(&w.path, &["status", "--porcelain", "--untracked-files=all", "--ignore-submodules=none"], cancel).await?;
+    if !status.ok {
+        return Ok(Some(format!("git status failed in it: {}", status.why())));
+    }
+    let changed: Vec<&str> = status.stdout.lines().collect();
+    if !changed.is_empty() {
+        let shown: Vec<&str> = changed.iter().take(10).copied().collect();
+        return Ok(Some(format!(
+            "{} uncommitted change(s): {}{}",
+            changed.len(),
+            shown.join(", "),
+            if changed.len() > shown.len() { ", …" } else { "" }
+        )));
+    }
+    // Commits reachable from the worktree's HEAD or its branch and from no
+    // other branch, tag or remote.
+    let mut tips = Vec::new();
+    for tip in ["HEAD".to_owned(), format!("refs/heads/{}", w.branch)] {
+        if let Some(id) =
+            git_line(&w.path, &["rev-parse", "--verify", "-q", &format!("{tip}^{{commit}}")], cancel).await?
+        {
+            tips.push(id);
+        }
+    }
+    if tips.is_empty() {
+        return Ok(None);
+    }
+    // (--exclude before --branches takes a name without refs/heads/.)
+    let exclude = format!("--exclude={}", w.branch);
+    let mut args = vec!["rev-list", "--count"];
+    args.extend(tips.iter().map(String::as_str));
+    args.extend(["--not", &exclude, "--branches", "--tags", "--remotes"]);
+    let count = git(&w.path, &args, cancel).await?;
+    if !count.ok {
+        return Ok(Some(format!("git could not count its commits: {}", count.why())));
+    }
+    match count.stdout.trim().parse::<u64>() {
+        Ok(0) => Ok(None),
+        Ok(n) => Ok(Some(format!("{n} commit(s) on no other branch, tag or remote"))),
+        Err(_) => Ok(Some(format!("git counted its commits as {:?}", count.stdout.trim()))),
+    }
+}
+
+impl Tool for ExitWorktree {
+    type Input = ExitWorktreeInput;
+    type Output = WorktreeOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "ExitWorktree";
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false }
+    }
+
+    fn description(&self) -> String {
+        "Leaves the worktree EnterWorktree made and returns the session to its original directory. \
+         action \"keep\" leaves the worktree and its branch on disk; \"remove\" deletes both, but only when \
+         nothing in it is uncommitted and none of its commits exist only there (otherwise it is kept and \
+         the result says why). Set discard_changes to true only when the user wants that work thrown away."
+            .to_owned()
+    }
+
+    fn validate_input(&self, input: &ExitWorktreeInput, ctx: &ToolContext) -> Result<(), ValidationError> {
+        if ctx.session.worktree.is_none() {
+            return Err(ValidationError::new("the session is not in a worktree EnterWorktree made"));
+        }
+        if input.discard_changes == Some(true) && input.action == ExitAction::Keep {
+            return Err(ValidationError::new("discard_changes goes with action \"remove\""));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, input: &ExitWorktreeInput, ctx: &ToolContext) -> Decision {
+        match (input.action, input.discard_changes == Some(true)) {
+            (ExitAction::Remove, true) => Decision::ask(format!(
+                "remove the worktree {} and its branch, throwing away uncommitted changes and commits only it holds",
+                ctx.session.worktree.as_ref().map(|w| w.path.display().to_string()).unwrap_or_default()
+            )),
+            // Keeping loses nothing; removing checks first that nothing is lost.
+            _ => Decision::Allow,
+        }
+    }
+
+    fn is_read_only(&self, input: &ExitWorktreeInput) -> bool {
+        input.action == ExitAction::Keep
+    }
+
+    fn is_destructive(&self, input: &ExitWorktreeInput) -> bool {
+        input.discard_changes == Some(true)
+    }
+
+    async fn call(
+        &self,
+        input: ExitWorktreeInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
+        let Some(w) = ctx.session.worktree.clone() else {
+            return Err(ToolError::new("the session is not in a worktree EnterWorktree made"));
+        };
+        let cancel = &ctx.cancel;
+        let back = w.original_cwd.clone();
+        let leave = move |s: &mut SessionContext| {
+            s.worktree = None;
+            s.shell_cwd = None;
+        };
+        let done = |removed: bool, message: String| WorktreeOutput {
+            worktree_path: w.path.clone(),
+            branch: w.branch.clone(),
+            cwd: back.clone(),
+            removed,
+            message,
+        };
+        if input.action == ExitAction::Keep {
+            let message = format!(
+                "Left the worktree {} (kept, with its branch {}). The session works in {} again.",
+                w.path.display(),
+                w.branch,
+                back.display()
+            );
+            return Ok(ToolOutput::with_modifier(done(false, message), Box::new(leave)));
+        }
+        let discard = input.discard_changes == Some(true);
+        if ctx.jobs.list().iter().any(|j| j.status == "running") {
+            return Err(ToolError::new(
+                "background commands of this session are still running (one may be in the worktree); end them \
+                 with KillShell first, or exit with action \"keep\"",
+            ));
+        }
+        if !discard && let Some(why) = unsaved_work(&w, cancel).await? {
+            return Err(ToolError::new(format!(
+                "kept the worktree {} and the session is still in it: {why}. Commit or push that work, or \
+                 exit with action \"keep\"; remove with discard_changes only if the user wants it thrown away.",
+                w.path.display()
+            )));
+        }
+        let path_arg = w.path.to_string_lossy().into_owned();
+        let remove: Vec<&str> = if discard {
+            vec!["worktree", "remove", "--force", "--force", "--", &path_arg]
+        } else {
+            // Git itself refuses if anything changed since the check.
+            vec!["worktree", "remove", "--", &path_arg]
+        };
+        let out = git(&w.repository, &remove, cancel).await?;
+        if !out.ok {
+            return Err(ToolError::new(format!(
+                "kept the worktree {} and the session is still in it: git worktree remove refused: {}",
+                w.path.display(),
+                out.why()
+            )));
+        }
+        // The branch goes only if it still holds nothing no other ref does
+        // (checked again now that the worktree is gone).
+        let branch_ref = format!("refs/heads/{}", w.branch);
+        let branch_exists =
+            git_line(&w.repository, &["rev-parse", "--verify", "-q", &branch_ref], cancel).await?.is_some();
+        let mut message = format!("Removed the worktree {}", w.path.display());
+        if branch_exists {
+            let only_here = if discard {
+                None
+            } else {
+                let exclude = format!("--exclude={}", w.branch);
+                let args = ["rev-list", "--count", &branch_ref, "--not", &exclude, "--branches", "--tags", "--remotes"];
+                let count = git_line(&w.repository, &args, cancel).await?;
+                (count.as_deref() != Some("0")).then(|| count.unwrap_or_else(|| "?".into()))
+            };
+            match only_here {
+                Some(n) => message.push_str(&format!(
+                    "; kept its branch {}, which holds {n} commit(s) no other branch has",
+                    w.branch
+                )),
+                None => {
+                    let out = git(&w.repository, &["branch", "-D", "--", &w.branch], cancel).await?;
+                    if out.ok {
+                        message.push_str(&format!(" and its branch {}", w.branch));
+                    } else {
+                        message.push_str(&format!("; its branch {} stays: {}", w.branch, out.why()));
+                    }
+                }
+            }
+        }
+        message.push_str(&format!(". The session works in {} again.", back.display()));
+        Ok(ToolOutput::with_modifier(done(true, message), Box::new(leave)))
+    }
+
+    fn result_content(&self, out: &WorktreeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(out.message.clone())]
+    }
+
+    fn render_use(&self, input: &ExitWorktreeInput) -> String {
+        match (input.action, input.discard_changes == Some(true)) {
+            (ExitAction::Keep, _) => "Leaving the worktree (keeping it)".to_owned(),
+            (ExitAction::Remove, false) => "Leaving and removing the worktree".to_owned(),
+            (ExitAction::Remove, true) => "Leaving and removing the worktree, discarding its changes".to_owned(),
+        }
+    }
+
+    fn render_result(&self, out: &WorktreeOutput) -> String {
+        if out.removed { format!("removed {}", out.worktree_path.display()) } else { "left the worktree".to_owned() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_be_options_or_paths_are_refused() {
+        for ok in ["feature", "fix-1", "a.b_c", "X9"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-rf", ".hidden", "a/b", "..", "a..b", "x.lock", "a b", "ü", "a\nb", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

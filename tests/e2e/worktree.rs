@@ -1,0 +1,193 @@
+//! EnterWorktree and ExitWorktree through the socket, in real git
+//! repositories: the session's directory and workspace follow the
+//! worktree (Bash, Read, Write, a commit inside the sandbox), `remove`
+//! never loses work, names that could be options or paths are refused,
+//! a repository without commits works, no repository is a clear error.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentd_tests::{RawConn, TestDaemon, within};
+use serde_json::{Value, json};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository in `dir/repo` with one commit (or none).
+fn repo(dir: &Path, commit: bool) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "t@example.com"]);
+    git(&repo, &["config", "user.name", "T"]);
+    if commit {
+        std::fs::write(repo.join("a.txt"), "from main\n").unwrap();
+        git(&repo, &["add", "a.txt"]);
+        git(&repo, &["commit", "-qm", "first"]);
+    }
+    std::fs::canonicalize(repo).unwrap()
+}
+
+struct S {
+    c: RawConn,
+    id: String,
+}
+
+impl S {
+    async fn new(d: &TestDaemon, cwd: &Path, params: Value) -> S {
+        let mut c = d.raw().await;
+        let mut p = json!({ "cwd": cwd, "permission_timeout_ms": 100 });
+        p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
+        let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+        S { c, id }
+    }
+
+    /// (is_error, text) of a call.
+    async fn call(&mut self, name: &str, input: Value) -> (bool, String) {
+        let r =
+            within(name, self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input }))).await;
+        (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
+    }
+
+    async fn worktree(&mut self) -> Value {
+        self.c.ok("session/get", json!({ "session_id": self.id })).await["worktree"].clone()
+    }
+}
+
+#[tokio::test]
+async fn a_worktree_round_trip_never_loses_work() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+
+    // Names that could be paths or options change nothing.
+    for bad in ["../x", "-rf", "a/b", "x.lock", ".hidden"] {
+        let (err, text) = s.call("EnterWorktree", json!({ "name": bad })).await;
+        assert!(err && text.contains("name"), "{bad}: {text}");
+    }
+    assert!(!repo.join(".claude").exists());
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "keep" })).await;
+    assert!(err && text.contains("not in a worktree"), "{text}");
+
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "feat" })).await;
+    assert!(!err, "{text}");
+    let wt = repo.join(".claude/worktrees/feat");
+    assert!(text.contains(&wt.display().to_string()) && text.contains("worktree-feat"), "{text}");
+    let info = s.worktree().await;
+    assert_eq!(info["path"], json!(wt), "{info}");
+    assert_eq!(info["branch"], "worktree-feat");
+    assert_eq!(info["original_cwd"], json!(repo));
+    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree-feat");
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "other" })).await;
+    assert!(err && text.contains("already in the worktree"), "{text}");
+
+    // The session works there: Bash, Read, Write follow, the checkout is
+    // left alone, and a commit works inside the sandbox.
+    let (err, text) = s.call("Bash", json!({ "command": "pwd" })).await;
+    assert!(!err && text.trim() == wt.display().to_string(), "{text}");
+    let (err, text) = s.call("Write", json!({ "file_path": "b.txt", "content": "in the worktree\n" })).await;
+    assert!(!err, "{text}");
+    assert!(wt.join("b.txt").exists() && !repo.join("b.txt").exists());
+    let (err, text) = s.call("Read", json!({ "file_path": "a.txt" })).await;
+    assert!(!err && text.contains("from main"), "{text}");
+    let (err, text) =
+        s.call("Bash", json!({ "command": "git add b.txt && git commit -qm b && git log --oneline | wc -l" })).await;
+    assert!(!err && text.trim() == "2", "the commit, sandboxed: {text}");
+
+    // Uncommitted changes: kept, and the session stays in the worktree.
+    std::fs::write(wt.join("c.txt"), "not committed\n").unwrap();
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(err && text.contains("uncommitted") && text.contains("c.txt"), "{text}");
+    assert!(wt.join("c.txt").exists() && s.worktree().await.is_object());
+    // A commit on no other branch: kept.
+    std::fs::remove_file(wt.join("c.txt")).unwrap();
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(err && text.contains("1 commit(s) on no other branch"), "{text}");
+    assert!(wt.join("b.txt").exists());
+    // Once another branch holds it, remove removes the worktree and its branch.
+    git(&repo, &["branch", "saved", "worktree-feat"]);
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err && text.contains("Removed the worktree") && text.contains("its branch worktree-feat"), "{text}");
+    assert!(!wt.exists());
+    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree-feat"]), "");
+    assert!(s.worktree().await.is_null());
+    let (err, text) = s.call("Bash", json!({ "command": "pwd" })).await;
+    assert!(!err && text.trim() == repo.display().to_string(), "back home: {text}");
+
+    // keep: the worktree and its branch stay.
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "kept" })).await;
+    assert!(!err, "{text}");
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "keep" })).await;
+    assert!(!err && text.contains("kept"), "{text}");
+    assert!(repo.join(".claude/worktrees/kept/a.txt").exists());
+    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree-kept"]), "worktree-kept");
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "kept" })).await;
+    assert!(err && text.contains("already exists"), "{text}");
+
+    // discard_changes: thrown away, as asked (bypass approves the ask).
+    let (err, text) = s.call("EnterWorktree", json!({})).await;
+    assert!(!err, "a generated name: {text}");
+    let gone = PathBuf::from(s.worktree().await["path"].as_str().unwrap());
+    std::fs::write(gone.join("scratch.txt"), "x").unwrap();
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove", "discard_changes": true })).await;
+    assert!(!err && text.contains("Removed"), "{text}");
+    assert!(!gone.exists());
+    assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 2, "main and kept");
+}
+
+#[tokio::test]
+async fn without_commits_or_without_a_repository() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), false);
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "first" })).await;
+    assert!(!err && text.contains("orphan"), "{text}");
+    let wt = repo.join(".claude/worktrees/first");
+    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree-first");
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err && text.contains("Removed"), "{text}");
+    assert!(!wt.exists());
+
+    let plain = d.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "x" })).await;
+    assert!(err && text.contains("not in a git repository"), "{text}");
+    assert!(!plain.join(".claude").exists());
+}
+
+#[tokio::test]
+async fn entering_asks_and_a_symlinked_claude_dir_is_refused() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    // Default mode, nobody answers: denied, nothing made.
+    let mut s = S::new(&d, &repo, json!({})).await;
+    let (err, _) = s.call("EnterWorktree", json!({ "name": "asked" })).await;
+    assert!(err);
+    assert!(!repo.join(".claude").exists() && s.worktree().await.is_null());
+
+    // The repository's hooks do not run for the daemon's git.
+    let marker = d.dir.path().join("hook-ran");
+    let hook = repo.join(".git/hooks/post-checkout");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    Command::new("chmod").arg("755").arg(&hook).status().unwrap();
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "hooked" })).await;
+    assert!(!err, "{text}");
+    assert!(!marker.exists(), "post-checkout ran");
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err, "{text}");
+    std::fs::remove_dir_all(repo.join(".claude")).unwrap();
+
+    // .claude pointing elsewhere would carry the worktree there.
+    let elsewhere = d.dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join(".claude")).unwrap();
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "out" })).await;
+    assert!(err && text.contains("symbolic link"), "{text}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
