@@ -637,7 +637,9 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::PermissionRequest { turn_id, .. }
         | EventKind::PermissionResolved { turn_id, .. }
         | EventKind::TurnCompleted { turn_id }
-        | EventKind::TurnDiscarded { turn_id } => Some(turn_id),
+        | EventKind::TurnDiscarded { turn_id }
+        | EventKind::TasksChanged { turn_id, .. }
+        | EventKind::UserMessage { turn_id, .. } => Some(turn_id),
         EventKind::SessionClosed {} => None,
     }
 }
@@ -661,6 +663,26 @@ fn describe(event: &crate::protocol::turn::Event) -> String {
         }
         EventKind::TurnCompleted { turn_id } => format!("turn {turn_id} completed"),
         EventKind::TurnDiscarded { turn_id } => format!("turn {turn_id} discarded"),
+        EventKind::TasksChanged { tasks, .. } => {
+            let mut text = format!("tasks     {} task(s)", tasks.len());
+            for t in tasks {
+                let mark = match t.status {
+                    crate::protocol::session::TodoStatus::Pending => "[ ]",
+                    crate::protocol::session::TodoStatus::InProgress => "[~]",
+                    crate::protocol::session::TodoStatus::Completed => "[x]",
+                };
+                text.push_str(&format!("\n          {mark} #{} {}", t.id, t.subject));
+            }
+            text
+        }
+        EventKind::UserMessage { message, .. } => {
+            let mut lines = message.lines();
+            let mut text = format!("message   {}", lines.next().unwrap_or_default());
+            for line in lines {
+                text.push_str(&format!("\n          {line}"));
+            }
+            text
+        }
         EventKind::SessionClosed {} => "session closed".to_owned(),
     }
 }

@@ -186,6 +186,34 @@ pub enum TodoStatus {
     Completed,
 }
 
+/// One task of a session's task list (TaskCreate, TaskUpdate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskItem {
+    /// Its id ("1", "2", …; never reused in the session).
+    pub id: String,
+    /// A short title, in the imperative.
+    pub subject: String,
+    /// What is to be done, in full.
+    pub description: String,
+    /// The state.
+    pub status: TodoStatus,
+    /// Shown while in progress ("Running the tests").
+    #[serde(default, rename = "activeForm", skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+    /// Who works on it (an agent's name), if anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Tasks that cannot start before this one is done.
+    #[serde(default)]
+    pub blocks: Vec<String>,
+    /// Tasks that must be done before this one.
+    #[serde(default, rename = "blockedBy")]
+    pub blocked_by: Vec<String>,
+    /// Free-form data the model attached.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Params of `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -370,6 +398,10 @@ pub struct SessionInfo {
     /// `session/get` and `session/list`).
     #[serde(default)]
     pub todos: Vec<TodoItem>,
+    /// The task list the model keeps with TaskCreate and TaskUpdate
+    /// (filled in by `session/get` and `session/list`).
+    #[serde(default)]
+    pub tasks: Vec<TaskItem>,
     /// Permission rules (from the session or settings files) that could not
     /// be read, with where they came from; they are ignored.
     #[serde(default)]

@@ -222,6 +222,28 @@ pub enum EventKind {
         /// The turn.
         turn_id: String,
     },
+    /// The session's task list changed (TaskCreate, TaskUpdate): the
+    /// whole list as it is now.
+    #[serde(rename = "tasks/changed")]
+    TasksChanged {
+        /// The turn of the call that changed it.
+        turn_id: String,
+        /// The call that changed it.
+        tool_use_id: String,
+        /// The list.
+        tasks: Vec<crate::session::TaskItem>,
+    },
+    /// A message for the user from the model (the Brief tool), to show as
+    /// it is, outside the tool results.
+    #[serde(rename = "user/message")]
+    UserMessage {
+        /// Its turn.
+        turn_id: String,
+        /// The call that sent it.
+        tool_use_id: String,
+        /// The message (Markdown).
+        message: String,
+    },
     /// The session closed; the stream ends after this event.
     #[serde(rename = "session/closed")]
     SessionClosed {},
@@ -250,6 +272,8 @@ impl EventKind {
             EventKind::PermissionResolved { .. } => "permission/resolved",
             EventKind::TurnCompleted { .. } => "turn/completed",
             EventKind::TurnDiscarded { .. } => "turn/discarded",
+            EventKind::TasksChanged { .. } => "tasks/changed",
+            EventKind::UserMessage { .. } => "user/message",
             EventKind::SessionClosed {} => "session/closed",
         }
     }

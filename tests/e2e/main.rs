@@ -2,6 +2,7 @@
 //! workspace links once (as ripgrep and codex-rs do).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent_tools;
 mod agentctl;
 mod bad_input;
 mod bash;

@@ -1320,9 +1320,14 @@ impl SessionExecutor {
             None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };
         self.changed();
+        // The task list's tools: what they changed is sent after their result.
+        let tasks_before = (outcome.modifier.is_some()
+            && crate::tools::tasks::CHANGING.contains(&inner.slots[i].name.as_str()))
+        .then(|| inner.context.tasks.clone());
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);
         }
+        let tasks_changed = tasks_before.filter(|b| *b != inner.context.tasks).map(|_| inner.context.tasks.clone());
         let slot = &mut inner.slots[i];
         slot.prepared = None;
         slot.token = None;
@@ -1336,6 +1341,13 @@ impl SessionExecutor {
             render: outcome.render.clone(),
             sandbox: slot.sandbox,
         });
+        if let Some(tasks) = tasks_changed {
+            self.events.push(EventKind::TasksChanged {
+                turn_id: slot.turn_id.to_string(),
+                tool_use_id: slot.tool_use_id.clone(),
+                tasks,
+            });
+        }
         if let Some(waiter) = slot.waiter.take() {
             let _ = waiter.send(ToolCallResult {
                 name: slot.name.clone(),

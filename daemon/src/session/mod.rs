@@ -75,6 +75,7 @@ impl Session {
         info.jobs = self.past_jobs.iter().cloned().chain(self.executor.jobs().list()).collect();
         info.todos = self.executor.with_context(|c| c.todos.clone());
         info.worktree = self.executor.with_context(|c| c.worktree.clone());
+        info.tasks = self.executor.with_context(|c| c.tasks.clone());
         if let Some(mode) = self.executor.with_context(|c| c.mode) {
             info.mode = mode;
         }
@@ -288,6 +289,7 @@ impl SessionManager {
             mcp_errors: Vec::new(),
             web: params.web.unwrap_or_default(),
             worktree: None,
+            tasks: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);

@@ -35,6 +35,10 @@ pub struct SessionContext {
     /// The git worktree EnterWorktree moved the session into: while set,
     /// its `cwd` is the session's working directory and workspace root.
     pub worktree: Option<agentd_protocol::session::WorktreeInfo>,
+    /// The task list TaskCreate and TaskUpdate keep.
+    pub tasks: Vec<agentd_protocol::session::TaskItem>,
+    /// The last task id given (ids are never reused).
+    pub last_task_id: u64,
 }
 
 /// A change to the session made by a finished call.
@@ -193,6 +197,7 @@ impl ToolContext {
             mcp_errors: Vec::new(),
             web: Default::default(),
             worktree: None,
+            tasks: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -13,6 +13,7 @@ pub mod ls;
 pub mod notebook_edit;
 pub mod plan_mode;
 pub mod read;
+pub mod tasks;
 pub mod todo_write;
 pub mod tool_search;
 pub mod web_fetch;
@@ -57,6 +58,10 @@ pub fn builtin_registry() -> Registry {
     registry.add(grep::Grep);
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
+    registry.add(tasks::TaskCreate);
+    registry.add(tasks::TaskGet);
+    registry.add(tasks::TaskList);
+    registry.add(tasks::TaskUpdate);
     registry.add(ask_user_question::AskUserQuestion);
     registry.add(plan_mode::EnterPlanMode);
     registry.add(worktree::EnterWorktree);

@@ -1,0 +1,97 @@
+//! The seed's session tools through the socket: the task list (TaskCreate,
+//! TaskGet, TaskList, TaskUpdate) with its `tasks/changed` events and
+//! `session/get` view.
+
+use agentd_tests::{EventStream, TestDaemon, tool_use};
+use serde_json::{Value, json};
+
+fn texts(events: &[Value]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            (
+                e["tool_use_id"].as_str().unwrap().to_owned(),
+                e["content"][0]["text"].as_str().unwrap_or_default().to_owned(),
+                e["is_error"] == true,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_task_list_round_trips_in_request_order() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
+    // One turn: each call sees what the earlier ones did.
+    let uses = vec![
+        tool_use("a", "TaskCreate", json!({ "subject": "Write the parser", "description": "All of it" })),
+        tool_use(
+            "b",
+            "TaskCreate",
+            json!({ "subject": "Test the parser", "description": "Fuzz too", "activeForm": "Testing" }),
+        ),
+        tool_use("c", "TaskUpdate", json!({ "taskId": "2", "addBlockedBy": ["1"], "owner": "me" })),
+        tool_use("d", "TaskUpdate", json!({ "taskId": "1", "status": "in_progress", "metadata": { "pr": 7 } })),
+        tool_use("e", "TaskGet", json!({ "taskId": "2" })),
+        tool_use("f", "TaskList", json!({})),
+        tool_use("g", "TaskUpdate", json!({ "taskId": "9", "status": "completed" })),
+        tool_use("h", "TaskUpdate", json!({ "taskId": "1", "addBlocks": ["1"] })),
+        tool_use("i", "TaskCreate", json!({ "subject": " ", "description": "x" })),
+    ];
+    let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let all = events.until_turn_done(&turn).await;
+    let results = texts(&all);
+    let text = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert!(text("a").1.contains("Task #1 created") && !text("a").2, "{:?}", text("a"));
+    assert!(text("b").1.contains("Task #2 created"), "{:?}", text("b"));
+    let got = text("e").1;
+    assert!(
+        got.contains("#2 [pending] Test the parser") && got.contains("owner: me") && got.contains("blocked by #1"),
+        "{got}"
+    );
+    let list = text("f").1;
+    assert!(list.contains("#1 [in_progress] Write the parser") && list.contains("#2 [pending]"), "{list}");
+    assert!(text("g").2 && text("g").1.contains("no task"), "{:?}", text("g"));
+    assert!(text("h").2 && text("h").1.contains("itself"), "{:?}", text("h"));
+    assert!(text("i").2 && text("i").1.contains("subject"), "{:?}", text("i"));
+
+    // Each change is announced after its result, with the whole list.
+    let changed: Vec<&Value> = all.iter().filter(|e| e["type"] == "tasks/changed").collect();
+    assert_eq!(changed.len(), 4, "a, b, c and d changed the list");
+    let after_c = changed.iter().find(|e| e["tool_use_id"] == "c").unwrap();
+    assert_eq!(after_c["tasks"][0]["blocks"], json!(["2"]), "{after_c}");
+    assert_eq!(after_c["tasks"][1]["blockedBy"], json!(["1"]), "{after_c}");
+    let pos = |t: &str, id: &str| all.iter().position(|e| e["type"] == t && e["tool_use_id"] == id).unwrap();
+    assert!(pos("tool/result", "a") < pos("tasks/changed", "a"));
+
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["tasks"].as_array().unwrap().len(), 2, "{info}");
+    assert_eq!(info["tasks"][0]["status"], "in_progress");
+    assert_eq!(info["tasks"][0]["metadata"], json!({ "pr": 7 }));
+
+    // Deleting leaves no dangling dependency, and ids are never reused.
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": sid, "name": "TaskUpdate", "input": { "taskId": "1", "status": "deleted" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": sid, "name": "TaskCreate", "input": { "subject": "Ship", "description": "" } }),
+        )
+        .await;
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("Task #3"), "{r}");
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    let tasks = info["tasks"].as_array().unwrap();
+    assert_eq!(tasks.iter().map(|t| t["id"].as_str().unwrap()).collect::<Vec<_>>(), ["2", "3"]);
+    assert_eq!(tasks[0]["blockedBy"], json!([]));
+}
