@@ -49,6 +49,11 @@ pub fn is_private(ip: IpAddr) -> bool {
                 || a == 0
                 || (a == 100 && (64..128).contains(&b))
                 || (a == 192 && b == 0 && v4.octets()[2] == 0)
+                // Benchmarking (often internal infrastructure) and documentation.
+                || (a == 198 && (18..20).contains(&b))
+                || (a == 192 && b == 0 && v4.octets()[2] == 2)
+                || (a == 198 && b == 51 && v4.octets()[2] == 100)
+                || (a == 203 && b == 0 && v4.octets()[2] == 113)
                 || a >= 240
         }
         IpAddr::V6(v6) => {
@@ -61,14 +66,61 @@ pub fn is_private(ip: IpAddr) -> bool {
                 let v4 = std::net::Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
                 return is_private(IpAddr::V4(v4));
             }
+            // 6to4 (2002::/16) carries one in its second and third groups.
+            if s[0] == 0x2002 {
+                let v4 = std::net::Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8);
+                return is_private(IpAddr::V4(v4));
+            }
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
+                // Link-local and the deprecated site-local.
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
                 || (s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 0 && s[4] == 0 && s[5] == 0)
+                // Teredo (its client address is obfuscated: all of it).
+                || (s[0] == 0x2001 && s[1] == 0)
+                // Local-use NAT64 and documentation.
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+                || (s[0] == 0x2001 && s[1] == 0xdb8)
         }
     }
+}
+
+/// Whether `ip` is refused: private (see [`is_private`]) or one of this
+/// machine's own addresses (a public address on an interface reaches
+/// services listening on all addresses).
+pub fn is_refused(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    };
+    is_private(ip) || local_addresses().contains(&ip)
+}
+
+/// This machine's interface addresses, read at most every 5 s.
+fn local_addresses() -> Vec<IpAddr> {
+    static SEEN: std::sync::Mutex<Option<(std::time::Instant, Vec<IpAddr>)>> = std::sync::Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, addrs)) = seen.as_ref()
+        && at.elapsed() < Duration::from_secs(5)
+    {
+        return addrs.clone();
+    }
+    let addrs: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .map(|list| {
+            list.filter_map(|i| i.address)
+                .filter_map(|a| {
+                    a.as_sockaddr_in()
+                        .map(|v4| IpAddr::V4(v4.ip()))
+                        .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    *seen = Some((std::time::Instant::now(), addrs.clone()));
+    addrs
 }
 
 /// The client's resolver: resolves, then refuses names with any private
@@ -86,7 +138,7 @@ impl reqwest::dns::Resolve for Guarded {
             if addrs.is_empty() {
                 return Err(format!("{host} has no address").into());
             }
-            if !allow_private && let Some(bad) = addrs.iter().find(|a| is_private(a.ip())) {
+            if !allow_private && let Some(bad) = addrs.iter().find(|a| is_refused(a.ip())) {
                 return Err(Box::new(Refused(format!(
                     "{host} resolves to {}, a private or local address; fetching it is refused \
                      (a session may allow it with web.allow_private_network)",
@@ -146,7 +198,7 @@ pub fn check_url(url: &reqwest::Url, allow_private: bool) -> Result<(), String> 
         url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
         url::Host::Domain(_) => None,
     };
-    if !allow_private && let Some(ip) = ip.filter(|ip| is_private(*ip)) {
+    if !allow_private && let Some(ip) = ip.filter(|ip| is_refused(*ip)) {
         return Err(format!(
             "{ip} is a private or local address; fetching it is refused (a session may allow it with \
              web.allow_private_network)"
@@ -226,10 +278,34 @@ mod tests {
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
             "::127.0.0.1",
+            "198.18.0.1",
+            "198.19.255.1",
+            "192.0.2.2",
+            "198.51.100.7",
+            "203.0.113.9",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378::1",
+            "64:ff9b:1::a00:1",
+            "fec0::1",
+            "2001:db8::1",
         ] {
             assert!(is_private(bad.parse().unwrap()), "{bad}");
         }
-        for good in ["93.184.215.14", "1.1.1.1", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
+        // This machine's own addresses, whatever they are.
+        for addr in local_addresses() {
+            assert!(is_refused(addr), "{addr}");
+        }
+        assert!(!is_refused("1.1.1.1".parse().unwrap()));
+        for good in [
+            "93.184.215.14",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2002:5db8:d70e::1",
+            "198.20.0.1",
+        ] {
             assert!(!is_private(good.parse().unwrap()), "{good}");
         }
     }

@@ -117,7 +117,7 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
         Some(s) if s.trim().is_empty() => return Err(err("an empty specifier; write the tool name alone".into())),
         Some(s) if tool == "Bash" => bash_spec(s.trim()).map_err(err)?,
         Some(s) if tool == "WebFetch" => match s.strip_prefix("domain:") {
-            Some(d) => Spec::Domain(d.trim().to_lowercase()),
+            Some(d) => Spec::Domain(domain_rule(d).map_err(err)?),
             None => return Err(err("WebFetch rules are `WebFetch(domain:example.com)`".into())),
         },
         Some(s) if READ_TOOLS.contains(&tool) || EDIT_TOOLS.contains(&tool) => {
@@ -273,7 +273,8 @@ impl Rule {
             }
             // `domain:example.com` covers it and its subdomains.
             (Spec::Domain(domain), Facts::Domain(host)) => {
-                let host = host.trim_end_matches('.');
+                let Some(host) = canonical_host(host) else { return Match::No };
+                let host = host.as_str();
                 if host == domain || host.strip_suffix(domain.as_str()).is_some_and(|rest| rest.ends_with('.')) {
                     Match::All
                 } else {
@@ -616,4 +617,44 @@ fn names_mcp(rule: &str) -> bool {
     let tool = rule.trim().split('(').next().unwrap_or("");
     tool.starts_with("mcp__")
         || ["ListMcpResources", "ReadMcpResource", "ListMcpResourcesTool", "ReadMcpResourceTool"].contains(&tool)
+}
+
+/// A host as rules compare it: lower case, no trailing dot, IDNA to
+/// ASCII, an IP address in its one spelling (IPv4 inside IPv6 as IPv4).
+/// `None` for what is no host.
+pub fn canonical_host(host: &str) -> Option<String> {
+    let host = host.trim().trim_end_matches('.');
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        return Some(ip.to_string());
+    }
+    match url::Host::parse(host).ok()? {
+        url::Host::Domain(d) => Some(d.to_ascii_lowercase()),
+        url::Host::Ipv4(v4) => Some(v4.to_string()),
+        url::Host::Ipv6(v6) => Some(v6.to_ipv4_mapped().map(|v4| v4.to_string()).unwrap_or_else(|| v6.to_string())),
+    }
+}
+
+/// The domain of a `WebFetch(domain:…)` rule, checked: a host name (a
+/// leading `*.` is the same as none: subdomains are always covered) or an
+/// IP address; a scheme, port, path or other wildcard is an error rather
+/// than a rule that never matches.
+fn domain_rule(raw: &str) -> Result<String, String> {
+    let d = raw.trim();
+    let d = d.strip_prefix("*.").unwrap_or(d);
+    if d.is_empty() {
+        return Err("an empty domain".into());
+    }
+    if d.contains("://") || d.contains('/') || d.contains('@') || d.contains('*') || d.contains(char::is_whitespace) {
+        return Err(format!("{raw:?} is not a domain: write the host alone, e.g. domain:example.com"));
+    }
+    let bracketed = d.starts_with('[');
+    if !bracketed && d.contains(':') && d.parse::<std::net::IpAddr>().is_err() {
+        return Err(format!("{raw:?} is not a domain: rules name hosts, not ports"));
+    }
+    canonical_host(d).ok_or_else(|| format!("{raw:?} is not a valid domain"))
 }

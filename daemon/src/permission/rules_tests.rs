@@ -89,6 +89,28 @@ fn tool_names_and_mcp_servers() {
     assert_eq!(web.decide("WebFetch", &domain("docs.example.com")).map(|r| r.kind), Some(RuleKind::Allow));
     assert_eq!(web.decide("WebFetch", &domain("badexample.com")).map(|r| r.kind), None);
     assert_eq!(web.decide("WebFetch", &domain("example.com.evil.net")).map(|r| r.kind), None);
+    assert_eq!(web.decide("WebFetch", &domain("WWW.EXAMPLE.COM.")).map(|r| r.kind), Some(RuleKind::Allow));
+    // Spellings that used to be taken and match nothing: normalised, or errors.
+    let spelled = set(
+        &[],
+        &["WebFetch(domain:*.site.test)", "WebFetch(domain:Bücher.example)", "WebFetch(domain:192.0.2.2)"],
+        &[],
+    );
+    assert!(spelled.errors.is_empty(), "{:?}", spelled.errors);
+    for host in ["www.site.test", "site.test", "xn--bcher-kva.example", "[::ffff:192.0.2.2]", "192.0.2.2"] {
+        assert_eq!(spelled.decide("WebFetch", &domain(host)).map(|r| r.kind), Some(RuleKind::Deny), "{host}");
+    }
+    let bad = set(
+        &[],
+        &[
+            "WebFetch(domain:https://pub.test)",
+            "WebFetch(domain:pub.test:8001)",
+            "WebFetch(domain:a*.test)",
+            "WebFetch(domain:x.test/path)",
+        ],
+        &[],
+    );
+    assert_eq!(bad.errors.len(), 4, "{:?}", bad.errors);
     let star = set(&["mcp__fs__*"], &[], &[]);
     assert_eq!(star.decide("mcp__fs__read_file", &Facts::Other).map(|r| r.kind), Some(RuleKind::Allow));
     assert_eq!(star.decide("mcp__fsx__read_file", &Facts::Other).map(|r| r.kind), None);

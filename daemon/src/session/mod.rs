@@ -500,6 +500,7 @@ impl SessionManager {
         session.executor.close();
         session.cancel.cancel();
         session.mcp.release();
+        crate::tools::web_fetch::forget_session(session_id);
         let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         session.removed.store(true, Ordering::Relaxed);
         // Full outputs of its commands go with the session.

@@ -2,9 +2,9 @@
 //! back beside it (agentd runs no model; the client's model applies it).
 //!
 //! As Claude Code does: `http` is tried as `https` first (plain http only
-//! when the host has no TLS); a redirect to the same host (or its `www.`
-//! twin) is followed, one to another host is returned as a result naming
-//! the new URL; results are kept 15 minutes per session. Rules:
+//! when the host has no TLS); a redirect to the same host is followed, one
+//! to any other host (its `www.` twin too) is returned as a result naming
+//! the new URL, for the model to fetch (and the rules to judge); results are kept 15 minutes per session. Rules:
 //! `WebFetch(domain:example.com)` (subdomains too); unknown domains ask in
 //! `default` mode. The SSRF guard is `crate::web`'s.
 
@@ -99,18 +99,34 @@ fn cache() -> std::sync::MutexGuard<'static, CacheMap> {
     CACHE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Most pages kept, all sessions together.
+const CACHE_ENTRIES: usize = 512;
+
 fn remember(session: &str, url: &str, fetched: &Fetched) {
     let mut cache = cache();
     cache.retain(|_, (at, _)| at.elapsed() < CACHE_TTL);
-    let size = |f: &Fetched| match f {
-        Fetched::Page { text, .. } => text.len(),
-        Fetched::Redirect { to, .. } => to.len(),
+    let size = |(s, u): &(String, String), f: &Fetched| {
+        64 + s.len()
+            + u.len()
+            + match f {
+                Fetched::Page { text, url, .. } => text.len() + url.len(),
+                Fetched::Redirect { to, from, .. } => to.len() + from.len(),
+            }
     };
-    while !cache.is_empty() && cache.values().map(|(_, f)| size(f)).sum::<usize>() + size(fetched) > CACHE_BYTES {
+    let key = (session.to_owned(), url.to_owned());
+    let mut total: usize = cache.iter().map(|(k, (_, f))| size(k, f)).sum();
+    while !cache.is_empty() && (total + size(&key, fetched) > CACHE_BYTES || cache.len() >= CACHE_ENTRIES) {
         let Some(oldest) = cache.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone()) else { break };
-        cache.remove(&oldest);
+        if let Some((_, f)) = cache.remove(&oldest) {
+            total -= size(&oldest, &f);
+        }
     }
-    cache.insert((session.to_owned(), url.to_owned()), (Instant::now(), fetched.clone()));
+    cache.insert(key, (Instant::now(), fetched.clone()));
+}
+
+/// Drops a closed session's pages.
+pub fn forget_session(session: &str) {
+    cache().retain(|(s, _), _| s != session);
 }
 
 fn recall(session: &str, url: &str) -> Option<Fetched> {
@@ -134,12 +150,6 @@ fn parse(url: &str) -> Result<reqwest::Url, String> {
         return Err("the URL has no host".into());
     }
     Ok(url)
-}
-
-/// The host without a leading `www.`, for "same site" redirects.
-fn site(url: &reqwest::Url) -> String {
-    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-    host.strip_prefix("www.").map(str::to_owned).unwrap_or(host)
 }
 
 /// Fetches `url`: https first for an http URL, same-host redirects
@@ -215,7 +225,19 @@ async fn follow(
             let content_type =
                 response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
             let body = crate::web::body(response, cancel).await?;
-            let text = to_text(&content_type, &body)?;
+            // Converting a large page takes a while: off the runtime's
+            // threads, two at a time.
+            static CONVERTING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+            let _turn = CONVERTING.acquire().await.map_err(|_| "the daemon is stopping".to_owned())?;
+            if cancel.is_cancelled() {
+                return Err("cancelled".into());
+            }
+            let text = tokio::task::spawn_blocking(move || to_text(&content_type, &body))
+                .await
+                .map_err(|e| format!("the page could not be converted: {e}"))??;
+            if cancel.is_cancelled() {
+                return Err("cancelled".into());
+            }
             return Ok(Fetched::Page {
                 url: current.to_string(),
                 status: status.as_u16(),
@@ -229,7 +251,10 @@ async fn follow(
             .and_then(|v| v.to_str().ok())
             .ok_or_else(|| format!("HTTP {} without a Location", status.as_u16()))?;
         let next = current.join(location).map_err(|e| format!("the redirect to {location:?} is not a URL: {e}"))?;
-        if site(&next) != site(asked) {
+        // Only the very host asked about (its rules and its approval): a
+        // redirect anywhere else, `www.` twin included, is the model's to
+        // fetch, and is judged again then.
+        if !next.host_str().unwrap_or_default().eq_ignore_ascii_case(asked.host_str().unwrap_or_default()) {
             return Ok(Fetched::Redirect { from: asked.to_string(), to: next.to_string(), status: status.as_u16() });
         }
         crate::web::check_url(&next, allow_private)?;
@@ -237,6 +262,139 @@ async fn follow(
         response = send(client, &current, cancel).await.map_err(Sent::message)?;
     }
     Err(format!("more than {MAX_REDIRECTS} redirects (a loop?)"))
+}
+
+/// Most bytes of HTML converted (the Markdown is cut to `MAX_CHARS`
+/// anyway; conversion time grows with the page).
+const MAX_HTML_BYTES: usize = 2 * 1024 * 1024;
+/// Deepest element nesting htmd converts (its walk recurses per level; a
+/// deeper page would overflow the stack): deeper pages give their text.
+const MAX_HTML_DEPTH: usize = 200;
+/// Tags whose text is not content.
+const SKIPPED_TAGS: &[&str] = &["script", "style", "noscript", "svg", "head", "template"];
+
+/// Nesting beyond which a page is not even parsed.
+const MAX_ROUGH_DEPTH: usize = 1000;
+
+/// Elements that never hold others, or that the parser closes by itself.
+const NOT_NESTING: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p", "li",
+    "dt", "dd", "tr", "td", "th", "option", "!doctype",
+];
+
+/// How deeply the tags of `html` nest, counted without parsing (an upper
+/// bound for well-formed pages).
+fn rough_depth(html: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let bytes = html.as_bytes();
+    let mut i = 0;
+    while let Some(at) = memchr_lt(&bytes[i..]) {
+        i += at + 1;
+        let rest = &html[i..];
+        if rest.starts_with("!--") {
+            i += rest.find("-->").map_or(rest.len(), |e| e + 3);
+            continue;
+        }
+        let closing = rest.starts_with('/');
+        let name: String = rest
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+            .take(16)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if name.is_empty() || NOT_NESTING.contains(&name.as_str()) {
+            continue;
+        }
+        let self_closing = rest.find('>').is_some_and(|e| rest[..e].ends_with('/'));
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else if !self_closing {
+            depth += 1;
+            deepest = deepest.max(depth);
+        }
+    }
+    deepest
+}
+
+fn memchr_lt(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b == b'<')
+}
+
+/// The text of `html` with its tags (and comments) taken out.
+fn strip_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match (in_tag, c) {
+            (false, '<') => in_tag = true,
+            (true, '>') => {
+                in_tag = false;
+                if !out.ends_with(char::is_whitespace) {
+                    out.push(' ');
+                }
+            }
+            (false, c) => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// HTML as Markdown, or as plain text when it nests too deeply to convert.
+fn html_to_markdown(html: &str) -> Result<String, String> {
+    use markup5ever_rcdom::NodeData;
+    let mut cut = html.len().min(MAX_HTML_BYTES);
+    while !html.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let html = &html[..cut];
+    // html5ever's tree building slows down with depth (its open-element
+    // scope checks): a page that plainly nests deeper than any real one is
+    // not parsed, its tags are stripped.
+    if rough_depth(html) > MAX_ROUGH_DEPTH {
+        return Ok(format!(
+            "[the page nests too deeply to convert to Markdown; its text follows]\n\n{}",
+            strip_tags(html)
+        ));
+    }
+    let converter = htmd::HtmlToMarkdown::builder().skip_tags(SKIPPED_TAGS.to_vec()).build();
+    let tree = converter.html_to_tree(html).map_err(|e| format!("the page could not be parsed: {e}"))?;
+    // The depth, without recursion.
+    let mut deepest = 0;
+    let mut stack = vec![(tree.clone(), 0usize)];
+    while let Some((node, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        if deepest > MAX_HTML_DEPTH {
+            break;
+        }
+        stack.extend(node.children.borrow().iter().map(|c| (c.clone(), depth + 1)));
+    }
+    if deepest <= MAX_HTML_DEPTH {
+        return Ok(converter.tree_to_markdown(&tree));
+    }
+    // Too deep: the text, in document order, one block per line.
+    let mut text = String::from("[the page nests too deeply to convert to Markdown; its text follows]\n\n");
+    // (The tree stays whole while walked: dropping its last handle empties
+    // every node below, shared or not.)
+    let mut stack = vec![tree.clone()];
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } => {
+                let t = contents.borrow();
+                let t = t.trim();
+                if !t.is_empty() {
+                    text.push_str(t);
+                    text.push('\n');
+                }
+            }
+            NodeData::Element { name, .. } if SKIPPED_TAGS.contains(&name.local.as_ref()) => continue,
+            _ => {}
+        }
+        stack.extend(node.children.borrow().iter().rev().cloned());
+    }
+    drop(tree);
+    Ok(text)
 }
 
 /// The body as text: HTML converted to Markdown, text and JSON as they
@@ -259,15 +417,7 @@ fn to_text(content_type: &str, body: &[u8]) -> Result<String, String> {
     let html = content_type.contains("html")
         || (content_type.is_empty()
             && text.trim_start().get(..15).is_some_and(|s| s.to_ascii_lowercase().starts_with("<!doctype html")));
-    let text = if html {
-        htmd::HtmlToMarkdown::builder()
-            .skip_tags(vec!["script", "style", "noscript", "svg", "head"])
-            .build()
-            .convert(&text)
-            .map_err(|e| format!("the page could not be converted: {e}"))?
-    } else {
-        text.into_owned()
-    };
+    let text = if html { html_to_markdown(&text)? } else { text.into_owned() };
     let chars = text.chars().count();
     Ok(if chars > MAX_CHARS {
         let cut: String = text.chars().take(MAX_CHARS).collect();
@@ -375,9 +525,18 @@ mod tests {
     }
 
     #[test]
-    fn same_site_is_the_host_with_or_without_www() {
-        let u = |s: &str| reqwest::Url::parse(s).unwrap();
-        assert_eq!(site(&u("https://www.Example.com/a")), site(&u("http://example.com/b")));
-        assert_ne!(site(&u("https://example.com/")), site(&u("https://example.org/")));
+    fn a_page_nested_too_deeply_gives_its_text_and_no_crash() {
+        // Too deep for htmd's walk (parsed), and too deep to parse at all.
+        for n in [600, 200_000] {
+            let html = format!("<html><body>{}deep text{}</body></html>", "<div>".repeat(n), "</div>".repeat(n));
+            let text = to_text("text/html", html.as_bytes()).unwrap();
+            assert!(text.contains("nests too deeply") && text.contains("deep text"), "{n}: {text}");
+        }
+        // Unclosed paragraphs and list items do not count as nesting.
+        let long = "<p>para <li>item ".repeat(5000);
+        assert!(rough_depth(&long) < 5);
+        assert_eq!(rough_depth("<div><br><img src=x/><span>a</span><!-- <div> --></div>"), 2);
+        let shallow = format!("{}<b>fine</b>{}", "<div>".repeat(50), "</div>".repeat(50));
+        assert!(to_text("text/html", shallow.as_bytes()).unwrap().contains("**fine**"));
     }
 }
