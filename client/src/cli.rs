@@ -639,6 +639,7 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::TurnCompleted { turn_id }
         | EventKind::TurnDiscarded { turn_id }
         | EventKind::TasksChanged { turn_id, .. }
+        | EventKind::WorktreeChanged { turn_id, .. }
         | EventKind::UserMessage { turn_id, .. } => Some(turn_id),
         EventKind::SessionClosed {} => None,
     }
@@ -675,6 +676,10 @@ fn describe(event: &crate::protocol::turn::Event) -> String {
             }
             text
         }
+        EventKind::WorktreeChanged { worktree, .. } => match worktree {
+            Some(w) => format!("worktree  now in {} ({})", w.cwd.display(), w.branch),
+            None => "worktree  left".to_owned(),
+        },
         EventKind::UserMessage { message, .. } => {
             let mut lines = message.lines();
             let mut text = format!("message   {}", lines.next().unwrap_or_default());

@@ -283,7 +283,7 @@ pub struct SessionCreateParams {
 pub struct WorktreeInfo {
     /// The worktree's top directory (`<repository>/.claude/worktrees/<name>`).
     pub path: PathBuf,
-    /// The branch made for it (`worktree-<name>`).
+    /// The branch made for it (`worktree/<name>`).
     pub branch: String,
     /// The session's working directory and workspace root while there.
     pub cwd: PathBuf,
@@ -294,6 +294,9 @@ pub struct WorktreeInfo {
     pub repository: PathBuf,
     /// The repository's common git directory (objects, refs, hooks).
     pub common_dir: PathBuf,
+    /// The worktree's own git directory (`<common_dir>/worktrees/<name>`).
+    #[serde(default)]
+    pub git_dir: PathBuf,
     /// The commit the branch started from (`None` in a repository without
     /// commits).
     #[serde(default)]

@@ -233,6 +233,18 @@ pub enum EventKind {
         /// The list.
         tasks: Vec<crate::session::TaskItem>,
     },
+    /// The session moved into a worktree (EnterWorktree) or out of it
+    /// (ExitWorktree): its working directory and workspace changed.
+    #[serde(rename = "worktree/changed")]
+    WorktreeChanged {
+        /// The turn of the call that moved it.
+        turn_id: String,
+        /// The call that moved it.
+        tool_use_id: String,
+        /// The worktree the session is in now (`null`: none, back in its
+        /// own directory).
+        worktree: Option<crate::session::WorktreeInfo>,
+    },
     /// A message for the user from the model (the Brief tool), to show as
     /// it is, outside the tool results.
     #[serde(rename = "user/message")]
@@ -273,6 +285,7 @@ impl EventKind {
             EventKind::TurnCompleted { .. } => "turn/completed",
             EventKind::TurnDiscarded { .. } => "turn/discarded",
             EventKind::TasksChanged { .. } => "tasks/changed",
+            EventKind::WorktreeChanged { .. } => "worktree/changed",
             EventKind::UserMessage { .. } => "user/message",
             EventKind::SessionClosed {} => "session/closed",
         }

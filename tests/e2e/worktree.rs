@@ -75,12 +75,12 @@ async fn a_worktree_round_trip_never_loses_work() {
     let (err, text) = s.call("EnterWorktree", json!({ "name": "feat" })).await;
     assert!(!err, "{text}");
     let wt = repo.join(".claude/worktrees/feat");
-    assert!(text.contains(&wt.display().to_string()) && text.contains("worktree-feat"), "{text}");
+    assert!(text.contains(&wt.display().to_string()) && text.contains("worktree/feat"), "{text}");
     let info = s.worktree().await;
     assert_eq!(info["path"], json!(wt), "{info}");
-    assert_eq!(info["branch"], "worktree-feat");
+    assert_eq!(info["branch"], "worktree/feat");
     assert_eq!(info["original_cwd"], json!(repo));
-    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree-feat");
+    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree/feat");
     let (err, text) = s.call("EnterWorktree", json!({ "name": "other" })).await;
     assert!(err && text.contains("already in the worktree"), "{text}");
 
@@ -95,7 +95,42 @@ async fn a_worktree_round_trip_never_loses_work() {
     assert!(!err && text.contains("from main"), "{text}");
     let (err, text) =
         s.call("Bash", json!({ "command": "git add b.txt && git commit -qm b && git log --oneline | wc -l" })).await;
-    assert!(!err && text.trim() == "2", "the commit, sandboxed: {text}");
+    // (git's automatic ref packing after a commit cannot lock the main
+    // packed-refs in the sandbox; it says so and the commit stands.)
+    assert!(!err && text.trim().lines().last() == Some("2"), "the commit, sandboxed: {text}");
+
+    // The sandbox lets a commit through but nothing else of the
+    // repository's git directory: not its hooks, config, main index, HEAD
+    // or other branches, nor the worktree's .git file.
+    let common = repo.join(".git");
+    for (what, command) in [
+        ("hook", format!("echo x > {}/hooks/post-commit", common.display())),
+        ("config", format!("echo '[core]' >> {}/config", common.display())),
+        ("main index", format!("cp {0}/index {0}/index.bak", common.display())),
+        ("main branch", "git update-ref refs/heads/main HEAD".to_owned()),
+        ("commondir", format!("echo /tmp > {}/commondir", common.display())),
+        (".git file", "echo 'gitdir: /tmp' > .git".to_owned()),
+        ("other worktrees", format!("mkdir {}/worktrees/other", common.display())),
+    ] {
+        let (err, text) = s.call("Bash", json!({ "command": command })).await;
+        assert!(err, "{what} was writable: {text}");
+    }
+    assert_eq!(git(&repo, &["rev-parse", "main"]), git(&repo, &["rev-parse", "worktree/feat~1"]));
+    assert!(!common.join("hooks/post-commit").exists() && !common.join("commondir").exists());
+
+    // Ignored files would be deleted: kept.
+    std::fs::write(wt.join(".gitignore"), "*.env\n").unwrap();
+    std::fs::write(wt.join("secret.env"), "KEY=1\n").unwrap();
+    git(&wt, &["add", ".gitignore"]);
+    git(&wt, &["commit", "-qm", "ignore"]);
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(err && text.contains("ignored") && text.contains("secret.env"), "{text}");
+    std::fs::remove_file(wt.join("secret.env")).unwrap();
+    // A commit only the reflog remembers: kept.
+    git(&wt, &["reset", "-q", "--hard", "HEAD~1"]);
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(err && text.contains("2 commit(s) on no other branch"), "{text}");
+    git(&wt, &["reset", "-q", "--hard", "HEAD@{1}"]);
 
     // Uncommitted changes: kept, and the session stays in the worktree.
     std::fs::write(wt.join("c.txt"), "not committed\n").unwrap();
@@ -105,14 +140,20 @@ async fn a_worktree_round_trip_never_loses_work() {
     // A commit on no other branch: kept.
     std::fs::remove_file(wt.join("c.txt")).unwrap();
     let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
-    assert!(err && text.contains("1 commit(s) on no other branch"), "{text}");
+    assert!(err && text.contains("2 commit(s) on no other branch"), "{text}");
     assert!(wt.join("b.txt").exists());
-    // Once another branch holds it, remove removes the worktree and its branch.
-    git(&repo, &["branch", "saved", "worktree-feat"]);
+    // A .git file that names another git directory: git is not run on it.
+    let dot = std::fs::read_to_string(wt.join(".git")).unwrap();
+    std::fs::write(wt.join(".git"), "gitdir: /tmp\n").unwrap();
     let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
-    assert!(!err && text.contains("Removed the worktree") && text.contains("its branch worktree-feat"), "{text}");
+    assert!(err && text.contains("no longer names"), "{text}");
+    std::fs::write(wt.join(".git"), dot).unwrap();
+    // Once another branch holds it, remove removes the worktree and its branch.
+    git(&repo, &["branch", "saved", "worktree/feat"]);
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err && text.contains("Removed the worktree") && text.contains("its branch worktree/feat"), "{text}");
     assert!(!wt.exists());
-    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree-feat"]), "");
+    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree/feat"]), "");
     assert!(s.worktree().await.is_null());
     let (err, text) = s.call("Bash", json!({ "command": "pwd" })).await;
     assert!(!err && text.trim() == repo.display().to_string(), "back home: {text}");
@@ -123,7 +164,7 @@ async fn a_worktree_round_trip_never_loses_work() {
     let (err, text) = s.call("ExitWorktree", json!({ "action": "keep" })).await;
     assert!(!err && text.contains("kept"), "{text}");
     assert!(repo.join(".claude/worktrees/kept/a.txt").exists());
-    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree-kept"]), "worktree-kept");
+    assert_eq!(git(&repo, &["branch", "--format=%(refname:short)", "--list", "worktree/kept"]), "worktree/kept");
     let (err, text) = s.call("EnterWorktree", json!({ "name": "kept" })).await;
     assert!(err && text.contains("already exists"), "{text}");
 
@@ -146,7 +187,7 @@ async fn without_commits_or_without_a_repository() {
     let (err, text) = s.call("EnterWorktree", json!({ "name": "first" })).await;
     assert!(!err && text.contains("orphan"), "{text}");
     let wt = repo.join(".claude/worktrees/first");
-    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree-first");
+    assert_eq!(git(&wt, &["branch", "--show-current"]), "worktree/first");
     let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
     assert!(!err && text.contains("Removed"), "{text}");
     assert!(!wt.exists());

@@ -1324,10 +1324,15 @@ impl SessionExecutor {
         let tasks_before = (outcome.modifier.is_some()
             && crate::tools::tasks::CHANGING.contains(&inner.slots[i].name.as_str()))
         .then(|| inner.context.tasks.clone());
+        let worktree_before = inner.context.worktree.clone();
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);
         }
         let tasks_changed = tasks_before.filter(|b| *b != inner.context.tasks).map(|_| inner.context.tasks.clone());
+        // Sent with the result (and so journaled before anyone sees it): a
+        // restart restores the worktree from it even before the session's
+        // record is saved again.
+        let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
         let slot = &mut inner.slots[i];
         slot.prepared = None;
         slot.token = None;
@@ -1341,6 +1346,13 @@ impl SessionExecutor {
             render: outcome.render.clone(),
             sandbox: slot.sandbox,
         });
+        if let Some(worktree) = worktree_changed {
+            self.events.push(EventKind::WorktreeChanged {
+                turn_id: slot.turn_id.to_string(),
+                tool_use_id: slot.tool_use_id.clone(),
+                worktree,
+            });
+        }
         if let Some(tasks) = tasks_changed {
             self.events.push(EventKind::TasksChanged {
                 turn_id: slot.turn_id.to_string(),

@@ -234,6 +234,29 @@ pub fn spawn_server(
     Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report: None })
 }
 
+/// Runs a short command of the daemon's own (git for the worktree tools)
+/// to completion and returns its output; its pid is known as the daemon's
+/// while it runs, so [`reap_adopted`] never takes its exit status. Killed
+/// if the future is dropped.
+pub async fn output_owned(mut cmd: tokio::process::Command) -> std::io::Result<std::process::Output> {
+    cmd.kill_on_drop(true).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let (child, pid) = {
+        let mut owned_set = owned();
+        let child = cmd.spawn()?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        owned_set.insert(pid);
+        (child, pid)
+    };
+    struct Forget(i32);
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            owned().remove(&self.0);
+        }
+    }
+    let _forget = Forget(pid);
+    child.wait_with_output().await
+}
+
 impl ProcessTree {
     /// The process group id.
     pub fn pgid(&self) -> i32 {

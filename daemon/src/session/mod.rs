@@ -379,7 +379,10 @@ impl SessionManager {
         stored.sort_by_key(|s| s.record.info.created_at_ms);
         let mut count = 0;
         for Stored { record, events } in stored {
-            let SessionRecord { mut info, context, granted_rules, jobs, .. } = record;
+            let SessionRecord { mut info, mut context, granted_rules, jobs, .. } = record;
+            // Events are journaled before the record is saved: the last
+            // worktree and task list they announce are the newest.
+            recover_from_events(&mut context, &events);
             let id = info.session_id.clone();
             // What session/create would refuse is not restored either.
             match canonical_workspace(&info.cwd) {
@@ -618,6 +621,28 @@ fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
 
 /// The settings files that apply to a workspace, with the directory their
 /// relative rules start from: the project's, then the user's.
+/// Brings a restored context up to what its last events announced (a
+/// daemon killed right after a call may not have saved its record yet).
+fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::turn::Event]) {
+    use agentd_protocol::turn::EventKind;
+    if let Some(worktree) = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::WorktreeChanged { worktree, .. } => Some(worktree),
+        _ => None,
+    }) && context.worktree != *worktree
+    {
+        context.worktree = worktree.clone();
+        context.shell_cwd = None;
+    }
+    if let Some(tasks) = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::TasksChanged { tasks, .. } => Some(tasks),
+        _ => None,
+    }) {
+        context.tasks = tasks.clone();
+        let highest = tasks.iter().filter_map(|t| t.id.parse::<u64>().ok()).max().unwrap_or(0);
+        context.last_task_id = context.last_task_id.max(highest);
+    }
+}
+
 fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut files =
         vec![(cwd.join(".agentd/settings.json"), cwd.to_owned()), (cwd.join(".claude/settings.json"), cwd.to_owned())];
@@ -730,6 +755,36 @@ mod tests {
             assert!(err.to_string().contains(needle), "{err}");
         }
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn the_last_events_bring_a_restored_context_up_to_date() {
+        use agentd_protocol::turn::{Event, EventKind};
+        let wt = agentd_protocol::session::WorktreeInfo {
+            path: "/r/.claude/worktrees/a".into(),
+            branch: "worktree/a".into(),
+            cwd: "/r/.claude/worktrees/a".into(),
+            original_cwd: "/r".into(),
+            repository: "/r".into(),
+            common_dir: "/r/.git".into(),
+            git_dir: "/r/.git/worktrees/a".into(),
+            base: None,
+        };
+        let event = |seq, kind| Event { seq, kind };
+        let moved = |w: Option<agentd_protocol::session::WorktreeInfo>| EventKind::WorktreeChanged {
+            turn_id: "t".into(),
+            tool_use_id: "u".into(),
+            worktree: w,
+        };
+        let mut context = SessionContext { shell_cwd: Some("/r/src".into()), ..Default::default() };
+        recover_from_events(&mut context, &[event(1, moved(None)), event(2, moved(Some(wt.clone())))]);
+        assert_eq!(context.worktree.as_ref(), Some(&wt));
+        assert_eq!(context.shell_cwd, None, "the shell starts over in the worktree");
+        recover_from_events(&mut context, &[event(3, moved(None))]);
+        assert_eq!(context.worktree, None);
+        let saved = context.clone();
+        recover_from_events(&mut context, &[]);
+        assert_eq!(context, saved, "no events, nothing changes");
     }
 
     #[test]

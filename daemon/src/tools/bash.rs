@@ -488,18 +488,35 @@ fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
 }
 
 /// The directories a command may write in its sandbox: the workspace's,
-/// and in a worktree EnterWorktree made the repository's common git
-/// directory too (a commit there writes objects and refs; its hooks and
-/// config stay protected).
+/// and in a worktree EnterWorktree made what a commit there writes of the
+/// repository's git directory — objects, the worktree branches' refs and
+/// their logs, the worktree's own git directory — and nothing else of it
+/// (not its config, hooks, other branches, the main index or HEAD).
 fn sandbox_roots(ctx: &ToolContext) -> Vec<PathBuf> {
     let mut roots = vec![ctx.cwd.to_path_buf()];
     roots.extend(ctx.info.add_dirs.iter().cloned());
-    if let Some(w) = &ctx.session.worktree
-        && !roots.iter().any(|r| w.common_dir.starts_with(r))
-    {
-        roots.push(w.common_dir.clone());
+    if let Some(w) = &ctx.session.worktree {
+        let c = &w.common_dir;
+        for dir in
+            [c.join("objects"), c.join("refs/heads/worktree"), c.join("logs/refs/heads/worktree"), w.git_dir.clone()]
+        {
+            if dir.is_dir() && !dir.is_symlink() && !roots.iter().any(|r| dir.starts_with(r)) {
+                roots.push(dir);
+            }
+        }
     }
     roots
+}
+
+/// What git would obey of a worktree EnterWorktree made, bound read-only:
+/// its `.git` file and its git directory's `commondir`, `gitdir` and
+/// `config.worktree` (made empty when the worktree was, so it exists).
+fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
+    let Some(w) = &ctx.session.worktree else { return Vec::new() };
+    [w.path.join(".git"), w.git_dir.join("commondir"), w.git_dir.join("gitdir"), w.git_dir.join("config.worktree")]
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
 }
 
 /// How to start the call's shell: through the sandbox helper (in the
@@ -514,6 +531,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
         read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let mut protect = crate::sandbox::protected_paths(&roots, settings);
+            protect.extend(worktree_protected(ctx).into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))));
             // What Edit deny rules name, whatever program would write it.
             protect.extend(
                 ctx.rules

@@ -2,7 +2,7 @@
 //! its own, on a new branch, and comes back.
 //!
 //! EnterWorktree makes `<repository>/.claude/worktrees/<name>` on a new
-//! branch `worktree-<name>` from HEAD (an orphan branch in a repository
+//! branch `worktree/<name>` from HEAD (an orphan branch in a repository
 //! without commits) and, through a context modifier (so in request order),
 //! makes it the session's working directory and workspace root.
 //! ExitWorktree goes back; `remove` deletes the worktree and its branch
@@ -127,15 +127,14 @@ async fn git(dir: &Path, args: &[&str], cancel: &tokio_util::sync::CancellationT
         .arg(dir)
         .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat"])
         .args(args)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+        .stdin(std::process::Stdio::null());
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("GIT_") {
             cmd.env_remove(key);
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-    let run = tokio::time::timeout(GIT_TIMEOUT, cmd.output());
+    let run = tokio::time::timeout(GIT_TIMEOUT, crate::process::output_owned(cmd));
     let out = tokio::select! {
         r = run => match r {
             Ok(Ok(out)) => out,
@@ -185,7 +184,7 @@ impl Tool for EnterWorktree {
     }
 
     fn description(&self) -> String {
-        "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree-<name> from \
+        "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree/<name> from \
          HEAD) and moves the session into it: the working directory and workspace become the worktree, so \
          changes there leave the main checkout alone. Use it only when the user asks to work in a worktree. \
          Leave with ExitWorktree."
@@ -208,7 +207,7 @@ impl Tool for EnterWorktree {
     fn check_permissions(&self, input: &EnterWorktreeInput, _ctx: &ToolContext) -> Decision {
         let name = input.name.as_deref().unwrap_or("<generated>");
         Decision::Ask {
-            reason: format!("create the git worktree {WORKTREES}/{name} on a new branch worktree-{name}"),
+            reason: format!("create the git worktree {WORKTREES}/{name} on a new branch worktree/{name}"),
             suggestion: Some(Self::NAME.to_owned()),
         }
     }
@@ -221,6 +220,13 @@ impl Tool for EnterWorktree {
     ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
         let cancel = &ctx.cancel;
         let cwd: &Path = &ctx.cwd;
+        // A background command could be rewriting the repository's git
+        // files while git reads them.
+        if ctx.jobs.list().iter().any(|j| j.status == "running") {
+            return Err(ToolError::new(
+                "background commands of this session are still running; end them with KillShell first",
+            ));
+        }
         let Some(top) = git_line(cwd, &["rev-parse", "--show-toplevel"], cancel).await? else {
             let bare = git_line(cwd, &["rev-parse", "--is-bare-repository"], cancel).await?;
             return Err(ToolError::new(if bare.as_deref() == Some("true") {
@@ -236,9 +242,18 @@ impl Tool for EnterWorktree {
             .await?
             .ok_or_else(|| ToolError::new("git did not name the repository's common directory"))?;
         let common_dir = std::fs::canonicalize(&common).map_err(|e| ToolError::new(format!("{common}: {e}")))?;
+        // The main git directory names no other (a `commondir` there would
+        // send git, and the user's next commands, to another's config and
+        // hooks).
+        if common_dir.join("commondir").exists() {
+            return Err(ToolError::new(format!(
+                "{} holds a commondir file, which sends git elsewhere; refusing to run git on it",
+                common_dir.display()
+            )));
+        }
         let name =
             input.name.clone().unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
-        let branch = format!("worktree-{name}");
+        let branch = format!("worktree/{name}");
         git_line(&top, &["check-ref-format", "--branch", &branch], cancel)
             .await?
             .ok_or_else(|| ToolError::new(format!("{branch:?} is not a valid branch name")))?;
@@ -252,18 +267,31 @@ impl Tool for EnterWorktree {
         if std::fs::symlink_metadata(&path).is_ok() {
             return Err(ToolError::new(format!("{} already exists; choose another name", path.display())));
         }
+        if common_dir.join("worktrees").join(&name).exists() {
+            return Err(ToolError::new(format!("git already has a worktree named {name}; choose another name")));
+        }
         let base = git_line(&top, &["rev-parse", "--verify", "-q", "HEAD^{commit}"], cancel).await?;
         let path_arg = path.to_string_lossy().into_owned();
-        let add: Vec<&str> = match &base {
-            Some(commit) => vec!["worktree", "add", "--quiet", "-b", &branch, "--", &path_arg, commit],
+        let git_dir_arg = format!("--git-dir={}", common_dir.display());
+        let mut add: Vec<&str> = vec![&git_dir_arg, "worktree", "add", "--quiet"];
+        match &base {
+            Some(commit) => add.extend(["-b", &branch, "--", &path_arg, commit]),
             // No commit yet: an orphan branch (git 2.42 or later).
-            None => vec!["worktree", "add", "--quiet", "--orphan", "-b", &branch, "--", &path_arg],
-        };
+            None => add.extend(["--orphan", "-b", &branch, "--", &path_arg]),
+        }
         let out = git(&top, &add, cancel).await?;
         if !out.ok {
             return Err(ToolError::new(format!("git worktree add failed: {}", out.why())));
         }
         let path = std::fs::canonicalize(&path).map_err(|e| ToolError::new(format!("{}: {e}", path.display())))?;
+        let git_dir = std::fs::canonicalize(common_dir.join("worktrees").join(&name))
+            .map_err(|e| ToolError::new(format!("git made no git directory for the worktree: {e}")))?;
+        // Present (empty, so nothing changes) and so bound read-only in the
+        // sandbox: a command cannot create one that git would obey.
+        let per_worktree_config = git_dir.join("config.worktree");
+        if !per_worktree_config.exists() {
+            let _ = std::fs::write(&per_worktree_config, "");
+        }
         // The same place in the worktree as the session had in the
         // checkout, where it exists.
         let original_cwd = ctx.cwd.to_path_buf();
@@ -277,6 +305,7 @@ impl Tool for EnterWorktree {
             original_cwd,
             repository: top,
             common_dir,
+            git_dir,
             base: base.clone(),
         };
         let message = format!(
@@ -296,7 +325,6 @@ impl Tool for EnterWorktree {
         });
         Ok(ToolOutput::with_modifier(output, modifier))
     }
-
     fn result_content(&self, out: &WorktreeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
         vec![agentd_protocol::tools::ContentBlock::text(out.message.clone())]
     }
@@ -313,46 +341,123 @@ impl Tool for EnterWorktree {
     }
 }
 
-/// Why the worktree cannot go without losing work, if it cannot: its
-/// uncommitted changes, or commits that only it (or its branch) holds.
+/// Git's options that make it work on the recorded worktree, not on what
+/// files in it say: its git directory and work tree named outright.
+fn explicit(w: &WorktreeInfo) -> [String; 2] {
+    [format!("--git-dir={}", w.git_dir.display()), format!("--work-tree={}", w.path.display())]
+}
+
+/// Whether the worktree's git files are still the ones EnterWorktree made:
+/// its `.git` file names its git directory, whose `commondir` names the
+/// repository's. Otherwise git would be sent elsewhere.
+fn intact(w: &WorktreeInfo) -> Result<(), String> {
+    let dot = std::fs::read_to_string(w.path.join(".git")).map_err(|e| format!("its .git file: {e}"))?;
+    let named = dot.lines().find_map(|l| l.strip_prefix("gitdir:")).map(str::trim).unwrap_or_default();
+    let named = w.path.join(named);
+    if std::fs::canonicalize(&named).ok().as_deref() != Some(w.git_dir.as_path()) {
+        return Err(format!("its .git file no longer names {}", w.git_dir.display()));
+    }
+    let common = std::fs::read_to_string(w.git_dir.join("commondir")).map_err(|e| format!("its commondir: {e}"))?;
+    if std::fs::canonicalize(w.git_dir.join(common.trim())).ok().as_deref() != Some(w.common_dir.as_path()) {
+        return Err(format!("its commondir no longer names {}", w.common_dir.display()));
+    }
+    if w.common_dir.join("commondir").exists() {
+        return Err(format!("{} holds a commondir file", w.common_dir.display()));
+    }
+    Ok(())
+}
+
+/// Why the worktree cannot go without losing work, if it cannot: changed,
+/// untracked or ignored files, files git was told not to look at, or
+/// commits that only it holds (its HEAD, its branch, its own refs, and
+/// what their reflogs remember).
 async fn unsaved_work(
     w: &WorktreeInfo,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Option<String>, ToolError> {
+    let [gd, wt] = explicit(w);
+    let at = |rest: &[&'static str]| -> Vec<String> {
+        [gd.clone(), wt.clone()].into_iter().chain(rest.iter().map(|s| s.to_string())).collect()
+    };
+    let run = |args: Vec<String>| async move {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        git(&w.path, &refs, cancel).await
+    };
+    let listed = |out: &GitOut, what: &str| -> Option<String> {
+        let lines: Vec<&str> = out.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+        (!lines.is_empty()).then(|| {
+            let shown: Vec<&str> = lines.iter().take(10).copied().collect();
+            format!(
+                "{} {what}: {}{}",
+                lines.len(),
+                shown.join(", "),
+                if lines.len() > shown.len() { ", …" } else { "" }
+            )
+        })
+    };
     let status =
-        git(&w.path, &["status", "--porcelain", "--untracked-files=all", "--ignore-submodules=none"], cancel).await?;
+        run(at(&["status", "--porcelain", "--untracked-files=all", "--ignored=matching", "--ignore-submodules=none"]))
+            .await?;
     if !status.ok {
         return Ok(Some(format!("git status failed in it: {}", status.why())));
     }
-    let changed: Vec<&str> = status.stdout.lines().collect();
-    if !changed.is_empty() {
-        let shown: Vec<&str> = changed.iter().take(10).copied().collect();
-        return Ok(Some(format!(
-            "{} uncommitted change(s): {}{}",
-            changed.len(),
-            shown.join(", "),
-            if changed.len() > shown.len() { ", …" } else { "" }
-        )));
+    let (ignored, changed): (Vec<&str>, Vec<&str>) = status.stdout.lines().partition(|l| l.starts_with("!!"));
+    let changed_out = GitOut { ok: true, stdout: changed.join("\n"), stderr: String::new() };
+    if let Some(why) = listed(&changed_out, "uncommitted change(s)") {
+        return Ok(Some(why));
     }
-    // Commits reachable from the worktree's HEAD or its branch and from no
-    // other branch, tag or remote.
-    let mut tips = Vec::new();
-    for tip in ["HEAD".to_owned(), format!("refs/heads/{}", w.branch)] {
-        if let Some(id) =
-            git_line(&w.path, &["rev-parse", "--verify", "-q", &format!("{tip}^{{commit}}")], cancel).await?
-        {
-            tips.push(id);
+    let ignored_out = GitOut { ok: true, stdout: ignored.join("\n"), stderr: String::new() };
+    if let Some(why) = listed(&ignored_out, "ignored file(s) or directories, which removal would delete") {
+        return Ok(Some(why));
+    }
+    // assume-unchanged (lower-case tag) and skip-worktree (S) entries hide
+    // their edits from status.
+    let flags = run(at(&["ls-files", "-v"])).await?;
+    let hidden: Vec<&str> =
+        flags.stdout.lines().filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == 'S')).collect();
+    let hidden_out = GitOut { ok: true, stdout: hidden.join("\n"), stderr: String::new() };
+    if let Some(why) = listed(&hidden_out, "file(s) marked assume-unchanged or skip-worktree") {
+        return Ok(Some(why));
+    }
+    // Every commit the worktree could still reach.
+    let mut tips: Vec<String> = Vec::new();
+    let branch_ref = format!("refs/heads/{}", w.branch);
+    for tip in ["HEAD".to_owned(), branch_ref.clone()] {
+        let out = run(at(&["rev-parse", "--verify", "-q"]).into_iter().chain([format!("{tip}^{{commit}}")]).collect())
+            .await?;
+        if out.ok {
+            tips.push(out.stdout.trim().to_owned());
+        }
+        let log = run(at(&["reflog", "show", "--format=%H"]).into_iter().chain([tip]).collect()).await?;
+        if log.ok {
+            tips.extend(log.stdout.lines().map(str::to_owned));
         }
     }
+    let own =
+        run(at(&["for-each-ref", "--format=%(objectname)", "refs/worktree", "refs/bisect", "refs/rewritten"])).await?;
+    if own.ok {
+        tips.extend(own.stdout.lines().map(str::to_owned));
+    }
+    tips.retain(|t| t.len() >= 40 && t.chars().all(|c| c.is_ascii_hexdigit()));
+    tips.sort();
+    tips.dedup();
     if tips.is_empty() {
         return Ok(None);
     }
+    if tips.len() > 500 {
+        return Ok(Some(format!("{} commits in its history to check; too many to be sure", tips.len())));
+    }
     // (--exclude before --branches takes a name without refs/heads/.)
-    let exclude = format!("--exclude={}", w.branch);
-    let mut args = vec!["rev-list", "--count"];
-    args.extend(tips.iter().map(String::as_str));
-    args.extend(["--not", &exclude, "--branches", "--tags", "--remotes"]);
-    let count = git(&w.path, &args, cancel).await?;
+    let mut args = at(&["rev-list", "--count"]);
+    args.extend(tips);
+    args.extend([
+        "--not".to_owned(),
+        format!("--exclude={}", w.branch),
+        "--branches".into(),
+        "--tags".into(),
+        "--remotes".into(),
+    ]);
+    let count = run(args).await?;
     if !count.ok {
         return Ok(Some(format!("git could not count its commits: {}", count.why())));
     }
@@ -362,7 +467,6 @@ async fn unsaved_work(
         Err(_) => Ok(Some(format!("git counted its commits as {:?}", count.stdout.trim()))),
     }
 }
-
 impl Tool for ExitWorktree {
     type Input = ExitWorktreeInput;
     type Output = WorktreeOutput;
@@ -443,46 +547,63 @@ impl Tool for ExitWorktree {
             return Ok(ToolOutput::with_modifier(done(false, message), Box::new(leave)));
         }
         let discard = input.discard_changes == Some(true);
+        let kept = |why: String| {
+            ToolError::new(format!("kept the worktree {} and the session is still in it: {why}", w.path.display()))
+        };
         if ctx.jobs.list().iter().any(|j| j.status == "running") {
-            return Err(ToolError::new(
+            return Err(kept(
                 "background commands of this session are still running (one may be in the worktree); end them \
-                 with KillShell first, or exit with action \"keep\"",
+                 with KillShell first, or exit with action \"keep\""
+                    .into(),
             ));
         }
-        if !discard && let Some(why) = unsaved_work(&w, cancel).await? {
-            return Err(ToolError::new(format!(
-                "kept the worktree {} and the session is still in it: {why}. Commit or push that work, or \
-                 exit with action \"keep\"; remove with discard_changes only if the user wants it thrown away.",
-                w.path.display()
-            )));
-        }
-        let path_arg = w.path.to_string_lossy().into_owned();
-        let remove: Vec<&str> = if discard {
-            vec!["worktree", "remove", "--force", "--force", "--", &path_arg]
+        let common = format!("--git-dir={}", w.common_dir.display());
+        let gone = !w.path.exists();
+        if gone {
+            // Deleted by hand: only its registration and branch are left.
+            let _ = git(&w.repository, &[&common, "worktree", "prune"], cancel).await?;
         } else {
-            // Git itself refuses if anything changed since the check.
-            vec!["worktree", "remove", "--", &path_arg]
-        };
-        let out = git(&w.repository, &remove, cancel).await?;
-        if !out.ok {
-            return Err(ToolError::new(format!(
-                "kept the worktree {} and the session is still in it: git worktree remove refused: {}",
-                w.path.display(),
-                out.why()
-            )));
+            intact(&w).map_err(|why| kept(format!("{why}; refusing to run git on it")))?;
+            if !discard && let Some(why) = unsaved_work(&w, cancel).await? {
+                return Err(kept(format!(
+                    "{why}. Commit or push that work, or exit with action \"keep\"; remove with discard_changes \
+                     only if the user wants it thrown away."
+                )));
+            }
+            let path_arg = w.path.to_string_lossy().into_owned();
+            let remove: Vec<&str> = if discard {
+                vec![&common, "worktree", "remove", "--force", "--force", "--", &path_arg]
+            } else {
+                // Git itself refuses if anything changed since the check.
+                vec![&common, "worktree", "remove", "--", &path_arg]
+            };
+            let out = git(&w.repository, &remove, cancel).await?;
+            if !out.ok && w.path.exists() {
+                return Err(kept(format!("git worktree remove refused: {}", out.why())));
+            }
         }
-        // The branch goes only if it still holds nothing no other ref does
+        // The branch goes only if it holds nothing no other ref does
         // (checked again now that the worktree is gone).
         let branch_ref = format!("refs/heads/{}", w.branch);
         let branch_exists =
-            git_line(&w.repository, &["rev-parse", "--verify", "-q", &branch_ref], cancel).await?.is_some();
+            git_line(&w.repository, &[&common, "rev-parse", "--verify", "-q", &branch_ref], cancel).await?.is_some();
         let mut message = format!("Removed the worktree {}", w.path.display());
         if branch_exists {
             let only_here = if discard {
                 None
             } else {
                 let exclude = format!("--exclude={}", w.branch);
-                let args = ["rev-list", "--count", &branch_ref, "--not", &exclude, "--branches", "--tags", "--remotes"];
+                let args = [
+                    &common,
+                    "rev-list",
+                    "--count",
+                    &branch_ref,
+                    "--not",
+                    &exclude,
+                    "--branches",
+                    "--tags",
+                    "--remotes",
+                ];
                 let count = git_line(&w.repository, &args, cancel).await?;
                 (count.as_deref() != Some("0")).then(|| count.unwrap_or_else(|| "?".into()))
             };
@@ -492,7 +613,7 @@ impl Tool for ExitWorktree {
                     w.branch
                 )),
                 None => {
-                    let out = git(&w.repository, &["branch", "-D", "--", &w.branch], cancel).await?;
+                    let out = git(&w.repository, &[&common, "branch", "-D", "--", &w.branch], cancel).await?;
                     if out.ok {
                         message.push_str(&format!(" and its branch {}", w.branch));
                     } else {
@@ -504,7 +625,6 @@ impl Tool for ExitWorktree {
         message.push_str(&format!(". The session works in {} again.", back.display()));
         Ok(ToolOutput::with_modifier(done(true, message), Box::new(leave)))
     }
-
     fn result_content(&self, out: &WorktreeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
         vec![agentd_protocol::tools::ContentBlock::text(out.message.clone())]
     }
