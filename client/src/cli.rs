@@ -900,6 +900,9 @@ async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Failure> {
             let params = SessionCreateParams {
                 mode: args.mode.map(Into::into),
                 permissions: (rules != PermissionRules::default()).then_some(rules),
+                // Whatever ends the bridge (EOF, a signal, a crash) ends
+                // the session and what it runs.
+                close_with_connection: Some(true),
                 ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
             };
             (client.session_create(params).await?.session_id, true)

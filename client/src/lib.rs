@@ -167,6 +167,12 @@ impl Client {
         Ok(Client { inner, socket: path.to_owned(), timeout })
     }
 
+    /// Whether the connection to the daemon is still up (a daemon that
+    /// closed it, say for a line over its limit, cannot be talked to again).
+    pub fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
     /// The socket this client is connected to.
     pub fn socket(&self) -> &Path {
         &self.socket

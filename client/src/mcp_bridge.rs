@@ -103,7 +103,7 @@ async fn follow(
                     }
                 }
             }
-            EventKind::PermissionRequest { request_id, tool_use_id, tool, reason, .. } => {
+            EventKind::PermissionRequest { request_id, tool_use_id, tool, reason, input, render, .. } => {
                 let route = lock(&calls).get(&tool_use_id).map(|r| (r.peer.clone(), r.elicit));
                 let Some((peer, elicit)) = route else { continue };
                 let client = client.clone();
@@ -111,7 +111,7 @@ async fn follow(
                 let id = request_id.clone();
                 let task = tokio::spawn(async move {
                     let (decision, message) = if elicit {
-                        ask(&peer, &tool, &reason).await
+                        ask(&peer, &tool, &reason, &render, &input).await
                     } else {
                         (
                             PermissionDecision::Deny,
@@ -119,7 +119,7 @@ async fn follow(
                                 "{tool} needs approval ({reason}) and this MCP client cannot ask the user (it \
                                  does not support elicitation). To allow such calls, start the bridge with a \
                                  rule (agentctl mcp --allow '{tool}') or a mode (agentctl mcp --mode \
-                                 accept_edits, or bypass), or use a client that supports elicitation"
+                                 accept-edits, or bypass), or use a client that supports elicitation"
                             )),
                         )
                     };
@@ -147,11 +147,30 @@ async fn follow(
     }
 }
 
+/// Largest `arguments` of one call, serialised.
+const MAX_ARGUMENT_BYTES: usize = 8 << 20;
+
 /// Asks the MCP client's user about a call, with an elicitation.
-async fn ask(peer: &Peer<RoleServer>, tool: &str, reason: &str) -> (PermissionDecision, Option<String>) {
+async fn ask(
+    peer: &Peer<RoleServer>,
+    tool: &str,
+    reason: &str,
+    render: &str,
+    input: &Value,
+) -> (PermissionDecision, Option<String>) {
+    // What is approved, shown: the call, and a plan in full (cut at 8,000
+    // characters).
+    let mut message = format!("agentd: allow {tool}? {reason}\n\n{render}");
+    if let Some(plan) = input.get("plan").and_then(Value::as_str) {
+        let cut: String = plan.chars().take(8000).collect();
+        message.push_str(&format!("\n\nThe plan:\n{cut}"));
+        if cut.len() < plan.len() {
+            message.push_str("\n[plan cut at 8,000 characters]");
+        }
+    }
     let params = json!({
         "mode": "form",
-        "message": format!("agentd: allow {tool}? {reason}"),
+        "message": message,
         "requestedSchema": {
             "type": "object",
             "properties": { "allow": { "type": "boolean", "title": "Allow", "description": format!("Run {tool} this once") } },
@@ -221,6 +240,14 @@ impl rmcp::ServerHandler for Bridge {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        // The daemon takes lines up to 16 MiB; the call wraps the arguments.
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if serde_json::to_string(&arguments).map_or(true, |t| t.len() > MAX_ARGUMENT_BYTES) {
+            return Err(rmcp::ErrorData::invalid_params(
+                format!("the arguments are larger than {} MiB", MAX_ARGUMENT_BYTES >> 20),
+                None,
+            ));
+        }
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
         let elicit = context.peer.peer_info().is_some_and(|info| {
             serde_json::to_value(&info.capabilities).map(|c| !c["elicitation"].is_null()).unwrap_or(false)
@@ -231,7 +258,7 @@ impl rmcp::ServerHandler for Bridge {
         let params = ToolCallParams {
             session_id: self.session.clone(),
             name: name.clone(),
-            input: Value::Object(request.arguments.unwrap_or_default()),
+            input: arguments,
             tool_use_id: Some(id.clone()),
         };
         let call = self.client.call::<ToolCall>(params);
@@ -245,6 +272,12 @@ impl rmcp::ServerHandler for Bridge {
             }
         };
         lock(&self.calls).remove(&id);
+        if result.is_err() && !self.client.is_connected() {
+            // Nothing more can be done for any call: end, so the client
+            // sees the server go (the daemon closes the bridge's session).
+            eprintln!("agentctl mcp: the connection to agentd is gone");
+            std::process::exit(3);
+        }
         let result = result.map_err(internal)?;
         if name == "ToolSearch" && !result.is_error {
             // Tools it loaded are in the session's list from now on.

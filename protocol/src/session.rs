@@ -274,6 +274,11 @@ pub struct SessionCreateParams {
     /// WebFetch and WebSearch options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web: Option<WebOptions>,
+    /// Close the session when the connection that created it closes (an
+    /// MCP bridge, a script): nothing it started outlives its client, and
+    /// a restart does not bring it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_with_connection: Option<bool>,
 }
 
 /// A git worktree the session works in (EnterWorktree made it; ExitWorktree
@@ -332,6 +337,7 @@ impl SessionCreateParams {
             enable_project_mcp: None,
             mcp_tool_timeout_ms: None,
             web: None,
+            close_with_connection: None,
         }
     }
 }
@@ -446,6 +452,9 @@ pub struct SessionInfo {
     /// What the web tools may reach.
     #[serde(default)]
     pub web: WebOptions,
+    /// The session closes with the connection that created it.
+    #[serde(default)]
+    pub close_with_connection: bool,
     /// The git worktree EnterWorktree moved the session into, while it is
     /// there (filled in by `session/get` and `session/list`; `cwd` stays
     /// the directory the session was opened on).

@@ -95,3 +95,34 @@ async fn the_task_list_round_trips_in_request_order() {
     assert_eq!(tasks.iter().map(|t| t["id"].as_str().unwrap()).collect::<Vec<_>>(), ["2", "3"]);
     assert_eq!(tasks[0]["blockedBy"], json!([]));
 }
+
+#[tokio::test]
+async fn a_session_made_to_close_with_its_connection_does() {
+    let d = TestDaemon::start().await;
+    let mut owner = d.raw().await;
+    let mut other = d.raw().await;
+    let params = json!({ "cwd": d.dir.path(), "mode": "bypass", "close_with_connection": true });
+    let sid = owner.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let kept =
+        other.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let info = other.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["close_with_connection"], true, "{info}");
+    let tag = agentd_tests::tag();
+    let uses = vec![tool_use("s", "Bash", json!({ "command": format!("sleep {tag}") }))];
+    owner.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+    agentd_tests::eventually("the command runs", || !agentd_tests::procs(&format!("sleep {tag}")).is_empty()).await;
+    drop(owner);
+    agentd_tests::none_left(&format!("sleep {tag}")).await;
+    let ids = |list: &Value| -> Vec<String> {
+        list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned()).collect()
+    };
+    let mut left = ids(&other.ok("session/list", json!({})).await);
+    for _ in 0..200 {
+        if !left.contains(&sid) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        left = ids(&other.ok("session/list", json!({})).await);
+    }
+    assert!(!left.contains(&sid) && left.contains(&kept), "{left:?}");
+}

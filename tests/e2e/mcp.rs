@@ -643,3 +643,51 @@ fn agentctl_mcp_without_a_daemon_says_so_and_bad_messages_get_mcp_errors() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn agentctl_mcp_killed_leaves_no_session_and_no_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = StandaloneDaemon::start(&[], &[]);
+    let tag = agentd_tests::tag();
+    for signal in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+        let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["mcp", "--mode", "bypass", "--cwd", dir.path().to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        use std::io::{BufRead, Write};
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+        writeln!(stdin, "{init}").unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let _ = lines.next().expect("initialize answered");
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        // Arguments beyond what the daemon takes: an MCP error, still serving.
+        let big = "x".repeat(9 << 20);
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "Bash", "arguments": {"command": big}}});
+        writeln!(stdin, "{call}").unwrap();
+        let reply: Value = serde_json::from_str(&lines.next().expect("a reply").unwrap()).unwrap();
+        assert!(reply["error"]["message"].as_str().unwrap_or_default().contains("larger than"), "{reply}");
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "Bash", "arguments": {"command": format!("sleep {tag}")}}});
+        writeln!(stdin, "{call}").unwrap();
+        agentd_tests::eventually_blocking("the command runs", || {
+            !agentd_tests::procs(&format!("sleep {tag}")).is_empty()
+        });
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let _ = child.wait();
+        agentd_tests::eventually_blocking("the command ends", || {
+            agentd_tests::procs(&format!("sleep {tag}")).is_empty()
+        });
+        let (code, out, _) = agentd_tests::agentctl(&d.socket, &["--json", "session", "list"]);
+        assert_eq!(code, 0);
+        let list: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(list["sessions"], json!([]), "{signal}: {list}");
+    }
+}

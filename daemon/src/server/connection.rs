@@ -29,6 +29,10 @@ use super::{DaemonState, Shared};
 /// senders wait.
 const OUTBOX_CAPACITY: usize = 1024;
 
+/// How often a connection whose client stopped sending checks that the
+/// client process is still there.
+const PEER_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How long a connection closed for a too-long line keeps discarding input.
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -109,11 +113,21 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
     let dispatcher = Arc::new(Dispatcher::new(shared.methods.clone(), conn_id, sink.clone()));
     let in_flight = TaskTracker::new();
     let mut reading = true;
+    // Once the client stops sending, its requests are still answered — as
+    // long as the process that connected is alive: when it is gone, so is
+    // the reader of any answer, and its long calls end now.
+    let mut peer_check = tokio::time::interval(PEER_CHECK);
 
     loop {
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
+            _ = peer_check.tick(), if !reading => {
+                if gone(&pidfd) {
+                    tracing::debug!("the client process is gone; ending its requests");
+                    break;
+                }
+            }
             Some(reply) = outbox.recv() => {
                 if write_reply(&mut writer, &reply, outbox.is_empty(), &cancel).await.is_err() {
                     break;
@@ -224,6 +238,9 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
     drop(outbox);
     in_flight.close();
     let _ = tokio::time::timeout(SHUTDOWN_WRITE_LIMIT, writer.shutdown()).await;
+    // Sessions made to close with this connection close now.
+    let closing = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || closing.state.sessions.close_owned(conn_id)).await;
     tracing::debug!("connection closed");
 }
 

@@ -126,6 +126,30 @@ where
     }
 }
 
+/// Like [`register_async`], the handler also given the id of the
+/// connection the call came on.
+pub fn register_async_conn<M, C, F, Fut>(module: &mut RpcModule<C>, handler: F)
+where
+    M: Method,
+    C: Send + Sync + 'static,
+    F: Fn(M::Params, std::sync::Arc<C>, Option<usize>) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<M::Result, RpcError>> + Send + 'static,
+    M::Result: Clone,
+{
+    let registered = module.register_async_method(M::NAME, move |params, ctx, ext| {
+        let handler = handler.clone();
+        let parsed: Result<M::Params, RpcError> = parse_params(&params);
+        let conn = ext.get::<jsonrpsee::ConnectionId>().map(|c| c.0);
+        async move {
+            let parsed = parsed.map_err(ErrorObjectOwned::from)?;
+            handler(parsed, ctx, conn).await.map_err(ErrorObjectOwned::from)
+        }
+    });
+    if let Err(e) = registered {
+        tracing::error!(method = M::NAME, "method registration failed: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -120,6 +120,9 @@ pub struct SessionManager {
     /// Held while sessions are saved and while one is deleted, so a save
     /// never brings back a session just closed.
     saving: Mutex<()>,
+    /// Sessions that close with the connection that created them, by
+    /// connection.
+    owned: Mutex<HashMap<usize, Vec<String>>>,
     /// The daemon's MCP servers.
     mcp: Arc<crate::mcp::Pool>,
 }
@@ -161,6 +164,7 @@ impl SessionManager {
             sandbox,
             toolsets: Mutex::new(HashMap::new()),
             saving: Mutex::new(()),
+            owned: Mutex::new(HashMap::new()),
             mcp: Arc::new(crate::mcp::Pool::new(None)),
         }
     }
@@ -290,6 +294,7 @@ impl SessionManager {
             web: params.web.unwrap_or_default(),
             worktree: None,
             tasks: Vec::new(),
+            close_with_connection: params.close_with_connection.unwrap_or(false),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -384,6 +389,13 @@ impl SessionManager {
             // worktree and task list they announce are the newest.
             recover_from_events(&mut context, &events);
             let id = info.session_id.clone();
+            // Its connection died with the daemon that had it.
+            if info.close_with_connection {
+                let _ = self.store.remove_session(&id);
+                let _ = std::fs::remove_dir_all(self.state_dir.join("sessions").join(&id));
+                tracing::info!(session_id = %id, "not restored: it closed with its connection");
+                continue;
+            }
             // What session/create would refuse is not restored either.
             match canonical_workspace(&info.cwd) {
                 Ok(cwd) => info.cwd = cwd,
@@ -492,6 +504,21 @@ impl SessionManager {
     /// One open session, to work in.
     pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
         self.lock().get(session_id).cloned().ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
+    }
+
+    /// Notes that `session_id` closes when connection `conn` does.
+    pub fn own(&self, conn: usize, session_id: &str) {
+        self.owned.lock().unwrap_or_else(|e| e.into_inner()).entry(conn).or_default().push(session_id.to_owned());
+    }
+
+    /// Closes the sessions connection `conn` created to close with it.
+    pub fn close_owned(&self, conn: usize) {
+        let ids = self.owned.lock().unwrap_or_else(|e| e.into_inner()).remove(&conn).unwrap_or_default();
+        for id in ids {
+            if self.close(&id).is_ok() {
+                tracing::info!(session_id = %id, "closed with its connection");
+            }
+        }
     }
 
     /// Closes a session: cancels everything running under it and forgets it.

@@ -198,6 +198,7 @@ impl ToolContext {
             web: Default::default(),
             worktree: None,
             tasks: Vec::new(),
+            close_with_connection: false,
             created_at_ms: 0,
         };
         ToolContext {

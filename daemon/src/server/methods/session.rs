@@ -36,13 +36,20 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     // network mount): off the connection's thread, with a deadline. MCP
     // servers whose tools were never seen are started in between, each
     // within its own start-up timeout.
-    rpc::register_async::<SessionCreate, _, _, _>(module, |params, state| async move {
+    rpc::register_async_conn::<SessionCreate, _, _, _>(module, |params, state, conn| async move {
         let prepared = {
             let state = state.clone();
             blocking(move || state.sessions.prepare(params)).await?
         };
         prepared.mcp.discover().await;
-        let session = blocking(move || state.sessions.commit(prepared)).await?;
+        let sessions = state.clone();
+        let session = blocking(move || sessions.sessions.commit(prepared)).await?;
+        if session.close_with_connection {
+            match conn {
+                Some(conn) => state.sessions.own(conn, &session.session_id),
+                None => tracing::warn!("close_with_connection: no connection id; the session stays open"),
+            }
+        }
         Ok(SessionCreateResult { session_id: session.session_id.clone(), session })
     });
     rpc::register::<McpList, _, _>(module, |_params, state| {
