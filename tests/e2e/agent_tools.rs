@@ -126,3 +126,27 @@ async fn a_session_made_to_close_with_its_connection_does() {
     }
     assert!(!left.contains(&sid) && left.contains(&kept), "{left:?}");
 }
+
+#[test]
+fn brief_sends_a_message_that_agentctl_run_shows() {
+    let d = agentd_tests::StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    let lines = [
+        json!({ "id": "m", "name": "Brief", "input": { "message": "Found the bug:\nthe parser drops CRs." } }),
+        json!({ "id": "e", "name": "Brief", "input": { "message": "  " } }),
+        json!({ "id": "t", "name": "TaskCreate", "input": { "subject": "Fix the parser", "description": "CRs" } }),
+    ];
+    std::fs::write(&blocks, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
+    let (cwd, file) = (work.path().to_str().unwrap(), blocks.to_str().unwrap());
+    let (code, out, err) = agentd_tests::agentctl(&d.socket, &["run", file, "--cwd", cwd, "--mode", "bypass"]);
+    assert_eq!(code, 4, "the empty message fails: {out} {err}");
+    assert!(out.contains("message   Found the bug:") && out.contains("the parser drops CRs."), "{out}");
+    assert!(out.contains("#1 Fix the parser"), "the task list change is shown: {out}");
+    let (_, out, _) = agentd_tests::agentctl(&d.socket, &["--json", "run", file, "--cwd", cwd, "--mode", "bypass"]);
+    let events: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let messages: Vec<&Value> = events.iter().filter(|e| e["type"] == "user/message").collect();
+    assert_eq!(messages.len(), 1, "{out}");
+    assert_eq!(messages[0]["message"], "Found the bug:\nthe parser drops CRs.");
+    assert_eq!(messages[0]["tool_use_id"], "m");
+}

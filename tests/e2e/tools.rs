@@ -17,6 +17,7 @@ const BUILTIN: &[&str] = &[
     "AskUserQuestion",
     "Bash",
     "BashOutput",
+    "Brief",
     "Edit",
     "EnterPlanMode",
     "EnterWorktree",

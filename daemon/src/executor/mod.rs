@@ -673,6 +673,7 @@ impl SessionExecutor {
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
             scrub_env: false,
             may_write_protected: false,
+            message: None,
         }
     }
 
@@ -1065,6 +1066,17 @@ impl SessionExecutor {
             }
             Some(ask) => Some(self.ask(slot, ask)),
         };
+        if slot.name == crate::tools::brief::NAME {
+            let log = self.events.clone();
+            let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+            ctx.message = Some(Arc::new(move |message: String| {
+                log.push(EventKind::UserMessage {
+                    turn_id: turn_id.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    message,
+                });
+            }));
+        }
         let log = self.events.clone();
         let live = slot.live.clone();
         let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());

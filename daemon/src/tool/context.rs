@@ -81,6 +81,9 @@ pub struct ToolContext {
     /// The user approved this call (or the session is in bypass mode): a
     /// file tool may write a protected file it names.
     pub may_write_protected: bool,
+    /// Where a message for the user goes (a `user/message` event; given to
+    /// the Brief tool only).
+    pub message: Option<Arc<dyn Fn(String) + Send + Sync>>,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -217,6 +220,7 @@ impl ToolContext {
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
             scrub_env: false,
             may_write_protected: true,
+            message: None,
         }
     }
 }

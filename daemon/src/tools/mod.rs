@@ -5,6 +5,7 @@
 pub mod ask_user_question;
 pub mod bash;
 pub mod bash_output;
+pub mod brief;
 pub mod edit;
 pub mod glob;
 pub mod grep;
@@ -58,6 +59,7 @@ pub fn builtin_registry() -> Registry {
     registry.add(grep::Grep);
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
+    registry.add(brief::Brief);
     registry.add(tasks::TaskCreate);
     registry.add(tasks::TaskGet);
     registry.add(tasks::TaskList);
