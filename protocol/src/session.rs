@@ -455,6 +455,10 @@ pub struct SessionInfo {
     /// The session closes with the connection that created it.
     #[serde(default)]
     pub close_with_connection: bool,
+    /// Skill files (`.claude/skills/<name>/SKILL.md`) that could not be
+    /// used, with why; they are left out of the Skill tool.
+    #[serde(default)]
+    pub skill_errors: Vec<String>,
     /// The git worktree EnterWorktree moved the session into, while it is
     /// there (filled in by `session/get` and `session/list`; `cwd` stays
     /// the directory the session was opened on).

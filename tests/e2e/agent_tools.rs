@@ -150,3 +150,49 @@ fn brief_sends_a_message_that_agentctl_run_shows() {
     assert_eq!(messages[0]["message"], "Found the bug:\nthe parser drops CRs.");
     assert_eq!(messages[0]["tool_use_id"], "m");
 }
+
+#[tokio::test]
+async fn skills_are_listed_loaded_and_bad_ones_reported() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let skills = ws.path().join(".claude/skills");
+    std::fs::create_dir_all(skills.join("pdf")).unwrap();
+    std::fs::write(
+        skills.join("pdf/SKILL.md"),
+        "---\nname: pdf\ndescription: \"Fill PDF forms: use for any .pdf\"\n---\n# Filling forms\nRun fill.py beside this file.\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(skills.join("broken")).unwrap();
+    std::fs::write(skills.join("broken/SKILL.md"), "no front matter here\n").unwrap();
+    std::fs::create_dir_all(skills.join("sneaky")).unwrap();
+    std::fs::write(skills.join("sneaky/SKILL.md"), "---\nname: ../../etc\ndescription: x\n---\nbody\n").unwrap();
+    let mut c = d.raw().await;
+    let created = c.ok("session/create", json!({ "cwd": ws.path() })).await;
+    let sid = created["session_id"].as_str().unwrap().to_owned();
+    let errors = created["session"]["skill_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().any(|e| e.as_str().unwrap().contains("broken/SKILL.md")), "{errors:?}");
+    let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+    let skill = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "Skill").expect("Skill is offered");
+    let description = skill["description"].as_str().unwrap();
+    assert!(
+        description.contains("- pdf: Fill PDF forms: use for any .pdf") && !description.contains("etc"),
+        "{description}"
+    );
+
+    let call = |input: Value| json!({ "session_id": sid, "name": "Skill", "input": input });
+    let r = c.ok("tool/call", call(json!({ "skill": "pdf", "args": "form.pdf" }))).await;
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(r["is_error"] == false && text.contains("# Filling forms") && !text.contains("description:"), "{text}");
+    assert!(text.contains(&skills.join("pdf").display().to_string()) && text.contains("ARGUMENTS: form.pdf"), "{text}");
+    for (bad, needle) in [("nope", "no skill"), ("../pdf", "not a skill name"), ("pdf/../x", "not a skill name")] {
+        let r = c.ok("tool/call", call(json!({ "skill": bad }))).await;
+        assert!(r["is_error"] == true && r["content"][0]["text"].as_str().unwrap().contains(needle), "{bad}: {r}");
+    }
+
+    // No skills, no Skill tool.
+    let plain = tempfile::tempdir().unwrap();
+    let other = c.ok("session/create", json!({ "cwd": plain.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let list = c.ok("tools/list", json!({ "session_id": other })).await;
+    assert!(!list["tools"].as_array().unwrap().iter().any(|t| t["name"] == "Skill"));
+}

@@ -295,6 +295,7 @@ impl SessionManager {
             worktree: None,
             tasks: Vec::new(),
             close_with_connection: params.close_with_connection.unwrap_or(false),
+            skill_errors: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -324,7 +325,7 @@ impl SessionManager {
             granted_rules: Vec::new(),
             jobs: Vec::new(),
         })?;
-        self.open(info.clone(), rules, None, Vec::new(), mcp);
+        let info = self.open(info, rules, None, Vec::new(), mcp);
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
     }
@@ -337,14 +338,19 @@ impl SessionManager {
         restored: Option<Restored>,
         past_jobs: Vec<JobInfo>,
         mcp: crate::mcp::SessionMcp,
-    ) {
+    ) -> SessionInfo {
+        let mut info = info;
+        // Skills, found now (the workspace's and the user's).
+        let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd);
+        info.skill_errors = skill_errors;
+        let skills = crate::tools::skill::SkillSource::new(skills);
         let options = ToolSetOptions {
             simple: info.tools.simple,
             disabled: &info.tools.disabled,
             deny_rules: &info.permissions.deny,
             deferral: DeferralSettings::from(info.tools.defer.as_ref()),
         };
-        let tools = self.toolset(options, &mcp);
+        let tools = self.toolset(options, &mcp, skills);
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
         let storage = Storage {
@@ -365,6 +371,7 @@ impl SessionManager {
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
+        info
     }
 
     /// Opens every session the store kept, as it was: its context, granted
@@ -467,14 +474,20 @@ impl SessionManager {
 
     /// The tool set for `options`: the one a live session already has,
     /// or a new one.
-    fn toolset(&self, options: ToolSetOptions<'_>, mcp: &crate::mcp::SessionMcp) -> Arc<ToolSet> {
+    fn toolset(
+        &self,
+        options: ToolSetOptions<'_>,
+        mcp: &crate::mcp::SessionMcp,
+        skills: crate::tools::skill::SkillSource,
+    ) -> Arc<ToolSet> {
         let key = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}",
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}",
             options.simple,
             options.disabled,
             options.deny_rules,
             options.deferral,
-            mcp.identity()
+            mcp.identity(),
+            skills.identity()
         );
         let mut sets = self.toolsets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(set) = sets.get(&key).and_then(std::sync::Weak::upgrade) {
@@ -482,6 +495,7 @@ impl SessionManager {
         }
         let mut external = self.external.clone();
         external.extend(mcp.sources());
+        external.push(Arc::new(skills));
         let set = Arc::new(ToolSet::build(&self.registry, &external, options));
         sets.retain(|_, weak| weak.strong_count() > 0);
         sets.insert(key, Arc::downgrade(&set));

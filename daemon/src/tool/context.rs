@@ -202,6 +202,7 @@ impl ToolContext {
             worktree: None,
             tasks: Vec::new(),
             close_with_connection: false,
+            skill_errors: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -14,6 +14,7 @@ pub mod ls;
 pub mod notebook_edit;
 pub mod plan_mode;
 pub mod read;
+pub mod skill;
 pub mod tasks;
 pub mod todo_write;
 pub mod tool_search;

@@ -1,0 +1,334 @@
+//! Skill: the model loads a skill's instructions. Skills are Claude Code's
+//! `SKILL.md` files: `<workspace>/.claude/skills/<name>/SKILL.md` and
+//! `~/.claude/skills/<name>/SKILL.md`, with YAML front matter naming the
+//! skill (`name`) and saying when to use it (`description`). The tool's
+//! description lists the skills a session has (found when it opens; the
+//! workspace's win over the user's of the same name); a call returns the
+//! skill's instructions and its directory, so the model can read the
+//! files beside them. Without skills the tool is not offered.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::permission::Decision;
+use crate::tool::{
+    DynTool, ExternalToolSource, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError,
+};
+
+/// Most skills a session lists.
+const MAX_SKILLS: usize = 100;
+/// Largest SKILL.md read.
+const MAX_SKILL_BYTES: u64 = 256 * 1024;
+/// Longest description listed, in characters.
+const MAX_DESCRIPTION: usize = 300;
+
+/// One skill found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillDef {
+    /// Its name (what `skill` takes).
+    pub name: String,
+    /// When to use it.
+    pub description: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// `project` or `user`.
+    pub source: &'static str,
+}
+
+/// Splits `text` into its YAML front matter's `key: value` pairs (plain or
+/// quoted scalars; what else YAML allows is ignored) and the body.
+pub fn front_matter(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text.strip_prefix("---").and_then(|r| r.strip_prefix('\n').or_else(|| r.strip_prefix("\r\n")))
+    else {
+        return Err("no front matter (the file must start with ---)".into());
+    };
+    let end = rest
+        .match_indices("\n---")
+        .map(|(i, _)| i)
+        .find(|i| rest[i + 4..].starts_with('\n') || rest[i + 4..].starts_with("\r\n") || rest.len() == i + 4)
+        .ok_or("the front matter is not closed by ---")?;
+    let (head, body) = (&rest[..end], &rest[end + 4..]);
+    let body = body.trim_start_matches(['\r', '\n']);
+    let mut pairs = Vec::new();
+    for line in head.lines() {
+        let line = line.trim_end();
+        if line.trim().is_empty() || line.trim_start().starts_with('#') || line.starts_with([' ', '\t', '-']) {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            return Err(format!("front matter line {line:?} is not key: value"));
+        };
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        pairs.push((key.trim().to_owned(), value.to_owned()));
+    }
+    Ok((pairs, body))
+}
+
+/// Whether `name` may name a skill (no path separators, no dot-dot).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && !name.contains("..")
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+/// The skills of a workspace and the user, and what could not be read.
+pub fn discover(cwd: &Path) -> (Vec<SkillDef>, Vec<String>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    let mut roots = vec![(cwd.join(".claude/skills"), "project")];
+    if let Some(home) = home {
+        roots.push((home.join(".claude/skills"), "user"));
+    }
+    let (mut skills, mut errors): (Vec<SkillDef>, Vec<String>) = (Vec::new(), Vec::new());
+    for (root, source) in roots {
+        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        dirs.sort();
+        for dir in dirs {
+            let file = dir.join("SKILL.md");
+            let Ok(meta) = std::fs::metadata(&file) else { continue };
+            let shown = file.display();
+            if meta.len() > MAX_SKILL_BYTES {
+                errors.push(format!("{shown}: larger than {MAX_SKILL_BYTES} bytes"));
+                continue;
+            }
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    errors.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            let pairs = match front_matter(&text) {
+                Ok((pairs, _)) => pairs,
+                Err(e) => {
+                    errors.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+            let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = get("name").unwrap_or(dir_name);
+            if !valid_name(&name) {
+                errors.push(format!("{shown}: the name {name:?} is not letters, digits, '-', '_', '.' or ':'"));
+                continue;
+            }
+            let Some(description) = get("description").filter(|d| !d.trim().is_empty()) else {
+                errors.push(format!("{shown}: no description in the front matter"));
+                continue;
+            };
+            if skills.iter().any(|s| s.name == name) {
+                continue;
+            }
+            if skills.len() >= MAX_SKILLS {
+                errors.push(format!("{shown}: more than {MAX_SKILLS} skills; not listed"));
+                continue;
+            }
+            skills.push(SkillDef {
+                name,
+                description: description.chars().take(MAX_DESCRIPTION).collect(),
+                dir,
+                source,
+            });
+        }
+    }
+    (skills, errors)
+}
+
+/// The session's skills as a tool source: the Skill tool, when there are
+/// skills.
+pub struct SkillSource {
+    tools: Vec<Arc<dyn DynTool>>,
+    identity: String,
+}
+
+impl SkillSource {
+    /// A source for `skills`.
+    pub fn new(skills: Vec<SkillDef>) -> Self {
+        let identity = skills.iter().map(|s| format!("{}={}:{}", s.name, s.dir.display(), s.description)).collect();
+        let tools = if skills.is_empty() {
+            Vec::new()
+        } else {
+            vec![Arc::new(crate::tool::erased::Erased::new(SkillTool { skills: Arc::new(skills) })) as Arc<dyn DynTool>]
+        };
+        SkillSource { tools, identity }
+    }
+
+    /// What sets this source apart (sessions with the same skills share a
+    /// tool set).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+}
+
+impl ExternalToolSource for SkillSource {
+    fn source_name(&self) -> &str {
+        "skills"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.tools.clone()
+    }
+}
+
+/// The Skill tool, with the skills it offers.
+#[derive(Debug, Clone)]
+pub struct SkillTool {
+    skills: Arc<Vec<SkillDef>>,
+}
+
+/// Input of Skill.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillInput {
+    /// The skill name. E.g., "pdf" or "commit"
+    pub skill: String,
+    /// Optional arguments for the skill
+    #[serde(default)]
+    pub args: Option<String>,
+}
+
+/// A loaded skill.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillOutput {
+    /// Its name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its instructions (SKILL.md without the front matter).
+    pub instructions: String,
+    /// The arguments given.
+    pub args: Option<String>,
+}
+
+impl SkillTool {
+    fn find(&self, name: &str) -> Option<&SkillDef> {
+        self.skills.iter().find(|s| s.name == name)
+    }
+}
+
+impl Tool for SkillTool {
+    type Input = SkillInput;
+    type Output = SkillOutput;
+    type Progress = ();
+
+    const NAME: &'static str = "Skill";
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints::READ_ONLY
+    }
+
+    fn description(&self) -> String {
+        let mut text = String::from(
+            "Loads a skill: instructions (and files beside them) for a kind of task. When a task matches a \
+             skill's description, call this first with the skill's name and follow what it returns.\n\n\
+             Available skills:\n",
+        );
+        for s in self.skills.iter() {
+            text.push_str(&format!("- {}: {}\n", s.name, s.description));
+        }
+        text
+    }
+
+    fn validate_input(&self, input: &SkillInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        let name = input.skill.trim().trim_start_matches('/');
+        if !valid_name(name) {
+            return Err(ValidationError::new(format!("{:?} is not a skill name", input.skill)));
+        }
+        if self.find(name).is_none() {
+            let names: Vec<&str> = self.skills.iter().map(|s| s.name.as_str()).collect();
+            return Err(ValidationError::new(format!("no skill {name:?}; the skills are: {}", names.join(", "))));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &SkillInput, _ctx: &ToolContext) -> Decision {
+        // Only files the user or the workspace put there as skills.
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &SkillInput) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &SkillInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &SkillInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: SkillInput,
+        _ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<SkillOutput>, ToolError> {
+        let name = input.skill.trim().trim_start_matches('/');
+        let def = self.find(name).ok_or_else(|| ToolError::new(format!("no skill {name:?}")))?;
+        let file = def.dir.join("SKILL.md");
+        let len = std::fs::metadata(&file).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?.len();
+        if len > MAX_SKILL_BYTES {
+            return Err(ToolError::new(format!("{} is larger than {MAX_SKILL_BYTES} bytes", file.display())));
+        }
+        let text = std::fs::read_to_string(&file).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?;
+        let (_, body) = front_matter(&text).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?;
+        Ok(ToolOutput::new(SkillOutput {
+            name: def.name.clone(),
+            dir: def.dir.clone(),
+            instructions: body.to_owned(),
+            args: input.args.filter(|a| !a.trim().is_empty()),
+        }))
+    }
+
+    fn result_content(&self, out: &SkillOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        let mut text = format!(
+            "Skill {} (its files are in {}; read them as the instructions say):\n\n{}",
+            out.name,
+            out.dir.display(),
+            out.instructions
+        );
+        if let Some(args) = &out.args {
+            text.push_str(&format!("\n\nARGUMENTS: {args}"));
+        }
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
+    }
+
+    fn render_use(&self, input: &SkillInput) -> String {
+        format!("Skill {}", input.skill)
+    }
+
+    fn render_result(&self, out: &SkillOutput) -> String {
+        format!("loaded {}", out.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn front_matter_is_read_and_bad_ones_are_reported() {
+        let (pairs, body) =
+            front_matter("---\nname: pdf\ndescription: \"Fill PDF forms: any kind\"\n---\n# Steps\n").unwrap();
+        assert_eq!(pairs, [("name".into(), "pdf".into()), ("description".into(), "Fill PDF forms: any kind".into())]);
+        assert_eq!(body, "# Steps\n");
+        assert!(front_matter("# no front matter").is_err());
+        assert!(front_matter("---\nname: x\n").unwrap_err().contains("not closed"));
+        assert!(front_matter("---\njust words\n---\n").unwrap_err().contains("key: value"));
+        for bad in ["../x", "a/b", ".hidden", "", "a b"] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}
