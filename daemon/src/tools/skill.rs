@@ -38,9 +38,12 @@ pub struct SkillDef {
     pub source: &'static str,
 }
 
+/// A front matter's `key: value` pairs, in order.
+pub type FrontMatter = Vec<(String, String)>;
+
 /// Splits `text` into its YAML front matter's `key: value` pairs (plain or
 /// quoted scalars; what else YAML allows is ignored) and the body.
-pub fn front_matter(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
+pub fn front_matter(text: &str) -> Result<(FrontMatter, &str), String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = text.strip_prefix("---").and_then(|r| r.strip_prefix('\n').or_else(|| r.strip_prefix("\r\n")))
     else {
