@@ -196,3 +196,34 @@ async fn skills_are_listed_loaded_and_bad_ones_reported() {
     let list = c.ok("tools/list", json!({ "session_id": other })).await;
     assert!(!list["tools"].as_array().unwrap().iter().any(|t| t["name"] == "Skill"));
 }
+
+#[tokio::test]
+async fn config_reads_settings_and_changes_only_the_models_own() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut config = async |input: Value| {
+        let r = c.ok("tool/call", json!({ "session_id": sid, "name": "Config", "input": input })).await;
+        (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
+    };
+    let (err, text) = config(json!({ "setting": "mode" })).await;
+    assert!(!err && text.contains("mode = \"default\""), "{text}");
+    for (setting, value) in [("mode", json!("bypass")), ("sandbox.mode", json!("off")), ("permissions", json!({}))] {
+        let (err, text) = config(json!({ "setting": setting, "value": value })).await;
+        assert!(err && text.contains("the user's"), "{setting}: {text}");
+    }
+    let (err, text) = config(json!({ "setting": "bash.default_timeout_ms", "value": 999_999_999 })).await;
+    assert!(err && text.contains("between"), "{text}");
+    let (err, text) = config(json!({ "setting": "nope" })).await;
+    assert!(err && text.contains("no setting"), "{text}");
+    let (err, text) = config(json!({ "setting": "bash.default_timeout_ms", "value": "1500" })).await;
+    assert!(!err && text.contains("now 1500"), "{text}");
+    let (_, text) = config(json!({ "setting": "bash.default_timeout_ms" })).await;
+    assert!(text.contains("= 1500"), "{text}");
+    // A command that names no timeout now gets the new one.
+    let r = c
+        .ok("tool/call", json!({ "session_id": sid, "name": "Bash", "input": { "command": "sleep 5", "dangerouslyDisableSandbox": false } }))
+        .await;
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(r["is_error"] == true && text.contains("timed out after 1500 ms"), "{r}");
+}

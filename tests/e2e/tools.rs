@@ -18,6 +18,7 @@ const BUILTIN: &[&str] = &[
     "Bash",
     "BashOutput",
     "Brief",
+    "Config",
     "Edit",
     "EnterPlanMode",
     "EnterWorktree",

@@ -645,10 +645,14 @@ impl SessionExecutor {
     /// The session's workspace as `context` has it: its directory and its
     /// settings (a worktree EnterWorktree made replaces the directory).
     fn workspace(&self, context: &SessionContext) -> (Arc<PathBuf>, Arc<SessionInfo>) {
+        if context.worktree.is_none() && context.settings.is_empty() {
+            return (self.cwd.clone(), self.services.info.clone());
+        }
+        let mut info = (*self.services.info).clone();
+        crate::tools::config::apply(&mut info, &context.settings);
         match &context.worktree {
-            None => (self.cwd.clone(), self.services.info.clone()),
+            None => (self.cwd.clone(), Arc::new(info)),
             Some(w) => {
-                let mut info = (*self.services.info).clone();
                 info.cwd = w.cwd.clone();
                 (Arc::new(w.cwd.clone()), Arc::new(info))
             }

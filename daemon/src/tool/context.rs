@@ -39,6 +39,8 @@ pub struct SessionContext {
     pub tasks: Vec<agentd_protocol::session::TaskItem>,
     /// The last task id given (ids are never reused).
     pub last_task_id: u64,
+    /// Settings the model changed with Config (only those it may).
+    pub settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// A change to the session made by a finished call.

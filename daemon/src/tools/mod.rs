@@ -6,6 +6,7 @@ pub mod ask_user_question;
 pub mod bash;
 pub mod bash_output;
 pub mod brief;
+pub mod config;
 pub mod edit;
 pub mod glob;
 pub mod grep;
@@ -61,6 +62,7 @@ pub fn builtin_registry() -> Registry {
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
     registry.add(brief::Brief);
+    registry.add(config::Config);
     registry.add(tasks::TaskCreate);
     registry.add(tasks::TaskGet);
     registry.add(tasks::TaskList);
