@@ -149,6 +149,19 @@ enum Command {
         #[arg(long = "answer", value_name = "QUESTION=ANSWER")]
         answers: Vec<String>,
     },
+    /// Answer an agent/request (a Task call) with what the sub-agent found
+    RespondAgent {
+        /// The parent session (the Task call's)
+        session: String,
+        /// The request's id
+        request_id: String,
+        /// The sub-agent's result, for the model
+        #[arg(long)]
+        result: String,
+        /// The sub-agent failed: the result is an error
+        #[arg(long)]
+        error: bool,
+    },
 }
 
 /// An answer to a permission request.
@@ -376,7 +389,9 @@ async fn run_turn(
     // the turn, not kill agentctl with the default action.
     let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| Failure::Local(format!("listening for Ctrl+C: {e}")))?;
-    let mut events = client.stream(session, None).await?;
+    // agentctl runs no model, but it shows an agent/request with how to
+    // answer it (agentctl respond-agent) and waits for the answer.
+    let mut events = client.stream_with(session, None, None, &[crate::protocol::agent::AGENTS_CAPABILITY]).await?;
     let params = crate::protocol::turn::TurnSubmitParams {
         session_id: session.to_owned(),
         turn_id: None,
@@ -640,6 +655,7 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::TurnDiscarded { turn_id }
         | EventKind::TasksChanged { turn_id, .. }
         | EventKind::WorktreeChanged { turn_id, .. }
+        | EventKind::AgentRequest { turn_id, .. }
         | EventKind::UserMessage { turn_id, .. } => Some(turn_id),
         EventKind::SessionClosed {} => None,
     }
@@ -680,6 +696,12 @@ fn describe(event: &crate::protocol::turn::Event) -> String {
             Some(w) => format!("worktree  now in {} ({})", w.cwd.display(), w.branch),
             None => "worktree  left".to_owned(),
         },
+        EventKind::AgentRequest { tool_use_id, request_id, child_session_id, subagent_type, description, .. } => {
+            format!(
+                "agent     {tool_use_id}  {subagent_type}: {description} (child session {child_session_id}; answer with \
+                 agentctl respond-agent <session> {request_id} --result TEXT)"
+            )
+        }
         EventKind::UserMessage { message, .. } => {
             let mut lines = message.lines();
             let mut text = format!("message   {}", lines.next().unwrap_or_default());
@@ -871,6 +893,20 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 println!("answered {}; added the session rule {rule}", result.request_id);
             } else {
                 println!("answered {}", result.request_id);
+            }
+        }
+        Command::RespondAgent { session, request_id, result, error } => {
+            let params = crate::protocol::agent::AgentRespondParams {
+                session_id: session.clone(),
+                request_id: request_id.clone(),
+                result: result.clone(),
+                is_error: error.then_some(true),
+            };
+            let answered = client.call::<crate::protocol::methods::AgentRespond>(params).await?;
+            if cli.json {
+                print_json(&answered);
+            } else {
+                println!("answered {}", answered.request_id);
             }
         }
     }

@@ -244,9 +244,26 @@ impl Client {
         after_seq: Option<u64>,
         kinds: Option<&[&str]>,
     ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
+        self.stream_with(session_id, after_seq, kinds, &[]).await
+    }
+
+    /// `turn/stream` declaring `capabilities` (`"agents"`: this client
+    /// answers `agent/request`, so the session offers the Task tool).
+    pub async fn stream_with(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        kinds: Option<&[&str]>,
+        capabilities: &[&str],
+    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
         use jsonrpsee::core::client::SubscriptionClientT;
         let kinds = kinds.map(|k| k.iter().map(|s| (*s).to_owned()).collect());
-        let params = agentd_protocol::turn::TurnStreamParams { session_id: session_id.to_owned(), after_seq, kinds };
+        let params = agentd_protocol::turn::TurnStreamParams {
+            session_id: session_id.to_owned(),
+            after_seq,
+            kinds,
+            capabilities: (!capabilities.is_empty()).then(|| capabilities.iter().map(|s| (*s).to_owned()).collect()),
+        };
         let sub = self
             .inner
             .subscribe(

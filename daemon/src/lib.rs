@@ -5,6 +5,7 @@
 //! socket (or takes the one systemd passed), [`Daemon::serve`] runs until the
 //! shutdown token is cancelled, and [`run`] does both and tells systemd.
 
+pub mod agents;
 pub mod cli;
 pub mod config;
 pub mod error;

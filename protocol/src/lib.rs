@@ -10,6 +10,7 @@
 //! `protocol/schema/agentd-protocol.json`.
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod docs;
 pub mod error;
 pub mod mcp;

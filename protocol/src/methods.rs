@@ -70,6 +70,7 @@ method_list!(
     TurnCancel,
     TurnDiscard,
     PermissionRespond,
+    AgentRespond,
     McpList,
 );
 
@@ -120,6 +121,13 @@ method!(
     /// `permission/respond`: answer a `permission/request` event.
     PermissionRespond, "permission/respond",
     crate::permission::PermissionRespondParams => crate::permission::PermissionRespondResult
+);
+
+method!(
+    /// `agent/respond`: answer an `agent/request` event with what the
+    /// sub-agent found (the Task call's result).
+    AgentRespond, "agent/respond",
+    crate::agent::AgentRespondParams => crate::agent::AgentRespondResult
 );
 
 /// `turn/stream`: a subscription of the session's events. The subscribe

@@ -279,6 +279,13 @@ pub struct SessionCreateParams {
     /// a restart does not bring it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub close_with_connection: Option<bool>,
+    /// Make a child of this session: it inherits the parent's workspace,
+    /// mode, permission rules (and granted ones), sandbox and web options,
+    /// has its own file state, events, todos and tools (`tools` may narrow
+    /// them; `permissions` may only add deny and ask rules), and closes with
+    /// the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
 }
 
 /// A git worktree the session works in (EnterWorktree made it; ExitWorktree
@@ -338,6 +345,7 @@ impl SessionCreateParams {
             mcp_tool_timeout_ms: None,
             web: None,
             close_with_connection: None,
+            parent_session_id: None,
         }
     }
 }
@@ -455,6 +463,16 @@ pub struct SessionInfo {
     /// The session closes with the connection that created it.
     #[serde(default)]
     pub close_with_connection: bool,
+    /// The session this one is a child of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    /// Its open child sessions (filled in by `session/get`).
+    #[serde(default)]
+    pub children: Vec<String>,
+    /// Sub-agent definitions (`.claude/agents/<name>.md`) that could not be
+    /// used, with why.
+    #[serde(default)]
+    pub agent_errors: Vec<String>,
     /// Skill files (`.claude/skills/<name>/SKILL.md`) that could not be
     /// used, with why; they are left out of the Skill tool.
     #[serde(default)]

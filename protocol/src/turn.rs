@@ -62,6 +62,11 @@ pub struct TurnStreamParams {
     /// when absent. `session/closed` always comes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<String>>,
+    /// What this subscriber does beside watching: `"agents"` — it runs
+    /// sub-agents (answers `agent/request`), so the session offers the
+    /// Task tool while it is subscribed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
 }
 
 /// Params of `turn/cancel`.
@@ -245,6 +250,32 @@ pub enum EventKind {
         /// own directory).
         worktree: Option<crate::session::WorktreeInfo>,
     },
+    /// The Task tool asks for a sub-agent: a client that runs agents runs
+    /// the sub-agent's model on `child_session_id` (its calls go to that
+    /// session) and answers with `agent/respond`.
+    #[serde(rename = "agent/request")]
+    AgentRequest {
+        /// The turn of the Task call.
+        turn_id: String,
+        /// The Task call.
+        tool_use_id: String,
+        /// Pass this to `agent/respond`.
+        request_id: String,
+        /// The child session the sub-agent works in.
+        child_session_id: String,
+        /// The kind of sub-agent (`general-purpose`, or a definition's name).
+        subagent_type: String,
+        /// A few words on the task.
+        description: String,
+        /// The task, for the sub-agent's model.
+        prompt: String,
+        /// The sub-agent's instructions from its definition (its system
+        /// prompt), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instructions: Option<String>,
+        /// The tools the child session offers.
+        tools: Vec<String>,
+    },
     /// A message for the user from the model (the Brief tool), to show as
     /// it is, outside the tool results.
     #[serde(rename = "user/message")]
@@ -287,6 +318,7 @@ impl EventKind {
             EventKind::TasksChanged { .. } => "tasks/changed",
             EventKind::WorktreeChanged { .. } => "worktree/changed",
             EventKind::UserMessage { .. } => "user/message",
+            EventKind::AgentRequest { .. } => "agent/request",
             EventKind::SessionClosed {} => "session/closed",
         }
     }

@@ -4,6 +4,7 @@
 
 mod agent_tools;
 mod agentctl;
+mod agents;
 mod bad_input;
 mod bash;
 mod conventions;

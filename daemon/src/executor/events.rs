@@ -94,6 +94,8 @@ pub struct EventLog {
     journal: Option<Arc<dyn crate::store::Journal>>,
     /// Open batches ([`EventLog::batch`]).
     batches: std::sync::atomic::AtomicUsize,
+    /// Streams whose client runs sub-agents (`capabilities: ["agents"]`).
+    agent_runners: std::sync::atomic::AtomicUsize,
 }
 
 impl EventLog {
@@ -119,6 +121,7 @@ impl EventLog {
             max_bytes,
             journal: None,
             batches: Default::default(),
+            agent_runners: Default::default(),
         }
     }
 
@@ -251,6 +254,18 @@ impl EventLog {
         Ok(inner.events.iter().skip(skip).map(|(e, _)| e.clone()).take_while(|e| e.seq <= committed).collect())
     }
 
+    /// Counts a stream whose client runs sub-agents while the returned
+    /// guard lives.
+    pub fn agent_runner(self: &Arc<Self>) -> AgentRunner {
+        self.agent_runners.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        AgentRunner(self.clone())
+    }
+
+    /// Whether a client that runs sub-agents follows the session now.
+    pub fn has_agent_runner(&self) -> bool {
+        self.agent_runners.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
     /// How many live subscribers (attached streams) there are.
     pub fn subscriber_count(&self) -> usize {
         self.lock().live.as_ref().map_or(0, broadcast::Sender::receiver_count)
@@ -280,6 +295,15 @@ fn committed(inner: &LogInner) -> u64 {
 
 /// An open batch of a log; it ends when dropped.
 pub struct Batch<'a>(&'a EventLog);
+
+/// A stream that runs sub-agents, counted while it lives.
+pub struct AgentRunner(Arc<EventLog>);
+
+impl Drop for AgentRunner {
+    fn drop(&mut self) {
+        self.0.agent_runners.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 impl Drop for Batch<'_> {
     fn drop(&mut self) {

@@ -351,6 +351,8 @@ pub struct SessionExecutor {
     ids: std::sync::atomic::AtomicU64,
     /// See [`SessionExecutor::revision`].
     revision: std::sync::atomic::AtomicU64,
+    /// Makes child sessions for the Task tool (set once by the manager).
+    agent_host: std::sync::OnceLock<crate::agents::Host>,
 }
 
 /// Where a session keeps what outlives a call: files, events, and (for a
@@ -441,9 +443,15 @@ impl SessionExecutor {
             id_prefix: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned() + "_",
             ids: std::sync::atomic::AtomicU64::new(1),
             revision: std::sync::atomic::AtomicU64::new(0),
+            agent_host: std::sync::OnceLock::new(),
         });
         executor.services.asks.restore_granted(&granted);
         executor
+    }
+
+    /// Gives the executor what makes child sessions for the Task tool.
+    pub fn set_agent_host(&self, host: crate::agents::Host) {
+        let _ = self.agent_host.set(host);
     }
 
     /// Counts changes worth saving (calls finished, rules granted): the
@@ -678,6 +686,7 @@ impl SessionExecutor {
             scrub_env: false,
             may_write_protected: false,
             message: None,
+            agent: None,
         }
     }
 
@@ -1070,6 +1079,30 @@ impl SessionExecutor {
             }
             Some(ask) => Some(self.ask(slot, ask)),
         };
+        if slot.name == crate::tools::task::NAME
+            && let Some(host) = self.agent_host.get()
+        {
+            let log = self.events.clone();
+            let runners = self.events.clone();
+            let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+            ctx.agent = Some(crate::agents::AgentCall {
+                host: host.clone(),
+                announce: Arc::new(move |a: crate::agents::Announce| {
+                    log.push(EventKind::AgentRequest {
+                        turn_id: turn_id.clone(),
+                        tool_use_id: tool_use_id.clone(),
+                        request_id: a.request_id,
+                        child_session_id: a.child_session_id,
+                        subagent_type: a.subagent_type,
+                        description: a.description,
+                        prompt: a.prompt,
+                        instructions: a.instructions,
+                        tools: a.tools,
+                    });
+                }),
+                runner: Arc::new(move || runners.has_agent_runner()),
+            });
+        }
         if slot.name == crate::tools::brief::NAME {
             let log = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());

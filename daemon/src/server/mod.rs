@@ -52,6 +52,29 @@ pub struct DaemonState {
     pub sandbox: Arc<crate::sandbox::Facility>,
 }
 
+/// The daemon's sessions as the Task tool's host (weakly: the state owns
+/// the sessions, which own their executors, which hold this).
+struct AgentHost(std::sync::Weak<DaemonState>);
+
+impl crate::agents::AgentHost for AgentHost {
+    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
+        let state = self.0.upgrade().ok_or("the daemon is stopping")?;
+        state.sessions.spawn_child(parent, tools)
+    }
+
+    fn cancel_child(&self, child: &str) {
+        if let Some(state) = self.0.upgrade() {
+            state.sessions.cancel_all(child);
+        }
+    }
+
+    fn close_child(&self, child: &str) {
+        if let Some(state) = self.0.upgrade() {
+            let _ = state.sessions.close(child);
+        }
+    }
+}
+
 /// What every connection shares.
 pub(crate) struct Shared {
     pub(crate) state: Arc<DaemonState>,
@@ -168,6 +191,7 @@ impl Daemon {
             tracker: tracker.clone(),
             sandbox,
         });
+        state.sessions.set_agent_host(Arc::new(AgentHost(Arc::downgrade(&state))));
         let restored = state.sessions.restore();
         if restored > 0 {
             tracing::info!(sessions = restored, "sessions restored from {}", config.state_dir.display());

@@ -96,9 +96,11 @@ impl Session {
         }
     }
 
-    /// `tools/list` for this session.
+    /// `tools/list` for this session: Task only while a client that runs
+    /// sub-agents follows it.
     pub fn tools_list(&self) -> ToolsListResult {
-        self.executor.with_context(|ctx| self.tools.list(ctx))
+        let runner = self.executor.events().has_agent_runner();
+        self.executor.with_context(|ctx| self.tools.list_where(ctx, |name| runner || name != crate::tools::task::NAME))
     }
 }
 
@@ -123,6 +125,9 @@ pub struct SessionManager {
     /// Sessions that close with the connection that created them, by
     /// connection.
     owned: Mutex<HashMap<usize, Vec<String>>>,
+    /// Makes child sessions for the Task tool (set once the daemon's state
+    /// exists).
+    agent_host: std::sync::OnceLock<crate::agents::Host>,
     /// The daemon's MCP servers.
     mcp: Arc<crate::mcp::Pool>,
 }
@@ -165,6 +170,7 @@ impl SessionManager {
             toolsets: Mutex::new(HashMap::new()),
             saving: Mutex::new(()),
             owned: Mutex::new(HashMap::new()),
+            agent_host: std::sync::OnceLock::new(),
             mcp: Arc::new(crate::mcp::Pool::new(None)),
         }
     }
@@ -196,6 +202,89 @@ impl SessionManager {
     /// Checks a `session/create` and leases its MCP servers; nothing is
     /// stored or started.
     pub fn prepare(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
+        let parent = params.parent_session_id.clone();
+        let params = match &parent {
+            Some(id) => self.inherit(id, params)?,
+            None => params,
+        };
+        let mut prepared = self.prepare_own(params)?;
+        prepared.info.parent_session_id = parent;
+        Ok(prepared)
+    }
+
+    /// A child's `session/create` params: the parent's settings, narrowed
+    /// by what the child asked (tools, deny and ask rules); anything that
+    /// would widen them is refused.
+    fn inherit(&self, parent_id: &str, asked: SessionCreateParams) -> Result<SessionCreateParams, SessionError> {
+        let parent = self.handle(parent_id)?;
+        let refuse = |field: &'static str| SessionError::Invalid {
+            field,
+            why: "a child session inherits it from its parent".into(),
+        };
+        if asked.mode.is_some() {
+            return Err(refuse("mode"));
+        }
+        if asked.sandbox.is_some() {
+            return Err(refuse("sandbox"));
+        }
+        if asked.add_dirs.is_some() {
+            return Err(refuse("add_dirs"));
+        }
+        if asked.web.is_some() {
+            return Err(refuse("web"));
+        }
+        if asked.mcp_servers.is_some() || asked.enable_project_mcp.is_some() {
+            return Err(refuse("mcp_servers"));
+        }
+        if asked.permissions.as_ref().is_some_and(|p| !p.allow.is_empty()) {
+            return Err(SessionError::Invalid {
+                field: "permissions",
+                why: "a child session may add deny and ask rules, not allow rules".into(),
+            });
+        }
+        let info = parent.current_info();
+        let context = parent.context();
+        let workspace = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| info.cwd.clone());
+        // The child works in the parent's workspace (a directory of it).
+        let cwd = canonical_workspace(&asked.cwd)?;
+        if !crate::fs::is_inside(&workspace, &info.add_dirs, &cwd) {
+            return Err(SessionError::Invalid {
+                field: "cwd",
+                why: format!("a child session works inside its parent's workspace ({})", workspace.display()),
+            });
+        }
+        let mut permissions = info.permissions.clone();
+        permissions.allow.extend(info.granted_rules.iter().cloned());
+        if let Some(p) = &asked.permissions {
+            permissions.deny.extend(p.deny.iter().cloned());
+            permissions.ask.extend(p.ask.iter().cloned());
+        }
+        let mut tools = info.tools.clone();
+        if let Some(t) = &asked.tools {
+            tools.simple |= t.simple;
+            tools.disabled.extend(t.disabled.iter().cloned());
+        }
+        let mut bash = info.bash;
+        crate::tools::config::apply_to_bash(&mut bash, &context.settings);
+        Ok(SessionCreateParams {
+            cwd,
+            mode: Some(context.mode.unwrap_or(info.mode)),
+            permissions: Some(permissions),
+            tools: Some(tools),
+            max_concurrency: Some(info.max_concurrency),
+            sibling_cancel: Some(info.sibling_cancel),
+            bash: Some(bash),
+            permission_timeout_ms: Some(info.permission_timeout_ms),
+            add_dirs: Some(info.add_dirs.clone()),
+            sandbox: Some(info.sandbox),
+            web: Some(info.web),
+            close_with_connection: asked.close_with_connection,
+            parent_session_id: Some(parent_id.to_owned()),
+            ..SessionCreateParams::new(info.cwd.clone())
+        })
+    }
+
+    fn prepare_own(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
         let cwd = canonical_workspace(&params.cwd)?;
         if params.mode == Some(agentd_protocol::session::PermissionMode::Bypass)
             && let Some(by) = bypass_disabled_by(&cwd)
@@ -296,6 +385,9 @@ impl SessionManager {
             tasks: Vec::new(),
             close_with_connection: params.close_with_connection.unwrap_or(false),
             skill_errors: Vec::new(),
+            parent_session_id: None,
+            children: Vec::new(),
+            agent_errors: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
@@ -344,13 +436,17 @@ impl SessionManager {
         let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd);
         info.skill_errors = skill_errors;
         let skills = crate::tools::skill::SkillSource::new(skills);
+        // Sub-agent definitions, likewise.
+        let (agents, agent_errors) = crate::agents::discover(&info.cwd);
+        info.agent_errors = agent_errors;
+        let agents = crate::tools::task::AgentSource::new(agents);
         let options = ToolSetOptions {
             simple: info.tools.simple,
             disabled: &info.tools.disabled,
             deny_rules: &info.permissions.deny,
             deferral: DeferralSettings::from(info.tools.defer.as_ref()),
         };
-        let tools = self.toolset(options, &mcp, skills);
+        let tools = self.toolset(options, &mcp, skills, agents);
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
         let storage = Storage {
@@ -367,6 +463,9 @@ impl SessionManager {
             cancel.clone(),
             self.tracker.clone(),
         );
+        if let Some(host) = self.agent_host.get() {
+            executor.set_agent_host(host.clone());
+        }
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };
@@ -479,15 +578,17 @@ impl SessionManager {
         options: ToolSetOptions<'_>,
         mcp: &crate::mcp::SessionMcp,
         skills: crate::tools::skill::SkillSource,
+        agents: crate::tools::task::AgentSource,
     ) -> Arc<ToolSet> {
         let key = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}",
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
             options.simple,
             options.disabled,
             options.deny_rules,
             options.deferral,
             mcp.identity(),
-            skills.identity()
+            skills.identity(),
+            agents.identity()
         );
         let mut sets = self.toolsets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(set) = sets.get(&key).and_then(std::sync::Weak::upgrade) {
@@ -496,6 +597,7 @@ impl SessionManager {
         let mut external = self.external.clone();
         external.extend(mcp.sources());
         external.push(Arc::new(skills));
+        external.push(Arc::new(agents));
         let set = Arc::new(ToolSet::build(&self.registry, &external, options));
         sets.retain(|_, weak| weak.strong_count() > 0);
         sets.insert(key, Arc::downgrade(&set));
@@ -512,12 +614,68 @@ impl SessionManager {
 
     /// One session.
     pub fn get(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
-        self.handle(session_id).map(|s| s.current_info())
+        let mut info = self.handle(session_id).map(|s| s.current_info())?;
+        info.children = self.children(session_id);
+        Ok(info)
+    }
+
+    /// The open children of a session.
+    pub fn children(&self, session_id: &str) -> Vec<String> {
+        let mut out: Vec<(u64, String)> = self
+            .lock()
+            .values()
+            .filter(|s| s.info.parent_session_id.as_deref() == Some(session_id))
+            .map(|s| (s.seq, s.info.session_id.clone()))
+            .collect();
+        out.sort();
+        out.into_iter().map(|(_, id)| id).collect()
     }
 
     /// One open session, to work in.
     pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
         self.lock().get(session_id).cloned().ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
+    }
+
+    /// Gives sessions (those open now and to come) what makes child
+    /// sessions for the Task tool.
+    pub fn set_agent_host(&self, host: crate::agents::Host) {
+        for session in self.lock().values() {
+            session.executor.set_agent_host(host.clone());
+        }
+        let _ = self.agent_host.set(host);
+    }
+
+    /// A child of `parent` for a sub-agent: the parent's settings, the
+    /// tools `tools` names (all the parent's when `None`) but never Task.
+    /// Its id and the tools it offers.
+    pub fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
+        let handle = self.handle(parent).map_err(|e| e.to_string())?;
+        let context = handle.context();
+        let cwd = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone());
+        let mut disabled = vec![crate::tools::task::NAME.to_owned()];
+        if let Some(keep) = tools {
+            let offered = handle.tools.listed_names().into_iter().chain(handle.tools.deferred_names());
+            disabled.extend(offered.filter(|n| !keep.iter().any(|k| k == n)));
+        }
+        drop(handle);
+        let params = SessionCreateParams {
+            tools: Some(agentd_protocol::session::ToolOptions { disabled, ..Default::default() }),
+            parent_session_id: Some(parent.to_owned()),
+            ..SessionCreateParams::new(cwd)
+        };
+        let prepared = self.prepare(params).map_err(|e| e.to_string())?;
+        let info = self.commit(prepared).map_err(|e| e.to_string())?;
+        let child = self.handle(&info.session_id).map_err(|e| e.to_string())?;
+        let mut names = child.tools.listed_names();
+        names.extend(child.tools.deferred_names());
+        Ok((info.session_id, names))
+    }
+
+    /// Cancels everything a session runs.
+    pub fn cancel_all(&self, session_id: &str) {
+        if let Ok(session) = self.handle(session_id) {
+            let _ = session.executor.cancel(None, None);
+        }
     }
 
     /// Notes that `session_id` closes when connection `conn` does.
@@ -537,6 +695,10 @@ impl SessionManager {
 
     /// Closes a session: cancels everything running under it and forgets it.
     pub fn close(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
+        // Its children go first (each takes the saving lock in turn).
+        for child in self.children(session_id) {
+            let _ = self.close(&child);
+        }
         let session = self
             .lock()
             .remove(session_id)
@@ -660,8 +822,6 @@ fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
     rules
 }
 
-/// The settings files that apply to a workspace, with the directory their
-/// relative rules start from: the project's, then the user's.
 /// Brings a restored context up to what its last events announced (a
 /// daemon killed right after a call may not have saved its record yet).
 fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::turn::Event]) {
@@ -684,6 +844,8 @@ fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::
     }
 }
 
+/// The settings files that apply to a workspace, with the directory their
+/// relative rules start from: the project's, then the user's.
 fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut files =
         vec![(cwd.join(".agentd/settings.json"), cwd.to_owned()), (cwd.join(".claude/settings.json"), cwd.to_owned())];

@@ -86,6 +86,8 @@ pub struct ToolContext {
     /// Where a message for the user goes (a `user/message` event; given to
     /// the Brief tool only).
     pub message: Option<Arc<dyn Fn(String) + Send + Sync>>,
+    /// What the Task tool needs (given to it only).
+    pub agent: Option<crate::agents::AgentCall>,
 }
 
 /// One progress report, type-erased: the data and its render text.
@@ -205,6 +207,9 @@ impl ToolContext {
             tasks: Vec::new(),
             close_with_connection: false,
             skill_errors: Vec::new(),
+            parent_session_id: None,
+            children: Vec::new(),
+            agent_errors: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {
@@ -224,6 +229,7 @@ impl ToolContext {
             scrub_env: false,
             may_write_protected: true,
             message: None,
+            agent: None,
         }
     }
 }

@@ -247,8 +247,14 @@ impl ToolSet {
     /// The `tools/list` result: listed definitions, then the deferred ones
     /// loaded since (in load order, so the cached prefix stays the same).
     pub fn list(&self, ctx: &SessionContext) -> ToolsListResult {
-        let mut tools: Vec<ToolDefinition> = self.listed.iter().map(|e| e.definition.clone()).collect();
-        let mut estimated_tokens: u64 = self.listed.iter().map(|e| e.tokens).sum();
+        self.list_where(ctx, |_| true)
+    }
+
+    /// Like [`ToolSet::list`], with only the listed tools `keep` accepts.
+    pub fn list_where(&self, ctx: &SessionContext, keep: impl Fn(&str) -> bool) -> ToolsListResult {
+        let shown: Vec<&Entry> = self.listed.iter().filter(|e| keep(&e.definition.name)).collect();
+        let mut tools: Vec<ToolDefinition> = shown.iter().map(|e| e.definition.clone()).collect();
+        let mut estimated_tokens: u64 = shown.iter().map(|e| e.tokens).sum();
         let loaded = |e: &&Entry| ctx.loaded_tools.contains(&e.definition.name);
         for name in &ctx.loaded_tools {
             if let Some(e) = self.deferred.iter().find(|e| e.definition.name == *name) {

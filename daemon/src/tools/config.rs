@@ -118,11 +118,16 @@ fn check(base: &SessionInfo, setting: &str, value: &Value) -> Result<Value, Stri
 
 /// Applies the model's changes to a session's settings.
 pub fn apply(info: &mut SessionInfo, overrides: &BTreeMap<String, Value>) {
+    apply_to_bash(&mut info.bash, overrides);
+}
+
+/// Applies the model's changes to the Bash limits.
+pub fn apply_to_bash(bash: &mut agentd_protocol::session::BashOptions, overrides: &BTreeMap<String, Value>) {
     for (setting, value) in overrides {
         let Some(n) = value.as_u64() else { continue };
         match setting.as_str() {
-            "bash.default_timeout_ms" => info.bash.default_timeout_ms = n.min(info.bash.max_timeout_ms),
-            "bash.max_output_chars" => info.bash.max_output_chars = n.min(info.bash.max_output_chars),
+            "bash.default_timeout_ms" => bash.default_timeout_ms = n.min(bash.max_timeout_ms),
+            "bash.max_output_chars" => bash.max_output_chars = n.min(bash.max_output_chars),
             _ => {}
         }
     }

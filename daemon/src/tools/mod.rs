@@ -16,6 +16,7 @@ pub mod notebook_edit;
 pub mod plan_mode;
 pub mod read;
 pub mod skill;
+pub mod task;
 pub mod tasks;
 pub mod todo_write;
 pub mod tool_search;

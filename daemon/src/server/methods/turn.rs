@@ -49,6 +49,13 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         let discarded = session.executor.discard(&p.turn_id).map_err(RpcError::from)?;
         Ok(TurnDiscardResult { discarded })
     });
+    rpc::register::<agentd_protocol::methods::AgentRespond, _, _>(module, |p, state| {
+        state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let answer = crate::agents::AgentAnswer { result: p.result, is_error: p.is_error.unwrap_or(false) };
+        crate::agents::respond(&p.session_id, &p.request_id, answer)
+            .map_err(|e| RpcError::invalid_params("request_id", e))?;
+        Ok(agentd_protocol::agent::AgentRespondResult { request_id: p.request_id })
+    });
     rpc::register::<PermissionRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let rule_added = session.executor.respond(&p).map_err(|e| match e {
@@ -88,6 +95,11 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::invalid_params("after_seq", e))).await,
     };
     let Ok(sink) = pending.accept().await else { return };
+    let _runner = params
+        .capabilities
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c == agentd_protocol::agent::AGENTS_CAPABILITY))
+        .then(|| log.agent_runner());
     let mut last = params.after_seq.unwrap_or(sub.last_seq);
     let mut receiver = sub.receiver;
     let mut backlog = sub.replay;

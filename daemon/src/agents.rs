@@ -1,0 +1,208 @@
+//! Sub-agents. agentd runs no model: the Task tool makes a child session,
+//! announces it with an `agent/request` event, and waits for a client that
+//! runs models (one subscribed with `capabilities: ["agents"]`) to run the
+//! sub-agent on that session and answer with `agent/respond`.
+//!
+//! Definitions are Claude Code's `.claude/agents/<name>.md` files (the
+//! workspace's, then the user's): front matter `name`, `description`,
+//! optionally `tools` (a comma-separated list; all of the parent's when
+//! absent), and the body as the sub-agent's instructions. `general-purpose`
+//! is always there.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// Most definitions a session lists.
+const MAX_AGENTS: usize = 50;
+/// Largest definition file read.
+const MAX_DEFINITION_BYTES: u64 = 256 * 1024;
+
+/// One kind of sub-agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDef {
+    /// Its name (what `subagent_type` takes).
+    pub name: String,
+    /// When to use it.
+    pub description: String,
+    /// The tools it may use (`None`: the parent's).
+    pub tools: Option<Vec<String>>,
+    /// Its instructions (the file's body).
+    pub instructions: Option<String>,
+}
+
+/// The definition every session has.
+pub fn general_purpose() -> AgentDef {
+    AgentDef {
+        name: "general-purpose".into(),
+        description: "General-purpose agent for researching complex questions, searching for code, and \
+                      executing multi-step tasks."
+            .into(),
+        tools: None,
+        instructions: None,
+    }
+}
+
+/// The sub-agent definitions of a workspace and the user (after the
+/// built-in one), and what could not be read.
+pub fn discover(cwd: &Path) -> (Vec<AgentDef>, Vec<String>) {
+    let mut roots = vec![cwd.join(".claude/agents")];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+        roots.push(home.join(".claude/agents"));
+    }
+    let mut defs = vec![general_purpose()];
+    let mut errors = Vec::new();
+    for root in roots {
+        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        let mut files: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md")).collect();
+        files.sort();
+        for file in files {
+            let shown = file.display();
+            if std::fs::metadata(&file).map_or(true, |m| !m.is_file() || m.len() > MAX_DEFINITION_BYTES) {
+                errors.push(format!("{shown}: not a file of at most {MAX_DEFINITION_BYTES} bytes"));
+                continue;
+            }
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    errors.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            let (pairs, body) = match crate::tools::skill::front_matter(&text) {
+                Ok(x) => x,
+                Err(e) => {
+                    errors.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.trim().to_owned());
+            let Some(name) = get("name").filter(|n| valid_name(n)) else {
+                errors.push(format!("{shown}: no valid name (letters, digits, '-', '_')"));
+                continue;
+            };
+            let Some(description) = get("description").filter(|d| !d.is_empty()) else {
+                errors.push(format!("{shown}: no description"));
+                continue;
+            };
+            if defs.iter().any(|d| d.name == name) {
+                continue;
+            }
+            if defs.len() > MAX_AGENTS {
+                errors.push(format!("{shown}: more than {MAX_AGENTS} definitions; not listed"));
+                continue;
+            }
+            let tools = get("tools").filter(|t| !t.is_empty() && t != "*").map(|t| {
+                t.trim_matches(['[', ']'])
+                    .split(',')
+                    .map(|s| s.trim().trim_matches(['"', '\'']).to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            });
+            let body = body.trim();
+            defs.push(AgentDef { name, description, tools, instructions: (!body.is_empty()).then(|| body.to_owned()) });
+        }
+    }
+    (defs, errors)
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+}
+
+/// What the daemon does for the Task tool: child sessions.
+pub trait AgentHost: Send + Sync {
+    /// Makes a child session of `parent` whose tools are `tools` (all of
+    /// the parent's when `None`), without Task itself; returns its id and
+    /// the tools it offers.
+    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String>;
+    /// Cancels everything the child runs.
+    fn cancel_child(&self, child: &str);
+    /// Closes the child.
+    fn close_child(&self, child: &str);
+}
+
+/// The answer to an `agent/request`.
+#[derive(Debug, Clone)]
+pub struct AgentAnswer {
+    /// The sub-agent's result.
+    pub result: String,
+    /// Whether it failed.
+    pub is_error: bool,
+}
+
+type Pending = HashMap<String, (String, tokio::sync::oneshot::Sender<AgentAnswer>)>;
+static PENDING: LazyLock<Mutex<Pending>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn pending() -> std::sync::MutexGuard<'static, Pending> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A request waiting for its answer; forgotten when dropped.
+pub struct Waiting {
+    request_id: String,
+    /// Where the answer arrives.
+    pub answer: tokio::sync::oneshot::Receiver<AgentAnswer>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        pending().remove(&self.request_id);
+    }
+}
+
+/// Opens request `request_id` of `session` for an answer.
+pub fn wait_for(session: &str, request_id: &str) -> Waiting {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    pending().insert(request_id.to_owned(), (session.to_owned(), tx));
+    Waiting { request_id: request_id.to_owned(), answer: rx }
+}
+
+/// Answers request `request_id` of `session`; an error when there is no
+/// such open request.
+pub fn respond(session: &str, request_id: &str, answer: AgentAnswer) -> Result<(), String> {
+    let mut open = pending();
+    let unknown = || format!("no open agent request {request_id:?} in session {session}");
+    let Some((owner, tx)) = open.remove(request_id) else { return Err(unknown()) };
+    if owner != session {
+        open.insert(request_id.to_owned(), (owner, tx));
+        return Err(unknown());
+    }
+    tx.send(answer).map_err(|_| format!("agent request {request_id:?} is no longer waiting"))
+}
+
+/// Shared handle on the daemon's agent host, set once the daemon's state
+/// exists.
+pub type Host = Arc<dyn AgentHost>;
+
+/// What the Task tool announces in its `agent/request` event.
+#[derive(Debug, Clone)]
+pub struct Announce {
+    /// Pass this to `agent/respond`.
+    pub request_id: String,
+    /// The child session.
+    pub child_session_id: String,
+    /// The kind of sub-agent.
+    pub subagent_type: String,
+    /// A few words on the task.
+    pub description: String,
+    /// The task.
+    pub prompt: String,
+    /// The definition's instructions.
+    pub instructions: Option<String>,
+    /// The child's tools.
+    pub tools: Vec<String>,
+}
+
+/// What a Task call gets from the executor: the host, a way to announce
+/// its request, and whether a client that runs agents follows the session.
+#[derive(Clone)]
+pub struct AgentCall {
+    /// Makes and ends child sessions.
+    pub host: Host,
+    /// Sends the `agent/request` event.
+    pub announce: Arc<dyn Fn(Announce) + Send + Sync>,
+    /// Whether a client that runs agents is subscribed.
+    pub runner: Arc<dyn Fn() -> bool + Send + Sync>,
+}

@@ -1,0 +1,207 @@
+//! Task (alias Agent): runs a sub-agent. agentd runs no model, so the call
+//! makes a child session (the parent's workspace, mode, rules and sandbox;
+//! its own file state, events and todos; the definition's tools, never
+//! Task itself), sends an `agent/request` event, and waits for the client
+//! that runs agents to answer with `agent/respond`; the answer is the
+//! call's result. Cancelling the call cancels the child's work; the child
+//! closes when the call ends. Offered only while a client that declared
+//! `capabilities: ["agents"]` follows the session.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agents::{AgentAnswer, AgentDef, Announce};
+use crate::permission::Decision;
+use crate::tool::{
+    DynTool, ExternalToolSource, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError,
+};
+
+/// The tool's name.
+pub const NAME: &str = "Task";
+
+/// A session's sub-agent definitions as a tool source (the Task tool).
+pub struct AgentSource {
+    tools: Vec<Arc<dyn DynTool>>,
+    identity: String,
+}
+
+impl AgentSource {
+    /// A source for `defs`.
+    pub fn new(defs: Vec<AgentDef>) -> Self {
+        let identity = defs.iter().map(|d| format!("{}={:?}:{}", d.name, d.tools, d.description)).collect();
+        let tool = Arc::new(crate::tool::erased::Erased::new(TaskTool { defs: Arc::new(defs) })) as Arc<dyn DynTool>;
+        AgentSource { tools: vec![tool], identity }
+    }
+
+    /// What sets this source apart (sessions with the same definitions
+    /// share a tool set).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+}
+
+impl ExternalToolSource for AgentSource {
+    fn source_name(&self) -> &str {
+        "agents"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        self.tools.clone()
+    }
+}
+
+/// The Task tool, with the session's sub-agent definitions.
+#[derive(Debug, Clone)]
+pub struct TaskTool {
+    defs: Arc<Vec<AgentDef>>,
+}
+
+/// Input of Task.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskInput {
+    /// A short (3-5 word) description of the task
+    pub description: String,
+    /// The task for the agent to perform
+    pub prompt: String,
+    /// The type of specialized agent to use for this task
+    pub subagent_type: String,
+}
+
+/// What the sub-agent gave back.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskOutput {
+    /// The child session it worked in.
+    pub child_session_id: String,
+    /// Its result.
+    pub result: String,
+}
+
+impl TaskTool {
+    fn find(&self, name: &str) -> Option<&AgentDef> {
+        self.defs.iter().find(|d| d.name == name)
+    }
+}
+
+impl Tool for TaskTool {
+    type Input = TaskInput;
+    type Output = TaskOutput;
+    type Progress = ();
+
+    const NAME: &'static str = NAME;
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["Agent"]
+    }
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: true }
+    }
+
+    fn description(&self) -> String {
+        let mut text = String::from(
+            "Launches a sub-agent to handle a complex, multi-step task on its own: it works in a child \
+             session with its own context and returns one final report. Give it a complete, self-contained \
+             prompt (it does not see this conversation) and say what it should return. Several Task calls in \
+             one message run side by side.\n\nAvailable agent types:\n",
+        );
+        for d in self.defs.iter() {
+            let tools = d.tools.as_ref().map_or("all tools".to_owned(), |t| t.join(", "));
+            text.push_str(&format!("- {}: {} (Tools: {tools})\n", d.name, d.description));
+        }
+        text
+    }
+
+    fn always_load(&self) -> bool {
+        true
+    }
+
+    fn validate_input(&self, input: &TaskInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        if input.description.trim().is_empty() || input.prompt.trim().is_empty() {
+            return Err(ValidationError::new("description and prompt must not be empty"));
+        }
+        if self.find(input.subagent_type.trim()).is_none() {
+            let names: Vec<&str> = self.defs.iter().map(|d| d.name.as_str()).collect();
+            return Err(ValidationError::new(format!(
+                "no agent type {:?}; the types are: {}",
+                input.subagent_type,
+                names.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_permissions(&self, _input: &TaskInput, _ctx: &ToolContext) -> Decision {
+        // The sub-agent's calls are checked in its session, by the parent's rules.
+        Decision::Allow
+    }
+
+    fn is_concurrency_safe(&self, _input: &TaskInput) -> bool {
+        true
+    }
+
+    fn is_destructive(&self, _input: &TaskInput) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        input: TaskInput,
+        ctx: ToolContext,
+        _p: ProgressSink<()>,
+    ) -> Result<ToolOutput<TaskOutput>, ToolError> {
+        let Some(agent) = ctx.agent.clone() else {
+            return Err(ToolError::new("sub-agents are not available in this session"));
+        };
+        if !(agent.runner)() {
+            return Err(ToolError::new(
+                "no client that runs sub-agents follows this session (turn/stream with capabilities [\"agents\"])",
+            ));
+        }
+        let def = self.find(input.subagent_type.trim()).cloned().ok_or_else(|| ToolError::new("unknown agent type"))?;
+        let (child, tools) = agent.host.spawn_child(&ctx.session_id, def.tools.as_deref()).map_err(ToolError::new)?;
+        // However the call ends, the child goes with it.
+        struct Close(crate::agents::Host, String);
+        impl Drop for Close {
+            fn drop(&mut self) {
+                self.0.cancel_child(&self.1);
+                self.0.close_child(&self.1);
+            }
+        }
+        let _close = Close(agent.host.clone(), child.clone());
+        let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
+        let mut waiting = crate::agents::wait_for(&ctx.session_id, &request_id);
+        (agent.announce)(Announce {
+            request_id,
+            child_session_id: child.clone(),
+            subagent_type: def.name.clone(),
+            description: input.description,
+            prompt: input.prompt,
+            instructions: def.instructions.clone(),
+            tools,
+        });
+        let answer: AgentAnswer = tokio::select! {
+            a = &mut waiting.answer => a.map_err(|_| ToolError::new("the agent request was dropped"))?,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+        };
+        if answer.is_error {
+            return Err(ToolError::new(answer.result));
+        }
+        Ok(ToolOutput::new(TaskOutput { child_session_id: child, result: answer.result }))
+    }
+
+    fn result_content(&self, out: &TaskOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(out.result.clone())]
+    }
+
+    fn render_use(&self, input: &TaskInput) -> String {
+        format!("{}: {}", input.subagent_type, input.description)
+    }
+
+    fn render_result(&self, out: &TaskOutput) -> String {
+        let first = out.result.lines().next().unwrap_or_default();
+        first.chars().take(80).collect()
+    }
+}

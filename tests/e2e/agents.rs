@@ -1,0 +1,213 @@
+//! Sub-agents through the socket: the Task tool makes a child session and
+//! asks a client that runs agents (a `turn/stream` with capabilities
+//! `["agents"]`) to run it; the client drives the child with ordinary calls
+//! and answers with `agent/respond`. Children inherit the parent's rules
+//! and close with it; cancelling the parent's turn ends the child's work.
+
+use agentd_tests::{RawConn, TestDaemon, none_left, procs, tag, tool_use, within};
+use serde_json::{Value, json};
+
+/// A stream of `sid`'s events from a client that runs agents.
+async fn runner(d: &TestDaemon, sid: &str) -> RawConn {
+    let mut conn = d.raw().await;
+    let reply = conn.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
+    assert!(reply["result"].is_string(), "{reply}");
+    conn
+}
+
+/// The next event of a stream opened by [`runner`].
+async fn next(conn: &mut RawConn) -> Value {
+    let note = within("an event", conn.recv()).await.expect("the stream goes on");
+    note["params"]["result"].clone()
+}
+
+async fn until(conn: &mut RawConn, mut stop: impl FnMut(&Value) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let e = next(conn).await;
+        let done = stop(&e);
+        seen.push(e);
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn tasks_run_side_by_side_in_child_sessions_bound_by_the_parents_rules() {
+    let d = TestDaemon::start().await;
+    std::fs::write(d.dir.path().join("notes.txt"), "one note\n").unwrap();
+    let mut c = d.raw().await;
+    let params =
+        json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100, "permissions": { "deny": ["Bash(rm:*)"] } });
+    let sid = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+    assert!(!names(&list).contains(&"Task".to_owned()), "nobody runs agents yet");
+
+    let mut events = runner(&d, &sid).await;
+    let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+    assert!(names(&list).contains(&"Task".to_owned()), "{:?}", names(&list));
+    let task = |id: &str, what: &str| {
+        tool_use(
+            id,
+            "Task",
+            json!({ "description": what, "prompt": format!("Please {what}."), "subagent_type": "general-purpose" }),
+        )
+    };
+    let bad = tool_use("x", "Agent", json!({ "description": "d", "prompt": "p", "subagent_type": "nope" }));
+    let uses = vec![task("a", "read the notes"), task("b", "fail on purpose"), bad];
+    let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Both requests come before either is answered: side by side.
+    let mut requests = Vec::new();
+    let seen = until(&mut events, |e| {
+        if e["type"] == "agent/request" {
+            requests.push(e.clone());
+        }
+        requests.len() == 2
+    })
+    .await;
+    assert!(!seen.iter().any(|e| e["type"] == "tool/result"), "results keep request order");
+    let req = |id: &str| requests.iter().find(|r| r["tool_use_id"] == id).unwrap().clone();
+    let (a, b) = (req("a"), req("b"));
+    assert_eq!(a["subagent_type"], "general-purpose");
+    assert_eq!(a["prompt"], "Please read the notes.");
+    let child = a["child_session_id"].as_str().unwrap().to_owned();
+    assert!(!a["tools"].as_array().unwrap().iter().any(|t| t == "Task"), "no nested agents: {a}");
+
+    // The child: the parent's workspace and rules, its own session.
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["children"].as_array().unwrap().len(), 2, "{info}");
+    let child_info = c.ok("session/get", json!({ "session_id": child })).await;
+    assert_eq!(child_info["parent_session_id"], json!(sid));
+    let call = |name: &str, input: Value| json!({ "session_id": child, "name": name, "input": input });
+    let r = c.ok("tool/call", call("Read", json!({ "file_path": "notes.txt" }))).await;
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("one note"), "{r}");
+    let r = c.ok("tool/call", call("Bash", json!({ "command": "rm -f notes.txt" }))).await;
+    assert_eq!(r["is_error"], true, "the parent's deny rule binds the child: {r}");
+    assert!(d.dir.path().join("notes.txt").exists());
+    let list = c.ok("tools/list", json!({ "session_id": child })).await;
+    assert!(!names(&list).contains(&"Task".to_owned()));
+
+    let respond = |rid: &Value, result: &str, is_error: bool| json!({ "session_id": sid, "request_id": rid, "result": result, "is_error": is_error });
+    c.ok("agent/respond", respond(&a["request_id"], "Found one note.", false)).await;
+    c.ok("agent/respond", respond(&b["request_id"], "Could not do it.", true)).await;
+    let r = c.request("agent/respond", respond(&a["request_id"], "again", false)).await;
+    assert_eq!(r["error"]["code"], -32602, "answered already: {r}");
+    let rest = until(&mut events, |e| e["type"] == "turn/completed" && e["turn_id"] == json!(turn)).await;
+    let result = |id: &str| rest.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == id).unwrap().clone();
+    assert_eq!(result("a")["is_error"], false);
+    assert_eq!(result("a")["content"][0]["text"], "Found one note.");
+    assert_eq!(result("b")["is_error"], true);
+    let unknown = result("x");
+    assert!(
+        unknown["is_error"] == true && unknown["content"][0]["text"].as_str().unwrap().contains("no agent type"),
+        "{unknown}"
+    );
+    // The children close with their calls.
+    let r = c.request("session/get", json!({ "session_id": child })).await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["children"], json!([]));
+}
+
+#[tokio::test]
+async fn cancelling_the_parents_turn_ends_the_childs_work() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut events = runner(&d, &sid).await;
+    let uses = vec![tool_use(
+        "t",
+        "Task",
+        json!({ "description": "wait", "prompt": "wait", "subagent_type": "general-purpose" }),
+    )];
+    let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let seen = until(&mut events, |e| e["type"] == "agent/request").await;
+    let child = seen.last().unwrap()["child_session_id"].as_str().unwrap().to_owned();
+    let tag = tag();
+    let sleep = vec![tool_use("s", "Bash", json!({ "command": format!("sleep {tag}") }))];
+    c.ok("turn/submit", json!({ "session_id": child, "tool_uses": sleep, "end": true })).await;
+    agentd_tests::eventually("the child's command runs", || !procs(&format!("sleep {tag}")).is_empty()).await;
+    c.ok("turn/cancel", json!({ "session_id": sid, "turn_id": turn })).await;
+    none_left(&format!("sleep {tag}")).await;
+    let rest = until(&mut events, |e| e["type"] == "turn/completed").await;
+    let result = rest.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "t").unwrap();
+    assert_eq!(result["is_error"], true, "{result}");
+}
+
+#[tokio::test]
+async fn a_child_made_by_a_client_inherits_and_cannot_widen() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let parent = json!({ "cwd": d.dir.path(), "mode": "plan", "permissions": { "allow": ["Bash(make:*)"] } });
+    let sid = c.ok("session/create", parent).await["session_id"].as_str().unwrap().to_owned();
+    for (extra, field) in [
+        (json!({ "mode": "bypass" }), "mode"),
+        (json!({ "permissions": { "allow": ["Bash"] } }), "permissions"),
+        (json!({ "sandbox": { "mode": "off" } }), "sandbox"),
+    ] {
+        let mut p = json!({ "cwd": d.dir.path(), "parent_session_id": sid });
+        p.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let r = c.request("session/create", p).await;
+        assert_eq!(r["error"]["data"]["field"], field, "{r}");
+    }
+    let r = c.request("session/create", json!({ "cwd": "/", "parent_session_id": sid })).await;
+    assert_eq!(r["error"]["data"]["field"], "cwd", "outside the parent's workspace: {r}");
+    let p = json!({ "cwd": d.dir.path(), "parent_session_id": sid, "permissions": { "deny": ["Read"] } });
+    let child = c.ok("session/create", p).await["session"].clone();
+    assert_eq!(child["mode"], "plan", "{child}");
+    assert!(child["permissions"]["allow"].as_array().unwrap().iter().any(|r| r == "Bash(make:*)"), "{child}");
+    assert!(child["permissions"]["deny"].as_array().unwrap().iter().any(|r| r == "Read"), "{child}");
+    let child_id = child["session_id"].as_str().unwrap().to_owned();
+    c.ok("session/close", json!({ "session_id": sid })).await;
+    let r = c.request("session/get", json!({ "session_id": child_id })).await;
+    assert_eq!(r["error"]["code"], -32001, "closed with its parent: {r}");
+}
+
+#[test]
+fn agentctl_run_shows_an_agent_request_and_respond_agent_answers_it() {
+    use std::io::BufRead;
+    let d = agentd_tests::StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        agentd_tests::agentctl(&d.socket, &["--json", "session", "create", "--cwd", work.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let sid = serde_json::from_str::<Value>(&out).unwrap()["session_id"].as_str().unwrap().to_owned();
+    let blocks = work.path().join("turn.jsonl");
+    let task = json!({ "id": "t", "name": "Task", "input": { "description": "look", "prompt": "Look around.", "subagent_type": "general-purpose" } });
+    std::fs::write(&blocks, format!("{task}\n")).unwrap();
+    let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["run", blocks.to_str().unwrap(), "--session", &sid])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let request = loop {
+        let line = lines.next().expect("agentctl run shows the request").unwrap();
+        if let Some(rest) = line.split("respond-agent <session> ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let (code, out, err) =
+        agentd_tests::agentctl(&d.socket, &["respond-agent", &sid, &request, "--result", "All quiet here."]);
+    assert_eq!(code, 0, "{out} {err}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success());
+    assert!(rest.iter().any(|l| l.contains("All quiet here.")), "{rest:?}");
+    let (code, _, err) = agentd_tests::agentctl(&d.socket, &["respond-agent", &sid, &request, "--result", "x"]);
+    assert_eq!(code, 1, "answered already: {err}");
+}
