@@ -16,6 +16,7 @@ submit while it reads events. Errors from the daemon raise AgentdError
 import json
 import os
 import socket
+import threading
 
 __all__ = ["Agentd", "AgentdError", "default_socket"]
 
@@ -143,6 +144,35 @@ class Agentd:
                 params[key] = value
         return self.call("permission/respond", **params)
 
+    def respond_agent(self, session_id, request_id, result, is_error=False):
+        """Answers an agent/request event (a Task call) with the sub-agent's result."""
+        params = {"session_id": session_id, "request_id": request_id, "result": result}
+        if is_error:
+            params["is_error"] = True
+        return self.call("agent/respond", **params)
+
+    def _run_agent(self, session_id, event, handler):
+        with Agentd(self.path) as d:
+            try:
+                result, failed = str(handler(d, event)), False
+            except Exception as e:  # the sub-agent failed: the Task call says so
+                result, failed = f"{type(e).__name__}: {e}", True
+            try:
+                d.respond_agent(session_id, event["request_id"], result, is_error=failed)
+            except AgentdError:
+                pass  # the Task call ended meanwhile (cancelled)
+
+    def serve_agents(self, session_id, handler):
+        """Runs the session's sub-agents from now on: returns once subscribed.
+
+        The session then offers the Task tool; each agent/request event calls
+        `handler(d, event)` on a thread of its own with a fresh Agentd `d`
+        (drive the child session `event["child_session_id"]` with it,
+        running your model); what it returns is the Task call's result, an
+        exception its error. Call `.close()` on the returned object to stop.
+        """
+        return _AgentServer(self, session_id, handler)
+
     def events(self, session_id, after_seq=None, until_turn=None):
         """Yields the session's events (dicts with seq and type) from a connection of their own.
 
@@ -171,3 +201,39 @@ class Agentd:
                     return
         finally:
             conn.close()
+
+
+class _AgentServer:
+    """A stream that declares it runs agents and answers agent/request events."""
+
+    def __init__(self, agentd, session_id, handler):
+        self._conn = _Conn(agentd.path)
+        self._conn.request("turn/stream", {"session_id": session_id, "capabilities": ["agents"]})
+        self._thread = threading.Thread(target=self._loop, args=(agentd, session_id, handler), daemon=True)
+        self._thread.start()
+
+    def _loop(self, agentd, session_id, handler):
+        try:
+            while True:
+                note = self._conn.receive()
+                if note.get("method") != "turn/event":
+                    continue
+                event = note["params"]["result"]
+                if event["type"] == "agent/request":
+                    threading.Thread(
+                        target=agentd._run_agent, args=(session_id, event, handler), daemon=True
+                    ).start()
+                if event["type"] == "session/closed":
+                    return
+        except (ConnectionError, OSError, ValueError):
+            return
+
+    def close(self):
+        # Wakes the reading thread first (closing a file another thread
+        # reads would wait for it).
+        try:
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+        self._conn.close()

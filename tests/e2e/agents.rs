@@ -211,3 +211,46 @@ fn agentctl_run_shows_an_agent_request_and_respond_agent_answers_it() {
     let (code, _, err) = agentd_tests::agentctl(&d.socket, &["respond-agent", &sid, &request, "--result", "x"]);
     assert_eq!(code, 1, "answered already: {err}");
 }
+
+#[tokio::test]
+async fn agent_definitions_narrow_the_childs_tools_and_bad_ones_are_reported() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let agents = ws.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep\n---\nYou review code. Report bugs only.\n",
+    )
+    .unwrap();
+    std::fs::write(agents.join("broken.md"), "---\ndescription: no name\n---\nbody\n").unwrap();
+    let mut c = d.raw().await;
+    let created = c.ok("session/create", json!({ "cwd": ws.path() })).await;
+    let sid = created["session_id"].as_str().unwrap().to_owned();
+    let errors = created["session"]["agent_errors"].as_array().unwrap();
+    assert!(errors.len() == 1 && errors[0].as_str().unwrap().contains("broken.md"), "{errors:?}");
+    let mut events = runner(&d, &sid).await;
+    let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+    let task = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "Task").unwrap().clone();
+    assert!(
+        task["description"].as_str().unwrap().contains("- reviewer: Reviews code for bugs (Tools: Read, Grep)"),
+        "{task}"
+    );
+    let uses = vec![tool_use(
+        "r",
+        "Task",
+        json!({ "description": "review", "prompt": "Review x.rs", "subagent_type": "reviewer" }),
+    )];
+    c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+    let seen = until(&mut events, |e| e["type"] == "agent/request").await;
+    let request = seen.last().unwrap().clone();
+    assert_eq!(request["instructions"], "You review code. Report bugs only.");
+    assert_eq!(request["tools"], json!(["Grep", "Read"]), "{request}");
+    let child = request["child_session_id"].as_str().unwrap();
+    let r = c.ok("tool/call", json!({ "session_id": child, "name": "Bash", "input": { "command": "true" } })).await;
+    assert_eq!(r["is_error"], true, "the reviewer has no Bash: {r}");
+    let answer = json!({ "session_id": sid, "request_id": request["request_id"], "result": "No bugs." });
+    c.ok("agent/respond", answer).await;
+    let rest = until(&mut events, |e| e["type"] == "turn/completed").await;
+    assert!(rest.iter().any(|e| e["type"] == "tool/result" && e["content"][0]["text"] == "No bugs."));
+}

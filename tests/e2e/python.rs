@@ -42,6 +42,25 @@ with Agentd() as d:
         if event["type"] == "tool/result":
             assert not event["is_error"], event
     assert asked == ["w"] and os.path.exists("asked.txt"), asked
+    # Sub-agents: the handler runs each one in its child session.
+    def sub_agent(d2, event):
+        if "fail" in event["prompt"]:
+            raise RuntimeError("could not")
+        r = d2.tool(event["child_session_id"], "Read", file_path="hello.txt")
+        return "read: " + r["content"][0]["text"].split("\t")[1].strip()
+    uses = [
+        {"id": "s1", "name": "Task", "input": {"description": "read", "prompt": "read hello", "subagent_type": "general-purpose"}},
+        {"id": "s2", "name": "Task", "input": {"description": "fail", "prompt": "fail please", "subagent_type": "general-purpose"}},
+    ]
+    results = {}
+    agents = d.serve_agents(sid, sub_agent)
+    assert "Task" in [t["name"] for t in d.list_tools(sid)["tools"]]
+    turn = d.submit(sid, uses, end=True)
+    for event in d.events(sid, after_seq=0, until_turn=turn):
+        if event["type"] == "tool/result" and event["turn_id"] == turn:
+            results[event["tool_use_id"]] = (event["is_error"], event["content"][0]["text"])
+    agents.close()
+    assert results == {"s1": (False, "read: hello"), "s2": (True, "RuntimeError: could not")}, results
     print("ok", last_seq)
 "#;
 
