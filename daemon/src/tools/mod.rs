@@ -26,17 +26,7 @@ pub mod worktree;
 pub mod write;
 
 #[cfg(feature = "test-tools")]
-pub mod test_block;
-#[cfg(feature = "test-tools")]
-pub mod test_echo;
-#[cfg(feature = "test-tools")]
-pub mod test_external;
-#[cfg(feature = "test-tools")]
-pub mod test_flags;
-#[cfg(feature = "test-tools")]
-pub mod test_shell;
-#[cfg(feature = "test-tools")]
-pub mod test_sleep;
+pub mod testing;
 
 use std::sync::Arc;
 
@@ -78,13 +68,13 @@ pub fn builtin_registry() -> Registry {
     registry.add(web_search::WebSearch);
     #[cfg(feature = "test-tools")]
     {
-        registry.add(test_echo::TestEcho);
-        registry.add(test_sleep::TestSleep);
-        registry.add(test_shell::TestShell);
-        registry.add(test_block::TestBlock);
-        registry.add(test_flags::TestDeferred);
-        registry.add(test_flags::TestAlwaysLoad);
-        registry.add(test_flags::TestDisabled);
+        registry.add(testing::echo::TestEcho);
+        registry.add(testing::sleep::TestSleep);
+        registry.add(testing::shell::TestShell);
+        registry.add(testing::block::TestBlock);
+        registry.add(testing::flags::TestDeferred);
+        registry.add(testing::flags::TestAlwaysLoad);
+        registry.add(testing::flags::TestDisabled);
     }
     registry
 }
@@ -97,7 +87,7 @@ pub fn external_sources() -> Vec<Arc<dyn ExternalToolSource>> {
     let mut sources: Vec<Arc<dyn ExternalToolSource>> = Vec::new();
     #[cfg(feature = "test-tools")]
     if let Some(count) = std::env::var("AGENTD_TEST_EXTERNAL_TOOLS").ok().and_then(|n| n.parse().ok()) {
-        sources.push(Arc::new(test_external::SyntheticSource::new("synthetic", count)));
+        sources.push(Arc::new(testing::external::SyntheticSource::new("synthetic", count)));
     }
     sources
 }
