@@ -2,47 +2,13 @@
 //! `permission/request` events answered with `permission/respond`: allow,
 //! deny, allow_always, timeout, the client leaving, and no client at all.
 
-use agentd_tests::{EventStream, RawConn, TestDaemon, brief, tool_use, within};
+use agentd_tests::{EventStream, TestDaemon, brief, tool_use, within};
 use serde_json::{Value, json};
 
-struct Session {
-    c: RawConn,
-    id: String,
-    events: EventStream,
-}
+type Session = agentd_tests::StreamedSession;
 
 async fn session(d: &TestDaemon, extra: Value) -> Session {
-    let mut c = d.raw().await;
-    let mut params = json!({ "cwd": d.dir.path() });
-    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
-    let events = EventStream::open(&d.socket, &id, None).await.unwrap();
-    Session { c, id, events }
-}
-
-impl Session {
-    /// Submits one ended turn.
-    async fn submit(&mut self, uses: Vec<Value>) -> String {
-        let params = json!({ "session_id": self.id, "tool_uses": uses, "end": true });
-        self.c.ok("turn/submit", params).await["turn_id"].as_str().unwrap().to_owned()
-    }
-
-    /// Waits for the next `permission/request`.
-    async fn request(&mut self) -> Value {
-        let events = within("a permission request", self.events.until(|e| e["type"] == "permission/request")).await;
-        events.last().unwrap().clone()
-    }
-
-    async fn respond(&mut self, request: &Value, answer: Value) -> Value {
-        let mut params = json!({ "session_id": self.id, "request_id": request["request_id"] });
-        params.as_object_mut().unwrap().extend(answer.as_object().unwrap().clone());
-        self.c.request("permission/respond", params).await
-    }
-
-    async fn results(&mut self, turn: &str) -> Vec<Value> {
-        let events = within("the turn", self.events.until_turn_done(turn)).await;
-        events.into_iter().filter(|e| e["type"] == "tool/result").collect()
-    }
+    d.streamed_session(extra).await
 }
 
 fn text(result: &Value) -> String {
@@ -53,8 +19,8 @@ fn text(result: &Value) -> String {
 async fn an_allowed_call_waits_for_the_answer_and_then_runs() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
-    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch allowed.txt" }))]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch allowed.txt" }))]).await;
+    let request = s.permission_request().await;
     assert_eq!(request["tool_use_id"], "a");
     assert_eq!(request["tool"], "Bash");
     assert_eq!(request["input"]["command"], "touch allowed.txt");
@@ -79,8 +45,8 @@ async fn an_allowed_call_waits_for_the_answer_and_then_runs() {
 async fn a_denied_call_is_refused_with_the_users_message_and_nothing_runs() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
-    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch denied.txt" }))]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch denied.txt" }))]).await;
+    let request = s.permission_request().await;
     let r = s.respond(&request, json!({ "decision": "deny", "message": "use the Write tool" })).await;
     assert!(r.get("result").is_some(), "{r}");
     let results = s.results(&turn).await;
@@ -94,8 +60,8 @@ async fn a_denied_call_is_refused_with_the_users_message_and_nothing_runs() {
 async fn allow_always_adds_a_session_rule_so_the_next_call_runs_without_asking() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
-    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch one.txt" }))]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch one.txt" }))]).await;
+    let request = s.permission_request().await;
     let bad = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch" })).await;
     assert_eq!(bad["error"]["code"], -32602, "a malformed rule is refused: {bad}");
     let r = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch:*)" })).await;
@@ -104,12 +70,12 @@ async fn allow_always_adds_a_session_rule_so_the_next_call_runs_without_asking()
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
     assert_eq!(info["granted_rules"], json!(["Bash(touch:*)"]), "{info}");
     // The rule allows the next touch at once; a compound command still asks.
-    let turn = s.submit(vec![tool_use("b", "Bash", json!({ "command": "touch two.txt" }))]).await;
+    let turn = s.submit_ended(vec![tool_use("b", "Bash", json!({ "command": "touch two.txt" }))]).await;
     let events = within("the turn", s.events.until_turn_done(&turn)).await;
     assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
     assert!(d.dir.path().join("two.txt").exists());
-    s.submit(vec![tool_use("c", "Bash", json!({ "command": "touch three.txt && rm one.txt" }))]).await;
-    let request = s.request().await;
+    s.submit_ended(vec![tool_use("c", "Bash", json!({ "command": "touch three.txt && rm one.txt" }))]).await;
+    let request = s.permission_request().await;
     assert_eq!(request["tool_use_id"], "c");
     assert_eq!(request["suggestions"], json!([]), "no single rule covers a compound command");
     let r = s.respond(&request, json!({ "decision": "allow_always" })).await;
@@ -122,8 +88,8 @@ async fn allow_always_adds_a_session_rule_so_the_next_call_runs_without_asking()
 async fn an_unanswered_request_is_denied_after_the_timeout() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({ "permission_timeout_ms": 300 })).await;
-    let turn = s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch late.txt" }))]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch late.txt" }))]).await;
+    let request = s.permission_request().await;
     let results = s.results(&turn).await;
     assert!(text(&results[0]).contains("nobody answered"), "{results:?}");
     let late = s.respond(&request, json!({ "decision": "allow" })).await;
@@ -137,8 +103,8 @@ async fn an_unanswered_request_is_denied_after_the_timeout() {
 async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
-    s.submit(vec![tool_use("a", "Bash", json!({ "command": "touch gone.txt" }))]).await;
-    let request = s.request().await;
+    s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch gone.txt" }))]).await;
+    let request = s.permission_request().await;
     let pending = s.c.ok("session/get", json!({ "session_id": s.id })).await["pending_permissions"].clone();
     assert_eq!(pending, json!([request["request_id"]]));
     drop(s.events);
@@ -177,7 +143,7 @@ async fn other_safe_calls_keep_running_while_one_waits() {
     std::fs::write(d.dir.path().join("secret.txt"), "secret\n").unwrap();
     let mut s = session(&d, json!({ "permissions": { "ask": ["Read(./secret.txt)"] } })).await;
     let turn = s
-        .submit(vec![
+        .submit_ended(vec![
             tool_use("a", "Read", json!({ "file_path": d.dir.path().join("secret.txt") })),
             tool_use("b", "Read", json!({ "file_path": d.dir.path().join("inside.txt") })),
         ])
@@ -186,7 +152,7 @@ async fn other_safe_calls_keep_running_while_one_waits() {
     let before = within("b to start", s.events.until(|e| e["type"] == "tool/started" && e["tool_use_id"] == "b")).await;
     let request = match before.iter().find(|e| e["type"] == "permission/request").cloned() {
         Some(r) => r,
-        None => s.request().await,
+        None => s.permission_request().await,
     };
     assert_eq!(request["tool_use_id"], "a");
     assert!(request["reason"].as_str().unwrap().contains("Read(./secret.txt)"), "{request}");
@@ -250,22 +216,22 @@ async fn plan_mode_tools_switch_the_mode_and_leaving_needs_the_plan_approved() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({ "mode": "accept_edits" })).await;
     let mode = async |s: &mut Session| s.c.ok("session/get", json!({ "session_id": s.id })).await["mode"].clone();
-    let turn = s.submit(vec![tool_use("p", "EnterPlanMode", json!({}))]).await;
+    let turn = s.submit_ended(vec![tool_use("p", "EnterPlanMode", json!({}))]).await;
     assert_eq!(s.results(&turn).await[0]["is_error"], false);
     assert_eq!(mode(&mut s).await, "plan");
     let write = json!({ "file_path": d.dir.path().join("w.txt"), "content": "x" });
-    let turn = s.submit(vec![tool_use("w", "Write", write.clone())]).await;
+    let turn = s.submit_ended(vec![tool_use("w", "Write", write.clone())]).await;
     assert!(text(&s.results(&turn).await[0]).contains("plan mode"));
     let plan = json!({ "plan": "1. Write w.txt\n2. Check it" });
-    let turn = s.submit(vec![tool_use("x1", "ExitPlanMode", plan.clone())]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("x1", "ExitPlanMode", plan.clone())]).await;
+    let request = s.permission_request().await;
     assert_eq!((request["tool"].clone(), request["input"].clone()), (json!("ExitPlanMode"), plan.clone()));
     assert_eq!(request["render"], "Plan: 1. Write w.txt");
     s.respond(&request, json!({ "decision": "deny", "message": "also add a test" })).await;
     assert!(text(&s.results(&turn).await[0]).contains("also add a test"));
     assert_eq!(mode(&mut s).await, "plan", "a refused plan stays in plan mode");
-    let turn = s.submit(vec![tool_use("x2", "ExitPlanMode", plan), tool_use("w2", "Write", write)]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("x2", "ExitPlanMode", plan), tool_use("w2", "Write", write)]).await;
+    let request = s.permission_request().await;
     s.respond(&request, json!({ "decision": "allow" })).await;
     let results = s.results(&turn).await;
     assert_eq!(results[0]["is_error"], false, "{results:?}");
@@ -283,7 +249,7 @@ async fn a_command_over_the_complexity_limit_is_denied_even_in_bypass_and_the_da
     let deep = format!("{}touch deep{}", "(".repeat(5000), ")".repeat(5000));
     let many = "true && ".repeat(600) + "touch many";
     let turn = s
-        .submit(vec![
+        .submit_ended(vec![
             tool_use("a", "Bash", json!({ "command": deep })),
             tool_use("b", "Bash", json!({ "command": many })),
         ])
@@ -321,8 +287,8 @@ async fn ask_user_question_goes_to_the_client_in_every_mode_and_returns_the_answ
         "question": q, "header": "Database", "multiSelect": false,
         "options": [{ "label": "Postgres", "description": "one server" }, { "label": "SQLite", "description": "a file" }],
     }] });
-    let turn = s.submit(vec![tool_use("q1", "AskUserQuestion", input.clone())]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("q1", "AskUserQuestion", input.clone())]).await;
+    let request = s.permission_request().await;
     assert_eq!((request["tool"].clone(), request["input"].clone()), (json!("AskUserQuestion"), input.clone()));
     assert_eq!(request["suggestions"], json!([]), "an answer cannot be granted for ever");
     let r = s.respond(&request, json!({ "decision": "allow", "answers": { q: "SQLite" } })).await;
@@ -331,8 +297,8 @@ async fn ask_user_question_goes_to_the_client_in_every_mode_and_returns_the_answ
     assert_eq!(result["is_error"], false, "{result}");
     assert!(text(result).contains(&format!("{q} → SQLite")), "{result}");
     // Allowed without answers: the model hears that nobody answered.
-    let turn = s.submit(vec![tool_use("q2", "AskUserQuestion", input)]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("q2", "AskUserQuestion", input)]).await;
+    let request = s.permission_request().await;
     s.respond(&request, json!({ "decision": "allow" })).await;
     assert!(text(&s.results(&turn).await[0]).contains("did not answer"));
     let bad = json!({ "questions": [{ "question": "Only one option?", "options": [{ "label": "yes" }] }] });
@@ -348,15 +314,15 @@ async fn a_read_outside_the_workspace_asks_and_once_allowed_reads_that_file() {
     std::fs::write(dir.join("notes.txt"), "outside notes\n").unwrap();
     std::fs::write(dir.join("more.txt"), "more notes\n").unwrap();
     let mut s = session(&d, json!({})).await;
-    let turn = s.submit(vec![tool_use("r", "Read", json!({ "file_path": dir.join("notes.txt") }))]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("r", "Read", json!({ "file_path": dir.join("notes.txt") }))]).await;
+    let request = s.permission_request().await;
     assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
     assert_eq!(request["suggestions"], json!([format!("Read(/{}/**)", dir.display())]), "{request}");
     s.respond(&request, json!({ "decision": "allow_always" })).await;
     let result = &s.results(&turn).await[0];
     assert!(text(result).contains("outside notes"), "{result}");
     // The granted rule covers the directory: the next read runs at once.
-    let turn = s.submit(vec![tool_use("m", "Read", json!({ "file_path": dir.join("more.txt") }))]).await;
+    let turn = s.submit_ended(vec![tool_use("m", "Read", json!({ "file_path": dir.join("more.txt") }))]).await;
     let events = within("the turn", s.events.until_turn_done(&turn)).await;
     assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
     assert!(events.iter().any(|e| e["type"] == "tool/result" && text(e).contains("more notes")), "{events:?}");
@@ -398,15 +364,16 @@ async fn an_edit_outside_the_workspace_asks_even_in_accept_edits_and_writes_once
     let outside = tempfile::tempdir().unwrap();
     let file = std::fs::canonicalize(outside.path()).unwrap().join("out.txt");
     let mut s = session(&d, json!({ "mode": "accept_edits" })).await;
-    let turn = s.submit(vec![tool_use("w", "Write", json!({ "file_path": file, "content": "approved\n" }))]).await;
-    let request = s.request().await;
+    let turn =
+        s.submit_ended(vec![tool_use("w", "Write", json!({ "file_path": file, "content": "approved\n" }))]).await;
+    let request = s.permission_request().await;
     assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
     assert!(!file.exists());
     s.respond(&request, json!({ "decision": "allow" })).await;
     assert_eq!(s.results(&turn).await[0]["is_error"], false);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "approved\n");
     // Inside the workspace accept_edits still writes without asking.
-    let turn = s.submit(vec![tool_use("i", "Write", json!({ "file_path": "in.txt", "content": "x" }))]).await;
+    let turn = s.submit_ended(vec![tool_use("i", "Write", json!({ "file_path": "in.txt", "content": "x" }))]).await;
     let events = within("the turn", s.events.until_turn_done(&turn)).await;
     assert!(events.iter().all(|e| e["type"] != "permission/request"), "{events:?}");
 }
@@ -419,13 +386,13 @@ async fn a_search_outside_the_workspace_asks_and_once_allowed_searches_there() {
     std::fs::write(dir.join("a.txt"), "needle here\n").unwrap();
     let mut s = session(&d, json!({})).await;
     let turn = s
-        .submit(vec![
+        .submit_ended(vec![
             tool_use("g", "Grep", json!({ "pattern": "needle", "path": dir })),
             tool_use("f", "Glob", json!({ "pattern": "*.txt", "path": dir })),
         ])
         .await;
     for _ in 0..2 {
-        let request = s.request().await;
+        let request = s.permission_request().await;
         assert!(request["reason"].as_str().unwrap().contains("outside the workspace"), "{request}");
         s.respond(&request, json!({ "decision": "allow" })).await;
     }
@@ -438,8 +405,8 @@ async fn cancelling_a_call_that_waits_for_permission_refuses_it_even_if_it_block
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
     let input = json!({ "command": "touch blocked.txt", "on_interrupt": "block" });
-    let turn = s.submit(vec![tool_use("b", "Bash", input)]).await;
-    let request = s.request().await;
+    let turn = s.submit_ended(vec![tool_use("b", "Bash", input)]).await;
+    let request = s.permission_request().await;
     let r = s.c.ok("turn/cancel", json!({ "session_id": s.id, "turn_id": turn })).await;
     assert_eq!(r["cancelled"], json!(["b"]), "{r}");
     let result = &s.results(&turn).await[0];

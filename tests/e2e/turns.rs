@@ -7,29 +7,10 @@ use std::time::{Duration, Instant};
 use agentd_tests::{EventStream, RawConn, TestDaemon, brief, tool_use, within};
 use serde_json::{Value, json};
 
-struct Session {
-    c: RawConn,
-    id: String,
-    events: EventStream,
-}
+type Session = agentd_tests::StreamedSession;
 
 async fn session(d: &TestDaemon, extra: Value) -> Session {
-    let mut c = d.raw().await;
-    let mut params = json!({ "cwd": d.dir.path() });
-    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
-    let events = EventStream::open(&d.socket, &id, None).await.unwrap();
-    Session { c, id, events }
-}
-
-impl Session {
-    async fn submit(&mut self, turn: Option<&str>, uses: Vec<Value>, end: bool) -> String {
-        let mut params = json!({ "session_id": self.id, "tool_uses": uses, "end": end });
-        if let Some(t) = turn {
-            params["turn_id"] = json!(t);
-        }
-        self.c.ok("turn/submit", params).await["turn_id"].as_str().unwrap().to_owned()
-    }
+    d.streamed_session(extra).await
 }
 
 fn sleep(id: &str, ms: u64, safe: bool) -> Value {

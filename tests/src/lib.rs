@@ -445,3 +445,62 @@ pub fn tag() -> String {
 fn rand_digits() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() % 1_000_000
 }
+
+/// A session on a test daemon's directory, with its event stream open
+/// from the start (the e2e tests' usual pair).
+pub struct StreamedSession {
+    /// A connection for requests.
+    pub c: RawConn,
+    /// The session's id.
+    pub id: String,
+    /// Its events.
+    pub events: EventStream,
+}
+
+impl TestDaemon {
+    /// Opens a session on the daemon's directory (`extra` adds
+    /// `session/create` params) and subscribes to its events.
+    pub async fn streamed_session(&self, extra: Value) -> StreamedSession {
+        let mut c = self.raw().await;
+        let mut params = json!({ "cwd": self.dir.path() });
+        params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+        let events = EventStream::open(&self.socket, &id, None).await.unwrap();
+        StreamedSession { c, id, events }
+    }
+}
+
+impl StreamedSession {
+    /// `turn/submit`: `uses` added to `turn` (a new turn when `None`).
+    pub async fn submit(&mut self, turn: Option<&str>, uses: Vec<Value>, end: bool) -> String {
+        let mut params = json!({ "session_id": self.id, "tool_uses": uses, "end": end });
+        if let Some(t) = turn {
+            params["turn_id"] = json!(t);
+        }
+        self.c.ok("turn/submit", params).await["turn_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Submits one ended turn.
+    pub async fn submit_ended(&mut self, uses: Vec<Value>) -> String {
+        self.submit(None, uses, true).await
+    }
+
+    /// Waits for the next `permission/request`.
+    pub async fn permission_request(&mut self) -> Value {
+        let events = within("a permission request", self.events.until(|e| e["type"] == "permission/request")).await;
+        events.last().unwrap().clone()
+    }
+
+    /// `permission/respond` to `request` with `answer`'s fields.
+    pub async fn respond(&mut self, request: &Value, answer: Value) -> Value {
+        let mut params = json!({ "session_id": self.id, "request_id": request["request_id"] });
+        params.as_object_mut().unwrap().extend(answer.as_object().unwrap().clone());
+        self.c.request("permission/respond", params).await
+    }
+
+    /// The `tool/result` events of `turn`, up to its end.
+    pub async fn results(&mut self, turn: &str) -> Vec<Value> {
+        let events = within("the turn", self.events.until_turn_done(turn)).await;
+        events.into_iter().filter(|e| e["type"] == "tool/result").collect()
+    }
+}
