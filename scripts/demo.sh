@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --locked -p agentd -p agentd-client
+cargo build --release --locked -p agentd -p agentctl
 bin="$PWD/target/release"
 run="$(mktemp -d)"
 export AGENTD_SOCKET="$run/agentd.sock"

@@ -14,8 +14,6 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod cli;
-pub mod mcp_bridge;
 mod transport;
 
 use std::path::{Path, PathBuf};

@@ -18,7 +18,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_rust_file_opens_with_a_module_doc_comment() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    for crate_dir in ["protocol", "daemon", "client", "tests"] {
+    for crate_dir in ["protocol", "daemon", "client", "agentctl", "tests"] {
         rust_files(&root.join(crate_dir), &mut files);
     }
     assert!(files.len() > 10, "found only {} files", files.len());
@@ -59,4 +59,23 @@ fn the_daemon_serves_exactly_the_documented_methods() {
     for name in &served {
         assert!(docs.contains(&format!("`{name}`")), "{name} is not in docs/protocol.md");
     }
+}
+
+/// The client library editors and scripts link carries no terminal or MCP
+/// server dependencies (those are agentctl's), and the test tools stay in
+/// their own module behind the test-tools feature.
+#[test]
+fn the_client_library_stays_lean_and_test_tools_stay_apart() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = std::fs::read_to_string(root.join("client/Cargo.toml")).unwrap();
+    let normal = manifest.split("[dev-dependencies]").next().unwrap();
+    for heavy in ["clap", "indicatif", "rmcp"] {
+        assert!(!normal.lines().any(|l| l.trim_start().starts_with(heavy)), "agentd-client depends on {heavy}");
+    }
+    let tools = std::fs::read_dir(root.join("daemon/src/tools")).unwrap();
+    let strays: Vec<String> = tools
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("test_"))
+        .collect();
+    assert!(strays.is_empty(), "test tools outside tools/testing/: {strays:?}");
 }

@@ -4,13 +4,15 @@
 //! Every command prints text for people, or with `--json` one JSON object a
 //! script can parse. Exit codes are stable: see `EXIT CODES` in `--help`.
 
-use crate::protocol::permission::{PermissionDecision, PermissionRespondParams};
+use agentd_client::protocol::permission::{PermissionDecision, PermissionRespondParams};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::protocol::session::{PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions};
-use crate::protocol::turn::EventKind;
-use crate::{Client, ClientError};
+use agentd_client::protocol::session::{
+    PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions,
+};
+use agentd_client::protocol::turn::EventKind;
+use agentd_client::{Client, ClientError};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -296,7 +298,7 @@ pub fn main() -> ExitCode {
         }
         _ => {}
     }
-    let socket = cli.socket.clone().unwrap_or_else(crate::default_socket_path);
+    let socket = cli.socket.clone().unwrap_or_else(agentd_client::default_socket_path);
     match runtime.block_on(run(&cli, &socket)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Client(ClientError::Connect { path, source })) => {
@@ -352,7 +354,7 @@ enum Failure {
 
 /// Tool-use blocks from a file or stdin, one JSON object a line; blocks
 /// without an id get `t1`, `t2`, ….
-fn read_tool_uses(file: &str) -> Result<Vec<crate::protocol::turn::ToolUse>, Failure> {
+fn read_tool_uses(file: &str) -> Result<Vec<agentd_client::protocol::turn::ToolUse>, Failure> {
     let text = if file == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -368,7 +370,7 @@ fn read_tool_uses(file: &str) -> Result<Vec<crate::protocol::turn::ToolUse>, Fai
         if value.get("id").is_none() {
             value["id"] = serde_json::json!(format!("t{}", uses.len() + 1));
         }
-        let tu: crate::protocol::turn::ToolUse = serde_json::from_value(value)
+        let tu: agentd_client::protocol::turn::ToolUse = serde_json::from_value(value)
             .map_err(|e| Failure::Local(format!("line {}: not a tool_use block: {e}", n + 1)))?;
         uses.push(tu);
     }
@@ -381,7 +383,7 @@ async fn run_turn(
     cli: &Cli,
     client: &Client,
     session: &str,
-    uses: Vec<crate::protocol::turn::ToolUse>,
+    uses: Vec<agentd_client::protocol::turn::ToolUse>,
     answering: Answering,
 ) -> Result<bool, Failure> {
     // Listen for Ctrl+C before the turn exists: its commands may start
@@ -391,14 +393,15 @@ async fn run_turn(
         .map_err(|e| Failure::Local(format!("listening for Ctrl+C: {e}")))?;
     // agentctl runs no model, but it shows an agent/request with how to
     // answer it (agentctl respond-agent) and waits for the answer.
-    let mut events = client.stream_with(session, None, None, &[crate::protocol::agent::AGENTS_CAPABILITY]).await?;
-    let params = crate::protocol::turn::TurnSubmitParams {
+    let mut events =
+        client.stream_with(session, None, None, &[agentd_client::protocol::agent::AGENTS_CAPABILITY]).await?;
+    let params = agentd_client::protocol::turn::TurnSubmitParams {
         session_id: session.to_owned(),
         turn_id: None,
         tool_uses: uses,
         end: true,
     };
-    let turn = client.call::<crate::protocol::methods::TurnSubmit>(params).await?.turn_id;
+    let turn = client.call::<agentd_client::protocol::methods::TurnSubmit>(params).await?.turn_id;
     let mut failed = false;
     let mut interrupted = false;
     let paint = Paint::for_stdout();
@@ -418,12 +421,12 @@ async fn run_turn(
                 }
                 interrupted = true;
                 eprintln!("agentctl: cancelling the turn (Ctrl+C again to quit)");
-                let params = crate::protocol::turn::TurnCancelParams {
+                let params = agentd_client::protocol::turn::TurnCancelParams {
                     session_id: session.to_owned(),
                     turn_id: Some(turn.clone()),
                     tool_use_id: None,
                 };
-                client.call::<crate::protocol::methods::TurnCancel>(params).await?;
+                client.call::<agentd_client::protocol::methods::TurnCancel>(params).await?;
                 continue;
             }
         };
@@ -447,7 +450,7 @@ async fn run_turn(
                     let mark = if *is_error { paint.red("✗") } else { paint.green("✓") };
                     say(format!("{mark} {tool_use_id}: {render}"));
                     for block in content {
-                        if let crate::protocol::tools::ContentBlock::Text { text } = block {
+                        if let agentd_client::protocol::tools::ContentBlock::Text { text } = block {
                             for line in text.lines() {
                                 say(format!("    {line}"));
                             }
@@ -498,7 +501,7 @@ async fn run_turn(
                 message,
                 answers,
             };
-            if let Err(e) = client.call::<crate::protocol::methods::PermissionRespond>(params).await {
+            if let Err(e) = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await {
                 eprintln!("agentctl: answering {request_id}: {e}");
             }
         }
@@ -662,7 +665,7 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
 }
 
 /// One line for an event, as a person reads it.
-fn describe(event: &crate::protocol::turn::Event) -> String {
+fn describe(event: &agentd_client::protocol::turn::Event) -> String {
     match &event.kind {
         EventKind::ToolQueued { tool_use_id, render, .. } => format!("queued    {tool_use_id}  {render}"),
         EventKind::ToolStarted { tool_use_id, render, .. } => format!("executing {tool_use_id}  {render}"),
@@ -684,9 +687,9 @@ fn describe(event: &crate::protocol::turn::Event) -> String {
             let mut text = format!("tasks     {} task(s)", tasks.len());
             for t in tasks {
                 let mark = match t.status {
-                    crate::protocol::session::TodoStatus::Pending => "[ ]",
-                    crate::protocol::session::TodoStatus::InProgress => "[~]",
-                    crate::protocol::session::TodoStatus::Completed => "[x]",
+                    agentd_client::protocol::session::TodoStatus::Pending => "[ ]",
+                    agentd_client::protocol::session::TodoStatus::InProgress => "[~]",
+                    agentd_client::protocol::session::TodoStatus::Completed => "[x]",
                 };
                 text.push_str(&format!("\n          {mark} #{} {}", t.id, t.subject));
             }
@@ -795,8 +798,8 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             } else {
                 for block in &result.content {
                     match block {
-                        crate::protocol::tools::ContentBlock::Text { text } => print!("{text}"),
-                        crate::protocol::tools::ContentBlock::Image { source } => {
+                        agentd_client::protocol::tools::ContentBlock::Text { text } => print!("{text}"),
+                        agentd_client::protocol::tools::ContentBlock::Image { source } => {
                             println!("[image {} ({} bytes of base64)]", source.media_type, source.data.len())
                         }
                     }
@@ -852,12 +855,12 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
         }
         Command::Completions { .. } | Command::Man => {}
         Command::Cancel { session, turn, tool } => {
-            let params = crate::protocol::turn::TurnCancelParams {
+            let params = agentd_client::protocol::turn::TurnCancelParams {
                 session_id: session.clone(),
                 turn_id: turn.clone(),
                 tool_use_id: tool.clone(),
             };
-            let result = client.call::<crate::protocol::methods::TurnCancel>(params).await?;
+            let result = client.call::<agentd_client::protocol::methods::TurnCancel>(params).await?;
             if cli.json {
                 print_json(&result);
             } else if result.cancelled.is_empty() {
@@ -886,7 +889,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 message: message.clone(),
                 answers: (!given.is_empty()).then_some(given),
             };
-            let result = client.call::<crate::protocol::methods::PermissionRespond>(params).await?;
+            let result = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await?;
             if cli.json {
                 print_json(&result);
             } else if let Some(rule) = &result.rule_added {
@@ -896,13 +899,13 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             }
         }
         Command::RespondAgent { session, request_id, result, error } => {
-            let params = crate::protocol::agent::AgentRespondParams {
+            let params = agentd_client::protocol::agent::AgentRespondParams {
                 session_id: session.clone(),
                 request_id: request_id.clone(),
                 result: result.clone(),
                 is_error: error.then_some(true),
             };
-            let answered = client.call::<crate::protocol::methods::AgentRespond>(params).await?;
+            let answered = client.call::<agentd_client::protocol::methods::AgentRespond>(params).await?;
             if cli.json {
                 print_json(&answered);
             } else {
@@ -959,7 +962,7 @@ fn wire<T: serde::Serialize>(value: &T) -> String {
 /// `agentctl mcp list`.
 async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) -> Result<(), Failure> {
     let Some(id) = session else {
-        let list = client.call::<crate::protocol::methods::McpList>(Default::default()).await?;
+        let list = client.call::<agentd_client::protocol::methods::McpList>(Default::default()).await?;
         if cli.json {
             print_json(&list);
             return Ok(());

@@ -21,7 +21,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, ListToolsResult, Pagi
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 
-use crate::Client;
+use agentd_client::Client;
 
 /// One call in flight: where its progress and questions go.
 struct Route {
