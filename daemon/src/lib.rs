@@ -36,6 +36,40 @@ pub use server::Daemon;
 
 use tokio_util::sync::CancellationToken;
 
+/// The composition root: the session manager with its store (on disk, or
+/// in memory for `--ephemeral`), the built-in tool registry, external tool
+/// sources, the MCP pool, and itself as the Task tool's host.
+pub fn compose_sessions(
+    config: &Config,
+    root: CancellationToken,
+    tracker: tokio_util::task::TaskTracker,
+    sandbox: std::sync::Arc<sandbox::Facility>,
+) -> Result<std::sync::Arc<session::SessionManager>, DaemonError> {
+    use std::sync::Arc;
+    let store: Arc<dyn store::Store> = if config.persist {
+        Arc::new(
+            store::DiskStore::open(&config.state_dir, config.store_limits)
+                .map_err(|e| DaemonError::io("open the session store in", &config.state_dir, e))?,
+        )
+    } else {
+        Arc::new(store::MemoryStore::default())
+    };
+    let sessions = session::SessionManager::new(
+        root,
+        store,
+        config.max_tool_concurrency,
+        Arc::new(tools::builtin_registry()),
+        tools::external_sources(),
+        tracker,
+        config.state_dir.clone(),
+        sandbox,
+    )
+    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.join("mcp-tools")))));
+    let sessions = Arc::new(sessions);
+    sessions.install_agent_host();
+    Ok(sessions)
+}
+
 /// Binds, tells systemd the daemon is ready, serves until `shutdown` is
 /// cancelled, then tells systemd it is stopping and cleans up.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), DaemonError> {

@@ -79,3 +79,19 @@ fn the_client_library_stays_lean_and_test_tools_stay_apart() {
         .collect();
     assert!(strays.is_empty(), "test tools outside tools/testing/: {strays:?}");
 }
+
+/// The server is transport only: it reaches sessions through `Session`'s
+/// methods, never the executor or the tools below them.
+#[test]
+fn the_server_calls_nothing_below_the_session() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/src/server");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() > 5, "found only {} files", files.len());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for needle in ["crate::executor", "crate::tools", ".executor"] {
+            assert!(!text.contains(needle), "{} mentions {needle}", file.display());
+        }
+    }
+}

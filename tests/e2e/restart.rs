@@ -162,14 +162,15 @@ fn writes_killed_mid_way_leave_no_temporary_file() {
         let mut c = RawConn::connect(&d.socket).await;
         let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         let big = "x".repeat(4 * 1024 * 1024);
-        // Writes back to back, on a connection of their own.
+        // Writes back to back, on a connection of their own, until one is
+        // caught in progress (a loaded machine may miss a few).
         let socket = d.socket.clone();
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let Ok(mut w) = tokio::net::UnixStream::connect(&socket).await else { return };
-            for i in 0..10 {
+            for i in 0..60 {
                 let line = json!({ "jsonrpc": "2.0", "id": 1000 + i, "method": "tool/call",
-                    "params": { "session_id": id, "name": "Write", "input": { "file_path": format!("f{i}.txt"), "content": big } } });
+                    "params": { "session_id": id, "name": "Write", "input": { "file_path": format!("f{}.txt", i % 10), "content": big } } });
                 if w.write_all(format!("{line}\n").as_bytes()).await.is_err() {
                     return;
                 }

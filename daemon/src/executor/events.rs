@@ -254,6 +254,20 @@ impl EventLog {
         Ok(inner.events.iter().skip(skip).map(|(e, _)| e.clone()).take_while(|e| e.seq <= committed).collect())
     }
 
+    /// Follows the log: the events after `after_seq` (only new ones when
+    /// `None`), then each new one as it comes, catching up from the log
+    /// when the live channel ran ahead; ends after `session/closed`.
+    pub fn follow(self: &Arc<Self>, after_seq: Option<u64>) -> Result<Follow, ReplayError> {
+        let sub = self.subscribe(after_seq)?;
+        Ok(Follow {
+            log: self.clone(),
+            last: after_seq.unwrap_or(sub.last_seq),
+            backlog: sub.replay.into(),
+            receiver: sub.receiver,
+            ended: false,
+        })
+    }
+
     /// Counts a stream whose client runs sub-agents while the returned
     /// guard lives.
     pub fn agent_runner(self: &Arc<Self>) -> AgentRunner {
@@ -295,6 +309,52 @@ fn committed(inner: &LogInner) -> u64 {
 
 /// An open batch of a log; it ends when dropped.
 pub struct Batch<'a>(&'a EventLog);
+
+/// A subscriber's view of the log ([`EventLog::follow`]): replay, then
+/// live events, in `seq` order with no gap and no repeat.
+pub struct Follow {
+    log: Arc<EventLog>,
+    last: u64,
+    backlog: VecDeque<Arc<Event>>,
+    receiver: broadcast::Receiver<Arc<Event>>,
+    ended: bool,
+}
+
+impl Follow {
+    /// The next event, or `None` once the session closed (after its
+    /// `session/closed`) or the subscriber fell further behind than the log
+    /// keeps.
+    pub async fn next(&mut self) -> Option<Arc<Event>> {
+        loop {
+            if self.ended {
+                return None;
+            }
+            while let Some(event) = self.backlog.pop_front() {
+                if event.seq <= self.last {
+                    continue;
+                }
+                self.last = event.seq;
+                self.ended = matches!(event.kind, EventKind::SessionClosed {});
+                return Some(event);
+            }
+            if self.log.is_closed() && self.last >= self.log.last_seq() {
+                return None;
+            }
+            match self.receiver.recv().await {
+                Ok(event) => self.backlog.push_back(event),
+                // Fell behind the live channel: catch up from the log.
+                Err(broadcast::error::RecvError::Lagged(_)) => match self.log.since(self.last) {
+                    Ok(events) => self.backlog = events.into(),
+                    Err(e) => {
+                        tracing::warn!("stream subscriber fell too far behind: {e}");
+                        return None;
+                    }
+                },
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
 
 /// A stream that runs sub-agents, counted while it lives.
 pub struct AgentRunner(Arc<EventLog>);

@@ -28,7 +28,6 @@ use tracing::Instrument;
 use crate::config::Config;
 use crate::error::DaemonError;
 use crate::session::SessionManager;
-use crate::store::{DiskStore, MemoryStore};
 
 /// What the RPC methods see: the daemon's state.
 pub struct DaemonState {
@@ -41,7 +40,7 @@ pub struct DaemonState {
     /// Persistent state directory.
     pub state_dir: PathBuf,
     /// Open sessions.
-    pub sessions: SessionManager,
+    pub sessions: Arc<SessionManager>,
     /// Connections open now.
     pub connections: AtomicU64,
     /// Connections accepted since start.
@@ -50,29 +49,6 @@ pub struct DaemonState {
     pub tracker: TaskTracker,
     /// What the Bash sandbox can do here.
     pub sandbox: Arc<crate::sandbox::Facility>,
-}
-
-/// The daemon's sessions as the Task tool's host (weakly: the state owns
-/// the sessions, which own their executors, which hold this).
-struct AgentHost(std::sync::Weak<DaemonState>);
-
-impl crate::agents::AgentHost for AgentHost {
-    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
-        let state = self.0.upgrade().ok_or("the daemon is stopping")?;
-        state.sessions.spawn_child(parent, tools)
-    }
-
-    fn cancel_child(&self, child: &str) {
-        if let Some(state) = self.0.upgrade() {
-            state.sessions.cancel_all(child);
-        }
-    }
-
-    fn close_child(&self, child: &str) {
-        if let Some(state) = self.0.upgrade() {
-            let _ = state.sessions.close(child);
-        }
-    }
 }
 
 /// What every connection shares.
@@ -168,30 +144,12 @@ impl Daemon {
             socket: socket.path.clone(),
             activated: socket.activated,
             state_dir: config.state_dir.clone(),
-            sessions: SessionManager::new(
-                root.clone(),
-                if config.persist {
-                    Arc::new(
-                        DiskStore::open(&config.state_dir, config.store_limits)
-                            .map_err(|e| DaemonError::io("open the session store in", &config.state_dir, e))?,
-                    )
-                } else {
-                    Arc::new(MemoryStore::default())
-                },
-                config.max_tool_concurrency,
-                Arc::new(crate::tools::builtin_registry()),
-                crate::tools::external_sources(),
-                tracker.clone(),
-                config.state_dir.clone(),
-                sandbox.clone(),
-            )
-            .with_mcp_pool(Arc::new(crate::mcp::Pool::new(config.persist.then(|| config.state_dir.join("mcp-tools"))))),
+            sessions: crate::compose_sessions(&config, root.clone(), tracker.clone(), sandbox.clone())?,
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             tracker: tracker.clone(),
             sandbox,
         });
-        state.sessions.set_agent_host(Arc::new(AgentHost(Arc::downgrade(&state))));
         let restored = state.sessions.restore();
         if restored > 0 {
             tracing::info!(sessions = restored, "sessions restored from {}", config.state_dir.display());

@@ -1,6 +1,10 @@
 //! Sessions: a workspace, its configuration, and the cancellation node under
 //! which all of its work runs (daemon → session → turn → call).
 
+pub use crate::executor::TurnError;
+pub use crate::executor::events::{AgentRunner, Follow, ReplayError};
+pub use crate::permission::ask::RespondError;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,11 +100,94 @@ impl Session {
         }
     }
 
+    /// `turn/submit`: adds tool uses to a turn; they start at once.
+    pub fn submit(
+        &self,
+        turn_id: Option<String>,
+        uses: Vec<agentd_protocol::turn::ToolUse>,
+        end: bool,
+    ) -> Result<String, TurnError> {
+        self.executor.submit(turn_id, uses, end)
+    }
+
+    /// `tool/call`: one call, through the same path as a turn's.
+    pub async fn call(
+        &self,
+        name: &str,
+        input: serde_json::Value,
+        tool_use_id: Option<String>,
+    ) -> Result<agentd_protocol::tools::ToolCallResult, TurnError> {
+        self.executor.call(name, input, tool_use_id).await
+    }
+
+    /// `turn/cancel`: one call, one turn, or everything.
+    pub fn cancel(&self, turn_id: Option<&str>, tool_use_id: Option<&str>) -> Result<Vec<String>, TurnError> {
+        self.executor.cancel(turn_id, tool_use_id)
+    }
+
+    /// `turn/discard`: drops a turn's calls.
+    pub fn discard(&self, turn_id: &str) -> Result<Vec<String>, TurnError> {
+        self.executor.discard(turn_id)
+    }
+
+    /// `permission/respond`: answers a permission request; the rule added,
+    /// if any.
+    pub fn respond(
+        &self,
+        params: &agentd_protocol::permission::PermissionRespondParams,
+    ) -> Result<Option<String>, RespondError> {
+        self.executor.respond(params)
+    }
+
+    /// `agent/respond`: answers one of this session's agent requests.
+    pub fn respond_agent(&self, request_id: &str, result: String, is_error: bool) -> Result<(), String> {
+        crate::agents::respond(&self.info.session_id, request_id, crate::agents::AgentAnswer { result, is_error })
+    }
+
+    /// `turn/stream`: the session's events after `after_seq`, then live;
+    /// with `runs_agents`, the subscriber counts as a client that runs
+    /// sub-agents (Task is offered) while the returned guard lives.
+    pub fn follow(
+        &self,
+        after_seq: Option<u64>,
+        runs_agents: bool,
+    ) -> Result<(Follow, Option<AgentRunner>), ReplayError> {
+        let log = self.executor.events();
+        let follow = log.follow(after_seq)?;
+        Ok((follow, runs_agents.then(|| log.agent_runner())))
+    }
+
+    /// The MCP-style hints of one of the session's tools.
+    pub fn hints(&self, name: &str) -> Option<agentd_protocol::tools::ToolHints> {
+        self.tools.find(name).map(|t| t.hints())
+    }
+
     /// `tools/list` for this session: Task only while a client that runs
     /// sub-agents follows it.
     pub fn tools_list(&self) -> ToolsListResult {
         let runner = self.executor.events().has_agent_runner();
         self.executor.with_context(|ctx| self.tools.list_where(ctx, |name| runner || name != crate::tools::task::NAME))
+    }
+}
+
+/// The session manager as the Task tool's host.
+struct ChildMaker(std::sync::Weak<SessionManager>);
+
+impl crate::agents::AgentHost for ChildMaker {
+    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
+        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, tools)
+    }
+
+    fn cancel_child(&self, child: &str) {
+        if let Some(sessions) = self.0.upgrade() {
+            sessions.cancel_all(child);
+        }
+    }
+
+    fn close_child(&self, child: &str) {
+        if let Some(sessions) = self.0.upgrade() {
+            let _ = sessions.close(child);
+        }
     }
 }
 
@@ -634,6 +721,12 @@ impl SessionManager {
     /// One open session, to work in.
     pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
         self.lock().get(session_id).cloned().ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
+    }
+
+    /// Makes this manager the Task tool's host (weakly: the manager owns
+    /// the sessions, which own their executors, which hold the host).
+    pub fn install_agent_host(self: &Arc<Self>) {
+        self.set_agent_host(Arc::new(ChildMaker(Arc::downgrade(self))));
     }
 
     /// Gives sessions (those open now and to come) what makes child

@@ -8,17 +8,15 @@ use agentd_protocol::methods::{TURN_EVENT, TURN_STREAM, TURN_UNSTREAM, TurnCance
 use agentd_protocol::turn::{EventKind, TurnCancelResult, TurnDiscardResult, TurnStreamParams, TurnSubmitResult};
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
-use tokio::sync::broadcast::error::RecvError;
 use tracing::Instrument;
 
 use agentd_protocol::methods::PermissionRespond;
 use agentd_protocol::permission::PermissionRespondResult;
 
-use crate::executor::TurnError;
-use crate::executor::events::EventLog;
-use crate::permission::ask::RespondError;
 use crate::server::DaemonState;
 use crate::server::rpc::{self, RpcError};
+use crate::session::RespondError;
+use crate::session::TurnError;
 
 impl From<TurnError> for RpcError {
     fn from(e: TurnError) -> Self {
@@ -35,30 +33,29 @@ impl From<TurnError> for RpcError {
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register::<TurnSubmit, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let turn_id = session.executor.submit(p.turn_id, p.tool_uses, p.end).map_err(RpcError::from)?;
+        let turn_id = session.submit(p.turn_id, p.tool_uses, p.end).map_err(RpcError::from)?;
         Ok(TurnSubmitResult { turn_id })
     });
     rpc::register::<TurnCancel, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let cancelled =
-            session.executor.cancel(p.turn_id.as_deref(), p.tool_use_id.as_deref()).map_err(RpcError::from)?;
+        let cancelled = session.cancel(p.turn_id.as_deref(), p.tool_use_id.as_deref()).map_err(RpcError::from)?;
         Ok(TurnCancelResult { cancelled })
     });
     rpc::register::<TurnDiscard, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let discarded = session.executor.discard(&p.turn_id).map_err(RpcError::from)?;
+        let discarded = session.discard(&p.turn_id).map_err(RpcError::from)?;
         Ok(TurnDiscardResult { discarded })
     });
     rpc::register::<agentd_protocol::methods::AgentRespond, _, _>(module, |p, state| {
-        state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let answer = crate::agents::AgentAnswer { result: p.result, is_error: p.is_error.unwrap_or(false) };
-        crate::agents::respond(&p.session_id, &p.request_id, answer)
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        session
+            .respond_agent(&p.request_id, p.result, p.is_error.unwrap_or(false))
             .map_err(|e| RpcError::invalid_params("request_id", e))?;
         Ok(agentd_protocol::agent::AgentRespondResult { request_id: p.request_id })
     });
     rpc::register::<PermissionRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let rule_added = session.executor.respond(&p).map_err(|e| match e {
+        let rule_added = session.respond(&p).map_err(|e| match e {
             RespondError::UnknownRequest(_) => RpcError::invalid_params("request_id", e),
             RespondError::NoRule | RespondError::BadRule(_) => RpcError::invalid_params("rule", e),
         })?;
@@ -88,61 +85,31 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         Ok(s) => s,
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::from(e))).await,
     };
-    let log: Arc<EventLog> = session.executor.events().clone();
-    drop(session);
-    let sub = match log.subscribe(params.after_seq) {
-        Ok(sub) => sub,
+    let runs_agents =
+        params.capabilities.as_ref().is_some_and(|c| c.iter().any(|c| c == agentd_protocol::agent::AGENTS_CAPABILITY));
+    let (mut follow, _runner) = match session.follow(params.after_seq, runs_agents) {
+        Ok(f) => f,
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::invalid_params("after_seq", e))).await,
     };
+    drop(session);
     let Ok(sink) = pending.accept().await else { return };
-    let _runner = params
-        .capabilities
-        .as_ref()
-        .is_some_and(|c| c.iter().any(|c| c == agentd_protocol::agent::AGENTS_CAPABILITY))
-        .then(|| log.agent_runner());
-    let mut last = params.after_seq.unwrap_or(sub.last_seq);
-    let mut receiver = sub.receiver;
-    let mut backlog = sub.replay;
     loop {
-        for event in backlog.drain(..) {
-            if event.seq <= last {
-                continue;
-            }
-            last = event.seq;
-            let ended = matches!(event.kind, EventKind::SessionClosed {});
-            if !ended
-                && let Some(kinds) = &params.kinds
-                && !kinds.iter().any(|k| k == event.kind.type_name())
-            {
-                continue;
-            }
-            let Ok(raw) = serde_json::value::to_raw_value(&*event) else { continue };
-            tokio::select! {
-                sent = sink.send(SubscriptionMessage::from(raw)) => if sent.is_err() { return },
-                _ = sink.closed() => return,
-            }
-            if ended {
-                return;
-            }
-        }
-        if log.is_closed() && last >= log.last_seq() {
-            return;
-        }
-        let next = tokio::select! {
-            next = receiver.recv() => next,
+        let event = tokio::select! {
+            event = follow.next() => event,
             _ = sink.closed() => return,
         };
-        match next {
-            Ok(event) => backlog.push(event),
-            // Fell behind the live channel: catch up from the log.
-            Err(RecvError::Lagged(_)) => match log.since(last) {
-                Ok(events) => backlog = events,
-                Err(e) => {
-                    tracing::warn!("stream subscriber fell too far behind: {e}");
-                    return;
-                }
-            },
-            Err(RecvError::Closed) => return,
+        let Some(event) = event else { return };
+        let ended = matches!(event.kind, EventKind::SessionClosed {});
+        if !ended
+            && let Some(kinds) = &params.kinds
+            && !kinds.iter().any(|k| k == event.kind.type_name())
+        {
+            continue;
+        }
+        let Ok(raw) = serde_json::value::to_raw_value(&*event) else { continue };
+        tokio::select! {
+            sent = sink.send(SubscriptionMessage::from(raw)) => if sent.is_err() { return },
+            _ = sink.closed() => return,
         }
     }
 }
