@@ -95,3 +95,12 @@ fn the_server_calls_nothing_below_the_session() {
         }
     }
 }
+
+/// What a call sees (`tool/context.rs`) depends on nothing of the tool set
+/// above it: ToolSearch reaches the tools through the `ToolCatalogue` trait.
+#[test]
+fn the_call_context_does_not_import_the_tool_set() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/src/tool/context.rs");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(!text.contains("toolset"), "tool/context.rs imports the tool set again");
+}

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::toolset::ToolSet;
-
 /// Session state that tool calls change through context modifiers, applied
 /// in request order as results are yielded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -43,6 +41,17 @@ pub struct SessionContext {
     pub settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
+/// The session's tools as a call sees them: what ToolSearch needs, and no
+/// more (the tool set itself lives above calls).
+pub trait ToolCatalogue: Send + Sync {
+    /// ToolSearch's query: the definitions found, and names not known.
+    fn search(&self, query: &str, max_results: usize) -> (Vec<agentd_protocol::tools::ToolDefinition>, Vec<String>);
+    /// Whether the tool `name` is deferred.
+    fn is_deferred(&self, name: &str) -> bool;
+    /// Names of the deferred tools.
+    fn deferred_names(&self) -> Vec<String>;
+}
+
 /// A change to the session made by a finished call.
 pub type ContextModifier = Box<dyn FnOnce(&mut SessionContext) + Send>;
 
@@ -55,8 +64,8 @@ pub struct ToolContext {
     pub cwd: Arc<PathBuf>,
     /// Cancelled when the call is cancelled (or its turn, or its session).
     pub cancel: CancellationToken,
-    /// The session's tools, for tools that need them (ToolSearch).
-    pub tools: Arc<ToolSet>,
+    /// The session's tool catalogue, for tools that need it (ToolSearch).
+    pub tools: Arc<dyn ToolCatalogue>,
     /// The session context as it was when the call started.
     pub session: Arc<SessionContext>,
     /// The session's settings.
@@ -177,7 +186,7 @@ impl ToolContext {
 #[cfg(test)]
 impl ToolContext {
     /// A context for unit tests: a session in the temp dir with `tools`.
-    pub fn for_test(tools: ToolSet) -> ToolContext {
+    pub fn for_test(tools: Arc<dyn ToolCatalogue>) -> ToolContext {
         use agentd_protocol::session::{PermissionMode, PermissionRules, SessionInfo, ToolOptions};
         let cancel = CancellationToken::new();
         let info = SessionInfo {
@@ -216,7 +225,7 @@ impl ToolContext {
             session_id: Arc::from("test"),
             cwd: Arc::new(std::env::temp_dir()),
             cancel: cancel.clone(),
-            tools: Arc::new(tools),
+            tools,
             session: Arc::new(SessionContext::default()),
             info: Arc::new(info),
             output_dir: Arc::new(std::env::temp_dir().join("agentd-test-output")),

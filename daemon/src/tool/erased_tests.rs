@@ -79,7 +79,7 @@ impl Tool for Greet {
 }
 
 fn ctx(tools: ToolSet) -> ToolContext {
-    ToolContext::for_test(tools)
+    ToolContext::for_test(std::sync::Arc::new(tools))
 }
 
 #[test]

@@ -369,3 +369,17 @@ fn name_parts(name: &str) -> Vec<String> {
 #[cfg(test)]
 #[path = "toolset_tests.rs"]
 mod tests;
+
+impl super::context::ToolCatalogue for ToolSet {
+    fn search(&self, query: &str, max_results: usize) -> (Vec<ToolDefinition>, Vec<String>) {
+        ToolSet::search(self, query, max_results)
+    }
+
+    fn is_deferred(&self, name: &str) -> bool {
+        ToolSet::is_deferred(self, name)
+    }
+
+    fn deferred_names(&self) -> Vec<String> {
+        ToolSet::deferred_names(self)
+    }
+}
