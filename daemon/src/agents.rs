@@ -45,7 +45,7 @@ pub fn general_purpose() -> AgentDef {
 
 /// The sub-agent definitions of a workspace and the user (after the
 /// built-in one), and what could not be read.
-pub fn discover(cwd: &Path) -> (Vec<AgentDef>, Vec<String>) {
+pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<AgentDef>, Vec<String>) {
     let mut roots = vec![cwd.join(".claude/agents")];
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
         roots.push(home.join(".claude/agents"));
@@ -59,6 +59,15 @@ pub fn discover(cwd: &Path) -> (Vec<AgentDef>, Vec<String>) {
         files.sort();
         for file in files {
             let shown = file.display();
+            let Some(real) = crate::tools::skill::contained(&root, &file) else {
+                errors.push(format!("{shown}: leads outside {}; left out", root.display()));
+                continue;
+            };
+            if let Err(why) = crate::tools::skill::readable(rules, &real) {
+                errors.push(format!("{shown}: {why}; left out"));
+                continue;
+            }
+            let file = real;
             if std::fs::metadata(&file).map_or(true, |m| !m.is_file() || m.len() > MAX_DEFINITION_BYTES) {
                 errors.push(format!("{shown}: not a file of at most {MAX_DEFINITION_BYTES} bytes"));
                 continue;

@@ -227,3 +227,52 @@ async fn config_reads_settings_and_changes_only_the_models_own() {
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(r["is_error"] == true && text.contains("timed out after 1500 ms"), "{r}");
 }
+
+#[tokio::test]
+async fn skills_that_lead_outside_or_are_denied_are_left_out() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("SKILL.md"), "---\nname: leak\ndescription: api_key=sk-live\n---\nPRIVATE\n")
+        .unwrap();
+    let skills = ws.path().join(".claude/skills");
+    std::fs::create_dir_all(skills.join("linked-file")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), skills.join("leak")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("SKILL.md"), skills.join("linked-file/SKILL.md")).unwrap();
+    std::fs::create_dir_all(skills.join("denied")).unwrap();
+    std::fs::write(skills.join("denied/SKILL.md"), "---\nname: denied\ndescription: d\n---\nNO\n").unwrap();
+    let mut c = d.raw().await;
+    let deny = format!("Read(/{}/.claude/skills/denied/**)", ws.path().display());
+    let created = c.ok("session/create", json!({ "cwd": ws.path(), "permissions": { "deny": [deny] } })).await;
+    let errors = created["session"]["skill_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let list = c.ok("tools/list", json!({ "session_id": created["session_id"] })).await;
+    assert!(!list.to_string().contains("sk-live"), "a file outside leaked into the description");
+    assert!(!list["tools"].as_array().unwrap().iter().any(|t| t["name"] == "Skill"), "no usable skill, no tool");
+}
+
+#[tokio::test]
+async fn the_task_list_is_bounded() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let call = |name: &str, input: Value| json!({ "session_id": sid, "name": name, "input": input });
+    let r = c
+        .ok(
+            "tool/call",
+            call("TaskCreate", json!({ "subject": "s", "description": "d", "activeForm": "x".repeat(600) })),
+        )
+        .await;
+    assert!(r["is_error"] == true && r["content"][0]["text"].as_str().unwrap().contains("activeForm"), "{r}");
+    let big = "y".repeat(19_000);
+    let mut refused = None;
+    for i in 0..80 {
+        let r = c.ok("tool/call", call("TaskCreate", json!({ "subject": format!("t{i}"), "description": big }))).await;
+        if r["is_error"] == true {
+            refused = Some((i, r["content"][0]["text"].as_str().unwrap().to_owned()));
+            break;
+        }
+    }
+    let (at, why) = refused.expect("the list stops growing");
+    assert!(at > 40 && why.contains("task list would take"), "{at}: {why}");
+}

@@ -254,3 +254,94 @@ async fn agent_definitions_narrow_the_childs_tools_and_bad_ones_are_reported() {
     let rest = until(&mut events, |e| e["type"] == "turn/completed").await;
     assert!(rest.iter().any(|e| e["type"] == "tool/result" && e["content"][0]["text"] == "No bugs."));
 }
+
+/// Found by an attack review: a child re-read the rules from its own
+/// directory, so the parent's workspace settings (and relative session
+/// rules) no longer bound it; a client-made child could nest Task; a Task
+/// waited forever for a runner that had left.
+#[tokio::test]
+async fn a_child_is_bound_by_the_parents_own_rules_wherever_it_works() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    std::fs::write(
+        ws.path().join(".claude/settings.json"),
+        r#"{"permissions":{"deny":["Bash(rm:*)","Read(secret.txt)"]}}"#,
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("secret.txt"), "TOPSECRET\n").unwrap();
+    std::fs::create_dir_all(ws.path().join("sub/.claude")).unwrap();
+    // A settings file the child's directory holds adds nothing.
+    std::fs::write(ws.path().join("sub/.claude/settings.json"), r#"{"permissions":{"allow":["Bash"]}}"#).unwrap();
+    std::fs::write(ws.path().join("sub/victim.txt"), "x").unwrap();
+    let mut c = d.raw().await;
+    let parent = json!({ "cwd": ws.path(), "mode": "bypass", "permissions": { "deny": ["Read(./private/**)"] } });
+    let sid = c.ok("session/create", parent).await["session_id"].as_str().unwrap().to_owned();
+    std::fs::create_dir_all(ws.path().join("private")).unwrap();
+    std::fs::write(ws.path().join("private/key"), "KEY\n").unwrap();
+    let child = json!({ "cwd": ws.path().join("sub"), "parent_session_id": sid });
+    let child = c.ok("session/create", child).await["session_id"].as_str().unwrap().to_owned();
+    let call = |name: &str, input: Value| json!({ "session_id": child, "name": name, "input": input });
+    for (name, input) in [
+        ("Read", json!({ "file_path": ws.path().join("secret.txt") })),
+        ("Read", json!({ "file_path": ws.path().join("private/key") })),
+        ("Bash", json!({ "command": "rm -f victim.txt" })),
+    ] {
+        let r = c.ok("tool/call", call(name, input.clone())).await;
+        assert_eq!(r["is_error"], true, "{name} {input}: {r}");
+        assert!(!r["content"][0]["text"].as_str().unwrap_or_default().contains("SECRET"), "{r}");
+    }
+    assert!(ws.path().join("sub/victim.txt").exists());
+
+    // A child made by a client gets no Task either.
+    let _runner = runner(&d, &child).await;
+    let list = c.ok("tools/list", json!({ "session_id": child })).await;
+    assert!(!names(&list).contains(&"Task".to_owned()), "{:?}", names(&list));
+}
+
+#[tokio::test]
+async fn a_task_fails_once_no_client_runs_agents() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut watcher = agentd_tests::EventStream::open(&d.socket, &sid, None).await.unwrap();
+    let mut agents = runner(&d, &sid).await;
+    let uses =
+        vec![tool_use("t", "Task", json!({ "description": "d", "prompt": "p", "subagent_type": "general-purpose" }))];
+    c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+    until(&mut agents, |e| e["type"] == "agent/request").await;
+    drop(agents);
+    let events = within("the Task's end", watcher.until(|e| e["type"] == "tool/result")).await;
+    let result = events.last().unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["content"][0]["text"].as_str().unwrap().contains("went away"), "{result}");
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["children"], json!([]), "the child is closed");
+}
+
+#[test]
+fn children_do_not_survive_a_restart() {
+    let mut d = agentd_tests::StandaloneDaemon::start(&[], &[]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (parent, child) = rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let parent =
+            c.ok("session/create", json!({ "cwd": work.path() })).await["session_id"].as_str().unwrap().to_owned();
+        let child = json!({ "cwd": work.path(), "parent_session_id": parent });
+        let child = c.ok("session/create", child).await["session_id"].as_str().unwrap().to_owned();
+        // Until the records are on disk (saved every 200 ms).
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        (parent, child)
+    });
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    d.wait_exit();
+    d.restart();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let list = c.ok("session/list", json!({})).await;
+        let ids: Vec<&str> =
+            list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap()).collect();
+        assert!(ids.contains(&parent.as_str()) && !ids.contains(&child.as_str()), "{ids:?}");
+    });
+}

@@ -391,6 +391,16 @@ fn approx_size(kind: &EventKind) -> usize {
             EventKind::PermissionRequest { input, reason, render, suggestions, .. } => {
                 value_size(input) + reason.len() + render.len() + suggestions.iter().map(String::len).sum::<usize>()
             }
+            EventKind::ToolQueued { render, .. } | EventKind::ToolStarted { render, .. } => render.len(),
+            EventKind::TasksChanged { tasks, .. } => serde_json::to_string(tasks).map_or(0, |t| t.len()),
+            EventKind::WorktreeChanged { worktree, .. } => serde_json::to_string(worktree).map_or(0, |t| t.len()),
+            EventKind::UserMessage { message, .. } => message.len(),
+            EventKind::AgentRequest { prompt, instructions, description, tools, .. } => {
+                prompt.len()
+                    + description.len()
+                    + instructions.as_ref().map_or(0, String::len)
+                    + tools.iter().map(String::len).sum::<usize>()
+            }
             _ => 0,
         }
 }

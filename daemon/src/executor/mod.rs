@@ -449,6 +449,11 @@ impl SessionExecutor {
         executor
     }
 
+    /// The session's permission rules (every origin, each with its base).
+    pub fn rules(&self) -> Arc<RuleSet> {
+        self.services.rules.clone()
+    }
+
     /// Gives the executor what makes child sessions for the Task tool.
     pub fn set_agent_host(&self, host: crate::agents::Host) {
         let _ = self.agent_host.set(host);

@@ -289,13 +289,24 @@ impl SessionManager {
     /// Checks a `session/create` and leases its MCP servers; nothing is
     /// stored or started.
     pub fn prepare(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
-        let parent = params.parent_session_id.clone();
-        let params = match &parent {
-            Some(id) => self.inherit(id, params)?,
-            None => params,
-        };
+        let Some(parent_id) = params.parent_session_id.clone() else { return self.prepare_own(params) };
+        let asked = params.permissions.clone().unwrap_or_default();
+        let params = self.inherit(&parent_id, params)?;
         let mut prepared = self.prepare_own(params)?;
-        prepared.info.parent_session_id = parent;
+        prepared.info.parent_session_id = Some(parent_id.clone());
+        // The rules are the parent's own, as it has them (its session rules,
+        // its workspace's and the user's settings, each anchored where it
+        // was), with what the parent was granted and what the child adds:
+        // nothing read again from the child's directory.
+        let parent = self.handle(&parent_id)?;
+        let mut rules = (*parent.executor.rules()).clone();
+        let base = parent.info.cwd.clone();
+        use crate::permission::rules::Origin;
+        let granted = parent.executor.granted_rules();
+        rules.add(&Origin { source: "granted to the parent".into(), base: base.clone() }, &granted, &[], &[]);
+        rules.add(&Origin { source: "child session".into(), base }, &[], &asked.deny, &asked.ask);
+        prepared.info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+        prepared.rules = rules;
         Ok(prepared)
     }
 
@@ -351,6 +362,8 @@ impl SessionManager {
             tools.simple |= t.simple;
             tools.disabled.extend(t.disabled.iter().cloned());
         }
+        // Sub-agents do not make sub-agents.
+        tools.disabled.push(crate::tools::task::NAME.to_owned());
         let mut bash = info.bash;
         crate::tools::config::apply_to_bash(&mut bash, &context.settings);
         Ok(SessionCreateParams {
@@ -520,11 +533,11 @@ impl SessionManager {
     ) -> SessionInfo {
         let mut info = info;
         // Skills, found now (the workspace's and the user's).
-        let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd);
+        let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd, &rules);
         info.skill_errors = skill_errors;
         let skills = crate::tools::skill::SkillSource::new(skills);
         // Sub-agent definitions, likewise.
-        let (agents, agent_errors) = crate::agents::discover(&info.cwd);
+        let (agents, agent_errors) = crate::agents::discover(&info.cwd, &rules);
         info.agent_errors = agent_errors;
         let agents = crate::tools::task::AgentSource::new(agents);
         let options = ToolSetOptions {
@@ -582,11 +595,12 @@ impl SessionManager {
             // worktree and task list they announce are the newest.
             recover_from_events(&mut context, &events);
             let id = info.session_id.clone();
-            // Its connection died with the daemon that had it.
-            if info.close_with_connection {
+            // Its connection died with the daemon that had it; a child's
+            // Task call (or its parent's rules as they were) did too.
+            if info.close_with_connection || info.parent_session_id.is_some() {
                 let _ = self.store.remove_session(&id);
                 let _ = std::fs::remove_dir_all(self.state_dir.join("sessions").join(&id));
-                tracing::info!(session_id = %id, "not restored: it closed with its connection");
+                tracing::info!(session_id = %id, "not restored: a child session, or one that closed with its connection");
                 continue;
             }
             // What session/create would refuse is not restored either.

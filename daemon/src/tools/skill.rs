@@ -85,8 +85,30 @@ fn valid_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
-/// The skills of a workspace and the user, and what could not be read.
-pub fn discover(cwd: &Path) -> (Vec<SkillDef>, Vec<String>) {
+/// `path`'s real path when it lies inside `root`'s real path: a symlink
+/// out of a skills or agents directory is not followed there.
+pub fn contained(root: &Path, path: &Path) -> Option<PathBuf> {
+    let root = std::fs::canonicalize(root).ok()?;
+    let real = std::fs::canonicalize(path).ok()?;
+    real.starts_with(&root).then_some(real)
+}
+
+/// Whether a session may read `path` as a skill or agent file: not in
+/// agentd's state directory, not under a `Read` deny rule.
+pub fn readable(rules: &crate::permission::rules::RuleSet, path: &Path) -> Result<(), String> {
+    if crate::fs::in_state_dir(path) {
+        return Err("it is in agentd's state directory".into());
+    }
+    if let Some(rule) = rules.read_denied(path) {
+        return Err(format!("the rule {} ({}) denies reading it", rule.text, rule.origin.source));
+    }
+    Ok(())
+}
+
+/// The skills of a workspace and the user, and what could not be read
+/// (files outside their skills directory, or that `rules` deny reading,
+/// are left out).
+pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<SkillDef>, Vec<String>) {
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let mut roots = vec![(cwd.join(".claude/skills"), "project")];
     if let Some(home) = home {
@@ -101,6 +123,15 @@ pub fn discover(cwd: &Path) -> (Vec<SkillDef>, Vec<String>) {
             let file = dir.join("SKILL.md");
             let Ok(meta) = std::fs::metadata(&file) else { continue };
             let shown = file.display();
+            let (Some(dir), Some(real)) = (contained(&root, &dir), contained(&root, &file)) else {
+                errors.push(format!("{shown}: leads outside {}; left out", root.display()));
+                continue;
+            };
+            if let Err(why) = readable(rules, &real) {
+                errors.push(format!("{shown}: {why}; left out"));
+                continue;
+            }
+            let file = real;
             if meta.len() > MAX_SKILL_BYTES {
                 errors.push(format!("{shown}: larger than {MAX_SKILL_BYTES} bytes"));
                 continue;
@@ -275,12 +306,15 @@ impl Tool for SkillTool {
     async fn call(
         &self,
         input: SkillInput,
-        _ctx: ToolContext,
+        ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<SkillOutput>, ToolError> {
         let name = input.skill.trim().trim_start_matches('/');
         let def = self.find(name).ok_or_else(|| ToolError::new(format!("no skill {name:?}")))?;
-        let file = def.dir.join("SKILL.md");
+        // Still where it was found, and still readable for this session.
+        let file = contained(&def.dir, &def.dir.join("SKILL.md"))
+            .ok_or_else(|| ToolError::new(format!("{}/SKILL.md now leads elsewhere", def.dir.display())))?;
+        readable(&ctx.rules, &file).map_err(ToolError::new)?;
         let len = std::fs::metadata(&file).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?.len();
         if len > MAX_SKILL_BYTES {
             return Err(ToolError::new(format!("{} is larger than {MAX_SKILL_BYTES} bytes", file.display())));

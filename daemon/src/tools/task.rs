@@ -20,6 +20,9 @@ use crate::tool::{
 
 /// The tool's name.
 pub const NAME: &str = "Task";
+/// How long a Task waits with no client that runs agents following the
+/// session before it fails.
+const RUNNER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A session's sub-agent definitions as a tool source (the Task tool).
 pub struct AgentSource {
@@ -182,9 +185,27 @@ impl Tool for TaskTool {
             instructions: def.instructions.clone(),
             tools,
         });
-        let answer: AgentAnswer = tokio::select! {
-            a = &mut waiting.answer => a.map_err(|_| ToolError::new("the agent request was dropped"))?,
-            _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+        // A client that runs agents must stay: once none has followed the
+        // session for RUNNER_GRACE, the call fails (one that comes back
+        // within it can still answer).
+        let mut check = tokio::time::interval(std::time::Duration::from_millis(250));
+        let mut absent_since: Option<std::time::Instant> = None;
+        let answer: AgentAnswer = loop {
+            tokio::select! {
+                a = &mut waiting.answer => break a.map_err(|_| ToolError::new("the agent request was dropped"))?,
+                _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
+                _ = check.tick() => {
+                    if (agent.runner)() {
+                        absent_since = None;
+                    } else if absent_since.get_or_insert_with(std::time::Instant::now).elapsed() >= RUNNER_GRACE {
+                        return Err(ToolError::new(format!(
+                            "the client running sub-agents went away (no agents stream for {} s); the sub-agent's \
+                             work is ended",
+                            RUNNER_GRACE.as_secs()
+                        )));
+                    }
+                }
+            }
         };
         if answer.is_error {
             return Err(ToolError::new(answer.result));

@@ -17,6 +17,11 @@ const MAX_TASKS: usize = 1000;
 const MAX_SUBJECT: usize = 500;
 /// Longest description (and metadata, serialised), in bytes.
 const MAX_TEXT: usize = 20_000;
+/// Longest activeForm or owner, in characters.
+const MAX_SHORT: usize = 500;
+/// Most bytes of the whole list, serialised (it travels whole in every
+/// `tasks/changed` event).
+const MAX_LIST_BYTES: usize = 1024 * 1024;
 
 /// The tools that change the list (the executor reports their changes).
 pub const CHANGING: &[&str] = &["TaskCreate", "TaskUpdate"];
@@ -160,6 +165,24 @@ fn text_result(out: &TasksOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
     vec![agentd_protocol::tools::ContentBlock::text(out.message.clone())]
 }
 
+fn check_short(field: &str, value: Option<&str>) -> Result<(), ValidationError> {
+    if value.is_some_and(|v| v.chars().count() > MAX_SHORT) {
+        return Err(ValidationError::new(format!("{field} is longer than {MAX_SHORT} characters")));
+    }
+    Ok(())
+}
+
+/// Whether `tasks` (the list after a change) still fits its budget.
+fn check_list(tasks: &[TaskItem]) -> Result<(), String> {
+    let bytes = serde_json::to_string(tasks).map_or(usize::MAX, |t| t.len());
+    if bytes > MAX_LIST_BYTES {
+        return Err(format!(
+            "the task list would take {bytes} bytes, more than {MAX_LIST_BYTES}; delete or shorten tasks first"
+        ));
+    }
+    Ok(())
+}
+
 fn check_text(
     subject: Option<&str>,
     description: Option<&str>,
@@ -225,6 +248,20 @@ impl Tool for TaskCreate {
 
     fn validate_input(&self, input: &TaskCreateInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         check_text(Some(&input.subject), Some(&input.description), input.metadata.as_ref())?;
+        check_short("activeForm", input.active_form.as_deref())?;
+        let mut after = ctx.session.tasks.clone();
+        after.push(TaskItem {
+            id: String::new(),
+            subject: input.subject.clone(),
+            description: input.description.clone(),
+            status: TodoStatus::Pending,
+            active_form: input.active_form.clone(),
+            owner: None,
+            blocks: Vec::new(),
+            blocked_by: Vec::new(),
+            metadata: input.metadata.clone().unwrap_or_default(),
+        });
+        check_list(&after).map_err(ValidationError::new)?;
         if ctx.session.tasks.len() >= MAX_TASKS {
             return Err(ValidationError::new(format!("the list already holds {MAX_TASKS} tasks; delete some first")));
         }
@@ -474,7 +511,17 @@ impl Tool for TaskUpdate {
 
     fn validate_input(&self, input: &TaskUpdateInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         check_text(input.subject.as_deref(), input.description.as_deref(), input.metadata.as_ref())?;
-        updated(&ctx.session.tasks, input).map(|_| ()).map_err(ValidationError::new)
+        check_short("activeForm", input.active_form.as_deref())?;
+        check_short("owner", input.owner.as_deref())?;
+        let task = updated(&ctx.session.tasks, input).map_err(ValidationError::new)?;
+        if let Some(task) = &task
+            && serde_json::to_string(&task.metadata).map_or(true, |m| m.len() > MAX_TEXT)
+        {
+            return Err(ValidationError::new(format!("the task's metadata would be larger than {MAX_TEXT} bytes")));
+        }
+        let mut after = ctx.session.tasks.clone();
+        apply(&mut after, input);
+        check_list(&after).map_err(ValidationError::new)
     }
 
     async fn call(
