@@ -5,24 +5,24 @@
 //! socket (or takes the one systemd passed), [`Daemon::serve`] runs until the
 //! shutdown token is cancelled, and [`run`] does both and tells systemd.
 
-pub mod agents;
+pub(crate) mod agents;
 pub mod cli;
 pub mod config;
 pub mod error;
-pub mod executor;
-pub mod fs;
-pub mod inline;
-pub mod mcp;
-pub mod permission;
-pub mod process;
+pub(crate) mod executor;
+pub(crate) mod fs;
+pub(crate) mod inline;
+pub(crate) mod mcp;
+pub(crate) mod permission;
+pub(crate) mod process;
 pub mod sandbox;
 pub mod server;
 pub mod session;
-pub mod shell;
-pub mod store;
-pub mod tool;
-pub mod tools;
-pub mod web;
+pub(crate) mod shell;
+pub(crate) mod store;
+pub(crate) mod tool;
+pub(crate) mod tools;
+pub(crate) mod web;
 
 pub use config::{Config, SocketConfig};
 
@@ -33,6 +33,8 @@ pub const BUILD_FEATURES: &[&str] = &[
 ];
 pub use error::DaemonError;
 pub use server::Daemon;
+/// Grep's budget per line (the e2e tests check it holds).
+pub use tools::grep::MAX_LINE_BYTES as GREP_MAX_LINE_BYTES;
 
 use tokio_util::sync::CancellationToken;
 

@@ -122,7 +122,7 @@ fn peak_rss_kib() -> u64 {
 async fn a_line_over_the_budget_is_skipped_not_buffered() {
     let d = TestDaemon::start().await;
     let mut s = session(&d).await;
-    let line = agentd::tools::grep::MAX_LINE_BYTES + 1024 * 1024;
+    let line = agentd::GREP_MAX_LINE_BYTES + 1024 * 1024;
     {
         use std::io::Write;
         let mut f = std::io::BufWriter::new(std::fs::File::create(s.ws.join("huge.txt")).unwrap());

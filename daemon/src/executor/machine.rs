@@ -68,11 +68,6 @@ impl<T> Window<T> {
     pub fn len(&self) -> usize {
         self.items.len()
     }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
 }
 
 impl<T> std::ops::Index<usize> for Window<T> {

@@ -40,6 +40,8 @@
 
 pub mod events;
 pub mod machine;
+// The seed's batch partitioning, the reference the machine is checked against.
+#[cfg(test)]
 pub mod partition;
 
 use std::collections::HashMap;

@@ -306,6 +306,7 @@ pub struct Written {
 /// in place would not be atomic. A symlink is followed to its target when
 /// the target is inside the workspace. Missing parent directories are
 /// created.
+#[cfg(test)]
 pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
     write_atomic_guarded(path, content, true)
 }

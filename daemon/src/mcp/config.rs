@@ -249,11 +249,6 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
     Ok(ServerSpec { name: name.to_owned(), source, transport, secrets })
 }
 
-/// `${VAR}` and `${VAR:-default}` replaced from the daemon's environment.
-pub fn expand(text: &str) -> Result<String, String> {
-    expand_with(text, |var| std::env::var(var).ok())
-}
-
 /// [`expand`] with variables from `lookup`.
 pub fn expand_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());

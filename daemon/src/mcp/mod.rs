@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use agentd_protocol::mcp::McpServerStatus;
 
 use crate::tool::ExternalToolSource;
-pub use config::{ServerSpec, Transport};
+pub use config::ServerSpec;
 pub use pool::{Lease, Pool, Server};
 
 /// A session's MCP servers: what it was configured with, what could not be

@@ -20,7 +20,7 @@
 mod capture;
 pub mod jobs;
 
-pub use capture::{Capture, CaptureSummary};
+pub use capture::Capture;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -59,6 +59,7 @@ pub struct AskUserQuestionInput {
     /// user answers through the client).
     #[serde(default)]
     #[schemars(skip)]
+    #[expect(dead_code, reason = "accepted from the model, never used")]
     pub answers: Option<serde_json::Value>,
 }
 

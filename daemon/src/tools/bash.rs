@@ -87,6 +87,7 @@ pub struct BashInput {
     /// because the sandbox blocked it and it truly needs more (the result
     /// says so); the user is always asked.
     #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "dangerouslyDisableSandbox")]
+    #[expect(dead_code, reason = "the permission check reads it from the raw input, before parsing")]
     pub dangerously_disable_sandbox: bool,
 }
 
@@ -722,12 +723,6 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
                 && !crate::permission::is_user_protected(&r)
         })
     })
-}
-
-/// Whether `command` redirects output into files (or cannot be parsed):
-/// such a command is never one the engine runs as merely reading.
-pub fn writes_files(command: &str) -> bool {
-    shell::parse(command).map(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())).unwrap_or(true)
 }
 
 /// Whether `command` parses and only reads.

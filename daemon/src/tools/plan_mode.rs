@@ -118,6 +118,7 @@ pub struct ExitPlanModeInput {
     /// approved (accepted, not acted on: approvals here are the user's).
     #[serde(default, rename = "allowedPrompts")]
     #[schemars(skip)]
+    #[expect(dead_code, reason = "accepted from the model, not acted on")]
     pub allowed_prompts: Option<serde_json::Value>,
 }
 

@@ -42,10 +42,12 @@ pub struct TodoInputItem {
     /// Earlier versions' item id (ignored).
     #[serde(default)]
     #[schemars(skip)]
+    #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub id: Option<serde_json::Value>,
     /// Earlier versions' priority (ignored).
     #[serde(default)]
     #[schemars(skip)]
+    #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub priority: Option<serde_json::Value>,
 }
 
