@@ -79,9 +79,9 @@ pub fn builtin_registry() -> Registry {
     registry
 }
 
-/// Tool sources outside the daemon. MCP servers will be named in a
-/// session's configuration; for now only test builds have one (a synthetic
-/// source of `AGENTD_TEST_EXTERNAL_TOOLS` tools).
+/// Tool sources of the daemon as a whole (MCP servers, skills and
+/// sub-agent definitions are per session): only test builds have one, a
+/// synthetic source of `AGENTD_TEST_EXTERNAL_TOOLS` tools.
 pub fn external_sources() -> Vec<Arc<dyn ExternalToolSource>> {
     #[allow(unused_mut)]
     let mut sources: Vec<Arc<dyn ExternalToolSource>> = Vec::new();
