@@ -169,6 +169,13 @@ async fn a_child_made_by_a_client_inherits_and_cannot_widen() {
     assert!(child["permissions"]["allow"].as_array().unwrap().iter().any(|r| r == "Bash(make:*)"), "{child}");
     assert!(child["permissions"]["deny"].as_array().unwrap().iter().any(|r| r == "Read"), "{child}");
     let child_id = child["session_id"].as_str().unwrap().to_owned();
+    // Cancelling everything the parent runs reaches its child's work.
+    let tag = tag();
+    let sleep = vec![tool_use("s", "Bash", json!({ "command": format!("sleep {tag}") }))];
+    c.ok("turn/submit", json!({ "session_id": child_id, "tool_uses": sleep, "end": true })).await;
+    agentd_tests::eventually("the child's command runs", || !procs(&format!("sleep {tag}")).is_empty()).await;
+    c.ok("turn/cancel", json!({ "session_id": sid })).await;
+    none_left(&format!("sleep {tag}")).await;
     c.ok("session/close", json!({ "session_id": sid })).await;
     let r = c.request("session/get", json!({ "session_id": child_id })).await;
     assert_eq!(r["error"]["code"], -32001, "closed with its parent: {r}");

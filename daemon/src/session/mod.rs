@@ -778,6 +778,14 @@ impl SessionManager {
         Ok((info.session_id, names))
     }
 
+    /// Cancels everything a session's children (and theirs) run.
+    pub fn cancel_children(&self, session_id: &str) {
+        for child in self.children(session_id) {
+            self.cancel_all(&child);
+            self.cancel_children(&child);
+        }
+    }
+
     /// Cancels everything a session runs.
     pub fn cancel_all(&self, session_id: &str) {
         if let Ok(session) = self.handle(session_id) {

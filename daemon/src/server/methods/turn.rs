@@ -39,6 +39,10 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register::<TurnCancel, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let cancelled = session.cancel(p.turn_id.as_deref(), p.tool_use_id.as_deref()).map_err(RpcError::from)?;
+        // Everything the session runs includes its children's work.
+        if p.turn_id.is_none() && p.tool_use_id.is_none() {
+            state.sessions.cancel_children(&p.session_id);
+        }
         Ok(TurnCancelResult { cancelled })
     });
     rpc::register::<TurnDiscard, _, _>(module, |p, state| {
