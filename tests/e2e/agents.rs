@@ -352,3 +352,21 @@ fn children_do_not_survive_a_restart() {
         assert!(ids.contains(&parent.as_str()) && !ids.contains(&child.as_str()), "{ids:?}");
     });
 }
+
+#[tokio::test]
+async fn a_runner_gets_agent_requests_whatever_kinds_it_asked_for() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut agents = d.raw().await;
+    let params = json!({ "session_id": sid, "capabilities": ["agents"], "kinds": ["tool/result"] });
+    assert!(agents.request("turn/stream", params).await["result"].is_string());
+    let uses =
+        vec![tool_use("t", "Task", json!({ "description": "d", "prompt": "p", "subagent_type": "general-purpose" }))];
+    c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+    let request = next(&mut agents).await;
+    assert_eq!(request["type"], "agent/request", "{request}");
+    c.ok("agent/respond", json!({ "session_id": sid, "request_id": request["request_id"], "result": "ok" })).await;
+    let result = next(&mut agents).await;
+    assert_eq!(result["type"], "tool/result", "only what it asked for besides: {result}");
+}

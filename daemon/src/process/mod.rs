@@ -441,21 +441,17 @@ pub fn peer_pidfd(sock: std::os::fd::BorrowedFd<'_>) -> Option<std::os::fd::Owne
     (rc == 0 && fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-/// Whether the process a pidfd names is still running.
-#[allow(unsafe_code)]
+/// Whether the process a pidfd names is still running: a pidfd becomes
+/// readable once its process exits, zombie or not.
 pub fn pidfd_alive(pidfd: &std::os::fd::OwnedFd) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: signal 0 through a pidfd only checks the process exists.
-    let rc = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<nix::libc::c_void>(),
-            0,
-        )
-    };
-    rc == 0
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => true,
+        Ok(_) => !fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP)),
+        Err(_) => true,
+    }
 }
 
 fn parent_of(pid: i32) -> Option<i32> {

@@ -170,6 +170,15 @@ impl Session {
     }
 }
 
+/// Sessions that close with their connection.
+#[derive(Default)]
+struct Owned {
+    /// By connection.
+    by_conn: HashMap<usize, Vec<String>>,
+    /// Connections that have closed (the most recent ones).
+    gone: std::collections::BTreeSet<usize>,
+}
+
 /// The session manager as the Task tool's host.
 struct ChildMaker(std::sync::Weak<SessionManager>);
 
@@ -209,9 +218,8 @@ pub struct SessionManager {
     /// Held while sessions are saved and while one is deleted, so a save
     /// never brings back a session just closed.
     saving: Mutex<()>,
-    /// Sessions that close with the connection that created them, by
-    /// connection.
-    owned: Mutex<HashMap<usize, Vec<String>>>,
+    /// Sessions that close with the connection that created them.
+    owned: Mutex<Owned>,
     /// Makes child sessions for the Task tool (set once the daemon's state
     /// exists).
     agent_host: std::sync::OnceLock<crate::agents::Host>,
@@ -256,7 +264,7 @@ impl SessionManager {
             sandbox,
             toolsets: Mutex::new(HashMap::new()),
             saving: Mutex::new(()),
-            owned: Mutex::new(HashMap::new()),
+            owned: Mutex::new(Owned::default()),
             agent_host: std::sync::OnceLock::new(),
             mcp: Arc::new(crate::mcp::Pool::new(None)),
         }
@@ -518,6 +526,13 @@ impl SessionManager {
             jobs: Vec::new(),
         })?;
         let info = self.open(info, rules, None, Vec::new(), mcp);
+        // A child whose parent closed meanwhile goes at once.
+        if let Some(parent) = &info.parent_session_id
+            && self.handle(parent).is_err()
+        {
+            let _ = self.close(&info.session_id);
+            return Err(SessionError::Unknown { session_id: parent.clone() });
+        }
         tracing::info!(session_id = %info.session_id, cwd = %info.cwd.display(), "session created");
         Ok(info)
     }
@@ -794,13 +809,29 @@ impl SessionManager {
     }
 
     /// Notes that `session_id` closes when connection `conn` does.
+    /// A connection that is already gone closes the session at once (its
+    /// `session/create` finished after the connection ended).
     pub fn own(&self, conn: usize, session_id: &str) {
-        self.owned.lock().unwrap_or_else(|e| e.into_inner()).entry(conn).or_default().push(session_id.to_owned());
+        let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        if owned.gone.contains(&conn) {
+            drop(owned);
+            let _ = self.close(session_id);
+            return;
+        }
+        owned.by_conn.entry(conn).or_default().push(session_id.to_owned());
     }
 
     /// Closes the sessions connection `conn` created to close with it.
     pub fn close_owned(&self, conn: usize) {
-        let ids = self.owned.lock().unwrap_or_else(|e| e.into_inner()).remove(&conn).unwrap_or_default();
+        let ids = {
+            let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            // Remembered (the last few thousand) for a create still running.
+            owned.gone.insert(conn);
+            while owned.gone.len() > 4096 {
+                owned.gone.pop_first();
+            }
+            owned.by_conn.remove(&conn).unwrap_or_default()
+        };
         for id in ids {
             if self.close(&id).is_ok() {
                 tracing::info!(session_id = %id, "closed with its connection");
@@ -810,14 +841,15 @@ impl SessionManager {
 
     /// Closes a session: cancels everything running under it and forgets it.
     pub fn close(&self, session_id: &str) -> Result<SessionInfo, SessionError> {
-        // Its children go first (each takes the saving lock in turn).
-        for child in self.children(session_id) {
-            let _ = self.close(&child);
-        }
         let session = self
             .lock()
             .remove(session_id)
             .ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })?;
+        // Its children go with it: found after it left the table, so a child
+        // committed meanwhile is either seen here or refused by `commit`.
+        for child in self.children(session_id) {
+            let _ = self.close(&child);
+        }
         session.executor.close();
         session.cancel.cancel();
         session.mcp.release();

@@ -106,9 +106,9 @@ fn check(base: &SessionInfo, setting: &str, value: &Value) -> Result<Value, Stri
         .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
         .ok_or_else(|| format!("{setting} takes a whole number, not {value}"))?;
     let (low, high) = match setting {
-        "bash.default_timeout_ms" => (1_000, base.bash.max_timeout_ms),
+        "bash.default_timeout_ms" => (1_000.min(base.bash.default_timeout_ms), base.bash.max_timeout_ms),
         // More than the user allowed would hold more than they budgeted.
-        _ => (1_000, base.bash.max_output_chars),
+        _ => (1_000.min(base.bash.max_output_chars), base.bash.max_output_chars),
     };
     if !(low..=high).contains(&n) {
         return Err(format!("{setting} must be between {low} and {high}"));

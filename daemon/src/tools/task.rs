@@ -164,7 +164,15 @@ impl Tool for TaskTool {
             ));
         }
         let def = self.find(input.subagent_type.trim()).cloned().ok_or_else(|| ToolError::new("unknown agent type"))?;
-        let (child, tools) = agent.host.spawn_child(&ctx.session_id, def.tools.as_deref()).map_err(ToolError::new)?;
+        // Making a session touches the file system (settings, the store):
+        // off the runtime's threads, with a deadline.
+        let (host, parent, wanted) = (agent.host.clone(), ctx.session_id.to_string(), def.tools.clone());
+        let spawned = tokio::task::spawn_blocking(move || host.spawn_child(&parent, wanted.as_deref()));
+        let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
+            Ok(Ok(made)) => made.map_err(ToolError::new)?,
+            Ok(Err(e)) => return Err(ToolError::new(format!("the child session could not be made: {e}"))),
+            Err(_) => return Err(ToolError::new("making the child session took longer than 30 s")),
+        };
         // However the call ends, the child goes with it.
         struct Close(crate::agents::Host, String);
         impl Drop for Close {

@@ -103,8 +103,10 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
             _ = sink.closed() => return,
         };
         let Some(event) = event else { return };
-        let ended = matches!(event.kind, EventKind::SessionClosed {});
-        if !ended
+        // A client that runs agents always gets their requests.
+        let always = matches!(event.kind, EventKind::SessionClosed {})
+            || (runs_agents && matches!(event.kind, EventKind::AgentRequest { .. }));
+        if !always
             && let Some(kinds) = &params.kinds
             && !kinds.iter().any(|k| k == event.kind.type_name())
         {
