@@ -607,20 +607,8 @@ fn agentctl_mcp_without_a_daemon_says_so_and_bad_messages_get_mcp_errors() {
     assert!(err.contains("not running"), "{err}");
 
     let d = StandaloneDaemon::start(&[], &[]);
-    let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(["mcp", "--cwd", dir.path().to_str().unwrap()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = bridge(&d.socket, &["--cwd", dir.path().to_str().unwrap()]);
     use std::io::{BufRead, Write};
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
-    writeln!(stdin, "{init}").unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"})).unwrap();
     writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": 5}}))
@@ -650,20 +638,8 @@ fn agentctl_mcp_killed_leaves_no_session_and_no_command() {
     let d = StandaloneDaemon::start(&[], &[]);
     let tag = agentd_tests::tag();
     for signal in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
-        let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
-            .arg("--socket")
-            .arg(&d.socket)
-            .args(["mcp", "--mode", "bypass", "--cwd", dir.path().to_str().unwrap()])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
+        let (mut child, mut stdin) = bridge(&d.socket, &["--mode", "bypass", "--cwd", dir.path().to_str().unwrap()]);
         use std::io::{BufRead, Write};
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
-        writeln!(stdin, "{init}").unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let _ = lines.next().expect("initialize answered");
         writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
@@ -690,4 +666,25 @@ fn agentctl_mcp_killed_leaves_no_session_and_no_command() {
         let list: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(list["sessions"], json!([]), "{signal}: {list}");
     }
+}
+
+/// `agentctl mcp` with `args` on `socket`, the MCP `initialize` request
+/// already sent; its stdout is left to the caller.
+fn bridge(socket: &Path, args: &[&str]) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("mcp")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    (child, stdin)
 }
