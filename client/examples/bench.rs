@@ -688,29 +688,14 @@ fn mcp(args: &[String]) {
         all.sort_by(f64::total_cmp);
         (all, (clients * calls) as f64 / slowest)
     };
-    println!("{} calls of a 1 KB read per client, the MCP Python SDK client", calls);
-    println!("{:<34} {:>9} {:>9} {:>10} {:>14}", "server", "p50 µs", "p99 µs", "calls/s", "8 clients/s");
-    let mut rates = Vec::new();
-    for (name, through_fs) in [("reference filesystem server", true), ("agentctl mcp (agentd)", false)] {
-        let (one, rate) = run(1, through_fs);
-        let (_, rate8) = run(8, through_fs);
-        let p = |q: usize| one[(one.len() * q / 100).min(one.len() - 1)];
-        println!("{name:<34} {:>9.0} {:>9.0} {:>10.0} {:>14.0}", p(50), p(99), rate, rate8);
-        rates.push((rate, rate8));
-    }
-    println!(
-        "agentd / filesystem server: {:.2}x calls/s with one client, {:.2}x with 8",
-        rates[1].0 / rates[0].0,
-        rates[1].1 / rates[0].1
-    );
+    mcp_table(&format!("{calls} calls of a 1 KB read per client, the MCP Python SDK client"), |clients, through_fs| {
+        run(clients, through_fs)
+    });
 
     // The same loop from a Rust client (the SDK's client side): what the
     // servers cost without the Python client's own time per call.
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    println!("{} calls, Rust MCP client (rmcp)", calls);
-    println!("{:<34} {:>9} {:>9} {:>10} {:>14}", "server", "p50 µs", "p99 µs", "calls/s", "8 clients/s");
-    let mut rates = Vec::new();
-    for (name, through_fs) in [("reference filesystem server", true), ("agentctl mcp (agentd)", false)] {
+    mcp_table(&format!("{calls} calls, Rust MCP client (rmcp)"), |clients, through_fs| {
         let command = |_: usize| {
             let mut cmd = tokio::process::Command::new(if through_fs { Path::new(&fs) } else { agentctl.as_path() });
             if through_fs {
@@ -725,8 +710,20 @@ fn mcp(args: &[String]) {
         } else {
             ("Read", serde_json::json!({"file_path": file}))
         };
-        let (one, rate) = rt.block_on(rust_clients(1, calls, &command, tool, &input));
-        let (_, rate8) = rt.block_on(rust_clients(8, calls, &command, tool, &input));
+        rt.block_on(rust_clients(clients, calls, &command, tool, &input))
+    });
+}
+
+/// One table of `bench mcp`: the filesystem server and agentctl mcp, with
+/// 1 and 8 clients (`run(clients, through_fs)` gives the sorted latencies
+/// in µs and the calls per second), and agentd's ratio.
+fn mcp_table(title: &str, mut run: impl FnMut(usize, bool) -> (Vec<f64>, f64)) {
+    println!("{title}");
+    println!("{:<34} {:>9} {:>9} {:>10} {:>14}", "server", "p50 µs", "p99 µs", "calls/s", "8 clients/s");
+    let mut rates = Vec::new();
+    for (name, through_fs) in [("reference filesystem server", true), ("agentctl mcp (agentd)", false)] {
+        let (one, rate) = run(1, through_fs);
+        let (_, rate8) = run(8, through_fs);
         let p = |q: usize| one[(one.len() * q / 100).min(one.len() - 1)];
         println!("{name:<34} {:>9.0} {:>9.0} {:>10.0} {:>14.0}", p(50), p(99), rate, rate8);
         rates.push((rate, rate8));

@@ -59,30 +59,10 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<A
         files.sort();
         for file in files {
             let shown = file.display();
-            let Some(real) = crate::tools::skill::contained(&root, &file) else {
-                errors.push(format!("{shown}: leads outside {}; left out", root.display()));
-                continue;
-            };
-            if let Err(why) = crate::tools::skill::readable(rules, &real) {
-                errors.push(format!("{shown}: {why}; left out"));
-                continue;
-            }
-            let file = real;
-            if std::fs::metadata(&file).map_or(true, |m| !m.is_file() || m.len() > MAX_DEFINITION_BYTES) {
-                errors.push(format!("{shown}: not a file of at most {MAX_DEFINITION_BYTES} bytes"));
-                continue;
-            }
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    errors.push(format!("{shown}: {e}"));
-                    continue;
-                }
-            };
-            let (pairs, body) = match crate::tools::skill::front_matter(&text) {
+            let (pairs, body) = match crate::tools::skill::read_definition(&root, &file, rules, MAX_DEFINITION_BYTES) {
                 Ok(x) => x,
-                Err(e) => {
-                    errors.push(format!("{shown}: {e}"));
+                Err(why) => {
+                    errors.push(format!("{shown}: {why}"));
                     continue;
                 }
             };

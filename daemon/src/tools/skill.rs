@@ -105,6 +105,26 @@ pub fn readable(rules: &crate::permission::rules::RuleSet, path: &Path) -> Resul
     Ok(())
 }
 
+/// A definition file (SKILL.md, `.claude/agents/*.md`) of `root`, read
+/// and split: its front matter and body. `Err` says why it is left out: it
+/// leads outside `root`, `rules` deny reading it, it is larger than
+/// `max_bytes`, or it has no front matter.
+pub fn read_definition(
+    root: &Path,
+    file: &Path,
+    rules: &crate::permission::rules::RuleSet,
+    max_bytes: u64,
+) -> Result<(FrontMatter, String), String> {
+    let real = contained(root, file).ok_or_else(|| format!("leads outside {}; left out", root.display()))?;
+    readable(rules, &real).map_err(|why| format!("{why}; left out"))?;
+    if std::fs::metadata(&real).map_or(true, |m| !m.is_file() || m.len() > max_bytes) {
+        return Err(format!("not a file of at most {max_bytes} bytes"));
+    }
+    let text = std::fs::read_to_string(&real).map_err(|e| e.to_string())?;
+    let (pairs, body) = front_matter(&text)?;
+    Ok((pairs, body.to_owned()))
+}
+
 /// The skills of a workspace and the user, and what could not be read
 /// (files outside their skills directory, or that `rules` deny reading,
 /// are left out).
@@ -121,32 +141,19 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<S
         dirs.sort();
         for dir in dirs {
             let file = dir.join("SKILL.md");
-            let Ok(meta) = std::fs::metadata(&file) else { continue };
+            if std::fs::metadata(&file).is_err() {
+                continue;
+            }
             let shown = file.display();
-            let (Some(dir), Some(real)) = (contained(&root, &dir), contained(&root, &file)) else {
-                errors.push(format!("{shown}: leads outside {}; left out", root.display()));
-                continue;
-            };
-            if let Err(why) = readable(rules, &real) {
-                errors.push(format!("{shown}: {why}; left out"));
-                continue;
-            }
-            let file = real;
-            if meta.len() > MAX_SKILL_BYTES {
-                errors.push(format!("{shown}: larger than {MAX_SKILL_BYTES} bytes"));
-                continue;
-            }
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    errors.push(format!("{shown}: {e}"));
-                    continue;
-                }
-            };
-            let pairs = match front_matter(&text) {
-                Ok((pairs, _)) => pairs,
-                Err(e) => {
-                    errors.push(format!("{shown}: {e}"));
+            let read = read_definition(&root, &file, rules, MAX_SKILL_BYTES).and_then(|(pairs, _)| {
+                let dir =
+                    contained(&root, &dir).ok_or_else(|| format!("leads outside {}; left out", root.display()))?;
+                Ok((dir, pairs))
+            });
+            let (dir, pairs) = match read {
+                Ok(x) => x,
+                Err(why) => {
+                    errors.push(format!("{shown}: {why}"));
                     continue;
                 }
             };
@@ -312,19 +319,13 @@ impl Tool for SkillTool {
         let name = input.skill.trim().trim_start_matches('/');
         let def = self.find(name).ok_or_else(|| ToolError::new(format!("no skill {name:?}")))?;
         // Still where it was found, and still readable for this session.
-        let file = contained(&def.dir, &def.dir.join("SKILL.md"))
-            .ok_or_else(|| ToolError::new(format!("{}/SKILL.md now leads elsewhere", def.dir.display())))?;
-        readable(&ctx.rules, &file).map_err(ToolError::new)?;
-        let len = std::fs::metadata(&file).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?.len();
-        if len > MAX_SKILL_BYTES {
-            return Err(ToolError::new(format!("{} is larger than {MAX_SKILL_BYTES} bytes", file.display())));
-        }
-        let text = std::fs::read_to_string(&file).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?;
-        let (_, body) = front_matter(&text).map_err(|e| ToolError::new(format!("{}: {e}", file.display())))?;
+        let file = def.dir.join("SKILL.md");
+        let (_, body) = read_definition(&def.dir, &file, &ctx.rules, MAX_SKILL_BYTES)
+            .map_err(|why| ToolError::new(format!("{}: {why}", file.display())))?;
         Ok(ToolOutput::new(SkillOutput {
             name: def.name.clone(),
             dir: def.dir.clone(),
-            instructions: body.to_owned(),
+            instructions: body,
             args: input.args.filter(|a| !a.trim().is_empty()),
         }))
     }
