@@ -202,6 +202,22 @@ pub struct SandboxStatus {
     /// The helper executable that applies the sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper: Option<String>,
+    /// Each wall of the sandbox and whether this kernel lets it stand.
+    #[serde(default)]
+    pub walls: Vec<SandboxWall>,
+}
+
+/// One wall of the sandbox, in `daemon/info`'s `sandbox.walls`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct SandboxWall {
+    /// Its name: `filesystem` (Landlock), `syscalls` (seccomp),
+    /// `namespaces` (user, PID, mount), `unix_sockets`.
+    pub name: String,
+    /// Whether it is applied to confined commands.
+    pub applied: bool,
+    /// Why not, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 method!(
     /// `mcp/list`: the daemon's pool of MCP servers (every session's), with

@@ -85,7 +85,7 @@ pub enum SandboxProfile {
 }
 
 /// `session/create`'s `sandbox`: the kernel wall around Bash commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxOptions {
     /// Which profile commands run in (default `auto`).
@@ -99,6 +99,20 @@ pub struct SandboxOptions {
     /// or ask rule matches runs without asking, in `workspace_write`.
     #[serde(default)]
     pub auto_allow: bool,
+    /// Unix sockets outside the sandbox that confined commands may connect
+    /// to (absolute paths; Claude Code's `sandbox.network.allowUnixSockets`
+    /// in the user's settings adds to it). Every other socket outside the
+    /// call is refused; agentd's own socket can never be named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_unix_sockets: Vec<String>,
+    /// Any Unix socket may be connected to (Claude Code's
+    /// `allowAllUnixSockets`): the Unix-socket wall is off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_all_unix_sockets: bool,
+    /// Credential files and directories (`~/.ssh`, `~/.aws`, …) confined
+    /// commands may read; every other one of the list is hidden.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_credentials: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -107,7 +121,14 @@ fn yes() -> bool {
 
 impl Default for SandboxOptions {
     fn default() -> Self {
-        SandboxOptions { mode: SandboxMode::Auto, network: true, auto_allow: false }
+        SandboxOptions {
+            mode: SandboxMode::Auto,
+            network: true,
+            auto_allow: false,
+            allow_unix_sockets: Vec::new(),
+            allow_all_unix_sockets: false,
+            allow_credentials: Vec::new(),
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod python;
 mod readme;
 mod restart;
 mod sandbox;
+mod seams;
 mod search;
 mod sessions;
 mod socket;

@@ -773,8 +773,9 @@ impl SessionExecutor {
             rule: rule.map(|r| RuleHit { kind: r.kind, text: r.text.clone(), source: r.origin.source.clone() }),
             tool_view: call.check_permissions(ctx),
             bash,
-            sandbox: self.services.info.sandbox,
+            sandbox: self.services.info.sandbox.clone(),
             sandbox_available: self.services.sandbox.available,
+            walls_missing: !self.services.sandbox.missing_walls().is_empty(),
         };
         match policy::decide(&call_facts) {
             Verdict::Allow { open_outside, profile: p, unasked } => {

@@ -69,6 +69,9 @@ pub struct CallFacts {
     pub sandbox: SandboxOptions,
     /// Whether the kernel can confine commands here.
     pub sandbox_available: bool,
+    /// Walls of the sandbox this kernel cannot apply (`daemon/info`'s
+    /// `sandbox.walls`): `auto_allow` then asks.
+    pub walls_missing: bool,
 }
 
 /// What to do with the call.
@@ -165,7 +168,7 @@ pub fn decide(f: &CallFacts) -> Verdict {
         (None, Decision::Allow) if judged && !confinable && f.sandbox.mode != SandboxMode::Off => Decision::ask(
             format!("run `{command}` (it looks read-only, but the sandbox that would guarantee it is unavailable)"),
         ),
-        (None, Decision::Ask { .. }) if bash.is_some() && f.sandbox.auto_allow && confinable => {
+        (None, Decision::Ask { .. }) if bash.is_some() && f.sandbox.auto_allow && confinable && !f.walls_missing => {
             auto_allowed = true;
             Decision::Allow
         }

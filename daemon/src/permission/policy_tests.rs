@@ -28,6 +28,7 @@ fn base(tool: &str) -> CallFacts {
         bash: (tool == "Bash").then(|| BashFacts { command: "cmd".into(), ..BashFacts::default() }),
         sandbox: SandboxOptions::default(),
         sandbox_available: true,
+        walls_missing: false,
     }
 }
 
@@ -314,6 +315,18 @@ fn the_table() {
                 |f| {
                     f.sandbox.auto_allow = true;
                     f.sandbox_available = false
+                },
+                Want::Ask,
+            ),
+        ),
+        (
+            "Bash",
+            "auto_allow needs every wall of the sandbox",
+            (
+                "auto with a wall missing",
+                |f| {
+                    f.sandbox.auto_allow = true;
+                    f.walls_missing = true
                 },
                 Want::Ask,
             ),

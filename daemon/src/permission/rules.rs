@@ -531,6 +531,17 @@ impl RuleSet {
         })
     }
 
+    /// Whether a `Read` allow rule covers `path` or what is inside it (the
+    /// sandbox then shows a credential file or directory it would hide).
+    pub fn read_allowed(&self, path: &Path) -> bool {
+        let inside = path.join("x");
+        self.rules.iter().any(|r| {
+            r.kind == RuleKind::Allow
+                && r.tool == "Read"
+                && matches!(&r.spec, Spec::Path(glob) if glob.is_match(path) || glob.is_match(&inside))
+        })
+    }
+
     /// The files and directories `Read` deny rules name literally (no
     /// wildcard), absolute: the sandbox hides them from commands.
     pub fn denied_read_paths(&self) -> Vec<PathBuf> {

@@ -169,13 +169,36 @@ pub fn seccomp(spec: &Spec) -> Result<(), String> {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| format!("seccomp: {e}"))
     };
     let rule = |c: Vec<SeccompCondition>| SeccompRule::new(c).map_err(|e| format!("seccomp: {e}"));
+    // Socket families: none in read_only; Unix only without network; with
+    // it, also IPv4, IPv6 and routing netlink (getaddrinfo asks it) — never
+    // VSOCK (the hypervisor's host), packet, crypto, Bluetooth or the rest.
+    // No Unix datagram sockets at all: an unconnected one sends to any
+    // path (journald, syslog, the service manager's notify socket) and no
+    // connect is there for the wall to check.
+    let unix = libc::AF_UNIX as u64;
+    let dgram = cond(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?;
+    let mut socket_rules = vec![rule(vec![cond(0, SeccompCmpOp::Eq, unix)?, dgram.clone()])?];
     if spec.profile == SandboxProfile::ReadOnly {
-        // No sockets at all (socketpair is another call and stays).
-        rules.insert(libc::SYS_socket, Vec::new());
+        socket_rules = Vec::new(); // an empty list: every socket() refused
     } else if !spec.network {
-        // Local (AF_UNIX) sockets only.
-        rules.insert(libc::SYS_socket, vec![rule(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?]);
+        socket_rules.push(rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?);
+    } else {
+        let (inet, inet6, netlink) = (libc::AF_INET as u64, libc::AF_INET6 as u64, libc::AF_NETLINK as u64);
+        socket_rules.push(rule(vec![
+            cond(0, SeccompCmpOp::Ne, unix)?,
+            cond(0, SeccompCmpOp::Ne, inet)?,
+            cond(0, SeccompCmpOp::Ne, inet6)?,
+            cond(0, SeccompCmpOp::Ne, netlink)?,
+        ])?);
+        socket_rules.push(rule(vec![
+            cond(0, SeccompCmpOp::Eq, netlink)?,
+            cond(2, SeccompCmpOp::Ne, libc::NETLINK_ROUTE as u64)?,
+        ])?);
     }
+    rules.insert(libc::SYS_socket, socket_rules);
+    // socketpair: Unix stream and seqpacket only (a datagram pair can still
+    // send to any path).
+    rules.insert(libc::SYS_socketpair, vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?, rule(vec![dgram])?]);
     // No setuid or setgid bits (the mode argument's position per call).
     for (nr, arg) in [(libc::SYS_chmod, 1u8), (libc::SYS_fchmod, 1), (libc::SYS_fchmodat, 2), (452, 2)] {
         let mut r = Vec::new();

@@ -26,8 +26,8 @@
 #![allow(unsafe_code)] // fork, signal handlers: in a single-threaded process
 
 use std::ffi::{CString, OsString};
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -299,14 +299,21 @@ fn wait_forwarding(child: Pid) -> i32 {
     }
 }
 
-/// Starts the command confined, reaps every process of the call, and
-/// returns the command's exit code.
+/// Starts the command confined, reaps every process of the call, answers
+/// its connects (the Unix-socket wall), and returns the command's exit
+/// code.
 fn supervise(spec: &Spec, command: &[CString]) -> i32 {
-    // The child reports a failure before exec through this pipe; on exec it
-    // closes unwritten (close-on-exec).
-    let (reader, writer) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+    // The child reports a failure before exec, or passes the listener of
+    // its connect filter, through this socket; on exec it closes
+    // (close-on-exec).
+    let (reader, writer) = match nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    ) {
         Ok(p) => p,
-        Err(e) => return fail(spec, &format!("pipe: {e}")),
+        Err(e) => return fail(spec, &format!("socketpair: {e}")),
     };
     // SAFETY: this process has one thread.
     let shell = match unsafe { fork() } {
@@ -318,16 +325,27 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
         Ok(ForkResult::Parent { child }) => child,
     };
     drop(writer);
-    let mut why = String::new();
-    let _ = std::fs::File::from(reader).read_to_string(&mut why);
+    let (listener, why) = super::unix_wall::receive_setup(reader.as_raw_fd());
+    drop(reader);
     if !why.is_empty() {
         reap_for(Duration::from_secs(2));
         return fail(spec, &why);
     }
+    if spec.unix_wall && listener.is_none() {
+        let _ = signal::kill(shell, Signal::SIGKILL);
+        reap_for(Duration::from_secs(2));
+        return fail(spec, "the connect filter was not set up");
+    }
+    // From here on this process forks no more: the wall may use threads.
+    let notifier = listener.map(|l| super::unix_wall::Notifier::new(l, &spec.allow_unix));
     let mut status: Option<i32> = None;
     // Reap until the shell exits (foreground) or nothing is left (jobs).
     loop {
-        match waitpid(None::<Pid>, None) {
+        let next = match &notifier {
+            None => waitpid(None::<Pid>, None),
+            Some(n) => wait_or_answer(n),
+        };
+        match next {
             Ok(WaitStatus::Exited(pid, code)) if pid == shell => status = Some(code),
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == shell => status = Some(128 + sig as i32),
             Ok(_) => {}
@@ -354,6 +372,61 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
     status.unwrap_or(SETUP_FAILED)
 }
 
+static CHILD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_child(_: nix::libc::c_int) {
+    CHILD.store(true, Ordering::SeqCst);
+}
+
+/// One step of the supervisor's loop when it answers connects: a child's
+/// status if one is ready, else waits for a notification (answered here,
+/// then `StillAlive`) or a signal (`EINTR`, as a blocking `waitpid` gives).
+fn wait_or_answer(notifier: &super::unix_wall::Notifier) -> nix::Result<WaitStatus> {
+    use nix::sys::signal::{SigSet, SigmaskHow};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let watched = {
+        let mut set = SigSet::empty();
+        for sig in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            set.add(sig);
+        }
+        set
+    };
+    ONCE.call_once(|| {
+        // Signals arrive only inside ppoll, so none is lost between the
+        // check for children and the wait.
+        let _ = signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None);
+        let action =
+            signal::SigAction::new(SigHandler::Handler(on_child), signal::SaFlags::empty(), signal::SigSet::empty());
+        // SAFETY: the handler only stores to an atomic.
+        let _ = unsafe { signal::sigaction(Signal::SIGCHLD, &action) };
+    });
+    match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => {}
+        other => return other,
+    }
+    if TERM.load(Ordering::SeqCst) {
+        return Err(Errno::EINTR);
+    }
+    let mut fds = [nix::libc::pollfd { fd: notifier.fd(), events: nix::libc::POLLIN, revents: 0 }];
+    let open = SigSet::empty();
+    // SAFETY: one pollfd and a signal set, both valid for the call.
+    let rc = unsafe { nix::libc::ppoll(fds.as_mut_ptr(), 1, std::ptr::null(), open.as_ref()) };
+    if rc < 0 {
+        let e = Errno::last();
+        if e == Errno::EINTR && CHILD.swap(false, Ordering::SeqCst) && !TERM.load(Ordering::SeqCst) {
+            return Ok(WaitStatus::StillAlive);
+        }
+        return Err(e);
+    }
+    if fds[0].revents & nix::libc::POLLIN != 0 {
+        notifier.answer_one();
+    } else if fds[0].revents & (nix::libc::POLLHUP | nix::libc::POLLERR) != 0 {
+        // No process holds the filter any more: reap what is left.
+        return waitpid(None::<Pid>, None);
+    }
+    Ok(WaitStatus::StillAlive)
+}
+
 /// In the shell's child: confine, then exec the command. Never returns.
 fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
     let result = (|| -> Result<(), String> {
@@ -376,6 +449,10 @@ fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
             super::confine::drop_capabilities()?;
             super::confine::landlock(spec)?;
             super::confine::seccomp(spec)?;
+            if spec.unix_wall {
+                let listener = super::unix_wall::install_notifier()?;
+                super::unix_wall::send_fd(report.as_raw_fd(), listener.as_raw_fd())?;
+            }
         }
         Ok(())
     })();

@@ -12,6 +12,7 @@
 
 pub mod confine;
 pub mod helper;
+pub mod unix_wall;
 
 use std::path::{Path, PathBuf};
 
@@ -72,6 +73,14 @@ pub struct Spec {
     /// file or directory in their place) so no command can read them.
     #[serde(default)]
     pub mask: Vec<PathBuf>,
+    /// Every `connect` goes through the supervisor, which lets a command
+    /// reach only the Unix sockets of its own call and [`Spec::allow_unix`]
+    /// (see [`unix_wall`]).
+    #[serde(default)]
+    pub unix_wall: bool,
+    /// Unix sockets outside the call the session allows.
+    #[serde(default)]
+    pub allow_unix: Vec<PathBuf>,
 }
 
 /// What the helper tells the daemon after the call.
@@ -92,6 +101,11 @@ pub struct Probe {
     pub seccomp: bool,
     /// Whether user + PID + mount namespaces could be made.
     pub namespaces: bool,
+    /// Whether connects can be handed to a supervisor that acts for the
+    /// command (seccomp user notification and `pidfd_getfd`): the
+    /// Unix-socket wall.
+    #[serde(default)]
+    pub unix_wall: bool,
     /// The first thing that failed.
     pub error: Option<String>,
 }
@@ -116,12 +130,17 @@ pub(crate) fn probe_here() -> Probe {
         pin: Vec::new(),
         mask: Vec::new(),
         scrub_env: false,
+        unix_wall: false,
+        allow_unix: Vec::new(),
     };
     // The whole namespace set-up, as a workspace_write call does it.
     let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };
     probe.namespaces = in_child(|| helper::enter_namespaces(&ns_spec).is_ok());
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
     probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
+    probe.unix_wall = probe.seccomp
+        && in_child(|| confine::seccomp(&spec).is_ok() && unix_wall::install_notifier().is_ok())
+        && unix_wall::can_take_fds();
     if probe.landlock_abi == 0 {
         probe.error = Some("the kernel has no Landlock (or it is disabled)".into());
     } else if !landlock_ok {
@@ -163,6 +182,9 @@ pub struct Facility {
     pub available: bool,
     /// Each call gets its own namespaces.
     pub namespaces: bool,
+    /// Connects can be checked by the call's supervisor (the Unix-socket
+    /// wall).
+    pub unix_wall: bool,
     /// `daemon/info`'s view of it.
     pub status: SandboxStatus,
     /// Hidden from every confined call (the daemon's socket directory).
@@ -185,8 +207,10 @@ impl Facility {
             Facility {
                 available: false,
                 namespaces: probe.namespaces && helper.is_some(),
+                unix_wall: false,
                 status: SandboxStatus {
                     available: false,
+                    walls: walls(&probe, Some(&reason)),
                     reason: Some(reason),
                     landlock_abi: probe.landlock_abi,
                     seccomp: probe.seccomp,
@@ -223,11 +247,19 @@ impl Facility {
                 "user and PID namespaces are unavailable: a call's processes are tracked by a subreaper instead"
             );
         }
+        if !probe.unix_wall {
+            tracing::warn!(
+                "the Unix-socket wall is unavailable (no seccomp user notification or pidfd_getfd): confined \
+                 commands that would run unasked with sockets ask instead"
+            );
+        }
         Facility {
             available: true,
             namespaces: probe.namespaces,
+            unix_wall: probe.unix_wall,
             status: SandboxStatus {
                 available: true,
+                walls: walls(&probe, None),
                 reason: None,
                 landlock_abi: probe.landlock_abi,
                 seccomp: probe.seccomp,
@@ -240,17 +272,50 @@ impl Facility {
         }
     }
 
+    /// The walls this kernel cannot apply, by name (none when the whole
+    /// sandbox is off: then nothing is confined and that is said instead).
+    pub fn missing_walls(&self) -> Vec<&str> {
+        if !self.available {
+            return Vec::new();
+        }
+        self.status.walls.iter().filter(|w| !w.applied).map(|w| w.name.as_str()).collect()
+    }
+
     /// No helper at all (unit tests): commands run as before, unconfined.
     pub fn none() -> Facility {
         Facility {
             helper: None,
             available: false,
             namespaces: false,
+            unix_wall: false,
             status: SandboxStatus::default(),
             hide: Vec::new(),
             state_dir: None,
         }
     }
+}
+
+/// The walls of the sandbox as `daemon/info` lists them; `off` is why the
+/// whole sandbox is off, when it is.
+fn walls(probe: &Probe, off: Option<&str>) -> Vec<agentd_protocol::methods::SandboxWall> {
+    let wall = |name: &str, applied: bool, why: &str| agentd_protocol::methods::SandboxWall {
+        name: name.to_owned(),
+        applied: applied && off.is_none(),
+        reason: match off {
+            Some(off) => Some(off.to_owned()),
+            None => (!applied).then(|| why.to_owned()),
+        },
+    };
+    vec![
+        wall("filesystem", probe.landlock_abi > 0, "the kernel has no Landlock"),
+        wall("syscalls", probe.seccomp, "seccomp filters cannot be installed"),
+        wall("namespaces", probe.namespaces, "user, PID and mount namespaces cannot be made"),
+        wall(
+            "unix_sockets",
+            probe.unix_wall,
+            "seccomp user notification, pidfd_getfd or the call's own /proc is missing",
+        ),
+    ]
 }
 
 /// The helper beside the running executable: `<name>-sandbox` (so a
@@ -285,6 +350,70 @@ pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by:
         (SandboxMode::ReadOnly, _) | (_, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
         (SandboxMode::WorkspaceWrite | SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
     }
+}
+
+/// Where keys and tokens live in a home directory: hidden from every
+/// confined command (an empty directory or file in their place), in every
+/// profile. `~/.ssh` keeps `known_hosts` and `config` readable.
+pub const CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube/config",
+    ".docker/config.json",
+    ".config/containers/auth.json",
+    ".local/share/keyrings",
+    ".password-store",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/gh/hosts.yml",
+    ".config/hub",
+    ".config/git/credentials",
+    ".git-credentials",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".oci",
+    ".config/doctl",
+    ".config/rclone/rclone.conf",
+    ".boto",
+    ".s3cfg",
+];
+
+/// The credential files and directories of [`CREDENTIALS`] to hide from a
+/// call: those that exist, but where a workspace root lies inside one (the
+/// user opened the session there) or `allowed` says the session may read
+/// it (`sandbox.allow_credentials`, a `Read` allow rule).
+pub fn credential_masks(home: &Path, roots: &[PathBuf], allowed: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for rel in CREDENTIALS {
+        let path = home.join(rel);
+        if std::fs::symlink_metadata(&path).is_err() || roots.iter().any(|r| r.starts_with(&path)) || allowed(&path) {
+            continue;
+        }
+        if *rel == ".ssh" && path.is_dir() {
+            // Keys hidden one by one; what ssh needs to check a host stays.
+            let keep = ["known_hosts", "known_hosts.old", "known_hosts2", "config"];
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                let name = entry.file_name();
+                if !keep.iter().any(|k| name == *k) && !allowed(&entry.path()) {
+                    out.push(entry.path());
+                }
+            }
+            continue;
+        }
+        out.push(path);
+    }
+    out
 }
 
 /// The `.git` directories of `roots`, to pin in place.

@@ -384,7 +384,7 @@ impl SessionManager {
             bash: Some(bash),
             permission_timeout_ms: Some(info.permission_timeout_ms),
             add_dirs: Some(info.add_dirs.clone()),
-            sandbox: Some(info.sandbox),
+            sandbox: Some(info.sandbox.clone()),
             web: Some(info.web),
             close_with_connection: asked.close_with_connection,
             parent_session_id: Some(parent_id.to_owned()),
@@ -482,7 +482,7 @@ impl SessionManager {
             granted_rules: Vec::new(),
             pending_permissions: Vec::new(),
             add_dirs,
-            sandbox: params.sandbox.unwrap_or_else(user_sandbox_settings),
+            sandbox: user_sandbox_settings(params.sandbox),
             mcp_servers,
             enable_project_mcp,
             mcp_tool_timeout_ms,
@@ -1005,15 +1005,32 @@ fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
     files
 }
 
-/// The sandbox options of a session that names none: the defaults, with
-/// Claude Code's `sandbox.autoAllowBashIfSandboxed` read from the user's
-/// settings file only (a repository must not grant its own commands more).
-fn user_sandbox_settings() -> agentd_protocol::session::SandboxOptions {
-    let mut options = agentd_protocol::session::SandboxOptions::default();
+/// A session's sandbox options: what `session/create` named, else the
+/// defaults with Claude Code's `sandbox.autoAllowBashIfSandboxed`; in both
+/// cases plus the Unix sockets the user's settings open
+/// (`sandbox.network.allowUnixSockets`, `allowAllUnixSockets`). Read from
+/// the user's settings file only: a repository must not grant its own
+/// commands more.
+fn user_sandbox_settings(
+    asked: Option<agentd_protocol::session::SandboxOptions>,
+) -> agentd_protocol::session::SandboxOptions {
+    let named = asked.is_some();
+    let mut options = asked.unwrap_or_default();
     let Some((file, _)) = settings_files(Path::new("/nonexistent")).into_iter().nth(2) else { return options };
     let value = std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
     if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
-        options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
+        if !named {
+            options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
+        }
+        let network = &sandbox["network"];
+        if network["allowAllUnixSockets"].as_bool() == Some(true) {
+            options.allow_all_unix_sockets = true;
+        }
+        for path in network["allowUnixSockets"].as_array().into_iter().flatten().filter_map(|p| p.as_str()) {
+            if !options.allow_unix_sockets.iter().any(|p2| p2 == path) {
+                options.allow_unix_sockets.push(path.to_owned());
+            }
+        }
     }
     options
 }

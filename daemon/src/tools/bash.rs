@@ -553,9 +553,21 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
             let mut mask = denied_reads(ctx);
             if profile != SandboxProfile::Off {
                 mask.extend(sensitive_files());
+                if let Some(home) = &home {
+                    let allowed = allowed_credentials(ctx, home);
+                    mask.extend(crate::sandbox::credential_masks(home, &roots, |p| {
+                        allowed.iter().any(|a| p.starts_with(a)) || ctx.rules.read_allowed(p)
+                    }));
+                }
             }
+            mask.sort();
+            mask.dedup();
             mask
         },
+        unix_wall: profile == SandboxProfile::WorkspaceWrite
+            && ctx.sandbox.unix_wall
+            && !ctx.info.sandbox.allow_all_unix_sockets,
+        allow_unix: allowed_unix_sockets(ctx, home.as_deref()),
         // The daemon's socket directory, unless it holds a root.
         hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
@@ -572,8 +584,37 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
     Launch::Helper { helper, spec: Box::new(spec) }
 }
 
+/// `~/x` or an absolute path, as the session's options name them.
+fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let path = match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => PathBuf::from(path),
+    };
+    path.is_absolute().then_some(path)
+}
+
+/// What `sandbox.allow_credentials` lets the session's commands read.
+fn allowed_credentials(ctx: &ToolContext, home: &Path) -> Vec<PathBuf> {
+    ctx.info.sandbox.allow_credentials.iter().filter_map(|p| expand_home(p, Some(home))).collect()
+}
+
+/// The Unix sockets outside the call a command may connect to
+/// (`sandbox.allow_unix_sockets`), never one in the daemon's own socket
+/// directory.
+fn allowed_unix_sockets(ctx: &ToolContext, home: Option<&Path>) -> Vec<PathBuf> {
+    ctx.info
+        .sandbox
+        .allow_unix_sockets
+        .iter()
+        .filter_map(|p| expand_home(p, home))
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| !ctx.sandbox.hide.iter().any(|h| p.starts_with(h)))
+        .collect()
+}
+
 /// Files a confined command never reads, whatever its profile allows:
-/// password hashes, host keys, credentials kept beside toolchains.
+/// password hashes, sudoers, host keys (the home directory's credentials
+/// are [`crate::sandbox::CREDENTIALS`]).
 fn sensitive_files() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> =
         ["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d"]
@@ -582,12 +623,6 @@ fn sensitive_files() -> Vec<PathBuf> {
             .collect();
     if let Ok(dir) = std::fs::read_dir("/etc/ssh") {
         out.extend(dir.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with("_key")));
-    }
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-        for rel in [".cargo/credentials", ".cargo/credentials.toml", ".pypirc", ".npmrc", ".netrc", ".git-credentials"]
-        {
-            out.push(home.join(rel));
-        }
     }
     out.retain(|p| std::fs::symlink_metadata(p).is_ok());
     out

@@ -1,0 +1,235 @@
+//! Seal the wall (issue 24), through the socket: nothing a confined command
+//! does reaches a host service (Unix sockets, VSOCK), reads a credential,
+//! or leaves behind what a later session or login would obey.
+
+use agentd_tests::{RawConn, StandaloneDaemon, TestDaemon, within};
+use serde_json::{Value, json};
+
+/// A session on `conn` in `cwd` with `params` added; returns its id.
+async fn session(c: &mut RawConn, cwd: &std::path::Path, params: Value) -> String {
+    let mut p = json!({ "cwd": cwd, "permission_timeout_ms": 100 });
+    p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
+    c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Runs `command` with Bash; returns (succeeded, text).
+async fn bash(c: &mut RawConn, id: &str, command: &str) -> (bool, String) {
+    let reply = within(
+        "bash",
+        c.request("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })),
+    )
+    .await;
+    let result = &reply["result"];
+    let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    (reply.get("error").is_none() && result["is_error"] != true, format!("{text}{}", reply["error"]))
+}
+
+/// A Python one-liner that connects a Unix stream socket to `path` and
+/// prints `connected` (or the error).
+fn connect_unix(path: &std::path::Path) -> String {
+    format!(
+        "python3 -c 'import socket,sys\ntry:\n  s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); \
+         print(\"connected\")\nexcept OSError as e:\n  print(\"refused\", e)' {}",
+        path.display()
+    )
+}
+
+/// A Unix listener outside any workspace, standing for `docker.sock`, the
+/// user's D-Bus socket or an ssh-agent; counts who connected.
+struct HostSocket {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    listener: std::os::unix::net::UnixListener,
+}
+
+impl HostSocket {
+    fn new() -> HostSocket {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        HostSocket { _dir: dir, path, listener }
+    }
+    fn connected(&self) -> bool {
+        self.listener.accept().is_ok()
+    }
+}
+
+#[tokio::test]
+async fn host_unix_sockets_are_out_of_reach_in_every_profile() {
+    let d = TestDaemon::start().await;
+    let host = HostSocket::new();
+    let mut c = d.raw().await;
+    // (session options, mode): approved commands (bypass) in
+    // workspace_write with and without network, auto_allow, read_only.
+    let cases = [
+        (json!({ "mode": "bypass", "sandbox": { "network": true } }), "workspace_write, network"),
+        (json!({ "mode": "bypass", "sandbox": { "network": false } }), "workspace_write, no network"),
+        (json!({ "sandbox": { "auto_allow": true } }), "auto_allow"),
+        (json!({ "mode": "bypass", "sandbox": { "mode": "read_only" } }), "read_only"),
+    ];
+    for (params, what) in cases {
+        let id = session(&mut c, d.dir.path(), params).await;
+        let (_, out) = bash(&mut c, &id, &connect_unix(&host.path)).await;
+        assert!(out.contains("refused"), "{what}: {out}");
+        assert!(!host.connected(), "{what}: the host socket was reached: {out}");
+    }
+    // The daemon's own socket, even when named.
+    let id = session(
+        &mut c,
+        d.dir.path(),
+        json!({ "mode": "bypass", "sandbox": { "allow_unix_sockets": [d.socket.display().to_string()] } }),
+    )
+    .await;
+    let (_, out) = bash(&mut c, &id, &connect_unix(&d.socket)).await;
+    assert!(!out.contains("connected"), "the daemon's socket: {out}");
+}
+
+#[tokio::test]
+async fn a_named_socket_opens_and_the_calls_own_sockets_work() {
+    let d = TestDaemon::start().await;
+    let host = HostSocket::new();
+    let mut c = d.raw().await;
+    let id = session(
+        &mut c,
+        d.dir.path(),
+        json!({ "mode": "bypass", "sandbox": { "allow_unix_sockets": [host.path.display().to_string()] } }),
+    )
+    .await;
+    let (_, out) = bash(&mut c, &id, &connect_unix(&host.path)).await;
+    assert!(out.contains("connected"), "{out}");
+    assert!(host.connected());
+    // A server of the call's own, pathname (relative and absolute) and
+    // abstract, and a socketpair: all work.
+    let own = r#"python3 - <<'EOF'
+import os, socket, threading
+def serve(addr):
+    srv = socket.socket(socket.AF_UNIX); srv.bind(addr); srv.listen(1)
+    def run():
+        conn, _ = srv.accept(); conn.sendall(b"hi"); conn.close()
+    threading.Thread(target=run, daemon=True).start()
+    return srv
+here = os.getcwd()
+os.chdir(os.environ["TMPDIR"])
+for addr, dial in [("own.sock", "own.sock"), (here + "/abs.sock", here + "/abs.sock"), ("\0agentd-own", "\0agentd-own")]:
+    srv = serve(addr)
+    c = socket.socket(socket.AF_UNIX); c.connect(dial)
+    print(os.path.basename(addr.strip("\0")), c.recv(2).decode())
+a, b = socket.socketpair(); a.sendall(b"pair"); print(b.recv(4).decode())
+EOF"#;
+    let (ok, out) = bash(&mut c, &id, own).await;
+    assert!(ok, "{out}");
+    for line in ["own.sock hi", "abs.sock hi", "agentd-own hi", "pair"] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn racing_the_check_does_not_reach_the_host() {
+    // One thread flips the address between the call's own socket and the
+    // host's while another connects over and over: the supervisor acts on
+    // what it checked, never on what the memory says later.
+    let d = TestDaemon::start().await;
+    let host = HostSocket::new();
+    let mut c = d.raw().await;
+    let id = session(&mut c, d.dir.path(), json!({ "mode": "bypass" })).await;
+    let race = format!(
+        r#"python3 - <<'EOF'
+import ctypes, os, socket, threading
+os.chdir(os.environ["TMPDIR"])
+srv = socket.socket(socket.AF_UNIX); srv.bind("mine.sock"); srv.listen(1000)
+libc = ctypes.CDLL(None, use_errno=True)
+class Addr(ctypes.Structure):
+    _fields_ = [("family", ctypes.c_ushort), ("path", ctypes.c_char * 108)]
+addr = Addr(socket.AF_UNIX, b"mine.sock")
+host = b"{host}"
+mine = b"mine.sock"
+stop = False
+def flip():
+    while not stop:
+        addr.path = host
+        addr.path = mine
+threading.Thread(target=flip, daemon=True).start()
+reached = 0
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX)
+    libc.connect(s.fileno(), ctypes.byref(addr), ctypes.sizeof(addr))
+    s.close()
+stop = True
+print("done")
+EOF"#,
+        host = host.path.display()
+    );
+    let (_, out) = bash(&mut c, &id, &race).await;
+    assert!(out.contains("done"), "{out}");
+    assert!(!host.connected(), "a racing connect reached the host socket");
+}
+
+#[tokio::test]
+async fn other_socket_families_are_refused() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let id = session(&mut c, d.dir.path(), json!({ "mode": "bypass" })).await;
+    let probe = r#"python3 - <<'EOF'
+import socket
+for name, args in [("vsock", (40, socket.SOCK_STREAM)), ("packet", (17, socket.SOCK_RAW)),
+                   ("alg", (38, socket.SOCK_SEQPACKET)), ("unix-dgram", (socket.AF_UNIX, socket.SOCK_DGRAM)),
+                   ("netlink-audit", (socket.AF_NETLINK, socket.SOCK_RAW, 9))]:
+    try:
+        socket.socket(*args); print(name, "open")
+    except OSError as e:
+        print(name, "refused", e.errno)
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print("dgram-pair open")
+except OSError as e:
+    print("dgram-pair refused")
+socket.socket(socket.AF_INET); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); print("inet ok")
+EOF"#;
+    let (ok, out) = bash(&mut c, &id, probe).await;
+    assert!(ok, "{out}");
+    for name in ["vsock", "packet", "alg", "unix-dgram", "netlink-audit", "dgram-pair"] {
+        assert!(out.contains(&format!("{name} refused")), "{name}: {out}");
+    }
+    assert!(out.contains("inet ok"), "{out}");
+}
+
+#[tokio::test]
+async fn credentials_are_hidden_in_every_profile_unless_allowed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE-KEY").unwrap();
+    std::fs::write(h.join(".ssh/known_hosts"), "KNOWN-HOST").unwrap();
+    std::fs::create_dir_all(h.join(".aws")).unwrap();
+    std::fs::write(h.join(".aws/credentials"), "AWS-SECRET").unwrap();
+    std::fs::create_dir_all(h.join(".kube")).unwrap();
+    std::fs::write(h.join(".kube/config"), "KUBE-TOKEN").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let d = StandaloneDaemon::start(&[], &[("HOME", h.to_str().unwrap())]);
+    let mut c = RawConn::connect(&d.socket).await;
+    let read =
+        format!("cat {0}/.ssh/id_ed25519 {0}/.aws/credentials {0}/.kube/config {0}/.ssh/known_hosts", h.display());
+    for params in [json!({ "mode": "bypass" }), json!({ "mode": "bypass", "sandbox": { "mode": "read_only" } })] {
+        let id = session(&mut c, ws.path(), params.clone()).await;
+        let (_, out) = bash(&mut c, &id, &read).await;
+        for secret in ["PRIVATE-KEY", "AWS-SECRET", "KUBE-TOKEN"] {
+            assert!(!out.contains(secret), "{params}: {secret} read: {out}");
+        }
+        if params["sandbox"]["mode"].is_null() {
+            assert!(out.contains("KNOWN-HOST"), "known_hosts stays readable: {out}");
+        }
+    }
+    // A workspace that is the home directory: still hidden.
+    let id = session(&mut c, h, json!({ "mode": "bypass" })).await;
+    let (_, out) = bash(&mut c, &id, &read).await;
+    assert!(!out.contains("PRIVATE-KEY") && !out.contains("AWS-SECRET"), "{out}");
+    // Named by the session, or by a Read allow rule: readable.
+    let id =
+        session(&mut c, ws.path(), json!({ "mode": "bypass", "sandbox": { "allow_credentials": ["~/.aws"] } })).await;
+    let (_, out) = bash(&mut c, &id, &read).await;
+    assert!(out.contains("AWS-SECRET") && !out.contains("PRIVATE-KEY"), "{out}");
+    let id =
+        session(&mut c, ws.path(), json!({ "mode": "bypass", "permissions": { "allow": ["Read(~/.kube/**)"] } })).await;
+    let (_, out) = bash(&mut c, &id, &read).await;
+    assert!(out.contains("KUBE-TOKEN") && !out.contains("AWS-SECRET"), "{out}");
+}
