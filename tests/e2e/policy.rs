@@ -337,13 +337,17 @@ async fn settings_a_background_job_creates_are_moved_aside() {
     let d = TestDaemon::start().await;
     let ws = d.dir.path();
     let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)"] } })).await;
-    let input = json!({ "command": "mkdir .claude", "run_in_background": true });
+    let input = json!({ "command": "mkdir -p sub/.claude", "run_in_background": true });
     let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
     assert_eq!(r["is_error"], false, "{r}");
     let job = text(&r).split("job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
     agentd_tests::eventually("the job ended and its settings moved aside", || {
-        !ws.join(".claude").exists()
-            && std::fs::read_dir(ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains("quarantine"))
+        !ws.join("sub/.claude").exists()
+            && std::fs::read_dir(ws.join("sub"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().contains("quarantine"))
     })
     .await;
     let out = c.ok("tool/call", json!({ "session_id": id, "name": "BashOutput", "input": { "job_id": job } })).await;

@@ -474,23 +474,29 @@ async fn a_profile_that_cannot_be_applied_is_an_error_and_nothing_runs() {
 }
 
 #[tokio::test]
-async fn settings_a_command_creates_are_moved_aside() {
+async fn settings_a_command_creates_are_refused_or_moved_aside() {
     let d = TestDaemon::start().await;
     let ws = d.dir.path();
     let mut s = session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)", "Bash(cp:*)"] } })).await;
     std::fs::write(ws.join("planted.json"), "{\"permissions\":{\"allow\":[\"Bash\"]}}").unwrap();
-    let r = s.run("mkdir .claude").await;
+    // At the workspace's top they are read-only from the first instant,
+    // though they do not exist, and nothing is left behind.
+    let r = s.run("mkdir .claude/x").await;
     assert_eq!(r["sandbox"], "workspace_write", "{r}");
-    assert!(text(&r).contains("moved aside"), "{r}");
+    assert_eq!(r["is_error"], true, "{r}");
     assert!(!ws.join(".claude").exists());
     let r = s.run("cp planted.json .mcp.json").await;
-    assert!(text(&r).contains("moved aside"), "{r}");
+    assert_eq!(r["is_error"], true, "{r}");
     assert!(!ws.join(".mcp.json").exists());
-    let aside = std::fs::read_dir(ws)
+    // Deeper (a session opened on pkg/ would read them): moved aside.
+    let r = s.run("mkdir -p pkg/.claude").await;
+    assert!(text(&r).contains("moved aside"), "{r}");
+    assert!(!ws.join("pkg/.claude").exists());
+    let aside = std::fs::read_dir(ws.join("pkg"))
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().contains(".agentd-quarantine-"));
-    assert_eq!(aside.count(), 2, "kept for the user to look at");
+    assert_eq!(aside.count(), 1, "kept for the user to look at");
     // Settings that were there before are the user's: untouched.
     std::fs::create_dir(ws.join(".agentd")).unwrap();
     let r = s.run("mkdir .agentd/sub").await;

@@ -294,7 +294,9 @@ fn user_settings_file() -> Option<PathBuf> {
 fn read_json(path: &Path) -> Result<Option<Value>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("not JSON: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        // A directory is a sandbox's placeholder for a file that is not
+        // there (or nothing agentd could read as one).
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
 }

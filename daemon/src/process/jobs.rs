@@ -132,9 +132,10 @@ pub struct JobRun<'a> {
     pub launch: super::Launch<'a>,
     /// The job's private temp directory, removed when it ends.
     pub tmp: Option<PathBuf>,
-    /// Workspace roots and the settings present at the start: settings the
-    /// job creates are moved aside when it ends.
-    pub settings_guard: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
+    /// What the job's sandbox guards on its workspace (placeholders of
+    /// protected paths, settings present at the start): kept while it
+    /// runs; settings it created are moved aside when it ends.
+    pub settings_guard: Option<crate::sandbox::CallGuard>,
 }
 
 /// A session's jobs.
@@ -200,11 +201,11 @@ async fn pump(
     job: Arc<Job>,
     mut tree: ProcessTree,
     tmp: Option<PathBuf>,
-    settings_guard: Option<(Vec<PathBuf>, Vec<PathBuf>)>,
+    settings_guard: Option<crate::sandbox::CallGuard>,
 ) {
     pump_output(&job, &mut tree).await;
-    if let Some((roots, before)) = settings_guard {
-        for moved in crate::sandbox::quarantine_new_settings(&roots, &before) {
+    if let Some(guard) = settings_guard {
+        for moved in guard.finish() {
             push(
                 &job,
                 format!("[the job created {moved}: settings that would be obeyed later, moved aside]\n").as_bytes(),

@@ -12,6 +12,7 @@
 
 pub mod confine;
 pub mod helper;
+pub mod placeholders;
 pub mod unix_wall;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +27,11 @@ pub const HELPER_NAME: &str = "agentd-sandbox";
 /// Files inside a workspace root that configure agentd or run code later:
 /// read-only even in `workspace_write`, so an approved command cannot plant
 /// a hook or a rule for the next session.
-pub const PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".agentd", ".claude", ".mcp.json"];
+/// Whether or not they exist: an absent one gets a placeholder for the
+/// call (see [`placeholders`]). `.vscode` and `.idea` hold tasks and launch
+/// configurations an editor runs; `.gitmodules` names what git clones.
+pub const PROTECTED: &[&str] =
+    &[".git/hooks", ".git/config", ".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
 
 /// What one call's helper is told.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -509,6 +514,13 @@ pub const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json", ".git/c
 /// opened on `pkg/` reads `pkg/.claude`), skipping build and dependency
 /// trees; bounded.
 pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
+    scan(roots).0
+}
+
+/// [`settings_present`], and the hooks and config of the repositories
+/// nested in the roots (found in the same walk), which are protected like
+/// the workspace's own.
+pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     const SKIP: &[&str] =
         &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
     let mut out: Vec<PathBuf> = roots
@@ -516,6 +528,7 @@ pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
         .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
+    let mut nested = Vec::new();
     let mut seen = 0usize;
     for root in roots {
         let walk = ignore::WalkBuilder::new(root)
@@ -527,15 +540,144 @@ pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
         for entry in walk.flatten() {
             seen += 1;
             if seen > 20_000 {
-                return out;
+                return (out, nested);
             }
             let name = entry.file_name().to_string_lossy();
             if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.iter().any(|p| p == entry.path()) {
                 out.push(entry.path().to_path_buf());
             }
+            if entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) {
+                let git = entry.path().join(".git");
+                if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+                    nested.extend(
+                        ["hooks", "config"].map(|n| git.join(n)).into_iter().filter(|p| p.symlink_metadata().is_ok()),
+                    );
+                }
+            }
         }
     }
+    (out, nested)
+}
+
+/// Every path of [`PROTECTED`] at the roots and of the user's protected
+/// files inside them that does not exist: these get placeholders for the
+/// call. `.git/*` only where `.git` is a directory (an empty `.git` would
+/// hide a repository above), and nothing whose parent would have to be made
+/// but in the home directory.
+pub fn absent_protected(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let user = crate::permission::user_protected_paths();
+    let mut out = Vec::new();
+    for root in roots {
+        let git_dir = std::fs::symlink_metadata(root.join(".git")).is_ok_and(|m| m.is_dir());
+        for rel in PROTECTED {
+            if rel.starts_with(".git/") && !git_dir {
+                continue;
+            }
+            out.push(root.join(rel));
+        }
+        out.extend(user.iter().filter(|p| p.starts_with(root) && *p != root).cloned());
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_err());
+    out.sort();
+    out.dedup();
     out
+}
+
+/// The directories between a root and each protected path: bound onto
+/// themselves so that none can be renamed away with the read-only bind
+/// inside it (`mv ~/.config ~/.c && mkdir -p ~/.config/agentd`).
+pub fn parents_to_pin(roots: &[PathBuf], protect: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in protect {
+        let Some(root) = roots.iter().filter(|r| path.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+            continue;
+        };
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if !d.starts_with(root) || d == root {
+                break;
+            }
+            if !out.iter().any(|o: &PathBuf| o == d) && d.is_dir() && !d.is_symlink() {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    // Outer directories first: each bind then lands inside the one before.
+    out.sort_by_key(|p| p.components().count());
+    out
+}
+
+/// What one confined call guards on its workspace from start to end (to
+/// the end of its job, for a background one): the settings present at the
+/// start (what is new at the end is moved aside), the placeholders of
+/// protected paths that do not exist, and the nested repositories' hooks
+/// and config. While it lives, a `session/create` on the workspace first
+/// moves aside what it created so far ([`quarantine_live`]).
+#[derive(Debug)]
+pub struct CallGuard {
+    roots: Vec<PathBuf>,
+    before: Vec<PathBuf>,
+    nested_git: Vec<PathBuf>,
+    held: placeholders::Held,
+    id: u64,
+}
+
+/// A live guard: its id, the roots, the settings present at its start.
+type LiveGuard = (u64, Vec<PathBuf>, Vec<PathBuf>);
+
+static LIVE_GUARDS: std::sync::Mutex<Vec<LiveGuard>> = std::sync::Mutex::new(Vec::new());
+static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl CallGuard {
+    /// Scans the roots and makes the placeholders.
+    pub fn new(roots: &[PathBuf]) -> CallGuard {
+        let (before, nested_git) = scan(roots);
+        let held = placeholders::hold(&absent_protected(roots), roots);
+        let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut live) = LIVE_GUARDS.lock() {
+            live.push((id, roots.to_vec(), before.clone()));
+        }
+        CallGuard { roots: roots.to_vec(), before, nested_git, held, id }
+    }
+
+    /// Settings present at the start, and the nested repositories' hooks
+    /// and config: bound read-only with [`PROTECTED`].
+    pub fn protect_too(&self) -> Vec<PathBuf> {
+        self.before.iter().chain(&self.nested_git).cloned().collect()
+    }
+
+    /// The placeholders this call holds (they exist now).
+    pub fn placeholders(&self) -> &[PathBuf] {
+        self.held.paths()
+    }
+
+    /// At the end of the call: the placeholders go (unless another call
+    /// holds them), and settings it created are moved aside; returns what
+    /// moved.
+    pub fn finish(self) -> Vec<String> {
+        let CallGuard { roots, before, held, id, .. } = self;
+        if let Ok(mut live) = LIVE_GUARDS.lock() {
+            live.retain(|(i, ..)| *i != id);
+        }
+        drop(held);
+        quarantine_new_settings(&roots, &before)
+    }
+}
+
+/// Before settings are read for `cwd` (`session/create`): moves aside the
+/// settings that calls still running (background jobs) created in any
+/// workspace that holds `cwd` or lies inside it; returns what moved.
+pub fn quarantine_live(cwd: &Path) -> Vec<String> {
+    let live: Vec<(Vec<PathBuf>, Vec<PathBuf>)> = match LIVE_GUARDS.lock() {
+        Ok(live) => live
+            .iter()
+            .filter(|(_, roots, _)| roots.iter().any(|r| cwd.starts_with(r) || r.starts_with(cwd)))
+            .map(|(_, r, b)| (r.clone(), b.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    live.iter().flat_map(|(roots, before)| quarantine_new_settings(roots, before)).collect()
 }
 
 /// Moves settings that appeared during the call out of the way
@@ -544,7 +686,9 @@ pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let mut moved = Vec::new();
     for path in settings_present(roots) {
-        if before.contains(&path) {
+        // A placeholder another call holds is a read-only mount in its
+        // sandbox: moving it would move that mount out of the way.
+        if before.contains(&path) || placeholders::is_live(&path) {
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

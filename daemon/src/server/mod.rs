@@ -82,6 +82,7 @@ impl Daemon {
         check_state_dir(&config.state_dir)?;
         crate::fs::set_state_dir(&config.state_dir);
         crate::fs::pending::init(&config.state_dir);
+        crate::sandbox::placeholders::init(&config.state_dir);
         crate::process::ledger::init(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {
             tracing::warn!(

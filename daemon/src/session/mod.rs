@@ -394,6 +394,14 @@ impl SessionManager {
 
     fn prepare_own(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
         let cwd = canonical_workspace(&params.cwd)?;
+        // Settings a still-running job created are not obeyed: moved aside
+        // before any is read (the workspace's, and the home directory's).
+        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+        for dir in std::iter::once(cwd.as_path()).chain(home.as_deref()) {
+            for moved in crate::sandbox::quarantine_live(dir) {
+                tracing::warn!("a running background job created {moved}: settings moved aside, not obeyed");
+            }
+        }
         if params.mode == Some(agentd_protocol::session::PermissionMode::Bypass)
             && let Some(by) = bypass_disabled_by(&cwd)
         {

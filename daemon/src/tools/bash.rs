@@ -251,20 +251,16 @@ impl Tool for Bash {
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
         let profile = ctx.sandbox_profile;
 
-        // Settings a confined command creates (where there were none, so no
-        // read-only bind could cover them) must not reach the next session.
-        let guard_settings = profile == SandboxProfile::WorkspaceWrite
-            && crate::tools::plan_mode::current_mode(&ctx) != agentd_protocol::session::PermissionMode::Bypass;
+        // What a confined command could leave for later: protected paths
+        // that do not exist get placeholders bound read-only for the call
+        // (its job's, in the background), and settings it creates where
+        // the scan found none are moved aside at the end — in every mode,
+        // bypass included (bypass is for this session's calls, not for the
+        // sessions that would obey the settings).
         let roots = sandbox_roots(&ctx);
-        // One walk for the settings that are there: bound read-only, and
-        // what is new after the call is moved aside.
-        let settings_before = if profile == SandboxProfile::WorkspaceWrite {
-            crate::sandbox::settings_present(&roots)
-        } else {
-            Vec::new()
-        };
+        let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| crate::sandbox::CallGuard::new(&roots));
         if input.run_in_background {
-            let launch = launch(&ctx, &marker, &tmp, false, &settings_before);
+            let launch = launch(&ctx, &marker, &tmp, false, guard.as_ref());
             let job = ctx
                 .jobs
                 .start(
@@ -276,7 +272,7 @@ impl Tool for Bash {
                         output_file: Some(&log_file),
                         launch,
                         tmp: Some(tmp.clone()),
-                        settings_guard: guard_settings.then(|| (roots.clone(), settings_before.clone())),
+                        settings_guard: guard,
                     },
                 )
                 .map_err(|e| {
@@ -301,7 +297,7 @@ impl Tool for Bash {
             }));
         }
 
-        let launch = launch(&ctx, &marker, &tmp, true, &settings_before);
+        let launch = launch(&ctx, &marker, &tmp, true, guard.as_ref());
         let mut tree = process::spawn_bash(&script, &cwd, &marker, launch).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
@@ -363,8 +359,7 @@ impl Tool for Bash {
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
-        let quarantined =
-            if guard_settings { crate::sandbox::quarantine_new_settings(&roots, &settings_before) } else { Vec::new() };
+        let quarantined = guard.map(crate::sandbox::CallGuard::finish).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
@@ -522,7 +517,13 @@ fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
 
 /// How to start the call's shell: through the sandbox helper (in the
 /// profile the permission check chose) where there is one.
-fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, settings: &[PathBuf]) -> Launch<'a> {
+fn launch<'a>(
+    ctx: &'a ToolContext,
+    marker: &str,
+    tmp: &Path,
+    foreground: bool,
+    guard: Option<&crate::sandbox::CallGuard>,
+) -> Launch<'a> {
     let Some(helper) = ctx.sandbox.helper.as_deref() else { return Launch::Direct };
     let profile = ctx.sandbox_profile;
     let roots = sandbox_roots(ctx);
@@ -531,7 +532,8 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
         profile,
         read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
         protect: if profile == SandboxProfile::WorkspaceWrite {
-            let mut protect = crate::sandbox::protected_paths(&roots, settings);
+            let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
+            let mut protect = crate::sandbox::protected_paths(&roots, &extra);
             protect.extend(worktree_protected(ctx).into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))));
             // What Edit deny rules name, whatever program would write it.
             protect.extend(
@@ -548,7 +550,7 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
             Vec::new()
         },
         scrub_env: ctx.scrub_env,
-        pin: if profile == SandboxProfile::WorkspaceWrite { crate::sandbox::git_dirs(&roots) } else { Vec::new() },
+        pin: Vec::new(),
         mask: {
             let mut mask = denied_reads(ctx);
             if profile != SandboxProfile::Off {
@@ -581,6 +583,16 @@ fn launch<'a>(ctx: &'a ToolContext, marker: &str, tmp: &Path, foreground: bool, 
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
     };
+    let mut spec = spec;
+    if profile == SandboxProfile::WorkspaceWrite {
+        // `.git` (whose hooks and config are protected) and every directory
+        // between a root and a protected path: none can be renamed away.
+        let mut pin = crate::sandbox::git_dirs(&spec.roots);
+        pin.extend(crate::sandbox::parents_to_pin(&spec.roots, &spec.protect));
+        pin.sort_by_key(|p| p.components().count());
+        pin.dedup();
+        spec.pin = pin;
+    }
     Launch::Helper { helper, spec: Box::new(spec) }
 }
 

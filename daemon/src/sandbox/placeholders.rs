@@ -1,0 +1,204 @@
+//! Protected paths that do not exist yet (issue 24): a read-only bind
+//! needs something to cover, so for the lifetime of the calls that need it
+//! the daemon makes an empty directory where a protected file or directory
+//! would be (`.claude`, `.mcp.json`, `~/.zshrc`, `~/.config/systemd`, …),
+//! which the helper binds read-only. Creating the file then fails inside the
+//! sandbox from the first instant, background jobs included.
+//!
+//! - A directory, whatever the name: git does not see empty directories
+//!   (`git status` and `git add -A` stay as they were), and agentd's
+//!   settings readers take an empty directory, or a directory where a file
+//!   belongs, for nothing there.
+//! - Shared: calls on one workspace take a count on each placeholder; the
+//!   last one to end removes it (`rmdir`, so anything a process outside the
+//!   sandbox put there stays), and the parents it had to make.
+//! - Recorded in `<state-dir>/placeholders/` before it is made, so the next
+//!   daemon removes what a killed one left.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+static LIVE: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
+static LEDGER: OnceLock<PathBuf> = OnceLock::new();
+
+struct Entry {
+    count: usize,
+    /// What was made for it, deepest first (the placeholder, then the
+    /// parents that did not exist).
+    made: Vec<PathBuf>,
+    record: Option<PathBuf>,
+}
+
+/// Sets the ledger's directory and removes what a previous daemon left;
+/// returns how many placeholders were removed.
+pub fn init(state_dir: &Path) -> usize {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = state_dir.join("placeholders");
+    if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+        return 0;
+    }
+    let mut removed = 0;
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            for made in text.lines().map(PathBuf::from) {
+                if std::fs::remove_dir(&made).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+    if removed > 0 {
+        tracing::info!("removed {removed} placeholder(s) of protected paths a previous daemon left");
+    }
+    let _ = LEDGER.set(dir);
+    removed
+}
+
+/// Whether `path` is a placeholder some call holds now.
+pub fn is_live(path: &Path) -> bool {
+    LIVE.lock().is_ok_and(|live| live.as_ref().is_some_and(|l| l.contains_key(path)))
+}
+
+/// The placeholders one call holds; they go when it is dropped (and no
+/// other call holds them).
+#[derive(Debug, Default)]
+pub struct Held(Vec<PathBuf>);
+
+impl Held {
+    /// The paths bound read-only for the call (the placeholders).
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.0
+    }
+}
+
+/// Makes (or takes a count on) an empty directory at each of `paths` that
+/// does not exist, inside `roots` only (what lies outside is read-only in
+/// the sandbox anyway). Paths whose parent cannot be made are skipped.
+pub fn hold(paths: &[PathBuf], roots: &[PathBuf]) -> Held {
+    let mut held = Vec::new();
+    let Ok(mut live) = LIVE.lock() else { return Held(held) };
+    let live = live.get_or_insert_with(HashMap::new);
+    for path in paths {
+        if held.contains(path) || !roots.iter().any(|r| path.starts_with(r) && path != r) {
+            continue;
+        }
+        if let Some(entry) = live.get_mut(path) {
+            entry.count += 1;
+            held.push(path.clone());
+            continue;
+        }
+        if std::fs::symlink_metadata(path).is_ok() {
+            continue; // it exists: bound as it is
+        }
+        // The parents that are missing, up to an existing one inside a root.
+        let mut missing: Vec<PathBuf> = Vec::new();
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if std::fs::symlink_metadata(d).is_ok() {
+                break;
+            }
+            missing.push(d.to_path_buf());
+            dir = d.parent();
+        }
+        if dir.is_none_or(|d| !roots.iter().any(|r| d.starts_with(r)) || !d.is_dir() || d.is_symlink()) {
+            continue;
+        }
+        let mut made: Vec<PathBuf> = missing.iter().rev().cloned().collect();
+        made.push(path.clone());
+        let record = record(&made);
+        let mut ok = true;
+        for (i, d) in made.iter().enumerate() {
+            if std::fs::create_dir(d).is_err() {
+                ok = false;
+                made.truncate(i);
+                break;
+            }
+        }
+        made.reverse();
+        if !ok {
+            remove(&made, record);
+            continue;
+        }
+        live.insert(path.clone(), Entry { count: 1, made, record });
+        held.push(path.clone());
+    }
+    Held(held)
+}
+
+fn record(made: &[PathBuf]) -> Option<PathBuf> {
+    let dir = LEDGER.get()?;
+    let name = format!("{}", uuid::Uuid::new_v4().simple());
+    let mut text = String::new();
+    // Deepest first, as they are removed.
+    for d in made.iter().rev() {
+        text.push_str(&d.to_string_lossy());
+        text.push('\n');
+    }
+    let file = dir.join(name);
+    std::fs::write(&file, text).ok()?;
+    Some(file)
+}
+
+fn remove(made: &[PathBuf], record: Option<PathBuf>) {
+    for d in made {
+        // Only while empty: what someone outside the sandbox put there stays.
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+    }
+    if let Some(r) = record {
+        let _ = std::fs::remove_file(r);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Ok(mut live) = LIVE.lock() else { return };
+        let Some(live) = live.as_mut() else { return };
+        // The last made first: a parent made for an earlier one is empty
+        // by the time its turn comes.
+        for path in self.0.drain(..).rev() {
+            let last = match live.get_mut(&path) {
+                Some(e) => {
+                    e.count -= 1;
+                    e.count == 0
+                }
+                None => false,
+            };
+            if last && let Some(entry) = live.remove(&path) {
+                remove(&entry.made, entry.record);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_for_the_calls_and_gone_after_the_last() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path().to_path_buf();
+        let want = [r.join(".claude"), r.join(".config/systemd"), r.join("outside/../x")];
+        let a = hold(&want[..2], std::slice::from_ref(&r));
+        assert!(r.join(".claude").is_dir() && r.join(".config/systemd").is_dir());
+        let b = hold(&want[..1], std::slice::from_ref(&r));
+        drop(a);
+        assert!(r.join(".claude").is_dir(), "still held by the second call");
+        assert!(!r.join(".config").exists(), "the parent made for it goes too");
+        drop(b);
+        assert!(!r.join(".claude").exists());
+        // Something put there from outside stays.
+        let c = hold(&want[..1], std::slice::from_ref(&r));
+        std::fs::write(r.join(".claude/settings.json"), "{}").unwrap();
+        drop(c);
+        assert!(r.join(".claude/settings.json").exists());
+        // Outside the roots: nothing.
+        let other = tempfile::tempdir().unwrap();
+        let d = hold(&[other.path().join(".claude")], std::slice::from_ref(&r));
+        assert!(d.paths().is_empty() && !other.path().join(".claude").exists());
+    }
+}
