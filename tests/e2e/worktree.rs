@@ -232,3 +232,44 @@ async fn entering_asks_and_a_symlinked_claude_dir_is_refused() {
     assert!(err && text.contains("symbolic link"), "{text}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
+
+#[tokio::test]
+async fn the_repository_s_programs_never_run_as_the_daemon() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    std::fs::write(repo.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+    git(&repo, &["add", ".gitattributes"]);
+    git(&repo, &["commit", "-qm", "attributes"]);
+    let mark = |what: &str| d.dir.path().join(format!("RAN-{what}"));
+    let touch = |what: &str| format!("touch {}; cat", mark(what).display());
+    git(&repo, &["config", "filter.evil.smudge", &touch("smudge")]);
+    git(&repo, &["config", "filter.evil.clean", &touch("clean")]);
+    git(&repo, &["config", "filter.evil.required", "true"]);
+    git(&repo, &["config", "core.sshCommand", &touch("ssh")]);
+    git(&repo, &["config", "include.path", "more.config"]);
+    std::fs::write(
+        repo.join(".git/more.config"),
+        format!(
+            "[filter \"evil\"]\n\tprocess = {}\n[diff \"evil\"]\n\ttextconv = {}\n",
+            touch("process"),
+            touch("textconv")
+        ),
+    )
+    .unwrap();
+    let ran = || {
+        ["smudge", "clean", "process", "ssh", "textconv"].into_iter().filter(|w| mark(w).exists()).collect::<Vec<_>>()
+    };
+    // Asked, saying why, in a mode that asks (nobody answers: denied).
+    let mut asking = S::new(&d, &repo, json!({})).await;
+    let (err, text) = asking.call("EnterWorktree", json!({ "name": "a" })).await;
+    assert!(err && text.contains("names a program"), "{text}");
+    // Approved: it goes on with every program still off.
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "b" })).await;
+    assert!(!err, "{text}");
+    assert!(repo.join(".claude/worktrees/b/a.txt").exists());
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err, "{text}");
+    assert!(!repo.join(".claude/worktrees/b").exists(), "{text}");
+    assert_eq!(ran(), Vec::<&str>::new(), "the repository's programs ran as the daemon");
+}

@@ -119,15 +119,86 @@ impl GitOut {
     }
 }
 
-/// Runs git in `dir` with `args`: hooks and fsmonitor off, no `GIT_*`
+/// Runs git in `dir` with `args` and no program of the repository's
+/// choosing: hooks and fsmonitor off, and every filter, diff or merge
+/// driver, helper, editor, pager, ssh command or submodule update the
+/// repository's own configuration (its config files and what they include)
+/// names is set empty for the command ([`program_overrides`]); no `GIT_*`
 /// variable of the daemon's, no prompt; ended when `cancel` fires.
 async fn git(dir: &Path, args: &[&str], cancel: &tokio_util::sync::CancellationToken) -> Result<GitOut, ToolError> {
+    // The same repository git will be told about (`--git-dir`, `--work-tree`).
+    let mut list: Vec<&str> =
+        args.iter().copied().take_while(|a| a.starts_with("--git-dir=") || a.starts_with("--work-tree=")).collect();
+    list.extend(["config", "--list", "--includes", "--show-scope", "-z"]);
+    let listing = git_raw(dir, &list, &[], cancel).await?;
+    git_raw(dir, args, &program_overrides(&listing.stdout), cancel).await
+}
+
+/// The `-c` settings that take back every program the repository's own
+/// configuration (scopes `local` and `worktree`, includes counted as the
+/// file that includes them) names, from `git config --list --includes
+/// --show-scope -z` output; plus those that are always off.
+fn program_overrides(listing: &str) -> Vec<String> {
+    let mut out: Vec<String> = [
+        "core.hooksPath=/dev/null",
+        "core.fsmonitor=false",
+        "core.pager=cat",
+        "submodule.recurse=false",
+        "diff.external=",
+        "protocol.ext.allow=never",
+        "log.showSignature=false",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut fields = listing.split('\0');
+    while let (Some(scope), Some(entry)) = (fields.next(), fields.next()) {
+        if scope != "local" && scope != "worktree" {
+            continue;
+        }
+        let key = entry.split('\n').next().unwrap_or_default();
+        let lower = key.to_ascii_lowercase();
+        let section = lower.split('.').next().unwrap_or_default();
+        let last = lower.rsplit('.').next().unwrap_or_default();
+        let value = match (section, last) {
+            ("filter", "clean" | "smudge" | "process") => "",
+            ("filter", "required") => "false",
+            ("diff", "textconv" | "command") | ("merge", "driver") => "",
+            ("core", "sshcommand" | "editor" | "askpass" | "gitproxy" | "alternaterefscommand") => "",
+            ("sequence", "editor") | ("gpg", "program") | ("credential", "helper") | ("pager", _) => "",
+            ("uploadpack", "packobjectshook") | ("remote", "uploadpack" | "receivepack") => "",
+            ("submodule", "update") => "none",
+            _ => continue,
+        };
+        let setting = format!("{key}={value}");
+        if !out.contains(&setting) {
+            out.push(setting);
+        }
+        if section == "filter" && last != "required" {
+            // A required filter that no longer runs would stop git.
+            if let Some((name, _)) = key.get("filter.".len()..).and_then(|r| r.rsplit_once('.')) {
+                let required = format!("filter.{name}.required=false");
+                if !out.contains(&required) {
+                    out.push(required);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs git with `args` and `settings` as `-c` options (see [`git`]).
+async fn git_raw(
+    dir: &Path,
+    args: &[&str],
+    settings: &[String],
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<GitOut, ToolError> {
     let mut cmd = tokio::process::Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat"])
-        .args(args)
-        .stdin(std::process::Stdio::null());
+    cmd.arg("-C").arg(dir);
+    for setting in settings {
+        cmd.arg("-c").arg(setting);
+    }
+    cmd.args(args).stdin(std::process::Stdio::null());
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("GIT_") {
             cmd.env_remove(key);
@@ -204,12 +275,15 @@ impl Tool for EnterWorktree {
         Ok(())
     }
 
-    fn check_permissions(&self, input: &EnterWorktreeInput, _ctx: &ToolContext) -> Decision {
+    fn check_permissions(&self, input: &EnterWorktreeInput, ctx: &ToolContext) -> Decision {
         let name = input.name.as_deref().unwrap_or("<generated>");
-        Decision::Ask {
-            reason: format!("create the git worktree {WORKTREES}/{name} on a new branch worktree/{name}"),
-            suggestion: Some(Self::NAME.to_owned()),
+        let mut reason = format!("create the git worktree {WORKTREES}/{name} on a new branch worktree/{name}");
+        if let Some(what) = crate::permission::git_config_runs_code(&ctx.cwd) {
+            reason.push_str(&format!(
+                " (the repository's configuration names a program — {what} — which agentd's git does not run)"
+            ));
         }
+        Decision::Ask { reason, suggestion: Some(Self::NAME.to_owned()) }
     }
 
     async fn call(
@@ -502,6 +576,18 @@ impl Tool for ExitWorktree {
                 "remove the worktree {} and its branch, throwing away uncommitted changes and commits only it holds",
                 ctx.session.worktree.as_ref().map(|w| w.path.display().to_string()).unwrap_or_default()
             )),
+            // git status and worktree remove in a repository whose
+            // configuration names programs: asked, and run without them.
+            (ExitAction::Remove, false)
+                if let Some(what) =
+                    ctx.session.worktree.as_ref().and_then(|w| crate::permission::git_config_runs_code(&w.path)) =>
+            {
+                Decision::ask(format!(
+                    "remove the worktree {} (the repository's configuration names a program — {what} — which \
+                     agentd's git does not run)",
+                    ctx.session.worktree.as_ref().map(|w| w.path.display().to_string()).unwrap_or_default()
+                ))
+            }
             // Keeping loses nothing; removing checks first that nothing is lost.
             _ => Decision::Allow,
         }
@@ -654,5 +740,42 @@ mod tests {
         for bad in ["", "-rf", ".hidden", "a/b", "..", "a..b", "x.lock", "a b", "ü", "a\nb", &"x".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod override_tests {
+    use super::program_overrides;
+
+    #[test]
+    fn every_program_the_repository_names_is_taken_back() {
+        let listing = [
+            ("global", "filter.lfs.smudge\ngit-lfs smudge"),
+            ("local", "filter.Evil.Dots.smudge\ntouch x"),
+            ("local", "filter.Evil.Dots.process\ntouch x"),
+            ("local", "core.sshcommand\ntouch x"),
+            ("worktree", "credential.https://h.helper\nx"),
+            ("local", "diff.t.textconv\nx"),
+            ("local", "submodule.s.update\n!x"),
+            ("local", "user.name\nme"),
+        ]
+        .iter()
+        .map(|(s, e)| format!("{s}\0{e}\0"))
+        .collect::<String>();
+        let got = program_overrides(&listing);
+        for want in [
+            "filter.Evil.Dots.smudge=",
+            "filter.Evil.Dots.process=",
+            "filter.Evil.Dots.required=false",
+            "core.sshcommand=",
+            "credential.https://h.helper=",
+            "diff.t.textconv=",
+            "submodule.s.update=none",
+            "core.hooksPath=/dev/null",
+        ] {
+            assert!(got.iter().any(|g| g == want), "{want}: {got:?}");
+        }
+        // The user's own (git-lfs) is the user's choice; names are not settings.
+        assert!(!got.iter().any(|g| g.starts_with("filter.lfs") || g.starts_with("user.")), "{got:?}");
     }
 }
