@@ -273,3 +273,49 @@ async fn the_repository_s_programs_never_run_as_the_daemon() {
     assert!(!repo.join(".claude/worktrees/b").exists(), "{text}");
     assert_eq!(ran(), Vec::<&str>::new(), "the repository's programs ran as the daemon");
 }
+
+#[tokio::test]
+async fn a_worktree_adds_objects_and_never_changes_one() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    let blob = git(&repo, &["rev-parse", "HEAD:a.txt"]);
+    let object = repo.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+    let before = std::fs::read(&object).unwrap();
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "o" })).await;
+    assert!(!err, "{text}");
+    let o = object.display();
+    for attack in [
+        format!("chmod u+w {o}; printf poison > {o}"),
+        format!("rm -f {o}"),
+        format!("mv {o} {o}.x"),
+        format!("rm -rf {}", repo.join(".git/objects/pack").display()),
+    ] {
+        let _ = s.call("Bash", json!({ "command": attack })).await;
+        assert_eq!(std::fs::read(&object).ok().as_deref(), Some(&before[..]), "{attack}");
+    }
+    // A commit still works, and its objects are the repository's after the
+    // call, for git outside the sandbox too.
+    let (err, text) = s
+        .call(
+            "Bash",
+            json!({ "command": "echo new > n.txt && git add n.txt && git commit -qm n && git rev-parse HEAD" }),
+        )
+        .await;
+    assert!(!err, "{text}");
+    let head = text.lines().find(|l| l.len() == 40).unwrap().to_owned();
+    assert_eq!(git(&repo, &["cat-file", "-t", &head]), "commit");
+    assert_eq!(git(&repo, &["show", &format!("{head}:n.txt")]), "new");
+    // An object planted under another's name stays out.
+    let future = git(&repo, &["hash-object", "--stdin"]); // the empty blob's id
+    let staging = repo.join(".git/worktrees/o/agentd-objects");
+    let forged = format!(
+        "mkdir -p {0}/{1} && python3 -c 'import zlib,sys; sys.stdout.buffer.write(zlib.compress(b\"blob 6\\0poison\"))' > {0}/{1}/{2}",
+        staging.display(),
+        &future[..2],
+        &future[2..]
+    );
+    let (_, text) = s.call("Bash", json!({ "command": forged })).await;
+    assert!(text.contains("not taken into the repository"), "{text}");
+    assert!(!repo.join(".git/objects").join(&future[..2]).join(&future[2..]).exists());
+}

@@ -205,7 +205,11 @@ async fn pump(
 ) {
     pump_output(&job, &mut tree).await;
     if let Some(guard) = settings_guard {
-        for moved in guard.finish() {
+        let finished = guard.finish();
+        for refused in &finished.objects_refused {
+            push(&job, format!("[an object the job wrote was not taken into the repository: {refused}]\n").as_bytes());
+        }
+        for moved in finished.moved {
             push(
                 &job,
                 format!("[the job created {moved}: settings that would be obeyed later, moved aside]\n").as_bytes(),

@@ -12,6 +12,7 @@
 
 pub mod confine;
 pub mod helper;
+pub mod objects;
 pub mod placeholders;
 pub mod unix_wall;
 
@@ -621,6 +622,17 @@ pub struct CallGuard {
     nested_git: Vec<PathBuf>,
     held: placeholders::Held,
     id: u64,
+    /// In a worktree: (staging, the repository's objects, SHA-256).
+    objects: Option<(PathBuf, PathBuf, bool)>,
+}
+
+/// What a [`CallGuard`] did at the end of its call.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Settings moved aside (from → to).
+    pub moved: Vec<String>,
+    /// Staged objects that were not taken into the repository, and why.
+    pub objects_refused: Vec<String>,
 }
 
 /// A live guard: its id, the roots, the settings present at its start.
@@ -638,7 +650,14 @@ impl CallGuard {
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.push((id, roots.to_vec(), before.clone()));
         }
-        CallGuard { roots: roots.to_vec(), before, nested_git, held, id }
+        CallGuard { roots: roots.to_vec(), before, nested_git, held, id, objects: None }
+    }
+
+    /// In a worktree: the objects the call stages in `staging` are taken
+    /// into `objects` at its end ([`objects::migrate`]).
+    pub fn with_objects(mut self, staging: PathBuf, objects: PathBuf, sha256: bool) -> CallGuard {
+        self.objects = Some((staging, objects, sha256));
+        self
     }
 
     /// Settings present at the start, and the nested repositories' hooks
@@ -655,13 +674,17 @@ impl CallGuard {
     /// At the end of the call: the placeholders go (unless another call
     /// holds them), and settings it created are moved aside; returns what
     /// moved.
-    pub fn finish(self) -> Vec<String> {
-        let CallGuard { roots, before, held, id, .. } = self;
+    pub fn finish(self) -> Finished {
+        let CallGuard { roots, before, held, id, objects, .. } = self;
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.retain(|(i, ..)| *i != id);
         }
         drop(held);
-        quarantine_new_settings(&roots, &before)
+        let objects_refused = match objects {
+            Some((staging, main, sha256)) => objects::migrate(&staging, &main, sha256).refused,
+            None => Vec::new(),
+        };
+        Finished { moved: quarantine_new_settings(&roots, &before), objects_refused }
     }
 }
 

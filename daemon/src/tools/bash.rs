@@ -133,6 +133,14 @@ pub struct BashResult {
     pub sandbox: SandboxProfile,
     /// Settings files the command created, moved aside (from → to).
     pub quarantined: Vec<String>,
+    /// In a worktree: objects the command wrote that were not taken into
+    /// the repository (not what their names say, packs), and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects_refused: Vec<String>,
+    /// Walls of the sandbox this kernel could not apply to the command
+    /// (`daemon/info`'s `sandbox.walls`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub walls_missing: Vec<String>,
 }
 
 /// A chunk of output.
@@ -258,7 +266,23 @@ impl Tool for Bash {
         // bypass included (bypass is for this session's calls, not for the
         // sessions that would obey the settings).
         let roots = sandbox_roots(&ctx);
-        let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| crate::sandbox::CallGuard::new(&roots));
+        let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| {
+            let guard = crate::sandbox::CallGuard::new(&roots);
+            match object_staging(&ctx) {
+                Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
+                None => guard,
+            }
+        });
+        // In a worktree the repository's objects are read-only: new ones go
+        // to the worktree's staging directory, taken in at the end.
+        let script = match object_staging(&ctx).filter(|_| profile == SandboxProfile::WorkspaceWrite) {
+            Some((staging, main, _)) => format!(
+                "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
+                quote(&staging),
+                quote(&main)
+            ),
+            None => script,
+        };
         if input.run_in_background {
             let launch = launch(&ctx, &marker, &tmp, false, guard.as_ref());
             let job = ctx
@@ -294,6 +318,8 @@ impl Tool for Bash {
                 timeout_ms: 0,
                 sandbox: profile,
                 quarantined: Vec::new(),
+                objects_refused: Vec::new(),
+                walls_missing: walls_missing(&ctx, profile),
             }));
         }
 
@@ -359,7 +385,7 @@ impl Tool for Bash {
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
-        let quarantined = guard.map(crate::sandbox::CallGuard::finish).unwrap_or_default();
+        let finished = guard.map(crate::sandbox::CallGuard::finish).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
@@ -401,7 +427,9 @@ impl Tool for Bash {
             duration_ms: started.elapsed().as_millis() as u64,
             timeout_ms,
             sandbox: profile,
-            quarantined,
+            quarantined: finished.moved,
+            objects_refused: finished.objects_refused,
+            walls_missing: walls_missing(&ctx, profile),
         };
         let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
         if failed {
@@ -493,15 +521,40 @@ fn sandbox_roots(ctx: &ToolContext) -> Vec<PathBuf> {
     roots.extend(ctx.info.add_dirs.iter().cloned());
     if let Some(w) = &ctx.session.worktree {
         let c = &w.common_dir;
-        for dir in
-            [c.join("objects"), c.join("refs/heads/worktree"), c.join("logs/refs/heads/worktree"), w.git_dir.clone()]
-        {
+        // Not the repository's objects (add-only: see object_staging).
+        for dir in [c.join("refs/heads/worktree"), c.join("logs/refs/heads/worktree"), w.git_dir.clone()] {
             if dir.is_dir() && !dir.is_symlink() && !roots.iter().any(|r| dir.starts_with(r)) {
                 roots.push(dir);
             }
         }
     }
     roots
+}
+
+/// In a worktree EnterWorktree made: where the command's new objects go
+/// (made if missing), the repository's objects, and whether it hashes with
+/// SHA-256.
+fn object_staging(ctx: &ToolContext) -> Option<(PathBuf, PathBuf, bool)> {
+    let w = ctx.session.worktree.as_ref()?;
+    let staging = crate::sandbox::objects::staging_dir(&w.git_dir);
+    if !staging.is_dir() {
+        std::fs::create_dir(&staging).ok()?;
+    }
+    let config = std::fs::read_to_string(w.common_dir.join("config")).unwrap_or_default();
+    let sha256 = config.lines().any(|l| {
+        let l = l.trim().to_ascii_lowercase().replace(' ', "");
+        l == "objectformat=sha256"
+    });
+    Some((staging, w.common_dir.join("objects"), sha256))
+}
+
+/// The walls `daemon/info` lists that this kernel cannot apply, for a
+/// confined call's result.
+fn walls_missing(ctx: &ToolContext, profile: SandboxProfile) -> Vec<String> {
+    if profile == SandboxProfile::Off {
+        return Vec::new();
+    }
+    ctx.sandbox.missing_walls().into_iter().map(str::to_owned).collect()
 }
 
 /// What git would obey of a worktree EnterWorktree made, bound read-only:
@@ -829,6 +882,12 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
         && let Some(file) = &r.output_file
     {
         note(format!("[{} characters of output elided; the full output is in {}]", r.elided_chars, file.display()));
+    }
+    for refused in &r.objects_refused {
+        note(format!("[an object the command wrote was not taken into the repository: {refused}]"));
+    }
+    if !r.walls_missing.is_empty() {
+        note(format!("[this kernel could not apply these walls of the sandbox: {}]", r.walls_missing.join(", ")));
     }
     for moved in &r.quarantined {
         note(format!(
