@@ -397,9 +397,14 @@ impl Rule {
         if !any {
             return Match::No;
         }
+        let wildcard = matches!(self.spec, Spec::BashWildcard(_));
+        let runs_other = |e: &shell::Effective| {
+            wildcard && e.program.as_deref().is_some_and(|p| program_option(p, &e.args).is_some())
+        };
         let allowable = |e: &shell::Effective| {
             e.runs_inner
                 || (seen(e)
+                    && !runs_other(e)
                     && !e.opaque_args
                     && e.wrappers.iter().all(|w| ALLOW_THROUGH.contains(&w.as_str()))
                     && !e.assigns.iter().any(|a| shell::dangerous_assignment(a)))
@@ -407,6 +412,111 @@ impl Rule {
         let clean = !script.has_compound && script.commands.iter().all(|c| c.writes_files.is_empty());
         if clean && parts.iter().all(allowable) { Match::All } else { Match::Part }
     }
+}
+
+/// Options that make an allowed program run another program, load code,
+/// or read a configuration that can (audited per program): an allow rule
+/// with a wildcard (`Bash(npm test:*)`) does not cover a command that uses
+/// one (`npm test --script-shell=./x`); it asks. A rule naming the whole
+/// command does.
+const PROGRAM_OPTIONS: &[(&[&str], &[&str])] = &[
+    (
+        &["npm", "pnpm", "yarn", "npx", "bun"],
+        &[
+            "--script-shell",
+            "--node-options",
+            "--prefix",
+            "--userconfig",
+            "--globalconfig",
+            "--shell",
+            "--call",
+            "-c",
+            "--cwd",
+            "--dir",
+            "-C",
+            "--require",
+            "--preload",
+            "--init-module",
+        ],
+    ),
+    (
+        &["node", "deno", "tsx", "ts-node"],
+        &["-r", "--require", "--import", "--loader", "--experimental-loader", "-e", "--eval", "-p", "--print"],
+    ),
+    (
+        &["git"],
+        &[
+            "-c",
+            "--config-env",
+            "--exec-path",
+            "--upload-pack",
+            "-u",
+            "--receive-pack",
+            "--exec",
+            "--open-files-in-pager",
+            "-O",
+            "--ext-diff",
+            "--template",
+            "--config",
+            "--separate-git-dir",
+            "--extcmd",
+            "--tool",
+        ],
+    ),
+    (&["cargo"], &["--config"]),
+    (&["make", "gmake"], &["-f", "--file", "--makefile", "--eval", "-E", "SHELL", "MAKESHELL"]),
+    (&["go"], &["-exec", "-toolexec", "-overlay", "-modfile"]),
+    (&["gradle", "gradlew", "./gradlew"], &["--init-script", "-I", "--settings-file", "-c", "-b", "--build-file"]),
+    (&["mvn", "mvnw", "./mvnw"], &["-s", "--settings", "-gs", "--global-settings", "-f", "--file"]),
+    (
+        &["tar"],
+        &[
+            "--to-command",
+            "--use-compress-program",
+            "-I",
+            "--checkpoint-action",
+            "--rsh-command",
+            "--info-script",
+            "-F",
+            "--new-volume-script",
+        ],
+    ),
+    (&["rsync"], &["-e", "--rsh", "--rsync-path"]),
+    (&["ssh", "scp", "sftp"], &["-o", "-F", "-S"]),
+    (&["curl"], &["-K", "--config"]),
+];
+
+/// The first option of [`PROGRAM_OPTIONS`] `program` is given in `args`
+/// (`--opt`, `--opt=value`, an unambiguous abbreviation of a long one, a
+/// `NAME=value` argument for make's variables).
+pub(crate) fn program_option(program: &str, args: &[String]) -> Option<String> {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let (names, options) =
+        PROGRAM_OPTIONS.iter().find(|(names, _)| names.contains(&name) || names.contains(&program))?;
+    // After the script (node) or the host (ssh) the arguments are theirs.
+    let stops_at_operand = names.contains(&"node") || names.contains(&"ssh");
+    for arg in args {
+        if arg == "--" || (stops_at_operand && !arg.starts_with('-')) {
+            break; // what follows is the script's, not the program's
+        }
+        let head = arg.split('=').next().unwrap_or(arg);
+        let hit = options.iter().find(|opt| {
+            head == **opt
+                || (head.starts_with("--") && head.len() >= 5 && opt.starts_with(head))
+                || (!opt.starts_with('-') && arg.starts_with(&format!("{opt}=")))
+                || (opt.len() == 2
+                    && opt.starts_with('-')
+                    && !opt.starts_with("--")
+                    && arg.starts_with(**opt)
+                    && arg.len() > 2
+                    && !arg.starts_with("--")
+                    && matches!(**opt, "-I" | "-e" | "-o" | "-F" | "-c" | "-C" | "-r" | "-p" | "-f"))
+        });
+        if let Some(opt) = hit {
+            return Some(format!("{name} {opt}"));
+        }
+    }
+    None
 }
 
 /// Wrappers an allow rule sees through: they change nothing about what
@@ -440,7 +550,10 @@ fn bash_allowed_by_parts<'a>(rules: &'a [Rule], tool: &str, command: &str) -> Op
         {
             return None;
         }
-        let rule = allows.iter().find(|r| matches!(r.spec, Spec::Any) || r.covers(&text))?;
+        let runs_other = e.program.as_deref().is_some_and(|p| program_option(p, &e.args).is_some());
+        let rule = allows.iter().find(|r| {
+            matches!(r.spec, Spec::Any) || (r.covers(&text) && !(runs_other && matches!(r.spec, Spec::BashWildcard(_))))
+        })?;
         first.get_or_insert(*rule);
     }
     first

@@ -254,6 +254,40 @@ fn claude_codes_wildcard_syntax() {
 }
 
 #[test]
+fn wildcard_allow_rules_never_cover_options_that_run_other_programs() {
+    let rows: &[(&str, &str, Option<RuleKind>)] = &[
+        ("Bash(npm test:*)", "npm test --script-shell=./x", None),
+        ("Bash(npm test:*)", "npm test --script-s=./x", None),
+        ("Bash(npm test:*)", "npm test --node-options=--require=./x.js", None),
+        ("Bash(npm test:*)", "npm test --prefix ../other", None),
+        ("Bash(npm test:*)", "npm test -- --watch", Some(RuleKind::Allow)),
+        ("Bash(npm test:*)", "npm test -- --script-shell=./x", Some(RuleKind::Allow)),
+        ("Bash(npm run:*)", "npm run build --userconfig ./evil.npmrc", None),
+        ("Bash(git log:*)", "git log --ext-diff -p", None),
+        ("Bash(git grep:*)", "git grep -O x", None),
+        ("Bash(git fetch:*)", "git fetch --upload-pack=./x origin", None),
+        ("Bash(git clone:*)", "git clone --template=./t https://h/r", None),
+        ("Bash(git add:*)", "git add -A .", Some(RuleKind::Allow)),
+        ("Bash(cargo test:*)", "cargo test --config target.x.runner='sh -c x'", None),
+        ("Bash(cargo test:*)", "cargo test --release", Some(RuleKind::Allow)),
+        ("Bash(make:*)", "make SHELL=./x test", None),
+        ("Bash(make:*)", "make -f other.mk", None),
+        ("Bash(make:*)", "make test", Some(RuleKind::Allow)),
+        ("Bash(go test:*)", "go test -exec ./x ./...", None),
+        ("Bash(tar:*)", "tar -xf a.tar --to-command=sh", None),
+        ("Bash(tar:*)", "tar -Ish -cf a.tar .", None),
+        ("Bash(node build.js:*)", "node build.js -e x", Some(RuleKind::Allow)),
+        ("Bash(node:*)", "node -r ./x.js build.js", None),
+        // A rule that names the whole command is the user's word for it.
+        ("Bash(npm test --script-shell=./x)", "npm test --script-shell=./x", Some(RuleKind::Allow)),
+    ];
+    for (rule, command, want) in rows {
+        let s = set(&[rule], &[], &[]);
+        assert_eq!(bash(&s, command), *want, "{rule} on {command:?}");
+    }
+}
+
+#[test]
 fn allow_rules_never_cover_what_is_computed() {
     let s = set(&["Bash(echo:*)", "Bash(git status:*)"], &[], &[]);
     for command in [
