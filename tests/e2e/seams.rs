@@ -116,10 +116,14 @@ for addr, dial in [("own.sock", "own.sock"), (here + "/abs.sock", here + "/abs.s
     c = socket.socket(socket.AF_UNIX); c.connect(dial)
     print(os.path.basename(addr.strip("\0")), c.recv(2).decode())
 a, b = socket.socketpair(); a.sendall(b"pair"); print(b.recv(4).decode())
+srv = serve("thread.sock")
+def dial():
+    c = socket.socket(socket.AF_UNIX); c.connect("thread.sock"); print("thread", c.recv(2).decode())
+t = threading.Thread(target=dial); t.start(); t.join()
 EOF"#;
     let (ok, out) = bash(&mut c, &id, own).await;
     assert!(ok, "{out}");
-    for line in ["own.sock hi", "abs.sock hi", "agentd-own hi", "pair"] {
+    for line in ["own.sock hi", "abs.sock hi", "agentd-own hi", "pair", "thread hi"] {
         assert!(out.contains(line), "{line}: {out}");
     }
 }
@@ -174,23 +178,26 @@ async fn other_socket_families_are_refused() {
 import socket
 for name, args in [("vsock", (40, socket.SOCK_STREAM)), ("packet", (17, socket.SOCK_RAW)),
                    ("alg", (38, socket.SOCK_SEQPACKET)), ("unix-dgram", (socket.AF_UNIX, socket.SOCK_DGRAM)),
+                   ("unix-raw", (socket.AF_UNIX, socket.SOCK_RAW)), ("unix-rdm", (socket.AF_UNIX, socket.SOCK_RDM)),
                    ("netlink-audit", (socket.AF_NETLINK, socket.SOCK_RAW, 9))]:
     try:
         socket.socket(*args); print(name, "open")
     except OSError as e:
         print(name, "refused", e.errno)
-try:
-    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print("dgram-pair open")
-except OSError as e:
-    print("dgram-pair refused")
+for name, kind in [("dgram-pair", socket.SOCK_DGRAM), ("raw-pair", socket.SOCK_RAW)]:
+    try:
+        socket.socketpair(socket.AF_UNIX, kind); print(name, "open")
+    except OSError as e:
+        print(name, "refused")
+socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET); print("seqpacket ok")
 socket.socket(socket.AF_INET); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); print("inet ok")
 EOF"#;
     let (ok, out) = bash(&mut c, &id, probe).await;
     assert!(ok, "{out}");
-    for name in ["vsock", "packet", "alg", "unix-dgram", "netlink-audit", "dgram-pair"] {
+    for name in ["vsock", "packet", "alg", "unix-dgram", "unix-raw", "unix-rdm", "netlink-audit", "dgram-pair", "raw-pair"] {
         assert!(out.contains(&format!("{name} refused")), "{name}: {out}");
     }
-    assert!(out.contains("inet ok"), "{out}");
+    assert!(out.contains("inet ok") && out.contains("seqpacket ok"), "{out}");
 }
 
 #[tokio::test]

@@ -176,8 +176,17 @@ pub fn seccomp(spec: &Spec) -> Result<(), String> {
     // path (journald, syslog, the service manager's notify socket) and no
     // connect is there for the wall to check.
     let unix = libc::AF_UNIX as u64;
-    let dgram = cond(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?;
-    let mut socket_rules = vec![rule(vec![cond(0, SeccompCmpOp::Eq, unix)?, dgram.clone()])?];
+    // Unix sockets: stream and seqpacket only (SOCK_RAW is a datagram
+    // socket to the kernel, and so may be any type to come): one rule per
+    // other value of the type's low bits.
+    let unix_other_types = || -> Result<Vec<SeccompRule>, String> {
+        let (stream, seqpacket) = (libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64);
+        (0u64..16)
+            .filter(|t| *t != stream && *t != seqpacket)
+            .map(|t| rule(vec![cond(0, SeccompCmpOp::Eq, unix)?, cond(1, SeccompCmpOp::MaskedEq(0xf), t)?]))
+            .collect()
+    };
+    let mut socket_rules = unix_other_types()?;
     if spec.profile == SandboxProfile::ReadOnly {
         socket_rules = Vec::new(); // an empty list: every socket() refused
     } else if !spec.network {
@@ -198,7 +207,9 @@ pub fn seccomp(spec: &Spec) -> Result<(), String> {
     rules.insert(libc::SYS_socket, socket_rules);
     // socketpair: Unix stream and seqpacket only (a datagram pair can still
     // send to any path).
-    rules.insert(libc::SYS_socketpair, vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?, rule(vec![dgram])?]);
+    let mut pair_rules = vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?];
+    pair_rules.extend(unix_other_types()?);
+    rules.insert(libc::SYS_socketpair, pair_rules);
     // No setuid or setgid bits (the mode argument's position per call).
     for (nr, arg) in [(libc::SYS_chmod, 1u8), (libc::SYS_fchmod, 1), (libc::SYS_fchmodat, 2), (452, 2)] {
         let mut r = Vec::new();

@@ -38,8 +38,8 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-/// Blocking connects the supervisor may have in flight at once, each on a
-/// thread of its own (a slow host must not stall the call's other connects).
+/// Connects the supervisor may have in flight at once, each on a thread of
+/// its own (a slow host must not stall the call's other connects).
 const MAX_BLOCKING: usize = 64;
 
 /// In the command's process, after the other filters: hands every
@@ -177,6 +177,12 @@ pub fn can_take_fds() -> bool {
     }
 }
 
+/// The process (thread group) of thread `tid`, from its `/proc` status.
+fn thread_group(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: integer arguments.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -244,7 +250,9 @@ impl Notifier {
         }
         match self.prepare(&req) {
             Err(errno) => respond(&self.listener, req.id, Err(errno)),
-            Ok(conn) if !conn.blocking => respond(&self.listener, req.id, conn.run()),
+            // The socket's blocking mode may change between the check and
+            // the connect (it is the caller's): every connect is made on a
+            // thread, so none can stall this loop.
             Ok(conn) => {
                 if self.blocking.fetch_add(1, Ordering::SeqCst) >= MAX_BLOCKING {
                     self.blocking.fetch_sub(1, Ordering::SeqCst);
@@ -269,11 +277,14 @@ impl Notifier {
             return Err(libc::EPERM);
         }
         let [fd, addr, len, ..] = req.data.args;
-        let pid = req.pid as i32;
+        // The caller may be any thread: its memory is its thread's, its
+        // descriptors its process's (pidfd_open takes a process).
+        let tid = req.pid as i32;
+        let pid = thread_group(tid).ok_or(libc::ESRCH)?;
         let valid = || id_valid(&self.listener, req.id);
         let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
         let mut bytes = vec![0u8; len];
-        let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|_| libc::EACCES)?;
+        let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(|_| libc::EACCES)?;
         if !valid() {
             return Err(libc::EINTR);
         }
@@ -286,14 +297,11 @@ impl Notifier {
             return Err(libc::EINTR);
         }
         let domain = sockopt(&socket, libc::SO_DOMAIN).ok_or(libc::ENOTSOCK)?;
-        // SAFETY: integer arguments.
-        let flags = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_GETFL) };
-        let blocking = flags >= 0 && flags & libc::O_NONBLOCK == 0;
         let family = bytes.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
         if domain != libc::AF_UNIX || family != Some(libc::AF_UNIX as u16) || len <= 2 {
             // Not a Unix socket (its own walls apply), or an address the
             // kernel refuses for it anyway: connected as asked.
-            return Ok(Connect { socket, address: bytes, _path: None, blocking });
+            return Ok(Connect { socket, address: bytes, _path: None });
         }
         let path = &bytes[2..];
         if path[0] == 0 {
@@ -302,10 +310,10 @@ impl Notifier {
             if !self.own_proc || !held_by_call(|l| l.name.as_deref() == Some(name)) {
                 return Err(libc::EACCES);
             }
-            return Ok(Connect { socket, address: bytes, _path: None, blocking });
+            return Ok(Connect { socket, address: bytes, _path: None });
         }
         let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
-        let target = open_target(pid, &path[..end])?;
+        let target = open_target(tid, &path[..end])?;
         let meta = fstat(&target).ok_or(libc::ENOENT)?;
         if meta.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             return Err(libc::ECONNREFUSED);
@@ -337,7 +345,7 @@ impl Notifier {
         let mut address = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         address.extend_from_slice(via.as_bytes());
         address.push(0);
-        Ok(Connect { socket, address, _path: Some(target), blocking })
+        Ok(Connect { socket, address, _path: Some(target) })
     }
 }
 
@@ -347,7 +355,6 @@ struct Connect {
     address: Vec<u8>,
     /// The `O_PATH` descriptor `address` names, kept open until connected.
     _path: Option<OwnedFd>,
-    blocking: bool,
 }
 
 impl Connect {
