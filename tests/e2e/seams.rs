@@ -318,3 +318,27 @@ async fn a_running_job_s_settings_are_moved_aside_before_a_session_reads_them() 
     let allow = &second["session"]["permissions"]["allow"];
     assert!(!allow.to_string().contains("Bash"), "the planted rule was obeyed: {second}");
 }
+
+#[tokio::test]
+async fn fifos_planted_where_the_daemon_writes_hang_nothing() {
+    // The workspace holds the state directory (as $HOME holds the default
+    // one): the call's report and output files are where it may write.
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let id = session(&mut c, d.dir.path(), json!({ "mode": "bypass" })).await;
+    let plant = "m=$(basename $TMPDIR); m=${m#tmp-}; mkfifo $TMPDIR/../bash-$m.report $TMPDIR/../bash-$m.log; \
+                 head -c 100000 /dev/zero | tr '\\0' x";
+    for _ in 0..3 {
+        let reply = within(
+            "a call that planted FIFOs",
+            c.request(
+                "tool/call",
+                json!({ "session_id": id, "name": "Bash", "input": { "command": plant, "timeout": 5000 } }),
+            ),
+        )
+        .await;
+        assert!(reply.get("result").is_some(), "{reply}");
+    }
+    // The daemon still answers.
+    within("daemon/info", c.ok("daemon/info", json!({}))).await;
+}

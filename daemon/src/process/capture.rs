@@ -61,7 +61,17 @@ impl Capture {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        match std::fs::File::create(&path) {
+        // A command may write where this file goes (a workspace holding the
+        // state directory): never through a link, never into a FIFO.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&path);
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path);
+        match opened {
             Ok(mut f) => {
                 let held: Vec<u8> = self.head.iter().chain(self.tail.iter()).copied().collect();
                 if f.write_all(&held).is_ok() {

@@ -302,10 +302,21 @@ impl ProcessTree {
     /// What the sandbox helper reported once it exited (`None` without a
     /// helper, or when it left no report).
     pub fn report(&self) -> Option<crate::sandbox::Report> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
         let path = self.report.as_ref()?;
-        let report = std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        // The file is where a command may write (a workspace holding the
+        // state directory): never follow a link, never wait on a FIFO, read
+        // a small regular file only.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(path);
         let _ = std::fs::remove_file(path);
-        report
+        let file = file.ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+        let mut bytes = Vec::new();
+        file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// After the shell exited by itself: ends whatever the command left

@@ -134,8 +134,19 @@ fn fail(spec: &Spec, why: &str) -> i32 {
 }
 
 fn write_report(spec: &Spec, report: &Report) {
+    use std::os::unix::fs::OpenOptionsExt;
     if let Some(path) = &spec.report {
-        let _ = std::fs::write(path, serde_json::to_vec(report).unwrap_or_default());
+        // Not through a link or into a FIFO a command put there.
+        let _ = std::fs::remove_file(path);
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .mode(0o600)
+            .open(path)
+        {
+            let _ = file.write_all(&serde_json::to_vec(report).unwrap_or_default());
+        }
     }
 }
 
