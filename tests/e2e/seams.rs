@@ -194,7 +194,9 @@ socket.socket(socket.AF_INET); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
 EOF"#;
     let (ok, out) = bash(&mut c, &id, probe).await;
     assert!(ok, "{out}");
-    for name in ["vsock", "packet", "alg", "unix-dgram", "unix-raw", "unix-rdm", "netlink-audit", "dgram-pair", "raw-pair"] {
+    for name in
+        ["vsock", "packet", "alg", "unix-dgram", "unix-raw", "unix-rdm", "netlink-audit", "dgram-pair", "raw-pair"]
+    {
         assert!(out.contains(&format!("{name} refused")), "{name}: {out}");
     }
     assert!(out.contains("inet ok") && out.contains("seqpacket ok"), "{out}");

@@ -237,8 +237,11 @@ async fn entering_asks_and_a_symlinked_claude_dir_is_refused() {
 async fn the_repository_s_programs_never_run_as_the_daemon() {
     let d = TestDaemon::start().await;
     let repo = repo(d.dir.path(), true);
-    std::fs::write(repo.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
-    git(&repo, &["add", ".gitattributes"]);
+    std::fs::write(repo.join(".gitattributes"), "*.txt filter=evil diff=evil\n*.md filter=a=b\n*.rs filter=onbranch\n")
+        .unwrap();
+    std::fs::write(repo.join("x.md"), "md\n").unwrap();
+    std::fs::write(repo.join("x.rs"), "rs\n").unwrap();
+    git(&repo, &["add", ".gitattributes", "x.md", "x.rs"]);
     git(&repo, &["commit", "-qm", "attributes"]);
     let mark = |what: &str| d.dir.path().join(format!("RAN-{what}"));
     let touch = |what: &str| format!("touch {}; cat", mark(what).display());
@@ -247,6 +250,14 @@ async fn the_repository_s_programs_never_run_as_the_daemon() {
     git(&repo, &["config", "filter.evil.required", "true"]);
     git(&repo, &["config", "core.sshCommand", &touch("ssh")]);
     git(&repo, &["config", "include.path", "more.config"]);
+    // A subsection with `=` in it; a driver only a worktree's branch includes.
+    git(&repo, &["config", "filter.a=b.smudge", &touch("equals")]);
+    git(&repo, &["config", "includeIf.onbranch:worktree/**.path", "onbranch.config"]);
+    std::fs::write(
+        repo.join(".git/onbranch.config"),
+        format!("[filter \"onbranch\"]\n\tsmudge = {}\n", touch("onbranch")),
+    )
+    .unwrap();
     std::fs::write(
         repo.join(".git/more.config"),
         format!(
@@ -257,7 +268,10 @@ async fn the_repository_s_programs_never_run_as_the_daemon() {
     )
     .unwrap();
     let ran = || {
-        ["smudge", "clean", "process", "ssh", "textconv"].into_iter().filter(|w| mark(w).exists()).collect::<Vec<_>>()
+        ["smudge", "clean", "process", "ssh", "textconv", "equals", "onbranch"]
+            .into_iter()
+            .filter(|w| mark(w).exists())
+            .collect::<Vec<_>>()
     };
     // Asked, saying why, in a mode that asks (nobody answers: denied).
     let mut asking = S::new(&d, &repo, json!({})).await;

@@ -715,12 +715,38 @@ pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
             continue;
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}"));
-        if std::fs::rename(&path, &aside).is_ok() {
-            moved.push(format!("{} (now {})", path.display(), aside.display()));
+        // A name nobody can have made beforehand, and never over anything:
+        // a rename that fails must not leave the settings in place unsaid.
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}-{}", &random[..12]));
+        match rename_noreplace(&path, &aside) {
+            Ok(()) => moved.push(format!("{} (now {})", path.display(), aside.display())),
+            Err(e) => {
+                tracing::warn!("settings {} could not be moved aside: {e}", path.display());
+                moved.push(format!("{} (which could NOT be moved aside: {e}; remove it)", path.display()));
+            }
         }
     }
     moved
+}
+
+/// `rename` that fails rather than replace what is at `to`.
+#[allow(unsafe_code)]
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two valid C strings.
+    let rc = unsafe {
+        nix::libc::renameat2(
+            nix::libc::AT_FDCWD,
+            from.as_ptr(),
+            nix::libc::AT_FDCWD,
+            to.as_ptr(),
+            nix::libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
 /// The note for the model when a confined command failed in a way the

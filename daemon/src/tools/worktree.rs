@@ -131,14 +131,79 @@ async fn git(dir: &Path, args: &[&str], cancel: &tokio_util::sync::CancellationT
         args.iter().copied().take_while(|a| a.starts_with("--git-dir=") || a.starts_with("--work-tree=")).collect();
     list.extend(["config", "--list", "--includes", "--show-scope", "-z"]);
     let listing = git_raw(dir, &list, &[], cancel).await?;
-    git_raw(dir, args, &program_overrides(&listing.stdout), cancel).await
+    // What git lists depends on conditions (`includeIf "onbranch:…"`) that
+    // differ in the worktree git is about to check out: the files are also
+    // read here, every include followed whatever its condition.
+    let mut keys = Vec::new();
+    let named = args.iter().find_map(|a| a.strip_prefix("--git-dir=")).map(PathBuf::from);
+    for git_dir in named.into_iter().chain(crate::permission::git_dir(dir)) {
+        let common = std::fs::read_to_string(git_dir.join("commondir")).ok().map(|c| git_dir.join(c.trim()));
+        for d in std::iter::once(&git_dir).chain(common.as_ref()) {
+            for file in ["config", "config.worktree"] {
+                config_keys(&d.join(file), 0, &mut keys);
+            }
+        }
+    }
+    git_raw(dir, args, &program_overrides(&listing.stdout, &keys), cancel).await
+}
+
+/// Every key `file` sets (`section.subsection.key`, section and key lower
+/// case as git compares them), and those of every file it includes,
+/// whatever the include's condition.
+fn config_keys(file: &Path, depth: usize, out: &mut Vec<String>) {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(file) else { return };
+    let mut text = String::new();
+    if depth > 10 || f.take(4 << 20).read_to_string(&mut text).is_err() {
+        return;
+    }
+    let mut section = String::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if line.starts_with('[') {
+            let mut quoted = false;
+            let Some(end) = line.char_indices().find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ']' && !quoted
+            }) else {
+                continue;
+            };
+            let header = &line[1..end.0];
+            section = match header.split_once('"') {
+                Some((name, sub)) => {
+                    let sub = sub.strip_suffix('"').unwrap_or(sub).replace("\\\"", "\"").replace("\\\\", "\\");
+                    format!("{}.{sub}", name.trim().to_ascii_lowercase())
+                }
+                None => header.trim().to_ascii_lowercase(),
+            };
+            line = line[end.0 + 1..].trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let key = key.trim().to_ascii_lowercase();
+        out.push(format!("{section}.{key}"));
+        if (section == "include" || section.starts_with("includeif.")) && key == "path" {
+            let value = value.split(['#', ';']).next().unwrap_or("").trim().trim_matches('"');
+            let target = match value.strip_prefix("~/") {
+                Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
+                None => Some(file.parent().map(|p| p.join(value)).unwrap_or_else(|| PathBuf::from(value))),
+            };
+            if let Some(target) = target {
+                config_keys(&target, depth + 1, out);
+            }
+        }
+    }
 }
 
 /// The `-c` settings that take back every program the repository's own
 /// configuration (scopes `local` and `worktree`, includes counted as the
 /// file that includes them) names, from `git config --list --includes
 /// --show-scope -z` output; plus those that are always off.
-fn program_overrides(listing: &str) -> Vec<String> {
+fn program_overrides(listing: &str, keys: &[String]) -> Vec<String> {
     let mut out: Vec<String> = [
         "core.hooksPath=/dev/null",
         "core.fsmonitor=false",
@@ -150,12 +215,14 @@ fn program_overrides(listing: &str) -> Vec<String> {
     ]
     .map(str::to_owned)
     .to_vec();
+    let mut listed = Vec::new();
     let mut fields = listing.split('\0');
     while let (Some(scope), Some(entry)) = (fields.next(), fields.next()) {
-        if scope != "local" && scope != "worktree" {
-            continue;
+        if scope == "local" || scope == "worktree" {
+            listed.push(entry.split('\n').next().unwrap_or_default());
         }
-        let key = entry.split('\n').next().unwrap_or_default();
+    }
+    for key in listed.into_iter().chain(keys.iter().map(String::as_str)) {
         let lower = key.to_ascii_lowercase();
         let section = lower.split('.').next().unwrap_or_default();
         let last = lower.rsplit('.').next().unwrap_or_default();
@@ -186,7 +253,9 @@ fn program_overrides(listing: &str) -> Vec<String> {
     out
 }
 
-/// Runs git with `args` and `settings` as `-c` options (see [`git`]).
+/// Runs git with `args` and `settings` (`key=value`, the value after the
+/// last `=`: a subsection may hold one) as configuration of the command,
+/// given through `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (see [`git`]).
 async fn git_raw(
     dir: &Path,
     args: &[&str],
@@ -195,15 +264,17 @@ async fn git_raw(
 ) -> Result<GitOut, ToolError> {
     let mut cmd = tokio::process::Command::new("git");
     cmd.arg("-C").arg(dir);
-    for setting in settings {
-        cmd.arg("-c").arg(setting);
-    }
     cmd.args(args).stdin(std::process::Stdio::null());
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("GIT_") {
             cmd.env_remove(key);
         }
     }
+    for (i, setting) in settings.iter().enumerate() {
+        let (key, value) = setting.rsplit_once('=').unwrap_or((setting.as_str(), ""));
+        cmd.env(format!("GIT_CONFIG_KEY_{i}"), key).env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
+    cmd.env("GIT_CONFIG_COUNT", settings.len().to_string());
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
     let run = tokio::time::timeout(GIT_TIMEOUT, crate::process::output_owned(cmd));
     let out = tokio::select! {
@@ -762,7 +833,7 @@ mod override_tests {
         .iter()
         .map(|(s, e)| format!("{s}\0{e}\0"))
         .collect::<String>();
-        let got = program_overrides(&listing);
+        let got = program_overrides(&listing, &["filter.a=b.smudge".to_owned()]);
         for want in [
             "filter.Evil.Dots.smudge=",
             "filter.Evil.Dots.process=",
@@ -772,6 +843,8 @@ mod override_tests {
             "diff.t.textconv=",
             "submodule.s.update=none",
             "core.hooksPath=/dev/null",
+            "filter.a=b.smudge=",
+            "filter.a=b.required=false",
         ] {
             assert!(got.iter().any(|g| g == want), "{want}: {got:?}");
         }
