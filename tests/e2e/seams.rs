@@ -344,3 +344,63 @@ async fn fifos_planted_where_the_daemon_writes_hang_nothing() {
     // The daemon still answers.
     within("daemon/info", c.ok("daemon/info", json!({}))).await;
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn what_git_obeys_stays_as_it_was() {
+    let d = TestDaemon::start().await;
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    git(&ws, &["init", "-q"]);
+    // A hooks directory that is a link (stow, shared hooks), a hooks path
+    // in the workspace (husky), an included file, a submodule's git dir.
+    std::fs::create_dir_all(ws.join("githooks")).unwrap();
+    std::fs::remove_dir_all(ws.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../githooks", ws.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(ws.join(".husky/_")).unwrap();
+    git(&ws, &["config", "core.hooksPath", ".husky/_"]);
+    std::fs::write(ws.join("project.gitconfig"), "").unwrap();
+    git(&ws, &["config", "include.path", "../project.gitconfig"]);
+    std::fs::create_dir_all(ws.join(".git/modules/sub")).unwrap();
+    std::fs::write(ws.join(".git/modules/sub/config"), "").unwrap();
+    let mut c = d.raw().await;
+    let id = session(&mut c, &ws, json!({ "sandbox": { "auto_allow": true } })).await;
+    let hook = "#!/bin/sh\ntouch RAN";
+    let rows = [
+        (
+            "the link replaced",
+            format!("python3 -c 'import os; os.remove(\".git/hooks\")' ; {}", plant(".git/hooks/pre-commit", hook)),
+        ),
+        ("the hooks path", plant(".husky/_/pre-commit", hook)),
+        ("the included file", plant("project.gitconfig", "[core]\n\tfsmonitor = touch RAN")),
+        ("the submodule's config", plant(".git/modules/sub/config", "[core]\n\tfsmonitor = touch RAN")),
+    ];
+    for (what, command) in &rows {
+        let command = format!("cd {} && {command}", ws.display());
+        let (_, out) = bash(&mut c, &id, &command).await;
+        assert!(!out.contains("permission required"), "{what}: it did not run: {out}");
+        assert_eq!(
+            std::fs::read_link(ws.join(".git/hooks")).unwrap(),
+            std::path::Path::new("../githooks"),
+            "{what}: {out}"
+        );
+        assert!(!ws.join("githooks/pre-commit").exists() && !ws.join(".husky/_/pre-commit").exists(), "{what}: {out}");
+        assert_eq!(std::fs::read_to_string(ws.join("project.gitconfig")).unwrap(), "", "{what}: {out}");
+        assert_eq!(std::fs::read_to_string(ws.join(".git/modules/sub/config")).unwrap(), "", "{what}: {out}");
+    }
+    // A repository the command makes, with a hook: moved aside; a plain
+    // one stays.
+    let make = "git init -q fresh && git init -q new && python3 -c 'import os\n\
+                p=\"new/.git/hooks/post-checkout\"\nopen(p,\"w\").write(\"#!/bin/sh\\ntouch RAN\\n\")\n\
+                os.chmod(p,0o755)'";
+    let plain = tempfile::tempdir().unwrap();
+    let ws = plain.path();
+    let id = session(&mut c, ws, json!({ "sandbox": { "auto_allow": true } })).await;
+    let (_, out) = bash(&mut c, &id, make).await;
+    assert!(ws.join("fresh/.git").is_dir(), "{out}");
+    assert!(!ws.join("new/.git").exists(), "{out}");
+    assert!(out.contains("new repository"), "{out}");
+}

@@ -234,3 +234,81 @@ impl Decision {
         Decision::Deny { reason: reason.into() }
     }
 }
+
+/// One setting of a git configuration file: `section.subsection.key`
+/// (section and key lower case, as git compares them), its value, and the
+/// file it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitConfigEntry {
+    /// `section.subsection.key`.
+    pub key: String,
+    /// The value as written (quotes and a trailing comment taken off).
+    pub value: String,
+    /// The file that sets it.
+    pub file: std::path::PathBuf,
+}
+
+/// Every setting of the git configuration `file`, and of every file it
+/// includes (`include.path`, `includeIf.*.path`) whatever the include's
+/// condition: what git could obey there in some worktree, on some branch.
+pub fn git_config_entries(file: &std::path::Path) -> Vec<GitConfigEntry> {
+    let mut out = Vec::new();
+    config_entries(file, 0, &mut out);
+    out
+}
+
+fn config_entries(file: &std::path::Path, depth: usize, out: &mut Vec<GitConfigEntry>) {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(file) else { return };
+    let mut text = String::new();
+    if depth > 10 || f.take(4 << 20).read_to_string(&mut text).is_err() {
+        return;
+    }
+    let mut section = String::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if line.starts_with('[') {
+            let mut quoted = false;
+            let Some(end) = line.char_indices().find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ']' && !quoted
+            }) else {
+                continue;
+            };
+            let header = &line[1..end.0];
+            section = match header.split_once('"') {
+                Some((name, sub)) => {
+                    let sub = sub.strip_suffix('"').unwrap_or(sub).replace("\\\"", "\"").replace("\\\\", "\\");
+                    format!("{}.{sub}", name.trim().to_ascii_lowercase())
+                }
+                None => header.trim().to_ascii_lowercase(),
+            };
+            line = line[end.0 + 1..].trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.split(['#', ';']).next().unwrap_or("").trim().trim_matches('"').to_owned();
+        let is_include = (section == "include" || section.starts_with("includeif.")) && key == "path";
+        out.push(GitConfigEntry { key: format!("{section}.{key}"), value: value.clone(), file: file.to_path_buf() });
+        if is_include && let Some(target) = git_config_path(&value, file) {
+            config_entries(&target, depth + 1, out);
+        }
+    }
+}
+
+/// A path as a git configuration `file` names it: `~/` in the home
+/// directory, relative to the file's directory otherwise.
+pub fn git_config_path(value: &str, file: &std::path::Path) -> Option<std::path::PathBuf> {
+    if value.is_empty() {
+        return None;
+    }
+    match value.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(rest)),
+        None => Some(file.parent().map(|p| p.join(value)).unwrap_or_else(|| std::path::PathBuf::from(value))),
+    }
+}

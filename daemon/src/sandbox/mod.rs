@@ -518,9 +518,9 @@ pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
     scan(roots).0
 }
 
-/// [`settings_present`], and the hooks and config of the repositories
-/// nested in the roots (found in the same walk), which are protected like
-/// the workspace's own.
+/// [`settings_present`], and the git directories of the roots and of the
+/// repositories nested in them (found in the same walk), whose hooks and
+/// config are protected like the workspace's own.
 pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     const SKIP: &[&str] =
         &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
@@ -529,7 +529,7 @@ pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
         .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
-    let mut nested = Vec::new();
+    let mut nested: Vec<PathBuf> = git_dirs(roots);
     let mut seen = 0usize;
     for root in roots {
         let walk = ignore::WalkBuilder::new(root)
@@ -549,10 +549,8 @@ pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
             }
             if entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) {
                 let git = entry.path().join(".git");
-                if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
-                    nested.extend(
-                        ["hooks", "config"].map(|n| git.join(n)).into_iter().filter(|p| p.symlink_metadata().is_ok()),
-                    );
+                if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) && !nested.contains(&git) {
+                    nested.push(git);
                 }
             }
         }
@@ -619,7 +617,15 @@ pub fn parents_to_pin(roots: &[PathBuf], protect: &[PathBuf]) -> Vec<PathBuf> {
 pub struct CallGuard {
     roots: Vec<PathBuf>,
     before: Vec<PathBuf>,
-    nested_git: Vec<PathBuf>,
+    /// What git obeys that exists (nested repositories' hooks and config,
+    /// hook directories and included files the configuration names).
+    git_protect: Vec<PathBuf>,
+    /// The git directories there were at the start.
+    git_before: Vec<PathBuf>,
+    /// Protected paths that are symbolic links, and where they point: a
+    /// command can replace the link (the bind covers its target), so it is
+    /// put back at the end.
+    links: Vec<(PathBuf, PathBuf)>,
     held: placeholders::Held,
     id: u64,
     /// In a worktree: (staging, the repository's objects, SHA-256).
@@ -644,13 +650,30 @@ static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 impl CallGuard {
     /// Scans the roots and makes the placeholders.
     pub fn new(roots: &[PathBuf]) -> CallGuard {
-        let (before, nested_git) = scan(roots);
-        let held = placeholders::hold(&absent_protected(roots), roots);
+        let (before, git_before) = scan(roots);
+        let obeyed = git_obeys(&git_before);
+        let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
+        let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
+        let mut absent = absent_protected(roots);
+        absent.extend(obeyed.iter().filter(|p| !exists(p) && inside(p)).cloned());
+        let git_protect: Vec<PathBuf> = obeyed.iter().filter(|p| exists(p)).cloned().collect();
+        let user = crate::permission::user_protected_paths();
+        let candidates = roots
+            .iter()
+            .flat_map(|r| PROTECTED.iter().map(move |rel| r.join(rel)))
+            .chain(user.into_iter().filter(|p| inside(p)))
+            .chain(obeyed.iter().cloned())
+            .chain(before.iter().cloned());
+        let links = candidates
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+            .filter_map(|p| std::fs::read_link(&p).ok().map(|t| (p, t)))
+            .collect();
+        let held = placeholders::hold(&absent, roots);
         let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.push((id, roots.to_vec(), before.clone()));
         }
-        CallGuard { roots: roots.to_vec(), before, nested_git, held, id, objects: None }
+        CallGuard { roots: roots.to_vec(), before, git_protect, git_before, links, held, id, objects: None }
     }
 
     /// In a worktree: the objects the call stages in `staging` are taken
@@ -663,7 +686,7 @@ impl CallGuard {
     /// Settings present at the start, and the nested repositories' hooks
     /// and config: bound read-only with [`PROTECTED`].
     pub fn protect_too(&self) -> Vec<PathBuf> {
-        self.before.iter().chain(&self.nested_git).cloned().collect()
+        self.before.iter().chain(&self.git_protect).cloned().collect()
     }
 
     /// The placeholders this call holds (they exist now).
@@ -675,17 +698,124 @@ impl CallGuard {
     /// holds them), and settings it created are moved aside; returns what
     /// moved.
     pub fn finish(self) -> Finished {
-        let CallGuard { roots, before, held, id, objects, .. } = self;
+        let CallGuard { roots, before, held, id, objects, links, git_before, .. } = self;
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.retain(|(i, ..)| *i != id);
         }
         drop(held);
+        let mut moved = restore_links(&links);
+        moved.extend(quarantine_new_repositories(&roots, &git_before));
         let objects_refused = match objects {
             Some((staging, main, sha256)) => objects::migrate(&staging, &main, sha256).refused,
             None => Vec::new(),
         };
-        Finished { moved: quarantine_new_settings(&roots, &before), objects_refused }
+        moved.extend(quarantine_new_settings(&roots, &before));
+        Finished { moved, objects_refused }
     }
+}
+
+/// What git obeys in the repositories of `git_dirs` beyond their `hooks`
+/// and `config`: those two, the hook directory `core.hooksPath` names, the
+/// files their configuration includes (whatever the condition), and the
+/// git directories of their submodules and linked worktrees (hooks,
+/// config, commondir, config.worktree).
+pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in git_dirs {
+        out.push(dir.join("hooks"));
+        out.push(dir.join("config"));
+        let top = dir.parent().unwrap_or(dir);
+        for entry in crate::permission::git_config_entries(&dir.join("config")) {
+            let path = match entry.key.as_str() {
+                "core.hookspath" => match entry.value.strip_prefix("~/") {
+                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
+                    None => Some(top.join(&entry.value)),
+                },
+                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
+                    crate::permission::git_config_path(&entry.value, &entry.file)
+                }
+                _ => None,
+            };
+            out.extend(path);
+            if entry.file != dir.join("config") {
+                out.push(entry.file);
+            }
+        }
+        for sub in ["modules", "worktrees"] {
+            for entry in std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten() {
+                for name in ["hooks", "config", "commondir", "config.worktree"] {
+                    let p = entry.path().join(name);
+                    if std::fs::symlink_metadata(&p).is_ok() {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Puts back each protected symbolic link a command replaced (what is
+/// there now is moved aside); returns what it did.
+fn restore_links(links: &[(PathBuf, PathBuf)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, target) in links {
+        if std::fs::read_link(path).ok().as_ref() == Some(target) {
+            continue;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{}", &random[..12]));
+        let there = std::fs::symlink_metadata(path).is_ok();
+        if there && let Err(e) = rename_noreplace(path, &aside) {
+            out.push(format!("{} (a protected link it replaced, which could NOT be moved aside: {e})", path.display()));
+            continue;
+        }
+        match std::os::unix::fs::symlink(target, path) {
+            Ok(()) if there => out.push(format!(
+                "{} (it replaced the link; now {}, the link restored)",
+                path.display(),
+                aside.display()
+            )),
+            Ok(()) => out.push(format!("{} (it removed the link; restored)", path.display())),
+            Err(e) => {
+                out.push(format!("{} (a protected link it replaced, which could NOT be restored: {e})", path.display()))
+            }
+        }
+    }
+    out
+}
+
+/// Moves aside a git directory a command made (`git init`) whose hooks or
+/// configuration would run a program when the user next runs git there.
+fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf]) -> Vec<String> {
+    let (_, now) = scan(roots);
+    let mut out = Vec::new();
+    for dir in now.iter().filter(|d| !before.contains(d)) {
+        let hook = std::fs::read_dir(dir.join("hooks")).into_iter().flatten().flatten().find(|e| {
+            !e.file_name().to_string_lossy().ends_with(".sample")
+                && e.metadata().is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        });
+        let why = match hook {
+            Some(h) => Some(format!("hook {}", h.file_name().to_string_lossy())),
+            None => dir.parent().and_then(crate::permission::git_config_runs_code),
+        };
+        let Some(why) = why else { continue };
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let aside = dir.with_file_name(format!(".git.agentd-quarantine-{}", &random[..12]));
+        match rename_noreplace(dir, &aside) {
+            Ok(()) => {
+                out.push(format!("{} (a new repository whose {why} would run; now {})", dir.display(), aside.display()))
+            }
+            Err(e) => out.push(format!(
+                "{} (a new repository whose {why} would run, which could NOT be moved aside: {e})",
+                dir.display()
+            )),
+        }
+    }
+    out
 }
 
 /// Before settings are read for `cwd` (`session/create`): moves aside the

@@ -140,63 +140,11 @@ async fn git(dir: &Path, args: &[&str], cancel: &tokio_util::sync::CancellationT
         let common = std::fs::read_to_string(git_dir.join("commondir")).ok().map(|c| git_dir.join(c.trim()));
         for d in std::iter::once(&git_dir).chain(common.as_ref()) {
             for file in ["config", "config.worktree"] {
-                config_keys(&d.join(file), 0, &mut keys);
+                keys.extend(crate::permission::git_config_entries(&d.join(file)).into_iter().map(|e| e.key));
             }
         }
     }
     git_raw(dir, args, &program_overrides(&listing.stdout, &keys), cancel).await
-}
-
-/// Every key `file` sets (`section.subsection.key`, section and key lower
-/// case as git compares them), and those of every file it includes,
-/// whatever the include's condition.
-fn config_keys(file: &Path, depth: usize, out: &mut Vec<String>) {
-    use std::io::Read;
-    let Ok(f) = std::fs::File::open(file) else { return };
-    let mut text = String::new();
-    if depth > 10 || f.take(4 << 20).read_to_string(&mut text).is_err() {
-        return;
-    }
-    let mut section = String::new();
-    for raw in text.lines() {
-        let mut line = raw.trim();
-        if line.starts_with('[') {
-            let mut quoted = false;
-            let Some(end) = line.char_indices().find(|&(_, c)| {
-                if c == '"' {
-                    quoted = !quoted;
-                }
-                c == ']' && !quoted
-            }) else {
-                continue;
-            };
-            let header = &line[1..end.0];
-            section = match header.split_once('"') {
-                Some((name, sub)) => {
-                    let sub = sub.strip_suffix('"').unwrap_or(sub).replace("\\\"", "\"").replace("\\\\", "\\");
-                    format!("{}.{sub}", name.trim().to_ascii_lowercase())
-                }
-                None => header.trim().to_ascii_lowercase(),
-            };
-            line = line[end.0 + 1..].trim();
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let (key, value) = line.split_once('=').unwrap_or((line, ""));
-        let key = key.trim().to_ascii_lowercase();
-        out.push(format!("{section}.{key}"));
-        if (section == "include" || section.starts_with("includeif.")) && key == "path" {
-            let value = value.split(['#', ';']).next().unwrap_or("").trim().trim_matches('"');
-            let target = match value.strip_prefix("~/") {
-                Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
-                None => Some(file.parent().map(|p| p.join(value)).unwrap_or_else(|| PathBuf::from(value))),
-            };
-            if let Some(target) = target {
-                config_keys(&target, depth + 1, out);
-            }
-        }
-    }
 }
 
 /// The `-c` settings that take back every program the repository's own
