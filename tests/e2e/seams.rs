@@ -277,6 +277,8 @@ async fn what_a_command_plants_for_later_never_appears() {
         ("~/.claude/settings.json", plant("~/.claude/settings.json", &server)),
         ("~/.mcp.json", plant("~/.mcp.json", &server)),
         ("~/.vscode/tasks.json", plant("~/.vscode/tasks.json", "{}")),
+        ("~/.cargo/env", plant("~/.cargo/env", "touch PWNED")),
+        ("~/.gitconfig", plant("~/.gitconfig", "[core]\n\tpager = touch PWNED")),
         (
             "~/.config/agentd/settings.json",
             format!("mv ~/.config ~/.c; {}", plant("~/.config/agentd/settings.json", &server)),
@@ -290,13 +292,39 @@ async fn what_a_command_plants_for_later_never_appears() {
         assert!(h.join(".config").is_dir(), "{command}: ~/.config was moved: {out}");
         let _ = std::fs::remove_dir_all(h.join(".c"));
         // Nothing is left of the placeholders either.
-        for name in [".claude", ".mcp.json", ".vscode", ".zshrc", ".config/agentd", ".config/systemd", ".local"] {
+        for name in [
+            ".claude",
+            ".mcp.json",
+            ".vscode",
+            ".zshrc",
+            ".config/agentd",
+            ".config/systemd",
+            ".local",
+            ".gitconfig",
+            ".cargo",
+        ] {
             assert!(!h.join(name).exists(), "{name} left behind after `{command}`");
         }
         let next = session(&mut c, &h, json!({})).await;
         assert!(!marker.exists(), "the next session ran what `{command}` planted");
         let _ = next;
     }
+    // While a job runs, the placeholders of files are empty files: git and
+    // shells outside the sandbox read them as they would read nothing.
+    let id = session(&mut c, &h, json!({ "sandbox": { "auto_allow": true } })).await;
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": id, "name": "Bash", "input": { "command": "sleep 30", "run_in_background": true } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(h.join(".gitconfig").is_file() && h.join(".claude").is_dir(), "placeholders while the job runs");
+    let out =
+        std::process::Command::new("git").arg("config").arg("--global").arg("--list").env("HOME", &h).output().unwrap();
+    assert!(out.status.success(), "git outside: {}", String::from_utf8_lossy(&out.stderr));
+    c.ok("session/close", json!({ "session_id": id })).await;
+    agentd_tests::eventually("the job's placeholders go", || !h.join(".gitconfig").exists()).await;
 }
 
 #[tokio::test]

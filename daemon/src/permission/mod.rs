@@ -45,58 +45,88 @@ pub fn is_protected_target(root: &std::path::Path, real: &std::path::Path) -> bo
     })
 }
 
+/// Directories of the user's (relative to the home directory) that
+/// configure agentd, git, the shell or a desktop, hold keys a login trusts,
+/// or hold programs the user runs later.
+pub const USER_PROTECTED_DIRS: &[&str] = &[
+    ".config/agentd",
+    ".claude",
+    ".config/git",
+    ".ssh",
+    ".config/systemd",
+    ".config/autostart",
+    ".config/environment.d",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/bash-completion",
+    ".local/share/applications",
+    ".vim",
+    ".config/nvim",
+    ".config/fish",
+    ".config/tmux",
+    ".config/Code/User",
+    ".ipython",
+    ".cargo/bin",
+    ".rustup/toolchains",
+    ".pyenv/versions",
+    ".pyenv/shims",
+    ".nvm",
+    ".docker",
+    ".kube",
+    ".aws",
+    ".gnupg",
+    ".gradle",
+    ".config/pip",
+    ".pip",
+];
+
+/// Files of the user's, likewise: shell and tool start-up files, tool
+/// configuration that names programs, credentials.
+pub const USER_PROTECTED_FILES: &[&str] = &[
+    ".claude.json",
+    ".gitconfig",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+    ".bash_logout",
+    ".bash_aliases",
+    ".bash_completion",
+    ".pam_environment",
+    ".inputrc",
+    ".vimrc",
+    ".xprofile",
+    ".xinitrc",
+    ".xsession",
+    ".xsessionrc",
+    ".gdbinit",
+    ".hgrc",
+    ".tmux.conf",
+    ".config/go/env",
+    ".cargo/env",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".condarc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    ".m2/settings.xml",
+];
+
 /// Files of the user's that configure agentd, git or the shell, or hold
-/// keys a login trusts: protected like a workspace's settings when a
+/// keys a login trusts ([`USER_PROTECTED_DIRS`], [`USER_PROTECTED_FILES`]): protected like a workspace's settings when a
 /// workspace holds them (a session on `$HOME`).
 pub fn user_protected_paths() -> Vec<std::path::PathBuf> {
     let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else { return Vec::new() };
-    let mut out: Vec<std::path::PathBuf> = [
-        ".config/agentd",
-        ".claude",
-        ".claude.json",
-        ".gitconfig",
-        ".config/git",
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".profile",
-        ".zshrc",
-        ".zprofile",
-        ".zshenv",
-        ".bash_logout",
-        ".ssh",
-        ".config/systemd",
-        ".config/autostart",
-        ".local/bin",
-        ".pam_environment",
-        ".bash_aliases",
-        ".inputrc",
-        ".vimrc",
-        ".vim",
-        ".config/nvim",
-        ".config/fish",
-        ".local/lib",
-        ".cargo/config",
-        ".cargo/config.toml",
-        ".cargo/bin",
-        ".npmrc",
-        ".yarnrc",
-        ".docker",
-        ".kube",
-        ".aws",
-        ".gnupg",
-        ".pypirc",
-        ".netrc",
-        ".git-credentials",
-        ".gradle",
-        ".m2/settings.xml",
-        ".config/pip",
-        ".pip",
-        ".condarc",
-    ]
-    .iter()
-    .map(|rel| home.join(rel))
-    .collect();
+    let mut out: Vec<std::path::PathBuf> =
+        USER_PROTECTED_DIRS.iter().chain(USER_PROTECTED_FILES).map(|rel| home.join(rel)).collect();
     // Every directory on PATH under home: a program planted there shadows
     // the real one.
     if let Some(path) = std::env::var_os("PATH") {

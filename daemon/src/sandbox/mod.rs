@@ -393,6 +393,19 @@ pub const CREDENTIALS: &[&str] = &[
     ".config/rclone/rclone.conf",
     ".boto",
     ".s3cfg",
+    ".claude/.credentials.json",
+    ".pgpass",
+    ".my.cnf",
+    ".config/github-copilot",
+    ".cache/huggingface/token",
+    ".config/op",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+    ".local/share/fish/fish_history",
 ];
 
 /// The credential files and directories of [`CREDENTIALS`] to hide from a
@@ -564,6 +577,29 @@ pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// hide a repository above), and nothing whose parent would have to be made
 /// but in the home directory.
 pub fn absent_protected(roots: &[PathBuf]) -> Vec<PathBuf> {
+    absent_protected_kinds(roots).into_iter().map(|(p, _)| p).collect()
+}
+
+/// [`absent_protected`], each with whether it is a directory (a file's
+/// placeholder is an empty file: a tool that reads `~/.gitconfig` while a
+/// call runs finds an empty one, not a directory).
+pub fn absent_protected_kinds(roots: &[PathBuf]) -> Vec<(PathBuf, bool)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let is_file = |p: &Path| {
+        home.as_ref().is_some_and(|h| crate::permission::USER_PROTECTED_FILES.iter().any(|rel| p == h.join(rel)))
+    };
+    let mut out: Vec<(PathBuf, bool)> = absent_protected_paths(roots)
+        .into_iter()
+        .map(|p| {
+            let dir = !is_file(&p);
+            (p, dir)
+        })
+        .collect();
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+fn absent_protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
     let user = crate::permission::user_protected_paths();
     let mut out = Vec::new();
     for root in roots {
@@ -654,8 +690,13 @@ impl CallGuard {
         let obeyed = git_obeys(&git_before);
         let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
         let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
-        let mut absent = absent_protected(roots);
-        absent.extend(obeyed.iter().filter(|p| !exists(p) && inside(p)).cloned());
+        let mut absent = absent_protected_kinds(roots);
+        // Hook directories are directories; included configuration files
+        // are files.
+        absent.extend(obeyed.iter().filter(|p| !exists(p) && inside(p)).map(|p| {
+            let dir = p.file_name().is_some_and(|n| n == "hooks") || p.extension().is_none() && !p.ends_with("config");
+            (p.clone(), dir)
+        }));
         let git_protect: Vec<PathBuf> = obeyed.iter().filter(|p| exists(p)).cloned().collect();
         let user = crate::permission::user_protected_paths();
         let candidates = roots

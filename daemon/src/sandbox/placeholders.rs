@@ -42,7 +42,12 @@ pub fn init(state_dir: &Path) -> usize {
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         if let Ok(text) = std::fs::read_to_string(entry.path()) {
             for made in text.lines().map(PathBuf::from) {
-                if std::fs::remove_dir(&made).is_ok() {
+                let gone = match std::fs::symlink_metadata(&made) {
+                    Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(&made).is_ok(),
+                    Ok(m) if m.is_dir() => std::fs::remove_dir(&made).is_ok(),
+                    _ => false,
+                };
+                if gone {
                     removed += 1;
                 }
             }
@@ -73,14 +78,15 @@ impl Held {
     }
 }
 
-/// Makes (or takes a count on) an empty directory at each of `paths` that
-/// does not exist, inside `roots` only (what lies outside is read-only in
-/// the sandbox anyway). Paths whose parent cannot be made are skipped.
-pub fn hold(paths: &[PathBuf], roots: &[PathBuf]) -> Held {
+/// Makes (or takes a count on) an empty directory (or, where the bool says
+/// it is not one, an empty file) at each of `paths` that does not exist,
+/// inside `roots` only (what lies outside is read-only in the sandbox
+/// anyway). Paths whose parent cannot be made are skipped.
+pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
     let mut held = Vec::new();
     let Ok(mut live) = LIVE.lock() else { return Held(held) };
     let live = live.get_or_insert_with(HashMap::new);
-    for path in paths {
+    for (path, is_dir) in paths {
         if held.contains(path) || !roots.iter().any(|r| path.starts_with(r) && path != r) {
             continue;
         }
@@ -109,8 +115,14 @@ pub fn hold(paths: &[PathBuf], roots: &[PathBuf]) -> Held {
         made.push(path.clone());
         let record = record(&made);
         let mut ok = true;
+        let last = made.len() - 1;
         for (i, d) in made.iter().enumerate() {
-            if std::fs::create_dir(d).is_err() {
+            let created = if i == last && !is_dir {
+                std::fs::OpenOptions::new().write(true).create_new(true).open(d).map(drop)
+            } else {
+                std::fs::create_dir(d)
+            };
+            if created.is_err() {
                 ok = false;
                 made.truncate(i);
                 break;
@@ -144,7 +156,12 @@ fn record(made: &[PathBuf]) -> Option<PathBuf> {
 fn remove(made: &[PathBuf], record: Option<PathBuf>) {
     for d in made {
         // Only while empty: what someone outside the sandbox put there stays.
-        if std::fs::remove_dir(d).is_err() {
+        let gone = match std::fs::symlink_metadata(d) {
+            Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(d).is_ok(),
+            Ok(m) if m.is_dir() => std::fs::remove_dir(d).is_ok(),
+            _ => false,
+        };
+        if !gone {
             break;
         }
     }
@@ -182,13 +199,14 @@ mod tests {
     fn made_for_the_calls_and_gone_after_the_last() {
         let root = tempfile::tempdir().unwrap();
         let r = root.path().to_path_buf();
-        let want = [r.join(".claude"), r.join(".config/systemd"), r.join("outside/../x")];
-        let a = hold(&want[..2], std::slice::from_ref(&r));
-        assert!(r.join(".claude").is_dir() && r.join(".config/systemd").is_dir());
+        let want = [(r.join(".claude"), true), (r.join(".config/systemd"), true), (r.join(".zshrc"), false)];
+        let a = hold(&want, std::slice::from_ref(&r));
+        assert!(r.join(".claude").is_dir() && r.join(".config/systemd").is_dir() && r.join(".zshrc").is_file());
         let b = hold(&want[..1], std::slice::from_ref(&r));
         drop(a);
         assert!(r.join(".claude").is_dir(), "still held by the second call");
         assert!(!r.join(".config").exists(), "the parent made for it goes too");
+        assert!(!r.join(".zshrc").exists());
         drop(b);
         assert!(!r.join(".claude").exists());
         // Something put there from outside stays.
@@ -198,7 +216,7 @@ mod tests {
         assert!(r.join(".claude/settings.json").exists());
         // Outside the roots: nothing.
         let other = tempfile::tempdir().unwrap();
-        let d = hold(&[other.path().join(".claude")], std::slice::from_ref(&r));
+        let d = hold(&[(other.path().join(".claude"), true)], std::slice::from_ref(&r));
         assert!(d.paths().is_empty() && !other.path().join(".claude").exists());
     }
 }
