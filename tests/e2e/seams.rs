@@ -432,3 +432,22 @@ async fn what_git_obeys_stays_as_it_was() {
     assert!(!ws.join("new/.git").exists(), "{out}");
     assert!(out.contains("new repository"), "{out}");
 }
+
+#[tokio::test]
+async fn bypass_settings_and_program_options_are_not_for_later_sessions() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let mut c = d.raw().await;
+    // bypass is for this session's calls: settings its commands create are
+    // still moved aside, so no later session obeys them.
+    let id = session(&mut c, ws, json!({ "mode": "bypass" })).await;
+    let (_, out) = bash(&mut c, &id, "mkdir -p pkg/.claude && echo '{}' > pkg/.claude/settings.json").await;
+    assert!(out.contains("moved aside") && !ws.join("pkg/.claude").exists(), "{out}");
+    // An allow rule with a wildcard does not cover an option that runs
+    // another program (asked; nobody answers: denied, nothing ran).
+    let id = session(&mut c, ws, json!({ "permissions": { "allow": ["Bash(npm test:*)", "Bash(git log:*)"] } })).await;
+    for command in ["npm test --script-shell=./x", "git log --ext-diff -p"] {
+        let (ok, out) = bash(&mut c, &id, command).await;
+        assert!(!ok && out.contains("permission required"), "{command}: {out}");
+    }
+}

@@ -806,9 +806,7 @@ fn restore_links(links: &[(PathBuf, PathBuf)]) -> Vec<String> {
         if std::fs::read_link(path).ok().as_ref() == Some(target) {
             continue;
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let random = uuid::Uuid::new_v4().simple().to_string();
-        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{}", &random[..12]));
+        let aside = aside_name(path, "link");
         let there = std::fs::symlink_metadata(path).is_ok();
         if there && let Err(e) = rename_noreplace(path, &aside) {
             out.push(format!("{} (a protected link it replaced, which could NOT be moved aside: {e})", path.display()));
@@ -844,8 +842,7 @@ fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
             None => dir.parent().and_then(crate::permission::git_config_runs_code),
         };
         let Some(why) = why else { continue };
-        let random = uuid::Uuid::new_v4().simple().to_string();
-        let aside = dir.with_file_name(format!(".git.agentd-quarantine-{}", &random[..12]));
+        let aside = aside_name(dir, "repository");
         match rename_noreplace(dir, &aside) {
             Ok(()) => {
                 out.push(format!("{} (a new repository whose {why} would run; now {})", dir.display(), aside.display()))
@@ -885,11 +882,9 @@ pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
         if before.contains(&path) || placeholders::is_live(&path) {
             continue;
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         // A name nobody can have made beforehand, and never over anything:
         // a rename that fails must not leave the settings in place unsaid.
-        let random = uuid::Uuid::new_v4().simple().to_string();
-        let aside = path.with_file_name(format!("{name}.agentd-quarantine-{stamp}-{}", &random[..12]));
+        let aside = aside_name(&path, &stamp.to_string());
         match rename_noreplace(&path, &aside) {
             Ok(()) => moved.push(format!("{} (now {})", path.display(), aside.display())),
             Err(e) => {
@@ -899,6 +894,14 @@ pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
         }
     }
     moved
+}
+
+/// Where `path` is moved aside: `<name>.agentd-quarantine-<tag>-<random>`
+/// beside it, a name nobody can have made beforehand.
+fn aside_name(path: &Path, tag: &str) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    path.with_file_name(format!("{name}.agentd-quarantine-{tag}-{}", &random[..12]))
 }
 
 /// `rename` that fails rather than replace what is at `to`.
@@ -934,8 +937,9 @@ pub fn blocked_note(profile: SandboxProfile, output: &str) -> Option<String> {
             dangerouslyDisableSandbox: true, which asks the user]"
             .to_owned(),
         _ => "[this may have been blocked by the workspace sandbox (writes only inside the workspace, not to \
-            .git/hooks, .git/config, .agentd, .claude or .mcp.json; network as the session allows); if it \
-            needs more, run it again with dangerouslyDisableSandbox: true, which asks the user]"
+            .git/hooks, .git/config, .agentd, .claude, .mcp.json, .vscode, .idea or .gitmodules, whether or not \
+            they exist; no Unix socket outside this command; credentials hidden; network as the session \
+            allows); if it needs more, run it again with dangerouslyDisableSandbox: true, which asks the user]"
             .to_owned(),
     })
 }

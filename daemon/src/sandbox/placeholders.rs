@@ -42,12 +42,7 @@ pub fn init(state_dir: &Path) -> usize {
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         if let Ok(text) = std::fs::read_to_string(entry.path()) {
             for made in text.lines().map(PathBuf::from) {
-                let gone = match std::fs::symlink_metadata(&made) {
-                    Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(&made).is_ok(),
-                    Ok(m) if m.is_dir() => std::fs::remove_dir(&made).is_ok(),
-                    _ => false,
-                };
-                if gone {
+                if remove_if_empty(&made) {
                     removed += 1;
                 }
             }
@@ -153,15 +148,19 @@ fn record(made: &[PathBuf]) -> Option<PathBuf> {
     Some(file)
 }
 
+/// Removes the placeholder `path` while it is still empty (an empty
+/// directory or file): what someone outside the sandbox put there stays.
+fn remove_if_empty(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(path).is_ok(),
+        Ok(m) if m.is_dir() => std::fs::remove_dir(path).is_ok(),
+        _ => false,
+    }
+}
+
 fn remove(made: &[PathBuf], record: Option<PathBuf>) {
     for d in made {
-        // Only while empty: what someone outside the sandbox put there stays.
-        let gone = match std::fs::symlink_metadata(d) {
-            Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(d).is_ok(),
-            Ok(m) if m.is_dir() => std::fs::remove_dir(d).is_ok(),
-            _ => false,
-        };
-        if !gone {
+        if !remove_if_empty(d) {
             break;
         }
     }

@@ -77,19 +77,27 @@ pub fn install_notifier() -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// A `msghdr` over one buffer and a control buffer with room for one
+/// descriptor (both must outlive its use).
+fn one_fd_msghdr(iov: &mut libc::iovec, control: &mut Vec<u8>) -> libc::msghdr {
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    control.resize(space, 0);
+    // SAFETY: msghdr is plain data; the pointers set are the caller's.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    msg
+}
+
 /// Sends `fd` over the (connected) socket `over`, as one message "L".
 pub fn send_fd(over: RawFd, fd: RawFd) -> Result<(), String> {
     let mut byte = *b"L";
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: msghdr is plain data; every pointer set below outlives sendmsg.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space;
+    let mut control = Vec::new();
+    let msg = one_fd_msghdr(&mut iov, &mut control);
     // SAFETY: the control buffer has room for one header and one fd.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -113,15 +121,8 @@ pub fn receive_setup(from: RawFd) -> (Option<OwnedFd>, String) {
     loop {
         let mut buf = [0u8; 4096];
         let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-        // SAFETY: as in send_fd.
-        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-        let mut control = vec![0u8; space];
-        // SAFETY: plain data, pointers valid for the call.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        let mut control = Vec::new();
+        let mut msg = one_fd_msghdr(&mut iov, &mut control);
         // SAFETY: a valid msghdr.
         let n = unsafe { libc::recvmsg(from, &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if n < 0 {
