@@ -451,3 +451,39 @@ async fn bypass_settings_and_program_options_are_not_for_later_sessions() {
         assert!(!ok && out.contains("permission required"), "{command}: {out}");
     }
 }
+
+#[tokio::test]
+async fn the_second_reviews_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    // Past 20,000 entries a nested repository's hooks were not protected.
+    std::fs::create_dir_all(ws.join("aa")).unwrap();
+    for i in 0..20_100 {
+        std::fs::write(ws.join("aa").join(i.to_string()), "").unwrap();
+    }
+    std::fs::create_dir_all(ws.join("zz")).unwrap();
+    git(&ws.join("zz"), &["init", "-q"]);
+    let mut c = d.raw().await;
+    let id = session(&mut c, &ws, json!({ "sandbox": { "auto_allow": true } })).await;
+    let (_, out) = bash(&mut c, &id, &plant("zz/.git/hooks/pre-commit", "#!/bin/sh\ntouch RAN")).await;
+    assert!(!ws.join("zz/.git/hooks/pre-commit").exists(), "{out}");
+    // A repository made through a `.git` file naming a bare one.
+    let make = r##"git init -q --bare .hidden.git && mkdir sub && python3 - <<'EOF'
+import os
+p = ".hidden.git/hooks/pre-commit"
+open(p, "w").write("#!/bin/sh\n")
+os.chmod(p, 0o755)
+open("sub/.git", "w").write("gitdir: ../.hidden.git\n")
+EOF"##;
+    let (_, out) = bash(&mut c, &id, make).await;
+    assert!(!ws.join("sub/.git").exists(), "the .git file stays: {out}");
+    // Python's multiprocessing (semaphores in /dev/shm) works.
+    let pool = r#"python3 - <<'EOF'
+import multiprocessing as m
+if __name__ == "__main__":
+    print(sum(m.Pool(2).map(abs, [-1, -2])))
+EOF"#;
+    let (ok, out) = bash(&mut c, &id, pool).await;
+    assert!(ok && out.contains('3'), "{out}");
+}

@@ -504,19 +504,35 @@ pub(crate) fn program_option(program: &str, args: &[String]) -> Option<String> {
             head == **opt
                 || (head.starts_with("--") && head.len() >= 5 && opt.starts_with(head))
                 || (!opt.starts_with('-') && arg.starts_with(&format!("{opt}=")))
-                || (opt.len() == 2
-                    && opt.starts_with('-')
-                    && !opt.starts_with("--")
-                    && arg.starts_with(**opt)
-                    && arg.len() > 2
-                    && !arg.starts_with("--")
-                    && matches!(**opt, "-I" | "-e" | "-o" | "-F" | "-c" | "-C" | "-r" | "-p" | "-f"))
+                || (opt.len() == 2 && opt.starts_with('-') && clustered(arg, &opt[1..]))
         });
         if let Some(opt) = hit {
             return Some(format!("{name} {opt}"));
         }
     }
+    // tar's old style: its first argument is a cluster without a dash.
+    if name == "tar"
+        && let Some(first) = args.first()
+        && !first.starts_with('-')
+        && first.chars().all(|c| c.is_ascii_alphabetic())
+        && (first.contains('I') || first.contains('F'))
+    {
+        return Some("tar I".to_owned());
+    }
     None
+}
+
+/// Whether `arg` is a cluster of short options (`-xvI`, `-voX=y`) holding
+/// the option letter `letter`, before any `=`.
+fn clustered(arg: &str, letter: &str) -> bool {
+    let Some(cluster) = arg.strip_prefix('-') else { return false };
+    if cluster.starts_with('-') || cluster.is_empty() {
+        return false;
+    }
+    let cluster = cluster.split('=').next().unwrap_or(cluster);
+    // Checking the whole cluster (a letter's value may follow it) errs on
+    // asking.
+    cluster.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '/') && cluster.contains(letter)
 }
 
 /// Wrappers an allow rule sees through: they change nothing about what

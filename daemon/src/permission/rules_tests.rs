@@ -276,6 +276,11 @@ fn wildcard_allow_rules_never_cover_options_that_run_other_programs() {
         ("Bash(go test:*)", "go test -exec ./x ./...", None),
         ("Bash(tar:*)", "tar -xf a.tar --to-command=sh", None),
         ("Bash(tar:*)", "tar -Ish -cf a.tar .", None),
+        ("Bash(tar:*)", "tar -xvI ./x -f a.tar", None),
+        ("Bash(tar:*)", "tar xI ./x -f a.tar", None),
+        ("Bash(tar:*)", "tar -xzf a.tar", Some(RuleKind::Allow)),
+        ("Bash(make:*)", "make -sf evil.mk", None),
+        ("Bash(make:*)", "make -j4 test", Some(RuleKind::Allow)),
         ("Bash(node build.js:*)", "node build.js -e x", Some(RuleKind::Allow)),
         ("Bash(node:*)", "node -r ./x.js build.js", None),
         // A rule that names the whole command is the user's word for it.

@@ -205,7 +205,7 @@ async fn pump(
 ) {
     pump_output(&job, &mut tree).await;
     if let Some(guard) = settings_guard {
-        let finished = guard.finish();
+        let finished = tokio::task::spawn_blocking(move || guard.finish()).await.unwrap_or_default();
         for refused in &finished.objects_refused {
             push(&job, format!("[an object the job wrote was not taken into the repository: {refused}]\n").as_bytes());
         }

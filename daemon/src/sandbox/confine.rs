@@ -58,6 +58,10 @@ pub fn landlock(spec: &Spec) -> Result<(), String> {
         grants.push((PathBuf::from(dev), AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate));
     }
     grants.push((spec.tmp.clone(), fs_all));
+    if spec.namespaces && spec.profile != SandboxProfile::Off {
+        // The call's own tmpfs (helper::enter_namespaces), not the host's.
+        grants.push((PathBuf::from("/dev/shm"), fs_all));
+    }
     for root in &spec.roots {
         let access = if spec.profile == SandboxProfile::WorkspaceWrite { fs_all } else { read };
         grants.push((root.clone(), access));

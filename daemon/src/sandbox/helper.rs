@@ -187,6 +187,18 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
         return Ok(());
     }
     set_read_only(Path::new("/"), true).map_err(|e| format!("make / read-only: {e}"))?;
+    // A /dev/shm of the call's own (POSIX semaphores and shared memory:
+    // Python's multiprocessing needs one), nothing of the host's in it.
+    if Path::new("/dev/shm").is_dir() {
+        mount(
+            Some("tmpfs"),
+            "/dev/shm",
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("size=256m,mode=1777"),
+        )
+        .map_err(|e| format!("a private /dev/shm: {e}"))?;
+    }
     if spec.profile == SandboxProfile::WorkspaceWrite {
         for root in spec.roots.iter().chain(&spec.pin) {
             bind_writable(root).map_err(|e| format!("make {} writable: {e}", root.display()))?;

@@ -531,9 +531,11 @@ pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
     scan(roots).0
 }
 
-/// [`settings_present`], and the git directories of the roots and of the
-/// repositories nested in them (found in the same walk), whose hooks and
-/// config are protected like the workspace's own.
+/// [`settings_present`], and the `.git` entries (directories, or files
+/// naming a git directory) of the roots and of the repositories nested in
+/// them, found in the same walk: their hooks and config are protected like
+/// the workspace's own. Breadth first, directories only descended into, at
+/// most [`SCAN_ENTRIES`] entries looked at (said in the log when cut).
 pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     const SKIP: &[&str] =
         &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
@@ -542,33 +544,52 @@ pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
         .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
-    let mut nested: Vec<PathBuf> = git_dirs(roots);
+    let mut git: Vec<PathBuf> = roots.iter().map(|r| r.join(".git")).filter(|g| g.symlink_metadata().is_ok()).collect();
+    let mut queue: std::collections::VecDeque<(PathBuf, usize)> = roots.iter().map(|r| (r.clone(), 0)).collect();
     let mut seen = 0usize;
-    for root in roots {
-        let walk = ignore::WalkBuilder::new(root)
-            .standard_filters(false)
-            .follow_links(false)
-            .max_depth(Some(4))
-            .filter_entry(|e| !e.file_name().to_str().is_some_and(|n| SKIP.contains(&n)))
-            .build();
-        for entry in walk.flatten() {
+    while let Some((dir, depth)) = queue.pop_front() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             seen += 1;
-            if seen > 20_000 {
-                return (out, nested);
+            if seen > SCAN_ENTRIES {
+                tracing::warn!(
+                    "more than {SCAN_ENTRIES} entries within 4 levels of {}: settings and repositories past them \
+                     are not looked for",
+                    roots.first().map(|r| r.display().to_string()).unwrap_or_default()
+                );
+                return (out, git);
             }
-            let name = entry.file_name().to_string_lossy();
-            if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.iter().any(|p| p == entry.path()) {
-                out.push(entry.path().to_path_buf());
+            let name = entry.file_name();
+            let path = entry.path();
+            let name = name.to_string_lossy();
+            if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.contains(&path) {
+                out.push(path.clone());
             }
-            if entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) {
-                let git = entry.path().join(".git");
-                if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) && !nested.contains(&git) {
-                    nested.push(git);
-                }
+            if name == ".git" && !git.contains(&path) {
+                git.push(path.clone());
+            }
+            if depth + 1 < 4 && entry.file_type().is_ok_and(|t| t.is_dir()) && !SKIP.contains(&name.as_ref()) {
+                queue.push_back((path, depth + 1));
             }
         }
     }
-    (out, nested)
+    (out, git)
+}
+
+/// Entries [`scan`] looks at, at most.
+pub const SCAN_ENTRIES: usize = 200_000;
+
+/// The git directory a `.git` entry is or names (`gitdir: …`).
+pub fn git_dir_of(entry: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(entry).ok()?;
+    if meta.is_dir() {
+        return Some(entry.to_path_buf());
+    }
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(entry).ok()?;
+    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    std::fs::canonicalize(entry.parent()?.join(target)).ok()
 }
 
 /// Every path of [`PROTECTED`] at the roots and of the user's protected
@@ -687,7 +708,8 @@ impl CallGuard {
     /// Scans the roots and makes the placeholders.
     pub fn new(roots: &[PathBuf]) -> CallGuard {
         let (before, git_before) = scan(roots);
-        let obeyed = git_obeys(&git_before);
+        let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
+        let obeyed = git_obeys(&git_dirs);
         let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
         let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
         let mut absent = absent_protected_kinds(roots);
@@ -744,7 +766,7 @@ impl CallGuard {
             live.retain(|(i, ..)| *i != id);
         }
         drop(held);
-        let mut moved = restore_links(&links);
+        let mut moved = restore_links(&roots, &links);
         moved.extend(quarantine_new_repositories(&roots, &git_before));
         let objects_refused = match objects {
             Some((staging, main, sha256)) => objects::migrate(&staging, &main, sha256).refused,
@@ -800,7 +822,7 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// Puts back each protected symbolic link a command replaced (what is
 /// there now is moved aside); returns what it did.
-fn restore_links(links: &[(PathBuf, PathBuf)]) -> Vec<String> {
+fn restore_links(roots: &[PathBuf], links: &[(PathBuf, PathBuf)]) -> Vec<String> {
     let mut out = Vec::new();
     for (path, target) in links {
         if std::fs::read_link(path).ok().as_ref() == Some(target) {
@@ -808,11 +830,11 @@ fn restore_links(links: &[(PathBuf, PathBuf)]) -> Vec<String> {
         }
         let aside = aside_name(path, "link");
         let there = std::fs::symlink_metadata(path).is_ok();
-        if there && let Err(e) = rename_noreplace(path, &aside) {
+        if there && let Err(e) = rename_aside(roots, path, &aside) {
             out.push(format!("{} (a protected link it replaced, which could NOT be moved aside: {e})", path.display()));
             continue;
         }
-        match std::os::unix::fs::symlink(target, path) {
+        match symlink_beneath(roots, target, path) {
             Ok(()) if there => out.push(format!(
                 "{} (it replaced the link; now {}, the link restored)",
                 path.display(),
@@ -832,24 +854,29 @@ fn restore_links(links: &[(PathBuf, PathBuf)]) -> Vec<String> {
 fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf]) -> Vec<String> {
     let (_, now) = scan(roots);
     let mut out = Vec::new();
-    for dir in now.iter().filter(|d| !before.contains(d)) {
+    for entry in now.iter().filter(|d| !before.contains(d)) {
+        // A `.git` file names its git directory (a bare one made beside it):
+        // that is what git would obey.
+        let Some(dir) = git_dir_of(entry) else { continue };
         let hook = std::fs::read_dir(dir.join("hooks")).into_iter().flatten().flatten().find(|e| {
             !e.file_name().to_string_lossy().ends_with(".sample")
                 && e.metadata().is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
         });
         let why = match hook {
             Some(h) => Some(format!("hook {}", h.file_name().to_string_lossy())),
-            None => dir.parent().and_then(crate::permission::git_config_runs_code),
+            None => entry.parent().and_then(crate::permission::git_config_runs_code),
         };
         let Some(why) = why else { continue };
-        let aside = aside_name(dir, "repository");
-        match rename_noreplace(dir, &aside) {
-            Ok(()) => {
-                out.push(format!("{} (a new repository whose {why} would run; now {})", dir.display(), aside.display()))
-            }
+        let aside = aside_name(entry, "repository");
+        match rename_aside(roots, entry, &aside) {
+            Ok(()) => out.push(format!(
+                "{} (a new repository whose {why} would run; now {})",
+                entry.display(),
+                aside.display()
+            )),
             Err(e) => out.push(format!(
                 "{} (a new repository whose {why} would run, which could NOT be moved aside: {e})",
-                dir.display()
+                entry.display()
             )),
         }
     }
@@ -885,7 +912,7 @@ pub fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf]) -> Vec<Str
         // A name nobody can have made beforehand, and never over anything:
         // a rename that fails must not leave the settings in place unsaid.
         let aside = aside_name(&path, &stamp.to_string());
-        match rename_noreplace(&path, &aside) {
+        match rename_aside(roots, &path, &aside) {
             Ok(()) => moved.push(format!("{} (now {})", path.display(), aside.display())),
             Err(e) => {
                 tracing::warn!("settings {} could not be moved aside: {e}", path.display());
@@ -904,23 +931,55 @@ fn aside_name(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(format!("{name}.agentd-quarantine-{tag}-{}", &random[..12]))
 }
 
-/// `rename` that fails rather than replace what is at `to`.
+/// The directory holding `path`, opened beneath the root of `roots` that
+/// holds it with no symbolic link on the way (a command may swap one into
+/// the path at any moment), and the entry's name in it.
+fn parent_beneath(roots: &[PathBuf], path: &Path) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::OsString)> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let outside = || std::io::Error::other(format!("{} is not inside a workspace root", path.display()));
+    let root = roots.iter().filter(|r| path.starts_with(r) && path != r.as_path()).max_by_key(|r| r.as_os_str().len());
+    let root = root.ok_or_else(outside)?;
+    let name = path.file_name().ok_or_else(outside)?.to_os_string();
+    let rel = path.parent().and_then(|p| p.strip_prefix(root).ok()).ok_or_else(outside)?;
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let dir = |p: &Path, at: Option<std::os::fd::BorrowedFd<'_>>| {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        openat2(at.unwrap_or(nix::fcntl::AT_FDCWD), p, how).map_err(std::io::Error::from)
+    };
+    let root_fd = {
+        use std::os::fd::AsFd;
+        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW);
+        let fd = openat2(nix::fcntl::AT_FDCWD, root.as_path(), how).map_err(std::io::Error::from)?;
+        let parent = dir(rel, Some(fd.as_fd()))?;
+        parent
+    };
+    Ok((root_fd, name))
+}
+
+/// Moves `path` (inside a root) aside to `aside` (beside it), never over
+/// anything, never through a symbolic link.
 #[allow(unsafe_code)]
-fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+fn rename_aside(roots: &[PathBuf], path: &Path, aside: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
-    let (from, to) = (c(from)?, c(to)?);
-    // SAFETY: two valid C strings.
+    let (dir, name) = parent_beneath(roots, path)?;
+    let to = aside.file_name().ok_or_else(|| std::io::Error::other("no name"))?;
+    let c = |n: &std::ffi::OsStr| std::ffi::CString::new(n.as_bytes()).map_err(std::io::Error::other);
+    let (from, to) = (c(&name)?, c(to)?);
+    // SAFETY: a directory descriptor and two valid C strings.
     let rc = unsafe {
-        nix::libc::renameat2(
-            nix::libc::AT_FDCWD,
-            from.as_ptr(),
-            nix::libc::AT_FDCWD,
-            to.as_ptr(),
-            nix::libc::RENAME_NOREPLACE,
-        )
+        nix::libc::renameat2(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), nix::libc::RENAME_NOREPLACE)
     };
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Makes the symbolic link `path` → `target` (inside a root), never through
+/// a symbolic link.
+fn symlink_beneath(roots: &[PathBuf], target: &Path, path: &Path) -> std::io::Result<()> {
+    let (dir, name) = parent_beneath(roots, path)?;
+    nix::unistd::symlinkat(target, &dir, name.as_os_str()).map_err(std::io::Error::from)
 }
 
 /// The note for the model when a confined command failed in a way the

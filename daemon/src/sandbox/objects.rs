@@ -20,7 +20,10 @@ pub fn staging_dir(worktree_git_dir: &Path) -> PathBuf {
 
 /// Largest staged object taken, compressed and inflated.
 const MAX_COMPRESSED: u64 = 512 << 20;
-const MAX_INFLATED: u64 = 2 << 30;
+const MAX_INFLATED: u64 = 1 << 30;
+/// Bytes inflated in all for one call's objects: a zlib bomb, hard-linked
+/// under many names, costs the daemon this much at most.
+const BUDGET_INFLATED: u64 = 2 << 30;
 
 /// What [`migrate`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -41,6 +44,7 @@ pub fn migrate(staging: &Path, objects: &Path, sha256: bool) -> Migrated {
         return out;
     }
     let hex_len = if sha256 { 64 } else { 40 };
+    let mut budget = BUDGET_INFLATED;
     for dir in std::fs::read_dir(staging).into_iter().flatten().flatten() {
         let name = dir.file_name().to_string_lossy().into_owned();
         let is_fanout = name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
@@ -69,8 +73,9 @@ pub fn migrate(staging: &Path, objects: &Path, sha256: bool) -> Migrated {
             if std::fs::symlink_metadata(&target).is_ok() {
                 continue; // there already: never replaced
             }
-            match verify(&file.path(), &id, sha256) {
-                Ok(()) => match install(&file.path(), &objects.join(&name), &target) {
+            // What is taken is the very bytes that were checked, read once.
+            match verify(&file.path(), &id, sha256, &mut budget) {
+                Ok(bytes) => match install(&bytes, &objects.join(&name), &target) {
                     Ok(()) => out.taken += 1,
                     Err(e) => out.refused.push(format!("{id}: {e}")),
                 },
@@ -81,9 +86,10 @@ pub fn migrate(staging: &Path, objects: &Path, sha256: bool) -> Migrated {
     out
 }
 
-/// Whether the loose object file at `path` inflates to `<type> <size>\0`
-/// and `size` bytes whose hash is `id`.
-fn verify(path: &Path, id: &str, sha256: bool) -> Result<(), String> {
+/// The bytes of the loose object file at `path` when they inflate to
+/// `<type> <size>\0` and `size` bytes whose hash is `id`; what is inflated
+/// comes off `budget`.
+fn verify(path: &Path, id: &str, sha256: bool, budget: &mut u64) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -93,6 +99,9 @@ fn verify(path: &Path, id: &str, sha256: bool) -> Result<(), String> {
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() || meta.len() > MAX_COMPRESSED {
         return Err("not a regular file of a sane size".into());
+    }
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err("a file with more than one name".into());
     }
     let algorithm = if sha256 { &ring::digest::SHA256 } else { &ring::digest::SHA1_FOR_LEGACY_USE_ONLY };
     let mut hash = ring::digest::Context::new(algorithm);
@@ -119,6 +128,9 @@ fn verify(path: &Path, id: &str, sha256: bool) -> Result<(), String> {
                         return Err(format!("an object of type {kind:?}"));
                     }
                     let size: u64 = size.parse().map_err(|_| "a bad size")?;
+                    if size > MAX_INFLATED || size > *budget {
+                        return Err("too large to take".into());
+                    }
                     header = Some((size, (head.len() - nul - 1) as u64));
                 } else if head.len() > 64 {
                     return Err("a bad header".into());
@@ -126,8 +138,9 @@ fn verify(path: &Path, id: &str, sha256: bool) -> Result<(), String> {
             }
         }
         if header.is_some_and(|(size, seen)| seen > size || seen > MAX_INFLATED) {
-            return Err("more data than its header says".into());
+            return Err("more data than its header says, or too large".into());
         }
+        *budget = budget.checked_sub(chunk.len() as u64).ok_or("over what one call may stage")?;
         match r.status {
             Ok(MZStatus::StreamEnd) => break,
             Ok(_) if r.bytes_consumed == 0 && r.bytes_written == 0 => return Err("truncated".into()),
@@ -144,24 +157,23 @@ fn verify(path: &Path, id: &str, sha256: bool) -> Result<(), String> {
     if digest != id {
         return Err(format!("its content hashes to {digest}, not to its name"));
     }
-    Ok(())
+    Ok(input)
 }
 
-/// Copies the verified `from` to `target` (in `dir`), read-only, without
+/// Writes the verified `bytes` to `target` (in `dir`), read-only, without
 /// ever replacing a file there.
-fn install(from: &Path, dir: &Path, target: &Path) -> Result<(), String> {
+fn install(bytes: &[u8], dir: &Path, target: &Path) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     match std::fs::DirBuilder::new().mode(0o755).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
     }
-    let bytes = std::fs::read(from).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!("tmp_obj_agentd_{}", uuid::Uuid::new_v4().simple()));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()
     };
     let result = write().map_err(|e| e.to_string()).and_then(|()| match std::fs::hard_link(&tmp, target) {

@@ -385,7 +385,11 @@ impl Tool for Bash {
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
-        let finished = guard.map(crate::sandbox::CallGuard::finish).unwrap_or_default();
+        // Walks, renames and object checks: off the runtime's threads.
+        let finished = match guard {
+            Some(g) => tokio::task::spawn_blocking(move || g.finish()).await.unwrap_or_default(),
+            None => crate::sandbox::Finished::default(),
+        };
         let _ = std::fs::remove_dir_all(&tmp);
         if let Some(report) = report {
             if let Some(error) = report.error {
