@@ -942,20 +942,14 @@ fn parent_beneath(roots: &[PathBuf], path: &Path) -> std::io::Result<(std::os::f
     let name = path.file_name().ok_or_else(outside)?.to_os_string();
     let rel = path.parent().and_then(|p| p.strip_prefix(root).ok()).ok_or_else(outside)?;
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-    let dir = |p: &Path, at: Option<std::os::fd::BorrowedFd<'_>>| {
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        openat2(at.unwrap_or(nix::fcntl::AT_FDCWD), p, how).map_err(std::io::Error::from)
-    };
-    let root_fd = {
-        use std::os::fd::AsFd;
-        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW);
-        let fd = openat2(nix::fcntl::AT_FDCWD, root.as_path(), how).map_err(std::io::Error::from)?;
-        let parent = dir(rel, Some(fd.as_fd()))?;
-        parent
-    };
-    Ok((root_fd, name))
+    use std::os::fd::AsFd;
+    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW);
+    let root_fd = openat2(nix::fcntl::AT_FDCWD, root.as_path(), how).map_err(std::io::Error::from)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let parent = openat2(root_fd.as_fd(), rel, how).map_err(std::io::Error::from)?;
+    Ok((parent, name))
 }
 
 /// Moves `path` (inside a root) aside to `aside` (beside it), never over
