@@ -186,18 +186,20 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     if spec.profile == SandboxProfile::Off {
         return Ok(());
     }
+    let shm = {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = spec.tmp.join(".shm");
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).ok().map(|()| dir)
+    };
     set_read_only(Path::new("/"), true).map_err(|e| format!("make / read-only: {e}"))?;
     // A /dev/shm of the call's own (POSIX semaphores and shared memory:
-    // Python's multiprocessing needs one), nothing of the host's in it.
-    if Path::new("/dev/shm").is_dir() {
-        mount(
-            Some("tmpfs"),
-            "/dev/shm",
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some("size=256m,mode=1777"),
-        )
-        .map_err(|e| format!("a private /dev/shm: {e}"))?;
+    // Python's multiprocessing needs one), nothing of the host's in it: a
+    // directory in the call's temp directory (made before `/` is read-only),
+    // bound there — cheaper than a tmpfs of its own.
+    if let Some(shm) = shm.filter(|_| Path::new("/dev/shm").is_dir()) {
+        mount(Some(shm.as_path()), "/dev/shm", None::<&str>, MsFlags::MS_BIND, None::<&str>)
+            .map_err(|e| format!("a private /dev/shm: {e}"))?;
+        set_read_only(Path::new("/dev/shm"), false).map_err(|e| format!("a private /dev/shm: {e}"))?;
     }
     if spec.profile == SandboxProfile::WorkspaceWrite {
         for root in spec.roots.iter().chain(&spec.pin) {
