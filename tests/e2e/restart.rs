@@ -163,28 +163,42 @@ fn writes_killed_mid_way_leave_no_temporary_file() {
         let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
         let big = "x".repeat(4 * 1024 * 1024);
         // Writes back to back, on a connection of their own, until one is
-        // caught in progress (a loaded machine may miss a few).
+        // caught in progress (a loaded machine may miss a few). Each to a
+        // file of its own: a second write of a file not read since would be
+        // refused at once, and leave no window to catch.
         let socket = d.socket.clone();
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
             let Ok(mut w) = tokio::net::UnixStream::connect(&socket).await else { return };
             for i in 0..60 {
                 let line = json!({ "jsonrpc": "2.0", "id": 1000 + i, "method": "tool/call",
-                    "params": { "session_id": id, "name": "Write", "input": { "file_path": format!("f{}.txt", i % 10), "content": big } } });
+                    "params": { "session_id": id, "name": "Write", "input": { "file_path": format!("f{i}.txt"), "content": big } } });
                 if w.write_all(format!("{line}\n").as_bytes()).await.is_err() {
                     return;
                 }
             }
         });
-        // Until a temporary file is seen (a write in progress), at most a while.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !std::fs::read_dir(&ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".agentd-"))
-            && Instant::now() < deadline
-        {
-            tokio::task::yield_now().await;
+        // Until a temporary file is seen (a write in progress), at most a
+        // while: watched from a thread of its own, which spins (a write's
+        // window is a few milliseconds; an async poll on a loaded machine
+        // missed every one).
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (seen, ws) = (seen.clone(), ws.clone());
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while Instant::now() < deadline {
+                    if std::fs::read_dir(&ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".agentd-")) {
+                        seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                }
+            })
+        };
+        while !watcher.is_finished() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let seen = std::fs::read_dir(&ws).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".agentd-"));
-        assert!(seen, "no write was caught in progress");
+        assert!(seen.load(std::sync::atomic::Ordering::SeqCst), "no write was caught in progress");
         let _ = c;
     });
     kill9(&mut d);
