@@ -684,7 +684,9 @@ pub struct CallGuard {
     /// put back at the end.
     links: Vec<(PathBuf, PathBuf)>,
     held: placeholders::Held,
-    id: u64,
+    /// Its entry among the live guards, gone when it is dropped (also when
+    /// the call never started).
+    live: LiveEntry,
     /// In a worktree: (staging, the repository's objects, SHA-256).
     objects: Option<(PathBuf, PathBuf, bool)>,
 }
@@ -696,6 +698,18 @@ pub struct Finished {
     pub moved: Vec<String>,
     /// Staged objects that were not taken into the repository, and why.
     pub objects_refused: Vec<String>,
+}
+
+/// A [`CallGuard`]'s entry in [`LIVE_GUARDS`].
+#[derive(Debug)]
+struct LiveEntry(u64);
+
+impl Drop for LiveEntry {
+    fn drop(&mut self) {
+        if let Ok(mut live) = LIVE_GUARDS.lock() {
+            live.retain(|(i, ..)| *i != self.0);
+        }
+    }
 }
 
 /// A live guard: its id, the roots, the settings present at its start.
@@ -736,7 +750,16 @@ impl CallGuard {
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.push((id, roots.to_vec(), before.clone()));
         }
-        CallGuard { roots: roots.to_vec(), before, git_protect, git_before, links, held, id, objects: None }
+        CallGuard {
+            roots: roots.to_vec(),
+            before,
+            git_protect,
+            git_before,
+            links,
+            held,
+            live: LiveEntry(id),
+            objects: None,
+        }
     }
 
     /// In a worktree: the objects the call stages in `staging` are taken
@@ -761,10 +784,8 @@ impl CallGuard {
     /// holds them), and settings it created are moved aside; returns what
     /// moved.
     pub fn finish(self) -> Finished {
-        let CallGuard { roots, before, held, id, objects, links, git_before, .. } = self;
-        if let Ok(mut live) = LIVE_GUARDS.lock() {
-            live.retain(|(i, ..)| *i != id);
-        }
+        let CallGuard { roots, before, held, live, objects, links, git_before, .. } = self;
+        drop(live);
         drop(held);
         let mut moved = restore_links(&roots, &links);
         moved.extend(quarantine_new_repositories(&roots, &git_before));
