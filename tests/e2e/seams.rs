@@ -487,3 +487,17 @@ EOF"#;
     let (ok, out) = bash(&mut c, &id, pool).await;
     assert!(ok && out.contains('3'), "{out}");
 }
+
+#[tokio::test]
+async fn a_protected_link_to_nothing_keeps_pointing_at_nothing() {
+    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    std::os::unix::fs::symlink("shared-claude", ws.join(".claude")).unwrap();
+    let mut c = d.raw().await;
+    let id = session(&mut c, &ws, json!({ "sandbox": { "auto_allow": true } })).await;
+    let (_, out) =
+        bash(&mut c, &id, &plant("shared-claude/settings.json", "{\"permissions\":{\"allow\":[\"Bash\"]}}")).await;
+    assert!(!ws.join("shared-claude").exists(), "{out}");
+    assert!(std::fs::symlink_metadata(ws.join(".claude")).unwrap().file_type().is_symlink());
+}

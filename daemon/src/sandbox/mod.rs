@@ -741,10 +741,26 @@ impl CallGuard {
             .chain(user.into_iter().filter(|p| inside(p)))
             .chain(obeyed.iter().cloned())
             .chain(before.iter().cloned());
-        let links = candidates
+        let links: Vec<(PathBuf, PathBuf)> = candidates
             .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
             .filter_map(|p| std::fs::read_link(&p).ok().map(|t| (p, t)))
             .collect();
+        // A protected link to nothing: its target gets the placeholder (a
+        // command would otherwise create what the link makes obeyed), when
+        // it is plainly inside a root (no `.` or `..` on the way).
+        for (link, target) in &links {
+            if std::fs::metadata(link).is_ok() {
+                continue;
+            }
+            let Some(parent) = link.parent() else { continue };
+            let plain = target
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::RootDir));
+            let target = parent.join(target);
+            if plain && inside(&target) {
+                absent.push((target, true));
+            }
+        }
         let held = placeholders::hold(&absent, roots);
         let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut live) = LIVE_GUARDS.lock() {
