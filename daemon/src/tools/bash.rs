@@ -266,20 +266,21 @@ impl Tool for Bash {
         // bypass included (bypass is for this session's calls, not for the
         // sessions that would obey the settings).
         let roots = sandbox_roots(&ctx);
+        // In a worktree the repository's objects are read-only: new ones go
+        // to the worktree's staging directory, taken in at the end.
+        let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(&ctx) } else { None };
         let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| {
             let guard = crate::sandbox::CallGuard::new(&roots);
-            match object_staging(&ctx) {
+            match staging.clone() {
                 Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
                 None => guard,
             }
         });
-        // In a worktree the repository's objects are read-only: new ones go
-        // to the worktree's staging directory, taken in at the end.
-        let script = match object_staging(&ctx).filter(|_| profile == SandboxProfile::WorkspaceWrite) {
+        let script = match &staging {
             Some((staging, main, _)) => format!(
                 "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
-                quote(&staging),
-                quote(&main)
+                quote(staging),
+                quote(main)
             ),
             None => script,
         };

@@ -1,0 +1,508 @@
+//! What one confined call guards on its workspace from its start to its
+//! end (its job's, in the background) — issue 24's "nothing left for
+//! later": the scan of the settings and repositories there, placeholders
+//! for protected paths that do not exist, protected links put back,
+//! settings and repositories a command created moved aside, and the
+//! objects a worktree call staged taken in. Every move is made through a
+//! directory opened beneath the workspace root with no symbolic link on
+//! the way.
+
+use std::path::{Path, PathBuf};
+
+use super::{PROTECTED, objects, placeholders};
+
+/// Names that hold settings agentd, other agents or git obey (a
+/// `commondir` sends git to another repository's hooks).
+pub const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json", ".git/commondir", ".git/config.worktree"];
+
+/// Which settings names exist in each root now.
+/// At the roots, and settings directories a few levels down (a session
+/// opened on `pkg/` reads `pkg/.claude`), skipping build and dependency
+/// trees; bounded.
+pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
+    scan(roots).0
+}
+
+/// [`settings_present`], and the `.git` entries (directories, or files
+/// naming a git directory) of the roots and of the repositories nested in
+/// them, found in the same walk: their hooks and config are protected like
+/// the workspace's own. Breadth first, directories only descended into, at
+/// most [`SCAN_ENTRIES`] entries looked at (said in the log when cut).
+pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    const SKIP: &[&str] =
+        &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
+    let mut out: Vec<PathBuf> = roots
+        .iter()
+        .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    let mut git: Vec<PathBuf> = roots.iter().map(|r| r.join(".git")).filter(|g| g.symlink_metadata().is_ok()).collect();
+    let mut queue: std::collections::VecDeque<(PathBuf, usize)> = roots.iter().map(|r| (r.clone(), 0)).collect();
+    let mut seen = 0usize;
+    while let Some((dir, depth)) = queue.pop_front() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > SCAN_ENTRIES {
+                tracing::warn!(
+                    "more than {SCAN_ENTRIES} entries within 4 levels of {}: settings and repositories past them \
+                     are not looked for",
+                    roots.first().map(|r| r.display().to_string()).unwrap_or_default()
+                );
+                return (out, git);
+            }
+            let name = entry.file_name();
+            let path = entry.path();
+            let name = name.to_string_lossy();
+            if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.contains(&path) {
+                out.push(path.clone());
+            }
+            if name == ".git" && !git.contains(&path) {
+                git.push(path.clone());
+            }
+            if depth + 1 < 4 && entry.file_type().is_ok_and(|t| t.is_dir()) && !SKIP.contains(&name.as_ref()) {
+                queue.push_back((path, depth + 1));
+            }
+        }
+    }
+    (out, git)
+}
+
+/// Entries [`scan`] looks at, at most.
+pub const SCAN_ENTRIES: usize = 200_000;
+
+/// The git directory a `.git` entry is or names (`gitdir: …`).
+pub fn git_dir_of(entry: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(entry).ok()?;
+    if meta.is_dir() {
+        return Some(entry.to_path_buf());
+    }
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(entry).ok()?;
+    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    std::fs::canonicalize(entry.parent()?.join(target)).ok()
+}
+
+/// Every path of [`PROTECTED`] at the roots and of the user's protected
+/// files inside them that does not exist: these get placeholders for the
+/// call. `.git/*` only where `.git` is a directory (an empty `.git` would
+/// hide a repository above), and nothing whose parent would have to be made
+/// but in the home directory.
+pub fn absent_protected(roots: &[PathBuf]) -> Vec<PathBuf> {
+    absent_protected_kinds(roots).into_iter().map(|(p, _)| p).collect()
+}
+
+/// [`absent_protected`], each with whether it is a directory (a file's
+/// placeholder is an empty file: a tool that reads `~/.gitconfig` while a
+/// call runs finds an empty one, not a directory).
+pub fn absent_protected_kinds(roots: &[PathBuf]) -> Vec<(PathBuf, bool)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let is_file = |p: &Path| {
+        home.as_ref().is_some_and(|h| crate::permission::USER_PROTECTED_FILES.iter().any(|rel| p == h.join(rel)))
+    };
+    let mut out: Vec<(PathBuf, bool)> = absent_protected_paths(roots)
+        .into_iter()
+        .map(|p| {
+            let dir = !is_file(&p);
+            (p, dir)
+        })
+        .collect();
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+fn absent_protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let user = crate::permission::user_protected_paths();
+    let mut out = Vec::new();
+    for root in roots {
+        let git_dir = std::fs::symlink_metadata(root.join(".git")).is_ok_and(|m| m.is_dir());
+        for rel in PROTECTED {
+            if rel.starts_with(".git/") && !git_dir {
+                continue;
+            }
+            out.push(root.join(rel));
+        }
+        out.extend(user.iter().filter(|p| p.starts_with(root) && *p != root).cloned());
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_err());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The directories between a root and each protected path: bound onto
+/// themselves so that none can be renamed away with the read-only bind
+/// inside it (`mv ~/.config ~/.c && mkdir -p ~/.config/agentd`).
+pub fn parents_to_pin(roots: &[PathBuf], protect: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for path in protect {
+        let Some(root) = roots.iter().filter(|r| path.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+            continue;
+        };
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if !d.starts_with(root) || d == root {
+                break;
+            }
+            if !out.iter().any(|o: &PathBuf| o == d) && d.is_dir() && !d.is_symlink() {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    // Outer directories first: each bind then lands inside the one before.
+    out.sort_by_key(|p| p.components().count());
+    out
+}
+
+/// What one confined call guards on its workspace from start to end (to
+/// the end of its job, for a background one): the settings present at the
+/// start (what is new at the end is moved aside), the placeholders of
+/// protected paths that do not exist, and the nested repositories' hooks
+/// and config. While it lives, a `session/create` on the workspace first
+/// moves aside what it created so far ([`quarantine_live`]).
+#[derive(Debug)]
+pub struct CallGuard {
+    roots: Vec<PathBuf>,
+    before: Vec<PathBuf>,
+    /// What git obeys that exists (nested repositories' hooks and config,
+    /// hook directories and included files the configuration names).
+    git_protect: Vec<PathBuf>,
+    /// The git directories there were at the start.
+    git_before: Vec<PathBuf>,
+    /// Protected paths that are symbolic links, and where they point: a
+    /// command can replace the link (the bind covers its target), so it is
+    /// put back at the end.
+    links: Vec<(PathBuf, PathBuf)>,
+    held: placeholders::Held,
+    /// Its entry among the live guards, gone when it is dropped (also when
+    /// the call never started).
+    live: LiveEntry,
+    /// In a worktree: (staging, the repository's objects, SHA-256).
+    objects: Option<(PathBuf, PathBuf, bool)>,
+}
+
+/// What a [`CallGuard`] did at the end of its call.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Settings moved aside (from → to).
+    pub moved: Vec<String>,
+    /// Staged objects that were not taken into the repository, and why.
+    pub objects_refused: Vec<String>,
+}
+
+/// A [`CallGuard`]'s entry in [`LIVE_GUARDS`].
+#[derive(Debug)]
+struct LiveEntry(u64);
+
+impl Drop for LiveEntry {
+    fn drop(&mut self) {
+        if let Ok(mut live) = LIVE_GUARDS.lock() {
+            live.retain(|(i, ..)| *i != self.0);
+        }
+    }
+}
+
+/// A live guard: its id, the roots, the settings present at its start.
+type LiveGuard = (u64, Vec<PathBuf>, Vec<PathBuf>);
+
+static LIVE_GUARDS: std::sync::Mutex<Vec<LiveGuard>> = std::sync::Mutex::new(Vec::new());
+static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl CallGuard {
+    /// Scans the roots and makes the placeholders.
+    pub fn new(roots: &[PathBuf]) -> CallGuard {
+        let (before, git_before) = scan(roots);
+        let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
+        let obeyed = git_obeys(&git_dirs);
+        let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
+        let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
+        let mut absent = absent_protected_kinds(roots);
+        // Hook directories are directories; included configuration files
+        // are files.
+        absent.extend(obeyed.iter().filter(|p| !exists(p) && inside(p)).map(|p| {
+            let dir = p.file_name().is_some_and(|n| n == "hooks") || p.extension().is_none() && !p.ends_with("config");
+            (p.clone(), dir)
+        }));
+        let git_protect: Vec<PathBuf> = obeyed.iter().filter(|p| exists(p)).cloned().collect();
+        let user = crate::permission::user_protected_paths();
+        let candidates = roots
+            .iter()
+            .flat_map(|r| PROTECTED.iter().map(move |rel| r.join(rel)))
+            .chain(user.into_iter().filter(|p| inside(p)))
+            .chain(obeyed.iter().cloned())
+            .chain(before.iter().cloned());
+        let links: Vec<(PathBuf, PathBuf)> = candidates
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+            .filter_map(|p| std::fs::read_link(&p).ok().map(|t| (p, t)))
+            .collect();
+        // A protected link to nothing: its target gets the placeholder (a
+        // command would otherwise create what the link makes obeyed), when
+        // it is plainly inside a root (no `.` or `..` on the way).
+        for (link, target) in &links {
+            if std::fs::metadata(link).is_ok() {
+                continue;
+            }
+            let Some(parent) = link.parent() else { continue };
+            let plain = target
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::RootDir));
+            let target = parent.join(target);
+            if plain && inside(&target) {
+                absent.push((target, true));
+            }
+        }
+        let held = placeholders::hold(&absent, roots);
+        let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut live) = LIVE_GUARDS.lock() {
+            live.push((id, roots.to_vec(), before.clone()));
+        }
+        CallGuard {
+            roots: roots.to_vec(),
+            before,
+            git_protect,
+            git_before,
+            links,
+            held,
+            live: LiveEntry(id),
+            objects: None,
+        }
+    }
+
+    /// In a worktree: the objects the call stages in `staging` are taken
+    /// into `objects` at its end ([`objects::migrate`]).
+    pub fn with_objects(mut self, staging: PathBuf, objects: PathBuf, sha256: bool) -> CallGuard {
+        self.objects = Some((staging, objects, sha256));
+        self
+    }
+
+    /// Settings present at the start, and the nested repositories' hooks
+    /// and config: bound read-only with [`PROTECTED`].
+    pub fn protect_too(&self) -> Vec<PathBuf> {
+        self.before.iter().chain(&self.git_protect).cloned().collect()
+    }
+
+    /// The placeholders this call holds (they exist now).
+    pub fn placeholders(&self) -> &[PathBuf] {
+        self.held.paths()
+    }
+
+    /// At the end of the call: the placeholders go (unless another call
+    /// holds them), and settings it created are moved aside; returns what
+    /// moved.
+    pub fn finish(self) -> Finished {
+        let CallGuard { roots, before, held, live, objects, links, git_before, .. } = self;
+        drop(live);
+        drop(held);
+        let mut moved = restore_links(&roots, &links);
+        // One walk for what the call left: new repositories and settings.
+        let (settings_now, git_now) = scan(&roots);
+        moved.extend(quarantine_new_repositories(&roots, &git_before, &git_now));
+        let objects_refused = match objects {
+            Some((staging, main, sha256)) => objects::migrate(&staging, &main, sha256).refused,
+            None => Vec::new(),
+        };
+        moved.extend(quarantine_new_settings(&roots, &before, settings_now));
+        Finished { moved, objects_refused }
+    }
+}
+
+/// What git obeys in the repositories of `git_dirs` beyond their `hooks`
+/// and `config`: those two, the hook directory `core.hooksPath` names, the
+/// files their configuration includes (whatever the condition), and the
+/// git directories of their submodules and linked worktrees (hooks,
+/// config, commondir, config.worktree).
+pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in git_dirs {
+        out.push(dir.join("hooks"));
+        out.push(dir.join("config"));
+        let top = dir.parent().unwrap_or(dir);
+        for entry in crate::permission::git_config_entries(&dir.join("config")) {
+            let path = match entry.key.as_str() {
+                "core.hookspath" => match entry.value.strip_prefix("~/") {
+                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
+                    None => Some(top.join(&entry.value)),
+                },
+                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
+                    crate::permission::git_config_path(&entry.value, &entry.file)
+                }
+                _ => None,
+            };
+            out.extend(path);
+            if entry.file != dir.join("config") {
+                out.push(entry.file);
+            }
+        }
+        for sub in ["modules", "worktrees"] {
+            for entry in std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten() {
+                for name in ["hooks", "config", "commondir", "config.worktree"] {
+                    let p = entry.path().join(name);
+                    if std::fs::symlink_metadata(&p).is_ok() {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Puts back each protected symbolic link a command replaced (what is
+/// there now is moved aside); returns what it did.
+fn restore_links(roots: &[PathBuf], links: &[(PathBuf, PathBuf)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, target) in links {
+        if std::fs::read_link(path).ok().as_ref() == Some(target) {
+            continue;
+        }
+        let aside = aside_name(path, "link");
+        let there = std::fs::symlink_metadata(path).is_ok();
+        if there && let Err(e) = rename_aside(roots, path, &aside) {
+            out.push(format!("{} (a protected link it replaced, which could NOT be moved aside: {e})", path.display()));
+            continue;
+        }
+        match symlink_beneath(roots, target, path) {
+            Ok(()) if there => out.push(format!(
+                "{} (it replaced the link; now {}, the link restored)",
+                path.display(),
+                aside.display()
+            )),
+            Ok(()) => out.push(format!("{} (it removed the link; restored)", path.display())),
+            Err(e) => {
+                out.push(format!("{} (a protected link it replaced, which could NOT be restored: {e})", path.display()))
+            }
+        }
+    }
+    out
+}
+
+/// Moves aside a git directory a command made (`git init`) whose hooks or
+/// configuration would run a program when the user next runs git there.
+fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[PathBuf]) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in now.iter().filter(|d| !before.contains(d)) {
+        // A `.git` file names its git directory (a bare one made beside it):
+        // that is what git would obey.
+        let Some(dir) = git_dir_of(entry) else { continue };
+        let hook = std::fs::read_dir(dir.join("hooks")).into_iter().flatten().flatten().find(|e| {
+            !e.file_name().to_string_lossy().ends_with(".sample")
+                && e.metadata().is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        });
+        let why = match hook {
+            Some(h) => Some(format!("hook {}", h.file_name().to_string_lossy())),
+            None => entry.parent().and_then(crate::permission::git_config_runs_code),
+        };
+        let Some(why) = why else { continue };
+        let aside = aside_name(entry, "repository");
+        match rename_aside(roots, entry, &aside) {
+            Ok(()) => out.push(format!(
+                "{} (a new repository whose {why} would run; now {})",
+                entry.display(),
+                aside.display()
+            )),
+            Err(e) => out.push(format!(
+                "{} (a new repository whose {why} would run, which could NOT be moved aside: {e})",
+                entry.display()
+            )),
+        }
+    }
+    out
+}
+
+/// Before settings are read for `cwd` (`session/create`): moves aside the
+/// settings that calls still running (background jobs) created in any
+/// workspace that holds `cwd` or lies inside it; returns what moved.
+pub fn quarantine_live(cwd: &Path) -> Vec<String> {
+    let live: Vec<(Vec<PathBuf>, Vec<PathBuf>)> = match LIVE_GUARDS.lock() {
+        Ok(live) => live
+            .iter()
+            .filter(|(_, roots, _)| roots.iter().any(|r| cwd.starts_with(r) || r.starts_with(cwd)))
+            .map(|(_, r, b)| (r.clone(), b.clone()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    live.iter().flat_map(|(roots, before)| quarantine_new_settings(roots, before, settings_present(roots))).collect()
+}
+
+/// Moves the settings of `now` (what a scan of the roots found) that were
+/// not there `before` out of the way (`.claude` →
+/// `.claude.agentd-quarantine-<time>-<random>`); returns what moved.
+fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf], now: Vec<PathBuf>) -> Vec<String> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let mut moved = Vec::new();
+    for path in now {
+        // A placeholder another call holds is a read-only mount in its
+        // sandbox: moving it would move that mount out of the way.
+        if before.contains(&path) || placeholders::is_live(&path) {
+            continue;
+        }
+        // A name nobody can have made beforehand, and never over anything:
+        // a rename that fails must not leave the settings in place unsaid.
+        let aside = aside_name(&path, &stamp.to_string());
+        match rename_aside(roots, &path, &aside) {
+            Ok(()) => moved.push(format!("{} (now {})", path.display(), aside.display())),
+            Err(e) => {
+                tracing::warn!("settings {} could not be moved aside: {e}", path.display());
+                moved.push(format!("{} (which could NOT be moved aside: {e}; remove it)", path.display()));
+            }
+        }
+    }
+    moved
+}
+
+/// Where `path` is moved aside: `<name>.agentd-quarantine-<tag>-<random>`
+/// beside it, a name nobody can have made beforehand.
+fn aside_name(path: &Path, tag: &str) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    path.with_file_name(format!("{name}.agentd-quarantine-{tag}-{}", &random[..12]))
+}
+
+/// The directory holding `path`, opened beneath the root of `roots` that
+/// holds it with no symbolic link on the way (a command may swap one into
+/// the path at any moment), and the entry's name in it.
+fn parent_beneath(roots: &[PathBuf], path: &Path) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::OsString)> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let outside = || std::io::Error::other(format!("{} is not inside a workspace root", path.display()));
+    let root = roots.iter().filter(|r| path.starts_with(r) && path != r.as_path()).max_by_key(|r| r.as_os_str().len());
+    let root = root.ok_or_else(outside)?;
+    let name = path.file_name().ok_or_else(outside)?.to_os_string();
+    let rel = path.parent().and_then(|p| p.strip_prefix(root).ok()).ok_or_else(outside)?;
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    use std::os::fd::AsFd;
+    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW);
+    let root_fd = openat2(nix::fcntl::AT_FDCWD, root.as_path(), how).map_err(std::io::Error::from)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let parent = openat2(root_fd.as_fd(), rel, how).map_err(std::io::Error::from)?;
+    Ok((parent, name))
+}
+
+/// Moves `path` (inside a root) aside to `aside` (beside it), never over
+/// anything, never through a symbolic link.
+#[allow(unsafe_code)]
+fn rename_aside(roots: &[PathBuf], path: &Path, aside: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let (dir, name) = parent_beneath(roots, path)?;
+    let to = aside.file_name().ok_or_else(|| std::io::Error::other("no name"))?;
+    let c = |n: &std::ffi::OsStr| std::ffi::CString::new(n.as_bytes()).map_err(std::io::Error::other);
+    let (from, to) = (c(&name)?, c(to)?);
+    // SAFETY: a directory descriptor and two valid C strings.
+    let rc = unsafe {
+        nix::libc::renameat2(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), nix::libc::RENAME_NOREPLACE)
+    };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Makes the symbolic link `path` → `target` (inside a root), never through
+/// a symbolic link.
+fn symlink_beneath(roots: &[PathBuf], target: &Path, path: &Path) -> std::io::Result<()> {
+    let (dir, name) = parent_beneath(roots, path)?;
+    nix::unistd::symlinkat(target, &dir, name.as_os_str()).map_err(std::io::Error::from)
+}
