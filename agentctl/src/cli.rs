@@ -659,7 +659,8 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::TasksChanged { turn_id, .. }
         | EventKind::WorktreeChanged { turn_id, .. }
         | EventKind::AgentRequest { turn_id, .. }
-        | EventKind::UserMessage { turn_id, .. } => Some(turn_id),
+        | EventKind::UserMessage { turn_id, .. }
+        | EventKind::SandboxNetwork { turn_id, .. } => Some(turn_id),
         EventKind::SessionClosed {} => None,
     }
 }
@@ -673,10 +674,21 @@ fn describe(event: &agentd_client::protocol::turn::Event) -> String {
         EventKind::ToolResult { tool_use_id, render, is_error, .. } => {
             format!("{} {tool_use_id}  {render}", if *is_error { "failed   " } else { "yielded  " })
         }
-        EventKind::PermissionRequest { tool_use_id, request_id, reason, render, .. } => {
+        EventKind::PermissionRequest { tool_use_id, request_id, reason, render, kind, host, port, .. } => {
+            let what = match (kind.as_deref(), host, port) {
+                (Some("network"), Some(host), Some(port)) => format!("network {host}:{port} for {render}"),
+                _ => render.clone(),
+            };
             format!(
-                "asking    {tool_use_id}  {render}: {reason} (agentctl respond <session> {request_id} allow|deny|allow-always)"
+                "asking    {tool_use_id}  {what}: {reason} (agentctl respond <session> {request_id} allow|deny|allow-always)"
             )
+        }
+        EventKind::SandboxNetwork { tool_use_id, host, port, allowed, rule, bytes_up, bytes_down, .. } => {
+            if *allowed {
+                format!("network   {tool_use_id}  {host}:{port} ({rule}): {bytes_up} B up, {bytes_down} B down")
+            } else {
+                format!("network   {tool_use_id}  {host}:{port} refused: {rule}")
+            }
         }
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })

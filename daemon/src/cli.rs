@@ -57,6 +57,12 @@ struct Args {
     /// is not offered
     #[arg(long, env = "AGENTD_WEB_SEARCH_URL")]
     web_search_url: Option<String>,
+    /// Pin a host name to an address for the network gate and WebFetch, as
+    /// curl's --resolve does (split DNS; tests): HOST:ADDRESS, repeatable,
+    /// or comma-separated in AGENTD_RESOLVE. The address still passes the
+    /// guard against private addresses
+    #[arg(long = "resolve", env = "AGENTD_RESOLVE", value_delimiter = ',', value_name = "HOST:ADDRESS")]
+    resolve: Vec<String>,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -94,6 +100,7 @@ fn start(args: Args) -> anyhow::Result<()> {
     };
 
     crate::tools::web_search::set_backend(args.web_search_url);
+    crate::web::set_pins(&args.resolve).map_err(anyhow::Error::msg)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -22,7 +22,7 @@ pub(crate) mod shell;
 pub(crate) mod store;
 pub(crate) mod tool;
 pub(crate) mod tools;
-pub(crate) mod web;
+pub mod web;
 
 pub use config::{Config, SocketConfig};
 

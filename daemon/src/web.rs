@@ -123,6 +123,64 @@ fn local_addresses() -> Vec<IpAddr> {
     addrs
 }
 
+/// Names pinned to addresses (`--resolve HOST:ADDR`, `AGENTD_RESOLVE`), as
+/// curl's `--resolve` does: for split DNS, and for tests.
+static PINS: std::sync::OnceLock<std::collections::HashMap<String, Vec<IpAddr>>> = std::sync::OnceLock::new();
+
+/// Parses `HOST:ADDR` pins (an IPv6 address may be bracketed) and sets
+/// them for the process, once, at start-up.
+pub fn set_pins(pins: &[String]) -> Result<(), String> {
+    let mut map: std::collections::HashMap<String, Vec<IpAddr>> = std::collections::HashMap::new();
+    for pin in pins.iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let (host, addr) = pin.split_once(':').ok_or_else(|| format!("--resolve {pin:?}: write HOST:ADDRESS"))?;
+        let addr = addr.trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = addr.parse().map_err(|_| format!("--resolve {pin:?}: {addr:?} is not an IP address"))?;
+        let host = crate::permission::rules::canonical_host(host)
+            .filter(|h| h.parse::<IpAddr>().is_err())
+            .ok_or_else(|| format!("--resolve {pin:?}: {host:?} is not a host name"))?;
+        map.entry(host).or_default().push(ip);
+    }
+    let _ = PINS.set(map);
+    Ok(())
+}
+
+/// The addresses `host` (canonical) is pinned to, if any.
+pub fn pinned(host: &str) -> Option<Vec<IpAddr>> {
+    PINS.get().and_then(|p| p.get(host)).cloned()
+}
+
+/// Resolves `host` (a canonical name) for a connection to `port`: its
+/// pins, else the system's resolver (within [`CONNECT_TIMEOUT`]). Refused
+/// when any address is private or local, unless `allow_private` (and the
+/// addresses returned are the ones checked: connect to them, not to the
+/// name again). `allow_how` says how a session would allow it.
+pub async fn resolve_checked(
+    host: &str,
+    port: u16,
+    allow_private: bool,
+    allow_how: &str,
+) -> Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = match pinned(host) {
+        Some(ips) => ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect(),
+        None => match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(addrs)) => addrs.collect(),
+            Ok(Err(e)) => return Err(format!("{host} cannot be resolved: {e}")),
+            Err(_) => return Err(format!("{host} was not resolved within {} s", CONNECT_TIMEOUT.as_secs())),
+        },
+    };
+    if addrs.is_empty() {
+        return Err(format!("{host} has no address"));
+    }
+    if !allow_private && let Some(bad) = addrs.iter().find(|a| is_refused(a.ip())) {
+        return Err(format!(
+            "{host} resolves to {}, a private or local address; reaching it is refused (a session may allow it \
+             with {allow_how})",
+            bad.ip()
+        ));
+    }
+    Ok(addrs)
+}
+
 /// The client's resolver: resolves, then refuses names with any private
 /// address (unless allowed).
 struct Guarded {
@@ -134,18 +192,11 @@ impl reqwest::dns::Resolve for Guarded {
         let allow_private = self.allow_private;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} has no address").into());
-            }
-            if !allow_private && let Some(bad) = addrs.iter().find(|a| is_refused(a.ip())) {
-                return Err(Box::new(Refused(format!(
-                    "{host} resolves to {}, a private or local address; fetching it is refused \
-                     (a session may allow it with web.allow_private_network)",
-                    bad.ip()
-                ))) as Box<dyn std::error::Error + Send + Sync>);
-            }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+            let host = crate::permission::rules::canonical_host(&host).unwrap_or(host);
+            resolve_checked(&host, 0, allow_private, "web.allow_private_network")
+                .await
+                .map(|addrs| Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+                .map_err(|why| Box::new(Refused(why)) as Box<dyn std::error::Error + Send + Sync>)
         })
     }
 }

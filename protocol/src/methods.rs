@@ -205,13 +205,18 @@ pub struct SandboxStatus {
     /// Each wall of the sandbox and whether this kernel lets it stand.
     #[serde(default)]
     pub walls: Vec<SandboxWall>,
+    /// The user's settings say `sandbox.network.allowAll`: sessions with
+    /// `network: true` give commands the whole network, ungated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_allow_all: bool,
 }
 
 /// One wall of the sandbox, in `daemon/info`'s `sandbox.walls`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 pub struct SandboxWall {
     /// Its name: `filesystem` (Landlock), `syscalls` (seccomp),
-    /// `namespaces` (user, PID, mount), `unix_sockets`.
+    /// `namespaces` (user, PID, mount), `unix_sockets`, `network` (each
+    /// call's own network namespace, its only way out the gate).
     pub name: String,
     /// Whether it is applied to confined commands.
     pub applied: bool,

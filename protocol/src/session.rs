@@ -91,10 +91,19 @@ pub struct SandboxOptions {
     /// Which profile commands run in (default `auto`).
     #[serde(default)]
     pub mode: SandboxMode,
-    /// Whether `workspace_write` commands may use the network (default
-    /// true; `read_only` never may).
-    #[serde(default = "yes")]
-    pub network: bool,
+    /// The network of `workspace_write` commands (`read_only` never has
+    /// any): `false` none; `true` (the default) through the network gate,
+    /// where domains the rules allow pass and a new one asks (the whole
+    /// network only when the user's own settings say
+    /// `sandbox.network.allowAll`); or the gate with the session's own
+    /// domain lists.
+    #[serde(default)]
+    pub network: SandboxNetwork,
+    /// The user's settings say `sandbox.network.allowAll: true`: with
+    /// `network: true`, commands reach the whole network, ungated. Set
+    /// from the user's settings file only (what a client sends is ignored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network_allow_all: bool,
     /// Claude Code's `autoAllowBashIfSandboxed`: every command that no deny
     /// or ask rule matches runs without asking, in `workspace_write`.
     #[serde(default)]
@@ -115,15 +124,76 @@ pub struct SandboxOptions {
     pub allow_credentials: Vec<String>,
 }
 
-fn yes() -> bool {
-    true
+/// `sandbox.network` of `session/create`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SandboxNetwork {
+    /// `false`: no network; `true`: the gate with the rules of the settings
+    /// files (or, with the user's `allowAll`, the whole network).
+    Switch(bool),
+    /// The gate, with the session's own domain lists.
+    Gate(NetworkGate),
+}
+
+impl Default for SandboxNetwork {
+    fn default() -> Self {
+        SandboxNetwork::Switch(true)
+    }
+}
+
+impl SandboxNetwork {
+    /// Whether commands have any network at all.
+    pub fn enabled(&self) -> bool {
+        !matches!(self, SandboxNetwork::Switch(false))
+    }
+
+    /// The session's own domain lists (none for `true`).
+    pub fn gate(&self) -> Option<&NetworkGate> {
+        match self {
+            SandboxNetwork::Gate(g) => Some(g),
+            SandboxNetwork::Switch(_) => None,
+        }
+    }
+}
+
+/// A session's own rules for the network gate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkGate {
+    /// The only domains commands may reach (`*.` covers subdomains; a
+    /// domain covers its subdomains anyway), in every mode, `bypass`
+    /// included: nothing else passes and nothing asks. Absent: the
+    /// settings' rules decide and a domain none covers asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_domains: Option<Vec<String>>,
+    /// Domains always refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_domains: Vec<String>,
+    /// Let commands reach loopback, private, link-local and metadata
+    /// addresses through the gate (refused by default, as for WebFetch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+}
+
+/// What network one Bash call had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkAccess {
+    /// None at all.
+    None,
+    /// Through the network gate: only what the rules or the user allowed.
+    Gated,
+    /// The whole network (the user's `sandbox.network.allowAll`, or an
+    /// unconfined command).
+    All,
 }
 
 impl Default for SandboxOptions {
     fn default() -> Self {
         SandboxOptions {
             mode: SandboxMode::Auto,
-            network: true,
+            network: SandboxNetwork::default(),
+            network_allow_all: false,
             auto_allow: false,
             allow_unix_sockets: Vec::new(),
             allow_all_unix_sockets: false,

@@ -182,4 +182,7 @@ pub struct ToolCallResult {
     /// The sandbox profile a Bash command ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::session::SandboxProfile>,
+    /// The network a Bash command had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::session::NetworkAccess>,
 }

@@ -175,6 +175,9 @@ pub enum EventKind {
         /// The sandbox profile a Bash command ran in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<crate::session::SandboxProfile>,
+        /// The network a Bash command had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<crate::session::NetworkAccess>,
     },
     /// A call needs the user's approval before it runs. Answer with
     /// `permission/respond`; until then the call waits (calls behind an
@@ -199,6 +202,17 @@ pub enum EventKind {
         render: String,
         /// Rules that `allow_always` would add, best first.
         suggestions: Vec<String>,
+        /// What is asked for when it is not the call itself: `network` (a
+        /// running command connects to a domain no rule covers; `host` and
+        /// `port` say where).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+        /// For `kind: network`: the host the command connects to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        /// For `kind: network`: the port.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
     },
     /// A `permission/request` was answered (by a client, a timeout, or the
     /// last client leaving); UIs showing it can dismiss it.
@@ -287,6 +301,29 @@ pub enum EventKind {
         /// The message (Markdown).
         message: String,
     },
+    /// A confined command's connection through the network gate, when it
+    /// was refused or when it ended (at most 256 per call; the result
+    /// counts the rest).
+    #[serde(rename = "sandbox/network")]
+    SandboxNetwork {
+        /// The Bash call's turn.
+        turn_id: String,
+        /// The Bash call (or the job's call).
+        tool_use_id: String,
+        /// The host asked for (a domain, or an address).
+        host: String,
+        /// The port.
+        port: u16,
+        /// Whether it was let through.
+        allowed: bool,
+        /// What decided (the rule, `asked: allow`, `bypass mode`, or why it
+        /// was refused).
+        rule: String,
+        /// Bytes the command sent.
+        bytes_up: u64,
+        /// Bytes it received.
+        bytes_down: u64,
+    },
     /// The session closed; the stream ends after this event.
     #[serde(rename = "session/closed")]
     SessionClosed {},
@@ -319,6 +356,7 @@ impl EventKind {
             EventKind::WorktreeChanged { .. } => "worktree/changed",
             EventKind::UserMessage { .. } => "user/message",
             EventKind::AgentRequest { .. } => "agent/request",
+            EventKind::SandboxNetwork { .. } => "sandbox/network",
             EventKind::SessionClosed {} => "session/closed",
         }
     }

@@ -465,6 +465,7 @@ mod tests {
             is_error: false,
             render: String::new(),
             sandbox: None,
+            network: None,
         };
         for i in 0..100 {
             log.push(big(i));

@@ -222,6 +222,8 @@ struct Slot {
     input: Option<serde_json::Value>,
     /// The sandbox profile a Bash call runs in.
     sandbox: Option<agentd_protocol::session::SandboxProfile>,
+    /// The network it had (Bash).
+    network: Option<agentd_protocol::session::NetworkAccess>,
 }
 
 /// A call waiting for the client's answer.
@@ -314,6 +316,9 @@ pub struct SessionServices {
     pub asks: Arc<Asks>,
     /// What the Bash sandbox can do here.
     pub sandbox: Arc<crate::sandbox::Facility>,
+    /// Connections all of the session's commands may have open through
+    /// the network gate.
+    pub net_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// What the verdict grants a call beside running it.
@@ -334,6 +339,75 @@ struct AskFor {
     input: serde_json::Value,
     /// The file outside the workspace the user is asked about, if any.
     outside: Option<PathBuf>,
+}
+
+/// Which call a request or an event is about.
+#[derive(Clone)]
+struct CallIds {
+    turn_id: String,
+    tool_use_id: String,
+    name: String,
+    render: String,
+}
+
+/// A running call's [`CallChannel`]: asks and events go to its session.
+struct CallPort {
+    executor: std::sync::Weak<SessionExecutor>,
+    call: CallIds,
+    token: CancellationToken,
+    /// `sandbox/network` events sent so far (at most
+    /// [`NETWORK_EVENTS_PER_CALL`]).
+    notes: std::sync::atomic::AtomicUsize,
+}
+
+/// Most `sandbox/network` events one call sends.
+const NETWORK_EVENTS_PER_CALL: usize = 256;
+
+impl crate::tool::CallChannel for CallPort {
+    fn ask(&self, ask: crate::tool::MidCallAsk) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+        let executor = self.executor.clone();
+        let call = self.call.clone();
+        let token = self.token.clone();
+        Box::pin(async move {
+            let Some(me) = executor.upgrade() else { return Err("the session is closed".to_owned()) };
+            let what = Some((ask.kind, ask.host, ask.port));
+            let wait = me.open_request(
+                &call,
+                AskFor { reason: ask.reason, suggestions: ask.suggestions, input: ask.input, outside: None },
+                what,
+            );
+            me.wait_for_answer(wait, &token).await.map(|_| ())
+        })
+    }
+
+    fn granted(&self, tool: &str, facts: &Facts) -> Option<String> {
+        let me = self.executor.upgrade()?;
+        me.services.asks.granted(tool, facts).map(|r| r.text)
+    }
+
+    fn connection_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        match self.executor.upgrade() {
+            Some(me) => me.services.net_slots.clone(),
+            None => Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+
+    fn network(&self, note: crate::tool::NetworkNote) {
+        if self.notes.fetch_add(1, Ordering::Relaxed) >= NETWORK_EVENTS_PER_CALL {
+            return;
+        }
+        let Some(me) = self.executor.upgrade() else { return };
+        me.events.push(EventKind::SandboxNetwork {
+            turn_id: self.call.turn_id.clone(),
+            tool_use_id: self.call.tool_use_id.clone(),
+            host: note.host,
+            port: note.port,
+            allowed: note.allowed,
+            rule: note.rule,
+            bytes_up: note.bytes_up,
+            bytes_down: note.bytes_down,
+        });
+    }
 }
 
 /// Runs one session's tool calls.
@@ -438,6 +512,7 @@ impl SessionExecutor {
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),
                 sandbox,
+                net_slots: Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS)),
             },
             cancel,
             tracker,
@@ -593,6 +668,7 @@ impl SessionExecutor {
             render: "discarded".into(),
             render_use: name.to_owned(),
             sandbox: None,
+            network: None,
         }))
     }
 
@@ -643,6 +719,7 @@ impl SessionExecutor {
             render_use,
             input: Some(tu.input),
             sandbox: None,
+            network: None,
         });
         match spec {
             Some(spec) => inner.machine.apply(Event::Submit(spec)),
@@ -694,6 +771,7 @@ impl SessionExecutor {
             may_write_protected: false,
             message: None,
             agent: None,
+            channel: None,
         }
     }
 
@@ -775,7 +853,9 @@ impl SessionExecutor {
             bash,
             sandbox: self.services.info.sandbox.clone(),
             sandbox_available: self.services.sandbox.available,
-            walls_missing: !self.services.sandbox.missing_walls().is_empty(),
+            // Without the network gate a confined command has no network
+            // at all: nothing more reachable, so not a reason to ask.
+            walls_missing: self.services.sandbox.missing_walls().iter().any(|w| *w != "network"),
         };
         match policy::decide(&call_facts) {
             Verdict::Allow { open_outside, profile: p, unasked } => {
@@ -1062,6 +1142,11 @@ impl SessionExecutor {
         if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
+            inner.slots[i].network = Some(crate::sandbox::gate::network_access(
+                profile,
+                &self.services.info.sandbox,
+                self.services.sandbox.gate,
+            ));
         }
         let ask = match admitted {
             Ok(ask) => ask,
@@ -1110,6 +1195,19 @@ impl SessionExecutor {
                 }),
                 runner: Arc::new(move || runners.has_agent_runner()),
             });
+        }
+        if slot.name == crate::tools::bash::NAME {
+            ctx.channel = Some(Arc::new(CallPort {
+                executor: self.me.clone(),
+                call: CallIds {
+                    turn_id: slot.turn_id.to_string(),
+                    tool_use_id: slot.tool_use_id.clone(),
+                    name: slot.name.clone(),
+                    render: slot.render_use.clone(),
+                },
+                token: ctx.cancel.clone(),
+                notes: std::sync::atomic::AtomicUsize::new(0),
+            }));
         }
         if slot.name == crate::tools::brief::NAME {
             let log = self.events.clone();
@@ -1197,27 +1295,46 @@ impl SessionExecutor {
 
     /// Opens a permission request for the call in `slot`.
     fn ask(&self, slot: &Slot, ask: AskFor) -> Waiting {
-        let no_client = format!(
-            "permission required: {}. No client is attached to the session's event stream to approve it \
-             (subscribe with turn/stream to be asked), so the call was denied",
-            ask.reason
-        );
-        let (request_id, answer) = self.services.asks.open(ask.suggestions.clone(), &slot.turn_id, &slot.tool_use_id);
-        self.events.push(EventKind::PermissionRequest {
+        let call = CallIds {
             turn_id: slot.turn_id.to_string(),
             tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            render: slot.render_use.clone(),
+        };
+        self.open_request(&call, ask, None)
+    }
+
+    /// Opens a permission request for a call: the call itself, or (`what`:
+    /// kind, host, port) something it asks for while it runs.
+    fn open_request(&self, call: &CallIds, ask: AskFor, what: Option<(&str, String, u16)>) -> Waiting {
+        let no_client = format!(
+            "permission required: {}. No client is attached to the session's event stream to approve it \
+             (subscribe with turn/stream to be asked), so it was denied",
+            ask.reason
+        );
+        let (request_id, answer) = self.services.asks.open(ask.suggestions.clone(), &call.turn_id, &call.tool_use_id);
+        let (kind, host, port) = match what {
+            Some((kind, host, port)) => (Some(kind.to_owned()), Some(host), Some(port)),
+            None => (None, None, None),
+        };
+        self.events.push(EventKind::PermissionRequest {
+            turn_id: call.turn_id.clone(),
+            tool_use_id: call.tool_use_id.clone(),
             request_id: request_id.clone(),
-            tool: slot.name.clone(),
+            tool: call.name.clone(),
             input: ask.input,
             reason: ask.reason,
-            render: slot.render_use.clone(),
+            render: call.render.clone(),
             suggestions: ask.suggestions,
+            kind,
+            host,
+            port,
         });
         Waiting {
             request_id,
             answer,
-            turn_id: slot.turn_id.to_string(),
-            tool_use_id: slot.tool_use_id.clone(),
+            turn_id: call.turn_id.clone(),
+            tool_use_id: call.tool_use_id.clone(),
             no_client,
             outside: ask.outside,
             client_attached: self.events.subscriber_count() > 0,
@@ -1402,6 +1519,7 @@ impl SessionExecutor {
             is_error: outcome.is_error,
             render: outcome.render.clone(),
             sandbox: slot.sandbox,
+            network: slot.network,
         });
         if let Some(worktree) = worktree_changed {
             self.events.push(EventKind::WorktreeChanged {
@@ -1425,6 +1543,7 @@ impl SessionExecutor {
                 render: outcome.render,
                 render_use: slot.render_use.clone(),
                 sandbox: slot.sandbox,
+                network: slot.network,
             });
         }
     }

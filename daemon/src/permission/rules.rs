@@ -274,12 +274,7 @@ impl Rule {
             // `domain:example.com` covers it and its subdomains.
             (Spec::Domain(domain), Facts::Domain(host)) => {
                 let Some(host) = canonical_host(host) else { return Match::No };
-                let host = host.as_str();
-                if host == domain || host.strip_suffix(domain.as_str()).is_some_and(|rest| rest.ends_with('.')) {
-                    Match::All
-                } else {
-                    Match::No
-                }
+                if domain_covers(domain, &host) { Match::All } else { Match::No }
             }
             _ => Match::No,
         }
@@ -649,7 +644,20 @@ impl RuleSet {
             }
             allow = rest;
         }
-        self.add(&origin, &allow, &list("deny"), &list("ask"));
+        let mut deny = list("deny");
+        // The sandbox's domain lists (Claude Code's
+        // `sandbox.network.allowedDomains` / `deniedDomains`) are the same
+        // rules as `WebFetch(domain:…)`: one list decides WebFetch and the
+        // network gate.
+        let domains = |key: &str| -> Vec<String> {
+            value["sandbox"]["network"][key]
+                .as_array()
+                .map(|a| a.iter().map(|v| format!("WebFetch(domain:{})", v.as_str().unwrap_or(""))).collect())
+                .unwrap_or_default()
+        };
+        allow.extend(domains("allowedDomains"));
+        deny.extend(domains("deniedDomains"));
+        self.add(&origin, &allow, &deny, &list("ask"));
     }
 
     /// The deny rule that forbids reading `path` (a `Read(...)` rule, which
@@ -779,11 +787,17 @@ pub fn canonical_host(host: &str) -> Option<String> {
     }
 }
 
+/// Whether the (checked) rule domain `domain` covers the canonical `host`:
+/// the same, or a subdomain of it.
+pub fn domain_covers(domain: &str, host: &str) -> bool {
+    host == domain || host.strip_suffix(domain).is_some_and(|rest| rest.ends_with('.'))
+}
+
 /// The domain of a `WebFetch(domain:…)` rule, checked: a host name (a
 /// leading `*.` is the same as none: subdomains are always covered) or an
 /// IP address; a scheme, port, path or other wildcard is an error rather
 /// than a rule that never matches.
-fn domain_rule(raw: &str) -> Result<String, String> {
+pub fn domain_rule(raw: &str) -> Result<String, String> {
     let d = raw.trim();
     let d = d.strip_prefix("*.").unwrap_or(d);
     if d.is_empty() {

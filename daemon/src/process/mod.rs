@@ -127,6 +127,9 @@ pub struct ProcessTree {
     ended: bool,
     /// Where the sandbox helper reports (`None`: no helper).
     report: Option<PathBuf>,
+    /// The call's network gate: serves its connections while the tree
+    /// lives.
+    _gate: Option<crate::sandbox::gate::Gate>,
 }
 
 /// How to start a command.
@@ -139,6 +142,9 @@ pub enum Launch<'a> {
         helper: &'a Path,
         /// What it is told.
         spec: Box<crate::sandbox::Spec>,
+        /// The call's network gate and the helper's end of its control
+        /// socket (the helper's stdin), when the network is gated.
+        gate: Option<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd)>,
     },
 }
 
@@ -147,13 +153,19 @@ pub enum Launch<'a> {
 pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) -> std::io::Result<ProcessTree> {
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
+    let mut gate = None;
+    let mut stdin = std::process::Stdio::null();
     let (mut cmd, report) = match launch {
         Launch::Direct => {
             let mut cmd = tokio::process::Command::new(bash[0]);
             cmd.args(&bash[1..]);
             (cmd, None)
         }
-        Launch::Helper { helper, spec } => {
+        Launch::Helper { helper, spec, gate: call_gate } => {
+            if let Some((g, control)) = call_gate {
+                gate = Some(g);
+                stdin = std::process::Stdio::from(control);
+            }
             let json = serde_json::to_string(&spec).map_err(std::io::Error::other)?;
             let mut cmd = tokio::process::Command::new(helper);
             cmd.arg("--spec").arg(json).arg("--").args(bash);
@@ -174,7 +186,7 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
     };
     cmd.current_dir(cwd)
         .process_group(0)
-        .stdin(std::process::Stdio::null())
+        .stdin(stdin)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .env(MARKER_VAR, marker);
@@ -194,7 +206,7 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
     owned.insert(pid);
     drop(owned);
     ledger::record(pid, marker);
-    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report })
+    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report, _gate: gate })
 }
 
 /// Spawns a long-lived server program (an MCP server) in `cwd`, in a new
@@ -231,7 +243,14 @@ pub fn spawn_server(
     owned.insert(pid);
     drop(owned);
     ledger::record(pid, marker);
-    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report: None })
+    Ok(ProcessTree {
+        child,
+        pgid: Pid::from_raw(pid),
+        marker: marker.to_owned(),
+        ended: false,
+        report: None,
+        _gate: None,
+    })
 }
 
 /// Runs a short command of the daemon's own (git for the worktree tools)

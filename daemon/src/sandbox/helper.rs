@@ -168,18 +168,24 @@ fn catch_term() {
 pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
-    // No network namespace: one costs more than a millisecond per call,
-    // and seccomp (socket families) with Landlock (TCP) already cut the
-    // network where the call has none.
-    let flags = CloneFlags::CLONE_NEWUSER
+    // A network namespace of its own only where the network is gated (see
+    // `netns`): where the call has none, seccomp (socket families) with
+    // Landlock (TCP) already cut it, more cheaply.
+    let mut flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
+    if spec.gate {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
     nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
     std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))?;
+    if spec.gate {
+        super::netns::loopback_up()?;
+    }
     use nix::mount::{MsFlags, mount};
     mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
         .map_err(|e| format!("make mounts private: {e}"))?;
@@ -340,12 +346,21 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(spec, &format!("socketpair: {e}")),
     };
+    // The gate's endpoint, before the command exists: it names the port.
+    let endpoint = match spec.gate {
+        false => None,
+        true if !spec.namespaces => return fail(spec, "the network gate needs a network namespace"),
+        true => match super::netns::Endpoint::open() {
+            Ok(e) => Some(e),
+            Err(e) => return fail(spec, &e),
+        },
+    };
     // SAFETY: this process has one thread.
     let shell = match unsafe { fork() } {
         Err(e) => return fail(spec, &format!("fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(reader);
-            exec_confined(spec, command, writer)
+            exec_confined(spec, command, writer, endpoint.as_ref().map(|e| e.port))
         }
         Ok(ForkResult::Parent { child }) => child,
     };
@@ -366,9 +381,9 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
     let mut status: Option<i32> = None;
     // Reap until the shell exits (foreground) or nothing is left (jobs).
     loop {
-        let next = match &notifier {
-            None => waitpid(None::<Pid>, None),
-            Some(n) => wait_or_answer(n),
+        let next = match (&notifier, &endpoint) {
+            (None, None) => waitpid(None::<Pid>, None),
+            (n, e) => wait_or_answer(n.as_ref(), e.as_ref()),
         };
         match next {
             Ok(WaitStatus::Exited(pid, code)) if pid == shell => status = Some(code),
@@ -403,10 +418,15 @@ extern "C" fn on_child(_: nix::libc::c_int) {
     CHILD.store(true, Ordering::SeqCst);
 }
 
-/// One step of the supervisor's loop when it answers connects: a child's
-/// status if one is ready, else waits for a notification (answered here,
-/// then `StillAlive`) or a signal (`EINTR`, as a blocking `waitpid` gives).
-fn wait_or_answer(notifier: &super::unix_wall::Notifier) -> nix::Result<WaitStatus> {
+/// One step of the supervisor's loop when it answers connects or hands
+/// connections to the gate: a child's status if one is ready, else waits
+/// for a notification (answered here, then `StillAlive`), a connection to
+/// the gate's endpoint (handed over, then `StillAlive`) or a signal
+/// (`EINTR`, as a blocking `waitpid` gives).
+fn wait_or_answer(
+    notifier: Option<&super::unix_wall::Notifier>,
+    endpoint: Option<&super::netns::Endpoint>,
+) -> nix::Result<WaitStatus> {
     use nix::sys::signal::{SigSet, SigmaskHow};
     static ONCE: std::sync::Once = std::sync::Once::new();
     let watched = {
@@ -432,10 +452,14 @@ fn wait_or_answer(notifier: &super::unix_wall::Notifier) -> nix::Result<WaitStat
     if TERM.load(Ordering::SeqCst) {
         return Err(Errno::EINTR);
     }
-    let mut fds = [nix::libc::pollfd { fd: notifier.fd(), events: nix::libc::POLLIN, revents: 0 }];
+    // A negative fd is ignored by ppoll.
+    let mut fds = [
+        nix::libc::pollfd { fd: notifier.map_or(-1, |n| n.fd()), events: nix::libc::POLLIN, revents: 0 },
+        nix::libc::pollfd { fd: endpoint.map_or(-1, |e| e.listener_fd()), events: nix::libc::POLLIN, revents: 0 },
+    ];
     let open = SigSet::empty();
-    // SAFETY: one pollfd and a signal set, both valid for the call.
-    let rc = unsafe { nix::libc::ppoll(fds.as_mut_ptr(), 1, std::ptr::null(), open.as_ref()) };
+    // SAFETY: two pollfds and a signal set, all valid for the call.
+    let rc = unsafe { nix::libc::ppoll(fds.as_mut_ptr(), 2, std::ptr::null(), open.as_ref()) };
     if rc < 0 {
         let e = Errno::last();
         if e == Errno::EINTR && CHILD.swap(false, Ordering::SeqCst) && !TERM.load(Ordering::SeqCst) {
@@ -443,17 +467,24 @@ fn wait_or_answer(notifier: &super::unix_wall::Notifier) -> nix::Result<WaitStat
         }
         return Err(e);
     }
-    if fds[0].revents & nix::libc::POLLIN != 0 {
-        notifier.answer_one();
-    } else if fds[0].revents & (nix::libc::POLLHUP | nix::libc::POLLERR) != 0 {
-        // No process holds the filter any more: reap what is left.
-        return waitpid(None::<Pid>, None);
+    if fds[1].revents & nix::libc::POLLIN != 0
+        && let Some(e) = endpoint
+    {
+        e.hand_over();
+    }
+    if let Some(n) = notifier {
+        if fds[0].revents & nix::libc::POLLIN != 0 {
+            n.answer_one();
+        } else if fds[0].revents & (nix::libc::POLLHUP | nix::libc::POLLERR) != 0 && endpoint.is_none() {
+            // No process holds the filter any more: reap what is left.
+            return waitpid(None::<Pid>, None);
+        }
     }
     Ok(WaitStatus::StillAlive)
 }
 
 /// In the shell's child: confine, then exec the command. Never returns.
-fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
+fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd, gate_port: Option<u16>) -> ! {
     let result = (|| -> Result<(), String> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
         // Back to the default dispositions the supervisor changed.
@@ -470,6 +501,9 @@ fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd) -> ! {
         // SAFETY: marks descriptors close-on-exec; takes no pointers.
         let _ =
             unsafe { nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, nix::libc::CLOSE_RANGE_CLOEXEC) };
+        if let Some(port) = gate_port {
+            super::netns::prepare_command(port)?;
+        }
         if spec.profile != SandboxProfile::Off {
             super::confine::drop_capabilities()?;
             super::confine::landlock(spec)?;

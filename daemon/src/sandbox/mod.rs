@@ -11,8 +11,10 @@
 //!   workspace roots, the private temp directory, what to protect.
 
 pub mod confine;
+pub mod gate;
 pub mod guard;
 pub mod helper;
+pub mod netns;
 pub mod objects;
 pub mod placeholders;
 pub mod unix_wall;
@@ -90,6 +92,11 @@ pub struct Spec {
     /// Unix sockets outside the call the session allows.
     #[serde(default)]
     pub allow_unix: Vec<PathBuf>,
+    /// The network is gated: the call gets a network namespace of its own
+    /// and its one way out is the gate, whose control socket is the
+    /// helper's stdin (see [`netns`]).
+    #[serde(default)]
+    pub gate: bool,
 }
 
 /// What the helper tells the daemon after the call.
@@ -115,6 +122,10 @@ pub struct Probe {
     /// Unix-socket wall.
     #[serde(default)]
     pub unix_wall: bool,
+    /// Whether a call can have a network namespace of its own with
+    /// loopback up (the network gate).
+    #[serde(default)]
+    pub network_namespace: bool,
     /// The first thing that failed.
     pub error: Option<String>,
 }
@@ -141,10 +152,13 @@ pub(crate) fn probe_here() -> Probe {
         scrub_env: false,
         unix_wall: false,
         allow_unix: Vec::new(),
+        gate: false,
     };
     // The whole namespace set-up, as a workspace_write call does it.
     let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };
     probe.namespaces = in_child(|| helper::enter_namespaces(&ns_spec).is_ok());
+    probe.network_namespace =
+        probe.namespaces && in_child(|| helper::enter_namespaces(&Spec { gate: true, ..ns_spec.clone() }).is_ok());
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
     probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
     probe.unix_wall = probe.seccomp
@@ -194,6 +208,8 @@ pub struct Facility {
     /// Connects can be checked by the call's supervisor (the Unix-socket
     /// wall).
     pub unix_wall: bool,
+    /// A call can have a network namespace of its own: the network gate.
+    pub gate: bool,
     /// `daemon/info`'s view of it.
     pub status: SandboxStatus,
     /// Hidden from every confined call (the daemon's socket directory).
@@ -217,6 +233,7 @@ impl Facility {
                 available: false,
                 namespaces: probe.namespaces && helper.is_some(),
                 unix_wall: false,
+                gate: false,
                 status: SandboxStatus {
                     available: false,
                     walls: walls(&probe, Some(&reason)),
@@ -225,6 +242,7 @@ impl Facility {
                     seccomp: probe.seccomp,
                     pid_namespaces: probe.namespaces && helper.is_some(),
                     helper: helper.as_ref().map(|h| h.display().to_string()),
+                    network_allow_all: false,
                 },
                 helper,
                 hide: Vec::new(),
@@ -262,10 +280,17 @@ impl Facility {
                  commands that would run unasked with sockets ask instead"
             );
         }
+        if !probe.network_namespace {
+            tracing::warn!(
+                "a network namespace per call cannot be made: the network gate is unavailable, so confined \
+                 commands have no network (the user's sandbox.network.allowAll gives them all of it)"
+            );
+        }
         Facility {
             available: true,
             namespaces: probe.namespaces,
             unix_wall: probe.unix_wall,
+            gate: probe.network_namespace,
             status: SandboxStatus {
                 available: true,
                 walls: walls(&probe, None),
@@ -274,6 +299,7 @@ impl Facility {
                 seccomp: probe.seccomp,
                 pid_namespaces: probe.namespaces,
                 helper: Some(path.display().to_string()),
+                network_allow_all: false,
             },
             helper: Some(path),
             hide: Vec::new(),
@@ -297,6 +323,7 @@ impl Facility {
             available: false,
             namespaces: false,
             unix_wall: false,
+            gate: false,
             status: SandboxStatus::default(),
             hide: Vec::new(),
             state_dir: None,
@@ -323,6 +350,11 @@ fn walls(probe: &Probe, off: Option<&str>) -> Vec<agentd_protocol::methods::Sand
             "unix_sockets",
             probe.unix_wall,
             "seccomp user notification, pidfd_getfd or the call's own /proc is missing",
+        ),
+        wall(
+            "network",
+            probe.network_namespace,
+            "a network namespace per call cannot be made: confined commands have no network",
         ),
     ]
 }

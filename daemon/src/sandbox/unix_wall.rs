@@ -94,6 +94,11 @@ fn one_fd_msghdr(iov: &mut libc::iovec, control: &mut Vec<u8>) -> libc::msghdr {
 
 /// Sends `fd` over the (connected) socket `over`, as one message "L".
 pub fn send_fd(over: RawFd, fd: RawFd) -> Result<(), String> {
+    send_fd_flags(over, fd, 0)
+}
+
+/// [`send_fd`] with `sendmsg` flags (`MSG_DONTWAIT`).
+pub fn send_fd_flags(over: RawFd, fd: RawFd, flags: libc::c_int) -> Result<(), String> {
     let mut byte = *b"L";
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     let mut control = Vec::new();
@@ -107,8 +112,8 @@ pub fn send_fd(over: RawFd, fd: RawFd) -> Result<(), String> {
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
     }
     // SAFETY: a fully initialised msghdr.
-    if unsafe { libc::sendmsg(over, &msg, 0) } != 1 {
-        return Err(format!("pass the connect listener: {}", std::io::Error::last_os_error()));
+    if unsafe { libc::sendmsg(over, &msg, flags | libc::MSG_NOSIGNAL) } != 1 {
+        return Err(format!("pass a descriptor: {}", std::io::Error::last_os_error()));
     }
     Ok(())
 }

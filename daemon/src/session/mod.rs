@@ -947,6 +947,7 @@ fn unfinished(events: &[Event]) -> Vec<EventKind> {
             is_error: true,
             render: WHY.into(),
             sandbox: None,
+            network: None,
         });
     }
     for turn_id in turns {
@@ -974,6 +975,10 @@ fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
         }
     }
     info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+    // The session's own domain lists for the network gate: a domain that
+    // does not parse is reported (and left out) here too.
+    let (_, domain_errors) = crate::sandbox::gate::GatePolicy::from_options(&info.sandbox, false);
+    info.rule_errors.extend(domain_errors);
     rules
 }
 
@@ -1024,9 +1029,11 @@ fn user_sandbox_settings(
 ) -> agentd_protocol::session::SandboxOptions {
     let named = asked.is_some();
     let mut options = asked.unwrap_or_default();
-    let Some((file, _)) = settings_files(Path::new("/nonexistent")).into_iter().nth(2) else { return options };
-    let value = std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    // Only the user's own settings give the whole network.
+    options.network_allow_all = false;
+    let value = user_settings();
     if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
+        options.network_allow_all = sandbox["network"]["allowAll"].as_bool() == Some(true);
         if !named {
             options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
         }
@@ -1041,6 +1048,19 @@ fn user_sandbox_settings(
         }
     }
     options
+}
+
+/// The user's agentd settings file, parsed (`None` when absent or not
+/// JSON).
+fn user_settings() -> Option<serde_json::Value> {
+    let (file, _) = settings_files(Path::new("/nonexistent")).into_iter().nth(2)?;
+    std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+}
+
+/// Whether the user's settings give confined commands the whole network
+/// (`sandbox.network.allowAll: true`), for `daemon/info`.
+pub fn user_network_allow_all() -> bool {
+    user_settings().is_some_and(|v| v["sandbox"]["network"]["allowAll"].as_bool() == Some(true))
 }
 
 /// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in

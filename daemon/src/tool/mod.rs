@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use context::{ContextModifier, ProgressSink, SessionContext, ToolContext};
+pub use context::{CallChannel, ContextModifier, MidCallAsk, NetworkNote, ProgressSink, SessionContext, ToolContext};
 pub use erased::{CallOutcome, DynTool, PreparedCall};
 pub use registry::Registry;
 pub use toolset::{DeferralSettings, ExternalToolSource, ToolSet};

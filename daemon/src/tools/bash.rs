@@ -131,6 +131,11 @@ pub struct BashResult {
     pub timeout_ms: u64,
     /// The sandbox profile it ran in.
     pub sandbox: SandboxProfile,
+    /// The network it had.
+    pub network: agentd_protocol::session::NetworkAccess,
+    /// Connections the network gate refused (host:port: why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_refused: Vec<String>,
     /// Settings files the command created, moved aside (from → to).
     pub quarantined: Vec<String>,
     /// In a worktree: objects the command wrote that were not taken into
@@ -285,7 +290,10 @@ impl Tool for Bash {
             None => script,
         };
         if input.run_in_background {
-            let launch = launch(&ctx, &marker, &tmp, false, guard.as_ref());
+            let (launch, _gate) = launch(&ctx, &input, &marker, &tmp, false, guard.as_ref()).map_err(|e| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                e
+            })?;
             let job = ctx
                 .jobs
                 .start(
@@ -318,13 +326,18 @@ impl Tool for Bash {
                 duration_ms: 0,
                 timeout_ms: 0,
                 sandbox: profile,
+                network: network_of(&ctx, profile),
+                network_refused: Vec::new(),
                 quarantined: Vec::new(),
                 objects_refused: Vec::new(),
                 walls_missing: walls_missing(&ctx, profile),
             }));
         }
 
-        let launch = launch(&ctx, &marker, &tmp, true, guard.as_ref());
+        let (launch, gate) = launch(&ctx, &input, &marker, &tmp, true, guard.as_ref()).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&tmp);
+            e
+        })?;
         let mut tree = process::spawn_bash(&script, &cwd, &marker, launch).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
@@ -384,6 +397,9 @@ impl Tool for Bash {
         }
         flush(&progress, &mut pending, &mut streamed);
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
+        if let Some(gate) = &gate {
+            gate.settle(Duration::from_millis(500)).await;
+        }
         let report = tree.report();
         let new_cwd = read_cwd_file(&cwd_file);
         // Walks, renames and object checks: off the runtime's threads.
@@ -432,6 +448,8 @@ impl Tool for Bash {
             duration_ms: started.elapsed().as_millis() as u64,
             timeout_ms,
             sandbox: profile,
+            network: network_of(&ctx, profile),
+            network_refused: gate.as_ref().map(|g| g.refusals()).unwrap_or_default(),
             quarantined: finished.moved,
             objects_refused: finished.objects_refused,
             walls_missing: walls_missing(&ctx, profile),
@@ -575,15 +593,52 @@ fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
 
 /// How to start the call's shell: through the sandbox helper (in the
 /// profile the permission check chose) where there is one.
+/// The network the call has (see [`crate::sandbox::gate::network_access`]).
+fn network_of(ctx: &ToolContext, profile: SandboxProfile) -> agentd_protocol::session::NetworkAccess {
+    if ctx.sandbox.helper.is_none() {
+        return agentd_protocol::session::NetworkAccess::All;
+    }
+    crate::sandbox::gate::network_access(profile, &ctx.info.sandbox, ctx.sandbox.gate && ctx.sandbox.namespaces)
+}
+
+/// The network gate of one call, started: it and the helper's end of its
+/// control socket.
+fn start_gate(
+    ctx: &ToolContext,
+    input: &BashInput,
+) -> Result<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd), ToolError> {
+    use crate::sandbox::gate::{Gate, GatePolicy, Shared};
+    let mode = ctx.session.mode.unwrap_or(ctx.info.mode);
+    let (policy, _) =
+        GatePolicy::from_options(&ctx.info.sandbox, mode == agentd_protocol::session::PermissionMode::Bypass);
+    let slots = match &ctx.channel {
+        Some(c) => c.connection_slots(),
+        None => std::sync::Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS)),
+    };
+    let shown = serde_json::json!({ "command": input.command, "description": input.description });
+    let shared = Shared::new(policy, ctx.rules.clone(), ctx.channel.clone(), shown, slots);
+    Gate::start(shared).map_err(|e| ToolError::new(format!("cannot start the network gate: {e}")))
+}
+
+/// How to start the call's shell, and its network gate's state when it
+/// has one.
+#[allow(clippy::type_complexity)]
 fn launch<'a>(
     ctx: &'a ToolContext,
+    input: &BashInput,
     marker: &str,
     tmp: &Path,
     foreground: bool,
     guard: Option<&crate::sandbox::CallGuard>,
-) -> Launch<'a> {
-    let Some(helper) = ctx.sandbox.helper.as_deref() else { return Launch::Direct };
+) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
+    let Some(helper) = ctx.sandbox.helper.as_deref() else { return Ok((Launch::Direct, None)) };
     let profile = ctx.sandbox_profile;
+    let access = network_of(ctx, profile);
+    let gate = match access {
+        agentd_protocol::session::NetworkAccess::Gated => Some(start_gate(ctx, input)?),
+        _ => None,
+    };
+    let shared = gate.as_ref().map(|(g, _)| g.shared());
     let roots = sandbox_roots(ctx);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let spec = crate::sandbox::Spec {
@@ -632,7 +687,8 @@ fn launch<'a>(
         hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
         tmp: tmp.to_owned(),
-        network: ctx.info.sandbox.network,
+        network: access != agentd_protocol::session::NetworkAccess::None,
+        gate: gate.is_some(),
         // Off is off: no user namespace (sudo, file owners as they are);
         // the helper still reaps every process of the call.
         namespaces: ctx.sandbox.namespaces && profile != SandboxProfile::Off,
@@ -651,7 +707,7 @@ fn launch<'a>(
         pin.dedup();
         spec.pin = pin;
     }
-    Launch::Helper { helper, spec: Box::new(spec) }
+    Ok((Launch::Helper { helper, spec: Box::new(spec), gate }, shared))
 }
 
 /// `~/x` or an absolute path, as the session's options name them.
@@ -890,6 +946,16 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
     }
     for refused in &r.objects_refused {
         note(format!("[an object the command wrote was not taken into the repository: {refused}]"));
+    }
+    for refused in &r.network_refused {
+        note(format!("[the network gate refused a connection: {refused}]"));
+    }
+    if !r.network_refused.is_empty() {
+        note(
+            "[confined commands reach the network only through agentd's gate (HTTP_PROXY/ALL_PROXY are set); \
+             domains need a rule: WebFetch(domain:HOST) in permissions.allow or sandbox.network.allowedDomains]"
+                .to_owned(),
+        );
     }
     if !r.walls_missing.is_empty() {
         note(format!("[this kernel could not apply these walls of the sandbox: {}]", r.walls_missing.join(", ")));

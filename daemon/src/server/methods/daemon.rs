@@ -23,7 +23,10 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             connections_total: state.connections_total.load(Relaxed),
             tasks: state.tracker.len() as u64,
             features: crate::BUILD_FEATURES.iter().map(|f| (*f).to_owned()).collect(),
-            sandbox: state.sandbox.status.clone(),
+            sandbox: agentd_protocol::methods::SandboxStatus {
+                network_allow_all: crate::session::user_network_allow_all(),
+                ..state.sandbox.status.clone()
+            },
             store_bytes: state.sessions.store_size(),
         })
     });

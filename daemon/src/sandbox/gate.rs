@@ -1,0 +1,877 @@
+//! The network gate, the daemon's half (the helper's is [`super::netns`]):
+//! a confined command's only way off its network namespace. Each
+//! connection it makes to the endpoint arrives here as a descriptor, on the
+//! call's own control socket, and speaks one of two proxy protocols (told
+//! apart by its first byte): HTTP (`CONNECT host:port` for TLS and
+//! anything else, or a plain request with an absolute `http://` URL) or
+//! SOCKS5 (`CONNECT` only, names resolved here: `socks5h`).
+//!
+//! For each connection the host is made canonical (lower case, IDNA,
+//! an IP literal in its one spelling: decimal, octal, hex and IPv4 in IPv6
+//! all become the address), then [`decide`] looks at the rules:
+//! the session's denied domains, `WebFetch(domain:…)` rules and the
+//! settings' `sandbox.network` lists, the session's closed list, what the
+//! user granted, bypass mode. A domain none of them covers asks the user
+//! (`permission/request` with `kind: network`), once per host and command.
+//! Allowed names are resolved here (pins first), every address passes the
+//! SSRF guard WebFetch uses unless the session allows the private network,
+//! and the connection goes to the address checked — never to the name
+//! again, so an answer that changes between check and connect gains
+//! nothing.
+//!
+//! Bounded: [`CALL_CONNECTIONS`] open connections per command and
+//! [`SESSION_CONNECTIONS`] per session, a head of at most [`MAX_HEAD`] bytes
+//! within [`HEAD_TIMEOUT`] (slowloris), [`MAX_ASKS`] questions per command,
+//! and relay buffers of [`RELAY_BUFFER`] bytes each way.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentd_protocol::session::{NetworkAccess, SandboxOptions, SandboxProfile};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::permission::rules::{Facts, RuleKind, RuleSet, canonical_host, domain_covers, domain_rule};
+use crate::tool::{CallChannel, MidCallAsk, NetworkNote};
+
+/// Open connections one command may have through the gate at once.
+pub const CALL_CONNECTIONS: usize = 64;
+/// Open connections all commands of one session may have at once.
+pub const SESSION_CONNECTIONS: usize = 256;
+/// Largest request head (request line and headers, or a SOCKS5 request).
+pub const MAX_HEAD: usize = 64 * 1024;
+/// Longest a client may take to send its whole head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Domains one command may ask about; after that, new ones are refused.
+pub const MAX_ASKS: usize = 16;
+/// Bytes buffered per direction of a relayed connection.
+pub const RELAY_BUFFER: usize = 32 * 1024;
+/// Refusals kept for the model's note.
+const MAX_REFUSALS: usize = 16;
+
+/// The network one call has: a pure function of its profile, the session's
+/// choice and whether this kernel can gate.
+pub fn network_access(profile: SandboxProfile, options: &SandboxOptions, gate_available: bool) -> NetworkAccess {
+    use agentd_protocol::session::SandboxNetwork;
+    match profile {
+        SandboxProfile::Off => NetworkAccess::All,
+        SandboxProfile::ReadOnly => NetworkAccess::None,
+        SandboxProfile::WorkspaceWrite => match &options.network {
+            SandboxNetwork::Switch(false) => NetworkAccess::None,
+            SandboxNetwork::Switch(true) if options.network_allow_all => NetworkAccess::All,
+            _ if gate_available => NetworkAccess::Gated,
+            _ => NetworkAccess::None,
+        },
+    }
+}
+
+/// A session's own part of the decision.
+#[derive(Debug, Clone, Default)]
+pub struct GatePolicy {
+    /// The session's closed list (`allowed_domains`), checked domains.
+    pub closed: Option<Vec<String>>,
+    /// The session's `denied_domains`, checked.
+    pub denied: Vec<String>,
+    /// Private and local addresses may be reached.
+    pub allow_private: bool,
+    /// Bypass mode: what would ask is allowed.
+    pub bypass: bool,
+}
+
+impl GatePolicy {
+    /// The policy of a session's options; domains that do not parse are
+    /// left out (a closed list then allows less, never more) and returned
+    /// as errors for `rule_errors`.
+    pub fn from_options(options: &SandboxOptions, bypass: bool) -> (GatePolicy, Vec<String>) {
+        let mut errors = Vec::new();
+        let mut check = |list: &[String], key: &str| -> Vec<String> {
+            list.iter()
+                .filter_map(|d| domain_rule(d).map_err(|e| errors.push(format!("sandbox.network.{key}: {e}"))).ok())
+                .collect()
+        };
+        let gate = options.network.gate();
+        let policy = GatePolicy {
+            closed: gate.and_then(|g| g.allowed_domains.as_deref()).map(|l| check(l, "allowed_domains")),
+            denied: gate.map(|g| check(&g.denied_domains, "denied_domains")).unwrap_or_default(),
+            allow_private: gate.is_some_and(|g| g.allow_private_network),
+            bypass,
+        };
+        (policy, errors)
+    }
+}
+
+/// What the rules say about one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let through; what allowed it.
+    Allow(String),
+    /// Refused; why.
+    Deny(String),
+    /// Nothing covers it: ask the user; why.
+    Ask(String),
+}
+
+/// Decides a canonical `host`: deny rules first (the session's, then the
+/// settings'), then the session's closed list (nothing else counts with
+/// one), then allow and ask rules, what the user granted, bypass mode;
+/// else ask.
+pub fn decide(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<String>) -> Verdict {
+    if let Some(d) = policy.denied.iter().find(|d| domain_covers(d, host)) {
+        return Verdict::Deny(format!("the session's sandbox.network.denied_domains names {d}"));
+    }
+    let rule = rules.decide("WebFetch", &Facts::Domain(host.to_owned()));
+    if let Some(r) = rule.filter(|r| r.kind == RuleKind::Deny) {
+        return Verdict::Deny(format!("the deny rule {} ({})", r.text, r.origin.source));
+    }
+    if let Some(closed) = &policy.closed {
+        return match closed.iter().find(|d| domain_covers(d, host)) {
+            Some(d) => Verdict::Allow(format!("the session's sandbox.network.allowed_domains names {d}")),
+            None => Verdict::Deny(format!("{host} is not in the session's sandbox.network.allowed_domains")),
+        };
+    }
+    match rule {
+        Some(r) if r.kind == RuleKind::Allow => return Verdict::Allow(format!("{} ({})", r.text, r.origin.source)),
+        Some(r) if r.kind == RuleKind::Ask => return Verdict::Ask(format!("the ask rule {}", r.text)),
+        _ => {}
+    }
+    if let Some(text) = granted {
+        return Verdict::Allow(format!("{text} (granted in this session)"));
+    }
+    if policy.bypass {
+        return Verdict::Allow("bypass mode".to_owned());
+    }
+    Verdict::Ask(format!("no rule allows {host}"))
+}
+
+/// What one call's gate knows and keeps.
+pub struct Shared {
+    policy: GatePolicy,
+    rules: Arc<RuleSet>,
+    channel: Option<Arc<dyn CallChannel>>,
+    /// The Bash input, shown with a question.
+    input: serde_json::Value,
+    /// Hosts the user was asked about in this command: allowed (what
+    /// said so) or refused (why).
+    asked: tokio::sync::Mutex<HashMap<String, Result<String, String>>>,
+    refused: Mutex<Vec<String>>,
+    call_slots: Arc<Semaphore>,
+    session_slots: Arc<Semaphore>,
+}
+
+impl Shared {
+    /// A call's gate state: its session's policy and rules, the line to ask
+    /// on, the Bash input to show, and the session's connection slots.
+    pub fn new(
+        policy: GatePolicy,
+        rules: Arc<RuleSet>,
+        channel: Option<Arc<dyn CallChannel>>,
+        input: serde_json::Value,
+        session_slots: Arc<Semaphore>,
+    ) -> Shared {
+        Shared {
+            policy,
+            rules,
+            channel,
+            input,
+            asked: tokio::sync::Mutex::new(HashMap::new()),
+            refused: Mutex::new(Vec::new()),
+            call_slots: Arc::new(Semaphore::new(CALL_CONNECTIONS)),
+            session_slots,
+        }
+    }
+
+    /// Waits (at most `limit`) until no connection of the call is open:
+    /// once the command has ended, its connections end too, and their
+    /// `sandbox/network` events then come before the call's result.
+    pub async fn settle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.call_slots.available_permits() < CALL_CONNECTIONS && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// What the gate refused, one line each, for the model.
+    pub fn refusals(&self) -> Vec<String> {
+        lock(&self.refused).clone()
+    }
+
+    fn note_refusal(&self, host: &str, port: u16, why: &str) {
+        let line = format!("{host}:{port}: {why}");
+        let mut refused = lock(&self.refused);
+        if refused.len() < MAX_REFUSALS && !refused.contains(&line) {
+            refused.push(line);
+        }
+    }
+
+    fn note(&self, note: NetworkNote) {
+        if let Some(c) = &self.channel {
+            c.network(note);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One call's gate: serves its connections until dropped.
+pub struct Gate {
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Gate {
+    /// Starts the gate of one call; the descriptor returned is the
+    /// helper's end of the control socket (its stdin).
+    pub fn start(shared: Shared) -> std::io::Result<(Gate, OwnedFd)> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        )
+        .map_err(std::io::Error::from)?;
+        // The helper's end blocks (its own sends say MSG_DONTWAIT).
+        nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()))
+            .map_err(std::io::Error::from)?;
+        // SAFETY: `ours` is owned here and by nothing else; the AsyncFd
+        // owns it from now on (the I/O-safety condition of `register`).
+        #[allow(unsafe_code)]
+        let control = unsafe { tokio::io::unix::AsyncFd::register(ours) }.map_err(std::io::Error::from)?;
+        let shared = Arc::new(shared);
+        let cancel = CancellationToken::new();
+        tokio::spawn(accept_loop(control, shared.clone(), cancel.clone()));
+        Ok((Gate { shared, cancel }, theirs))
+    }
+
+    /// The call's gate state (its refusals).
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+}
+
+/// What one receive on the control socket gave.
+enum Received {
+    Conn(OwnedFd),
+    Nothing,
+    Closed,
+}
+
+fn receive(fd: &OwnedFd) -> std::io::Result<Received> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg =
+        recvmsg::<()>(fd.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT)
+            .map_err(std::io::Error::from)?;
+    let mut got = None;
+    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for raw in fds {
+                // SAFETY: the kernel just gave this process the descriptor.
+                #[allow(unsafe_code)]
+                let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+                got.get_or_insert(owned);
+            }
+        }
+    }
+    Ok(match got {
+        Some(fd) => Received::Conn(fd),
+        None if msg.bytes == 0 => Received::Closed,
+        None => Received::Nothing,
+    })
+}
+
+async fn accept_loop(control: tokio::io::unix::AsyncFd<OwnedFd>, shared: Arc<Shared>, cancel: CancellationToken) {
+    loop {
+        let mut ready = tokio::select! {
+            r = control.readable() => match r { Ok(r) => r, Err(_) => return },
+            _ = cancel.cancelled() => return,
+        };
+        match ready.try_io(|fd| receive(fd.get_ref())) {
+            Ok(Ok(Received::Conn(fd))) => {
+                let std = std::net::TcpStream::from(fd);
+                if std.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                let Ok(stream) = TcpStream::from_std(std) else { continue };
+                let (shared, cancel) = (shared.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = serve(stream, &shared) => {}
+                        _ = cancel.cancelled() => {}
+                    }
+                });
+            }
+            Ok(Ok(Received::Nothing)) => {}
+            Ok(Ok(Received::Closed)) | Ok(Err(_)) => return,
+            Err(_would_block) => {}
+        }
+    }
+}
+
+/// Why a connection was not let through.
+struct Refusal {
+    /// HTTP status for the proxy's answer.
+    status: u16,
+    /// SOCKS5 reply code.
+    socks: u8,
+    /// In words.
+    why: String,
+}
+
+impl Refusal {
+    fn new(status: u16, socks: u8, why: impl Into<String>) -> Refusal {
+        Refusal { status, socks, why: why.into() }
+    }
+}
+
+/// Serves one connection: the proxy protocol, the decision, the relay.
+async fn serve(mut client: TcpStream, shared: &Shared) {
+    let _ = client.set_nodelay(true);
+    let slots = (shared.call_slots.clone().try_acquire_owned(), shared.session_slots.clone().try_acquire_owned());
+    let mut head = Vec::with_capacity(1024);
+    let socks = match tokio::time::timeout(HEAD_TIMEOUT, read_some(&mut client, &mut head)).await {
+        Ok(Ok(true)) => head[0] == 5,
+        _ => return,
+    };
+    // Held until the connection ends.
+    let permits = match (slots.0, slots.1) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (Err(_), _) => Err(format!("this command already has {CALL_CONNECTIONS} connections open through the gate")),
+        (_, Err(_)) => Err(format!("this session already has {SESSION_CONNECTIONS} connections open through the gate")),
+    };
+    let may = permits.as_ref().map(|_| ()).map_err(String::clone);
+    if socks {
+        socks5(client, head, shared, may).await;
+    } else {
+        http(client, head, shared, may).await;
+    }
+    drop(permits);
+}
+
+/// Reads what is there into `buf`; false at EOF.
+async fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    let mut chunk = [0u8; 4096];
+    let n = stream.read(&mut chunk).await?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n > 0)
+}
+
+/// Reads until `buf` holds at least `n` bytes, within the head's limits.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<(), ()> {
+    while buf.len() < n {
+        if buf.len() > MAX_HEAD || !read_some(stream, buf).await.map_err(|_| ())? {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// Decides a connection to `raw_host:port` and opens it: the canonical
+/// host, the upstream stream and what allowed it.
+async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, TcpStream, String), (String, Refusal)> {
+    let Some(host) = canonical_host(raw_host).filter(|h| !h.is_empty()) else {
+        return Err((raw_host.to_owned(), Refusal::new(400, 1, format!("{raw_host:?} is not a host"))));
+    };
+    if port == 0 {
+        return Err((host, Refusal::new(400, 1, "port 0")));
+    }
+    let granted = shared.channel.as_ref().and_then(|c| c.granted("WebFetch", &Facts::Domain(host.clone())));
+    let rule = match decide(&host, &shared.policy, &shared.rules, granted) {
+        Verdict::Allow(rule) => rule,
+        Verdict::Deny(why) => return Err((host, Refusal::new(403, 2, why))),
+        Verdict::Ask(why) => match ask(shared, &host, port, &why).await {
+            Ok(rule) => rule,
+            Err(why) => return Err((host, Refusal::new(403, 2, why))),
+        },
+    };
+    let how = "sandbox.network.allow_private_network in session/create";
+    let addrs = match crate::web::resolve_checked(&host, port, shared.policy.allow_private, how).await {
+        Ok(a) => a,
+        Err(why) => return Err((host, Refusal::new(if why.contains("private") { 403 } else { 502 }, 4, why))),
+    };
+    let mut last = String::new();
+    for addr in addrs.iter().take(4) {
+        match tokio::time::timeout(crate::web::CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((host, stream, rule));
+            }
+            Ok(Err(e)) => last = format!("connecting to {addr} failed: {e}"),
+            Err(_) => last = format!("connecting to {addr} timed out"),
+        }
+    }
+    let code = if last.contains("refused") { 5 } else { 4 };
+    Err((host, Refusal::new(502, code, last)))
+}
+
+/// Asks the user about `host` once per command: the first connection asks,
+/// the others wait for that answer.
+async fn ask(shared: &Shared, host: &str, port: u16, why: &str) -> Result<String, String> {
+    let mut asked = shared.asked.lock().await;
+    if let Some(answer) = asked.get(host) {
+        return answer.clone();
+    }
+    let answer = match &shared.channel {
+        _ if asked.len() >= MAX_ASKS => {
+            Err(format!("{why}, and this command already asked about {MAX_ASKS} domains (no more questions)"))
+        }
+        None => Err(format!("{why}, and nobody can be asked")),
+        Some(channel) => channel
+            .ask(MidCallAsk {
+                reason: format!("the command connects to {host}:{port}: {why}"),
+                suggestions: vec![format!("WebFetch(domain:{host})")],
+                input: shared.input.clone(),
+                kind: "network",
+                host: host.to_owned(),
+                port,
+            })
+            .await
+            .map(|()| "asked: the user allowed it".to_owned()),
+    };
+    asked.insert(host.to_owned(), answer.clone());
+    answer
+}
+
+/// What to add so the gate lets `host` through, for a refusal's text.
+fn how_to_allow(host: &str) -> String {
+    format!(
+        "to allow it, add \"WebFetch(domain:{host})\" to permissions.allow, or \"{host}\" to \
+         sandbox.network.allowedDomains, in a settings file (or answer the question allow_always)"
+    )
+}
+
+/// Copies both ways until either side ends; the bytes up and down.
+async fn relay(client: &mut TcpStream, upstream: &mut TcpStream) -> (u64, u64) {
+    tokio::io::copy_bidirectional_with_sizes(client, upstream, RELAY_BUFFER, RELAY_BUFFER).await.unwrap_or((0, 0))
+}
+
+fn refused(shared: &Shared, host: &str, port: u16, why: &str) {
+    shared.note_refusal(host, port, why);
+    shared.note(NetworkNote {
+        host: host.to_owned(),
+        port,
+        allowed: false,
+        rule: why.to_owned(),
+        bytes_up: 0,
+        bytes_down: 0,
+    });
+}
+
+// ---- SOCKS5 ----
+
+async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots: Result<(), String>) {
+    let request = tokio::time::timeout(HEAD_TIMEOUT, async {
+        fill(&mut client, &mut buf, 2).await?;
+        let methods = buf[1] as usize;
+        fill(&mut client, &mut buf, 2 + methods).await?;
+        if !buf[2..2 + methods].contains(&0) {
+            let _ = client.write_all(&[5, 0xff]).await;
+            return Err(());
+        }
+        client.write_all(&[5, 0]).await.map_err(|_| ())?;
+        let mut req: Vec<u8> = buf.split_off(2 + methods);
+        fill(&mut client, &mut req, 5).await?;
+        if req[0] != 5 {
+            return Err(());
+        }
+        let (cmd, atyp) = (req[1], req[3]);
+        let (host, at) = match atyp {
+            1 => {
+                fill(&mut client, &mut req, 10).await?;
+                (std::net::Ipv4Addr::new(req[4], req[5], req[6], req[7]).to_string(), 8)
+            }
+            3 => {
+                let len = req[4] as usize;
+                fill(&mut client, &mut req, 5 + len + 2).await?;
+                (String::from_utf8_lossy(&req[5..5 + len]).into_owned(), 5 + len)
+            }
+            4 => {
+                fill(&mut client, &mut req, 22).await?;
+                let octets: [u8; 16] = req[4..20].try_into().map_err(|_| ())?;
+                (format!("[{}]", std::net::Ipv6Addr::from(octets)), 20)
+            }
+            _ => {
+                let _ = client.write_all(&socks_reply(8)).await;
+                return Err(());
+            }
+        };
+        let port = u16::from_be_bytes([req[at], req[at + 1]]);
+        Ok((cmd, host, port, req.split_off(at + 2)))
+    })
+    .await;
+    let Ok(Ok((cmd, host, port, early))) = request else { return };
+    if cmd != 1 {
+        let _ = client.write_all(&socks_reply(7)).await;
+        return;
+    }
+    if let Err(why) = slots {
+        refused(shared, &host, port, &why);
+        let _ = client.write_all(&socks_reply(1)).await;
+        return;
+    }
+    match open(shared, &host, port).await {
+        Err((host, r)) => {
+            refused(shared, &host, port, &r.why);
+            let _ = client.write_all(&socks_reply(r.socks)).await;
+        }
+        Ok((host, mut upstream, rule)) => {
+            if client.write_all(&socks_reply(0)).await.is_err()
+                || (!early.is_empty() && upstream.write_all(&early).await.is_err())
+            {
+                return;
+            }
+            let (up, down) = relay(&mut client, &mut upstream).await;
+            shared.note(NetworkNote {
+                host,
+                port,
+                allowed: true,
+                rule,
+                bytes_up: up + early.len() as u64,
+                bytes_down: down,
+            });
+        }
+    }
+}
+
+fn socks_reply(code: u8) -> [u8; 10] {
+    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
+}
+
+// ---- HTTP ----
+
+/// A parsed request head.
+#[derive(Debug)]
+struct Head {
+    method: String,
+    target: String,
+    version: String,
+    headers: Vec<(String, String)>,
+}
+
+/// Parses a request head (without its final blank line).
+fn parse_head(raw: &[u8]) -> Result<Head, String> {
+    let text = std::str::from_utf8(raw).map_err(|_| "the request head is not text".to_owned())?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(format!("a bad request line: {:?}", one_line(line)));
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) || !version.starts_with("HTTP/1.") {
+        return Err(format!("a bad request line: {:?}", one_line(line)));
+    }
+    let mut headers = Vec::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(format!("a bad header line: {:?}", one_line(line)));
+        };
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || !name.bytes().all(token) {
+            return Err(format!("a bad header name: {:?}", one_line(name)));
+        }
+        headers.push((name.to_owned(), value.trim().to_owned()));
+    }
+    Ok(Head { method: method.to_owned(), target: target.to_owned(), version: version.to_owned(), headers })
+}
+
+fn one_line(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// `host:port` of a CONNECT, IPv6 bracketed.
+fn authority(target: &str) -> Option<(String, u16)> {
+    let (host, port) = match target.strip_prefix('[') {
+        Some(rest) => {
+            let (v6, tail) = rest.split_once(']')?;
+            (format!("[{v6}]"), tail.strip_prefix(':')?)
+        }
+        None => {
+            let (h, p) = target.rsplit_once(':')?;
+            (h.to_owned(), p)
+        }
+    };
+    if host.is_empty() || host.contains(['/', '@', ' ']) {
+        return None;
+    }
+    Some((host, port.parse().ok()?))
+}
+
+async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots: Result<(), String>) {
+    let end = tokio::time::timeout(HEAD_TIMEOUT, async {
+        loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Ok(at);
+            }
+            if buf.len() > MAX_HEAD {
+                return Err(431);
+            }
+            match read_some(&mut client, &mut buf).await {
+                Ok(true) => {}
+                _ => return Err(0),
+            }
+        }
+    })
+    .await;
+    let at = match end {
+        Ok(Ok(at)) => at,
+        Ok(Err(431)) => {
+            return answer(&mut client, 431, "the request head is larger than the gate takes (64 KiB)").await;
+        }
+        Ok(Err(_)) => return,
+        Err(_) => return answer(&mut client, 408, "the request head did not arrive in time").await,
+    };
+    let early = buf.split_off(at + 4);
+    let head = match parse_head(&buf[..at]) {
+        Ok(h) => h,
+        Err(why) => return answer(&mut client, 400, &why).await,
+    };
+    let connect = head.method == "CONNECT";
+    let target =
+        if connect { authority(&head.target).map(|(h, p)| (h, p, String::new())) } else { absolute_http(&head.target) };
+    let Some((host, port, path)) = target else {
+        let why = if connect {
+            format!("CONNECT needs host:port, not {:?}", one_line(&head.target))
+        } else if head.target.starts_with('/') {
+            "this is agentd's network gate, a proxy: send it absolute http:// URLs, or CONNECT for anything else"
+                .to_owned()
+        } else {
+            format!("the gate forwards http:// URLs (CONNECT for the rest), not {:?}", one_line(&head.target))
+        };
+        return answer(&mut client, 400, &why).await;
+    };
+    if let Err(why) = slots {
+        refused(shared, &host, port, &why);
+        return answer(&mut client, 503, &why).await;
+    }
+    match open(shared, &host, port).await {
+        Err((host, r)) => {
+            refused(shared, &host, port, &r.why);
+            let text = if r.status == 403 { format!("{}; {}", r.why, how_to_allow(&host)) } else { r.why };
+            answer(&mut client, r.status, &format!("agentd's network gate refused {host}:{port}: {text}")).await;
+        }
+        Ok((host, mut upstream, rule)) => {
+            let sent = if connect {
+                client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_ok()
+                    && (early.is_empty() || upstream.write_all(&early).await.is_ok())
+            } else {
+                let forwarded = forward_head(&head, &path, &host, port);
+                upstream.write_all(&forwarded).await.is_ok()
+                    && (early.is_empty() || upstream.write_all(&early).await.is_ok())
+            };
+            if !sent {
+                return;
+            }
+            let (up, down) = relay(&mut client, &mut upstream).await;
+            shared.note(NetworkNote {
+                host,
+                port,
+                allowed: true,
+                rule,
+                bytes_up: up + early.len() as u64,
+                bytes_down: down,
+            });
+        }
+    }
+}
+
+/// Host, port and origin-form path of an absolute `http://` URL.
+fn absolute_http(target: &str) -> Option<(String, u16, String)> {
+    if !target.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
+        return None;
+    }
+    let url = url::Url::parse(target).ok()?;
+    let host = url.host_str()?.to_owned();
+    let port = url.port_or_known_default()?;
+    let path = url[url::Position::BeforePath..url::Position::AfterQuery].to_owned();
+    Some((host, port, if path.is_empty() { "/".to_owned() } else { path }))
+}
+
+/// The request as the server gets it: origin-form, the proxy's own
+/// headers dropped, one request per connection.
+fn forward_head(head: &Head, path: &str, host: &str, port: u16) -> Vec<u8> {
+    let hop = ["proxy-connection", "proxy-authorization", "connection", "keep-alive", "proxy-authenticate", "te"];
+    let upgrade = head
+        .headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
+    let mut out = format!("{} {} {}\r\n", head.method, path, head.version);
+    let mut has_host = false;
+    for (name, value) in &head.headers {
+        let lower = name.to_ascii_lowercase();
+        if hop.contains(&lower.as_str()) {
+            continue;
+        }
+        has_host |= lower == "host";
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !has_host {
+        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+        out.push_str(&if port == 80 { format!("Host: {host}\r\n") } else { format!("Host: {host}:{port}\r\n") });
+    }
+    out.push_str(if upgrade { "Connection: upgrade\r\n\r\n" } else { "Connection: close\r\n\r\n" });
+    out.into_bytes()
+}
+
+/// Answers the client with `status` and `text`, and closes.
+async fn answer(client: &mut TcpStream, status: u16, text: &str) {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Bad Gateway",
+    };
+    let body = format!("{text}\n");
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Connection: close\r\nX-Agentd-Gate: refused\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(response.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::permission::rules::Origin;
+
+    fn rules(allow: &[&str], deny: &[&str], ask: &[&str]) -> RuleSet {
+        let mut set = RuleSet::default();
+        let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let origin = Origin { source: "test".into(), base: std::env::temp_dir() };
+        set.add(&origin, &strings(allow), &strings(deny), &strings(ask));
+        set
+    }
+
+    fn options(network: serde_json::Value) -> SandboxOptions {
+        serde_json::from_value(serde_json::json!({ "network": network })).unwrap()
+    }
+
+    #[test]
+    fn the_decision_table() {
+        use Verdict::*;
+        let r =
+            rules(&["WebFetch(domain:good.test)"], &["WebFetch(domain:bad.good.test)"], &["WebFetch(domain:ask.test)"]);
+        let open = GatePolicy::default();
+        let (closed, errors) = GatePolicy::from_options(
+            &options(
+                serde_json::json!({"allowed_domains": ["*.only.test", "https://x"], "denied_domains": ["no.only.test"]}),
+            ),
+            true,
+        );
+        assert_eq!(errors.len(), 1, "the malformed domain is reported: {errors:?}");
+        let bypass = GatePolicy { bypass: true, ..GatePolicy::default() };
+        let is = |v: Verdict, kind: &str| match (v, kind) {
+            (Allow(_), "allow") | (Deny(_), "deny") | (Ask(_), "ask") => true,
+            (v, _) => panic!("{v:?}, wanted {kind}"),
+        };
+        // host, policy, granted, verdict
+        let rows: &[(&str, &GatePolicy, Option<&str>, &str)] = &[
+            ("good.test", &open, None, "allow"),
+            ("api.good.test", &open, None, "allow"),
+            ("bad.good.test", &open, None, "deny"),
+            ("x.bad.good.test", &bypass, None, "deny"),
+            ("ask.test", &bypass, None, "ask"),
+            ("new.test", &open, None, "ask"),
+            ("new.test", &open, Some("WebFetch(domain:new.test)"), "allow"),
+            ("new.test", &bypass, None, "allow"),
+            ("goodtest", &open, None, "ask"),
+            ("good.test.evil", &open, None, "ask"),
+            // A closed list: nothing else counts, bypass and grants included.
+            ("only.test", &closed, None, "allow"),
+            ("a.only.test", &closed, None, "allow"),
+            ("no.only.test", &closed, None, "deny"),
+            ("good.test", &closed, None, "deny"),
+            ("new.test", &closed, Some("WebFetch(domain:new.test)"), "deny"),
+            ("bad.good.test", &closed, None, "deny"),
+        ];
+        for (host, policy, granted, want) in rows {
+            assert!(is(decide(host, policy, &r, granted.map(str::to_owned)), want), "{host}");
+        }
+    }
+
+    #[test]
+    fn network_access_follows_profile_and_settings() {
+        use NetworkAccess::*;
+        use SandboxProfile as P;
+        let mut all = options(serde_json::json!(true));
+        all.network_allow_all = true;
+        let rows = [
+            (P::Off, options(serde_json::json!(false)), true, All),
+            (P::ReadOnly, options(serde_json::json!(true)), true, None),
+            (P::WorkspaceWrite, options(serde_json::json!(false)), true, None),
+            (P::WorkspaceWrite, options(serde_json::json!(true)), true, Gated),
+            (P::WorkspaceWrite, options(serde_json::json!(true)), false, None),
+            (P::WorkspaceWrite, all.clone(), true, All),
+            (P::WorkspaceWrite, options(serde_json::json!({"denied_domains": ["x.test"]})), true, Gated),
+        ];
+        for (profile, opts, available, want) in rows {
+            assert_eq!(network_access(profile, &opts, available), want, "{profile:?} {opts:?} {available}");
+        }
+        // An explicit list stays gated even with allowAll.
+        let mut listed = options(serde_json::json!({"allowed_domains": ["a.test"]}));
+        listed.network_allow_all = true;
+        assert_eq!(network_access(P::WorkspaceWrite, &listed, true), Gated);
+    }
+
+    #[test]
+    fn heads_and_targets_parse_strictly() {
+        let head = parse_head(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443").unwrap();
+        assert_eq!((head.method.as_str(), head.target.as_str()), ("CONNECT", "example.com:443"));
+        for bad in [
+            &b"GET  http://x/ HTTP/1.1"[..],
+            b"get http://x/ HTTP/1.1",
+            b"GET http://x/ HTTP/2",
+            b"GET http://x/ HTTP/1.1\r\n folded",
+            b"GET http://x/ HTTP/1.1\r\nBad Name: x",
+            b"\xff\xfe",
+        ] {
+            assert!(parse_head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(authority("example.com:443"), Some(("example.com".into(), 443)));
+        assert_eq!(authority("[::1]:8080"), Some(("[::1]".into(), 8080)));
+        for bad in ["example.com", "example.com:", "example.com:99999", ":443", "a/b:1", "[::1]443", "u@h:1"] {
+            assert_eq!(authority(bad), None, "{bad}");
+        }
+        assert_eq!(absolute_http("http://Example.com/a?b=1"), Some(("example.com".into(), 80, "/a?b=1".into())));
+        assert_eq!(absolute_http("HTTP://h.test:8080"), Some(("h.test".into(), 8080, "/".into())));
+        assert_eq!(absolute_http("https://h.test/"), None);
+        assert_eq!(absolute_http("/just/a/path"), None);
+    }
+
+    #[test]
+    fn ip_literals_in_every_spelling_are_one_host() {
+        for spelled in ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"] {
+            assert_eq!(canonical_host(spelled).as_deref(), Some("127.0.0.1"), "{spelled}");
+        }
+    }
+
+    #[test]
+    fn forwarded_heads_drop_the_proxy_headers() {
+        let head = parse_head(
+            b"GET http://h.test/x HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: secret\r\nAccept: */*",
+        )
+        .unwrap();
+        let out = String::from_utf8(forward_head(&head, "/x", "h.test", 80)).unwrap();
+        assert!(out.starts_with("GET /x HTTP/1.1\r\n"), "{out}");
+        assert!(!out.to_ascii_lowercase().contains("proxy-"), "{out}");
+        assert!(out.ends_with("Connection: close\r\n\r\n") && out.contains("Accept: */*"), "{out}");
+    }
+}
