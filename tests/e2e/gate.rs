@@ -269,7 +269,7 @@ async fn bad_proxy_requests_are_refused_and_the_gate_keeps_serving() {
     let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
     let script = r#"
 import os, socket
-host, port = os.environ["AGENTD_PROXY"].rsplit("/", 1)[1].split(":")
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].split(":")
 def ask(data):
     s = socket.create_connection((host, int(port)))
     s.settimeout(15)
@@ -367,9 +367,9 @@ async fn network_false_and_read_only_have_no_network_at_all() {
     let d = TestDaemon::start().await;
     let rec = recorder();
     let mut off = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": false } })).await;
-    let r = off.run(&format!("echo \"proxy=$AGENTD_PROXY\"; curl -sS http://gate.test:{}/", rec.port)).await;
+    let r = off.run(&format!("echo \"proxy=$ALL_PROXY\"; curl -sS http://gate.test:{}/", rec.port)).await;
     assert_eq!(r["network"], "none", "{r}");
-    assert!(text(&r).starts_with("proxy=\n"), "no proxy is offered: {r}");
+    assert!(!text(&r).contains("socks5h://127.0.0.1:"), "no gate is offered: {r}");
     let mut ro =
         session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "mode": "read_only" } })).await;
     let r = ro.run(&format!("curl -sS http://gate.test:{}/", rec.port)).await;
@@ -414,7 +414,7 @@ async fn many_connections_are_bounded_per_command() {
     let script = format!(
         r#"
 import os, socket
-host, port = os.environ["AGENTD_PROXY"].rsplit("/", 1)[1].split(":")
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].split(":")
 socks = []
 codes = []
 for i in range(100):

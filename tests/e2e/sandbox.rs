@@ -202,14 +202,31 @@ async fn protected_files_stay_read_only_in_the_workspace() {
 async fn network_follows_the_session() {
     let d = TestDaemon::start().await;
     let listener = Listener::new();
-    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", listener.port());
+    let port = listener.port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let through = format!(
+        "curl -sS --noproxy '' -x \"$HTTP_PROXY\" --proxytunnel --max-time 2 telnet://127.0.0.1:{port} </dev/null; echo tried"
+    );
     let mut off = session(&d, json!({ "mode": "bypass", "sandbox": { "network": false } })).await;
     let r = off.run(&connect).await;
     assert!(!text(&r).contains("connected"), "{r}");
-    assert!(!listener.connected());
+    let r = off.run(&through).await;
+    assert!(text(&r).contains("tried"), "{r}");
+    assert!(!listener.connected(), "no network at all");
+    // On (the default), the network is gated: no direct connection, not
+    // even to loopback; through the gate what the rules allow (here: any
+    // domain, bypass mode, and loopback allowed).
     let mut on = session(&d, json!({ "mode": "bypass" })).await;
     let r = on.run(&connect).await;
-    assert!(text(&r).contains("connected"), "{r}");
+    assert!(!text(&r).contains("connected"), "{r}");
+    assert!(!listener.connected(), "no direct connection");
+    let r = on.run(&through).await;
+    assert!(text(&r).contains("a private or local address"), "{r}");
+    assert!(!listener.connected(), "loopback stays refused by default");
+    let mut private =
+        session(&d, json!({ "mode": "bypass", "sandbox": { "network": { "allow_private_network": true } } })).await;
+    private.run(&through).await;
+    assert!(listener.connected(), "through the gate");
 }
 
 #[tokio::test]

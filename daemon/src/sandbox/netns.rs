@@ -153,7 +153,6 @@ pub fn proxy_env(port: u16, git_count: Option<&str>) -> Vec<(String, String)> {
         ("npm_config_https_proxy", &http),
         ("PIP_PROXY", &http),
         ("CARGO_HTTP_PROXY", &http),
-        ("AGENTD_PROXY", &http),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.clone()))
