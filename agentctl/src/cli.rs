@@ -665,6 +665,35 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
     }
 }
 
+/// The session's network, as `session show` prints it: what confined
+/// commands may reach (the domain rules themselves are in allow/deny).
+fn network_line(sandbox: &agentd_client::protocol::session::SandboxOptions) -> String {
+    use agentd_client::protocol::session::SandboxNetwork;
+    match &sandbox.network {
+        SandboxNetwork::Switch(false) => "none".to_owned(),
+        SandboxNetwork::Switch(true) if sandbox.network_allow_all => "all (the user's sandbox.network.allowAll)".into(),
+        SandboxNetwork::Switch(true) => {
+            "gated: WebFetch(domain:…) rules and sandbox.network.allowedDomains/deniedDomains decide; others ask"
+                .to_owned()
+        }
+        SandboxNetwork::Gate(g) => {
+            let mut parts = vec![match &g.allowed_domains {
+                Some(list) => {
+                    format!("gated: only {}", if list.is_empty() { "(nothing)".into() } else { list.join(", ") })
+                }
+                None => "gated: rules decide, others ask".to_owned(),
+            }];
+            if !g.denied_domains.is_empty() {
+                parts.push(format!("denied {}", g.denied_domains.join(", ")));
+            }
+            if g.allow_private_network {
+                parts.push("private addresses allowed".into());
+            }
+            parts.join("; ")
+        }
+    }
+}
+
 /// One line for an event, as a person reads it.
 fn describe(event: &agentd_client::protocol::turn::Event) -> String {
     match &event.kind {
@@ -1141,6 +1170,7 @@ fn show_session(s: &SessionInfo) {
     println!("deny:            {}", list(&s.permissions.deny));
     println!("ask:             {}", list(&s.permissions.ask));
     println!("granted:         {}", list(&s.granted_rules));
+    println!("network:         {}", network_line(&s.sandbox));
     println!("waiting asks:    {}", list(&s.pending_permissions));
     println!("simple tools:    {}", if s.tools.simple { "yes" } else { "no" });
     println!("disabled tools:  {}", list(&s.tools.disabled));

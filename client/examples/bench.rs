@@ -8,8 +8,9 @@
 //! ```
 //!
 //! `bash` compares a Bash tool call of `true` through the daemon (one
-//! `tool/call` round trip; in the read-only sandbox, in workspace_write,
-//! and with the sandbox off) with spawning `bash -c true` directly.
+//! `tool/call` round trip; in the read-only sandbox, in workspace_write
+//! with the network gate and with no network, and with the sandbox off)
+//! with spawning `bash -c true` directly.
 //!
 //! `calls [--calls 2000]` measures the tool path on one connection: an
 //! empty call (`daemon/info`) beside `tool/call` of Read (1 KB), Glob and
@@ -30,6 +31,12 @@
 //! calls/s from one client, then calls/s of 8 clients at once. It needs
 //! `AGENTD_TEST_MCP_PYTHON` (a Python with `mcp`) and `AGENTD_TEST_MCP_FS`
 //! (the filesystem server), as `.ci/run` sets them.
+//!
+//! `gate [--mb 1] [--runs 20]` downloads a file from a loopback HTTP server
+//! with curl, directly and from a Bash call through the network gate
+//! (workspace_write, loopback allowed for the session): curl's own
+//! `time_total` and `speed_download`, median of the runs, for a 1 MB and a
+//! 64 MB body.
 //!
 //! `search --corpus DIR` compares Grep and Glob through the daemon with the
 //! `rg` binary on the same tree (build the tree with
@@ -60,6 +67,7 @@ fn main() {
         Some("calls") => calls(&args[1..]),
         Some("restart") => restart(&args[1..]),
         Some("mcp") => mcp(&args[1..]),
+        Some("gate") => gate(&args[1..]),
         _ => {
             eprintln!("usage: bench rpc [--calls N] [--clients N] [--per-client N] | bench bash [--calls N]");
             std::process::exit(2);
@@ -240,6 +248,7 @@ fn bash(args: &[String]) {
         for (label, params) in [
             ("agentd, sandbox read_only", serde_json::json!({})),
             ("agentd, workspace_write", serde_json::json!({"mode": "bypass"})),
+            ("  … network: false", serde_json::json!({"mode": "bypass", "sandbox": {"network": false}})),
             ("agentd, sandbox off", serde_json::json!({"sandbox": {"mode": "off"}})),
         ] {
             rows.push((label, bash_calls(&socket, dir.path(), params, calls).await));
@@ -787,4 +796,96 @@ async fn rust_clients(
     }
     all.sort_by(f64::total_cmp);
     (all, rate)
+}
+
+/// curl through the network gate against curl directly, on one loopback
+/// server in this process.
+fn gate(args: &[String]) {
+    use std::io::{Read, Write};
+    let runs = flag(args, "--runs", 20);
+    let small = flag(args, "--mb", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    let socket = dir.path().join("agentd.sock");
+    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
+    wait_for(&socket);
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in server.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let mb: usize = String::from_utf8_lossy(&head)
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.trim_start_matches('/').parse().ok())
+                    .unwrap_or(1);
+                let body = vec![b'x'; mb << 20];
+                let _ =
+                    write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                let _ = stream.write_all(&body);
+            });
+        }
+    });
+    let curl = |mb: usize| {
+        format!(
+            "curl -s --noproxy '' -o /dev/null -w '%{{time_total}} %{{speed_download}}\\n' http://127.0.0.1:{port}/{mb}"
+        )
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let median = |mut v: Vec<(f64, f64)>| {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v[v.len() / 2]
+    };
+    let parse = |out: &str| -> (f64, f64) {
+        let mut it = out.split_whitespace();
+        let t: f64 = it.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+        let s: f64 = it.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+        (t * 1e3, s / 1e6)
+    };
+    println!("curl of a file from a loopback server, median of {runs} runs");
+    println!("{:<34} {:>10} {:>10} {:>8}", "", "ms", "MB/s", "ratio");
+    for mb in [small, 64] {
+        let direct: Vec<(f64, f64)> = (0..runs)
+            .map(|_| {
+                let out = std::process::Command::new("bash").arg("-c").arg(curl(mb)).output().unwrap();
+                parse(&String::from_utf8_lossy(&out.stdout))
+            })
+            .collect();
+        let gated = rt.block_on(async {
+            let (mut r, mut w) = connect(&socket).await;
+            let mut line = String::new();
+            let create = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {
+                "cwd": dir.path(), "mode": "bypass", "sandbox": {"network": {"allow_private_network": true}}}});
+            w.write_all(format!("{create}\n").as_bytes()).await.unwrap();
+            r.read_line(&mut line).await.unwrap();
+            let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let sid = reply["result"]["session_id"].as_str().unwrap().to_owned();
+            let mut out = Vec::new();
+            for _ in 0..runs {
+                let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tool/call", "params": {
+                    "session_id": sid, "name": "Bash",
+                    "input": {"command": curl(mb)}}});
+                w.write_all(format!("{call}\n").as_bytes()).await.unwrap();
+                line.clear();
+                r.read_line(&mut line).await.unwrap();
+                let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+                out.push(parse(reply["result"]["content"][0]["text"].as_str().unwrap_or_default()));
+            }
+            out
+        });
+        let (d, g) = (median(direct), median(gated));
+        println!("{:<34} {:>10.1} {:>10.0}", format!("{mb} MB direct"), d.0, d.1);
+        println!("{:<34} {:>10.1} {:>10.0} {:>7.0}%", format!("{mb} MB through the gate"), g.0, g.1, 100.0 * g.1 / d.1);
+    }
+    println!("goal: through the gate >= 80% of the direct throughput");
 }

@@ -200,6 +200,10 @@ async fn allowed_domains_pass_and_everything_else_is_refused() {
     assert!(!text(&r).contains("connected") && !text(&r).contains("hello"), "no direct way out: {r}");
     assert_eq!(www.log().lines().count(), before, "nothing else reached the server: {}", www.log());
 
+    let (code, out, _) = agentd_tests::agentctl(&d.socket, &["session", "show", &s.id]);
+    assert_eq!(code, 0);
+    assert!(out.contains("network:         gated: only gate.test; private addresses allowed"), "{out}");
+
     // Loopback inside the call is the call's own: a server a command
     // starts on localhost works.
     let r = s
