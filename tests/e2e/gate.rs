@@ -198,10 +198,13 @@ async fn allowed_domains_pass_and_everything_else_is_refused() {
         .run(&format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; curl -sS --noproxy '*' http://127.0.0.1:{port}/file.txt"))
         .await;
     assert!(!text(&r).contains("connected") && !text(&r).contains("hello"), "no direct way out: {r}");
-    assert_eq!(www.log().lines().count(), before, "nothing else reached the server: {}", www.log());
+    let log = www.log();
+    assert_eq!(log.lines().count(), before, "nothing else reached the server: {log}");
 
-    let (code, out, _) = agentd_tests::agentctl(&d.socket, &["session", "show", &s.id]);
-    assert_eq!(code, 0);
+    let (socket, id) = (d.socket.clone(), s.id.clone());
+    let (code, out, err) =
+        tokio::task::spawn_blocking(move || agentd_tests::agentctl(&socket, &["session", "show", &id])).await.unwrap();
+    assert_eq!(code, 0, "{out} {err}");
     assert!(out.contains("network:         gated: only gate.test; private addresses allowed"), "{out}");
 
     // Loopback inside the call is the call's own: a server a command
@@ -414,7 +417,7 @@ async fn many_connections_are_bounded_per_command() {
     let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
     let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
     // 100 idle tunnels open at once: the first 64 are let through, the
-    // rest refused at once, and the command is not stuck.
+    // rest closed at once (no task, no read), and the command is not stuck.
     let script = format!(
         r#"
 import os, socket
@@ -425,9 +428,13 @@ for i in range(100):
     s = socket.create_connection((host, int(port)))
     s.settimeout(15)
     s.sendall(b"CONNECT gate.test:{} HTTP/1.1\r\n\r\n")
-    codes.append(s.recv(100).split(b" ")[1].decode())
+    try:
+        got = s.recv(100)
+    except OSError:
+        got = b""
+    codes.append(got.split(b" ")[1].decode() if got else "closed")
     socks.append(s)
-print(codes.count("200"), codes.count("503"))
+print(codes.count("200"), codes.count("closed"))
 "#,
         www.port
     );
@@ -436,4 +443,138 @@ print(codes.count("200"), codes.count("503"))
     assert_eq!(text(&r).lines().next(), Some("64 36"), "{r}");
     let r = s.run(&format!("curl -sS http://gate.test:{}/file.txt", www.port)).await;
     assert_eq!(text(&r), "hello through the gate\n", "the slots came back: {r}");
+}
+
+#[tokio::test]
+async fn only_the_users_own_settings_open_the_whole_network() {
+    let rec = recorder();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".config/agentd")).unwrap();
+    std::fs::write(
+        home.path().join(".config/agentd/settings.json"),
+        json!({ "sandbox": { "network": { "allowAll": true } } }).to_string(),
+    )
+    .unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let d = StandaloneDaemon::start(&[], &[("HOME", home_dir), ("XDG_CONFIG_HOME", &format!("{home_dir}/.config"))]);
+    let mut c = RawConn::connect(&d.socket).await;
+    let info = c.ok("daemon/info", json!({})).await;
+    assert_eq!(info["sandbox"]["network_allow_all"], true, "{info}");
+    let work = tempfile::tempdir().unwrap();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", rec.port);
+    let mut s = session(&d.socket, work.path(), json!({ "mode": "bypass" })).await;
+    let r = s.run(&connect).await;
+    assert_eq!(r["network"], "all", "{r}");
+    assert!(text(&r).contains("connected"), "{r}");
+    // A client cannot claim it, and an explicit list stays gated.
+    let mut listed = session(
+        &d.socket,
+        work.path(),
+        json!({ "mode": "bypass", "sandbox": { "network": { "allowed_domains": ["gate.test"] } } }),
+    )
+    .await;
+    let r = listed.run(&connect).await;
+    assert_eq!(r["network"], "gated", "{r}");
+    assert!(!text(&r).contains("connected"), "{r}");
+    drop(d);
+
+    // In a project's settings it is ignored, and said so.
+    let d = StandaloneDaemon::start(&[], &[]);
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(project.path().join(".claude")).unwrap();
+    std::fs::write(
+        project.path().join(".claude/settings.json"),
+        json!({ "sandbox": { "network": { "allowAll": true } } }).to_string(),
+    )
+    .unwrap();
+    let mut s =
+        session(&d.socket, project.path(), json!({ "mode": "bypass", "sandbox": { "network_allow_all": true } })).await;
+    let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
+    assert!(info["rule_errors"].to_string().contains("cannot give commands the whole network"), "{info}");
+    assert!(info["sandbox"].get("network_allow_all").is_none(), "a client cannot claim it: {info}");
+    let r = s.run(&connect).await;
+    assert_eq!(r["network"], "gated", "{r}");
+    assert!(!text(&r).contains("connected"), "{r}");
+    assert_eq!(rec.connections(), 1, "only the user's allowAll reached it");
+}
+
+#[tokio::test]
+async fn a_slow_client_is_cut_off_and_others_are_served_meanwhile() {
+    pin();
+    let d = TestDaemon::start().await;
+    let site = site();
+    let www = serve(&site.path().join("www"));
+    let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
+    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let script = r#"
+import os, socket, time, threading, urllib.request
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].split(":")
+s = socket.create_connection((host, int(port)))
+start = time.time()
+s.sendall(b"GET http://gate.test/ HTTP/1.1\r\n")
+served = []
+def other():
+    served.append(urllib.request.urlopen(os.environ["PAGE"]).read().decode().strip())
+t = threading.Thread(target=other); t.start()
+got = b""
+try:
+    for _ in range(40):
+        s.sendall(b"X")
+        s.settimeout(0.5)
+        try:
+            got = s.recv(100)
+            break
+        except socket.timeout:
+            pass
+except OSError as e:
+    got = repr(e).encode()
+t.join()
+print(int(time.time() - start), got.split(b"\r\n")[0].decode(), served)
+"#;
+    std::fs::write(d.dir.path().join("slow.py"), script).unwrap();
+    let r = s.run(&format!("PAGE=http://gate.test:{}/file.txt python3 slow.py", www.port)).await;
+    let out = text(&r);
+    let secs: u64 = out.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(99);
+    assert!((9..=15).contains(&secs), "cut off after the head's 10 s: {out}");
+    assert!(out.contains("408") && out.contains("hello through the gate"), "{out}");
+}
+
+#[tokio::test]
+async fn a_closed_list_holds_outside_the_sandbox_and_a_repository_cannot_open_the_gate() {
+    pin();
+    let d = TestDaemon::start().await;
+    let rec = recorder();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", rec.port);
+    let gate = json!({ "allowed_domains": ["gate.test"] });
+    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let input = json!({ "command": connect, "dangerouslyDisableSandbox": true });
+    let r = within("bash", s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": input }))).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("allowed_domains"), "{r}");
+    let mut off = session(
+        &d.socket,
+        d.dir.path(),
+        json!({ "mode": "bypass", "sandbox": { "mode": "off", "network": { "allowed_domains": ["gate.test"] } } }),
+    )
+    .await;
+    let r = off.run(&connect).await;
+    assert!(!text(&r).contains("connected"), "{r}");
+    assert_eq!(rec.connections(), 0);
+
+    // A repository's own settings name domains: WebFetch may use them, its
+    // commands still ask (and, unattended, are refused).
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join(".claude")).unwrap();
+    std::fs::write(
+        repo.path().join(".claude/settings.json"),
+        json!({ "permissions": { "allow": ["WebFetch", "WebFetch(domain:evil.test)"] },
+                "sandbox": { "network": { "allowedDomains": ["evil.test"] } } })
+        .to_string(),
+    )
+    .unwrap();
+    let net = json!({ "allow_private_network": true });
+    let mut s = session(&d.socket, repo.path(), json!({ "sandbox": { "auto_allow": true, "network": net } })).await;
+    let r = s.run(&format!("curl -sS http://evil.test:{}/", rec.port)).await;
+    assert!(text(&r).contains("a repository cannot open the network"), "{r}");
+    assert_eq!(rec.connections(), 0, "nothing reached it");
 }

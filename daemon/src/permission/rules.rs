@@ -54,6 +54,17 @@ pub struct Rule {
     spec: Spec,
     /// Where it came from.
     pub origin: Origin,
+    /// It came from a workspace's own settings file (what a repository
+    /// says about itself).
+    pub workspace: bool,
+}
+
+impl Rule {
+    /// Whether it names domains (`WebFetch(domain:…)`) rather than the
+    /// whole tool.
+    pub fn names_domain(&self) -> bool {
+        matches!(self.spec, Spec::Domain(_))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -130,7 +141,7 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
         }
         Some(_) => return Err(err(format!("{tool} takes no specifier here"))),
     };
-    Ok(Rule { kind, text: trimmed.to_owned(), tool: tool.to_owned(), spec, origin: origin.clone() })
+    Ok(Rule { kind, text: trimmed.to_owned(), tool: tool.to_owned(), spec, origin: origin.clone(), workspace: false })
 }
 
 /// A Bash rule's specifier.
@@ -643,6 +654,16 @@ impl RuleSet {
                 });
             }
             allow = rest;
+            if value["sandbox"]["network"]["allowAll"].as_bool() == Some(true) {
+                self.errors.push(RuleError {
+                    origin: origin.source.clone(),
+                    index: 0,
+                    text: "sandbox.network.allowAll".into(),
+                    message: "ignored: a workspace's settings cannot give commands the whole network (only the \
+                              user's own settings can)"
+                        .into(),
+                });
+            }
         }
         let mut deny = list("deny");
         // The sandbox's domain lists (Claude Code's
@@ -657,7 +678,11 @@ impl RuleSet {
         };
         allow.extend(domains("allowedDomains"));
         deny.extend(domains("deniedDomains"));
+        let first = self.rules.len();
         self.add(&origin, &allow, &deny, &list("ask"));
+        for rule in &mut self.rules[first..] {
+            rule.workspace = project;
+        }
     }
 
     /// The deny rule that forbids reading `path` (a `Read(...)` rule, which

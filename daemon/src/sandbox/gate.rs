@@ -133,18 +133,35 @@ pub fn decide(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<
             None => Verdict::Deny(format!("{host} is not in the session's sandbox.network.allowed_domains")),
         };
     }
-    match rule {
-        Some(r) if r.kind == RuleKind::Allow => return Verdict::Allow(format!("{} ({})", r.text, r.origin.source)),
-        Some(r) if r.kind == RuleKind::Ask => return Verdict::Ask(format!("the ask rule {}", r.text)),
-        _ => {}
+    if let Some(r) = rule.filter(|r| r.kind == RuleKind::Ask) {
+        return Verdict::Ask(format!("the ask rule {}", r.text));
     }
+    // Only domain rules count (a bare `WebFetch` allow rule is about the
+    // WebFetch tool), and not a workspace's own: a cloned repository must
+    // not open the network to its own commands (it could name where to
+    // send what they find).
+    let facts = Facts::Domain(host.to_owned());
+    let allows = |r: &&crate::permission::rules::Rule| {
+        r.kind == RuleKind::Allow && r.matches("WebFetch", &facts) == crate::permission::rules::Match::All
+    };
+    if let Some(r) = rules.rules.iter().filter(allows).find(|r| r.names_domain() && !r.workspace) {
+        return Verdict::Allow(format!("{} ({})", r.text, r.origin.source));
+    }
+    let only_workspace = rules.rules.iter().filter(allows).find(|r| r.workspace);
     if let Some(text) = granted {
         return Verdict::Allow(format!("{text} (granted in this session)"));
     }
     if policy.bypass {
         return Verdict::Allow("bypass mode".to_owned());
     }
-    Verdict::Ask(format!("no rule allows {host}"))
+    match only_workspace {
+        Some(r) => Verdict::Ask(format!(
+            "only the workspace's own settings allow {host} ({}), and a repository cannot open the network to its \
+             own commands",
+            r.origin.source
+        )),
+        None => Verdict::Ask(format!("no rule allows {host}")),
+    }
 }
 
 /// What one call's gate knows and keeps.
@@ -200,7 +217,15 @@ impl Shared {
     }
 
     fn note_refusal(&self, host: &str, port: u16, why: &str) {
-        let line = format!("{host}:{port}: {why}");
+        let mut line = format!("{host}:{port}: {why}");
+        if line.len() > 600 {
+            let mut end = 600;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+            line.push('…');
+        }
         let mut refused = lock(&self.refused);
         if refused.len() < MAX_REFUSALS && !refused.contains(&line) {
             refused.push(line);
@@ -294,6 +319,37 @@ fn receive(fd: &OwnedFd) -> std::io::Result<Received> {
     })
 }
 
+/// Connections open through every gate of the daemon at once (each holds
+/// two descriptors): past it new ones are closed at once.
+pub const DAEMON_CONNECTIONS: usize = 2048;
+
+static DAEMON_SLOTS: std::sync::LazyLock<Arc<Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(DAEMON_CONNECTIONS)));
+
+/// The slots one connection holds while it is open.
+type Slots = (tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit);
+
+/// Takes a connection's slots: the command's first (so one command cannot
+/// take its session's), then the session's, then the daemon's; `Err` is
+/// why not.
+fn take_slots(shared: &Shared) -> Result<Slots, String> {
+    let call = shared
+        .call_slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| format!("this command already has {CALL_CONNECTIONS} connections open through the gate"))?;
+    let session = shared
+        .session_slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| format!("this session already has {SESSION_CONNECTIONS} connections open through the gate"))?;
+    let daemon = DAEMON_SLOTS
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| format!("the daemon already has {DAEMON_CONNECTIONS} connections open through its gates"))?;
+    Ok((call, session, daemon))
+}
+
 async fn accept_loop(control: tokio::io::unix::AsyncFd<OwnedFd>, shared: Arc<Shared>, cancel: CancellationToken) {
     loop {
         let mut ready = tokio::select! {
@@ -302,6 +358,14 @@ async fn accept_loop(control: tokio::io::unix::AsyncFd<OwnedFd>, shared: Arc<Sha
         };
         match ready.try_io(|fd| receive(fd.get_ref())) {
             Ok(Ok(Received::Conn(fd))) => {
+                // Over a limit: closed at once, before any task or read.
+                let slots = match take_slots(&shared) {
+                    Ok(s) => s,
+                    Err(why) => {
+                        shared.note_refusal("(a new connection)", 0, &why);
+                        continue;
+                    }
+                };
                 let std = std::net::TcpStream::from(fd);
                 if std.set_nonblocking(true).is_err() {
                     continue;
@@ -313,10 +377,20 @@ async fn accept_loop(control: tokio::io::unix::AsyncFd<OwnedFd>, shared: Arc<Sha
                         _ = serve(stream, &shared) => {}
                         _ = cancel.cancelled() => {}
                     }
+                    drop(slots);
                 });
             }
             Ok(Ok(Received::Nothing)) => {}
-            Ok(Ok(Received::Closed)) | Ok(Err(_)) => return,
+            Ok(Ok(Received::Closed)) => return,
+            // The descriptor could not be taken (the daemon is out of
+            // them: the kernel truncates the message): that connection is
+            // lost, the gate keeps serving, after a pause.
+            Ok(Err(_)) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    _ = cancel.cancelled() => return,
+                }
+            }
             Err(_would_block) => {}
         }
     }
@@ -338,28 +412,20 @@ impl Refusal {
     }
 }
 
-/// Serves one connection: the proxy protocol, the decision, the relay.
+/// Serves one connection (its slots taken): the proxy protocol, the
+/// decision, the relay.
 async fn serve(mut client: TcpStream, shared: &Shared) {
     let _ = client.set_nodelay(true);
-    let slots = (shared.call_slots.clone().try_acquire_owned(), shared.session_slots.clone().try_acquire_owned());
     let mut head = Vec::with_capacity(1024);
     let socks = match tokio::time::timeout(HEAD_TIMEOUT, read_some(&mut client, &mut head)).await {
         Ok(Ok(true)) => head[0] == 5,
         _ => return,
     };
-    // Held until the connection ends.
-    let permits = match (slots.0, slots.1) {
-        (Ok(a), Ok(b)) => Ok((a, b)),
-        (Err(_), _) => Err(format!("this command already has {CALL_CONNECTIONS} connections open through the gate")),
-        (_, Err(_)) => Err(format!("this session already has {SESSION_CONNECTIONS} connections open through the gate")),
-    };
-    let may = permits.as_ref().map(|_| ()).map_err(String::clone);
     if socks {
-        socks5(client, head, shared, may).await;
+        socks5(client, head, shared).await;
     } else {
-        http(client, head, shared, may).await;
+        http(client, head, shared).await;
     }
-    drop(permits);
 }
 
 /// Reads what is there into `buf`; false at EOF.
@@ -383,8 +449,11 @@ async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<(),
 /// Decides a connection to `raw_host:port` and opens it: the canonical
 /// host, the upstream stream and what allowed it.
 async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, TcpStream, String), (String, Refusal)> {
-    let Some(host) = canonical_host(raw_host).filter(|h| !h.is_empty()) else {
-        return Err((raw_host.to_owned(), Refusal::new(400, 1, format!("{raw_host:?} is not a host"))));
+    if raw_host.len() > MAX_HOST {
+        return Err((shown(raw_host), Refusal::new(400, 1, format!("a host name longer than {MAX_HOST} bytes"))));
+    }
+    let Some(host) = canonical_host(raw_host).filter(|h| !h.is_empty() && h.len() <= MAX_HOST) else {
+        return Err((shown(raw_host), Refusal::new(400, 1, "not a host name or address")));
     };
     if port == 0 {
         return Err((host, Refusal::new(400, 1, "port 0")));
@@ -416,6 +485,19 @@ async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, Tcp
     }
     let code = if last.contains("refused") { 5 } else { 4 };
     Err((host, Refusal::new(502, code, last)))
+}
+
+/// Longest host name (DNS's limit).
+const MAX_HOST: usize = 253;
+
+/// A host as the client sent it, safe to show: control characters and
+/// quotes escaped, at most 80 characters.
+fn shown(raw: &str) -> String {
+    let mut out: String = raw.chars().take(80).flat_map(char::escape_debug).collect();
+    if raw.chars().count() > 80 {
+        out.push('…');
+    }
+    out
 }
 
 /// Asks the user about `host` once per command: the first connection asks,
@@ -473,7 +555,7 @@ fn refused(shared: &Shared, host: &str, port: u16, why: &str) {
 
 // ---- SOCKS5 ----
 
-async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots: Result<(), String>) {
+async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
     let request = tokio::time::timeout(HEAD_TIMEOUT, async {
         fill(&mut client, &mut buf, 2).await?;
         let methods = buf[1] as usize;
@@ -516,11 +598,6 @@ async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots:
     let Ok(Ok((cmd, host, port, early))) = request else { return };
     if cmd != 1 {
         let _ = client.write_all(&socks_reply(7)).await;
-        return;
-    }
-    if let Err(why) = slots {
-        refused(shared, &host, port, &why);
-        let _ = client.write_all(&socks_reply(1)).await;
         return;
     }
     match open(shared, &host, port).await {
@@ -611,7 +688,7 @@ fn authority(target: &str) -> Option<(String, u16)> {
     Some((host, port.parse().ok()?))
 }
 
-async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots: Result<(), String>) {
+async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
     let end = tokio::time::timeout(HEAD_TIMEOUT, async {
         loop {
             if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -654,10 +731,6 @@ async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared, slots: R
         };
         return answer(&mut client, 400, &why).await;
     };
-    if let Err(why) = slots {
-        refused(shared, &host, port, &why);
-        return answer(&mut client, 503, &why).await;
-    }
     match open(shared, &host, port).await {
         Err((host, r)) => {
             refused(shared, &host, port, &r.why);
@@ -710,18 +783,16 @@ fn forward_head(head: &Head, path: &str, host: &str, port: u16) -> Vec<u8> {
         .iter()
         .any(|(n, v)| n.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
     let mut out = format!("{} {} {}\r\n", head.method, path, head.version);
-    let mut has_host = false;
+    // The host decided on, not the client's `Host` (a shared address must
+    // not serve another name than the one allowed).
+    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+    out.push_str(&if port == 80 { format!("Host: {host}\r\n") } else { format!("Host: {host}:{port}\r\n") });
     for (name, value) in &head.headers {
         let lower = name.to_ascii_lowercase();
-        if hop.contains(&lower.as_str()) {
+        if hop.contains(&lower.as_str()) || lower == "host" {
             continue;
         }
-        has_host |= lower == "host";
         out.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if !has_host {
-        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
-        out.push_str(&if port == 80 { format!("Host: {host}\r\n") } else { format!("Host: {host}:{port}\r\n") });
     }
     out.push_str(if upgrade { "Connection: upgrade\r\n\r\n" } else { "Connection: close\r\n\r\n" });
     out.into_bytes()
@@ -808,6 +879,23 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_cannot_open_the_gate_and_bare_rules_do_not_count() {
+        let mut r = rules(&["WebFetch"], &[], &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        std::fs::write(&file, r#"{"sandbox": {"network": {"allowedDomains": ["repo.test"]}}}"#).unwrap();
+        r.add_project_settings_file(&file, dir.path());
+        let open = GatePolicy::default();
+        assert!(matches!(decide("any.test", &open, &r, None), Verdict::Ask(why) if why.contains("no rule")));
+        assert!(matches!(decide("repo.test", &open, &r, None), Verdict::Ask(why) if why.contains("repository")));
+        let mut user = r.clone();
+        user.add_settings_file(&file, dir.path());
+        assert!(matches!(decide("repo.test", &open, &user, None), Verdict::Allow(_)), "the user's own file counts");
+        let bypass = GatePolicy { bypass: true, ..GatePolicy::default() };
+        assert!(matches!(decide("repo.test", &bypass, &r, None), Verdict::Allow(_)));
+    }
+
+    #[test]
     fn network_access_follows_profile_and_settings() {
         use NetworkAccess::*;
         use SandboxProfile as P;
@@ -860,6 +948,20 @@ mod tests {
     fn ip_literals_in_every_spelling_are_one_host() {
         for spelled in ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"] {
             assert_eq!(canonical_host(spelled).as_deref(), Some("127.0.0.1"), "{spelled}");
+        }
+        // Names: one spelling too, and look-alikes are other names.
+        let r = rules(&["WebFetch(domain:gate.test)"], &[], &[]);
+        let open = GatePolicy::default();
+        for same in ["GATE.test.", "gate.TEST", "g%61te.test", "api.gate.test"] {
+            let host = canonical_host(same).unwrap();
+            assert!(matches!(decide(&host, &open, &r, None), Verdict::Allow(_)), "{same} → {host}");
+        }
+        for other in ["gаte.test", "gate.test.evil", "gate-test", "xn--gate.test"] {
+            let Some(host) = canonical_host(other) else { continue };
+            assert!(matches!(decide(&host, &open, &r, None), Verdict::Ask(_)), "{other} → {host}");
+        }
+        for nonsense in ["", "a b", "exa<mple.com", "[::1"] {
+            assert!(canonical_host(nonsense).is_none_or(|h| h.is_empty()), "{nonsense}");
         }
     }
 

@@ -263,6 +263,16 @@ impl Tool for Bash {
         let cwd_file = tmp.join(".agentd-cwd");
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
         let profile = ctx.sandbox_profile;
+        if profile == SandboxProfile::Off
+            && ctx.info.sandbox.network.gate().is_some_and(|g| g.allowed_domains.is_some())
+        {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(ToolError::new(
+                "this session limits the network to its sandbox.network.allowed_domains, and a command outside \
+                 the sandbox would not be held to that list, so it was not run; run it in the sandbox (without \
+                 dangerouslyDisableSandbox)",
+            ));
+        }
 
         // What a confined command could leave for later: protected paths
         // that do not exist get placeholders bound read-only for the call
