@@ -326,7 +326,7 @@ async fn a_new_domain_asks_and_the_answer_sticks() {
     let id = c.ok("session/create", create).await["session_id"].as_str().unwrap().to_owned();
     let mut events = agentd_tests::EventStream::open(&d.socket, &id, None).await.unwrap();
     let curl = format!("curl -sS http://ask.test:{}/file.txt", www.port);
-    let mut turn = |n: usize| json!({ "session_id": id, "tool_uses": [tool_use(&format!("n{n}"), "Bash", json!({ "command": curl }))], "end": true });
+    let turn = |n: usize| json!({ "session_id": id, "tool_uses": [tool_use(&format!("n{n}"), "Bash", json!({ "command": curl }))], "end": true });
     for (n, answer, works) in [(1, "deny", false), (2, "allow", true), (3, "allow_always", true)] {
         c.ok("turn/submit", turn(n)).await;
         let asked = within("the question", events.until(|e| e["type"] == "permission/request")).await;

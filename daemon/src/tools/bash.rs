@@ -300,9 +300,8 @@ impl Tool for Bash {
             None => script,
         };
         if input.run_in_background {
-            let (launch, _gate) = launch(&ctx, &input, &marker, &tmp, false, guard.as_ref()).map_err(|e| {
+            let (launch, _gate) = launch(&ctx, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
                 let _ = std::fs::remove_dir_all(&tmp);
-                e
             })?;
             let job = ctx
                 .jobs
@@ -344,9 +343,8 @@ impl Tool for Bash {
             }));
         }
 
-        let (launch, gate) = launch(&ctx, &input, &marker, &tmp, true, guard.as_ref()).map_err(|e| {
+        let (launch, gate) = launch(&ctx, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&tmp);
-            e
         })?;
         let mut tree = process::spawn_bash(&script, &cwd, &marker, launch).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
