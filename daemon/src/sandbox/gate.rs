@@ -536,9 +536,69 @@ fn how_to_allow(host: &str) -> String {
     )
 }
 
-/// Copies both ways until either side ends; the bytes up and down.
+/// Copies both ways until both sides end (or either fails); the bytes up
+/// and down. In the kernel (`splice` through a pipe each way: the bytes
+/// never reach this process), else with buffers.
 async fn relay(client: &mut TcpStream, upstream: &mut TcpStream) -> (u64, u64) {
-    tokio::io::copy_bidirectional_with_sizes(client, upstream, RELAY_BUFFER, RELAY_BUFFER).await.unwrap_or((0, 0))
+    let counted = (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0));
+    let spliced = async { tokio::try_join!(pump(client, upstream, &counted.0), pump(upstream, client, &counted.1)) };
+    match spliced.await {
+        Ok(both) => both,
+        // Nothing moved yet and the kernel would not splice: buffers.
+        Err(e)
+            if e.raw_os_error() == Some(nix::libc::EINVAL)
+                && counted.0.load(Relaxed) + counted.1.load(Relaxed) == 0 =>
+        {
+            tokio::io::copy_bidirectional_with_sizes(client, upstream, RELAY_BUFFER, RELAY_BUFFER)
+                .await
+                .unwrap_or((0, 0))
+        }
+        Err(_) => (counted.0.load(Relaxed), counted.1.load(Relaxed)),
+    }
+}
+
+use std::sync::atomic::Ordering::Relaxed;
+
+/// One direction of [`relay`]: `from` into a pipe, the pipe into `to`,
+/// until `from` ends (then `to`'s writing half is shut). `moved` counts.
+async fn pump(from: &TcpStream, to: &TcpStream, moved: &std::sync::atomic::AtomicU64) -> std::io::Result<u64> {
+    use nix::fcntl::{SpliceFFlags, splice};
+    use tokio::io::Interest;
+    let (pipe_out, pipe_in) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(std::io::Error::from)?;
+    // A pipe of RELAY_BUFFER bytes (the default is 64 KiB; smaller is fine).
+    let _ = nix::fcntl::fcntl(&pipe_in, nix::fcntl::FcntlArg::F_SETPIPE_SZ(RELAY_BUFFER as _));
+    let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+    loop {
+        let n = loop {
+            from.readable().await?;
+            match from.try_io(Interest::READABLE, || {
+                splice(from, None, &pipe_in, None, RELAY_BUFFER, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            let _ = nix::sys::socket::shutdown(std::os::fd::AsRawFd::as_raw_fd(to), nix::sys::socket::Shutdown::Write);
+            return Ok(moved.load(Relaxed));
+        }
+        // Counted once read: [`relay`] falls back to buffers only while
+        // nothing was taken from either side.
+        moved.fetch_add(n as u64, Relaxed);
+        let mut left = n;
+        while left > 0 {
+            to.writable().await?;
+            match to.try_io(Interest::WRITABLE, || {
+                splice(&pipe_out, None, to, None, left, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(m) => left -= m,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 fn refused(shared: &Shared, host: &str, port: u16, why: &str) {
