@@ -50,6 +50,9 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_ASKS: usize = 16;
 /// Bytes buffered per direction of a relayed connection.
 pub const RELAY_BUFFER: usize = 32 * 1024;
+/// Bytes a relay's pipe holds each way (pages are taken only as bytes
+/// pass).
+const PIPE_BYTES: usize = 256 * 1024;
 /// Refusals kept for the model's note.
 const MAX_REFUSALS: usize = 16;
 
@@ -566,14 +569,15 @@ async fn pump(from: &TcpStream, to: &TcpStream, moved: &std::sync::atomic::Atomi
     use tokio::io::Interest;
     let (pipe_out, pipe_in) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(std::io::Error::from)?;
-    // A pipe of RELAY_BUFFER bytes (the default is 64 KiB; smaller is fine).
-    let _ = nix::fcntl::fcntl(&pipe_in, nix::fcntl::FcntlArg::F_SETPIPE_SZ(RELAY_BUFFER as _));
+    // A larger pipe than the default 64 KiB: fewer wake-ups per byte (where
+    // the kernel refuses, the default does).
+    let _ = nix::fcntl::fcntl(&pipe_in, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES as _));
     let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
     loop {
         let n = loop {
             from.readable().await?;
             match from.try_io(Interest::READABLE, || {
-                splice(from, None, &pipe_in, None, RELAY_BUFFER, flags).map_err(std::io::Error::from)
+                splice(from, None, &pipe_in, None, PIPE_BYTES, flags).map_err(std::io::Error::from)
             }) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
