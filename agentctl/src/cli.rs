@@ -250,11 +250,16 @@ enum SessionCommand {
     },
 }
 
+/// A permission mode as the CLI takes it: agentd's names in either
+/// spelling (`accept_edits`, `accept-edits`) and Claude Code's
+/// (`acceptEdits`, `bypassPermissions`).
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Mode {
     Default,
+    #[value(alias = "accept_edits", alias = "acceptEdits")]
     AcceptEdits,
     Plan,
+    #[value(alias = "bypassPermissions", alias = "bypass_permissions")]
     Bypass,
 }
 
@@ -352,8 +357,11 @@ enum Failure {
     ToolFailed,
 }
 
-/// Tool-use blocks from a file or stdin, one JSON object a line; blocks
-/// without an id get `t1`, `t2`, ….
+/// Tool-use blocks from a file or stdin: JSON lines, one JSON array, or
+/// one (pretty-printed) object; each `{name, input, id?}` or the model
+/// API's own `{"type": "tool_use", id, name, input}`. Blocks without an id
+/// get `t1-<run>`, `t2-<run>`, … (`<run>` random per run, so a second run
+/// in the same session does not reuse them).
 fn read_tool_uses(file: &str) -> Result<Vec<agentd_client::protocol::turn::ToolUse>, Failure> {
     let text = if file == "-" {
         let mut s = String::new();
@@ -363,15 +371,58 @@ fn read_tool_uses(file: &str) -> Result<Vec<agentd_client::protocol::turn::ToolU
     } else {
         std::fs::read_to_string(file).map_err(|e| Failure::Local(format!("{file}: {e}")))?
     };
-    let mut uses = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let mut value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| Failure::Local(format!("line {}: not JSON: {e}", n + 1)))?;
-        if value.get("id").is_none() {
-            value["id"] = serde_json::json!(format!("t{}", uses.len() + 1));
+    parse_tool_uses(&text, &run_tag()).map_err(Failure::Local)
+}
+
+/// A few random hex digits for this run's ids.
+fn run_tag() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:06x}", h.finish() & 0xff_ffff)
+}
+
+/// [`read_tool_uses`]'s parsing: the blocks (`where`: "line N" or "block
+/// N") or an error naming the first bad one.
+fn parse_tool_uses(text: &str, tag: &str) -> Result<Vec<agentd_client::protocol::turn::ToolUse>, String> {
+    let trimmed = text.trim();
+    // One JSON value (an array, or an object over several lines), else
+    // JSON lines.
+    let blocks: Vec<(String, serde_json::Value)> = match serde_json::from_str::<serde_json::Value>(trimmed) {
+        Ok(serde_json::Value::Array(items)) => {
+            items.into_iter().enumerate().map(|(i, v)| (format!("block {}", i + 1), v)).collect()
         }
-        let tu: agentd_client::protocol::turn::ToolUse = serde_json::from_value(value)
-            .map_err(|e| Failure::Local(format!("line {}: not a tool_use block: {e}", n + 1)))?;
+        Ok(value) => vec![("block 1".to_owned(), value)],
+        Err(_) if trimmed.starts_with('[') => {
+            return Err("the file starts with '[' but is not one JSON array".to_owned());
+        }
+        Err(_) => {
+            let mut out = Vec::new();
+            for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                let value = serde_json::from_str(line).map_err(|e| format!("line {}: not JSON: {e}", n + 1))?;
+                out.push((format!("line {}", n + 1), value));
+            }
+            out
+        }
+    };
+    if blocks.is_empty() {
+        return Err("no tool_use blocks (write one JSON object a line, or a JSON array of them)".to_owned());
+    }
+    let mut uses = Vec::new();
+    for (at, mut value) in blocks {
+        let Some(object) = value.as_object_mut() else {
+            return Err(format!("{at}: not a tool_use block (a JSON object with name and input), but {value}"));
+        };
+        match object.remove("type") {
+            None => {}
+            Some(serde_json::Value::String(t)) if t == "tool_use" => {}
+            Some(other) => return Err(format!("{at}: a block of type {other}, not tool_use")),
+        }
+        if !object.contains_key("id") {
+            object.insert("id".into(), serde_json::json!(format!("t{}-{tag}", uses.len() + 1)));
+        }
+        let tu: agentd_client::protocol::turn::ToolUse =
+            serde_json::from_value(value).map_err(|e| format!("{at}: not a tool_use block: {e}"))?;
         uses.push(tu);
     }
     Ok(uses)
@@ -467,7 +518,7 @@ async fn run_turn(
                         l.progress(tool_use_id, render);
                     }
                 }
-                _ => say(describe(&event)),
+                _ => say(describe(&event, session)),
             }
         }
         if let EventKind::PermissionRequest { request_id, tool, input, suggestions, .. } = &event.kind {
@@ -488,7 +539,21 @@ async fn run_turn(
                     });
                     let answered = tokio::select! {
                         a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
-                        _ = interrupts.recv() => std::process::exit(130),
+                        _ = interrupts.recv() => {
+                            // Not left open: the question is refused, then
+                            // agentctl stops (a temporary session closes
+                            // with its connection).
+                            let params = PermissionRespondParams {
+                                session_id: session.to_owned(),
+                                request_id: request_id.clone(),
+                                decision: PermissionDecision::Deny,
+                                rule: None,
+                                message: Some("the user interrupted agentctl".into()),
+                                answers: None,
+                            };
+                            let _ = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await;
+                            std::process::exit(130)
+                        }
                     };
                     (answered.0, answered.1, None)
                 }
@@ -501,8 +566,13 @@ async fn run_turn(
                 message,
                 answers,
             };
-            if let Err(e) = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await {
-                eprintln!("agentctl: answering {request_id}: {e}");
+            match client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await {
+                Ok(answered) => {
+                    if let Some(rule) = answered.rule_added {
+                        say(format!("          rule added for this session: {rule}"));
+                    }
+                }
+                Err(e) => eprintln!("agentctl: answering {request_id}: {e}"),
             }
         }
         if matches!(
@@ -612,7 +682,7 @@ fn prompt(
         return (PermissionDecision::Allow, Some(answers));
     }
     let always = suggestions.first().map(|s| format!(", [a]lways ({s})")).unwrap_or_default();
-    print!("  allow? [y]es, [n]o{always}: ");
+    print!("  allow? [y]es, [N]o (Enter){always}: ");
     let _ = std::io::stdout().flush();
     let decision = match read().to_lowercase().as_str() {
         "y" | "yes" => PermissionDecision::Allow,
@@ -695,7 +765,7 @@ fn network_line(sandbox: &agentd_client::protocol::session::SandboxOptions) -> S
 }
 
 /// One line for an event, as a person reads it.
-fn describe(event: &agentd_client::protocol::turn::Event) -> String {
+fn describe(event: &agentd_client::protocol::turn::Event, session: &str) -> String {
     match &event.kind {
         EventKind::ToolQueued { tool_use_id, render, .. } => format!("queued    {tool_use_id}  {render}"),
         EventKind::ToolStarted { tool_use_id, render, .. } => format!("executing {tool_use_id}  {render}"),
@@ -709,7 +779,7 @@ fn describe(event: &agentd_client::protocol::turn::Event) -> String {
                 _ => render.clone(),
             };
             format!(
-                "asking    {tool_use_id}  {what}: {reason} (agentctl respond <session> {request_id} allow|deny|allow-always)"
+                "asking    {tool_use_id}  {what}: {reason} (agentctl respond {session} {request_id} allow|deny|allow-always)"
             )
         }
         EventKind::SandboxNetwork { tool_use_id, host, port, allowed, rule, bytes_up, bytes_down, .. } => {
@@ -822,8 +892,11 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             let result = match session {
                 Some(id) => client.tool_call(id, tool, input).await?,
                 None => {
+                    // Closed by the daemon when this connection goes
+                    // (Ctrl+C, SIGTERM, a crash): nothing left running.
                     let params = SessionCreateParams {
                         mode: mode.map(Into::into),
+                        close_with_connection: Some(true),
                         ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     let temp = client.session_create(params).await?;
@@ -866,6 +939,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 None => {
                     let params = SessionCreateParams {
                         mode: mode.map(Into::into),
+                        close_with_connection: Some(true),
                         ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     (client.session_create(params).await?.session_id, true)
@@ -882,12 +956,28 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
         Command::Watch { session, after_seq } => {
             let mut events = client.stream(session, *after_seq).await?;
             let started = std::time::Instant::now();
-            while let Some(event) = events.next().await {
+            let mut first = true;
+            loop {
+                let next = if first && !cli.json {
+                    first = false;
+                    match tokio::time::timeout(std::time::Duration::from_secs(1), events.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            println!(
+                                "session {session} is idle: nothing has happened yet; waiting for its events (Ctrl+C stops)"
+                            );
+                            events.next().await
+                        }
+                    }
+                } else {
+                    events.next().await
+                };
+                let Some(event) = next else { break };
                 let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
                 if cli.json {
                     print_json(&event);
                 } else {
-                    println!("{:>8.1}s {}", started.elapsed().as_secs_f64(), describe(&event));
+                    println!("{:>8.1}s {}", started.elapsed().as_secs_f64(), describe(&event, session));
                 }
                 if matches!(event.kind, EventKind::SessionClosed {}) {
                     break;
@@ -1059,7 +1149,8 @@ async fn tools(
     let list = match session {
         Some(id) => client.tools_list(id).await?,
         None => {
-            let params = SessionCreateParams::new(workspace(cwd)?);
+            let params =
+                SessionCreateParams { close_with_connection: Some(true), ..SessionCreateParams::new(workspace(cwd)?) };
             let temp = client.session_create(params).await?;
             let list = client.tools_list(&temp.session_id).await;
             let closed = client.session_close(&temp.session_id).await;
@@ -1205,5 +1296,52 @@ fn human_duration(ms: u64) -> String {
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
         3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
         _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_files_in_every_shape() {
+        let lines = "{\"name\": \"Read\", \"input\": {\"file_path\": \"a\"}}\n\n{\"name\": \"Glob\", \"id\": \"g\"}\n";
+        let uses = parse_tool_uses(lines, "x").unwrap();
+        assert_eq!(uses.iter().map(|u| u.id.as_str()).collect::<Vec<_>>(), ["t1-x", "g"]);
+        let array = "[{\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"Bash\", \"input\": {\"command\": \"ls\"}},\n {\"name\": \"Read\", \"input\": {}}]";
+        let uses = parse_tool_uses(array, "x").unwrap();
+        assert_eq!((uses[0].id.as_str(), uses[1].id.as_str()), ("toolu_1", "t2-x"));
+        let pretty = "{\n  \"type\": \"tool_use\",\n  \"name\": \"Read\",\n  \"input\": {\"file_path\": \"a\"}\n}\n";
+        assert_eq!(parse_tool_uses(pretty, "x").unwrap()[0].name, "Read");
+        for (bad, says) in [
+            ("\"just a string\"", "block 1: not a tool_use block"),
+            ("[1, 2]", "block 1: not a tool_use block"),
+            ("{\"name\": \"Read\"}\nnot json", "line 2: not JSON"),
+            ("[{\"name\": \"Read\"}", "not one JSON array"),
+            ("{\"type\": \"text\", \"text\": \"hi\"}", "of type \"text\""),
+            ("{\"nme\": \"Read\"}", "block 1: not a tool_use block"),
+            ("", "no tool_use blocks"),
+            ("[]", "no tool_use blocks"),
+        ] {
+            let err = parse_tool_uses(bad, "x").unwrap_err();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn modes_in_every_spelling() {
+        for (spelled, want) in [
+            ("accept-edits", PermissionMode::AcceptEdits),
+            ("accept_edits", PermissionMode::AcceptEdits),
+            ("acceptEdits", PermissionMode::AcceptEdits),
+            ("bypass", PermissionMode::Bypass),
+            ("bypassPermissions", PermissionMode::Bypass),
+            ("plan", PermissionMode::Plan),
+        ] {
+            let mode = Mode::from_str(spelled, false).unwrap_or_else(|e| panic!("{spelled}: {e}"));
+            assert_eq!(PermissionMode::from(mode), want, "{spelled}");
+            let wire: PermissionMode = serde_json::from_value(serde_json::json!(spelled)).unwrap();
+            assert_eq!(wire, want, "the protocol takes {spelled} too");
+        }
     }
 }

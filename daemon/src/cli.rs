@@ -72,7 +72,7 @@ pub fn main() -> std::process::ExitCode {
     match start(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("agentd: {e:#}");
+            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("agentd: {e:#}\n"));
             std::process::ExitCode::FAILURE
         }
     }
@@ -155,12 +155,36 @@ fn ignore_sigxfsz() {
     }
 }
 
+/// The log's sink: stderr until a write to it fails (the terminal closed,
+/// a pipe whose reader left, a full disk), then nothing. Nothing waits on
+/// it and nothing panics over it: shutdown never depends on logging.
+struct LogSink;
+
+static LOG_BROKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering;
+        if !LOG_BROKEN.load(Ordering::Relaxed) && std::io::stderr().write_all(buf).is_err() {
+            LOG_BROKEN.store(true, Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogSink)
+        // A failed write is not reported on stderr (that is what failed):
+        // tracing-subscriber would `eprintln!`, which panics there.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // journald stamps every line itself.
     if std::env::var_os("JOURNAL_STREAM").is_some() {

@@ -26,14 +26,26 @@ pub enum DaemonError {
         /// `, pid N` when the lock file names the holder.
         holder: String,
     },
+    /// Another daemon uses the same state directory.
+    #[error(
+        "another agentd{holder} is using the state directory {state_dir}; stop it, or give this one a state \
+         directory of its own (--state-dir, AGENTD_STATE_DIR)"
+    )]
+    StateInUse {
+        /// The state directory.
+        state_dir: PathBuf,
+        /// ` (pid N, socket S)` when the lock file names the holder.
+        holder: String,
+    },
     /// The socket path is taken by something that is not a socket.
     #[error("refusing to replace {path}: it exists and is not a socket")]
     NotASocket {
         /// The path.
         path: PathBuf,
     },
-    /// The socket directory is not private to this user.
-    #[error("socket directory {path} is not private: {why}")]
+    /// The socket or state directory (or a lock file in it) is not
+    /// private to this user.
+    #[error("{path} is not private: {why}")]
     UnsafeDirectory {
         /// The directory.
         path: PathBuf,

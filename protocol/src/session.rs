@@ -12,11 +12,15 @@ pub enum PermissionMode {
     /// Reads inside the workspace are allowed; everything else asks.
     #[default]
     Default,
-    /// Like `default`, and file edits inside the workspace are allowed too.
+    /// Like `default`, and file edits inside the workspace are allowed too
+    /// (also spelled `accept-edits`, and Claude Code's `acceptEdits`).
+    #[serde(alias = "accept-edits", alias = "acceptEdits")]
     AcceptEdits,
     /// Read-only tools only.
     Plan,
-    /// Everything but deny rules is allowed.
+    /// Everything but deny rules is allowed (also Claude Code's
+    /// `bypassPermissions`).
+    #[serde(alias = "bypassPermissions")]
     Bypass,
 }
 

@@ -177,6 +177,31 @@ fn run_submits_a_turn_from_json_lines_and_streams_it() {
     let (code, out, _) = agentctl(&d.socket, &["run", file, "--cwd", cwd, "--mode", "bypass"]);
     assert_eq!(code, 4, "{out}");
     assert!(out.contains("✗ t1"), "{out}");
+    // The README's path: a session made with the protocol's spelling of a
+    // mode, then two runs in it (their ids do not collide), the second
+    // from the model API's own blocks in one pretty-printed array.
+    let (code, id, err) = agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--mode", "accept_edits"]);
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim();
+    std::fs::write(&blocks, "{\"name\": \"Read\", \"input\": {\"file_path\": \"x.txt\"}}\n").unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = agentctl(&d.socket, &["run", file, "--session", id]);
+        assert_eq!(code, 0, "{out} {err}");
+    }
+    std::fs::write(
+        &blocks,
+        "[\n  {\"type\": \"tool_use\", \"id\": \"toolu_01\", \"name\": \"Read\",\n   \"input\": {\"file_path\": \"x.txt\"}}\n]\n",
+    )
+    .unwrap();
+    let (code, out, err) = agentctl(&d.socket, &["run", file, "--session", id]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("✓ toolu_01"), "{out}");
+    for bad in ["\"a string\"", "[1]", "{\"type\": \"text\"}"] {
+        std::fs::write(&blocks, bad).unwrap();
+        let (code, _, err) = agentctl(&d.socket, &["run", file, "--session", id]);
+        assert_eq!(code, 1, "a clear error, not a panic: {err}");
+        assert!(err.contains("block 1"), "{err}");
+    }
 }
 
 #[test]

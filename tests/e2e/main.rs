@@ -10,6 +10,7 @@ mod bash;
 mod conventions;
 mod fidelity;
 mod files;
+mod first_hour;
 mod gate;
 mod grep_vs_rg;
 mod lifecycle;

@@ -24,3 +24,63 @@ fn the_readme_python_example_works() {
     assert!(stdout.starts_with(env!("CARGO_PKG_VERSION")), "{stdout}");
     assert!(stdout.contains("TestEcho") && stdout.contains("session_id"), "{stdout}");
 }
+
+/// The README's "Use it" block, run as written in a scratch git repository
+/// with a fresh HOME: the binaries are this build's, the daemon's socket
+/// is waited for, and the endless `watch` is bounded (both as a user at a
+/// terminal would do them).
+#[test]
+fn the_readme_use_it_block_runs_as_written() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let at = readme.find("## Use it").expect("README has Use it");
+    let start = at + readme[at..].find("```sh\n").unwrap() + "```sh\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let bin = agentd_tests::bin_path("agentd").parent().unwrap().display().to_string();
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("src/myproject");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README.md"), "# myproject\n\nTODO: everything\n").unwrap();
+    std::fs::write(project.join("main.rs"), "// TODO\nfn main() {}\n").unwrap();
+    let git = Command::new("git").args(["init", "-q"]).current_dir(&project).status().unwrap();
+    assert!(git.success());
+    let runtime = home.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let mut script = String::from("set -x\n");
+    for line in block.lines() {
+        if line.starts_with("cargo build") {
+            continue;
+        }
+        let line = line.replace("target/release/", &format!("{bin}/"));
+        if line.contains("agentctl watch") {
+            script.push_str(&format!("timeout 3 {line}\n"));
+        } else {
+            script.push_str(&line);
+            script.push('\n');
+        }
+        if line.contains("/agentd &") {
+            script.push_str("until [ -S \"$XDG_RUNTIME_DIR/agentd/agentd.sock\" ]; do sleep 0.05; done\n");
+        }
+    }
+    script.push_str("kill %1; wait\n");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&project)
+        .env("HOME", home.path())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("AGENTD_SOCKET")
+        .env_remove("AGENTD_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("error: invalid value") && !text.contains("panicked"), "{text}");
+    let sid = text.lines().find_map(|l| l.strip_prefix("+ sid=")).map(str::trim).unwrap_or_default();
+    assert!(sid.len() >= 8 && !sid.contains('\''), "session create gave an id: {text}");
+    assert!(text.contains("# myproject"), "Read printed the file: {text}");
+    assert!(text.contains("completed"), "the run streamed its turn: {text}");
+    assert!(text.contains(&format!("closed {sid}")), "closed at the end: {text}");
+}

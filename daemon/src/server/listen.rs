@@ -176,6 +176,49 @@ pub fn lock_path(socket: &Path) -> PathBuf {
 }
 
 /// Takes the exclusive lock for `socket`, writing our pid into the lock file.
+/// Locks the state directory for this daemon's lifetime (`<dir>/daemon.lock`,
+/// `flock`: the kernel drops it when the process dies, so a restart right
+/// after a SIGKILL starts), writing this daemon's pid and socket into it.
+pub fn lock_state_dir(dir: &Path, socket: &Path) -> Result<Flock<File>, DaemonError> {
+    let path = dir.join("daemon.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|e| DaemonError::io("open lock file", &path, e))?;
+    let meta = file.metadata().map_err(|e| DaemonError::io("inspect lock file", &path, e))?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(DaemonError::UnsafeDirectory {
+            path: path.clone(),
+            why: "the lock file is not a regular file of this user".into(),
+        });
+    }
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(mut locked) => {
+            let _ = locked.set_len(0);
+            let _ = locked.rewind();
+            let _ = writeln!(locked, "{}\n{}", std::process::id(), socket.display());
+            Ok(locked)
+        }
+        Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            let mut lines = text.lines().map(str::trim);
+            let holder = match (lines.next().filter(|p| !p.is_empty()), lines.next().filter(|s| !s.is_empty())) {
+                (Some(pid), Some(socket)) => format!(" (pid {pid}, socket {socket})"),
+                (Some(pid), None) => format!(" (pid {pid})"),
+                _ => String::new(),
+            };
+            Err(DaemonError::StateInUse { state_dir: dir.to_owned(), holder })
+        }
+        Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),
+    }
+}
+
 /// The file is never removed: unlinking a lock file others may have open
 /// would let two daemons lock different inodes of the same name.
 fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {

@@ -68,6 +68,8 @@ pub struct Daemon {
     shared: Arc<Shared>,
     root: CancellationToken,
     config: Config,
+    /// The state directory's lock, held while the daemon serves.
+    _state_lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl Daemon {
@@ -80,6 +82,9 @@ impl Daemon {
             .create(&config.state_dir)
             .map_err(|e| DaemonError::io("create state directory", &config.state_dir, e))?;
         check_state_dir(&config.state_dir)?;
+        // Before anything reads or changes the state (restoring sessions,
+        // ending what a previous daemon left): one daemon per directory.
+        let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
         crate::fs::set_state_dir(&config.state_dir);
         crate::fs::pending::init(&config.state_dir);
         crate::sandbox::placeholders::init(&config.state_dir);
@@ -165,7 +170,7 @@ impl Daemon {
             allowed_uid,
             refuse_descendants: config.refuse_descendants,
         });
-        Ok(Daemon { socket, listener, shared, root, config })
+        Ok(Daemon { socket, listener, shared, root, config, _state_lock: state_lock })
     }
 
     /// The socket path the daemon serves, when it has one.

@@ -109,7 +109,9 @@ local function with_session(callback)
   if session_id then
     return callback(nil, session_id)
   end
-  local params = { cwd = vim.fn.getcwd() }
+  -- The plugin's own session ends with Neovim (its connection): none is
+  -- left open for each start.
+  local params = { cwd = vim.fn.getcwd(), close_with_connection = true }
   if M.config.mode then
     params.mode = M.config.mode
   end

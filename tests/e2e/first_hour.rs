@@ -1,0 +1,115 @@
+//! The first hour (issue 34): what a new user runs into. A daemon stops
+//! when told even after its stderr went away; one state directory has one
+//! daemon; a client that is interrupted leaves nothing running.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentd_tests::{StandaloneDaemon, bin_path, eventually_blocking, procs, tag};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// Waits up to `limit` for `child` to exit.
+fn exits_within(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn the_daemon_stops_when_told_after_its_stderr_is_gone() {
+    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/agentd.sock");
+        let mut child = Command::new(bin_path("agentd"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("RUST_LOG", "debug")
+            .env_remove("AGENTD_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        eventually_blocking("the daemon listens", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        // The reader of its log goes away (a closed terminal, a pipe
+        // whose reader exited): every later log write fails.
+        drop(child.stderr.take());
+        let _ = std::os::unix::net::UnixStream::connect(&socket);
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = exits_within(&mut child, Duration::from_secs(15));
+        if status.is_none() {
+            let _ = child.kill();
+        }
+        assert!(status.is_some_and(|s| s.success()), "{signal:?}: {status:?}");
+    }
+}
+
+#[test]
+fn one_state_directory_has_one_daemon() {
+    let mut first = StandaloneDaemon::start(&[], &[]);
+    let state = first.dir.path().join("state");
+    let other = first.dir.path().join("other.sock");
+    let out = Command::new(bin_path("agentd"))
+        .arg("--socket")
+        .arg(&other)
+        .arg("--state-dir")
+        .arg(&state)
+        .env_remove("AGENTD_SOCKET")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is using the state directory"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.pid())), "names the other daemon: {err}");
+    assert!(err.contains(&first.socket.display().to_string()), "and its socket: {err}");
+    assert!(std::os::unix::net::UnixStream::connect(&other).is_err(), "the second one did not serve");
+    assert!(std::os::unix::net::UnixStream::connect(&first.socket).is_ok(), "the first one still serves");
+    // Killed, it leaves no lock behind: a restart starts at once.
+    first.signal(Signal::SIGKILL);
+    first.wait_exit();
+    first.restart();
+}
+
+#[test]
+fn an_interrupted_call_leaves_nothing_running() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        let marker = tag();
+        let mut call = Command::new(bin_path("agentctl"))
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["call", "Bash", "--mode", "bypass", "--cwd"])
+            .arg(work.path())
+            .arg("--arg")
+            .arg(format!("command=sleep 300 # {marker}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually_blocking("the command runs", || !procs(&marker).is_empty());
+        kill(Pid::from_raw(call.id() as i32), signal).unwrap();
+        assert!(exits_within(&mut call, Duration::from_secs(5)).is_some(), "agentctl exits");
+        let gone = Instant::now();
+        eventually_blocking("the command is ended", || procs(&marker).is_empty());
+        assert!(gone.elapsed() < Duration::from_secs(5), "ended in {:?}", gone.elapsed());
+        let out = Command::new(bin_path("agentctl"))
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["--json", "session", "list"])
+            .output()
+            .unwrap();
+        let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(0), "{signal:?}: no session left: {listed}");
+    }
+}
