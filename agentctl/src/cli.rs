@@ -601,25 +601,32 @@ impl Live {
         self.bars.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Prints `line` above the spinners as it is, ended by a newline: the
+    /// spinners are cleared, the text written, the spinners drawn again
+    /// (indicatif's own `println` pads each line to the width it counts,
+    /// which tabs, wide characters and long lines throw off).
     fn println(&self, line: String) {
-        if self.multi.println(&line).is_err() {
-            println!("{line}");
-        }
+        self.multi.suspend(|| println!("{line}"));
     }
 
     fn start(&self, id: &str, render: &str) {
-        let style = indicatif::ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+        // `wide_msg`: the message is cut to the terminal's width, so a
+        // spinner line never wraps.
+        let style = indicatif::ProgressStyle::with_template("{spinner} {elapsed:>4} {wide_msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
         let bar = self.multi.add(indicatif::ProgressBar::new_spinner().with_style(style));
-        bar.set_message(format!("{id}  {render}"));
+        bar.set_message(format!("{id}  {}", render.replace('\t', " ")));
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
         self.bars().insert(id.to_owned(), bar);
     }
 
     fn progress(&self, id: &str, render: &str) {
         if let Some(bar) = self.bars().get(id) {
-            let line = render.lines().last().unwrap_or_default();
-            bar.set_message(format!("{id}  {}", line.chars().take(120).collect::<String>()));
+            let line = render.lines().last().unwrap_or_default().replace('\t', " ");
+            bar.set_message(format!(
+                "{id}  {}",
+                line.chars().filter(|c| !c.is_control()).take(200).collect::<String>()
+            ));
         }
     }
 

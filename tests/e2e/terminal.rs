@@ -21,6 +21,18 @@ impl Tmux {
         blocks: &std::path::Path,
         cwd: &std::path::Path,
     ) -> Tmux {
+        Self::agentctl_run_at(tag, socket, args, blocks, cwd, 200)
+    }
+
+    /// [`Tmux::agentctl_run`] in a terminal `width` columns wide.
+    fn agentctl_run_at(
+        tag: &str,
+        socket: &std::path::Path,
+        args: &[&str],
+        blocks: &std::path::Path,
+        cwd: &std::path::Path,
+        width: u16,
+    ) -> Tmux {
         if Command::new("tmux").arg("-V").output().is_err() {
             panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
         }
@@ -33,7 +45,8 @@ impl Tmux {
             blocks.display(),
             cwd.display()
         );
-        tmux.run(&["new-session", "-d", "-s", "t", "-x", "200", "-y", "50", &command]);
+        let width = width.to_string();
+        tmux.run(&["new-session", "-d", "-s", "t", "-x", &width, "-y", "50", &command]);
         tmux
     }
 
@@ -78,7 +91,7 @@ fn a_permission_prompt_is_answered_in_the_terminal() {
     )
     .unwrap();
     let tmux = Tmux::agentctl_run("prompt", &d.socket, &[], &blocks, work.path());
-    tmux.wait_for("allow? [y]es, [n]o, [a]lways");
+    tmux.wait_for("allow? [y]es, [N]o (Enter), [a]lways");
     tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
     // The second call asks once the first is done.
     let deadline = Instant::now() + agentd_tests::STEP;
@@ -115,4 +128,49 @@ fn running_calls_show_a_live_spinner_with_their_progress_then_the_result() {
     let screen = tmux.wait_for("EXIT=");
     assert!(screen.contains("EXIT=0") && screen.contains("✓ s"), "{screen}");
     assert!(screen.contains("    tick-one") && screen.contains("    tick-two"), "{screen}");
+}
+
+#[test]
+fn read_output_keeps_the_terminal_in_line_at_any_width() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let long = "x".repeat(300);
+    std::fs::write(work.path().join("f.txt"), format!("a\tTAB-ONE\n日本語 WIDE-TWO\nLONG-THREE {long}\nend FOUR\n"))
+        .unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(
+        &blocks,
+        "{\"name\": \"Read\", \"input\": {\"file_path\": \"f.txt\"}}\n{\"name\": \"Bash\", \"input\": {\"command\": \"echo AFTER-$((1+1))\"}}\n",
+    )
+    .unwrap();
+    for width in [80u16, 200] {
+        let tmux = Tmux::agentctl_run_at(
+            &format!("read{width}"),
+            &d.socket,
+            &["--mode", "bypass"],
+            &blocks,
+            work.path(),
+            width,
+        );
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("EXIT=0"), "{screen}");
+        let lines: Vec<&str> = screen.lines().collect();
+        let row = |needle: &str| {
+            lines
+                .iter()
+                .position(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("{needle} missing at {width}:\n{screen}"))
+        };
+        // In order, each on a row of its own, none pushed right by padding.
+        let rows = ["TAB-ONE", "WIDE-TWO", "LONG-THREE", "FOUR", "AFTER-2", "EXIT=0"].map(row);
+        assert!(rows.windows(2).all(|w| w[0] < w[1]), "{rows:?} at {width}:\n{screen}");
+        for needle in ["FOUR", "EXIT=0"] {
+            let line = lines[row(needle)];
+            assert!(
+                line.len() - line.trim_start().len() <= 12,
+                "{needle} is pushed right at {width}: {line:?}\n{screen}"
+            );
+        }
+        assert!(lines[row("EXIT=0")].starts_with("EXIT=0"), "{screen}");
+    }
 }
