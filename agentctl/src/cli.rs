@@ -120,8 +120,12 @@ enum Command {
         /// The shell
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `agentctl man | man -l -`
-    Man,
+    /// Print the manual page (roff), e.g. `agentctl man | man -l -`, or a
+    /// command's own (`agentctl man call`)
+    Man {
+        /// The command whose page to print
+        command: Option<String>,
+    },
     /// Cancel one call, one turn, or everything running in a session
     Cancel {
         /// The session
@@ -288,18 +292,33 @@ pub fn main() -> ExitCode {
     match &cli.command {
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut cmd, "agentctl", &mut std::io::stdout());
-            return ExitCode::SUCCESS;
+            let mut out = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "agentctl", &mut out);
+            return write_out(&out);
         }
-        Command::Man => {
+        Command::Man { command } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            return match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("agentctl: cannot write the manual page: {e}");
-                    ExitCode::from(EXIT_ERROR)
-                }
+            let page = match command {
+                None => cmd,
+                Some(name) => match cmd.find_subcommand(name) {
+                    // Once per process, for the page's title.
+                    Some(sub) => sub.clone().name(&*Box::leak(format!("agentctl-{name}").into_boxed_str())),
+                    None => {
+                        eprintln!("agentctl: no command {name:?} (agentctl --help lists them)");
+                        return ExitCode::from(2);
+                    }
+                },
             };
+            let mut out = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(page).render(&mut out) {
+                eprintln!("agentctl: cannot write the manual page: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+            // Each command's page is `agentctl man <command>`, not a page
+            // of its own on the system.
+            let text = String::from_utf8_lossy(&out);
+            let text = local_command_references(&text);
+            return write_out(text.as_bytes());
         }
         _ => {}
     }
@@ -355,6 +374,35 @@ enum Failure {
     Local(String),
     /// The tool ran and its result is an error.
     ToolFailed,
+}
+
+/// Writes `bytes` to stdout; a reader that went away (`| head`) ends it
+/// quietly.
+fn write_out(bytes: &[u8]) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agentctl: writing: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// The manual page with its references to per-command pages
+/// (`agentctl\-call(1)`) as what they are here: `agentctl man call`.
+fn local_command_references(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for line in page.lines() {
+        match line.strip_prefix("agentctl\\-").and_then(|rest| rest.strip_suffix("(1)")) {
+            Some(name) if !name.contains(' ') => out.push_str(&format!("agentctl {name} (agentctl man {name})")),
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Tool-use blocks from a file or stdin: JSON lines, one JSON array, or
@@ -991,7 +1039,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 }
             }
         }
-        Command::Completions { .. } | Command::Man => {}
+        Command::Completions { .. } | Command::Man { .. } => {}
         Command::Cancel { session, turn, tool } => {
             let params = agentd_client::protocol::turn::TurnCancelParams {
                 session_id: session.clone(),

@@ -259,6 +259,27 @@ fn completions_and_man_page_come_from_the_command_definition() {
     assert_eq!(code, 0);
     assert!(out.starts_with(".ie") || out.starts_with(".TH"), "{}", &out[..100]);
     assert!(out.contains("EXIT CODES"), "the exit codes are in the manual");
+    assert!(!out.contains("agentctl\\-status(1)"), "no page it does not have is named");
+    assert!(out.contains("agentctl status (agentctl man status)"), "{out}");
+    let (code, out, _) = agentctl(&nowhere, &["man", "call"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(".TH agentctl-call") && out.contains("\\-\\-session"), "{out}");
+    let (code, _, err) = agentctl(&nowhere, &["man", "nosuch"]);
+    assert_eq!(code, 2, "{err}");
+    // A reader that is already gone (`| head`): a quiet end, not a panic.
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+            .args(args)
+            .stdout(std::process::Stdio::from(write))
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
 }
 
 #[test]
