@@ -1,5 +1,6 @@
 """agentd_client: a small client for the agentd daemon, standard library only.
 
+    import os
     from agentd_client import Agentd
     with Agentd() as d:                      # $AGENTD_SOCKET or the default socket
         sid = d.create_session(os.getcwd())
@@ -7,10 +8,14 @@
         turn = d.submit(sid, [{"id": "t1", "name": "Read", "input": {"file_path": "README.md"}}], end=True)
         for event in d.events(sid, until_turn=turn):
             print(event["type"], event.get("tool_use_id", ""))
+            if event["type"] == "permission/request":
+                d.respond(sid, event["request_id"], "allow")   # or "deny", "allow_always"
+        d.close_session(sid)
 
 Requests and the event stream use separate connections, so a script can
 submit while it reads events. Errors from the daemon raise AgentdError
-(with .code, .message, .data).
+(with .code, .message, .data); a daemon that is not there raises
+AgentdUnavailable (a ConnectionError naming the socket).
 """
 
 import json
@@ -18,7 +23,7 @@ import os
 import socket
 import threading
 
-__all__ = ["Agentd", "AgentdError", "default_socket"]
+__all__ = ["Agentd", "AgentdError", "AgentdUnavailable", "default_socket"]
 
 
 class AgentdError(Exception):
@@ -29,6 +34,10 @@ class AgentdError(Exception):
         self.message = error.get("message", "")
         self.data = error.get("data")
         super().__init__(f"{self.message} ({self.code})")
+
+
+class AgentdUnavailable(ConnectionError):
+    """No daemon answers on the socket."""
 
 
 def default_socket():
@@ -46,7 +55,14 @@ class _Conn:
 
     def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
+        try:
+            self.sock.connect(path)
+        except OSError as e:
+            self.sock.close()
+            raise AgentdUnavailable(
+                f"agentd is not running at {path} ({e.strerror}); start it with `agentd &` or "
+                "`systemctl --user start agentd.socket`, or set AGENTD_SOCKET"
+            ) from e
         self.file = self.sock.makefile("rw", encoding="utf-8", newline="\n")
         self.next_id = 0
 
@@ -178,8 +194,12 @@ class Agentd:
 
         Stops after turn/completed or turn/discarded of `until_turn` when given,
         and always after session/closed. Pass the last seq seen as `after_seq`
-        to resume after a disconnect.
+        to resume after a disconnect. With `until_turn` and no `after_seq` the
+        stream starts at the session's first kept event, so none of that turn
+        is missed however fast it ran (without either, it starts now).
         """
+        if after_seq is None and until_turn is not None:
+            after_seq = 0
         conn = _Conn(self.path)
         try:
             params = {"session_id": session_id}

@@ -82,3 +82,43 @@ fn the_python_client_drives_a_session_end_to_end() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("ok "), "{stdout}");
 }
+
+/// The module's own docstring example runs as written (a default-mode
+/// session: Read inside the workspace needs no answer), and a daemon that
+/// is not there is named.
+#[test]
+fn the_python_clients_own_example_runs_and_a_missing_daemon_is_named() {
+    let module =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python/agentd_client.py")).unwrap();
+    let doc = &module[module.find("\"\"\"").unwrap() + 3..];
+    let doc = &doc[..doc.find("\"\"\"").unwrap()];
+    let example: String = doc.lines().filter(|l| l.starts_with("    ")).map(|l| format!("{}\n", &l[4..])).collect();
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("README.md"), "# readme\n").unwrap();
+    let run = |code: &str, socket: &std::path::Path| {
+        // Bounded: the example that once hung must fail, not wait.
+        Command::new("timeout")
+            .args(["60", "python3", "-c"])
+            .arg(format!(
+                "import sys; sys.path.insert(0, {:?})\n{code}",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python")
+            ))
+            .current_dir(work.path())
+            .env("AGENTD_SOCKET", socket)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&example, &d.socket);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("tool/result t1"), "{stdout}");
+    let nowhere = work.path().join("none.sock");
+    let out = run(
+        "from agentd_client import Agentd, AgentdUnavailable\ntry:\n    Agentd()\nexcept AgentdUnavailable as e:\n    print(e)\n",
+        &nowhere,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&nowhere.display().to_string()) && stdout.contains("agentd &"), "{stdout}");
+}

@@ -84,3 +84,26 @@ fn the_readme_use_it_block_runs_as_written() {
     assert!(text.contains("completed"), "the run streamed its turn: {text}");
     assert!(text.contains(&format!("closed {sid}")), "closed at the end: {text}");
 }
+
+/// The README's example of the Python client runs as written.
+#[test]
+fn the_readme_python_client_example_works() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let at = readme.find("from agentd_client import Agentd").expect("README shows the Python client");
+    let start = readme[..at].rfind("```python\n").unwrap() + "```python\n".len();
+    let code = &readme[start..start + readme[start..].find("```").unwrap()];
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new("timeout")
+        .args(["60", "python3", "-c"])
+        .arg(code)
+        .current_dir(work.path())
+        .env("AGENTD_SOCKET", &d.socket)
+        .env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("t1 "), "{stdout}");
+}
