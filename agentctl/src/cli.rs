@@ -376,6 +376,36 @@ enum Failure {
     ToolFailed,
 }
 
+/// `tool/call`, printing the call's progress on stderr meanwhile when
+/// `show` (from the session's events: `tool/progress` of this session's
+/// calls).
+async fn call_showing_progress(
+    client: &Client,
+    session: &str,
+    tool: &str,
+    input: serde_json::Value,
+    show: bool,
+) -> Result<agentd_client::protocol::tools::ToolCallResult, ClientError> {
+    if !show {
+        return client.tool_call(session, tool, input).await;
+    }
+    let mut events = client.stream_kinds(session, None, Some(&["tool/progress"])).await?;
+    let call = client.tool_call(session, tool, input);
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            result = &mut call => return result,
+            Some(Ok(event)) = events.next() => {
+                if let EventKind::ToolProgress { render, .. } = event.kind {
+                    for line in render.lines().filter(|l| !l.trim().is_empty()) {
+                        eprintln!("  … {}", line.replace('\t', " "));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Writes `bytes` to stdout; a reader that went away (`| head`) ends it
 /// quietly.
 fn write_out(bytes: &[u8]) -> ExitCode {
@@ -944,8 +974,11 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             let input = call_input(input.as_deref(), args)?;
             // A tool call may run for minutes: wait as long as the daemon lets it.
             let client = Client::connect(socket).await?;
+            // On a terminal, what the call reports while it runs goes to
+            // stderr (its result, as ever, to stdout).
+            let show = !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
             let result = match session {
-                Some(id) => client.tool_call(id, tool, input).await?,
+                Some(id) => call_showing_progress(&client, id, tool, input, show).await?,
                 None => {
                     // Closed by the daemon when this connection goes
                     // (Ctrl+C, SIGTERM, a crash): nothing left running.
@@ -955,7 +988,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     let temp = client.session_create(params).await?;
-                    let result = client.tool_call(&temp.session_id, tool, input).await;
+                    let result = call_showing_progress(&client, &temp.session_id, tool, input, show).await;
                     let closed = client.session_close(&temp.session_id).await;
                     let result = result?;
                     closed?;

@@ -36,7 +36,6 @@ impl Tmux {
         if Command::new("tmux").arg("-V").output().is_err() {
             panic!("tmux is not installed (Debian package tmux; .ci/run installs it)");
         }
-        let tmux = Tmux { server: format!("agentd-test-{tag}-{}", std::process::id()) };
         let command = format!(
             "{} --socket {} run {} {} --cwd {}; echo EXIT=$?; sleep 60",
             agentd_tests::bin_path("agentctl").display(),
@@ -45,8 +44,14 @@ impl Tmux {
             blocks.display(),
             cwd.display()
         );
+        Tmux::shell(tag, &command, width)
+    }
+
+    /// `command` in a fresh terminal `width` columns wide.
+    fn shell(tag: &str, command: &str, width: u16) -> Tmux {
+        let tmux = Tmux { server: format!("agentd-test-{tag}-{}", std::process::id()) };
         let width = width.to_string();
-        tmux.run(&["new-session", "-d", "-s", "t", "-x", &width, "-y", "50", &command]);
+        tmux.run(&["new-session", "-d", "-s", "t", "-x", &width, "-y", "50", command]);
         tmux
     }
 
@@ -173,4 +178,25 @@ fn read_output_keeps_the_terminal_in_line_at_any_width() {
         }
         assert!(lines[row("EXIT=0")].starts_with("EXIT=0"), "{screen}");
     }
+}
+
+#[test]
+fn a_long_call_shows_its_progress_on_the_terminal() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} --socket {} call Bash --mode bypass --cwd {} --arg command='for i in 1 2 3; do echo tick-$i; sleep 0.5; done; echo done-ticking' >{}/out.txt; echo EXIT=$?; sleep 60",
+        agentd_tests::bin_path("agentctl").display(),
+        d.socket.display(),
+        work.path().display(),
+        work.path().display(),
+    );
+    let tmux = Tmux::shell("progress", &command, 120);
+    // While it runs (its result goes to the file), its output shows.
+    let screen = tmux.wait_for("… tick-1");
+    assert!(!screen.contains("EXIT="), "shown before the end: {screen}");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    let out = std::fs::read_to_string(work.path().join("out.txt")).unwrap();
+    assert!(out.contains("done-ticking") && !out.contains('…'), "stdout keeps the result only: {out}");
 }
