@@ -578,3 +578,48 @@ async fn a_closed_list_holds_outside_the_sandbox_and_a_repository_cannot_open_th
     assert!(text(&r).contains("a repository cannot open the network"), "{r}");
     assert_eq!(rec.connections(), 0, "nothing reached it");
 }
+
+#[tokio::test]
+async fn a_connection_cut_off_with_its_call_is_audited_and_webfetch_keeps_to_the_list() {
+    pin();
+    let d = TestDaemon::start().await;
+    let rec = recorder();
+    let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
+    let mut s = d.streamed_session(json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    // A tunnel left open by a process the call leaves behind: ended with
+    // the call, and still reported, with what it sent.
+    let script = format!(
+        "import os, socket, time\nhost, port = os.environ['HTTP_PROXY'].rsplit('/', 1)[1].split(':')\n\
+         s = socket.create_connection((host, int(port)))\ns.sendall(b'CONNECT gate.test:{} HTTP/1.1\\r\\n\\r\\n')\n\
+         s.recv(100)\ns.sendall(b'x' * 5000)\ntime.sleep(0.5)\nprint('sent', flush=True)\n\
+         time.sleep(30)\n",
+        rec.port
+    );
+    std::fs::write(d.dir.path().join("linger.py"), script).unwrap();
+    let turn = s
+        .submit_ended(vec![tool_use("l", "Bash", json!({ "command": "python3 linger.py & sleep 1.5; echo left" }))])
+        .await;
+    let events = within("the turn", s.events.until_turn_done(&turn)).await;
+    let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
+    assert!(result["content"][0]["text"].as_str().unwrap().contains("left"), "{result}");
+    let mut seen = events.clone();
+    let audit = loop {
+        if let Some(a) = seen.iter().find(|e| e["type"] == "sandbox/network" && e["host"] == "gate.test") {
+            break a.clone();
+        }
+        let more = within("the audit event", s.events.next()).await.expect("the stream goes on");
+        seen.push(more);
+    };
+    assert_eq!(audit["allowed"], true, "{audit}");
+    assert!(audit["bytes_up"].as_u64().unwrap() >= 5000, "{audit}");
+
+    let r =
+        s.c.ok(
+            "tool/call",
+            json!({ "session_id": s.id, "name": "WebFetch",
+        "input": { "url": format!("http://evil.test:{}/x", rec.port), "prompt": "p" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(r["content"][0]["text"].as_str().unwrap().contains("allowed_domains"), "{r}");
+}

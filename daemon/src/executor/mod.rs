@@ -317,8 +317,8 @@ pub struct SessionServices {
     /// What the Bash sandbox can do here.
     pub sandbox: Arc<crate::sandbox::Facility>,
     /// Connections all of the session's commands may have open through
-    /// the network gate.
-    pub net_slots: Arc<tokio::sync::Semaphore>,
+    /// the network gate (a child session shares its parent's).
+    pub net_slots: Mutex<Arc<tokio::sync::Semaphore>>,
 }
 
 /// What the verdict grants a call beside running it.
@@ -380,14 +380,14 @@ impl crate::tool::CallChannel for CallPort {
         })
     }
 
-    fn granted(&self, tool: &str, facts: &Facts) -> Option<String> {
+    fn granted_domain(&self, host: &str) -> Option<String> {
         let me = self.executor.upgrade()?;
-        me.services.asks.granted(tool, facts).map(|r| r.text)
+        me.services.asks.granted_domain(host).map(|r| r.text)
     }
 
     fn connection_slots(&self) -> Arc<tokio::sync::Semaphore> {
         match self.executor.upgrade() {
-            Some(me) => me.services.net_slots.clone(),
+            Some(me) => me.net_slots(),
             None => Arc::new(tokio::sync::Semaphore::new(0)),
         }
     }
@@ -453,6 +453,18 @@ pub struct Restored {
 }
 
 impl SessionExecutor {
+    /// The slots for connections through the network gate.
+    pub fn net_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        self.services.net_slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Shares `parent`'s gate slots (a child session: a tree of sessions
+    /// has one budget, so children cannot multiply it).
+    pub fn share_net_slots(&self, parent: &SessionExecutor) {
+        let slots = parent.net_slots();
+        *self.services.net_slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+    }
+
     /// An executor for the session `info`, whose token is `cancel`.
     pub fn new(
         info: &SessionInfo,
@@ -512,7 +524,7 @@ impl SessionExecutor {
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),
                 sandbox,
-                net_slots: Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS)),
+                net_slots: Mutex::new(Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS))),
             },
             cancel,
             tracker,

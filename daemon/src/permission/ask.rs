@@ -146,6 +146,21 @@ impl Asks {
         lock(&self.granted).decide(tool, facts).cloned()
     }
 
+    /// The granted `WebFetch(domain:…)` rule that covers `host`, if any (a
+    /// bare `WebFetch` grant is about the tool, not the network gate).
+    pub fn granted_domain(&self, host: &str) -> Option<Rule> {
+        let facts = Facts::Domain(host.to_owned());
+        lock(&self.granted)
+            .rules
+            .iter()
+            .find(|r| {
+                r.kind == super::rules::RuleKind::Allow
+                    && r.names_domain()
+                    && r.matches("WebFetch", &facts) == super::rules::Match::All
+            })
+            .cloned()
+    }
+
     /// The rules granted so far, in order.
     pub fn granted_texts(&self) -> Vec<String> {
         lock(&self.granted).rules.iter().map(|r| r.text.clone()).collect()

@@ -107,6 +107,23 @@ impl GatePolicy {
     }
 }
 
+/// Why the session's own network lists refuse `host` (its
+/// `denied_domains`, or a closed `allowed_domains` without it), if they
+/// do: WebFetch keeps to them as the gate does.
+pub fn session_refuses(host: &str, options: &SandboxOptions) -> Option<String> {
+    let (policy, _) = GatePolicy::from_options(options, false);
+    let host = canonical_host(host)?;
+    if let Some(d) = policy.denied.iter().find(|d| domain_covers(d, &host)) {
+        return Some(format!("the session's sandbox.network.denied_domains names {d}"));
+    }
+    match &policy.closed {
+        Some(closed) if !closed.iter().any(|d| domain_covers(d, &host)) => {
+            Some(format!("{host} is not in the session's sandbox.network.allowed_domains"))
+        }
+        _ => None,
+    }
+}
+
 /// What the rules say about one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -322,12 +339,18 @@ fn receive(fd: &OwnedFd) -> std::io::Result<Received> {
     })
 }
 
-/// Connections open through every gate of the daemon at once (each holds
-/// two descriptors): past it new ones are closed at once.
+/// Most connections open through every gate of the daemon at once.
 pub const DAEMON_CONNECTIONS: usize = 2048;
 
-static DAEMON_SLOTS: std::sync::LazyLock<Arc<Semaphore>> =
-    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(DAEMON_CONNECTIONS)));
+/// The daemon-wide slots: [`DAEMON_CONNECTIONS`], fewer where the open-file
+/// limit would not hold them (a buffered relay holds two descriptors, a
+/// spliced one six; 1,024 are kept for everything else), past which new
+/// connections are closed at once.
+static DAEMON_SLOTS: std::sync::LazyLock<Arc<Semaphore>> = std::sync::LazyLock::new(|| {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(1024, |(s, _)| s);
+    let spare = usize::try_from(soft).unwrap_or(usize::MAX).saturating_sub(1024 + 4 * SPLICE_RELAYS);
+    Arc::new(Semaphore::new((spare / 2).clamp(16, DAEMON_CONNECTIONS)))
+});
 
 /// The slots one connection holds while it is open.
 type Slots = (tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit);
@@ -349,7 +372,7 @@ fn take_slots(shared: &Shared) -> Result<Slots, String> {
     let daemon = DAEMON_SLOTS
         .clone()
         .try_acquire_owned()
-        .map_err(|_| format!("the daemon already has {DAEMON_CONNECTIONS} connections open through its gates"))?;
+        .map_err(|_| "the daemon has as many connections open through its gates as it can hold".to_owned())?;
     Ok((call, session, daemon))
 }
 
@@ -461,7 +484,7 @@ async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, Tcp
     if port == 0 {
         return Err((host, Refusal::new(400, 1, "port 0")));
     }
-    let granted = shared.channel.as_ref().and_then(|c| c.granted("WebFetch", &Facts::Domain(host.clone())));
+    let granted = shared.channel.as_ref().and_then(|c| c.granted_domain(&host));
     let rule = match decide(&host, &shared.policy, &shared.rules, granted) {
         Verdict::Allow(rule) => rule,
         Verdict::Deny(why) => return Err((host, Refusal::new(403, 2, why))),
@@ -510,10 +533,11 @@ async fn ask(shared: &Shared, host: &str, port: u16, why: &str) -> Result<String
     if let Some(answer) = asked.get(host) {
         return answer.clone();
     }
+    if asked.len() >= MAX_ASKS {
+        // Not kept: the answers stay at most MAX_ASKS.
+        return Err(format!("{why}, and this command already asked about {MAX_ASKS} domains (no more questions)"));
+    }
     let answer = match &shared.channel {
-        _ if asked.len() >= MAX_ASKS => {
-            Err(format!("{why}, and this command already asked about {MAX_ASKS} domains (no more questions)"))
-        }
         None => Err(format!("{why}, and nobody can be asked")),
         Some(channel) => channel
             .ask(MidCallAsk {
@@ -539,65 +563,135 @@ fn how_to_allow(host: &str) -> String {
     )
 }
 
-/// Copies both ways until both sides end (or either fails); the bytes up
-/// and down. In the kernel (`splice` through a pipe each way: the bytes
-/// never reach this process), else with buffers.
-async fn relay(client: &mut TcpStream, upstream: &mut TcpStream) -> (u64, u64) {
-    let counted = (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0));
-    let spliced = async { tokio::try_join!(pump(client, upstream, &counted.0), pump(upstream, client, &counted.1)) };
-    match spliced.await {
-        Ok(both) => both,
-        // Nothing moved yet and the kernel would not splice: buffers.
-        Err(e)
-            if e.raw_os_error() == Some(nix::libc::EINVAL)
-                && counted.0.load(Relaxed) + counted.1.load(Relaxed) == 0 =>
-        {
-            tokio::io::copy_bidirectional_with_sizes(client, upstream, RELAY_BUFFER, RELAY_BUFFER)
-                .await
-                .unwrap_or((0, 0))
-        }
-        Err(_) => (counted.0.load(Relaxed), counted.1.load(Relaxed)),
+/// Relays spliced in the kernel at once, daemon-wide (each holds two
+/// 256 KiB pipes: four descriptors and up to 128 pages of the user's pipe
+/// quota); the others copy through buffers of [`RELAY_BUFFER`] bytes.
+const SPLICE_RELAYS: usize = 32;
+
+static SPLICE_SLOTS: std::sync::LazyLock<Arc<Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(SPLICE_RELAYS)));
+
+/// How long a connection one side of which has ended may go without a
+/// byte moving the other way before it is closed.
+const HALF_CLOSED_IDLE: Duration = Duration::from_secs(60);
+
+/// An allowed connection's `sandbox/network` event, sent when it ends —
+/// also when it is cut off (the gate dropped with its call).
+struct Audit<'a> {
+    shared: &'a Shared,
+    host: String,
+    port: u16,
+    rule: String,
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+impl Drop for Audit<'_> {
+    fn drop(&mut self) {
+        self.shared.note(NetworkNote {
+            host: std::mem::take(&mut self.host),
+            port: self.port,
+            allowed: true,
+            rule: std::mem::take(&mut self.rule),
+            bytes_up: self.up.load(Relaxed),
+            bytes_down: self.down.load(Relaxed),
+        });
     }
 }
 
+/// Copies both ways until both sides end, either fails, or one side has
+/// ended and nothing moved the other way for [`HALF_CLOSED_IDLE`];
+/// counting into `audit` as bytes pass. In the kernel (`splice` through a
+/// pipe each way: the bytes never reach this process) while a splice slot
+/// is free, else through buffers.
+async fn relay(client: &TcpStream, upstream: &TcpStream, audit: &Audit<'_>) {
+    let splice = SPLICE_SLOTS.clone().try_acquire_owned().ok();
+    let spliced = splice.is_some();
+    let up = pump(client, upstream, &audit.up, spliced);
+    let down = pump(upstream, client, &audit.down, spliced);
+    tokio::pin!(up, down);
+    let (other_moved, ok) = tokio::select! {
+        r = &mut up => (&audit.down, r.is_ok()),
+        r = &mut down => (&audit.up, r.is_ok()),
+    };
+    if !ok {
+        return;
+    }
+    let (mut seen, mut since) = (other_moved.load(Relaxed), tokio::time::Instant::now());
+    loop {
+        tokio::select! {
+            _ = &mut up => return,
+            _ = &mut down => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                let now = other_moved.load(Relaxed);
+                if now != seen {
+                    (seen, since) = (now, tokio::time::Instant::now());
+                } else if since.elapsed() >= HALF_CLOSED_IDLE {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// One direction of [`relay`]: `from` into a pipe, the pipe into `to`,
-/// until `from` ends (then `to`'s writing half is shut). `moved` counts.
-async fn pump(from: &TcpStream, to: &TcpStream, moved: &std::sync::atomic::AtomicU64) -> std::io::Result<u64> {
-    use nix::fcntl::{SpliceFFlags, splice};
+/// One direction of [`relay`]: from `from` to `to` until `from` ends (then
+/// `to`'s writing half is shut); `moved` counts. With `splice`, through a
+/// pipe in the kernel (falling back to a buffer where the kernel will not
+/// splice these sockets).
+async fn pump(from: &TcpStream, to: &TcpStream, moved: &AtomicU64, splice: bool) -> std::io::Result<()> {
     use tokio::io::Interest;
-    let (pipe_out, pipe_in) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(std::io::Error::from)?;
-    // A larger pipe than the default 64 KiB: fewer wake-ups per byte (where
-    // the kernel refuses, the default does).
-    let _ = nix::fcntl::fcntl(&pipe_in, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES as _));
-    let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+    let pipe = if splice {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).ok().inspect(|(_, w)| {
+            // Fewer wake-ups per byte than the default 64 KiB (where the
+            // kernel refuses, the default does).
+            let _ = nix::fcntl::fcntl(w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES as _));
+        })
+    } else {
+        None
+    };
+    let mut buf = Vec::new();
+    let flags = nix::fcntl::SpliceFFlags::SPLICE_F_NONBLOCK | nix::fcntl::SpliceFFlags::SPLICE_F_MOVE;
+    let mut pipe = pipe;
     loop {
+        // Read: into the pipe, or into the buffer.
         let n = loop {
             from.readable().await?;
-            match from.try_io(Interest::READABLE, || {
-                splice(from, None, &pipe_in, None, PIPE_BYTES, flags).map_err(std::io::Error::from)
-            }) {
+            let got = match &pipe {
+                Some((_, pipe_in)) => from.try_io(Interest::READABLE, || {
+                    nix::fcntl::splice(from, None, pipe_in, None, PIPE_BYTES, flags).map_err(std::io::Error::from)
+                }),
+                None => {
+                    buf.resize(RELAY_BUFFER, 0);
+                    from.try_read(&mut buf)
+                }
+            };
+            match got {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) && pipe.is_some() => pipe = None,
                 Err(e) => return Err(e),
             }
         };
         if n == 0 {
             let _ = nix::sys::socket::shutdown(std::os::fd::AsRawFd::as_raw_fd(to), nix::sys::socket::Shutdown::Write);
-            return Ok(moved.load(Relaxed));
+            return Ok(());
         }
-        // Counted once read: [`relay`] falls back to buffers only while
-        // nothing was taken from either side.
         moved.fetch_add(n as u64, Relaxed);
-        let mut left = n;
-        while left > 0 {
+        // Write all of it on.
+        let mut done = 0;
+        while done < n {
             to.writable().await?;
-            match to.try_io(Interest::WRITABLE, || {
-                splice(&pipe_out, None, to, None, left, flags).map_err(std::io::Error::from)
-            }) {
-                Ok(m) => left -= m,
+            let put = match &pipe {
+                Some((pipe_out, _)) => to.try_io(Interest::WRITABLE, || {
+                    nix::fcntl::splice(pipe_out, None, to, None, n - done, flags).map_err(std::io::Error::from)
+                }),
+                None => to.try_write(&buf[done..n]),
+            };
+            match put {
+                Ok(m) => done += m,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
@@ -675,15 +769,9 @@ async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
             {
                 return;
             }
-            let (up, down) = relay(&mut client, &mut upstream).await;
-            shared.note(NetworkNote {
-                host,
-                port,
-                allowed: true,
-                rule,
-                bytes_up: up + early.len() as u64,
-                bytes_down: down,
-            });
+            let audit =
+                Audit { shared, host, port, rule, up: AtomicU64::new(early.len() as u64), down: AtomicU64::new(0) };
+            relay(&client, &upstream, &audit).await;
         }
     }
 }
@@ -715,6 +803,13 @@ fn parse_head(raw: &[u8]) -> Result<Head, String> {
     };
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) || !version.starts_with("HTTP/1.") {
         return Err(format!("a bad request line: {:?}", one_line(line)));
+    }
+    // Lines end with CRLF and nothing else: a bare CR or LF, or another
+    // control character, could make the server read a different request
+    // than the one decided on (a second Host, a smuggled request).
+    let bad = |c: char| c.is_control() && c != '\t';
+    if text.split("\r\n").any(|l| l.contains(bad)) {
+        return Err("a request head with a bare CR or LF or another control character".to_owned());
     }
     let mut headers = Vec::new();
     for line in lines {
@@ -802,26 +897,19 @@ async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
             answer(&mut client, r.status, &format!("agentd's network gate refused {host}:{port}: {text}")).await;
         }
         Ok((host, mut upstream, rule)) => {
-            let sent = if connect {
+            let forwarded = if connect { Vec::new() } else { forward_head(&head, &path, &host, port) };
+            let sent = (forwarded.len() + early.len()) as u64;
+            let audit = Audit { shared, host, port, rule, up: AtomicU64::new(sent), down: AtomicU64::new(0) };
+            let ready = if connect {
                 client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_ok()
                     && (early.is_empty() || upstream.write_all(&early).await.is_ok())
             } else {
-                let forwarded = forward_head(&head, &path, &host, port);
                 upstream.write_all(&forwarded).await.is_ok()
                     && (early.is_empty() || upstream.write_all(&early).await.is_ok())
             };
-            if !sent {
-                return;
+            if ready {
+                relay(&client, &upstream, &audit).await;
             }
-            let (up, down) = relay(&mut client, &mut upstream).await;
-            shared.note(NetworkNote {
-                host,
-                port,
-                allowed: true,
-                rule,
-                bytes_up: up + early.len() as u64,
-                bytes_down: down,
-            });
         }
     }
 }
@@ -841,11 +929,18 @@ fn absolute_http(target: &str) -> Option<(String, u16, String)> {
 /// The request as the server gets it: origin-form, the proxy's own
 /// headers dropped, one request per connection.
 fn forward_head(head: &Head, path: &str, host: &str, port: u16) -> Vec<u8> {
-    let hop = ["proxy-connection", "proxy-authorization", "connection", "keep-alive", "proxy-authenticate", "te"];
-    let upgrade = head
-        .headers
-        .iter()
-        .any(|(n, v)| n.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"));
+    // One request per connection, never upgraded (a protocol switched to
+    // would carry requests the gate never saw; CONNECT is for those).
+    let hop = [
+        "proxy-connection",
+        "proxy-authorization",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "te",
+        "upgrade",
+        "trailer",
+    ];
     let mut out = format!("{} {} {}\r\n", head.method, path, head.version);
     // The host decided on, not the client's `Host` (a shared address must
     // not serve another name than the one allowed).
@@ -858,7 +953,7 @@ fn forward_head(head: &Head, path: &str, host: &str, port: u16) -> Vec<u8> {
         }
         out.push_str(&format!("{name}: {value}\r\n"));
     }
-    out.push_str(if upgrade { "Connection: upgrade\r\n\r\n" } else { "Connection: close\r\n\r\n" });
+    out.push_str("Connection: close\r\n\r\n");
     out.into_bytes()
 }
 
@@ -1027,6 +1122,56 @@ mod tests {
         for nonsense in ["", "a b", "exa<mple.com", "[::1"] {
             assert!(canonical_host(nonsense).is_none_or(|h| h.is_empty()), "{nonsense}");
         }
+    }
+
+    #[test]
+    fn smuggling_shapes_are_refused_and_nothing_is_upgraded() {
+        for bad in [
+            &b"GET http://gate.test/ HTTP/1.1\nHost: evil.test"[..],
+            b"GET http://gate.test/ HTTP/1.1\r\nX: a\nHost: evil.test",
+            b"GET http://gate.test/ HTTP/1.1\r\nX: a\rHost: evil.test",
+            b"GET http://gate.test/ HTTP/1.1\r\nX: \x00",
+            b"GET http://gate.test/\x0b HTTP/1.1",
+        ] {
+            assert!(parse_head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let head = parse_head(
+            b"GET http://h.test/ HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nHost: evil.test\r\nX: a\tb",
+        )
+        .unwrap();
+        let out = String::from_utf8(forward_head(&head, "/", "h.test", 80)).unwrap();
+        assert!(out.contains("Connection: close\r\n") && !out.to_ascii_lowercase().contains("upgrade"), "{out}");
+        assert_eq!(out.matches("Host:").count(), 1, "{out}");
+        assert!(out.contains("Host: h.test\r\n") && out.contains("X: a\tb"), "{out}");
+    }
+
+    #[test]
+    fn only_granted_domain_rules_open_the_gate() {
+        use agentd_protocol::permission::{PermissionDecision, PermissionRespondParams};
+        let asks = crate::permission::ask::Asks::new(std::env::temp_dir());
+        for rule in ["WebFetch", "WebFetch(domain:ok.test)"] {
+            let (id, _rx) = asks.open(vec![], "t", "u");
+            let p = PermissionRespondParams {
+                session_id: "s".into(),
+                request_id: id,
+                decision: PermissionDecision::AllowAlways,
+                rule: Some(rule.into()),
+                message: None,
+                answers: None,
+            };
+            asks.respond(&p).unwrap();
+        }
+        assert!(asks.granted_domain("evil.test").is_none(), "a bare WebFetch grant is about the tool");
+        assert!(asks.granted_domain("api.ok.test").is_some());
+    }
+
+    #[test]
+    fn the_sessions_lists_hold_for_webfetch() {
+        let closed = options(serde_json::json!({"allowed_domains": ["gate.test"], "denied_domains": ["no.gate.test"]}));
+        assert!(session_refuses("gate.test", &closed).is_none());
+        assert!(session_refuses("evil.test", &closed).is_some());
+        assert!(session_refuses("no.gate.test", &closed).is_some());
+        assert!(session_refuses("anything.test", &options(serde_json::json!(true))).is_none());
     }
 
     #[test]

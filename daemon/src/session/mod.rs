@@ -589,6 +589,9 @@ impl SessionManager {
         if let Some(host) = self.agent_host.get() {
             executor.set_agent_host(host.clone());
         }
+        if let Some(parent) = info.parent_session_id.as_ref().and_then(|p| self.lock().get(p).cloned()) {
+            executor.share_net_slots(&parent.executor);
+        }
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };

@@ -95,9 +95,9 @@ pub trait CallChannel: Send + Sync {
     /// answer, the session's timeout, or the call's cancellation: `Err` is
     /// why it was refused.
     fn ask(&self, ask: MidCallAsk) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
-    /// The rule `allow_always` answers granted in the session that allows
-    /// `tool` with `facts`, if any (its text).
-    fn granted(&self, tool: &str, facts: &crate::permission::rules::Facts) -> Option<String>;
+    /// The `WebFetch(domain:…)` rule `allow_always` answers granted in the
+    /// session that covers `host`, if any (its text).
+    fn granted_domain(&self, host: &str) -> Option<String>;
     /// The session's slots for connections through the network gate.
     fn connection_slots(&self) -> Arc<tokio::sync::Semaphore>;
     /// Reports a connection of the network gate.

@@ -483,6 +483,15 @@ impl Tool for WebFetch {
         _progress: ProgressSink<()>,
     ) -> Result<ToolOutput<WebFetchOutput>, ToolError> {
         let url = input.url.trim().to_owned();
+        // The session's own network lists hold for WebFetch too (it follows
+        // redirects to the same host only, so the first host is the one).
+        if let Some(why) = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .and_then(|host| crate::sandbox::gate::session_refuses(&host, &ctx.info.sandbox))
+        {
+            return Err(ToolError::new(format!("refused: {why}")));
+        }
         let fetched = match recall(&ctx.session_id, &url) {
             Some(hit) => hit,
             None => {
