@@ -83,6 +83,7 @@ impl TestDaemon {
 
     /// Starts a daemon after `adjust` has changed its configuration.
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestDaemon {
+        watch_daemon_panics();
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agentd.sock");
         let mut config = Config::new(SocketConfig::Path(socket.clone()), dir.path().join("state"));
@@ -122,6 +123,10 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        let panics = std::mem::take(&mut *DAEMON_PANICS.lock().unwrap_or_else(|e| e.into_inner()));
+        if !std::thread::panicking() && !panics.is_empty() {
+            panic!("the daemon panicked: {panics:#?}");
+        }
     }
 }
 
@@ -283,7 +288,35 @@ impl Drop for StandaloneDaemon {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // The daemon never panics (a task's panic is caught by tokio and
+        // would pass unseen): its log says so, and the test fails.
+        let log = self.stderr();
+        if !std::thread::panicking()
+            && let Some(at) = log.find("panicked at")
+            && !log[at..].starts_with("panicked at daemon/src/tools/testing/")
+        {
+            panic!("the daemon panicked:\n{}", &log[log[..at].rfind('\n').map_or(0, |i| i + 1)..]);
+        }
     }
+}
+
+/// Panics of daemon code in this process (an in-process [`TestDaemon`]'s
+/// tasks), but the test tools' deliberate ones.
+static DAEMON_PANICS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records every panic whose location is the daemon's code.
+fn watch_daemon_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let file = info.location().map(|l| l.file().to_owned()).unwrap_or_default();
+            if file.contains("daemon/src/") && !file.contains("daemon/src/tools/testing/") {
+                DAEMON_PANICS.lock().unwrap_or_else(|e| e.into_inner()).push(info.to_string());
+            }
+            previous(info);
+        }));
+    });
 }
 
 /// A child process killed (and reaped) when dropped, so a failing test

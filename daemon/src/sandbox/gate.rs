@@ -610,18 +610,21 @@ async fn relay(client: &TcpStream, upstream: &TcpStream, audit: &Audit<'_>) {
     let up = pump(client, upstream, &audit.up, spliced);
     let down = pump(upstream, client, &audit.down, spliced);
     tokio::pin!(up, down);
-    let (other_moved, ok) = tokio::select! {
-        r = &mut up => (&audit.down, r.is_ok()),
-        r = &mut down => (&audit.up, r.is_ok()),
+    let (up_ended, ok) = tokio::select! {
+        r = &mut up => (true, r.is_ok()),
+        r = &mut down => (false, r.is_ok()),
     };
     if !ok {
         return;
     }
+    // Only the direction still open is polled from here on (an ended
+    // future must not be polled again).
+    let other_moved = if up_ended { &audit.down } else { &audit.up };
     let (mut seen, mut since) = (other_moved.load(Relaxed), tokio::time::Instant::now());
     loop {
         tokio::select! {
-            _ = &mut up => return,
-            _ = &mut down => return,
+            _ = &mut up, if !up_ended => return,
+            _ = &mut down, if up_ended => return,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
                 let now = other_moved.load(Relaxed);
                 if now != seen {
