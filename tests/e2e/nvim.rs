@@ -34,6 +34,17 @@ agentd.call("Bash", { command = "touch from-nvim" }, function(err, result)
   asked_done = true
 end)
 vim.wait(20000, function() return asked_done end, 10)
+-- A long call shows its progress, and :AgentdCancel stops it.
+vim.ui.select = function(items, opts, on_choice) on_choice(items[1], 1) end
+local long_done = false
+agentd.call("Bash", { command = "echo tick-from-nvim; sleep 30" }, function(err, result)
+  table.insert(out, "long: " .. tostring(result and result.is_error) .. " " .. tostring(result and result.render))
+  long_done = true
+end)
+vim.wait(20000, function() return agentd.last_progress ~= nil and agentd.last_progress:find("tick") ~= nil end, 10)
+table.insert(out, "progress: " .. tostring(agentd.last_progress))
+vim.cmd("AgentdCancel")
+vim.wait(20000, function() return long_done end, 10)
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
 vim.cmd("qa!")
 "#;
@@ -68,4 +79,6 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert!(out.contains("buf: ") && out.contains("hello.txt:1"), "{out}");
     assert!(out.contains("asked: agentd: $ touch from-nvim") && out.contains("[Allow|Deny|"), "{out}");
     assert!(out.contains("bash: nil false") && work.path().join("from-nvim").exists(), "{out}");
+    assert!(out.contains("progress: tick-from-nvim"), "the progress shows: {out}");
+    assert!(out.contains("long: true"), "cancelled, an error result: {out}");
 }

@@ -162,8 +162,20 @@ local function ask_questions(event)
   next_question(1)
 end
 
+--- The last progress line a running call reported (also echoed).
+M.last_progress = nil
+
 on_event = function(event)
-  if type(event) ~= "table" or event.type ~= "permission/request" then
+  if type(event) ~= "table" then
+    return
+  end
+  if event.type == "tool/progress" then
+    local line = ((event.render or ""):match("([^\n]*)\n*$") or ""):gsub("\t", " ")
+    M.last_progress = line
+    vim.api.nvim_echo({ { "agentd: " .. line:sub(1, math.max(vim.o.columns - 12, 20)) } }, false, {})
+    return
+  end
+  if event.type ~= "permission/request" then
     return
   end
   if event.tool == "AskUserQuestion" then
@@ -238,6 +250,24 @@ function M.command_call(args)
       return report(err)
     end
     M.show(tool, result_lines(result))
+  end)
+end
+
+--- Cancels everything the plugin's session is running (`:AgentdCancel`).
+function M.command_cancel(callback)
+  if not session_id then
+    vim.notify("agentd: nothing is running")
+    return callback and callback(nil, { cancelled = {} })
+  end
+  M.request("turn/cancel", { session_id = session_id }, function(err, result)
+    if err then
+      report(err)
+    else
+      vim.notify(string.format("agentd: cancelled %d call(s)", #(result.cancelled or {})))
+    end
+    if callback then
+      callback(err, result)
+    end
   end)
 end
 
