@@ -193,7 +193,7 @@ pub struct Shared {
     input: serde_json::Value,
     /// Hosts the user was asked about in this command: allowed (what
     /// said so) or refused (why).
-    asked: tokio::sync::Mutex<HashMap<String, Result<String, String>>>,
+    asked: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Result<String, String>>>>>,
     refused: Mutex<Vec<String>>,
     call_slots: Arc<Semaphore>,
     session_slots: Arc<Semaphore>,
@@ -214,7 +214,7 @@ impl Shared {
             rules,
             channel,
             input,
-            asked: tokio::sync::Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
             refused: Mutex::new(Vec::new()),
             call_slots: Arc::new(Semaphore::new(CALL_CONNECTIONS)),
             session_slots,
@@ -527,32 +527,41 @@ fn shown(raw: &str) -> String {
 }
 
 /// Asks the user about `host` once per command: the first connection asks,
-/// the others wait for that answer.
+/// the others to that host wait for that answer (connections to other
+/// hosts do not: each host has its own cell, the map's lock is never held
+/// across the question).
 async fn ask(shared: &Shared, host: &str, port: u16, why: &str) -> Result<String, String> {
-    let mut asked = shared.asked.lock().await;
-    if let Some(answer) = asked.get(host) {
-        return answer.clone();
-    }
-    if asked.len() >= MAX_ASKS {
-        // Not kept: the answers stay at most MAX_ASKS.
-        return Err(format!("{why}, and this command already asked about {MAX_ASKS} domains (no more questions)"));
-    }
-    let answer = match &shared.channel {
-        None => Err(format!("{why}, and nobody can be asked")),
-        Some(channel) => channel
-            .ask(MidCallAsk {
-                reason: format!("the command connects to {host}:{port}: {why}"),
-                suggestions: vec![format!("WebFetch(domain:{host})")],
-                input: shared.input.clone(),
-                kind: "network",
-                host: host.to_owned(),
-                port,
-            })
-            .await
-            .map(|()| "asked: the user allowed it".to_owned()),
+    let cell = {
+        let mut asked = lock(&shared.asked);
+        match asked.get(host) {
+            Some(cell) => cell.clone(),
+            // Not kept: the answers stay at most MAX_ASKS.
+            None if asked.len() >= MAX_ASKS => {
+                return Err(format!(
+                    "{why}, and this command already asked about {MAX_ASKS} domains (no more questions)"
+                ));
+            }
+            None => asked.entry(host.to_owned()).or_default().clone(),
+        }
     };
-    asked.insert(host.to_owned(), answer.clone());
-    answer
+    cell.get_or_init(|| async {
+        match &shared.channel {
+            None => Err(format!("{why}, and nobody can be asked")),
+            Some(channel) => channel
+                .ask(MidCallAsk {
+                    reason: format!("the command connects to {host}:{port}: {why}"),
+                    suggestions: vec![format!("WebFetch(domain:{host})")],
+                    input: shared.input.clone(),
+                    kind: "network",
+                    host: host.to_owned(),
+                    port,
+                })
+                .await
+                .map(|()| "asked: the user allowed it".to_owned()),
+        }
+    })
+    .await
+    .clone()
 }
 
 /// What to add so the gate lets `host` through, for a refusal's text.
@@ -682,8 +691,7 @@ async fn pump(from: &TcpStream, to: &TcpStream, moved: &AtomicU64, splice: bool)
             let _ = nix::sys::socket::shutdown(std::os::fd::AsRawFd::as_raw_fd(to), nix::sys::socket::Shutdown::Write);
             return Ok(());
         }
-        moved.fetch_add(n as u64, Relaxed);
-        // Write all of it on.
+        // Write all of it on (counted as it is delivered).
         let mut done = 0;
         while done < n {
             to.writable().await?;
@@ -694,7 +702,10 @@ async fn pump(from: &TcpStream, to: &TcpStream, moved: &AtomicU64, splice: bool)
                 None => to.try_write(&buf[done..n]),
             };
             match put {
-                Ok(m) => done += m,
+                Ok(m) => {
+                    done += m;
+                    moved.fetch_add(m as u64, Relaxed);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
@@ -767,13 +778,14 @@ async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
             let _ = client.write_all(&socks_reply(r.socks)).await;
         }
         Ok((host, mut upstream, rule)) => {
+            // Audited from here on, whatever happens next.
+            let audit = Audit { shared, host, port, rule, up: AtomicU64::new(0), down: AtomicU64::new(0) };
             if client.write_all(&socks_reply(0)).await.is_err()
                 || (!early.is_empty() && upstream.write_all(&early).await.is_err())
             {
                 return;
             }
-            let audit =
-                Audit { shared, host, port, rule, up: AtomicU64::new(early.len() as u64), down: AtomicU64::new(0) };
+            audit.up.fetch_add(early.len() as u64, Relaxed);
             relay(&client, &upstream, &audit).await;
         }
     }
@@ -901,16 +913,14 @@ async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
         }
         Ok((host, mut upstream, rule)) => {
             let forwarded = if connect { Vec::new() } else { forward_head(&head, &path, &host, port) };
-            let sent = (forwarded.len() + early.len()) as u64;
-            let audit = Audit { shared, host, port, rule, up: AtomicU64::new(sent), down: AtomicU64::new(0) };
+            let audit = Audit { shared, host, port, rule, up: AtomicU64::new(0), down: AtomicU64::new(0) };
             let ready = if connect {
                 client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_ok()
-                    && (early.is_empty() || upstream.write_all(&early).await.is_ok())
             } else {
                 upstream.write_all(&forwarded).await.is_ok()
-                    && (early.is_empty() || upstream.write_all(&early).await.is_ok())
-            };
+            } && (early.is_empty() || upstream.write_all(&early).await.is_ok());
             if ready {
+                audit.up.fetch_add((forwarded.len() + early.len()) as u64, Relaxed);
                 relay(&client, &upstream, &audit).await;
             }
         }
