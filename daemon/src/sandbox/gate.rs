@@ -184,6 +184,10 @@ pub fn decide(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<
     }
 }
 
+/// The user's answer about one host, once given: allowed (what said so)
+/// or refused (why).
+type Answer = tokio::sync::OnceCell<Result<String, String>>;
+
 /// What one call's gate knows and keeps.
 pub struct Shared {
     policy: GatePolicy,
@@ -193,7 +197,7 @@ pub struct Shared {
     input: serde_json::Value,
     /// Hosts the user was asked about in this command: allowed (what
     /// said so) or refused (why).
-    asked: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Result<String, String>>>>>,
+    asked: Mutex<HashMap<String, Arc<Answer>>>,
     refused: Mutex<Vec<String>>,
     call_slots: Arc<Semaphore>,
     session_slots: Arc<Semaphore>,
