@@ -35,7 +35,10 @@ fn the_readme_use_it_block_runs_as_written() {
     let at = readme.find("## Use it").expect("README has Use it");
     let start = at + readme[at..].find("```sh\n").unwrap() + "```sh\n".len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
-    let bin = agentd_tests::bin_path("agentd").parent().unwrap().display().to_string();
+    // This build's binaries (the tests' own copies: a clean checkout that
+    // only ran the tests has no target/debug/agentd).
+    let agentd = agentd_tests::bin_path("agentd").display().to_string();
+    let agentctl = agentd_tests::bin_path("agentctl").display().to_string();
     let home = tempfile::tempdir().unwrap();
     let project = home.path().join("src/myproject");
     std::fs::create_dir_all(&project).unwrap();
@@ -50,15 +53,19 @@ fn the_readme_use_it_block_runs_as_written() {
         if line.starts_with("cargo build") {
             continue;
         }
-        let line = line.replace("target/release/", &format!("{bin}/"));
+        let line =
+            line.replace("target/release/agentd ", &format!("{agentd} ")).replace("target/release/agentctl", &agentctl);
+        assert!(!line.contains("target/release/"), "a binary the test does not know: {line}");
         if line.contains("agentctl watch") {
             script.push_str(&format!("timeout 3 {line}\n"));
         } else {
             script.push_str(&line);
             script.push('\n');
         }
-        if line.contains("/agentd &") {
-            script.push_str("until [ -S \"$XDG_RUNTIME_DIR/agentd/agentd.sock\" ]; do sleep 0.05; done\n");
+        if line.contains(&format!("{agentd} &")) {
+            script.push_str(
+                "for _ in $(seq 400); do [ -S \"$XDG_RUNTIME_DIR/agentd/agentd.sock\" ] && break; sleep 0.05; done\n",
+            );
         }
     }
     script.push_str("kill %1; wait\n");
