@@ -475,8 +475,9 @@ fn wait_or_answer(
     if let Some(n) = notifier {
         if fds[0].revents & nix::libc::POLLIN != 0 {
             n.answer_one();
-        } else if fds[0].revents & (nix::libc::POLLHUP | nix::libc::POLLERR) != 0 && endpoint.is_none() {
-            // No process holds the filter any more: reap what is left.
+        } else if fds[0].revents & (nix::libc::POLLHUP | nix::libc::POLLERR) != 0 {
+            // No process holds the filter any more (none is left to connect
+            // through the gate either): reap what is left.
             return waitpid(None::<Pid>, None);
         }
     }

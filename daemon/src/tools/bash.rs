@@ -599,8 +599,6 @@ fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
         .collect()
 }
 
-/// How to start the call's shell: through the sandbox helper (in the
-/// profile the permission check chose) where there is one.
 /// The network the call has (see [`crate::sandbox::gate::network_access`]).
 fn network_of(ctx: &ToolContext, profile: SandboxProfile) -> agentd_protocol::session::NetworkAccess {
     if ctx.sandbox.helper.is_none() {
@@ -628,8 +626,9 @@ fn start_gate(
     Gate::start(shared).map_err(|e| ToolError::new(format!("cannot start the network gate: {e}")))
 }
 
-/// How to start the call's shell, and its network gate's state when it
-/// has one.
+/// How to start the call's shell: through the sandbox helper (in the
+/// profile the permission check chose) where there is one; and its network
+/// gate's state when it has one.
 #[allow(clippy::type_complexity)]
 fn launch<'a>(
     ctx: &'a ToolContext,
