@@ -84,8 +84,9 @@ enum Command {
         #[arg(long, value_enum, conflicts_with = "session")]
         mode: Option<Mode>,
     },
-    /// Submit a turn of tool_use blocks (JSON lines: {"id"?, "name", "input"}) from a file or
-    /// `-` (stdin) and stream its events until it completes (exit code 4 if any result is an error)
+    /// Submit a turn of tool_use blocks ({"id"?, "name", "input"}, or the model API's
+    /// {"type": "tool_use", ...}: JSON lines, one JSON array or one object) from a file or `-`
+    /// (stdin) and stream its events until it completes (exit code 4 if any result is an error)
     Run {
         /// The file of tool_use blocks, or `-` for stdin
         file: String,
