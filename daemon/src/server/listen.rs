@@ -175,54 +175,41 @@ pub fn lock_path(socket: &Path) -> PathBuf {
     socket.with_file_name(name)
 }
 
-/// Takes the exclusive lock for `socket`, writing our pid into the lock file.
 /// Locks the state directory for this daemon's lifetime (`<dir>/daemon.lock`,
 /// `flock`: the kernel drops it when the process dies, so a restart right
 /// after a SIGKILL starts), writing this daemon's pid and socket into it.
 pub fn lock_state_dir(dir: &Path, socket: &Path) -> Result<Flock<File>, DaemonError> {
-    let path = dir.join("daemon.lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|e| DaemonError::io("open lock file", &path, e))?;
-    let meta = file.metadata().map_err(|e| DaemonError::io("inspect lock file", &path, e))?;
-    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(DaemonError::UnsafeDirectory {
-            path: path.clone(),
-            why: "the lock file is not a regular file of this user".into(),
-        });
-    }
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(mut locked) => {
-            let _ = locked.set_len(0);
-            let _ = locked.rewind();
-            let _ = writeln!(locked, "{}\n{}", std::process::id(), socket.display());
-            Ok(locked)
-        }
-        Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            let mut lines = text.lines().map(str::trim);
-            let holder = match (lines.next().filter(|p| !p.is_empty()), lines.next().filter(|s| !s.is_empty())) {
-                (Some(pid), Some(socket)) => format!(" (pid {pid}, socket {socket})"),
-                (Some(pid), None) => format!(" (pid {pid})"),
-                _ => String::new(),
-            };
-            Err(DaemonError::StateInUse { state_dir: dir.to_owned(), holder })
-        }
-        Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),
-    }
+    let contents = format!("{}\n{}", std::process::id(), socket.display());
+    take_lock(&dir.join("daemon.lock"), &contents)?.map_err(|text| {
+        let mut lines = text.lines().map(str::trim);
+        let holder = match (lines.next().filter(|p| !p.is_empty()), lines.next().filter(|s| !s.is_empty())) {
+            (Some(pid), Some(socket)) => format!(" (pid {pid}, socket {socket})"),
+            (Some(pid), None) => format!(" (pid {pid})"),
+            _ => String::new(),
+        };
+        DaemonError::StateInUse { state_dir: dir.to_owned(), holder }
+    })
 }
 
+/// Takes the exclusive lock for `socket`, writing our pid into the lock file.
 /// The file is never removed: unlinking a lock file others may have open
 /// would let two daemons lock different inodes of the same name.
 fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
     let path = lock_path(socket);
+    take_lock(&path, &std::process::id().to_string())?.map_err(|text| {
+        let pid = text.trim();
+        DaemonError::AlreadyRunning {
+            socket: socket.to_owned(),
+            lock: path.clone(),
+            holder: if pid.is_empty() { String::new() } else { format!(" by pid {pid}") },
+        }
+    })
+}
+
+/// Opens (creating) the lock file `path` and takes its exclusive `flock`
+/// without waiting, writing `contents` into it: `Ok(Ok(lock))`, or
+/// `Ok(Err(text))` with what the holder wrote when another process holds it.
+fn take_lock(path: &Path, contents: &str) -> Result<Result<Flock<File>, String>, DaemonError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -231,12 +218,12 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
         .mode(0o600)
         // A planted symlink must not make us truncate someone's file.
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|e| DaemonError::io("open lock file", &path, e))?;
-    let meta = file.metadata().map_err(|e| DaemonError::io("inspect lock file", &path, e))?;
+        .open(path)
+        .map_err(|e| DaemonError::io("open lock file", path, e))?;
+    let meta = file.metadata().map_err(|e| DaemonError::io("inspect lock file", path, e))?;
     if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() {
         return Err(DaemonError::UnsafeDirectory {
-            path: path.clone(),
+            path: path.to_owned(),
             why: "the lock file is not a regular file of this user".into(),
         });
     }
@@ -244,19 +231,14 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
         Ok(mut locked) => {
             let _ = locked.set_len(0);
             let _ = locked.rewind();
-            let _ = writeln!(locked, "{}", std::process::id());
-            Ok(locked)
+            let _ = writeln!(locked, "{contents}");
+            Ok(Ok(locked))
         }
         Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            let pid = pid.trim();
-            Err(DaemonError::AlreadyRunning {
-                socket: socket.to_owned(),
-                lock: path,
-                holder: if pid.is_empty() { String::new() } else { format!(" by pid {pid}") },
-            })
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            Ok(Err(text))
         }
-        Err((_, errno)) => Err(DaemonError::io("lock", &path, std::io::Error::from(errno))),
+        Err((_, errno)) => Err(DaemonError::io("lock", path, std::io::Error::from(errno))),
     }
 }

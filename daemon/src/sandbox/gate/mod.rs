@@ -24,8 +24,13 @@
 //! within [`HEAD_TIMEOUT`] (slowloris), [`MAX_ASKS`] questions per command,
 //! and relay buffers of [`RELAY_BUFFER`] bytes each way.
 
+mod relay;
+mod wire;
+
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +42,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::permission::rules::{Facts, RuleKind, RuleSet, canonical_host, domain_covers, domain_rule};
 use crate::tool::{CallChannel, MidCallAsk, NetworkNote};
+use relay::{Audit, SPLICE_RELAYS, relay};
+use wire::{absolute_http, authority, forward_head, one_line, parse_head, socks_reply};
 
 /// Open connections one command may have through the gate at once.
 pub const CALL_CONNECTIONS: usize = 64;
@@ -50,9 +57,6 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_ASKS: usize = 16;
 /// Bytes buffered per direction of a relayed connection.
 pub const RELAY_BUFFER: usize = 32 * 1024;
-/// Bytes a relay's pipe holds each way (pages are taken only as bytes
-/// pass).
-const PIPE_BYTES: usize = 256 * 1024;
 /// Refusals kept for the model's note.
 const MAX_REFUSALS: usize = 16;
 
@@ -576,147 +580,6 @@ fn how_to_allow(host: &str) -> String {
     )
 }
 
-/// Relays spliced in the kernel at once, daemon-wide (each holds two
-/// 256 KiB pipes: four descriptors and up to 128 pages of the user's pipe
-/// quota); the others copy through buffers of [`RELAY_BUFFER`] bytes.
-const SPLICE_RELAYS: usize = 32;
-
-static SPLICE_SLOTS: std::sync::LazyLock<Arc<Semaphore>> =
-    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(SPLICE_RELAYS)));
-
-/// How long a connection one side of which has ended may go without a
-/// byte moving the other way before it is closed.
-const HALF_CLOSED_IDLE: Duration = Duration::from_secs(60);
-
-/// An allowed connection's `sandbox/network` event, sent when it ends —
-/// also when it is cut off (the gate dropped with its call).
-struct Audit<'a> {
-    shared: &'a Shared,
-    host: String,
-    port: u16,
-    rule: String,
-    up: AtomicU64,
-    down: AtomicU64,
-}
-
-impl Drop for Audit<'_> {
-    fn drop(&mut self) {
-        self.shared.note(NetworkNote {
-            host: std::mem::take(&mut self.host),
-            port: self.port,
-            allowed: true,
-            rule: std::mem::take(&mut self.rule),
-            bytes_up: self.up.load(Relaxed),
-            bytes_down: self.down.load(Relaxed),
-        });
-    }
-}
-
-/// Copies both ways until both sides end, either fails, or one side has
-/// ended and nothing moved the other way for [`HALF_CLOSED_IDLE`];
-/// counting into `audit` as bytes pass. In the kernel (`splice` through a
-/// pipe each way: the bytes never reach this process) while a splice slot
-/// is free, else through buffers.
-async fn relay(client: &TcpStream, upstream: &TcpStream, audit: &Audit<'_>) {
-    let splice = SPLICE_SLOTS.clone().try_acquire_owned().ok();
-    let spliced = splice.is_some();
-    let up = pump(client, upstream, &audit.up, spliced);
-    let down = pump(upstream, client, &audit.down, spliced);
-    tokio::pin!(up, down);
-    let (up_ended, ok) = tokio::select! {
-        r = &mut up => (true, r.is_ok()),
-        r = &mut down => (false, r.is_ok()),
-    };
-    if !ok {
-        return;
-    }
-    // Only the direction still open is polled from here on (an ended
-    // future must not be polled again).
-    let other_moved = if up_ended { &audit.down } else { &audit.up };
-    let (mut seen, mut since) = (other_moved.load(Relaxed), tokio::time::Instant::now());
-    loop {
-        tokio::select! {
-            _ = &mut up, if !up_ended => return,
-            _ = &mut down, if up_ended => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                let now = other_moved.load(Relaxed);
-                if now != seen {
-                    (seen, since) = (now, tokio::time::Instant::now());
-                } else if since.elapsed() >= HALF_CLOSED_IDLE {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
-
-/// One direction of [`relay`]: from `from` to `to` until `from` ends (then
-/// `to`'s writing half is shut); `moved` counts. With `splice`, through a
-/// pipe in the kernel (falling back to a buffer where the kernel will not
-/// splice these sockets).
-async fn pump(from: &TcpStream, to: &TcpStream, moved: &AtomicU64, splice: bool) -> std::io::Result<()> {
-    use tokio::io::Interest;
-    let pipe = if splice {
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).ok().inspect(|(_, w)| {
-            // Fewer wake-ups per byte than the default 64 KiB (where the
-            // kernel refuses, the default does).
-            let _ = nix::fcntl::fcntl(w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES as _));
-        })
-    } else {
-        None
-    };
-    let mut buf = Vec::new();
-    let flags = nix::fcntl::SpliceFFlags::SPLICE_F_NONBLOCK | nix::fcntl::SpliceFFlags::SPLICE_F_MOVE;
-    let mut pipe = pipe;
-    loop {
-        // Read: into the pipe, or into the buffer.
-        let n = loop {
-            from.readable().await?;
-            let got = match &pipe {
-                Some((_, pipe_in)) => from.try_io(Interest::READABLE, || {
-                    nix::fcntl::splice(from, None, pipe_in, None, PIPE_BYTES, flags).map_err(std::io::Error::from)
-                }),
-                None => {
-                    buf.resize(RELAY_BUFFER, 0);
-                    from.try_read(&mut buf)
-                }
-            };
-            match got {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) && pipe.is_some() => pipe = None,
-                Err(e) => return Err(e),
-            }
-        };
-        if n == 0 {
-            let _ = nix::sys::socket::shutdown(std::os::fd::AsRawFd::as_raw_fd(to), nix::sys::socket::Shutdown::Write);
-            return Ok(());
-        }
-        // Write all of it on (counted as it is delivered).
-        let mut done = 0;
-        while done < n {
-            to.writable().await?;
-            let put = match &pipe {
-                Some((pipe_out, _)) => to.try_io(Interest::WRITABLE, || {
-                    nix::fcntl::splice(pipe_out, None, to, None, n - done, flags).map_err(std::io::Error::from)
-                }),
-                None => to.try_write(&buf[done..n]),
-            };
-            match put {
-                Ok(m) => {
-                    done += m;
-                    moved.fetch_add(m as u64, Relaxed);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
 fn refused(shared: &Shared, host: &str, port: u16, why: &str) {
     shared.note_refusal(host, port, why);
     shared.note(NetworkNote {
@@ -795,77 +658,6 @@ async fn socks5(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
     }
 }
 
-fn socks_reply(code: u8) -> [u8; 10] {
-    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
-}
-
-// ---- HTTP ----
-
-/// A parsed request head.
-#[derive(Debug)]
-struct Head {
-    method: String,
-    target: String,
-    version: String,
-    headers: Vec<(String, String)>,
-}
-
-/// Parses a request head (without its final blank line).
-fn parse_head(raw: &[u8]) -> Result<Head, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "the request head is not text".to_owned())?;
-    let mut lines = text.split("\r\n");
-    let line = lines.next().unwrap_or_default();
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(format!("a bad request line: {:?}", one_line(line)));
-    };
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) || !version.starts_with("HTTP/1.") {
-        return Err(format!("a bad request line: {:?}", one_line(line)));
-    }
-    // Lines end with CRLF and nothing else: a bare CR or LF, or another
-    // control character, could make the server read a different request
-    // than the one decided on (a second Host, a smuggled request).
-    let bad = |c: char| c.is_control() && c != '\t';
-    if text.split("\r\n").any(|l| l.contains(bad)) {
-        return Err("a request head with a bare CR or LF or another control character".to_owned());
-    }
-    let mut headers = Vec::new();
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(format!("a bad header line: {:?}", one_line(line)));
-        };
-        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-        if name.is_empty() || !name.bytes().all(token) {
-            return Err(format!("a bad header name: {:?}", one_line(name)));
-        }
-        headers.push((name.to_owned(), value.trim().to_owned()));
-    }
-    Ok(Head { method: method.to_owned(), target: target.to_owned(), version: version.to_owned(), headers })
-}
-
-fn one_line(s: &str) -> String {
-    s.chars().take(120).collect()
-}
-
-/// `host:port` of a CONNECT, IPv6 bracketed.
-fn authority(target: &str) -> Option<(String, u16)> {
-    let (host, port) = match target.strip_prefix('[') {
-        Some(rest) => {
-            let (v6, tail) = rest.split_once(']')?;
-            (format!("[{v6}]"), tail.strip_prefix(':')?)
-        }
-        None => {
-            let (h, p) = target.rsplit_once(':')?;
-            (h.to_owned(), p)
-        }
-    };
-    if host.is_empty() || host.contains(['/', '@', ' ']) {
-        return None;
-    }
-    Some((host, port.parse().ok()?))
-}
-
 async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
     let end = tokio::time::timeout(HEAD_TIMEOUT, async {
         loop {
@@ -929,49 +721,6 @@ async fn http(mut client: TcpStream, mut buf: Vec<u8>, shared: &Shared) {
             }
         }
     }
-}
-
-/// Host, port and origin-form path of an absolute `http://` URL.
-fn absolute_http(target: &str) -> Option<(String, u16, String)> {
-    if !target.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
-        return None;
-    }
-    let url = url::Url::parse(target).ok()?;
-    let host = url.host_str()?.to_owned();
-    let port = url.port_or_known_default()?;
-    let path = url[url::Position::BeforePath..url::Position::AfterQuery].to_owned();
-    Some((host, port, if path.is_empty() { "/".to_owned() } else { path }))
-}
-
-/// The request as the server gets it: origin-form, the proxy's own
-/// headers dropped, one request per connection.
-fn forward_head(head: &Head, path: &str, host: &str, port: u16) -> Vec<u8> {
-    // One request per connection, never upgraded (a protocol switched to
-    // would carry requests the gate never saw; CONNECT is for those).
-    let hop = [
-        "proxy-connection",
-        "proxy-authorization",
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "te",
-        "upgrade",
-        "trailer",
-    ];
-    let mut out = format!("{} {} {}\r\n", head.method, path, head.version);
-    // The host decided on, not the client's `Host` (a shared address must
-    // not serve another name than the one allowed).
-    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
-    out.push_str(&if port == 80 { format!("Host: {host}\r\n") } else { format!("Host: {host}:{port}\r\n") });
-    for (name, value) in &head.headers {
-        let lower = name.to_ascii_lowercase();
-        if hop.contains(&lower.as_str()) || lower == "host" {
-            continue;
-        }
-        out.push_str(&format!("{name}: {value}\r\n"));
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    out.into_bytes()
 }
 
 /// Answers the client with `status` and `text`, and closes.
@@ -1096,31 +845,6 @@ mod tests {
     }
 
     #[test]
-    fn heads_and_targets_parse_strictly() {
-        let head = parse_head(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443").unwrap();
-        assert_eq!((head.method.as_str(), head.target.as_str()), ("CONNECT", "example.com:443"));
-        for bad in [
-            &b"GET  http://x/ HTTP/1.1"[..],
-            b"get http://x/ HTTP/1.1",
-            b"GET http://x/ HTTP/2",
-            b"GET http://x/ HTTP/1.1\r\n folded",
-            b"GET http://x/ HTTP/1.1\r\nBad Name: x",
-            b"\xff\xfe",
-        ] {
-            assert!(parse_head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
-        }
-        assert_eq!(authority("example.com:443"), Some(("example.com".into(), 443)));
-        assert_eq!(authority("[::1]:8080"), Some(("[::1]".into(), 8080)));
-        for bad in ["example.com", "example.com:", "example.com:99999", ":443", "a/b:1", "[::1]443", "u@h:1"] {
-            assert_eq!(authority(bad), None, "{bad}");
-        }
-        assert_eq!(absolute_http("http://Example.com/a?b=1"), Some(("example.com".into(), 80, "/a?b=1".into())));
-        assert_eq!(absolute_http("HTTP://h.test:8080"), Some(("h.test".into(), 8080, "/".into())));
-        assert_eq!(absolute_http("https://h.test/"), None);
-        assert_eq!(absolute_http("/just/a/path"), None);
-    }
-
-    #[test]
     fn ip_literals_in_every_spelling_are_one_host() {
         for spelled in ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"] {
             assert_eq!(canonical_host(spelled).as_deref(), Some("127.0.0.1"), "{spelled}");
@@ -1139,27 +863,6 @@ mod tests {
         for nonsense in ["", "a b", "exa<mple.com", "[::1"] {
             assert!(canonical_host(nonsense).is_none_or(|h| h.is_empty()), "{nonsense}");
         }
-    }
-
-    #[test]
-    fn smuggling_shapes_are_refused_and_nothing_is_upgraded() {
-        for bad in [
-            &b"GET http://gate.test/ HTTP/1.1\nHost: evil.test"[..],
-            b"GET http://gate.test/ HTTP/1.1\r\nX: a\nHost: evil.test",
-            b"GET http://gate.test/ HTTP/1.1\r\nX: a\rHost: evil.test",
-            b"GET http://gate.test/ HTTP/1.1\r\nX: \x00",
-            b"GET http://gate.test/\x0b HTTP/1.1",
-        ] {
-            assert!(parse_head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
-        }
-        let head = parse_head(
-            b"GET http://h.test/ HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nHost: evil.test\r\nX: a\tb",
-        )
-        .unwrap();
-        let out = String::from_utf8(forward_head(&head, "/", "h.test", 80)).unwrap();
-        assert!(out.contains("Connection: close\r\n") && !out.to_ascii_lowercase().contains("upgrade"), "{out}");
-        assert_eq!(out.matches("Host:").count(), 1, "{out}");
-        assert!(out.contains("Host: h.test\r\n") && out.contains("X: a\tb"), "{out}");
     }
 
     #[test]
@@ -1189,17 +892,5 @@ mod tests {
         assert!(session_refuses("evil.test", &closed).is_some());
         assert!(session_refuses("no.gate.test", &closed).is_some());
         assert!(session_refuses("anything.test", &options(serde_json::json!(true))).is_none());
-    }
-
-    #[test]
-    fn forwarded_heads_drop_the_proxy_headers() {
-        let head = parse_head(
-            b"GET http://h.test/x HTTP/1.1\r\nHost: h.test\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: secret\r\nAccept: */*",
-        )
-        .unwrap();
-        let out = String::from_utf8(forward_head(&head, "/x", "h.test", 80)).unwrap();
-        assert!(out.starts_with("GET /x HTTP/1.1\r\n"), "{out}");
-        assert!(!out.to_ascii_lowercase().contains("proxy-"), "{out}");
-        assert!(out.ends_with("Connection: close\r\n\r\n") && out.contains("Accept: */*"), "{out}");
     }
 }
