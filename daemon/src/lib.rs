@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub(crate) mod executor;
 pub(crate) mod fs;
+pub(crate) mod hooks;
 pub(crate) mod inline;
 pub(crate) mod mcp;
 pub(crate) mod permission;

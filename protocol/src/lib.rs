@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod docs;
 pub mod error;
+pub mod hooks;
 pub mod mcp;
 pub mod methods;
 pub mod permission;

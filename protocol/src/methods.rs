@@ -71,6 +71,9 @@ method_list!(
     TurnDiscard,
     PermissionRespond,
     AgentRespond,
+    HooksRegister,
+    HooksUnregister,
+    HookRespond,
     McpList,
 );
 
@@ -128,6 +131,26 @@ method!(
     /// sub-agent found (the Task call's result).
     AgentRespond, "agent/respond",
     crate::agent::AgentRespondParams => crate::agent::AgentRespondResult
+);
+
+method!(
+    /// `hooks/register`: a hook of the client's own on a session; matching
+    /// moments send it a `hook/request` event, answered with `hook/respond`.
+    /// It is removed when the connection that registered it closes.
+    HooksRegister, "hooks/register",
+    crate::hooks::HooksRegisterParams => crate::hooks::HooksRegisterResult
+);
+
+method!(
+    /// `hooks/unregister`: remove a hook `hooks/register` added.
+    HooksUnregister, "hooks/unregister",
+    crate::hooks::HooksUnregisterParams => crate::hooks::HooksUnregisterResult
+);
+
+method!(
+    /// `hook/respond`: answer a `hook/request` event with the hook's output.
+    HookRespond, "hook/respond",
+    crate::hooks::HookRespondParams => crate::hooks::HookRespondResult
 );
 
 /// `turn/stream`: a subscription of the session's events. The subscribe

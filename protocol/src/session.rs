@@ -381,6 +381,19 @@ pub struct SessionCreateParams {
     /// the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
+    /// Hooks of this session, in Claude Code's `hooks` shape (`{"PreToolUse":
+    /// [{"matcher": "Bash", "hooks": [{"type": "command", "command": "…"}]}]}`),
+    /// on top of the settings files'. An entry that cannot be used is
+    /// reported in `hook_errors`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<serde_json::Value>,
+    /// Run the hooks of the workspace's own settings files
+    /// (`.agentd/settings.json`, `.claude/settings.json`,
+    /// `.claude/settings.local.json`); off by default: a repository must
+    /// not run code by being opened (the user's settings can also enable
+    /// them, with `projects.<workspace>.enableProjectHooks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_project_hooks: Option<bool>,
 }
 
 /// A git worktree the session works in (EnterWorktree made it; ExitWorktree
@@ -441,6 +454,8 @@ impl SessionCreateParams {
             web: None,
             close_with_connection: None,
             parent_session_id: None,
+            hooks: None,
+            enable_project_hooks: None,
         }
     }
 }
@@ -452,6 +467,10 @@ pub struct SessionCreateResult {
     pub session_id: String,
     /// The session as stored.
     pub session: SessionInfo,
+    /// What `SessionStart` hooks added for the model (their
+    /// `additionalContext`, or the plain text they printed), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_context: Vec<String>,
 }
 
 /// Params of `session/get` and `session/close`.
@@ -577,6 +596,22 @@ pub struct SessionInfo {
     /// the directory the session was opened on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
+    /// The session's own hooks, as `session/create` gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_hooks: Option<serde_json::Value>,
+    /// Whether the workspace's own hooks run (`session/create`'s
+    /// `enable_project_hooks`, or the user's settings).
+    #[serde(default)]
+    pub enable_project_hooks: bool,
+    /// The hooks in force (settings files, the session's, the clients'),
+    /// filled in by `session/get`.
+    #[serde(default)]
+    pub hooks: Vec<crate::hooks::HookInfo>,
+    /// Hook entries that cannot be used (with the file and where in it), and
+    /// the workspace's hooks left out because the workspace is not trusted;
+    /// they do not run.
+    #[serde(default)]
+    pub hook_errors: Vec<String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

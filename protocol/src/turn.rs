@@ -324,6 +324,79 @@ pub enum EventKind {
         /// Bytes it received.
         bytes_down: u64,
     },
+    /// A hook a client registered (`hooks/register`) is asked about a
+    /// moment it matches; answer with `hook/respond` (its output is what a
+    /// command hook would print). Until then the call waits; no answer
+    /// within the hook's timeout, or the registering client leaving, lets
+    /// it go on as if the hook were not there.
+    #[serde(rename = "hook/request")]
+    HookRequest {
+        /// The call's turn (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+        /// The call (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+        /// Pass this to `hook/respond`.
+        request_id: String,
+        /// The hook asked (what `hooks/register` returned).
+        hook_id: String,
+        /// The moment.
+        event: crate::hooks::HookEvent,
+        /// The tool, for tool moments.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_name: Option<String>,
+        /// What a command hook gets on stdin (`hook_event_name`,
+        /// `tool_input`, `tool_response`, …).
+        input: serde_json::Value,
+    },
+    /// A hook started.
+    #[serde(rename = "hook/started")]
+    HookStarted {
+        /// The call's turn (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+        /// The call (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+        /// The moment.
+        event: crate::hooks::HookEvent,
+        /// The hook: its command, or `socket <hook_id>`.
+        hook: String,
+    },
+    /// A hook ended, and what it decided.
+    #[serde(rename = "hook/completed")]
+    HookCompleted {
+        /// The call's turn (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+        /// The call (absent for session moments).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+        /// The moment.
+        event: crate::hooks::HookEvent,
+        /// The hook: its command, or `socket <hook_id>`.
+        hook: String,
+        /// How long it took.
+        duration_ms: u64,
+        /// How it ended: `success`, `blocking` (exit code 2), `error` (another
+        /// exit code, or output that is not JSON), `timeout`, `cancelled`, or
+        /// `gone` (the client that registered it left).
+        outcome: String,
+        /// What it decided, if anything: `allow`, `deny`, `ask`, `block`,
+        /// `stop` (`continue: false`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<String>,
+        /// Its reason, or the error (stderr, cut), for the user.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Its `systemMessage`, for the user.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        system_message: Option<String>,
+        /// Context it added for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        additional_context: Option<String>,
+    },
     /// The session closed; the stream ends after this event.
     #[serde(rename = "session/closed")]
     SessionClosed {},
@@ -357,6 +430,9 @@ impl EventKind {
             EventKind::UserMessage { .. } => "user/message",
             EventKind::AgentRequest { .. } => "agent/request",
             EventKind::SandboxNetwork { .. } => "sandbox/network",
+            EventKind::HookRequest { .. } => "hook/request",
+            EventKind::HookStarted { .. } => "hook/started",
+            EventKind::HookCompleted { .. } => "hook/completed",
             EventKind::SessionClosed {} => "session/closed",
         }
     }

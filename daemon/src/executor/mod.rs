@@ -39,6 +39,7 @@
 //! one so block tools can be spared.
 
 pub mod events;
+mod hooked;
 pub mod machine;
 // The seed's batch partitioning, the reference the machine is checked against.
 #[cfg(test)]
@@ -316,6 +317,8 @@ pub struct SessionServices {
     pub asks: Arc<Asks>,
     /// What the Bash sandbox can do here.
     pub sandbox: Arc<crate::sandbox::Facility>,
+    /// The session's hooks.
+    pub hooks: Arc<crate::hooks::Hooks>,
     /// Connections all of the session's commands may have open through
     /// the network gate (a child session shares its parent's).
     pub net_slots: Mutex<Arc<tokio::sync::Semaphore>>,
@@ -330,6 +333,8 @@ struct Grant {
     profile: Option<agentd_protocol::session::SandboxProfile>,
     /// Nobody approved it: no secrets in its environment.
     scrub_env: bool,
+    /// A hook approved it as a user's answer would.
+    approved: bool,
 }
 
 /// A call that may run only once the client approves it.
@@ -471,6 +476,7 @@ impl SessionExecutor {
         tools: Arc<ToolSet>,
         storage: Storage,
         rules: RuleSet,
+        hooks: crate::hooks::HookSet,
         sandbox: Arc<crate::sandbox::Facility>,
         cancel: CancellationToken,
         tracker: TaskTracker,
@@ -500,6 +506,8 @@ impl SessionExecutor {
                 _ => {}
             }
         }
+        let events = Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past));
+        let hooks = Arc::new(crate::hooks::Hooks::new(hooks, events.clone(), &info.session_id, info.cwd.clone()));
         let executor = Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {
                 machine: Machine::new(info.max_concurrency as usize, sibling_cancel),
@@ -513,7 +521,7 @@ impl SessionExecutor {
                 close_reported: false,
                 starts: Vec::new(),
             }),
-            events: Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past)),
+            events,
             session_id: Arc::from(info.session_id.as_str()),
             cwd: Arc::new(info.cwd.clone()),
             tools,
@@ -524,6 +532,7 @@ impl SessionExecutor {
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),
                 sandbox,
+                hooks,
                 net_slots: Mutex::new(Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS))),
             },
             cancel,
@@ -536,6 +545,11 @@ impl SessionExecutor {
         });
         executor.services.asks.restore_granted(&granted);
         executor
+    }
+
+    /// The session's hooks.
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        &self.services.hooks
     }
 
     /// The session's permission rules (every origin, each with its base).
@@ -1144,13 +1158,29 @@ impl SessionExecutor {
             return self.carry_out(inner, actions);
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
+        // The user's PreToolUse hooks come first: the call goes on once
+        // they have answered (see `hooked`).
+        if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PreToolUse, &inner.slots[i].name) {
+            let Some(me) = self.me.upgrade() else { return };
+            let guard = ReportOnDrop { me: Some(me.clone()), call: i };
+            let asked = self.pre_tool_use_input(inner, i);
+            inner.starts.push(Box::pin(me.before_call(guard, i, call, token, asked)));
+            return;
+        }
+        self.launch(inner, i, call, token, hooked::Pre::default());
+    }
+
+    /// Admits the call in slot `i` and starts it (or its permission
+    /// request): `pre` is what its PreToolUse hooks said.
+    fn launch(&self, inner: &mut Inner, i: CallIdx, call: Box<dyn PreparedCall>, token: CancellationToken, pre: hooked::Pre) {
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut grant = Grant::default();
         let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant);
-        let Grant { approved_outside, profile, scrub_env } = grant;
+        let admitted = pre.overrule(admitted, &mut grant, &inner.slots[i]);
+        let Grant { approved_outside, profile, scrub_env, approved } = grant;
         ctx.scrub_env = scrub_env;
-        ctx.may_write_protected =
-            inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
+        ctx.may_write_protected = approved
+            || inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
@@ -1168,6 +1198,7 @@ impl SessionExecutor {
                 return self.carry_out(inner, actions);
             }
         };
+        let after = self.after_call_input(inner, i);
         inner.slots[i].input = None;
         ctx.approved_outside = approved_outside.map(Arc::new);
         let slot = &inner.slots[i];
@@ -1177,12 +1208,21 @@ impl SessionExecutor {
             name: slot.name.clone(),
             render: slot.render_use.clone(),
         };
+        let ids = CallIds {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            render: slot.render_use.clone(),
+        };
         let wait = match ask {
             None => {
                 self.events.push(started.clone());
-                None
+                hooked::Gate::Run
             }
-            Some(ask) => Some(self.ask(slot, ask)),
+            Some(ask) if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PermissionRequest, &slot.name) => {
+                hooked::Gate::HooksFirst(ask, ids.clone())
+            }
+            Some(ask) => hooked::Gate::Ask(self.open_request(&ids, ask, None)),
         };
         if slot.name == crate::tools::task::NAME
             && let Some(host) = self.agent_host.get()
@@ -1211,12 +1251,7 @@ impl SessionExecutor {
         if slot.name == crate::tools::bash::NAME {
             ctx.channel = Some(Arc::new(CallPort {
                 executor: self.me.clone(),
-                call: CallIds {
-                    turn_id: slot.turn_id.to_string(),
-                    tool_use_id: slot.tool_use_id.clone(),
-                    name: slot.name.clone(),
-                    render: slot.render_use.clone(),
-                },
+                call: ids.clone(),
                 token: ctx.cancel.clone(),
                 notes: std::sync::atomic::AtomicUsize::new(0),
             }));
@@ -1253,32 +1288,33 @@ impl SessionExecutor {
         let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
         let mut guard = ReportOnDrop { me: Some(me), call: i };
         let events = self.events.clone();
+        let pre_context = pre.context;
         inner.starts.push(Box::pin(
             async move {
-                if let Some(wait) = wait {
-                    let Some(me) = guard.me.clone() else { return };
-                    let outside = wait.outside.clone();
-                    match me.wait_for_answer(wait, &token).await {
-                        Ok(answers) => {
-                            ctx.answers = answers.map(Arc::new);
-                            ctx.may_write_protected = true;
-                            ctx.approved_outside = outside.map(Arc::new);
-                        }
-                        Err(refusal) => {
-                            let render = call.render_rejected(&refusal);
-                            let outcome = CallOutcome {
-                                content: vec![ContentBlock::text(refusal)],
-                                is_error: true,
-                                render,
-                                modifier: None,
-                            };
-                            if let Some(me) = guard.me.take() {
-                                me.finished(i, outcome, false);
+                let mut call = call;
+                match wait {
+                    hooked::Gate::Run => {}
+                    gate => {
+                        let Some(me) = guard.me.clone() else { return };
+                        match me.approval(gate, &mut call, &mut ctx, i, &token).await {
+                            Ok(()) => {
+                                events.push(started);
                             }
-                            return;
+                            Err(refusal) => {
+                                let render = call.render_rejected(&refusal);
+                                let outcome = CallOutcome {
+                                    content: vec![ContentBlock::text(refusal)],
+                                    is_error: true,
+                                    render,
+                                    modifier: None,
+                                };
+                                if let Some(me) = guard.me.take() {
+                                    me.finished(i, outcome, false);
+                                }
+                                return;
+                            }
                         }
                     }
-                    events.push(started);
                 }
                 let run = call.run(ctx, Some(reporter));
                 // The token is cancelled only when the machine aborts the
@@ -1295,6 +1331,11 @@ impl SessionExecutor {
                 };
                 let outcome =
                     outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
+                let outcome = match (&guard.me, after) {
+                    (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
+                    _ => outcome,
+                };
+                let outcome = hooked::with_context(outcome, "PreToolUse", &pre_context);
                 // A failure that is the cancellation itself blames nobody.
                 let failed = outcome.is_error && !token.is_cancelled();
                 if let Some(me) = guard.me.take() {
@@ -1303,17 +1344,6 @@ impl SessionExecutor {
             }
             .instrument(span),
         ));
-    }
-
-    /// Opens a permission request for the call in `slot`.
-    fn ask(&self, slot: &Slot, ask: AskFor) -> Waiting {
-        let call = CallIds {
-            turn_id: slot.turn_id.to_string(),
-            tool_use_id: slot.tool_use_id.clone(),
-            name: slot.name.clone(),
-            render: slot.render_use.clone(),
-        };
-        self.open_request(&call, ask, None)
     }
 
     /// Opens a permission request for a call: the call itself, or (`what`:
@@ -1342,6 +1372,7 @@ impl SessionExecutor {
             host,
             port,
         });
+        self.notify_hooks(call);
         Waiting {
             request_id,
             answer,
@@ -1351,6 +1382,30 @@ impl SessionExecutor {
             outside: ask.outside,
             client_attached: self.events.subscriber_count() > 0,
         }
+    }
+
+    /// Runs the `Notification` hooks of a permission prompt, beside it
+    /// (nothing waits for them).
+    fn notify_hooks(&self, call: &CallIds) {
+        use agentd_protocol::hooks::HookEvent;
+        if !self.services.hooks.wants(HookEvent::Notification, "permission_prompt") {
+            return;
+        }
+        let hooks = self.services.hooks.clone();
+        let input = serde_json::json!({
+            "message": format!("agentd needs your permission to use {}", call.name),
+            "notification_type": "permission_prompt",
+            "title": "Permission needed",
+        });
+        let about = crate::hooks::About {
+            turn_id: Some(call.turn_id.clone()),
+            tool_use_id: Some(call.tool_use_id.clone()),
+            tool_name: Some(call.name.clone()),
+        };
+        let token = self.cancel.child_token();
+        self.tracker.spawn(async move {
+            hooks.run(HookEvent::Notification, "permission_prompt", input, &about, &token).await;
+        });
     }
 
     /// Waits for the client's answer: `Err` is the refusal to yield. No

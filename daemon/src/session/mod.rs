@@ -22,6 +22,10 @@ use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
 use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
 
+mod settings;
+pub use settings::user_network_allow_all;
+use settings::{bypass_disabled_by, session_hooks, session_rules, user_sandbox_settings, user_trusts_project_hooks};
+
 /// Why a session request was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -86,6 +90,7 @@ impl Session {
         info.granted_rules = self.executor.granted_rules();
         info.pending_permissions = self.executor.pending_permissions();
         info.mcp = self.mcp.status();
+        info.hooks = self.executor.hooks().info();
         info
     }
 
@@ -232,6 +237,7 @@ pub struct SessionManager {
 pub struct Prepared {
     info: SessionInfo,
     rules: crate::permission::rules::RuleSet,
+    hooks: crate::hooks::HookSet,
     /// The session's MCP servers.
     pub mcp: crate::mcp::SessionMcp,
 }
@@ -315,6 +321,10 @@ impl SessionManager {
         rules.add(&Origin { source: "child session".into(), base }, &[], &asked.deny, &asked.ask);
         prepared.info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
         prepared.rules = rules;
+        // The parent's hooks, as it has them (not read again).
+        prepared.hooks = parent.executor.hooks().set().clone();
+        prepared.info.hook_errors = prepared.hooks.errors.clone();
+        prepared.info.enable_project_hooks = parent.info.enable_project_hooks;
         Ok(prepared)
     }
 
@@ -341,6 +351,9 @@ impl SessionManager {
         }
         if asked.mcp_servers.is_some() || asked.enable_project_mcp.is_some() {
             return Err(refuse("mcp_servers"));
+        }
+        if asked.hooks.is_some() || asked.enable_project_hooks.is_some() {
+            return Err(refuse("hooks"));
         }
         if asked.permissions.as_ref().is_some_and(|p| !p.allow.is_empty()) {
             return Err(SessionError::Invalid {
@@ -464,6 +477,15 @@ impl SessionManager {
             });
         }
         let enable_project_mcp = params.enable_project_mcp.unwrap_or(false);
+        if let Some(hooks) = &params.hooks
+            && !hooks.is_object()
+        {
+            return Err(SessionError::Invalid {
+                field: "hooks",
+                why: "must be an object of event names (Claude Code's hooks shape)".into(),
+            });
+        }
+        let enable_project_hooks = params.enable_project_hooks.unwrap_or(false) || user_trusts_project_hooks(&cwd);
         let mut add_dirs: Vec<PathBuf> = Vec::new();
         for dir in &requested {
             let dir = canonical_workspace(dir).map_err(|e| match e {
@@ -504,11 +526,16 @@ impl SessionManager {
             parent_session_id: None,
             children: Vec::new(),
             agent_errors: Vec::new(),
+            session_hooks: params.hooks,
+            enable_project_hooks,
+            hooks: Vec::new(),
+            hook_errors: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
+        let hooks = session_hooks(&mut info);
         let mcp = self.session_mcp(&mut info);
-        Ok(Prepared { info, rules, mcp })
+        Ok(Prepared { info, rules, hooks, mcp })
     }
 
     /// The MCP servers `info` names (with the settings files), leased;
@@ -524,7 +551,7 @@ impl SessionManager {
 
     /// Stores and opens a prepared session.
     pub fn commit(&self, prepared: Prepared) -> Result<SessionInfo, SessionError> {
-        let Prepared { mut info, rules, mcp } = prepared;
+        let Prepared { mut info, rules, hooks, mcp } = prepared;
         info.mcp = mcp.status();
         self.store.save(&SessionRecord {
             version: RECORD_VERSION,
@@ -533,7 +560,7 @@ impl SessionManager {
             granted_rules: Vec::new(),
             jobs: Vec::new(),
         })?;
-        let info = self.open(info, rules, None, Vec::new(), mcp);
+        let info = self.open(info, rules, hooks, None, Vec::new(), mcp);
         // A child whose parent closed meanwhile goes at once.
         if let Some(parent) = &info.parent_session_id
             && self.handle(parent).is_err()
@@ -550,6 +577,7 @@ impl SessionManager {
         &self,
         info: SessionInfo,
         rules: crate::permission::rules::RuleSet,
+        hooks: crate::hooks::HookSet,
         restored: Option<Restored>,
         past_jobs: Vec<JobInfo>,
         mcp: crate::mcp::SessionMcp,
@@ -582,6 +610,7 @@ impl SessionManager {
             tools.clone(),
             storage,
             rules,
+            hooks,
             self.sandbox.clone(),
             cancel.clone(),
             self.tracker.clone(),
@@ -639,6 +668,7 @@ impl SessionManager {
             }
             info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
             let rules = session_rules(&mut info);
+            let hooks = session_hooks(&mut info);
             let mcp = self.session_mcp(&mut info);
             let past_jobs: Vec<JobInfo> = jobs
                 .into_iter()
@@ -650,7 +680,7 @@ impl SessionManager {
                 })
                 .collect();
             let unfinished = unfinished(&events);
-            self.open(info, rules, Some(Restored { context, events, granted_rules }), past_jobs, mcp);
+            self.open(info, rules, hooks, Some(Restored { context, events, granted_rules }), past_jobs, mcp);
             if let Ok(session) = self.handle(&id) {
                 let log = session.executor.events();
                 for kind in unfinished {
@@ -843,6 +873,11 @@ impl SessionManager {
             }
             owned.by_conn.remove(&conn).unwrap_or_default()
         };
+        // The hooks it registered go, and what they were asked goes on.
+        let sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
+        for session in sessions {
+            session.executor.hooks().connection_closed(conn);
+        }
         for id in ids {
             if self.close(&id).is_ok() {
                 tracing::info!(session_id = %id, "closed with its connection");
@@ -861,9 +896,21 @@ impl SessionManager {
         for child in self.children(session_id) {
             let _ = self.close(&child);
         }
+        let hooks = session.executor.hooks().clone();
+        hooks.close();
         session.executor.close();
         session.cancel.cancel();
         session.mcp.release();
+        if hooks.wants(agentd_protocol::hooks::HookEvent::SessionEnd, "other") {
+            // After the session: nobody waits for it, and the daemon's
+            // shutdown ends it.
+            let token = self.root.child_token();
+            self.tracker.spawn(async move {
+                let input = serde_json::json!({ "reason": "other" });
+                let about = crate::hooks::About::default();
+                hooks.run(agentd_protocol::hooks::HookEvent::SessionEnd, "other", input, &about, &token).await;
+            });
+        }
         crate::tools::web_fetch::forget_session(session_id);
         let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         session.removed.store(true, Ordering::Relaxed);
@@ -879,6 +926,23 @@ impl SessionManager {
         }
         tracing::info!(session_id, "session closed");
         Ok(session.info.clone())
+    }
+
+    /// Runs the session's `SessionStart` hooks (`source`: `startup` for a
+    /// new session, `resume` for one a restart brought back) and returns
+    /// the context they added.
+    pub async fn session_start(&self, session_id: &str, source: &str) -> Vec<String> {
+        use agentd_protocol::hooks::HookEvent;
+        let Ok(session) = self.handle(session_id) else { return Vec::new() };
+        let hooks = session.executor.hooks().clone();
+        if !hooks.wants(HookEvent::SessionStart, source) {
+            return Vec::new();
+        }
+        let mode = session.current_info().mode;
+        let input = serde_json::json!({ "source": source, "permission_mode": crate::hooks::mode_name(mode) });
+        let cancel = session.cancel.child_token();
+        drop(session);
+        hooks.run(HookEvent::SessionStart, source, input, &crate::hooks::About::default(), &cancel).await.context
     }
 
     /// Stops every session for a daemon shutdown: each cancels its calls
@@ -959,32 +1023,6 @@ fn unfinished(events: &[Event]) -> Vec<EventKind> {
     out
 }
 
-/// The session's rules: its own, then the project's
-/// (`.agentd/settings.json`, and `.claude/settings.json` so existing rules
-/// carry over), then the user's (`~/.config/agentd/settings.json`). Rules
-/// that cannot be read are reported in `info.rule_errors` and ignored.
-fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
-    use crate::permission::rules::{Origin, RuleSet};
-    let mut rules = RuleSet::default();
-    let p = &info.permissions;
-    rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
-    // The first two are the workspace's own (even when the workspace is
-    // the home directory and so holds the user's file too).
-    for (i, (file, base)) in settings_files(&info.cwd).into_iter().enumerate() {
-        if i < 2 {
-            rules.add_project_settings_file(&file, &base);
-        } else {
-            rules.add_settings_file(&file, &base);
-        }
-    }
-    info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
-    // The session's own domain lists for the network gate: a domain that
-    // does not parse is reported (and left out) here too.
-    let (_, domain_errors) = crate::sandbox::gate::GatePolicy::from_options(&info.sandbox, false);
-    info.rule_errors.extend(domain_errors);
-    rules
-}
-
 /// Brings a restored context up to what its last events announced (a
 /// daemon killed right after a call may not have saved its record yet).
 fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::turn::Event]) {
@@ -1005,79 +1043,6 @@ fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::
         let highest = tasks.iter().filter_map(|t| t.id.parse::<u64>().ok()).max().unwrap_or(0);
         context.last_task_id = context.last_task_id.max(highest);
     }
-}
-
-/// The settings files that apply to a workspace, with the directory their
-/// relative rules start from: the project's, then the user's.
-fn settings_files(cwd: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let mut files =
-        vec![(cwd.join(".agentd/settings.json"), cwd.to_owned()), (cwd.join(".claude/settings.json"), cwd.to_owned())];
-    let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
-    let home = abs(std::env::var_os("HOME"));
-    let config = abs(std::env::var_os("XDG_CONFIG_HOME")).or_else(|| home.as_ref().map(|h| h.join(".config")));
-    if let (Some(config), Some(home)) = (config, home) {
-        files.push((config.join("agentd/settings.json"), home));
-    }
-    files
-}
-
-/// A session's sandbox options: what `session/create` named, else the
-/// defaults with Claude Code's `sandbox.autoAllowBashIfSandboxed`; in both
-/// cases plus the Unix sockets the user's settings open
-/// (`sandbox.network.allowUnixSockets`, `allowAllUnixSockets`). Read from
-/// the user's settings file only: a repository must not grant its own
-/// commands more.
-fn user_sandbox_settings(
-    asked: Option<agentd_protocol::session::SandboxOptions>,
-) -> agentd_protocol::session::SandboxOptions {
-    let named = asked.is_some();
-    let mut options = asked.unwrap_or_default();
-    // Only the user's own settings give the whole network.
-    options.network_allow_all = false;
-    let value = user_settings();
-    if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
-        options.network_allow_all = sandbox["network"]["allowAll"].as_bool() == Some(true);
-        if !named {
-            options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
-        }
-        let network = &sandbox["network"];
-        if network["allowAllUnixSockets"].as_bool() == Some(true) {
-            options.allow_all_unix_sockets = true;
-        }
-        for path in network["allowUnixSockets"].as_array().into_iter().flatten().filter_map(|p| p.as_str()) {
-            if !options.allow_unix_sockets.iter().any(|p2| p2 == path) {
-                options.allow_unix_sockets.push(path.to_owned());
-            }
-        }
-    }
-    options
-}
-
-/// The user's agentd settings file, parsed (`None` when absent or not
-/// JSON).
-fn user_settings() -> Option<serde_json::Value> {
-    let (file, _) = settings_files(Path::new("/nonexistent")).into_iter().nth(2)?;
-    std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-}
-
-/// Whether the user's settings give confined commands the whole network
-/// (`sandbox.network.allowAll: true`), for `daemon/info`.
-pub fn user_network_allow_all() -> bool {
-    user_settings().is_some_and(|v| v["sandbox"]["network"]["allowAll"].as_bool() == Some(true))
-}
-
-/// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in
-/// the daemon's environment, or `"disableBypassPermissionsMode": "disable"`
-/// under `permissions` in a settings file (Claude Code's key).
-fn bypass_disabled_by(cwd: &Path) -> Option<String> {
-    if std::env::var("AGENTD_DISABLE_BYPASS").is_ok_and(|v| !v.is_empty() && v != "0") {
-        return Some("AGENTD_DISABLE_BYPASS in the daemon's environment".to_owned());
-    }
-    settings_files(cwd).into_iter().find_map(|(file, _)| {
-        let text = std::fs::read_to_string(&file).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        (value["permissions"]["disableBypassPermissionsMode"] == "disable").then(|| file.display().to_string())
-    })
 }
 
 /// An absolute, existing directory, with symlinks and `..` resolved.

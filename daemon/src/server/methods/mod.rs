@@ -2,6 +2,7 @@
 //! on the daemon's module.
 
 mod daemon;
+mod hooks;
 mod session;
 mod tools;
 mod turn;
@@ -16,6 +17,7 @@ use super::DaemonState;
 pub(crate) fn module(state: Arc<DaemonState>) -> RpcModule<DaemonState> {
     let mut module = RpcModule::from_arc(state);
     daemon::register(&mut module);
+    hooks::register(&mut module);
     session::register(&mut module);
     tools::register(&mut module);
     turn::register(&mut module);

@@ -50,7 +50,8 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
                 None => tracing::warn!("close_with_connection: no connection id; the session stays open"),
             }
         }
-        Ok(SessionCreateResult { session_id: session.session_id.clone(), session })
+        let additional_context = state.sessions.session_start(&session.session_id, "startup").await;
+        Ok(SessionCreateResult { session_id: session.session_id.clone(), session, additional_context })
     });
     rpc::register::<McpList, _, _>(module, |_params, state| {
         Ok(McpListResult { servers: state.sessions.mcp_pool().list() })

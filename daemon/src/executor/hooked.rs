@@ -1,0 +1,361 @@
+//! Where the user's hooks sit in a call's life: `PreToolUse` after the
+//! input is valid and before the permission decision (its deny wins over
+//! every allow; its allow answers an ask but never a refusal; its
+//! `updatedInput` is parsed, validated and decided on again; its ask forces
+//! a request), `PermissionRequest` before the client is asked (its allow
+//! answers; its `updatedInput` is validated and held to the deny rules),
+//! `PostToolUse`/`PostToolUseFailure` after the result (what they add is
+//! appended to the result the model sees).
+
+use std::sync::Arc;
+
+use agentd_protocol::hooks::HookEvent;
+use agentd_protocol::tools::ContentBlock;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{AskFor, CallIds, Grant, Inner, ReportOnDrop, SessionExecutor, Slot, Waiting};
+use crate::hooks::{About, Decision};
+use crate::permission::rules::RuleKind;
+use crate::tool::{CallOutcome, PreparedCall, ToolContext};
+
+/// What a call's PreToolUse hooks said, for the permission decision.
+#[derive(Default)]
+pub(super) struct Pre {
+    decision: Option<Decision>,
+    reason: Option<String>,
+    /// Their `additionalContext`, appended to the result.
+    pub context: Vec<String>,
+}
+
+impl Pre {
+    /// The verdict with the hooks' say: an ask becomes a request, an allow
+    /// answers a request (not AskUserQuestion's: its answers are the
+    /// user's); a refusal stands.
+    pub(super) fn overrule(
+        &self,
+        admitted: Result<Option<AskFor>, CallOutcome>,
+        grant: &mut Grant,
+        slot: &Slot,
+    ) -> Result<Option<AskFor>, CallOutcome> {
+        match (self.decision, admitted) {
+            (_, Err(refused)) => Err(refused),
+            (Some(Decision::Ask), Ok(None)) => Ok(Some(AskFor {
+                reason: match &self.reason {
+                    Some(r) => format!("a PreToolUse hook asks: {r}"),
+                    None => "a PreToolUse hook asks".into(),
+                },
+                suggestions: Vec::new(),
+                input: slot.input.clone().unwrap_or_default(),
+                outside: None,
+            })),
+            (Some(Decision::Allow), Ok(Some(ask))) if slot.name != crate::tools::ask_user_question::NAME => {
+                grant.approved_outside = ask.outside;
+                grant.approved = true;
+                grant.scrub_env = false;
+                Ok(None)
+            }
+            (_, admitted) => admitted,
+        }
+    }
+}
+
+/// How a call gets to run once admitted.
+pub(super) enum Gate {
+    /// At once.
+    Run,
+    /// Once the client allows it.
+    Ask(Waiting),
+    /// Once its PermissionRequest hooks, or else the client, allow it.
+    HooksFirst(AskFor, CallIds),
+}
+
+/// What a call's PreToolUse hooks are given.
+pub(super) struct Asked {
+    name: String,
+    input: Value,
+    about: About,
+    mode: &'static str,
+    cwd: String,
+}
+
+/// What a call's PostToolUse hooks are given.
+pub(super) struct After {
+    name: String,
+    input: Value,
+    about: About,
+    mode: &'static str,
+    cwd: String,
+}
+
+fn about(slot: &Slot) -> About {
+    About {
+        turn_id: Some(slot.turn_id.to_string()),
+        tool_use_id: Some(slot.tool_use_id.clone()),
+        tool_name: Some(slot.name.clone()),
+    }
+}
+
+impl SessionExecutor {
+    fn mode_and_cwd(&self, inner: &Inner) -> (&'static str, String) {
+        let mode = crate::hooks::mode_name(inner.context.mode.unwrap_or(self.services.info.mode));
+        let (workspace, _) = self.workspace(&inner.context);
+        let cwd = inner.context.shell_cwd.clone().unwrap_or_else(|| (*workspace).clone());
+        (mode, cwd.display().to_string())
+    }
+
+    pub(super) fn pre_tool_use_input(&self, inner: &Inner, i: super::CallIdx) -> Asked {
+        let slot = &inner.slots[i];
+        let (mode, cwd) = self.mode_and_cwd(inner);
+        Asked { name: slot.name.clone(), input: slot.input.clone().unwrap_or_default(), about: about(slot), mode, cwd }
+    }
+
+    /// What the PostToolUse hooks of the call in slot `i` will need, if it
+    /// has any.
+    pub(super) fn after_call_input(&self, inner: &Inner, i: super::CallIdx) -> Option<After> {
+        let slot = &inner.slots[i];
+        let hooks = &self.services.hooks;
+        if !hooks.wants(HookEvent::PostToolUse, &slot.name) && !hooks.wants(HookEvent::PostToolUseFailure, &slot.name) {
+            return None;
+        }
+        let (mode, cwd) = self.mode_and_cwd(inner);
+        Some(After { name: slot.name.clone(), input: slot.input.clone().unwrap_or_default(), about: about(slot), mode, cwd })
+    }
+
+    /// Runs the call's PreToolUse hooks, then admits and starts it as they
+    /// decided (or refuses it).
+    pub(super) async fn before_call(
+        self: Arc<Self>,
+        mut guard: ReportOnDrop,
+        i: super::CallIdx,
+        call: Box<dyn PreparedCall>,
+        token: CancellationToken,
+        asked: Asked,
+    ) {
+        let input = json!({
+            "tool_name": asked.name,
+            "tool_input": asked.input,
+            "tool_use_id": asked.about.tool_use_id,
+            "permission_mode": asked.mode,
+            "cwd": asked.cwd,
+        });
+        let said = self.services.hooks.run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token).await;
+        let refuse = |call: &dyn PreparedCall, message: String| {
+            let render = call.render_rejected(&message);
+            CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None }
+        };
+        let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());
+        let mut refusal = match said.decision {
+            _ if token.is_cancelled() => Some(CallOutcome::error("cancelled")),
+            Some(Decision::Stop) => Some(refuse(call.as_ref(), format!("stopped by a PreToolUse hook: {reason}"))),
+            Some(Decision::Deny) => Some(refuse(call.as_ref(), format!("denied by a PreToolUse hook: {reason}"))),
+            _ => None,
+        };
+        let mut call = call;
+        let mut rewritten = None;
+        if refusal.is_none()
+            && let Some(updated) = said.updated_input
+        {
+            match self.tools.find(&asked.name).map(|t| t.prepare(updated.clone())) {
+                Some(Ok(new)) => {
+                    call = new;
+                    rewritten = Some(updated);
+                }
+                Some(Err(e)) => {
+                    let message = format!("a PreToolUse hook's updatedInput is not valid input for {}: {e}", asked.name);
+                    refusal = Some(refuse(call.as_ref(), message));
+                }
+                None => refusal = Some(CallOutcome::error(format!("no tool named {:?}", asked.name))),
+            }
+        }
+        guard.me.take();
+        if let Some(refusal) = refusal {
+            self.finished(i, refusal, false);
+            return;
+        }
+        let mut inner = self.lock();
+        if let Some(input) = rewritten {
+            inner.slots[i].input = Some(input);
+        }
+        let pre = Pre { decision: said.decision, reason: said.reason, context: said.context };
+        self.launch(&mut inner, i, call, token, pre);
+    }
+
+    /// Waits until the call may run: the client's answer, or first its
+    /// PermissionRequest hooks'. `Err` is the refusal.
+    pub(super) async fn approval(
+        &self,
+        gate: Gate,
+        call: &mut Box<dyn PreparedCall>,
+        ctx: &mut ToolContext,
+        i: super::CallIdx,
+        token: &CancellationToken,
+    ) -> Result<(), String> {
+        let wait = match gate {
+            Gate::Run => return Ok(()),
+            Gate::Ask(wait) => wait,
+            Gate::HooksFirst(ask, ids) => {
+                let about = About {
+                    turn_id: Some(ids.turn_id.clone()),
+                    tool_use_id: Some(ids.tool_use_id.clone()),
+                    tool_name: Some(ids.name.clone()),
+                };
+                let mode = {
+                    let inner = self.lock();
+                    crate::hooks::mode_name(inner.context.mode.unwrap_or(self.services.info.mode))
+                };
+                let input = json!({
+                    "tool_name": ids.name,
+                    "tool_input": ask.input,
+                    "tool_use_id": ids.tool_use_id,
+                    "permission_mode": mode,
+                    "permission_suggestions": suggestions(&ask.suggestions),
+                });
+                let said = self.services.hooks.run(HookEvent::PermissionRequest, &ids.name, input, &about, token).await;
+                if token.is_cancelled() {
+                    return Err("cancelled while waiting for permission".into());
+                }
+                let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());
+                match said.decision {
+                    Some(Decision::Deny | Decision::Stop) => {
+                        return Err(format!("permission denied by a PermissionRequest hook: {reason}"));
+                    }
+                    Some(Decision::Allow) => {
+                        if let Some(updated) = said.updated_input {
+                            *call = self.rewritten(&ids.name, updated, ctx, i)?;
+                        }
+                        ctx.may_write_protected = true;
+                        ctx.approved_outside = ask.outside.map(Arc::new);
+                        return Ok(());
+                    }
+                    _ => self.open_request(&ids, ask, None),
+                }
+            }
+        };
+        let outside = wait.outside.clone();
+        let answers = self.wait_for_answer(wait, token).await?;
+        ctx.answers = answers.map(Arc::new);
+        ctx.may_write_protected = true;
+        ctx.approved_outside = outside.map(Arc::new);
+        Ok(())
+    }
+
+    /// A PermissionRequest hook's `updatedInput`, as a call: parsed,
+    /// validated, and refused if a deny rule covers it.
+    fn rewritten(
+        &self,
+        name: &str,
+        updated: Value,
+        ctx: &ToolContext,
+        i: super::CallIdx,
+    ) -> Result<Box<dyn PreparedCall>, String> {
+        let bad = |e: String| format!("a PermissionRequest hook's updatedInput is not valid input for {name}: {e}");
+        let tool = self.tools.find(name).ok_or_else(|| format!("no tool named {name:?}"))?;
+        let call = tool.prepare(updated).map_err(|e| bad(e.to_string()))?;
+        call.validate(ctx).map_err(|e| bad(e.to_string()))?;
+        let facts = self.facts(ctx, call.permission_target());
+        if let Some(rule) = self.services.rules.decide(name, &facts)
+            && rule.kind == RuleKind::Deny
+        {
+            return Err(format!(
+                "permission denied: a PermissionRequest hook's updatedInput is denied by the rule {} ({})",
+                rule.text, rule.origin.source
+            ));
+        }
+        let _ = i;
+        Ok(call)
+    }
+
+    /// Runs the call's PostToolUse (or, for an error result,
+    /// PostToolUseFailure) hooks and adds what they say to `outcome`.
+    pub(super) async fn after_call(
+        &self,
+        after: After,
+        mut outcome: CallOutcome,
+        token: &CancellationToken,
+    ) -> CallOutcome {
+        let event = if outcome.is_error { HookEvent::PostToolUseFailure } else { HookEvent::PostToolUse };
+        if !self.services.hooks.wants(event, &after.name) {
+            return outcome;
+        }
+        let text = text_of(&outcome.content);
+        let mut input = json!({
+            "tool_name": after.name,
+            "tool_input": after.input,
+            "tool_use_id": after.about.tool_use_id,
+            "permission_mode": after.mode,
+            "cwd": after.cwd,
+        });
+        if outcome.is_error {
+            input["error"] = Value::String(text);
+            input["is_interrupt"] = Value::Bool(false);
+        } else {
+            let mut response = json!({ "success": true, "content": text });
+            if let Some(path) = after.input.get("file_path").or_else(|| after.input.get("notebook_path")) {
+                response["filePath"] = path.clone();
+            }
+            if after.name == crate::tools::bash::NAME {
+                response["stdout"] = response["content"].clone();
+            }
+            input["tool_response"] = response;
+        }
+        let said = self.services.hooks.run(event, &after.name, input, &after.about, token).await;
+        if event == HookEvent::PostToolUse
+            && after.name.starts_with("mcp__")
+            && let Some(replaced) = said.updated_mcp_output
+        {
+            outcome.content = match replaced {
+                Value::String(s) => vec![ContentBlock::text(s)],
+                other => serde_json::from_value::<Vec<ContentBlock>>(other.clone())
+                    .unwrap_or_else(|_| vec![ContentBlock::text(other.to_string())]),
+            };
+        }
+        for reason in &said.blocks {
+            outcome.content.push(ContentBlock::text(format!("{} hook feedback: {reason}", event.as_str())));
+        }
+        let mut outcome = with_context(outcome, event.as_str(), &said.context);
+        if let Some(stop) = said.stop_reason {
+            outcome.content.push(ContentBlock::text(format!("stopped by a {} hook: {stop}", event.as_str())));
+        }
+        outcome
+    }
+}
+
+/// `outcome` with the hooks' `additionalContext` for the model after it.
+pub(super) fn with_context(mut outcome: CallOutcome, event: &str, context: &[String]) -> CallOutcome {
+    for c in context.iter().filter(|c| !c.trim().is_empty()) {
+        outcome.content.push(ContentBlock::text(format!("{event} hook additional context: {c}")));
+    }
+    outcome
+}
+
+fn text_of(content: &[ContentBlock]) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join("\n")
+}
+
+/// Rule suggestions as Claude Code gives them to a PermissionRequest hook
+/// (`addRules` updates for the session).
+fn suggestions(rules: &[String]) -> Value {
+    let updates: Vec<Value> = rules
+        .iter()
+        .map(|rule| {
+            let (tool, content) = match rule.split_once('(') {
+                Some((tool, rest)) => (tool, rest.strip_suffix(')').map(str::to_owned)),
+                None => (rule.as_str(), None),
+            };
+            let mut r = json!({ "toolName": tool });
+            if let Some(content) = content {
+                r["ruleContent"] = Value::String(content);
+            }
+            json!({ "type": "addRules", "rules": [r], "behavior": "allow", "destination": "session" })
+        })
+        .collect();
+    Value::Array(updates)
+}

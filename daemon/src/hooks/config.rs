@@ -1,0 +1,401 @@
+//! Which hooks a session has: Claude Code's `hooks` entries, read from the
+//! settings files and `session/create`, with the workspace's own entries
+//! only once the workspace is trusted.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_protocol::hooks::{HookEvent, HookInfo};
+use serde_json::Value;
+
+/// A command hook's `timeout` when it names none (Claude Code's: ten
+/// minutes).
+pub const DEFAULT_TIMEOUT_S: u64 = 600;
+
+/// Longest `timeout` a hook may name (a day).
+pub const MAX_TIMEOUT_S: u64 = 86_400;
+
+/// Most hook entries kept from all files (the rest are reported).
+const MAX_HOOKS: usize = 256;
+
+/// What a hook's `matcher` matches, as Claude Code reads it: absent, empty
+/// or `*` matches everything; letters, digits, `_` and `|` alone are exact
+/// names (`Edit|Write`); anything else is a regular expression, not
+/// anchored (`mcp__github__.*`, `Notebook.*`).
+#[derive(Clone)]
+pub struct Matcher {
+    text: String,
+    kind: MatchKind,
+}
+
+#[derive(Clone)]
+enum MatchKind {
+    All,
+    Names(Vec<String>),
+    Pattern(Arc<grep_regex::RegexMatcher>),
+}
+
+impl Matcher {
+    /// Parses `text`; `Err` says why a pattern cannot be used.
+    pub fn parse(text: &str) -> Result<Matcher, String> {
+        let kind = if text.is_empty() || text == "*" {
+            MatchKind::All
+        } else if text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|') {
+            MatchKind::Names(text.split('|').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+        } else {
+            let pattern = grep_regex::RegexMatcherBuilder::new()
+                .build(text)
+                .map_err(|e| format!("matcher {text:?} is not a regular expression agentd can use: {e}"))?;
+            MatchKind::Pattern(Arc::new(pattern))
+        };
+        Ok(Matcher { text: text.to_owned(), kind })
+    }
+
+    /// Whether `subject` (a tool name, a notification type, …) matches.
+    pub fn matches(&self, subject: &str) -> bool {
+        match &self.kind {
+            MatchKind::All => true,
+            MatchKind::Names(names) => names.iter().any(|n| n == subject),
+            MatchKind::Pattern(p) => grep_matcher::Matcher::is_match(&**p, subject.as_bytes()).unwrap_or(false),
+        }
+    }
+
+    /// The matcher as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// One `type: "command"` hook.
+#[derive(Clone)]
+pub struct CommandHook {
+    /// The shell command line.
+    pub command: String,
+    /// How long it may run.
+    pub timeout: Duration,
+    /// Where it was read from (a file's path, or `session`).
+    pub source: Arc<str>,
+}
+
+/// Command hooks for one event and matcher.
+#[derive(Clone)]
+pub struct Group {
+    /// When they run.
+    pub event: HookEvent,
+    /// What they match.
+    pub matcher: Matcher,
+    /// What they run.
+    pub hooks: Vec<CommandHook>,
+}
+
+/// Every command hook of a session, and what could not be used.
+#[derive(Clone, Default)]
+pub struct HookSet {
+    /// In the order read: the session's, the user's, the workspace's.
+    pub groups: Vec<Group>,
+    /// Entries that cannot be used, with where they are.
+    pub errors: Vec<String>,
+    count: usize,
+}
+
+impl HookSet {
+    /// Adds the entries of a `hooks` value (Claude Code's shape) read from
+    /// `source`; what does not fit the shape goes to `errors`.
+    pub fn add(&mut self, source: &str, hooks: &Value) {
+        let source: Arc<str> = Arc::from(source);
+        let Some(events) = hooks.as_object() else {
+            self.errors.push(format!("{source}: hooks: must be an object of event names, got {}", kind(hooks)));
+            return;
+        };
+        for (name, groups) in events {
+            let at = format!("{source}: hooks.{name}");
+            let Some(event) = HookEvent::parse(name) else {
+                self.errors.push(format!("{at}: not an event agentd runs (see the README's Hooks section)"));
+                continue;
+            };
+            let Some(groups) = groups.as_array() else {
+                self.errors.push(format!("{at}: must be an array of matcher groups, got {}", kind(groups)));
+                continue;
+            };
+            for (g, group) in groups.iter().enumerate() {
+                let at = format!("{at}[{g}]");
+                let matcher = match group.get("matcher") {
+                    None | Some(Value::Null) => Matcher::parse(""),
+                    Some(Value::String(m)) => Matcher::parse(m),
+                    Some(other) => Err(format!("matcher must be a string, got {}", kind(other))),
+                };
+                let matcher = match matcher {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.errors.push(format!("{at}: {e}"));
+                        continue;
+                    }
+                };
+                let Some(entries) = group.get("hooks").and_then(Value::as_array) else {
+                    self.errors.push(format!("{at}: hooks must be an array of hooks"));
+                    continue;
+                };
+                let mut kept = Vec::new();
+                for (h, entry) in entries.iter().enumerate() {
+                    let at = format!("{at}.hooks[{h}]");
+                    match command_hook(entry, &source) {
+                        Ok(_) if self.count >= MAX_HOOKS => {
+                            self.errors.push(format!("{at}: more than {MAX_HOOKS} hooks; left out"));
+                        }
+                        Ok(hook) => {
+                            self.count += 1;
+                            kept.push(hook);
+                        }
+                        Err(e) => self.errors.push(format!("{at}: {e}")),
+                    }
+                }
+                if !kept.is_empty() {
+                    self.groups.push(Group { event, matcher, hooks: kept });
+                }
+            }
+        }
+    }
+
+    /// Whether any hook would run for `event` on `subject`.
+    pub fn wants(&self, event: HookEvent, subject: &str) -> bool {
+        self.groups.iter().any(|g| g.event == event && g.matcher.matches(subject))
+    }
+
+    /// The hooks to run for `event` on `subject`: each command once (the
+    /// same command line in two places runs once, as in Claude Code).
+    pub fn matching(&self, event: HookEvent, subject: &str) -> Vec<CommandHook> {
+        let mut out: Vec<CommandHook> = Vec::new();
+        for group in self.groups.iter().filter(|g| g.event == event && g.matcher.matches(subject)) {
+            for hook in &group.hooks {
+                if !out.iter().any(|h| h.command == hook.command) {
+                    out.push(hook.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether there are no hooks at all.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The hooks as `session/get` lists them.
+    pub fn info(&self) -> Vec<HookInfo> {
+        self.groups
+            .iter()
+            .flat_map(|g| {
+                g.hooks.iter().map(|h| HookInfo {
+                    event: g.event,
+                    matcher: g.matcher.text().to_owned(),
+                    command: Some(h.command.clone()),
+                    hook_id: None,
+                    source: h.source.to_string(),
+                    timeout: h.timeout.as_secs(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String> {
+    let Some(map) = entry.as_object() else { return Err(format!("must be an object, got {}", kind(entry))) };
+    match map.get("type").and_then(Value::as_str) {
+        Some("command") => {}
+        Some(other) => {
+            return Err(format!(
+                "type {other:?} is not run by agentd (only \"command\" hooks run: a prompt or agent hook needs a model)"
+            ));
+        }
+        None => return Err("type must be \"command\"".into()),
+    }
+    let command = match map.get("command") {
+        Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+        _ => return Err("command must be a non-empty string".into()),
+    };
+    let timeout = match map.get("timeout") {
+        None | Some(Value::Null) => DEFAULT_TIMEOUT_S,
+        Some(v) => match v.as_f64() {
+            Some(t) if t > 0.0 && t <= MAX_TIMEOUT_S as f64 => t.ceil() as u64,
+            _ => return Err(format!("timeout must be a number of seconds from 1 to {MAX_TIMEOUT_S}, got {v}")),
+        },
+    };
+    Ok(CommandHook { command, timeout: Duration::from_secs(timeout), source: source.clone() })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A settings file and whether it is the workspace's own.
+pub struct SettingsSource<'a> {
+    /// The file.
+    pub path: &'a Path,
+    /// The workspace's (project or local settings), not the user's.
+    pub project: bool,
+}
+
+/// The session's hooks: its own (`session/create`), then each settings
+/// file's; the workspace's files only when `trusted` (otherwise their
+/// hooks are reported as not run). `disableAllHooks: true` in a user's
+/// file turns every hook off; in a workspace's file, the workspace's.
+pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: bool) -> HookSet {
+    let mut set = HookSet::default();
+    let mut read: Vec<(bool, String, Value)> = Vec::new();
+    for file in files {
+        let text = match std::fs::read_to_string(file.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                set.errors.push(format!("{}: cannot be read: {e}", file.path.display()));
+                continue;
+            }
+        };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) => read.push((file.project, file.path.display().to_string(), v)),
+            // The permission rules report it too; hooks say they are off.
+            Err(e) => set.errors.push(format!("{}: not JSON ({e}); its hooks do not run", file.path.display())),
+        }
+    }
+    let off = |v: &Value| v.get("disableAllHooks").and_then(Value::as_bool) == Some(true);
+    if read.iter().any(|(project, _, v)| !project && off(v)) {
+        return set;
+    }
+    let project_off = read.iter().any(|(project, _, v)| *project && off(v));
+    if let Some(hooks) = session {
+        set.add("session", hooks);
+    }
+    for (project, source, value) in &read {
+        let Some(hooks) = value.get("hooks") else { continue };
+        if *project && project_off {
+            continue;
+        }
+        if *project && !trusted {
+            let n: usize = hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
+            set.errors.push(format!(
+                "{source}: {n} hook group(s) not run: the workspace is not trusted (session/create \
+                 enable_project_hooks, or projects.<workspace>.enableProjectHooks in the user's settings)"
+            ));
+            continue;
+        }
+        set.add(source, hooks);
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matchers_read_as_claude_code_reads_them() {
+        let m = |t: &str| Matcher::parse(t).unwrap();
+        for all in ["", "*"] {
+            assert!(m(all).matches("Bash") && m(all).matches("mcp__x__y"));
+        }
+        assert!(m("Bash").matches("Bash"));
+        assert!(!m("Bash").matches("bash"), "names are case-sensitive");
+        assert!(!m("Edit").matches("NotebookEdit"), "a plain name is exact");
+        assert!(m("Edit|Write").matches("Write") && !m("Edit|Write").matches("Read"));
+        assert!(m("Edit | Write").matches("Write"), "spaces around | are trimmed");
+        assert!(m("mcp__github__.*").matches("mcp__github__create_issue"));
+        assert!(!m("mcp__github__.*").matches("mcp__gitlab__x"));
+        assert!(m("Notebook.*").matches("NotebookEdit"));
+        assert!(m("Edit.*").matches("NotebookEdit"), "a pattern is not anchored");
+        assert!(m("^Edit$").matches("Edit") && !m("^Edit$").matches("NotebookEdit"));
+        assert!(Matcher::parse("(unclosed").is_err());
+    }
+
+    #[test]
+    fn bad_entries_are_reported_and_the_rest_kept() {
+        let mut set = HookSet::default();
+        set.add(
+            "f.json",
+            &json!({
+                "PreToolUse": [
+                    {"matcher": "Bash", "hooks": [
+                        {"type": "command", "command": "guard"},
+                        {"type": "prompt", "prompt": "is this ok?"},
+                        {"type": "command", "command": ""},
+                        {"type": "command", "command": "slow", "timeout": 5},
+                        {"type": "command", "command": "x", "timeout": -1},
+                        7
+                    ]},
+                    {"matcher": 3, "hooks": []},
+                    {"matcher": "(", "hooks": [{"type": "command", "command": "y"}]},
+                    {"hooks": "no"}
+                ],
+                "UserPromptSubmit": [],
+                "PostToolUse": {"not": "an array"}
+            }),
+        );
+        assert_eq!(set.groups.len(), 1);
+        let hooks = set.matching(HookEvent::PreToolUse, "Bash");
+        assert_eq!(hooks.iter().map(|h| h.command.as_str()).collect::<Vec<_>>(), ["guard", "slow"]);
+        assert_eq!(hooks[0].timeout, Duration::from_secs(DEFAULT_TIMEOUT_S));
+        assert_eq!(hooks[1].timeout, Duration::from_secs(5));
+        let errors = set.errors.join("\n");
+        for needle in [
+            "f.json: hooks.PreToolUse[0].hooks[1]: type \"prompt\"",
+            "hooks[2]: command must be a non-empty string",
+            "hooks[4]: timeout must be",
+            "hooks[5]: must be an object",
+            "PreToolUse[1]: matcher must be a string",
+            "PreToolUse[2]: matcher \"(\"",
+            "PreToolUse[3]: hooks must be an array",
+            "hooks.UserPromptSubmit: not an event agentd runs",
+            "hooks.PostToolUse: must be an array",
+        ] {
+            assert!(errors.contains(needle), "{needle} not in:\n{errors}");
+        }
+        let mut bad = HookSet::default();
+        bad.add("g", &json!(["x"]));
+        assert!(bad.errors[0].contains("must be an object"), "{:?}", bad.errors);
+    }
+
+    #[test]
+    fn the_same_command_runs_once() {
+        let mut set = HookSet::default();
+        let entry = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "g"}]},
+                                           {"matcher": "*", "hooks": [{"type": "command", "command": "g"}]}]});
+        set.add("a", &entry);
+        set.add("b", &entry);
+        assert_eq!(set.matching(HookEvent::PreToolUse, "Bash").len(), 1);
+        assert_eq!(set.info().len(), 4, "all are listed");
+    }
+
+    #[test]
+    fn the_workspace_hooks_run_only_when_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.json");
+        let project = dir.path().join("project.json");
+        let entry = |c: &str| json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": c}]}]}});
+        std::fs::write(&user, entry("mine").to_string()).unwrap();
+        std::fs::write(&project, entry("theirs").to_string()).unwrap();
+        let files = [SettingsSource { path: &user, project: false }, SettingsSource { path: &project, project: true }];
+        let commands = |set: &HookSet| {
+            set.matching(HookEvent::PreToolUse, "Read").into_iter().map(|h| h.command).collect::<Vec<_>>()
+        };
+        let untrusted = resolve(None, &files, false);
+        assert_eq!(commands(&untrusted), ["mine"]);
+        assert!(untrusted.errors[0].contains("not trusted"), "{:?}", untrusted.errors);
+        assert_eq!(commands(&resolve(Some(&entry("own")["hooks"]), &files, true)), ["own", "mine", "theirs"]);
+        // A workspace cannot turn the user's hooks off; the user can.
+        std::fs::write(&project, json!({"disableAllHooks": true}).to_string()).unwrap();
+        assert_eq!(commands(&resolve(None, &files, true)), ["mine"]);
+        std::fs::write(&user, json!({"disableAllHooks": true, "hooks": entry("mine")["hooks"]}).to_string()).unwrap();
+        assert!(commands(&resolve(None, &files, true)).is_empty());
+        std::fs::write(&project, "{not json").unwrap();
+        std::fs::write(&user, "{}").unwrap();
+        assert!(resolve(None, &files, true).errors[0].contains("not JSON"));
+    }
+}

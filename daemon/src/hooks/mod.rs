@@ -1,0 +1,367 @@
+//! Hooks: the user's own gate, as Claude Code runs it. Command hooks from
+//! the settings files and `session/create` (see [`config`]), and hooks a
+//! client registers over the socket (`hooks/register`), asked with a
+//! `hook/request` event and answered with `hook/respond`. Every hook of a
+//! moment runs at once; their answers combine as [`output::Combined`]
+//! says (deny over ask over allow).
+//!
+//! Where they sit in a call's life is the executor's: `PreToolUse` after
+//! the input is valid and before the permission decision, `PermissionRequest`
+//! before the client is asked, `PostToolUse`/`PostToolUseFailure` after the
+//! result.
+
+pub mod config;
+pub mod output;
+mod run;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentd_protocol::hooks::{HookEvent, HookInfo};
+use agentd_protocol::turn::EventKind;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::events::EventLog;
+
+pub use config::HookSet;
+pub use output::{Combined, Decision};
+
+
+/// Most hooks one client connection may register on a session.
+const MAX_SOCKET_HOOKS: usize = 64;
+
+/// A hook a client registered.
+#[derive(Clone)]
+struct SocketHook {
+    id: String,
+    event: HookEvent,
+    matcher: config::Matcher,
+    timeout: Duration,
+    conn: Option<usize>,
+}
+
+/// An asked socket hook, until its answer.
+struct Pending {
+    conn: Option<usize>,
+    answer: oneshot::Sender<Answer>,
+}
+
+enum Answer {
+    Output(Value),
+    /// The client that registered the hook left.
+    Gone,
+}
+
+/// Why `hooks/register` or `hook/respond` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// A field has a value that cannot be used.
+    #[error("{why}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// No such hook or request.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// Which call (or none: a session moment) a moment is about.
+#[derive(Clone, Default)]
+pub struct About {
+    /// The call's turn.
+    pub turn_id: Option<String>,
+    /// The call.
+    pub tool_use_id: Option<String>,
+    /// The tool.
+    pub tool_name: Option<String>,
+}
+
+/// A session's hooks and the socket hooks' open requests.
+pub struct Hooks {
+    set: HookSet,
+    socket: Mutex<Vec<SocketHook>>,
+    pending: Mutex<HashMap<String, Pending>>,
+    events: Arc<EventLog>,
+    session_id: String,
+    cwd: PathBuf,
+    ids: std::sync::atomic::AtomicU64,
+    /// The session closed: hooks still run (SessionEnd) but report nothing
+    /// (its event stream has ended) and ask no client.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// A permission mode as Claude Code names it in a hook's `permission_mode`.
+pub fn mode_name(mode: agentd_protocol::session::PermissionMode) -> &'static str {
+    use agentd_protocol::session::PermissionMode;
+    match mode {
+        PermissionMode::Default => "default",
+        PermissionMode::AcceptEdits => "acceptEdits",
+        PermissionMode::Plan => "plan",
+        PermissionMode::Bypass => "bypassPermissions",
+    }
+}
+
+impl Hooks {
+    /// The hooks of a session whose workspace is `cwd`; their events go to
+    /// `events`.
+    pub fn new(set: HookSet, events: Arc<EventLog>, session_id: &str, cwd: PathBuf) -> Hooks {
+        Hooks {
+            set,
+            socket: Mutex::new(Vec::new()),
+            pending: Mutex::new(HashMap::new()),
+            events,
+            session_id: session_id.to_owned(),
+            cwd,
+            ids: std::sync::atomic::AtomicU64::new(1),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The session closed: see [`Hooks::run`].
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sockets().clear();
+        let pending: Vec<Pending> = self.pendings().drain().map(|(_, p)| p).collect();
+        for p in pending {
+            let _ = p.answer.send(Answer::Gone);
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn sockets(&self) -> std::sync::MutexGuard<'_, Vec<SocketHook>> {
+        self.socket.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pendings(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The command hooks (settings and session), for a child session to
+    /// share.
+    pub fn set(&self) -> &HookSet {
+        &self.set
+    }
+
+    /// Whether any hook would run for `event` on `subject` (cheap: no
+    /// hook, no cost on a call's path).
+    pub fn wants(&self, event: HookEvent, subject: &str) -> bool {
+        self.set.wants(event, subject) || self.sockets().iter().any(|h| h.event == event && h.matcher.matches(subject))
+    }
+
+    /// The hooks in force, for `session/get`.
+    pub fn info(&self) -> Vec<HookInfo> {
+        let mut out = self.set.info();
+        out.extend(self.sockets().iter().map(|h| HookInfo {
+            event: h.event,
+            matcher: h.matcher.text().to_owned(),
+            command: None,
+            hook_id: Some(h.id.clone()),
+            source: "socket".into(),
+            timeout: h.timeout.as_secs(),
+        }));
+        out
+    }
+
+    /// `hooks/register`: a hook of connection `conn`'s.
+    pub fn register(
+        &self,
+        event: HookEvent,
+        matcher: Option<&str>,
+        timeout: Option<u64>,
+        conn: Option<usize>,
+    ) -> Result<String, HookError> {
+        let matcher = config::Matcher::parse(matcher.unwrap_or(""))
+            .map_err(|why| HookError::Invalid { field: "matcher", why })?;
+        let timeout = timeout.unwrap_or(config::DEFAULT_TIMEOUT_S);
+        if !(1..=config::MAX_TIMEOUT_S).contains(&timeout) {
+            return Err(HookError::Invalid {
+                field: "timeout",
+                why: format!("must be from 1 to {} seconds, got {timeout}", config::MAX_TIMEOUT_S),
+            });
+        }
+        let mut sockets = self.sockets();
+        if sockets.iter().filter(|h| h.conn == conn).count() >= MAX_SOCKET_HOOKS {
+            return Err(HookError::Invalid {
+                field: "event",
+                why: format!("at most {MAX_SOCKET_HOOKS} hooks per connection and session"),
+            });
+        }
+        let id = format!("hook_{}", self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        sockets.push(SocketHook { id: id.clone(), event, matcher, timeout: Duration::from_secs(timeout), conn });
+        Ok(id)
+    }
+
+    /// `hooks/unregister`.
+    pub fn unregister(&self, id: &str) -> Result<(), HookError> {
+        let mut sockets = self.sockets();
+        let before = sockets.len();
+        sockets.retain(|h| h.id != id);
+        if sockets.len() == before {
+            return Err(HookError::Unknown(format!("no hook {id:?} is registered on this session")));
+        }
+        Ok(())
+    }
+
+    /// The connection `conn` closed: its hooks go, and what they were asked
+    /// goes on as if they were not there.
+    pub fn connection_closed(&self, conn: usize) {
+        self.sockets().retain(|h| h.conn != Some(conn));
+        let gone: Vec<Pending> = {
+            let mut pending = self.pendings();
+            let ids: Vec<String> = pending.iter().filter(|(_, p)| p.conn == Some(conn)).map(|(k, _)| k.clone()).collect();
+            ids.into_iter().filter_map(|id| pending.remove(&id)).collect()
+        };
+        for p in gone {
+            let _ = p.answer.send(Answer::Gone);
+        }
+    }
+
+    /// `hook/respond`.
+    pub fn respond(&self, request_id: &str, output: Value) -> Result<(), HookError> {
+        let pending = self
+            .pendings()
+            .remove(request_id)
+            .ok_or_else(|| HookError::Unknown(format!("no hook request {request_id:?} is waiting for an answer")))?;
+        let _ = pending.answer.send(Answer::Output(output));
+        Ok(())
+    }
+
+    /// Runs every hook for `event` on `subject` at once, with `input` (the
+    /// moment's own fields; the common ones are added here), and combines
+    /// what they say. Each hook's start and end are events of the session.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future kills the command hooks still running and
+    /// forgets the socket hooks' requests.
+    pub async fn run(
+        &self,
+        event: HookEvent,
+        subject: &str,
+        mut input: Value,
+        about: &About,
+        cancel: &CancellationToken,
+    ) -> Combined {
+        if let Value::Object(map) = &mut input {
+            map.insert("session_id".into(), Value::String(self.session_id.clone()));
+            map.insert("transcript_path".into(), Value::Null);
+            map.entry("cwd").or_insert_with(|| Value::String(self.cwd.display().to_string()));
+            map.insert("hook_event_name".into(), Value::String(event.as_str().into()));
+        }
+        let commands = self.set.matching(event, subject);
+        let sockets: Vec<SocketHook> = if self.is_closed() { Vec::new() } else { self.sockets().iter().filter(|h| h.event == event && h.matcher.matches(subject)).cloned().collect() };
+        if commands.is_empty() && sockets.is_empty() {
+            return Combined::default();
+        }
+        let bytes = serde_json::to_vec(&input).unwrap_or_default();
+        let mut runs: Vec<futures_util::future::BoxFuture<'_, output::HookResult>> = Vec::new();
+        for hook in commands {
+            let (bytes, cwd) = (bytes.clone(), self.cwd.clone());
+            let name = hook.command.clone();
+            runs.push(Box::pin(self.reported(event, about, name, async move {
+                let ran = run::command(&hook.command, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
+                output::from_command(event, &ran, hook.timeout)
+            })));
+        }
+        for hook in &sockets {
+            let name = format!("socket {}", hook.id);
+            let ask = self.ask_socket(event, hook, &input, about, cancel);
+            runs.push(Box::pin(self.reported(event, about, name, ask)));
+        }
+        let results = futures_util::future::join_all(runs).await;
+        Combined::of(event, results)
+    }
+
+    /// `run` with its `hook/started` and `hook/completed` events.
+    async fn reported(
+        &self,
+        event: HookEvent,
+        about: &About,
+        hook: String,
+        run: impl std::future::Future<Output = output::HookResult>,
+    ) -> output::HookResult {
+        let hook: String = hook.chars().take(200).collect();
+        if self.is_closed() {
+            let result = run.await;
+            tracing::debug!(hook, event = event.as_str(), outcome = result.outcome.as_str(), "hook of a closed session");
+            return result;
+        }
+        self.events.push(EventKind::HookStarted {
+            turn_id: about.turn_id.clone(),
+            tool_use_id: about.tool_use_id.clone(),
+            event,
+            hook: hook.clone(),
+        });
+        let started = Instant::now();
+        let result = run.await;
+        if self.is_closed() {
+            return result;
+        }
+        self.events.push(EventKind::HookCompleted {
+            turn_id: about.turn_id.clone(),
+            tool_use_id: about.tool_use_id.clone(),
+            event,
+            hook,
+            duration_ms: started.elapsed().as_millis() as u64,
+            outcome: result.outcome.as_str().to_owned(),
+            decision: result.decision.map(|d| d.as_str().to_owned()),
+            message: result.message.clone(),
+            system_message: result.system_message.clone(),
+            additional_context: result.additional_context.clone(),
+        });
+        result
+    }
+
+    /// Asks a socket hook: a `hook/request` event, then its answer, its
+    /// timeout, or its client leaving.
+    async fn ask_socket(
+        &self,
+        event: HookEvent,
+        hook: &SocketHook,
+        input: &Value,
+        about: &About,
+        cancel: &CancellationToken,
+    ) -> output::HookResult {
+        let request_id = format!("hookreq_{}", uuid::Uuid::new_v4().simple());
+        let (tx, rx) = oneshot::channel();
+        self.pendings().insert(request_id.clone(), Pending { conn: hook.conn, answer: tx });
+        // The hook may have gone between matching and asking.
+        if !self.sockets().iter().any(|h| h.id == hook.id) {
+            self.pendings().remove(&request_id);
+            return output::HookResult::gone();
+        }
+        struct Forget<'a>(&'a Hooks, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.pendings().remove(self.1);
+            }
+        }
+        let _forget = Forget(self, &request_id);
+        self.events.push(EventKind::HookRequest {
+            turn_id: about.turn_id.clone(),
+            tool_use_id: about.tool_use_id.clone(),
+            request_id: request_id.clone(),
+            hook_id: hook.id.clone(),
+            event,
+            tool_name: about.tool_name.clone(),
+            input: input.clone(),
+        });
+        tokio::select! {
+            answer = rx => match answer {
+                Ok(Answer::Output(value)) => output::from_json(event, value),
+                Ok(Answer::Gone) | Err(_) => output::HookResult::gone(),
+            },
+            _ = tokio::time::sleep(hook.timeout) => output::HookResult::timed_out(hook.timeout),
+            _ = cancel.cancelled() => output::HookResult::cancelled(),
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! What a hook said: its exit code and output read as Claude Code reads
+//! them, and the answers of a moment's hooks combined.
+//!
+//! Exit code 0: stdout is JSON output if it is a JSON object (plain text is
+//! context for `SessionStart` and `SubagentStart`, and otherwise ignored).
+//! Exit code 2: a blocking error whose stderr is the reason (the call is
+//! denied for `PreToolUse` and `PermissionRequest`; the model is told for
+//! `PostToolUse` and `PostToolUseFailure`; only the user is told for the
+//! others). Any other code, output that is not JSON, a timeout: a
+//! non-blocking error, and the call goes on.
+
+use std::time::Duration;
+
+use agentd_protocol::hooks::HookEvent;
+use serde_json::Value;
+
+/// How a hook ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit code 0 (or a socket hook's answer).
+    Success,
+    /// Exit code 2.
+    Blocking,
+    /// Another exit code, output that is not JSON, or no start.
+    Error,
+    /// Killed at its timeout (no answer in time).
+    Timeout,
+    /// Its call was cancelled first.
+    Cancelled,
+    /// The client that registered it left.
+    Gone,
+}
+
+impl Outcome {
+    /// The name `hook/completed` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Blocking => "blocking",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Gone => "gone",
+        }
+    }
+}
+
+/// What a hook decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Decision {
+    /// Run it (PreToolUse, PermissionRequest).
+    Allow,
+    /// Ask the user (PreToolUse).
+    Ask,
+    /// Refuse it (PreToolUse, PermissionRequest).
+    Deny,
+    /// Tell the model why (`decision: "block"`: PostToolUse, …).
+    Block,
+    /// `continue: false`: the harness should stop.
+    Stop,
+}
+
+impl Decision {
+    /// The name `hook/completed` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+            Decision::Block => "block",
+            Decision::Stop => "stop",
+        }
+    }
+}
+
+/// One hook's answer.
+#[derive(Debug, Clone)]
+pub struct HookResult {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// What it decided.
+    pub decision: Option<Decision>,
+    /// Its reason (for the model when it denies or blocks), or its error.
+    pub message: Option<String>,
+    /// `updatedInput` (PreToolUse; PermissionRequest's allow).
+    pub updated_input: Option<Value>,
+    /// `additionalContext`, for the model.
+    pub additional_context: Option<String>,
+    /// `systemMessage`, for the user.
+    pub system_message: Option<String>,
+    /// `stopReason` with `continue: false`.
+    pub stop_reason: Option<String>,
+    /// `updatedMCPToolOutput` (PostToolUse of an MCP tool).
+    pub updated_mcp_output: Option<Value>,
+}
+
+impl HookResult {
+    fn ended(outcome: Outcome, message: Option<String>) -> HookResult {
+        HookResult {
+            outcome,
+            decision: None,
+            message,
+            updated_input: None,
+            additional_context: None,
+            system_message: None,
+            stop_reason: None,
+            updated_mcp_output: None,
+        }
+    }
+
+    /// The client that registered a socket hook left.
+    pub fn gone() -> HookResult {
+        HookResult::ended(Outcome::Gone, Some("the client that registered the hook left; it was skipped".into()))
+    }
+
+    /// No answer within `timeout`.
+    pub fn timed_out(timeout: Duration) -> HookResult {
+        HookResult::ended(Outcome::Timeout, Some(format!("no answer within its timeout ({} s)", timeout.as_secs())))
+    }
+
+    /// Its call was cancelled first.
+    pub fn cancelled() -> HookResult {
+        HookResult::ended(Outcome::Cancelled, None)
+    }
+}
+
+/// A command hook's run, read.
+pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) -> HookResult {
+    if let Some(why) = &ran.failed {
+        return HookResult::ended(Outcome::Error, Some(why.clone()));
+    }
+    if ran.cancelled {
+        return HookResult::cancelled();
+    }
+    if ran.timed_out {
+        return HookResult::ended(
+            Outcome::Timeout,
+            Some(format!("killed at its timeout ({} s)", timeout.as_secs())),
+        );
+    }
+    let stderr = trimmed(&ran.stderr, ran.cut);
+    match ran.code {
+        Some(0) => {
+            let text = ran.stdout.trim();
+            if text.starts_with('{') {
+                match serde_json::from_str::<Value>(text) {
+                    Ok(value) => from_json(event, value),
+                    Err(e) => HookResult::ended(
+                        Outcome::Error,
+                        Some(format!("its output is not valid JSON ({e}): {}", trimmed(text, ran.cut))),
+                    ),
+                }
+            } else {
+                let mut result = HookResult::ended(Outcome::Success, None);
+                if matches!(event, HookEvent::SessionStart | HookEvent::SubagentStart) && !text.is_empty() {
+                    result.additional_context = Some(trimmed(text, ran.cut));
+                }
+                result
+            }
+        }
+        Some(2) => {
+            let reason = if stderr.is_empty() { "(no reason given on stderr)".to_owned() } else { stderr };
+            let mut result = HookResult::ended(Outcome::Blocking, Some(reason));
+            result.decision = match event {
+                HookEvent::PreToolUse | HookEvent::PermissionRequest => Some(Decision::Deny),
+                HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => {
+                    Some(Decision::Block)
+                }
+                _ => None,
+            };
+            result
+        }
+        code => {
+            let code = code.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
+            let message = if stderr.is_empty() { format!("exit code {code}") } else { format!("exit code {code}: {stderr}") };
+            HookResult::ended(Outcome::Error, Some(message))
+        }
+    }
+}
+
+fn trimmed(text: &str, cut: bool) -> String {
+    let mut out: String = text.trim().chars().take(10_000).collect();
+    if cut || out.len() < text.trim().len() {
+        out.push_str(" … (cut)");
+    }
+    out
+}
+
+fn string(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A hook's JSON output (a command hook's stdout, a socket hook's
+/// `output`), read for `event`.
+pub fn from_json(event: HookEvent, value: Value) -> HookResult {
+    let mut result = HookResult::ended(Outcome::Success, None);
+    if value.is_null() {
+        return result;
+    }
+    let Value::Object(_) = &value else {
+        return HookResult::ended(Outcome::Error, Some(format!("its output must be a JSON object, got {value}")));
+    };
+    result.system_message = string(&value, "systemMessage");
+    let specific = value.get("hookSpecificOutput").filter(|v| v.is_object());
+    if let Some(named) = specific.and_then(|s| s.get("hookEventName")).and_then(Value::as_str)
+        && named != event.as_str()
+    {
+        return HookResult::ended(
+            Outcome::Error,
+            Some(format!("hookSpecificOutput.hookEventName is {named:?}, but the hook ran for {}", event.as_str())),
+        );
+    }
+    let field = |key: &str| specific.and_then(|s| s.get(key));
+    let reason = string(&value, "reason");
+    match event {
+        HookEvent::PreToolUse => {
+            let decision = field("permissionDecision").and_then(Value::as_str).or_else(|| {
+                // The older top-level form.
+                match value.get("decision").and_then(Value::as_str) {
+                    Some("approve") => Some("allow"),
+                    Some("block") => Some("deny"),
+                    _ => None,
+                }
+            });
+            result.decision = match decision {
+                Some("allow") => Some(Decision::Allow),
+                Some("deny") => Some(Decision::Deny),
+                Some("ask") => Some(Decision::Ask),
+                Some(other) => {
+                    return HookResult::ended(
+                        Outcome::Error,
+                        Some(format!("permissionDecision must be allow, deny or ask, got {other:?}")),
+                    );
+                }
+                None => None,
+            };
+            result.message = field("permissionDecisionReason").and_then(Value::as_str).map(str::to_owned).or(reason);
+            result.updated_input = field("updatedInput").filter(|v| v.is_object()).cloned();
+        }
+        HookEvent::PermissionRequest => {
+            let decision = field("decision").filter(|d| d.is_object());
+            match decision.and_then(|d| d.get("behavior")).and_then(Value::as_str) {
+                Some("allow") => {
+                    result.decision = Some(Decision::Allow);
+                    result.updated_input =
+                        decision.and_then(|d| d.get("updatedInput")).filter(|v| v.is_object()).cloned();
+                }
+                Some("deny") => {
+                    result.decision = Some(Decision::Deny);
+                    result.message = decision.and_then(|d| string(d, "message"));
+                    if decision.and_then(|d| d.get("interrupt")).and_then(Value::as_bool) == Some(true) {
+                        result.stop_reason = result.message.clone().or(Some("a PermissionRequest hook interrupted".into()));
+                    }
+                }
+                Some(other) => {
+                    return HookResult::ended(
+                        Outcome::Error,
+                        Some(format!("decision.behavior must be allow or deny, got {other:?}")),
+                    );
+                }
+                None => {}
+            }
+        }
+        HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => {
+            if value.get("decision").and_then(Value::as_str) == Some("block") {
+                result.decision = Some(Decision::Block);
+                result.message = Some(reason.unwrap_or_else(|| "(no reason given)".into()));
+            }
+            if event == HookEvent::PostToolUse {
+                result.updated_mcp_output = field("updatedMCPToolOutput").cloned();
+            }
+        }
+        _ => {}
+    }
+    result.additional_context = field("additionalContext").and_then(Value::as_str).map(str::to_owned);
+    if value.get("continue").and_then(Value::as_bool) == Some(false) {
+        result.decision = Some(Decision::Stop);
+        result.stop_reason = Some(string(&value, "stopReason").unwrap_or_else(|| "a hook asked to stop".into()));
+    }
+    result
+}
+
+/// What a moment's hooks said together.
+#[derive(Debug, Clone, Default)]
+pub struct Combined {
+    /// The strongest decision: stop over deny over ask over allow (block is
+    /// kept beside them in `blocks`).
+    pub decision: Option<Decision>,
+    /// The reasons of the hooks that made `decision`, joined.
+    pub reason: Option<String>,
+    /// The last `updatedInput` of a hook that did not deny.
+    pub updated_input: Option<Value>,
+    /// Every hook's `additionalContext`, in order.
+    pub context: Vec<String>,
+    /// Reasons given to the model with `decision: "block"` or exit code 2
+    /// (after the call).
+    pub blocks: Vec<String>,
+    /// `stopReason` of a `continue: false`.
+    pub stop_reason: Option<String>,
+    /// The last `updatedMCPToolOutput`.
+    pub updated_mcp_output: Option<Value>,
+}
+
+impl Combined {
+    /// Combines the answers of the hooks of one moment.
+    pub fn of(event: HookEvent, results: Vec<HookResult>) -> Combined {
+        let _ = event;
+        let mut out = Combined::default();
+        let rank = |d: Decision| match d {
+            Decision::Allow => 1,
+            Decision::Ask => 2,
+            Decision::Deny => 3,
+            Decision::Stop => 4,
+            Decision::Block => 0,
+        };
+        let strongest = results.iter().filter_map(|r| r.decision).filter(|d| *d != Decision::Block).max_by_key(|d| rank(*d));
+        out.decision = strongest;
+        if let Some(d) = strongest {
+            let reasons: Vec<&str> = results
+                .iter()
+                .filter(|r| r.decision == Some(d))
+                .filter_map(|r| if d == Decision::Stop { r.stop_reason.as_deref() } else { r.message.as_deref() })
+                .collect();
+            if !reasons.is_empty() {
+                out.reason = Some(reasons.join("; "));
+            }
+        }
+        for r in &results {
+            if r.decision != Some(Decision::Deny) && r.updated_input.is_some() {
+                out.updated_input = r.updated_input.clone();
+            }
+            if let Some(c) = &r.additional_context {
+                out.context.push(c.clone());
+            }
+            if r.decision == Some(Decision::Block)
+                && let Some(m) = &r.message
+            {
+                out.blocks.push(m.clone());
+            }
+            if out.stop_reason.is_none() {
+                out.stop_reason = r.stop_reason.clone();
+            }
+            if r.updated_mcp_output.is_some() {
+                out.updated_mcp_output = r.updated_mcp_output.clone();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::run::Ran;
+    use serde_json::json;
+
+    fn ran(code: i32, stdout: &str, stderr: &str) -> Ran {
+        Ran { code: Some(code), stdout: stdout.into(), stderr: stderr.into(), ..Ran::default() }
+    }
+    const T: Duration = Duration::from_secs(600);
+
+    #[test]
+    fn exit_codes_read_per_event() {
+        let r = from_command(HookEvent::PreToolUse, &ran(2, "", "no rm here\n"), T);
+        assert_eq!((r.outcome, r.decision, r.message.as_deref()), (Outcome::Blocking, Some(Decision::Deny), Some("no rm here")));
+        let r = from_command(HookEvent::PostToolUse, &ran(2, "", "lint failed"), T);
+        assert_eq!(r.decision, Some(Decision::Block));
+        let r = from_command(HookEvent::Notification, &ran(2, "", "x"), T);
+        assert_eq!((r.outcome, r.decision), (Outcome::Blocking, None));
+        let r = from_command(HookEvent::PreToolUse, &ran(1, "{\"continue\": false}", "oops"), T);
+        assert_eq!((r.outcome, r.decision, r.message.as_deref()), (Outcome::Error, None, Some("exit code 1: oops")));
+        let r = from_command(HookEvent::PreToolUse, &ran(0, "{not json", ""), T);
+        assert_eq!(r.outcome, Outcome::Error);
+        assert!(r.message.unwrap().contains("{not json"));
+        let r = from_command(HookEvent::PreToolUse, &ran(0, "plain words", ""), T);
+        assert_eq!((r.outcome, r.decision, r.additional_context), (Outcome::Success, None, None));
+        let r = from_command(HookEvent::SessionStart, &ran(0, "branch: main\n", ""), T);
+        assert_eq!(r.additional_context.as_deref(), Some("branch: main"));
+        let timed = Ran { timed_out: true, ..Ran::default() };
+        assert_eq!(from_command(HookEvent::PreToolUse, &timed, T).outcome, Outcome::Timeout);
+    }
+
+    #[test]
+    fn json_output_read_per_event() {
+        let pre = |v: Value| from_json(HookEvent::PreToolUse, v);
+        let r = pre(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": "generated file"}}));
+        assert_eq!((r.decision, r.message.as_deref()), (Some(Decision::Deny), Some("generated file")));
+        let r = pre(json!({"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"command": "ls"}}}));
+        assert_eq!((r.decision, r.updated_input), (Some(Decision::Allow), Some(json!({"command": "ls"}))));
+        assert_eq!(pre(json!({"decision": "block", "reason": "old"})).decision, Some(Decision::Deny));
+        assert_eq!(pre(json!({"decision": "approve"})).decision, Some(Decision::Allow));
+        let r = pre(json!({"continue": false, "stopReason": "enough", "systemMessage": "hi"}));
+        assert_eq!((r.decision, r.stop_reason.as_deref(), r.system_message.as_deref()), (Some(Decision::Stop), Some("enough"), Some("hi")));
+        assert_eq!(pre(json!({"hookSpecificOutput": {"permissionDecision": "maybe"}})).outcome, Outcome::Error);
+        assert_eq!(pre(json!({"hookSpecificOutput": {"hookEventName": "PostToolUse"}})).outcome, Outcome::Error);
+        assert_eq!(pre(json!([1])).outcome, Outcome::Error);
+        let post = from_json(HookEvent::PostToolUse, json!({"decision": "block", "reason": "fix lint",
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted"}}));
+        assert_eq!((post.decision, post.message.as_deref(), post.additional_context.as_deref()),
+            (Some(Decision::Block), Some("fix lint"), Some("formatted")));
+        let perm = from_json(HookEvent::PermissionRequest, json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "not on fridays", "interrupt": true}}}));
+        assert_eq!((perm.decision, perm.message.as_deref(), perm.stop_reason.is_some()), (Some(Decision::Deny), Some("not on fridays"), true));
+    }
+
+    #[test]
+    fn deny_wins_over_ask_over_allow() {
+        let with = |d: Decision, why: &str| HookResult { decision: Some(d), message: Some(why.into()), ..HookResult::cancelled() };
+        let c = Combined::of(HookEvent::PreToolUse, vec![with(Decision::Allow, "a"), with(Decision::Deny, "d"), with(Decision::Ask, "q")]);
+        assert_eq!((c.decision, c.reason.as_deref()), (Some(Decision::Deny), Some("d")));
+        let c = Combined::of(HookEvent::PreToolUse, vec![with(Decision::Allow, "a"), with(Decision::Ask, "q")]);
+        assert_eq!(c.decision, Some(Decision::Ask));
+        let c = Combined::of(HookEvent::PreToolUse, vec![with(Decision::Allow, "a"), with(Decision::Allow, "b")]);
+        assert_eq!((c.decision, c.reason.as_deref()), (Some(Decision::Allow), Some("a; b")));
+        let mut rewrite = with(Decision::Deny, "d");
+        rewrite.updated_input = Some(json!({"x": 1}));
+        let c = Combined::of(HookEvent::PreToolUse, vec![rewrite]);
+        assert_eq!(c.updated_input, None, "a denying hook's rewrite is not taken");
+        assert_eq!(Combined::of(HookEvent::PreToolUse, vec![]).decision, None);
+    }
+}

@@ -1,0 +1,191 @@
+//! Running one command hook: `sh -c COMMAND` in the workspace, outside the
+//! tool sandbox (it is the user's program), with the plain environment MCP
+//! servers get plus `CLAUDE_PROJECT_DIR`, the moment's JSON on stdin, in
+//! the process ledger, and never past its timeout.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// Most bytes of a hook's stdout kept (its JSON output); the rest is read
+/// and dropped, and the output counts as cut.
+pub const MAX_STDOUT: usize = 1024 * 1024;
+
+/// Most bytes of its stderr kept.
+pub const MAX_STDERR: usize = 64 * 1024;
+
+/// How long the output may keep coming after the shell exited (a process
+/// it left behind holding the pipe) before the rest is dropped.
+const AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// How a command hook ended.
+#[derive(Debug, Default)]
+pub struct Ran {
+    /// Its exit code (`None`: it did not exit by itself).
+    pub code: Option<i32>,
+    /// What it printed on stdout (cut at [`MAX_STDOUT`]).
+    pub stdout: String,
+    /// What it printed on stderr (cut at [`MAX_STDERR`]).
+    pub stderr: String,
+    /// It printed more than was kept.
+    pub cut: bool,
+    /// It was still running at its timeout and was killed.
+    pub timed_out: bool,
+    /// The call it ran for was cancelled first.
+    pub cancelled: bool,
+    /// It could not be started.
+    pub failed: Option<String>,
+}
+
+/// Runs `command` with `input` on its stdin.
+///
+/// # Cancellation safety
+/// Dropping the future kills the hook's process group (the process tree
+/// ends everything it started when dropped).
+pub async fn command(
+    command: &str,
+    input: &[u8],
+    cwd: &Path,
+    project_dir: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Ran {
+    let marker = format!("hook-{}", uuid::Uuid::new_v4().simple());
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("CLAUDE_PROJECT_DIR".to_owned(), project_dir.display().to_string());
+    let args = ["-c".to_owned(), command.to_owned()];
+    let mut tree = match crate::process::spawn_server("/bin/sh", &args, cwd, &env, &marker) {
+        Ok(t) => t,
+        Err(e) => return Ran { failed: Some(format!("cannot start /bin/sh: {e}")), ..Ran::default() },
+    };
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (tree.child.stdin.take(), tree.child.stdout.take(), tree.child.stderr.take())
+    else {
+        tree.kill_now();
+        return Ran { failed: Some("its pipes could not be opened".into()), ..Ran::default() };
+    };
+    let input = input.to_vec();
+    // A hook that never reads its stdin must not stall the rest.
+    let feed = async move {
+        let _ = stdin.write_all(&input).await;
+        drop(stdin);
+    };
+    let out = bounded(stdout, MAX_STDOUT);
+    let err = bounded(stderr, MAX_STDERR);
+    let mut ran = Ran::default();
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline, out, err, feed);
+    let (mut out_done, mut err_done, mut fed) = (None, None, false);
+    let mut exited_at: Option<tokio::time::Instant> = None;
+    loop {
+        let after_exit = async {
+            match exited_at {
+                Some(at) => tokio::time::sleep_until(at + AFTER_EXIT).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut feed, if !fed => fed = true,
+            o = &mut out, if out_done.is_none() => out_done = Some(o),
+            e = &mut err, if err_done.is_none() => err_done = Some(e),
+            code = tree.wait_shell(), if ran.code.is_none() && exited_at.is_none() => {
+                ran.code = code.ok();
+                exited_at = Some(tokio::time::Instant::now());
+            }
+            _ = after_exit => break,
+            _ = &mut deadline => {
+                ran.timed_out = true;
+                break;
+            }
+            _ = cancel.cancelled() => {
+                ran.cancelled = true;
+                break;
+            }
+        }
+        if exited_at.is_some() && out_done.is_some() && err_done.is_some() {
+            break;
+        }
+    }
+    if ran.timed_out || ran.cancelled {
+        ran.code = None;
+    }
+    // Whatever it left running goes with it.
+    tree.terminate().await;
+    let (stdout, cut_out) = out_done.unwrap_or_default();
+    let (stderr, cut_err) = err_done.unwrap_or_default();
+    ran.stdout = String::from_utf8_lossy(&stdout).into_owned();
+    ran.stderr = String::from_utf8_lossy(&stderr).into_owned();
+    ran.cut = cut_out || cut_err;
+    ran
+}
+
+/// Reads `pipe` to its end, keeping the first `limit` bytes; whether more
+/// came.
+async fn bounded(mut pipe: impl tokio::io::AsyncRead + Unpin, limit: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut cut = false;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                cut |= n > room;
+            }
+        }
+    }
+    (kept, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn run(cmd: &str, timeout_ms: u64) -> Ran {
+        let dir = std::env::temp_dir();
+        command(cmd, b"{\"x\":1}", &dir, Path::new("/proj"), Duration::from_millis(timeout_ms), &CancellationToken::new())
+            .await
+    }
+
+    #[tokio::test]
+    async fn stdin_env_and_exit_code() {
+        let ran = run("cat; echo \"$CLAUDE_PROJECT_DIR\" >&2; exit 3", 10_000).await;
+        assert_eq!(ran.code, Some(3));
+        assert_eq!(ran.stdout, "{\"x\":1}");
+        assert_eq!(ran.stderr, "/proj\n");
+        assert!(!ran.cut && !ran.timed_out);
+    }
+
+    #[tokio::test]
+    async fn a_hook_past_its_timeout_is_killed_with_its_children() {
+        let started = std::time::Instant::now();
+        let ran = run("sleep 30 & echo $! > /dev/stderr; sleep 30", 300).await;
+        assert!(ran.timed_out && ran.code.is_none(), "{ran:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid: i32 = ran.stderr.trim().parse().unwrap();
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.contains(") Z ")
+        }, "the hook's child is gone");
+    }
+
+    #[tokio::test]
+    async fn megabytes_of_output_are_cut() {
+        let ran = run("head -c 5000000 /dev/zero | tr '\\0' a", 20_000).await;
+        assert_eq!(ran.code, Some(0));
+        assert_eq!(ran.stdout.len(), MAX_STDOUT);
+        assert!(ran.cut);
+    }
+
+    #[tokio::test]
+    async fn a_child_holding_the_pipe_does_not_hold_the_hook() {
+        let started = std::time::Instant::now();
+        let ran = run("echo '{}'; sleep 30 &", 20_000).await;
+        assert_eq!(ran.code, Some(0));
+        assert_eq!(ran.stdout, "{}\n");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+}

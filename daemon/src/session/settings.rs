@@ -1,0 +1,156 @@
+//! What a session takes from the settings files: permission rules, the
+//! sandbox's user settings, whether bypass mode is allowed, and hooks.
+//!
+//! The files, in order: the workspace's own (`.agentd/settings.json`,
+//! `.claude/settings.json`, `.claude/settings.local.json`), then the
+//! user's (`~/.config/agentd/settings.json`, and `~/.claude/settings.json`
+//! when the former says `"importClaudeSettings": true`).
+
+use std::path::{Path, PathBuf};
+
+use agentd_protocol::session::SessionInfo;
+
+/// A settings file that applies to a workspace.
+pub(super) struct SettingsFile {
+    pub path: PathBuf,
+    /// The directory its relative rules start from.
+    pub base: PathBuf,
+    /// The workspace's own, not the user's.
+    pub project: bool,
+}
+
+/// The session's rules: its own, then the workspace's files', then the
+/// user's. Rules that cannot be read are reported in `info.rule_errors`
+/// and ignored.
+pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
+    use crate::permission::rules::{Origin, RuleSet};
+    let mut rules = RuleSet::default();
+    let p = &info.permissions;
+    rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
+    // The workspace's own are its own even when the workspace is the home
+    // directory and so holds the user's file too.
+    for file in settings_files(&info.cwd) {
+        if file.project {
+            rules.add_project_settings_file(&file.path, &file.base);
+        } else {
+            rules.add_settings_file(&file.path, &file.base);
+        }
+    }
+    info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+    // The session's own domain lists for the network gate: a domain that
+    // does not parse is reported (and left out) here too.
+    let (_, domain_errors) = crate::sandbox::gate::GatePolicy::from_options(&info.sandbox, false);
+    info.rule_errors.extend(domain_errors);
+    rules
+}
+
+/// The session's command hooks: its own, the user's, and the workspace's
+/// once it is trusted (`info.enable_project_hooks`); what cannot be used
+/// goes to `info.hook_errors`.
+pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
+    let files = settings_files(&info.cwd);
+    let sources: Vec<crate::hooks::config::SettingsSource<'_>> = files
+        .iter()
+        .map(|f| crate::hooks::config::SettingsSource { path: &f.path, project: f.project })
+        .collect();
+    let set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
+    info.hook_errors = set.errors.clone();
+    set
+}
+
+/// Whether the user's settings trust the workspace `cwd` with its own
+/// hooks (`projects.<cwd>.enableProjectHooks: true`, as project MCP
+/// servers are enabled). Never read from the workspace's own files.
+pub(super) fn user_trusts_project_hooks(cwd: &Path) -> bool {
+    user_settings().is_some_and(|u| {
+        u["projects"][cwd.to_string_lossy().as_ref()]["enableProjectHooks"].as_bool() == Some(true)
+    })
+}
+
+/// The settings files that apply to a workspace: the workspace's, then the
+/// user's.
+fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
+    let project = |rel: &str| SettingsFile { path: cwd.join(rel), base: cwd.to_owned(), project: true };
+    let mut files =
+        vec![project(".agentd/settings.json"), project(".claude/settings.json"), project(".claude/settings.local.json")];
+    if let Some((file, home)) = user_settings_file() {
+        let import = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
+        files.push(SettingsFile { path: file, base: home.clone(), project: false });
+        let claude = home.join(".claude/settings.json");
+        // The user's own Claude Code settings, unless they are the
+        // workspace's (a session on the home directory) and so already read.
+        if import && !files.iter().any(|f| f.path == claude) {
+            files.push(SettingsFile { path: claude, base: home, project: false });
+        }
+    }
+    files
+}
+
+/// The user's agentd settings file and the home directory.
+fn user_settings_file() -> Option<(PathBuf, PathBuf)> {
+    let abs = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    let home = abs(std::env::var_os("HOME"))?;
+    let config = abs(std::env::var_os("XDG_CONFIG_HOME")).unwrap_or_else(|| home.join(".config"));
+    Some((config.join("agentd/settings.json"), home))
+}
+
+fn read(file: &Path) -> Option<serde_json::Value> {
+    std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+}
+
+/// A session's sandbox options: what `session/create` named, else the
+/// defaults with Claude Code's `sandbox.autoAllowBashIfSandboxed`; in both
+/// cases plus the Unix sockets the user's settings open
+/// (`sandbox.network.allowUnixSockets`, `allowAllUnixSockets`). Read from
+/// the user's settings file only: a repository must not grant its own
+/// commands more.
+pub(super) fn user_sandbox_settings(
+    asked: Option<agentd_protocol::session::SandboxOptions>,
+) -> agentd_protocol::session::SandboxOptions {
+    let named = asked.is_some();
+    let mut options = asked.unwrap_or_default();
+    // Only the user's own settings give the whole network.
+    options.network_allow_all = false;
+    let value = user_settings();
+    if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
+        options.network_allow_all = sandbox["network"]["allowAll"].as_bool() == Some(true);
+        if !named {
+            options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
+        }
+        let network = &sandbox["network"];
+        if network["allowAllUnixSockets"].as_bool() == Some(true) {
+            options.allow_all_unix_sockets = true;
+        }
+        for path in network["allowUnixSockets"].as_array().into_iter().flatten().filter_map(|p| p.as_str()) {
+            if !options.allow_unix_sockets.iter().any(|p2| p2 == path) {
+                options.allow_unix_sockets.push(path.to_owned());
+            }
+        }
+    }
+    options
+}
+
+/// The user's agentd settings file, parsed (`None` when absent or not
+/// JSON).
+fn user_settings() -> Option<serde_json::Value> {
+    read(&user_settings_file()?.0)
+}
+
+/// Whether the user's settings give confined commands the whole network
+/// (`sandbox.network.allowAll: true`), for `daemon/info`.
+pub fn user_network_allow_all() -> bool {
+    user_settings().is_some_and(|v| v["sandbox"]["network"]["allowAll"].as_bool() == Some(true))
+}
+
+/// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in
+/// the daemon's environment, or `"disableBypassPermissionsMode": "disable"`
+/// under `permissions` in a settings file (Claude Code's key).
+pub(super) fn bypass_disabled_by(cwd: &Path) -> Option<String> {
+    if std::env::var("AGENTD_DISABLE_BYPASS").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return Some("AGENTD_DISABLE_BYPASS in the daemon's environment".to_owned());
+    }
+    settings_files(cwd).into_iter().find_map(|file| {
+        let value = read(&file.path)?;
+        (value["permissions"]["disableBypassPermissionsMode"] == "disable").then(|| file.path.display().to_string())
+    })
+}
