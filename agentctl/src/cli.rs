@@ -817,6 +817,9 @@ fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::AgentRequest { turn_id, .. }
         | EventKind::UserMessage { turn_id, .. }
         | EventKind::SandboxNetwork { turn_id, .. } => Some(turn_id),
+        EventKind::HookRequest { turn_id, .. }
+        | EventKind::HookStarted { turn_id, .. }
+        | EventKind::HookCompleted { turn_id, .. } => turn_id.as_deref(),
         EventKind::SessionClosed {} => None,
     }
 }
@@ -908,6 +911,27 @@ fn describe(event: &agentd_client::protocol::turn::Event, session: &str) -> Stri
             for line in lines {
                 text.push_str(&format!("\n          {line}"));
             }
+            text
+        }
+        EventKind::HookRequest { tool_use_id, event, request_id, .. } => {
+            format!(
+                "hook      {}  {} asks its client (request {request_id})",
+                tool_use_id.as_deref().unwrap_or("-"),
+                event.as_str()
+            )
+        }
+        EventKind::HookStarted { tool_use_id, event, hook, .. } => {
+            format!("hook      {}  {} {hook}", tool_use_id.as_deref().unwrap_or("-"), event.as_str())
+        }
+        EventKind::HookCompleted { tool_use_id, event, outcome, decision, message, duration_ms, .. } => {
+            let mut text = format!("hook      {}  {} {outcome}", tool_use_id.as_deref().unwrap_or("-"), event.as_str());
+            if let Some(d) = decision {
+                text.push_str(&format!(": {d}"));
+            }
+            if let Some(m) = message {
+                text.push_str(&format!(" ({m})"));
+            }
+            text.push_str(&format!(" in {duration_ms} ms"));
             text
         }
         EventKind::SessionClosed {} => "session closed".to_owned(),

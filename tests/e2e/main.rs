@@ -13,6 +13,7 @@ mod files;
 mod first_hour;
 mod gate;
 mod grep_vs_rg;
+mod hooks;
 mod lifecycle;
 mod mcp;
 mod nvim;

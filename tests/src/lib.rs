@@ -504,6 +504,16 @@ impl TestDaemon {
 }
 
 impl StreamedSession {
+    /// Opens a session with `params` on the daemon at `socket` and
+    /// subscribes to its events; also returns `session/create`'s result.
+    pub async fn open(socket: &Path, params: Value) -> (StreamedSession, Value) {
+        let mut c = RawConn::connect(socket).await;
+        let created = c.ok("session/create", params).await;
+        let id = created["session_id"].as_str().unwrap().to_owned();
+        let events = EventStream::open(socket, &id, None).await.unwrap();
+        (StreamedSession { c, id, events }, created)
+    }
+
     /// `turn/submit`: `uses` added to `turn` (a new turn when `None`).
     pub async fn submit(&mut self, turn: Option<&str>, uses: Vec<Value>, end: bool) -> String {
         let mut params = json!({ "session_id": self.id, "tool_uses": uses, "end": end });

@@ -1,6 +1,7 @@
 //! Where the user's hooks sit in a call's life: `PreToolUse` after the
 //! input is valid and before the permission decision (its deny wins over
-//! every allow; its allow answers an ask but never a refusal; its
+//! every allow; its allow answers an ask, but not an ask rule's and never a
+//! refusal, as in Claude Code 2.1; its
 //! `updatedInput` is parsed, validated and decided on again; its ask forces
 //! a request), `PermissionRequest` before the client is asked (its allow
 //! answers; its `updatedInput` is validated and held to the deny rules),
@@ -48,8 +49,11 @@ impl Pre {
                 suggestions: Vec::new(),
                 input: slot.input.clone().unwrap_or_default(),
                 outside: None,
+                ask_rule: false,
             })),
-            (Some(Decision::Allow), Ok(Some(ask))) if slot.name != crate::tools::ask_user_question::NAME => {
+            (Some(Decision::Allow), Ok(Some(ask)))
+                if slot.name != crate::tools::ask_user_question::NAME && !ask.ask_rule =>
+            {
                 grant.approved_outside = ask.outside;
                 grant.approved = true;
                 grant.scrub_env = false;
@@ -119,7 +123,13 @@ impl SessionExecutor {
             return None;
         }
         let (mode, cwd) = self.mode_and_cwd(inner);
-        Some(After { name: slot.name.clone(), input: slot.input.clone().unwrap_or_default(), about: about(slot), mode, cwd })
+        Some(After {
+            name: slot.name.clone(),
+            input: slot.input.clone().unwrap_or_default(),
+            about: about(slot),
+            mode,
+            cwd,
+        })
     }
 
     /// Runs the call's PreToolUse hooks, then admits and starts it as they
@@ -162,7 +172,8 @@ impl SessionExecutor {
                     rewritten = Some(updated);
                 }
                 Some(Err(e)) => {
-                    let message = format!("a PreToolUse hook's updatedInput is not valid input for {}: {e}", asked.name);
+                    let message =
+                        format!("a PreToolUse hook's updatedInput is not valid input for {}: {e}", asked.name);
                     refusal = Some(refuse(call.as_ref(), message));
                 }
                 None => refusal = Some(CallOutcome::error(format!("no tool named {:?}", asked.name))),

@@ -344,6 +344,8 @@ struct AskFor {
     input: serde_json::Value,
     /// The file outside the workspace the user is asked about, if any.
     outside: Option<PathBuf>,
+    /// An ask rule matched: a PreToolUse hook's allow does not answer it.
+    ask_rule: bool,
 }
 
 /// Which call a request or an event is about.
@@ -378,7 +380,13 @@ impl crate::tool::CallChannel for CallPort {
             let what = Some((ask.kind, ask.host, ask.port));
             let wait = me.open_request(
                 &call,
-                AskFor { reason: ask.reason, suggestions: ask.suggestions, input: ask.input, outside: None },
+                AskFor {
+                    reason: ask.reason,
+                    suggestions: ask.suggestions,
+                    input: ask.input,
+                    outside: None,
+                    ask_rule: false,
+                },
                 what,
             );
             me.wait_for_answer(wait, &token).await.map(|_| ())
@@ -507,7 +515,14 @@ impl SessionExecutor {
             }
         }
         let events = Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past));
-        let hooks = Arc::new(crate::hooks::Hooks::new(hooks, events.clone(), &info.session_id, info.cwd.clone()));
+        let hooks = crate::hooks::Hooks::new(
+            hooks,
+            events.clone(),
+            &info.session_id,
+            info.cwd.clone(),
+            tracker.clone(),
+            cancel.child_token(),
+        );
         let executor = Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {
                 machine: Machine::new(info.max_concurrency as usize, sibling_cancel),
@@ -866,6 +881,7 @@ impl SessionExecutor {
             Facts::Bash(command) => Some(self.bash_facts(command, slot, context, &ctx.cwd)),
             _ => None,
         };
+        let ask_rule = rule.is_some_and(|r| r.kind == RuleKind::Ask);
         let call_facts = CallFacts {
             tool: slot.name.clone(),
             mode,
@@ -902,7 +918,13 @@ impl SessionExecutor {
                         }
                     }
                 }
-                Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))
+                Ok(Some(AskFor {
+                    reason,
+                    suggestions,
+                    input: slot.input.clone().unwrap_or_default(),
+                    outside,
+                    ask_rule,
+                }))
             }
             Verdict::Refuse { message } => {
                 let render = call.render_rejected(&message);
@@ -1172,7 +1194,14 @@ impl SessionExecutor {
 
     /// Admits the call in slot `i` and starts it (or its permission
     /// request): `pre` is what its PreToolUse hooks said.
-    fn launch(&self, inner: &mut Inner, i: CallIdx, call: Box<dyn PreparedCall>, token: CancellationToken, pre: hooked::Pre) {
+    fn launch(
+        &self,
+        inner: &mut Inner,
+        i: CallIdx,
+        call: Box<dyn PreparedCall>,
+        token: CancellationToken,
+        pre: hooked::Pre,
+    ) {
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut grant = Grant::default();
         let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant);
@@ -1180,7 +1209,8 @@ impl SessionExecutor {
         let Grant { approved_outside, profile, scrub_env, approved } = grant;
         ctx.scrub_env = scrub_env;
         ctx.may_write_protected = approved
-            || inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
+            || inner.context.mode.unwrap_or(self.services.info.mode)
+                == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
@@ -1219,7 +1249,9 @@ impl SessionExecutor {
                 self.events.push(started.clone());
                 hooked::Gate::Run
             }
-            Some(ask) if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PermissionRequest, &slot.name) => {
+            Some(ask)
+                if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PermissionRequest, &slot.name) =>
+            {
                 hooked::Gate::HooksFirst(ask, ids.clone())
             }
             Some(ask) => hooked::Gate::Ask(self.open_request(&ids, ask, None)),

@@ -19,10 +19,12 @@ pub const MAX_TIMEOUT_S: u64 = 86_400;
 /// Most hook entries kept from all files (the rest are reported).
 const MAX_HOOKS: usize = 256;
 
-/// What a hook's `matcher` matches, as Claude Code reads it: absent, empty
-/// or `*` matches everything; letters, digits, `_` and `|` alone are exact
-/// names (`Edit|Write`); anything else is a regular expression, not
-/// anchored (`mcp__github__.*`, `Notebook.*`).
+/// What a hook's `matcher` matches, as Claude Code 2.1 reads it: absent,
+/// empty, `*` or `.*` matches everything; letters, digits, `_`, spaces,
+/// `-`, `,` and `|` alone are exact, case-sensitive names split on `|` or
+/// `,` (`Edit|Write`, `Edit, Write`); anything else is a regular
+/// expression, not anchored (`mcp__github__.*`, `Notebook.*`). A tool's
+/// other names match too (`Agent` matches `Task`).
 #[derive(Clone)]
 pub struct Matcher {
     text: String,
@@ -39,10 +41,10 @@ enum MatchKind {
 impl Matcher {
     /// Parses `text`; `Err` says why a pattern cannot be used.
     pub fn parse(text: &str) -> Result<Matcher, String> {
-        let kind = if text.is_empty() || text == "*" {
+        let kind = if text.is_empty() || text == "*" || text == ".*" {
             MatchKind::All
-        } else if text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|') {
-            MatchKind::Names(text.split('|').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+        } else if text.chars().all(|c| c.is_ascii_alphanumeric() || "_|, -".contains(c)) {
+            MatchKind::Names(text.split(['|', ',']).map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
         } else {
             let pattern = grep_regex::RegexMatcherBuilder::new()
                 .build(text)
@@ -54,6 +56,13 @@ impl Matcher {
 
     /// Whether `subject` (a tool name, a notification type, …) matches.
     pub fn matches(&self, subject: &str) -> bool {
+        self.matches_one(subject)
+            || ALIASES
+                .iter()
+                .any(|(a, b)| (subject == *a && self.matches_one(b)) || (subject == *b && self.matches_one(a)))
+    }
+
+    fn matches_one(&self, subject: &str) -> bool {
         match &self.kind {
             MatchKind::All => true,
             MatchKind::Names(names) => names.iter().any(|n| n == subject),
@@ -67,13 +76,32 @@ impl Matcher {
     }
 }
 
+/// Tool names of agentd's and the names Claude Code's current release
+/// gives the same tools: a matcher naming either matches.
+const ALIASES: &[(&str, &str)] =
+    &[("Task", "Agent"), ("KillShell", "TaskStop"), ("KillShell", "KillBash"), ("Brief", "SendUserMessage")];
+
 /// One `type: "command"` hook.
 #[derive(Clone)]
 pub struct CommandHook {
-    /// The shell command line.
+    /// The shell command line (with `args`: the program).
     pub command: String,
+    /// `args`: the program is run with these, no shell.
+    pub args: Option<Vec<String>>,
+    /// `shell: "bash"`: `bash -c` instead of `sh -c`.
+    pub bash: bool,
     /// How long it may run.
     pub timeout: Duration,
+    /// The entry named its timeout (SessionEnd hooks that do not get 1.5 s,
+    /// as in Claude Code).
+    pub timeout_set: bool,
+    /// `onFailure: "block"`: a hook that fails, times out or prints
+    /// invalid JSON blocks, as exit code 2 would.
+    pub fail_closed: bool,
+    /// `async: true`: started and not waited for.
+    pub background: bool,
+    /// `once: true`: runs the first time it matches only.
+    pub once: bool,
     /// Where it was read from (a file's path, or `session`).
     pub source: Arc<str>,
 }
@@ -214,14 +242,47 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
         _ => return Err("command must be a non-empty string".into()),
     };
-    let timeout = match map.get("timeout") {
-        None | Some(Value::Null) => DEFAULT_TIMEOUT_S,
+    let (timeout, timeout_set) = match map.get("timeout") {
+        None | Some(Value::Null) => (DEFAULT_TIMEOUT_S, false),
         Some(v) => match v.as_f64() {
-            Some(t) if t > 0.0 && t <= MAX_TIMEOUT_S as f64 => t.ceil() as u64,
+            Some(t) if t > 0.0 && t <= MAX_TIMEOUT_S as f64 => (t.ceil() as u64, true),
             _ => return Err(format!("timeout must be a number of seconds from 1 to {MAX_TIMEOUT_S}, got {v}")),
         },
     };
-    Ok(CommandHook { command, timeout: Duration::from_secs(timeout), source: source.clone() })
+    let args = match map.get("args") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
+            Some(a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        }
+        Some(other) => return Err(format!("args must be an array of strings, got {}", kind(other))),
+    };
+    let bash = match map.get("shell").and_then(Value::as_str) {
+        None => false,
+        Some("bash") => true,
+        Some(other) => return Err(format!("shell {other:?} is not run by agentd (only bash and sh)")),
+    };
+    if map.get("if").is_some_and(|v| !v.is_null()) {
+        // Running it on every match would run an automation where it was
+        // not meant to; skipping a guard quietly is worse: it is reported.
+        return Err("\"if\" conditions are not supported by agentd yet; this hook does not run".into());
+    }
+    let flag = |key: &str| map.get(key).and_then(Value::as_bool) == Some(true);
+    let fail_closed = match map.get("onFailure").and_then(Value::as_str) {
+        None | Some("continue") => false,
+        Some("block") => true,
+        Some(other) => return Err(format!("onFailure must be \"continue\" or \"block\", got {other:?}")),
+    };
+    Ok(CommandHook {
+        command,
+        args,
+        bash,
+        timeout: Duration::from_secs(timeout),
+        timeout_set,
+        fail_closed,
+        background: flag("async") || flag("asyncRewake"),
+        once: flag("once"),
+        source: source.clone(),
+    })
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -279,7 +340,8 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
             continue;
         }
         if *project && !trusted {
-            let n: usize = hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
+            let n: usize =
+                hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
             set.errors.push(format!(
                 "{source}: {n} hook group(s) not run: the workspace is not trusted (session/create \
                  enable_project_hooks, or projects.<workspace>.enableProjectHooks in the user's settings)"
@@ -307,6 +369,10 @@ mod tests {
         assert!(!m("Edit").matches("NotebookEdit"), "a plain name is exact");
         assert!(m("Edit|Write").matches("Write") && !m("Edit|Write").matches("Read"));
         assert!(m("Edit | Write").matches("Write"), "spaces around | are trimmed");
+        assert!(m("Edit, Write").matches("Write"), "commas separate names too");
+        assert!(m(".*").matches("anything"));
+        assert!(m("Agent").matches("Task") && m("Task").matches("Task"), "Claude Code's newer names match");
+        assert!(!m("mcp__memory").matches("mcp__memory__x"), "a plain name is a whole name");
         assert!(m("mcp__github__.*").matches("mcp__github__create_issue"));
         assert!(!m("mcp__github__.*").matches("mcp__gitlab__x"));
         assert!(m("Notebook.*").matches("NotebookEdit"));

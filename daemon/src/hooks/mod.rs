@@ -30,6 +30,8 @@ use crate::executor::events::EventLog;
 pub use config::HookSet;
 pub use output::{Combined, Decision};
 
+/// A SessionEnd hook's timeout when it names none (Claude Code's).
+const SESSION_END_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Most hooks one client connection may register on a session.
 const MAX_SOCKET_HOOKS: usize = 64;
@@ -95,6 +97,12 @@ pub struct Hooks {
     /// The session closed: hooks still run (SessionEnd) but report nothing
     /// (its event stream has ended) and ask no client.
     closed: std::sync::atomic::AtomicBool,
+    /// `once` hooks that have run.
+    ran_once: Mutex<std::collections::HashSet<String>>,
+    /// Where `async` hooks run, and what ends them.
+    tracker: tokio_util::task::TaskTracker,
+    background: CancellationToken,
+    me: std::sync::Weak<Hooks>,
 }
 
 /// A permission mode as Claude Code names it in a hook's `permission_mode`.
@@ -110,9 +118,16 @@ pub fn mode_name(mode: agentd_protocol::session::PermissionMode) -> &'static str
 
 impl Hooks {
     /// The hooks of a session whose workspace is `cwd`; their events go to
-    /// `events`.
-    pub fn new(set: HookSet, events: Arc<EventLog>, session_id: &str, cwd: PathBuf) -> Hooks {
-        Hooks {
+    /// `events`; `async` hooks run on `tracker` until `cancel`.
+    pub fn new(
+        set: HookSet,
+        events: Arc<EventLog>,
+        session_id: &str,
+        cwd: PathBuf,
+        tracker: tokio_util::task::TaskTracker,
+        cancel: CancellationToken,
+    ) -> Arc<Hooks> {
+        Arc::new_cyclic(|me| Hooks {
             set,
             socket: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
@@ -121,7 +136,16 @@ impl Hooks {
             cwd,
             ids: std::sync::atomic::AtomicU64::new(1),
             closed: std::sync::atomic::AtomicBool::new(false),
-        }
+            ran_once: Mutex::new(std::collections::HashSet::new()),
+            tracker,
+            background: cancel,
+            me: me.clone(),
+        })
+    }
+
+    /// Whether a `once` hook runs now (the first time it matches).
+    fn first_time(&self, hook: &config::CommandHook) -> bool {
+        self.ran_once.lock().unwrap_or_else(|e| e.into_inner()).insert(format!("{}\0{}", hook.source, hook.command))
     }
 
     /// The session closed: see [`Hooks::run`].
@@ -218,7 +242,8 @@ impl Hooks {
         self.sockets().retain(|h| h.conn != Some(conn));
         let gone: Vec<Pending> = {
             let mut pending = self.pendings();
-            let ids: Vec<String> = pending.iter().filter(|(_, p)| p.conn == Some(conn)).map(|(k, _)| k.clone()).collect();
+            let ids: Vec<String> =
+                pending.iter().filter(|(_, p)| p.conn == Some(conn)).map(|(k, _)| k.clone()).collect();
             ids.into_iter().filter_map(|id| pending.remove(&id)).collect()
         };
         for p in gone {
@@ -258,18 +283,47 @@ impl Hooks {
             map.insert("hook_event_name".into(), Value::String(event.as_str().into()));
         }
         let commands = self.set.matching(event, subject);
-        let sockets: Vec<SocketHook> = if self.is_closed() { Vec::new() } else { self.sockets().iter().filter(|h| h.event == event && h.matcher.matches(subject)).cloned().collect() };
+        let sockets: Vec<SocketHook> = if self.is_closed() {
+            Vec::new()
+        } else {
+            self.sockets().iter().filter(|h| h.event == event && h.matcher.matches(subject)).cloned().collect()
+        };
         if commands.is_empty() && sockets.is_empty() {
             return Combined::default();
         }
         let bytes = serde_json::to_vec(&input).unwrap_or_default();
         let mut runs: Vec<futures_util::future::BoxFuture<'_, output::HookResult>> = Vec::new();
-        for hook in commands {
+        for mut hook in commands {
+            if hook.once && !self.first_time(&hook) {
+                continue;
+            }
+            // SessionEnd hooks must not hold a closing session up: 1.5 s
+            // unless they say otherwise, as in Claude Code.
+            if event == HookEvent::SessionEnd && !hook.timeout_set {
+                hook.timeout = SESSION_END_TIMEOUT;
+            }
             let (bytes, cwd) = (bytes.clone(), self.cwd.clone());
             let name = hook.command.clone();
+            if hook.background {
+                // Not waited for; what it says is not read (its end is an
+                // event of the session like any hook's).
+                let Some(me) = self.me.upgrade() else { continue };
+                let (about, token) = (about.clone(), self.background.child_token());
+                self.tracker.spawn(async move {
+                    let run = async {
+                        let program =
+                            run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
+                        let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, &token).await;
+                        output::from_command(event, &ran, hook.timeout, false).without_effect()
+                    };
+                    me.reported(event, &about, name, run).await;
+                });
+                continue;
+            }
             runs.push(Box::pin(self.reported(event, about, name, async move {
-                let ran = run::command(&hook.command, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
-                output::from_command(event, &ran, hook.timeout)
+                let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
+                let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
+                output::from_command(event, &ran, hook.timeout, hook.fail_closed)
             })));
         }
         for hook in &sockets {
@@ -292,7 +346,12 @@ impl Hooks {
         let hook: String = hook.chars().take(200).collect();
         if self.is_closed() {
             let result = run.await;
-            tracing::debug!(hook, event = event.as_str(), outcome = result.outcome.as_str(), "hook of a closed session");
+            tracing::debug!(
+                hook,
+                event = event.as_str(),
+                outcome = result.outcome.as_str(),
+                "hook of a closed session"
+            );
             return result;
         }
         self.events.push(EventKind::HookStarted {

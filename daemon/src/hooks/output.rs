@@ -90,7 +90,7 @@ pub struct HookResult {
     pub system_message: Option<String>,
     /// `stopReason` with `continue: false`.
     pub stop_reason: Option<String>,
-    /// `updatedMCPToolOutput` (PostToolUse of an MCP tool).
+    /// `updatedToolOutput` (or the older `updatedMCPToolOutput`): PostToolUse.
     pub updated_mcp_output: Option<Value>,
 }
 
@@ -122,10 +122,44 @@ impl HookResult {
     pub fn cancelled() -> HookResult {
         HookResult::ended(Outcome::Cancelled, None)
     }
+
+    /// The same, deciding nothing (an `async` hook's: nobody waited).
+    pub fn without_effect(mut self) -> HookResult {
+        self.decision = None;
+        self.updated_input = None;
+        self.additional_context = None;
+        self.stop_reason = None;
+        self.updated_mcp_output = None;
+        self
+    }
 }
 
-/// A command hook's run, read.
-pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) -> HookResult {
+/// A command hook's run, read; with `fail_closed` (`onFailure: "block"`)
+/// a hook that failed blocks as exit code 2 would.
+pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration, fail_closed: bool) -> HookResult {
+    let result = read_command(event, ran, timeout);
+    if fail_closed && matches!(result.outcome, Outcome::Error | Outcome::Timeout) {
+        let why = result.message.unwrap_or_default();
+        let mut blocked =
+            HookResult::ended(Outcome::Blocking, Some(format!("the hook failed ({why}) and blocks on failure")));
+        blocked.decision = blocking_decision(event);
+        return blocked;
+    }
+    result
+}
+
+/// What exit code 2 decides at `event`.
+fn blocking_decision(event: HookEvent) -> Option<Decision> {
+    match event {
+        // Claude Code 2.1 leaves a PermissionRequest exit code 2 to the
+        // prompt; its documentation says it denies, and agentd fails closed.
+        HookEvent::PreToolUse | HookEvent::PermissionRequest => Some(Decision::Deny),
+        HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => Some(Decision::Block),
+        _ => None,
+    }
+}
+
+fn read_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) -> HookResult {
     if let Some(why) = &ran.failed {
         return HookResult::ended(Outcome::Error, Some(why.clone()));
     }
@@ -133,10 +167,7 @@ pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) 
         return HookResult::cancelled();
     }
     if ran.timed_out {
-        return HookResult::ended(
-            Outcome::Timeout,
-            Some(format!("killed at its timeout ({} s)", timeout.as_secs())),
-        );
+        return HookResult::ended(Outcome::Timeout, Some(format!("killed at its timeout ({} s)", timeout.as_secs())));
     }
     let stderr = trimmed(&ran.stderr, ran.cut);
     match ran.code {
@@ -152,7 +183,7 @@ pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) 
                 }
             } else {
                 let mut result = HookResult::ended(Outcome::Success, None);
-                if matches!(event, HookEvent::SessionStart | HookEvent::SubagentStart) && !text.is_empty() {
+                if event == HookEvent::SessionStart && !text.is_empty() {
                     result.additional_context = Some(trimmed(text, ran.cut));
                 }
                 result
@@ -161,18 +192,13 @@ pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) 
         Some(2) => {
             let reason = if stderr.is_empty() { "(no reason given on stderr)".to_owned() } else { stderr };
             let mut result = HookResult::ended(Outcome::Blocking, Some(reason));
-            result.decision = match event {
-                HookEvent::PreToolUse | HookEvent::PermissionRequest => Some(Decision::Deny),
-                HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => {
-                    Some(Decision::Block)
-                }
-                _ => None,
-            };
+            result.decision = blocking_decision(event);
             result
         }
         code => {
             let code = code.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-            let message = if stderr.is_empty() { format!("exit code {code}") } else { format!("exit code {code}: {stderr}") };
+            let message =
+                if stderr.is_empty() { format!("exit code {code}") } else { format!("exit code {code}: {stderr}") };
             HookResult::ended(Outcome::Error, Some(message))
         }
     }
@@ -212,11 +238,22 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
     }
     let field = |key: &str| specific.and_then(|s| s.get(key));
     let reason = string(&value, "reason");
+    let legacy = match value.get("decision") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) if d == "approve" || d == "block" => Some(d.as_str()),
+        Some(other) if event != HookEvent::PermissionRequest => {
+            return HookResult::ended(
+                Outcome::Error,
+                Some(format!("decision must be \"approve\" or \"block\", got {other}")),
+            );
+        }
+        Some(_) => None,
+    };
     match event {
         HookEvent::PreToolUse => {
             let decision = field("permissionDecision").and_then(Value::as_str).or_else(|| {
                 // The older top-level form.
-                match value.get("decision").and_then(Value::as_str) {
+                match legacy {
                     Some("approve") => Some("allow"),
                     Some("block") => Some("deny"),
                     _ => None,
@@ -249,7 +286,8 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
                     result.decision = Some(Decision::Deny);
                     result.message = decision.and_then(|d| string(d, "message"));
                     if decision.and_then(|d| d.get("interrupt")).and_then(Value::as_bool) == Some(true) {
-                        result.stop_reason = result.message.clone().or(Some("a PermissionRequest hook interrupted".into()));
+                        result.stop_reason =
+                            result.message.clone().or(Some("a PermissionRequest hook interrupted".into()));
                     }
                 }
                 Some(other) => {
@@ -262,17 +300,18 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
             }
         }
         HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => {
-            if value.get("decision").and_then(Value::as_str) == Some("block") {
+            if legacy == Some("block") {
                 result.decision = Some(Decision::Block);
                 result.message = Some(reason.unwrap_or_else(|| "(no reason given)".into()));
             }
             if event == HookEvent::PostToolUse {
-                result.updated_mcp_output = field("updatedMCPToolOutput").cloned();
+                result.updated_mcp_output =
+                    field("updatedToolOutput").or_else(|| field("updatedMCPToolOutput")).cloned();
             }
         }
         _ => {}
     }
-    result.additional_context = field("additionalContext").and_then(Value::as_str).map(str::to_owned);
+    result.additional_context = field("additionalContext").and_then(Value::as_str).map(|c| trimmed(c, false));
     if value.get("continue").and_then(Value::as_bool) == Some(false) {
         result.decision = Some(Decision::Stop);
         result.stop_reason = Some(string(&value, "stopReason").unwrap_or_else(|| "a hook asked to stop".into()));
@@ -297,7 +336,7 @@ pub struct Combined {
     pub blocks: Vec<String>,
     /// `stopReason` of a `continue: false`.
     pub stop_reason: Option<String>,
-    /// The last `updatedMCPToolOutput`.
+    /// The last `updatedToolOutput`.
     pub updated_mcp_output: Option<Value>,
 }
 
@@ -313,7 +352,8 @@ impl Combined {
             Decision::Stop => 4,
             Decision::Block => 0,
         };
-        let strongest = results.iter().filter_map(|r| r.decision).filter(|d| *d != Decision::Block).max_by_key(|d| rank(*d));
+        let strongest =
+            results.iter().filter_map(|r| r.decision).filter(|d| *d != Decision::Block).max_by_key(|d| rank(*d));
         out.decision = strongest;
         if let Some(d) = strongest {
             let reasons: Vec<&str> = results
@@ -359,25 +399,47 @@ mod tests {
     }
     const T: Duration = Duration::from_secs(600);
 
+    fn from_command_t(event: HookEvent, ran: &Ran, timeout: Duration) -> HookResult {
+        from_command(event, ran, timeout, false)
+    }
+
+    #[test]
+    fn a_hook_that_blocks_on_failure_fails_closed() {
+        for ran in [
+            ran(1, "", "crash"),
+            ran(0, "{bad", ""),
+            Ran { timed_out: true, ..Ran::default() },
+            Ran { failed: Some("no such file".into()), ..Ran::default() },
+        ] {
+            let r = from_command(HookEvent::PreToolUse, &ran, T, true);
+            assert_eq!((r.outcome, r.decision), (Outcome::Blocking, Some(Decision::Deny)), "{ran:?}");
+            assert_eq!(from_command(HookEvent::PreToolUse, &ran, T, false).decision, None);
+        }
+        assert_eq!(from_command(HookEvent::PreToolUse, &ran(0, "{}", ""), T, true).outcome, Outcome::Success);
+    }
+
     #[test]
     fn exit_codes_read_per_event() {
-        let r = from_command(HookEvent::PreToolUse, &ran(2, "", "no rm here\n"), T);
-        assert_eq!((r.outcome, r.decision, r.message.as_deref()), (Outcome::Blocking, Some(Decision::Deny), Some("no rm here")));
-        let r = from_command(HookEvent::PostToolUse, &ran(2, "", "lint failed"), T);
+        let r = from_command_t(HookEvent::PreToolUse, &ran(2, "", "no rm here\n"), T);
+        assert_eq!(
+            (r.outcome, r.decision, r.message.as_deref()),
+            (Outcome::Blocking, Some(Decision::Deny), Some("no rm here"))
+        );
+        let r = from_command_t(HookEvent::PostToolUse, &ran(2, "", "lint failed"), T);
         assert_eq!(r.decision, Some(Decision::Block));
-        let r = from_command(HookEvent::Notification, &ran(2, "", "x"), T);
+        let r = from_command_t(HookEvent::Notification, &ran(2, "", "x"), T);
         assert_eq!((r.outcome, r.decision), (Outcome::Blocking, None));
-        let r = from_command(HookEvent::PreToolUse, &ran(1, "{\"continue\": false}", "oops"), T);
+        let r = from_command_t(HookEvent::PreToolUse, &ran(1, "{\"continue\": false}", "oops"), T);
         assert_eq!((r.outcome, r.decision, r.message.as_deref()), (Outcome::Error, None, Some("exit code 1: oops")));
-        let r = from_command(HookEvent::PreToolUse, &ran(0, "{not json", ""), T);
+        let r = from_command_t(HookEvent::PreToolUse, &ran(0, "{not json", ""), T);
         assert_eq!(r.outcome, Outcome::Error);
         assert!(r.message.unwrap().contains("{not json"));
-        let r = from_command(HookEvent::PreToolUse, &ran(0, "plain words", ""), T);
+        let r = from_command_t(HookEvent::PreToolUse, &ran(0, "plain words", ""), T);
         assert_eq!((r.outcome, r.decision, r.additional_context), (Outcome::Success, None, None));
-        let r = from_command(HookEvent::SessionStart, &ran(0, "branch: main\n", ""), T);
+        let r = from_command_t(HookEvent::SessionStart, &ran(0, "branch: main\n", ""), T);
         assert_eq!(r.additional_context.as_deref(), Some("branch: main"));
         let timed = Ran { timed_out: true, ..Ran::default() };
-        assert_eq!(from_command(HookEvent::PreToolUse, &timed, T).outcome, Outcome::Timeout);
+        assert_eq!(from_command_t(HookEvent::PreToolUse, &timed, T).outcome, Outcome::Timeout);
     }
 
     #[test]
@@ -391,23 +453,45 @@ mod tests {
         assert_eq!(pre(json!({"decision": "block", "reason": "old"})).decision, Some(Decision::Deny));
         assert_eq!(pre(json!({"decision": "approve"})).decision, Some(Decision::Allow));
         let r = pre(json!({"continue": false, "stopReason": "enough", "systemMessage": "hi"}));
-        assert_eq!((r.decision, r.stop_reason.as_deref(), r.system_message.as_deref()), (Some(Decision::Stop), Some("enough"), Some("hi")));
+        assert_eq!(
+            (r.decision, r.stop_reason.as_deref(), r.system_message.as_deref()),
+            (Some(Decision::Stop), Some("enough"), Some("hi"))
+        );
         assert_eq!(pre(json!({"hookSpecificOutput": {"permissionDecision": "maybe"}})).outcome, Outcome::Error);
         assert_eq!(pre(json!({"hookSpecificOutput": {"hookEventName": "PostToolUse"}})).outcome, Outcome::Error);
         assert_eq!(pre(json!([1])).outcome, Outcome::Error);
-        let post = from_json(HookEvent::PostToolUse, json!({"decision": "block", "reason": "fix lint",
-            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted"}}));
-        assert_eq!((post.decision, post.message.as_deref(), post.additional_context.as_deref()),
-            (Some(Decision::Block), Some("fix lint"), Some("formatted")));
-        let perm = from_json(HookEvent::PermissionRequest, json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-            "decision": {"behavior": "deny", "message": "not on fridays", "interrupt": true}}}));
-        assert_eq!((perm.decision, perm.message.as_deref(), perm.stop_reason.is_some()), (Some(Decision::Deny), Some("not on fridays"), true));
+        assert_eq!(pre(json!({"decision": "maybe"})).outcome, Outcome::Error);
+        let post = from_json(
+            HookEvent::PostToolUse,
+            json!({"decision": "block", "reason": "fix lint",
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "formatted"}}),
+        );
+        assert_eq!(
+            (post.decision, post.message.as_deref(), post.additional_context.as_deref()),
+            (Some(Decision::Block), Some("fix lint"), Some("formatted"))
+        );
+        let perm = from_json(
+            HookEvent::PermissionRequest,
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "not on fridays", "interrupt": true}}}),
+        );
+        assert_eq!(
+            (perm.decision, perm.message.as_deref(), perm.stop_reason.is_some()),
+            (Some(Decision::Deny), Some("not on fridays"), true)
+        );
     }
 
     #[test]
     fn deny_wins_over_ask_over_allow() {
-        let with = |d: Decision, why: &str| HookResult { decision: Some(d), message: Some(why.into()), ..HookResult::cancelled() };
-        let c = Combined::of(HookEvent::PreToolUse, vec![with(Decision::Allow, "a"), with(Decision::Deny, "d"), with(Decision::Ask, "q")]);
+        let with = |d: Decision, why: &str| HookResult {
+            decision: Some(d),
+            message: Some(why.into()),
+            ..HookResult::cancelled()
+        };
+        let c = Combined::of(
+            HookEvent::PreToolUse,
+            vec![with(Decision::Allow, "a"), with(Decision::Deny, "d"), with(Decision::Ask, "q")],
+        );
         assert_eq!((c.decision, c.reason.as_deref()), (Some(Decision::Deny), Some("d")));
         let c = Combined::of(HookEvent::PreToolUse, vec![with(Decision::Allow, "a"), with(Decision::Ask, "q")]);
         assert_eq!(c.decision, Some(Decision::Ask));

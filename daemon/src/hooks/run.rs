@@ -39,13 +39,24 @@ pub struct Ran {
     pub failed: Option<String>,
 }
 
-/// Runs `command` with `input` on its stdin.
+/// How to start a hook.
+pub struct Program<'a> {
+    /// The command line (`sh -c`), or the program when `args` are given.
+    pub command: &'a str,
+    /// Exec form: the program's arguments, no shell (`${CLAUDE_PROJECT_DIR}`
+    /// in them is replaced).
+    pub args: Option<&'a [String]>,
+    /// `bash -c` rather than `sh -c`.
+    pub bash: bool,
+}
+
+/// Runs `program` with `input` (and a newline) on its stdin.
 ///
 /// # Cancellation safety
 /// Dropping the future kills the hook's process group (the process tree
 /// ends everything it started when dropped).
 pub async fn command(
-    command: &str,
+    program: Program<'_>,
     input: &[u8],
     cwd: &Path,
     project_dir: &Path,
@@ -53,12 +64,16 @@ pub async fn command(
     cancel: &CancellationToken,
 ) -> Ran {
     let marker = format!("hook-{}", uuid::Uuid::new_v4().simple());
+    let project = project_dir.display().to_string();
     let mut env = std::collections::BTreeMap::new();
-    env.insert("CLAUDE_PROJECT_DIR".to_owned(), project_dir.display().to_string());
-    let args = ["-c".to_owned(), command.to_owned()];
-    let mut tree = match crate::process::spawn_server("/bin/sh", &args, cwd, &env, &marker) {
+    env.insert("CLAUDE_PROJECT_DIR".to_owned(), project.clone());
+    let (exe, args): (&str, Vec<String>) = match program.args {
+        Some(args) => (program.command, args.iter().map(|a| a.replace("${CLAUDE_PROJECT_DIR}", &project)).collect()),
+        None => (if program.bash { "bash" } else { "/bin/sh" }, vec!["-c".to_owned(), program.command.to_owned()]),
+    };
+    let mut tree = match crate::process::spawn_server(exe, &args, cwd, &env, &marker) {
         Ok(t) => t,
-        Err(e) => return Ran { failed: Some(format!("cannot start /bin/sh: {e}")), ..Ran::default() },
+        Err(e) => return Ran { failed: Some(format!("cannot start {exe}: {e}")), ..Ran::default() },
     };
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (tree.child.stdin.take(), tree.child.stdout.take(), tree.child.stderr.take())
@@ -66,46 +81,51 @@ pub async fn command(
         tree.kill_now();
         return Ran { failed: Some("its pipes could not be opened".into()), ..Ran::default() };
     };
-    let input = input.to_vec();
+    let mut input = input.to_vec();
+    input.push(b'\n');
     // A hook that never reads its stdin must not stall the rest.
     let feed = async move {
         let _ = stdin.write_all(&input).await;
         drop(stdin);
     };
-    let out = bounded(stdout, MAX_STDOUT);
-    let err = bounded(stderr, MAX_STDERR);
     let mut ran = Ran::default();
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline, out, err, feed);
-    let (mut out_done, mut err_done, mut fed) = (None, None, false);
-    let mut exited_at: Option<tokio::time::Instant> = None;
-    loop {
-        let after_exit = async {
-            match exited_at {
-                Some(at) => tokio::time::sleep_until(at + AFTER_EXIT).await,
-                None => std::future::pending().await,
+    let (mut stdout_kept, mut stderr_kept) = (Vec::new(), Vec::new());
+    let (mut out_done, mut err_done) = (None, None);
+    {
+        let out = bounded(stdout, MAX_STDOUT, &mut stdout_kept);
+        let err = bounded(stderr, MAX_STDERR, &mut stderr_kept);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline, out, err, feed);
+        let mut fed = false;
+        let mut exited_at: Option<tokio::time::Instant> = None;
+        loop {
+            let after_exit = async {
+                match exited_at {
+                    Some(at) => tokio::time::sleep_until(at + AFTER_EXIT).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut feed, if !fed => fed = true,
+                o = &mut out, if out_done.is_none() => out_done = Some(o),
+                e = &mut err, if err_done.is_none() => err_done = Some(e),
+                code = tree.wait_shell(), if exited_at.is_none() => {
+                    ran.code = code.ok();
+                    exited_at = Some(tokio::time::Instant::now());
+                }
+                _ = after_exit => break,
+                _ = &mut deadline => {
+                    ran.timed_out = true;
+                    break;
+                }
+                _ = cancel.cancelled() => {
+                    ran.cancelled = true;
+                    break;
+                }
             }
-        };
-        tokio::select! {
-            _ = &mut feed, if !fed => fed = true,
-            o = &mut out, if out_done.is_none() => out_done = Some(o),
-            e = &mut err, if err_done.is_none() => err_done = Some(e),
-            code = tree.wait_shell(), if ran.code.is_none() && exited_at.is_none() => {
-                ran.code = code.ok();
-                exited_at = Some(tokio::time::Instant::now());
-            }
-            _ = after_exit => break,
-            _ = &mut deadline => {
-                ran.timed_out = true;
+            if exited_at.is_some() && out_done.is_some() && err_done.is_some() {
                 break;
             }
-            _ = cancel.cancelled() => {
-                ran.cancelled = true;
-                break;
-            }
-        }
-        if exited_at.is_some() && out_done.is_some() && err_done.is_some() {
-            break;
         }
     }
     if ran.timed_out || ran.cancelled {
@@ -113,18 +133,17 @@ pub async fn command(
     }
     // Whatever it left running goes with it.
     tree.terminate().await;
-    let (stdout, cut_out) = out_done.unwrap_or_default();
-    let (stderr, cut_err) = err_done.unwrap_or_default();
-    ran.stdout = String::from_utf8_lossy(&stdout).into_owned();
-    ran.stderr = String::from_utf8_lossy(&stderr).into_owned();
-    ran.cut = cut_out || cut_err;
+    ran.stdout = String::from_utf8_lossy(&stdout_kept).into_owned();
+    ran.stderr = String::from_utf8_lossy(&stderr_kept).into_owned();
+    // Still reading at the end: whatever came later was not kept.
+    ran.cut =
+        out_done.unwrap_or(stdout_kept.len() >= MAX_STDOUT) || err_done.unwrap_or(stderr_kept.len() >= MAX_STDERR);
     ran
 }
 
-/// Reads `pipe` to its end, keeping the first `limit` bytes; whether more
-/// came.
-async fn bounded(mut pipe: impl tokio::io::AsyncRead + Unpin, limit: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
+/// Reads `pipe` to its end, keeping the first `limit` bytes in `kept`;
+/// whether more came.
+async fn bounded(mut pipe: impl tokio::io::AsyncRead + Unpin, limit: usize, kept: &mut Vec<u8>) -> bool {
     let mut cut = false;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -137,7 +156,7 @@ async fn bounded(mut pipe: impl tokio::io::AsyncRead + Unpin, limit: usize) -> (
             }
         }
     }
-    (kept, cut)
+    cut
 }
 
 #[cfg(test)]
@@ -146,17 +165,35 @@ mod tests {
 
     async fn run(cmd: &str, timeout_ms: u64) -> Ran {
         let dir = std::env::temp_dir();
-        command(cmd, b"{\"x\":1}", &dir, Path::new("/proj"), Duration::from_millis(timeout_ms), &CancellationToken::new())
-            .await
+        let program = Program { command: cmd, args: None, bash: false };
+        command(
+            program,
+            b"{\"x\":1}",
+            &dir,
+            Path::new("/proj"),
+            Duration::from_millis(timeout_ms),
+            &CancellationToken::new(),
+        )
+        .await
     }
 
     #[tokio::test]
     async fn stdin_env_and_exit_code() {
         let ran = run("cat; echo \"$CLAUDE_PROJECT_DIR\" >&2; exit 3", 10_000).await;
         assert_eq!(ran.code, Some(3));
-        assert_eq!(ran.stdout, "{\"x\":1}");
+        assert_eq!(ran.stdout, "{\"x\":1}\n");
         assert_eq!(ran.stderr, "/proj\n");
         assert!(!ran.cut && !ran.timed_out);
+    }
+
+    #[tokio::test]
+    async fn exec_form_runs_without_a_shell() {
+        let args = ["${CLAUDE_PROJECT_DIR}/x".to_owned(), "$HOME".to_owned()];
+        let program = Program { command: "echo", args: Some(&args), bash: false };
+        let dir = std::env::temp_dir();
+        let ran =
+            command(program, b"{}", &dir, Path::new("/proj"), Duration::from_secs(10), &CancellationToken::new()).await;
+        assert_eq!(ran.stdout, "/proj/x $HOME\n", "no shell expands $HOME");
     }
 
     #[tokio::test]
@@ -166,10 +203,13 @@ mod tests {
         assert!(ran.timed_out && ran.code.is_none(), "{ran:?}");
         assert!(started.elapsed() < Duration::from_secs(10));
         let pid: i32 = ran.stderr.trim().parse().unwrap();
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.contains(") Z ")
-        }, "the hook's child is gone");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                stat.contains(") Z ")
+            },
+            "the hook's child is gone"
+        );
     }
 
     #[tokio::test]

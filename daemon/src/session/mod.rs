@@ -324,6 +324,7 @@ impl SessionManager {
         // The parent's hooks, as it has them (not read again).
         prepared.hooks = parent.executor.hooks().set().clone();
         prepared.info.hook_errors = prepared.hooks.errors.clone();
+        prepared.info.hooks = prepared.hooks.info();
         prepared.info.enable_project_hooks = parent.info.enable_project_hooks;
         Ok(prepared)
     }
@@ -534,6 +535,7 @@ impl SessionManager {
         };
         let rules = session_rules(&mut info);
         let hooks = session_hooks(&mut info);
+        info.hooks = hooks.info();
         let mcp = self.session_mcp(&mut info);
         Ok(Prepared { info, rules, hooks, mcp })
     }
@@ -938,8 +940,7 @@ impl SessionManager {
         if !hooks.wants(HookEvent::SessionStart, source) {
             return Vec::new();
         }
-        let mode = session.current_info().mode;
-        let input = serde_json::json!({ "source": source, "permission_mode": crate::hooks::mode_name(mode) });
+        let input = serde_json::json!({ "source": source });
         let cancel = session.cancel.child_token();
         drop(session);
         hooks.run(HookEvent::SessionStart, source, input, &crate::hooks::About::default(), &cancel).await.context

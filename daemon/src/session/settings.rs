@@ -49,10 +49,8 @@ pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules:
 /// goes to `info.hook_errors`.
 pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
     let files = settings_files(&info.cwd);
-    let sources: Vec<crate::hooks::config::SettingsSource<'_>> = files
-        .iter()
-        .map(|f| crate::hooks::config::SettingsSource { path: &f.path, project: f.project })
-        .collect();
+    let sources: Vec<crate::hooks::config::SettingsSource<'_>> =
+        files.iter().map(|f| crate::hooks::config::SettingsSource { path: &f.path, project: f.project }).collect();
     let set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
     info.hook_errors = set.errors.clone();
     set
@@ -62,17 +60,19 @@ pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
 /// hooks (`projects.<cwd>.enableProjectHooks: true`, as project MCP
 /// servers are enabled). Never read from the workspace's own files.
 pub(super) fn user_trusts_project_hooks(cwd: &Path) -> bool {
-    user_settings().is_some_and(|u| {
-        u["projects"][cwd.to_string_lossy().as_ref()]["enableProjectHooks"].as_bool() == Some(true)
-    })
+    user_settings()
+        .is_some_and(|u| u["projects"][cwd.to_string_lossy().as_ref()]["enableProjectHooks"].as_bool() == Some(true))
 }
 
 /// The settings files that apply to a workspace: the workspace's, then the
 /// user's.
 fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
     let project = |rel: &str| SettingsFile { path: cwd.join(rel), base: cwd.to_owned(), project: true };
-    let mut files =
-        vec![project(".agentd/settings.json"), project(".claude/settings.json"), project(".claude/settings.local.json")];
+    let mut files = vec![
+        project(".agentd/settings.json"),
+        project(".claude/settings.json"),
+        project(".claude/settings.local.json"),
+    ];
     if let Some((file, home)) = user_settings_file() {
         let import = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
         files.push(SettingsFile { path: file, base: home.clone(), project: false });

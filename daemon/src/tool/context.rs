@@ -273,6 +273,10 @@ impl ToolContext {
             parent_session_id: None,
             children: Vec::new(),
             agent_errors: Vec::new(),
+            session_hooks: None,
+            enable_project_hooks: false,
+            hooks: Vec::new(),
+            hook_errors: Vec::new(),
             created_at_ms: 0,
         };
         ToolContext {
