@@ -13,7 +13,9 @@
         d.close_session(sid)
 
 Requests and the event stream use separate connections, so a script can
-submit while it reads events. Errors from the daemon raise AgentdError
+submit while it reads events. `register_hook` puts a guard of the
+script's own in front of the session's calls (Claude Code's hook contract,
+answered over the socket: a round trip, no process per call). Errors from the daemon raise AgentdError
 (with .code, .message, .data); a daemon that is not there raises
 AgentdUnavailable (a ConnectionError naming the socket).
 """
@@ -189,6 +191,21 @@ class Agentd:
         """
         return _AgentServer(self, session_id, handler)
 
+    def register_hook(self, session_id, event, matcher, fn, timeout=None):
+        """Registers a hook of this script's on the session: returns once it is in force.
+
+        `event` is a hook event (`"PreToolUse"`, `"PostToolUse"`, ...), `matcher`
+        what it matches (a tool name, `"Edit|Write"`, a regular expression,
+        `None` for everything). Each matching moment calls `fn(input)` on a
+        thread of its own, `input` being the JSON a command hook gets on
+        stdin; it returns the hook's JSON output as a dict (for example
+        `{"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "..."}}`),
+        or None to let the call go on; an exception lets it go on too. The
+        returned object has `.hook_id`; `.close()` removes the hook.
+        """
+        return _HookServer(self, session_id, event, matcher, fn, timeout)
+
     def events(self, session_id, after_seq=None, until_turn=None):
         """Yields the session's events (dicts with seq and type) from a connection of their own.
 
@@ -221,6 +238,69 @@ class Agentd:
                     return
         finally:
             conn.close()
+
+
+class _HookServer:
+    """A connection that holds a hook (it goes when the connection closes) and answers its requests."""
+
+    def __init__(self, agentd, session_id, event, matcher, fn, timeout):
+        self._path, self._session_id, self._fn = agentd.path, session_id, fn
+        self._conn = _Conn(agentd.path)
+        try:
+            self._conn.request("turn/stream", {"session_id": session_id})
+            params = {"session_id": session_id, "event": event}
+            if matcher is not None:
+                params["matcher"] = matcher
+            if timeout is not None:
+                params["timeout"] = timeout
+            wanted = self._conn.send("hooks/register", params)
+            early = []
+            while True:
+                reply = self._conn.receive()
+                if reply.get("id") == wanted:
+                    if "error" in reply:
+                        raise AgentdError(reply["error"])
+                    self.hook_id = reply["result"]["hook_id"]
+                    break
+                early.append(reply)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._thread = threading.Thread(target=self._loop, args=(early,), daemon=True)
+        self._thread.start()
+
+    def _answer(self, event):
+        try:
+            output = self._fn(event["input"])
+        except Exception:  # a failing hook is a non-blocking error: the call goes on
+            output = None
+        try:
+            with Agentd(self._path) as d:
+                d.call("hook/respond", session_id=self._session_id, request_id=event["request_id"], output=output or {})
+        except (AgentdError, ConnectionError, OSError):
+            pass  # the call ended meanwhile
+
+    def _loop(self, early):
+        try:
+            while True:
+                note = early.pop(0) if early else self._conn.receive()
+                if note.get("method") != "turn/event":
+                    continue
+                event = note["params"]["result"]
+                if event["type"] == "hook/request" and event.get("hook_id") == self.hook_id:
+                    threading.Thread(target=self._answer, args=(event,), daemon=True).start()
+                if event["type"] == "session/closed":
+                    return
+        except (ConnectionError, OSError, ValueError):
+            return
+
+    def close(self):
+        try:
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+        self._conn.close()
 
 
 class _AgentServer:

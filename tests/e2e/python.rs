@@ -61,6 +61,35 @@ with Agentd() as d:
             results[event["tool_use_id"]] = (event["is_error"], event["content"][0]["text"])
     agents.close()
     assert results == {"s1": (False, "read: hello"), "s2": (True, "RuntimeError: could not")}, results
+    # A guard of the script's own: a socket hook that refuses rm.
+    seen = []
+    def guard(hook_input):
+        seen.append(hook_input["tool_input"]["command"])
+        if hook_input["tool_input"]["command"].startswith("rm "):
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                           "permissionDecisionReason": "rm is off limits"}}
+        return None
+    hook = d.register_hook(sid, "PreToolUse", "Bash", guard)
+    open("victim.txt", "w").close()
+    turn = d.submit(sid, [{"id": "rm", "name": "Bash", "input": {"command": "rm victim.txt"}},
+                          {"id": "ok", "name": "Bash", "input": {"command": "echo fine"}}], end=True)
+    results = {}
+    for event in d.events(sid, after_seq=0, until_turn=turn):
+        if event["type"] == "permission/request" and event["turn_id"] == turn:
+            d.respond(sid, event["request_id"], "allow")
+        if event["type"] == "tool/result" and event["turn_id"] == turn:
+            results[event["tool_use_id"]] = (event["is_error"], event["content"][0]["text"])
+    assert results["rm"][0] and "rm is off limits" in results["rm"][1], results
+    assert results["ok"] == (False, "fine\n"), results
+    assert os.path.exists("victim.txt") and seen == ["rm victim.txt", "echo fine"], seen
+    hooks = d.call("session/get", session_id=sid)["hooks"]
+    assert [h["hook_id"] for h in hooks] == [hook.hook_id], hooks
+    hook.close()
+    for _ in range(100):
+        if not d.call("session/get", session_id=sid)["hooks"]:
+            break
+        import time; time.sleep(0.05)
+    assert not d.call("session/get", session_id=sid)["hooks"], "closed: the hook is gone"
     print("ok", last_seq)
 "#;
 
