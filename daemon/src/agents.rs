@@ -194,4 +194,9 @@ pub struct AgentCall {
     pub announce: Arc<dyn Fn(Announce) + Send + Sync>,
     /// Whether a client that runs agents is subscribed.
     pub runner: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// The parent session's hooks (SubagentStart, SubagentStop) and the
+    /// call they are about.
+    pub hooks: Arc<crate::hooks::Hooks>,
+    /// The Task call.
+    pub about: crate::hooks::About,
 }

@@ -438,3 +438,94 @@ async fn session_start_context_comes_back_with_session_create() {
     let context = created["additional_context"].as_array().unwrap();
     assert!(context.contains(&json!("branch: main")) && context.contains(&json!("tests: cargo test")), "{created}");
 }
+
+#[tokio::test]
+async fn subagent_hooks_add_to_the_sub_agents_instructions_and_to_its_answer() {
+    let d = TestDaemon::start().await;
+    let entry = json!({
+        "SubagentStart": [{ "matcher": "general-purpose", "hooks": [{ "type": "command", "command":
+            "cat >/dev/null; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SubagentStart\", \"additionalContext\": \"use the test fixtures\"}}'" }] }],
+        "SubagentStop": [{ "matcher": "Agent|general-purpose", "hooks": [{ "type": "command", "command":
+            "grep -q found >/dev/null && echo '{\"decision\": \"block\", \"reason\": \"also check the docs\"}'" }] }]
+    });
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path(), "hooks": entry })).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut runner = d.raw().await;
+    let reply = runner.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
+    assert!(reply["result"].is_string(), "{reply}");
+    let task =
+        tool_use("t", "Task", json!({ "description": "look", "prompt": "Look.", "subagent_type": "general-purpose" }));
+    let turn =
+        c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": [task], "end": true })).await["turn_id"].clone();
+    let request = loop {
+        let e = within("an event", runner.recv()).await.unwrap()["params"]["result"].clone();
+        if e["type"] == "agent/request" {
+            break e;
+        }
+    };
+    assert!(request["instructions"].as_str().unwrap_or_default().contains("use the test fixtures"), "{request}");
+    let answer = json!({ "session_id": sid, "request_id": request["request_id"], "result": "found it" });
+    c.ok("agent/respond", answer).await;
+    let result = loop {
+        let e = within("an event", runner.recv()).await.unwrap()["params"]["result"].clone();
+        if e["type"] == "tool/result" && e["turn_id"] == turn {
+            break e;
+        }
+    };
+    let t = text(&result);
+    assert!(t.starts_with("found it") && t.contains("SubagentStop hook feedback: also check the docs"), "{t}");
+}
+
+#[tokio::test]
+async fn notification_and_session_hooks_run_at_their_moments() {
+    let marks = scripts();
+    let mark = |name: &str| format!("cat > {}/{name}.json", marks.path().display());
+    let entry = json!({
+        "Notification": [{ "matcher": "permission_prompt", "hooks": [{ "type": "command", "command": mark("notified") }] }],
+        "SessionStart": [{ "matcher": "resume", "hooks": [{ "type": "command", "command": mark("resumed") }] }],
+        "SessionEnd": [{ "hooks": [{ "type": "command", "command": mark("ended") }] }]
+    });
+    let workspace = tempfile::tempdir().unwrap();
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let (mut s, _) = StreamedSession::open(&d.socket, json!({ "cwd": workspace.path(), "hooks": entry })).await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch x" }))]).await;
+    let request = s.permission_request().await;
+    let notified = marks.path().join("notified.json");
+    agentd_tests::eventually("the Notification hook", || {
+        notified.exists() && std::fs::read_to_string(&notified).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&notified).unwrap()).unwrap();
+    assert_eq!(input["notification_type"], "permission_prompt", "{input}");
+    assert!(input["message"].as_str().unwrap().contains("Bash"), "{input}");
+    s.respond(&request, json!({ "decision": "deny" })).await;
+    turn_events(&mut s, &turn).await;
+    assert!(!marks.path().join("resumed.json").exists(), "a new session is a startup, not a resume");
+    // A restart brings the session back: its SessionStart hooks run with source resume.
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
+    d.restart();
+    let resumed = marks.path().join("resumed.json");
+    agentd_tests::eventually("the SessionStart resume hook", || {
+        std::fs::read_to_string(&resumed).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&resumed).unwrap()).unwrap();
+    assert_eq!(
+        (input["source"].as_str(), input["session_id"].as_str()),
+        (Some("resume"), Some(s.id.as_str())),
+        "{input}"
+    );
+    let mut c = agentd_tests::RawConn::connect(&d.socket).await;
+    c.ok("session/close", json!({ "session_id": s.id })).await;
+    let ended = marks.path().join("ended.json");
+    agentd_tests::eventually("the SessionEnd hook", || {
+        std::fs::read_to_string(&ended).is_ok_and(|t| t.ends_with('\n'))
+    })
+    .await;
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&ended).unwrap()).unwrap();
+    assert_eq!(input["hook_event_name"], "SessionEnd", "{input}");
+}

@@ -1278,6 +1278,12 @@ impl SessionExecutor {
                     });
                 }),
                 runner: Arc::new(move || runners.has_agent_runner()),
+                hooks: self.services.hooks.clone(),
+                about: crate::hooks::About {
+                    turn_id: Some(slot.turn_id.to_string()),
+                    tool_use_id: Some(slot.tool_use_id.clone()),
+                    tool_name: Some(slot.name.clone()),
+                },
             });
         }
         if slot.name == crate::tools::bash::NAME {

@@ -199,6 +199,16 @@ impl Daemon {
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), DaemonError> {
         let next_conn = AtomicUsize::new(1);
         self.shared.tracker.spawn(crate::process::reaper(self.root.clone()));
+        // The sessions a restart brought back: their SessionStart hooks run
+        // with `source: resume` (what they add is in their hook events).
+        let restored: Vec<String> = self.shared.state.sessions.list().into_iter().map(|s| s.session_id).collect();
+        if !restored.is_empty() {
+            let sessions = self.shared.state.sessions.clone();
+            self.shared.tracker.spawn(async move {
+                let starts = restored.iter().map(|id| sessions.session_start(id, "resume"));
+                futures_util::future::join_all(starts).await;
+            });
+        }
         // Saves what changed and syncs the event logs, in groups.
         let state = self.shared.state.clone();
         let stop_flushing = self.root.clone();

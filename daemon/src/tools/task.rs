@@ -7,6 +7,7 @@
 //! closes when the call ends. Offered only while a client that declared
 //! `capabilities: ["agents"]` follows the session.
 
+use agentd_protocol::hooks::HookEvent;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -184,13 +185,26 @@ impl Tool for TaskTool {
         let _close = Close(agent.host.clone(), child.clone());
         let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
         let mut waiting = crate::agents::wait_for(&ctx.session_id, &request_id);
+        // What SubagentStart hooks add is the sub-agent's to read.
+        let mut instructions = def.instructions.clone();
+        if agent.hooks.wants(HookEvent::SubagentStart, &def.name) {
+            let input = serde_json::json!({ "agent_id": child, "agent_type": def.name });
+            let said = agent.hooks.run(HookEvent::SubagentStart, &def.name, input, &agent.about, &ctx.cancel).await;
+            if !said.context.is_empty() {
+                let added = said.context.join("\n");
+                instructions = Some(match instructions {
+                    Some(own) => format!("{own}\n\n{added}"),
+                    None => added,
+                });
+            }
+        }
         (agent.announce)(Announce {
             request_id,
             child_session_id: child.clone(),
             subagent_type: def.name.clone(),
             description: input.description,
             prompt: input.prompt,
-            instructions: def.instructions.clone(),
+            instructions,
             tools,
         });
         // A client that runs agents must stay: once none has followed the
@@ -215,6 +229,22 @@ impl Tool for TaskTool {
                 }
             }
         };
+        let mut answer = answer;
+        if agent.hooks.wants(HookEvent::SubagentStop, &def.name) {
+            let input = serde_json::json!({
+                "agent_id": child,
+                "agent_type": def.name,
+                "stop_hook_active": false,
+                "agent_transcript_path": null,
+                "last_assistant_message": answer.result,
+            });
+            let said = agent.hooks.run(HookEvent::SubagentStop, &def.name, input, &agent.about, &ctx.cancel).await;
+            // The sub-agent's loop is the client's and is over: what would
+            // keep it running is the parent's to read.
+            for reason in said.blocks {
+                answer.result.push_str(&format!("\n\nSubagentStop hook feedback: {reason}"));
+            }
+        }
         if answer.is_error {
             return Err(ToolError::new(answer.result));
         }
