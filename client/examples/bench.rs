@@ -465,6 +465,7 @@ fn calls(args: &[String]) {
         ];
         println!("{:<26} {:>9} {:>9} {:>10} {:>8} {:>12}", "one client, one connection", "p50 µs", "p99 µs", "calls/s", "x empty", "8 clients/s");
         let mut empty = 0.0;
+        let mut read_p50 = 0.0;
         for (name, request, n) in cases {
             for _ in 0..n.min(200) {
                 let reply = c.send(&request).await;
@@ -503,6 +504,65 @@ fn calls(args: &[String]) {
                 (8 * (n / 4)) as f64 / start.elapsed().as_secs_f64()
             };
             println!("{name:<26} {p50:>9.0} {p99:>9.0} {rate:>10.0} {:>7.2}x {parallel:>12.0}", p50 / empty);
+            if name.starts_with("Read") {
+                read_p50 = p50;
+            }
+        }
+
+        // Hooks: the same Read with one no-op command hook, and with one
+        // socket hook a client answers with `{}`.
+        {
+            let hook = serde_json::json!({"PreToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": "true"}]}]});
+            let hooked = c.call("session/create", serde_json::json!({"cwd": ws, "hooks": hook})).await;
+            let hooked = hooked["session_id"].as_str().unwrap().to_owned();
+            let socket_sid = c.call("session/create", serde_json::json!({"cwd": ws})).await;
+            let socket_sid = socket_sid["session_id"].as_str().unwrap().to_owned();
+            let mut holder = Conn::open(&socket).await;
+            // A harness that only answers hooks asks for their requests only.
+            holder.call("turn/stream", serde_json::json!({"session_id": socket_sid, "kinds": ["hook/request"]})).await;
+            holder.call("hooks/register", serde_json::json!({"session_id": socket_sid, "event": "PreToolUse", "matcher": "Read"})).await;
+            let answering = socket_sid.clone();
+            let answerer = tokio::spawn(async move {
+                loop {
+                    holder.line.clear();
+                    if holder.r.read_line(&mut holder.line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let Ok(note) = serde_json::from_str::<serde_json::Value>(&holder.line) else { continue };
+                    let event = &note["params"]["result"];
+                    if event["type"] == "hook/request" {
+                        let answer = serde_json::json!({"jsonrpc": "2.0", "id": 9, "method": "hook/respond",
+                            "params": {"session_id": answering, "request_id": event["request_id"], "output": {}}});
+                        holder.w.write_all(format!("{answer}\n").as_bytes()).await.unwrap();
+                    }
+                }
+            });
+            let read_in = |sid: &str| {
+                let r = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tool/call",
+                    "params": {"session_id": sid, "name": "Read", "input": {"file_path": "f3.txt"}}});
+                format!("{r}\n")
+            };
+            for (name, request, n) in [
+                ("Read + command hook", read_in(&hooked), (calls / 10).max(50)),
+                ("Read + socket hook", read_in(&socket_sid), calls),
+            ] {
+                let mut times = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t = Instant::now();
+                    let reply = c.send(&request).await;
+                    assert!(!reply.contains("\"is_error\":true"), "{name}: {reply}");
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                times.sort_by(f64::total_cmp);
+                let (p50, p99) = (times[times.len() / 2], times[(times.len() * 99 / 100).min(times.len() - 1)]);
+                println!(
+                    "{name:<26} {p50:>9.0} {p99:>9.0} {:>10} {:>7.2}x   the hook adds {:.2}x an empty call",
+                    "",
+                    p50 / empty,
+                    (p50 - read_p50) / empty
+                );
+            }
+            answerer.abort();
         }
 
         // A turn of 10 Reads: submit, then the stream until it completes.

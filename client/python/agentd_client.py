@@ -247,7 +247,7 @@ class _HookServer:
         self._path, self._session_id, self._fn = agentd.path, session_id, fn
         self._conn = _Conn(agentd.path)
         try:
-            self._conn.request("turn/stream", {"session_id": session_id})
+            self._conn.request("turn/stream", {"session_id": session_id, "kinds": ["hook/request"]})
             params = {"session_id": session_id, "event": event}
             if matcher is not None:
                 params["matcher"] = matcher

@@ -350,7 +350,7 @@ pub enum EventKind {
         /// `tool_input`, `tool_response`, …).
         input: serde_json::Value,
     },
-    /// A hook started.
+    /// A command hook started (a socket hook's start is its `hook/request`).
     #[serde(rename = "hook/started")]
     HookStarted {
         /// The call's turn (absent for session moments).

@@ -529,3 +529,51 @@ async fn notification_and_session_hooks_run_at_their_moments() {
     let input: Value = serde_json::from_str(&std::fs::read_to_string(&ended).unwrap()).unwrap();
     assert_eq!(input["hook_event_name"], "SessionEnd", "{input}");
 }
+
+#[tokio::test]
+async fn a_hooks_allow_is_an_allow_rule_not_a_persons_answer() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let allow = script(
+        dir.path(),
+        "allow.sh",
+        r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}'"#,
+    );
+    let rewrite = script(
+        dir.path(),
+        "rewrite.sh",
+        r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow", "updatedInput": {"command": "cat secret.txt"}}}}'"#,
+    );
+    std::fs::create_dir_all(d.dir.path().join(".git/hooks")).unwrap();
+    std::fs::write(d.dir.path().join("secret.txt"), "s3cret").unwrap();
+    let mut entry = hooks("PreToolUse", "Write|Bash", &[allow.to_str().unwrap()]);
+    entry["PermissionRequest"] = json!([{ "matcher": "Bash", "hooks": [{ "type": "command", "command": rewrite }] }]);
+    let mut s = session(
+        &d,
+        json!({ "hooks": entry, "permissions": { "ask": ["Bash(git push:*)"], "deny": ["Read(secret.txt)"] } }),
+    )
+    .await;
+    // A protected file still asks a person.
+    let hook_file = d.dir.path().join(".git/hooks/pre-commit");
+    let turn = s.submit_ended(vec![tool_use("w", "Write", json!({ "file_path": hook_file, "content": "evil" }))]).await;
+    let request = s.permission_request().await;
+    assert!(request["reason"].as_str().unwrap().contains("protected"), "{request}");
+    s.respond(&request, json!({ "decision": "deny" })).await;
+    turn_events(&mut s, &turn).await;
+    assert!(!hook_file.exists());
+    // An ask rule still asks (its PermissionRequest hook then answers, with
+    // a rewrite that a Read deny rule refuses).
+    let turn = s.submit_ended(vec![tool_use("p", "Bash", json!({ "command": "git push origin main" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    let r = &results(&events)[0];
+    assert_eq!(r["is_error"], true, "{events:#?}");
+    assert!(!text(r).contains("s3cret"), "the deny rule held: {r}");
+    let asked: Vec<&Value> = events.iter().filter(|e| e["type"] == "hook/completed").collect();
+    assert!(asked.iter().any(|e| e["event"] == "PermissionRequest"), "the ask rule asked: {events:#?}");
+    // A plain write the engine would ask about runs on the hook's allow.
+    let turn = s.submit_ended(vec![tool_use("ok", "Bash", json!({ "command": "touch fine.txt" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    assert_eq!(results(&events)[0]["is_error"], false, "{events:#?}");
+    assert!(!events.iter().any(|e| e["type"] == "permission/request"));
+    assert!(d.dir.path().join("fine.txt").exists());
+}

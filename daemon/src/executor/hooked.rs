@@ -1,7 +1,8 @@
 //! Where the user's hooks sit in a call's life: `PreToolUse` after the
 //! input is valid and before the permission decision (its deny wins over
-//! every allow; its allow answers an ask, but not an ask rule's and never a
-//! refusal, as in Claude Code 2.1; its
+//! every allow; its allow counts as an allow rule for the call — a deny or
+//! ask rule still decides, as in Claude Code 2.1, and what only a person
+//! may answer still asks; its
 //! `updatedInput` is parsed, validated and decided on again; its ask forces
 //! a request), `PermissionRequest` before the client is asked (its allow
 //! answers; its `updatedInput` is validated and held to the deny rules),
@@ -17,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AskFor, CallIds, Grant, Inner, ReportOnDrop, SessionExecutor, Slot, Waiting};
 use crate::hooks::{About, Decision};
-use crate::permission::rules::RuleKind;
 use crate::tool::{CallOutcome, PreparedCall, ToolContext};
 
 /// What a call's PreToolUse hooks said, for the permission decision.
@@ -30,17 +30,19 @@ pub(super) struct Pre {
 }
 
 impl Pre {
-    /// The verdict with the hooks' say: an ask becomes a request, an allow
-    /// answers a request (not AskUserQuestion's: its answers are the
-    /// user's); a refusal stands.
+    /// Its allow, which `admit` counts as an allow rule for the call.
+    pub(super) fn allows(&self) -> bool {
+        self.decision == Some(Decision::Allow)
+    }
+
+    /// The verdict with the hooks' ask: a call that would run asks first.
+    /// A refusal stands.
     pub(super) fn overrule(
         &self,
         admitted: Result<Option<AskFor>, CallOutcome>,
-        grant: &mut Grant,
         slot: &Slot,
     ) -> Result<Option<AskFor>, CallOutcome> {
         match (self.decision, admitted) {
-            (_, Err(refused)) => Err(refused),
             (Some(Decision::Ask), Ok(None)) => Ok(Some(AskFor {
                 reason: match &self.reason {
                     Some(r) => format!("a PreToolUse hook asks: {r}"),
@@ -49,16 +51,7 @@ impl Pre {
                 suggestions: Vec::new(),
                 input: slot.input.clone().unwrap_or_default(),
                 outside: None,
-                ask_rule: false,
             })),
-            (Some(Decision::Allow), Ok(Some(ask)))
-                if slot.name != crate::tools::ask_user_question::NAME && !ask.ask_rule =>
-            {
-                grant.approved_outside = ask.outside;
-                grant.approved = true;
-                grant.scrub_env = false;
-                Ok(None)
-            }
             (_, admitted) => admitted,
         }
     }
@@ -232,11 +225,11 @@ impl SessionExecutor {
                         return Err(format!("permission denied by a PermissionRequest hook: {reason}"));
                     }
                     Some(Decision::Allow) => {
+                        ctx.may_write_protected = true;
+                        ctx.approved_outside = ask.outside.map(Arc::new);
                         if let Some(updated) = said.updated_input {
                             *call = self.rewritten(&ids.name, updated, ctx, i)?;
                         }
-                        ctx.may_write_protected = true;
-                        ctx.approved_outside = ask.outside.map(Arc::new);
                         return Ok(());
                     }
                     _ => self.open_request(&ids, ask, None),
@@ -252,28 +245,36 @@ impl SessionExecutor {
     }
 
     /// A PermissionRequest hook's `updatedInput`, as a call: parsed,
-    /// validated, and refused if a deny rule covers it.
+    /// validated and admitted again as the model's input would be (a
+    /// refusal stands; what would be asked, the hook has answered), with
+    /// the sandbox profile decided for it.
     fn rewritten(
         &self,
         name: &str,
         updated: Value,
-        ctx: &ToolContext,
+        ctx: &mut ToolContext,
         i: super::CallIdx,
     ) -> Result<Box<dyn PreparedCall>, String> {
         let bad = |e: String| format!("a PermissionRequest hook's updatedInput is not valid input for {name}: {e}");
         let tool = self.tools.find(name).ok_or_else(|| format!("no tool named {name:?}"))?;
-        let call = tool.prepare(updated).map_err(|e| bad(e.to_string()))?;
-        call.validate(ctx).map_err(|e| bad(e.to_string()))?;
-        let facts = self.facts(ctx, call.permission_target());
-        if let Some(rule) = self.services.rules.decide(name, &facts)
-            && rule.kind == RuleKind::Deny
-        {
-            return Err(format!(
-                "permission denied: a PermissionRequest hook's updatedInput is denied by the rule {} ({})",
-                rule.text, rule.origin.source
+        let call = tool.prepare(updated.clone()).map_err(|e| bad(e.to_string()))?;
+        let mut inner = self.lock();
+        inner.slots[i].input = Some(updated);
+        let mut grant = Grant::default();
+        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, ctx, &mut grant, false);
+        inner.slots[i].input = None;
+        if let Err(refused) = admitted {
+            return Err(text_of(&refused.content));
+        }
+        if let Some(profile) = grant.profile {
+            ctx.sandbox_profile = profile;
+            inner.slots[i].sandbox = Some(profile);
+            inner.slots[i].network = Some(crate::sandbox::gate::network_access(
+                profile,
+                &self.services.info.sandbox,
+                self.services.sandbox.gate,
             ));
         }
-        let _ = i;
         Ok(call)
     }
 

@@ -333,8 +333,6 @@ struct Grant {
     profile: Option<agentd_protocol::session::SandboxProfile>,
     /// Nobody approved it: no secrets in its environment.
     scrub_env: bool,
-    /// A hook approved it as a user's answer would.
-    approved: bool,
 }
 
 /// A call that may run only once the client approves it.
@@ -344,8 +342,6 @@ struct AskFor {
     input: serde_json::Value,
     /// The file outside the workspace the user is asked about, if any.
     outside: Option<PathBuf>,
-    /// An ask rule matched: a PreToolUse hook's allow does not answer it.
-    ask_rule: bool,
 }
 
 /// Which call a request or an event is about.
@@ -380,13 +376,7 @@ impl crate::tool::CallChannel for CallPort {
             let what = Some((ask.kind, ask.host, ask.port));
             let wait = me.open_request(
                 &call,
-                AskFor {
-                    reason: ask.reason,
-                    suggestions: ask.suggestions,
-                    input: ask.input,
-                    outside: None,
-                    ask_rule: false,
-                },
+                AskFor { reason: ask.reason, suggestions: ask.suggestions, input: ask.input, outside: None },
                 what,
             );
             me.wait_for_answer(wait, &token).await.map(|_| ())
@@ -829,6 +819,7 @@ impl SessionExecutor {
         context: &SessionContext,
         ctx: &ToolContext,
         grant: &mut Grant,
+        hook_allows: bool,
     ) -> Result<Option<AskFor>, CallOutcome> {
         if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
@@ -881,7 +872,18 @@ impl SessionExecutor {
             Facts::Bash(command) => Some(self.bash_facts(command, slot, context, &ctx.cwd)),
             _ => None,
         };
-        let ask_rule = rule.is_some_and(|r| r.kind == RuleKind::Ask);
+        // A PreToolUse hook's allow counts as an allow rule for this call:
+        // it answers what a rule would, not what only a person may
+        // (protected files, a repository's git configuration, running
+        // outside the sandbox), and a deny or ask rule still decides.
+        let rule = rule.map(|r| RuleHit { kind: r.kind, text: r.text.clone(), source: r.origin.source.clone() });
+        let rule = rule.or_else(|| {
+            hook_allows.then(|| RuleHit {
+                kind: RuleKind::Allow,
+                text: "allow".into(),
+                source: "a PreToolUse hook".into(),
+            })
+        });
         let call_facts = CallFacts {
             tool: slot.name.clone(),
             mode,
@@ -890,7 +892,7 @@ impl SessionExecutor {
             edits,
             outside: outside.is_some(),
             protected,
-            rule: rule.map(|r| RuleHit { kind: r.kind, text: r.text.clone(), source: r.origin.source.clone() }),
+            rule,
             tool_view: call.check_permissions(ctx),
             bash,
             sandbox: self.services.info.sandbox.clone(),
@@ -918,13 +920,7 @@ impl SessionExecutor {
                         }
                     }
                 }
-                Ok(Some(AskFor {
-                    reason,
-                    suggestions,
-                    input: slot.input.clone().unwrap_or_default(),
-                    outside,
-                    ask_rule,
-                }))
+                Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))
             }
             Verdict::Refuse { message } => {
                 let render = call.render_rejected(&message);
@@ -1204,13 +1200,12 @@ impl SessionExecutor {
     ) {
         let mut ctx = self.tool_context(token.clone(), &inner.context);
         let mut grant = Grant::default();
-        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant);
-        let admitted = pre.overrule(admitted, &mut grant, &inner.slots[i]);
-        let Grant { approved_outside, profile, scrub_env, approved } = grant;
+        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant, pre.allows());
+        let admitted = pre.overrule(admitted, &inner.slots[i]);
+        let Grant { approved_outside, profile, scrub_env } = grant;
         ctx.scrub_env = scrub_env;
-        ctx.may_write_protected = approved
-            || inner.context.mode.unwrap_or(self.services.info.mode)
-                == agentd_protocol::session::PermissionMode::Bypass;
+        ctx.may_write_protected =
+            inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);

@@ -291,7 +291,7 @@ impl Hooks {
         if commands.is_empty() && sockets.is_empty() {
             return Combined::default();
         }
-        let bytes = serde_json::to_vec(&input).unwrap_or_default();
+        let bytes = if commands.is_empty() { Vec::new() } else { serde_json::to_vec(&input).unwrap_or_default() };
         let mut runs: Vec<futures_util::future::BoxFuture<'_, output::HookResult>> = Vec::new();
         for mut hook in commands {
             if hook.once && !self.first_time(&hook) {
@@ -316,32 +316,41 @@ impl Hooks {
                         let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, &token).await;
                         output::from_command(event, &ran, hook.timeout, false).without_effect()
                     };
-                    me.reported(event, &about, name, run).await;
+                    me.reported(event, &about, name, run, true).await;
                 });
                 continue;
             }
-            runs.push(Box::pin(self.reported(event, about, name, async move {
-                let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
-                let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
-                output::from_command(event, &ran, hook.timeout, hook.fail_closed)
-            })));
+            runs.push(Box::pin(self.reported(
+                event,
+                about,
+                name,
+                async move {
+                    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
+                    let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
+                    output::from_command(event, &ran, hook.timeout, hook.fail_closed)
+                },
+                true,
+            )));
         }
         for hook in &sockets {
             let name = format!("socket {}", hook.id);
             let ask = self.ask_socket(event, hook, &input, about, cancel);
-            runs.push(Box::pin(self.reported(event, about, name, ask)));
+            // Its hook/request is its start.
+            runs.push(Box::pin(self.reported(event, about, name, ask, false)));
         }
         let results = futures_util::future::join_all(runs).await;
         Combined::of(event, results)
     }
 
-    /// `run` with its `hook/started` and `hook/completed` events.
+    /// `run` with its `hook/started` (when `announce`) and `hook/completed`
+    /// events.
     async fn reported(
         &self,
         event: HookEvent,
         about: &About,
         hook: String,
         run: impl std::future::Future<Output = output::HookResult>,
+        announce: bool,
     ) -> output::HookResult {
         let hook: String = hook.chars().take(200).collect();
         if self.is_closed() {
@@ -354,12 +363,14 @@ impl Hooks {
             );
             return result;
         }
-        self.events.push(EventKind::HookStarted {
-            turn_id: about.turn_id.clone(),
-            tool_use_id: about.tool_use_id.clone(),
-            event,
-            hook: hook.clone(),
-        });
+        if announce {
+            self.events.push(EventKind::HookStarted {
+                turn_id: about.turn_id.clone(),
+                tool_use_id: about.tool_use_id.clone(),
+                event,
+                hook: hook.clone(),
+            });
+        }
         let started = Instant::now();
         let result = run.await;
         if self.is_closed() {
