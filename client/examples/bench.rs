@@ -531,7 +531,8 @@ fn calls(args: &[String]) {
                     let Ok(note) = serde_json::from_str::<serde_json::Value>(&holder.line) else { continue };
                     let event = &note["params"]["result"];
                     if event["type"] == "hook/request" {
-                        let answer = serde_json::json!({"jsonrpc": "2.0", "id": 9, "method": "hook/respond",
+                        // A notification: the answer needs no reply.
+                        let answer = serde_json::json!({"jsonrpc": "2.0", "method": "hook/respond",
                             "params": {"session_id": answering, "request_id": event["request_id"], "output": {}}});
                         holder.w.write_all(format!("{answer}\n").as_bytes()).await.unwrap();
                     }

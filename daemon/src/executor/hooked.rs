@@ -142,7 +142,9 @@ impl SessionExecutor {
             "permission_mode": asked.mode,
             "cwd": asked.cwd,
         });
-        let said = self.services.hooks.run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token).await;
+        let mut said =
+            self.services.hooks.run_deferred(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token).await;
+        let completed = std::mem::take(&mut said.events);
         let refuse = |call: &dyn PreparedCall, message: String| {
             let render = call.render_rejected(&message);
             CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None }
@@ -173,11 +175,15 @@ impl SessionExecutor {
             }
         }
         guard.me.take();
+        // The hooks' ends go out with what follows them, in one write.
+        let mut inner = self.lock();
+        for event in completed {
+            self.events.push(event);
+        }
         if let Some(refusal) = refusal {
-            self.finished(i, refusal, false);
+            self.finished_locked(&mut inner, i, refusal, false);
             return;
         }
-        let mut inner = self.lock();
         if let Some(input) = rewritten {
             inner.slots[i].input = Some(input);
         }
@@ -279,16 +285,17 @@ impl SessionExecutor {
     }
 
     /// Runs the call's PostToolUse (or, for an error result,
-    /// PostToolUseFailure) hooks and adds what they say to `outcome`.
+    /// PostToolUseFailure) hooks and adds what they say to `outcome`; the
+    /// hooks' `hook/completed` events are for the caller to push.
     pub(super) async fn after_call(
         &self,
         after: After,
         mut outcome: CallOutcome,
         token: &CancellationToken,
-    ) -> CallOutcome {
+    ) -> (CallOutcome, Vec<agentd_protocol::turn::EventKind>) {
         let event = if outcome.is_error { HookEvent::PostToolUseFailure } else { HookEvent::PostToolUse };
         if !self.services.hooks.wants(event, &after.name) {
-            return outcome;
+            return (outcome, Vec::new());
         }
         let text = text_of(&outcome.content);
         let mut input = json!({
@@ -311,7 +318,8 @@ impl SessionExecutor {
             }
             input["tool_response"] = response;
         }
-        let said = self.services.hooks.run(event, &after.name, input, &after.about, token).await;
+        let mut said = self.services.hooks.run_deferred(event, &after.name, input, &after.about, token).await;
+        let completed = std::mem::take(&mut said.events);
         if event == HookEvent::PostToolUse
             && after.name.starts_with("mcp__")
             && let Some(replaced) = said.updated_mcp_output
@@ -329,7 +337,7 @@ impl SessionExecutor {
         if let Some(stop) = said.stop_reason {
             outcome.content.push(ContentBlock::text(format!("stopped by a {} hook: {stop}", event.as_str())));
         }
-        outcome
+        (outcome, completed)
     }
 }
 

@@ -1364,15 +1364,20 @@ impl SessionExecutor {
                 };
                 let outcome =
                     outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
-                let outcome = match (&guard.me, after) {
+                let (outcome, completed) = match (&guard.me, after) {
                     (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
-                    _ => outcome,
+                    _ => (outcome, Vec::new()),
                 };
                 let outcome = hooked::with_context(outcome, "PreToolUse", &pre_context);
                 // A failure that is the cancellation itself blames nobody.
                 let failed = outcome.is_error && !token.is_cancelled();
                 if let Some(me) = guard.me.take() {
-                    me.finished(i, outcome, failed);
+                    let mut inner = me.lock();
+                    // The hooks' ends go out with the result, in one write.
+                    for event in completed {
+                        me.events.push(event);
+                    }
+                    me.finished_locked(&mut inner, i, outcome, failed);
                 }
             }
             .instrument(span),

@@ -272,9 +272,41 @@ impl Hooks {
         &self,
         event: HookEvent,
         subject: &str,
+        input: Value,
+        about: &About,
+        cancel: &CancellationToken,
+    ) -> Combined {
+        self.run_with(event, subject, input, about, cancel, None).await
+    }
+
+    /// [`Hooks::run`], the `hook/completed` events left in the result's
+    /// `events` for the caller to push with its own (one journal write for
+    /// a call's hooks and its start or result).
+    ///
+    /// # Cancellation safety
+    /// As [`Hooks::run`].
+    pub async fn run_deferred(
+        &self,
+        event: HookEvent,
+        subject: &str,
+        input: Value,
+        about: &About,
+        cancel: &CancellationToken,
+    ) -> Combined {
+        let deferred = Mutex::new(Vec::new());
+        let mut combined = self.run_with(event, subject, input, about, cancel, Some(&deferred)).await;
+        combined.events = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
+        combined
+    }
+
+    async fn run_with(
+        &self,
+        event: HookEvent,
+        subject: &str,
         mut input: Value,
         about: &About,
         cancel: &CancellationToken,
+        deferred: Option<&Mutex<Vec<EventKind>>>,
     ) -> Combined {
         if let Value::Object(map) = &mut input {
             map.insert("session_id".into(), Value::String(self.session_id.clone()));
@@ -316,7 +348,7 @@ impl Hooks {
                         let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, &token).await;
                         output::from_command(event, &ran, hook.timeout, false).without_effect()
                     };
-                    me.reported(event, &about, name, run, true).await;
+                    me.reported(event, &about, name, run, true, None).await;
                 });
                 continue;
             }
@@ -330,13 +362,14 @@ impl Hooks {
                     output::from_command(event, &ran, hook.timeout, hook.fail_closed)
                 },
                 true,
+                deferred,
             )));
         }
         for hook in &sockets {
             let name = format!("socket {}", hook.id);
             let ask = self.ask_socket(event, hook, &input, about, cancel);
             // Its hook/request is its start.
-            runs.push(Box::pin(self.reported(event, about, name, ask, false)));
+            runs.push(Box::pin(self.reported(event, about, name, ask, false, deferred)));
         }
         let results = futures_util::future::join_all(runs).await;
         Combined::of(event, results)
@@ -351,6 +384,7 @@ impl Hooks {
         hook: String,
         run: impl std::future::Future<Output = output::HookResult>,
         announce: bool,
+        deferred: Option<&Mutex<Vec<EventKind>>>,
     ) -> output::HookResult {
         let hook: String = hook.chars().take(200).collect();
         if self.is_closed() {
@@ -376,7 +410,7 @@ impl Hooks {
         if self.is_closed() {
             return result;
         }
-        self.events.push(EventKind::HookCompleted {
+        let completed = EventKind::HookCompleted {
             turn_id: about.turn_id.clone(),
             tool_use_id: about.tool_use_id.clone(),
             event,
@@ -387,7 +421,13 @@ impl Hooks {
             message: result.message.clone(),
             system_message: result.system_message.clone(),
             additional_context: result.additional_context.clone(),
-        });
+        };
+        match deferred {
+            Some(later) => later.lock().unwrap_or_else(|e| e.into_inner()).push(completed),
+            None => {
+                self.events.push(completed);
+            }
+        }
         result
     }
 

@@ -338,6 +338,9 @@ pub struct Combined {
     pub stop_reason: Option<String>,
     /// The last `updatedToolOutput`.
     pub updated_mcp_output: Option<Value>,
+    /// The `hook/completed` events [`super::Hooks::run_deferred`] left for
+    /// its caller to push.
+    pub events: Vec<agentd_protocol::turn::EventKind>,
 }
 
 impl Combined {
