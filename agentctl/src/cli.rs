@@ -1379,6 +1379,19 @@ fn show_session(s: &SessionInfo) {
     println!("simple tools:    {}", if s.tools.simple { "yes" } else { "no" });
     println!("disabled tools:  {}", list(&s.tools.disabled));
     println!("max concurrency: {}", s.max_concurrency);
+    let hooks: Vec<String> = s
+        .hooks
+        .iter()
+        .map(|h| {
+            let what = h.command.clone().unwrap_or_else(|| format!("socket {}", h.hook_id.as_deref().unwrap_or("?")));
+            let matcher = if h.matcher.is_empty() { "*" } else { h.matcher.as_str() };
+            format!("{} {matcher}: {what}", h.event.as_str())
+        })
+        .collect();
+    println!("hooks:           {}", list(&hooks));
+    for e in &s.hook_errors {
+        println!("hook error:      {e}");
+    }
     println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
 }
 

@@ -445,6 +445,15 @@ pub struct Storage {
     pub restored: Option<Restored>,
 }
 
+/// What decides on a session's calls beside the mode: its permission
+/// rules and its hooks.
+pub struct Checks {
+    /// Rules of every origin, each with its base.
+    pub rules: RuleSet,
+    /// Command hooks from the settings files and `session/create`.
+    pub hooks: crate::hooks::HookSet,
+}
+
 /// A session's state as it was saved.
 pub struct Restored {
     /// Its context.
@@ -473,12 +482,12 @@ impl SessionExecutor {
         info: &SessionInfo,
         tools: Arc<ToolSet>,
         storage: Storage,
-        rules: RuleSet,
-        hooks: crate::hooks::HookSet,
+        checks: Checks,
         sandbox: Arc<crate::sandbox::Facility>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Arc<SessionExecutor> {
+        let Checks { rules, hooks } = checks;
         let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
         let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
         let Storage { output_dir, journal, restored } = storage;

@@ -251,14 +251,13 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
     };
     match event {
         HookEvent::PreToolUse => {
-            let decision = field("permissionDecision").and_then(Value::as_str).or_else(|| {
-                // The older top-level form.
-                match legacy {
-                    Some("approve") => Some("allow"),
-                    Some("block") => Some("deny"),
-                    _ => None,
-                }
-            });
+            // The older top-level form.
+            let older = match legacy {
+                Some("approve") => Some("allow"),
+                Some("block") => Some("deny"),
+                _ => None,
+            };
+            let decision = field("permissionDecision").and_then(Value::as_str).or(older);
             result.decision = match decision {
                 Some("allow") => Some(Decision::Allow),
                 Some("deny") => Some(Decision::Deny),

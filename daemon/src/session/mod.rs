@@ -105,6 +105,11 @@ impl Session {
         }
     }
 
+    /// The session's hooks (`hooks/register`, `hook/respond`).
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        self.executor.hooks()
+    }
+
     /// `turn/submit`: adds tool uses to a turn; they start at once.
     pub fn submit(
         &self,
@@ -611,8 +616,7 @@ impl SessionManager {
             &info,
             tools.clone(),
             storage,
-            rules,
-            hooks,
+            crate::executor::Checks { rules, hooks },
             self.sandbox.clone(),
             cancel.clone(),
             self.tracker.clone(),

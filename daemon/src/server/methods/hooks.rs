@@ -12,22 +12,21 @@ use crate::server::rpc::{self, RpcError};
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register_async_conn::<HooksRegister, _, _, _>(module, |p, state, conn| async move {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let hook_id = session.executor.hooks().register(p.event, p.matcher.as_deref(), p.timeout, conn).map_err(
-            |e| match &e {
+        let hook_id =
+            session.hooks().register(p.event, p.matcher.as_deref(), p.timeout, conn).map_err(|e| match &e {
                 HookError::Invalid { field, .. } => RpcError::invalid_params(*field, e),
                 HookError::Unknown(_) => RpcError::invalid_params("session_id", e),
-            },
-        )?;
+            })?;
         Ok(HooksRegisterResult { hook_id })
     });
     rpc::register::<HooksUnregister, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        session.executor.hooks().unregister(&p.hook_id).map_err(|e| RpcError::invalid_params("hook_id", e))?;
+        session.hooks().unregister(&p.hook_id).map_err(|e| RpcError::invalid_params("hook_id", e))?;
         Ok(HooksUnregisterResult { hook_id: p.hook_id })
     });
     rpc::register::<HookRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        session.executor.hooks().respond(&p.request_id, p.output).map_err(|e| match e {
+        session.hooks().respond(&p.request_id, p.output).map_err(|e| match e {
             HookError::Unknown(_) => RpcError::invalid_params("request_id", e),
             HookError::Invalid { .. } => RpcError::invalid_params("output", e),
         })?;
