@@ -82,6 +82,22 @@ pub struct HooksRegisterParams {
     /// command hook's); then the hook counts as a non-blocking error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// What a failure counts for (Claude Code's `onFailure`): `continue`
+    /// (the default: no answer in time, output that cannot be read, or this
+    /// connection closing lets the call go on) or `block` (each of those
+    /// blocks, as exit code 2 would: a guard that fails closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<OnFailure>,
+}
+
+/// A hook's `onFailure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// Its failure is a non-blocking error.
+    Continue,
+    /// Its failure blocks.
+    Block,
 }
 
 /// Result of `hooks/register`.

@@ -79,7 +79,8 @@ pub(super) struct Asked {
 /// What a call's PostToolUse hooks are given.
 pub(super) struct After {
     name: String,
-    input: Value,
+    /// The input that ran (a PermissionRequest hook may rewrite it).
+    pub(super) input: Value,
     about: About,
     mode: &'static str,
     cwd: String,
@@ -186,13 +187,17 @@ impl SessionExecutor {
         }
         if let Some(input) = rewritten {
             inner.slots[i].input = Some(input);
+            // What is shown (a permission request, the call's start and
+            // result) is the call that runs.
+            inner.slots[i].render_use = call.render_use();
         }
         let pre = Pre { decision: said.decision, reason: said.reason, context: said.context };
         self.launch(&mut inner, i, call, token, pre);
     }
 
     /// Waits until the call may run: the client's answer, or first its
-    /// PermissionRequest hooks'. `Err` is the refusal.
+    /// PermissionRequest hooks'. `Ok` holds the input a hook rewrote the
+    /// call into, if one did; `Err` is the refusal.
     pub(super) async fn approval(
         &self,
         gate: Gate,
@@ -200,9 +205,10 @@ impl SessionExecutor {
         ctx: &mut ToolContext,
         i: super::CallIdx,
         token: &CancellationToken,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Value>, String> {
+        let mut rewritten = None;
         let wait = match gate {
-            Gate::Run => return Ok(()),
+            Gate::Run => return Ok(None),
             Gate::Ask(wait) => wait,
             Gate::HooksFirst(ask, ids) => {
                 let about = About {
@@ -230,14 +236,30 @@ impl SessionExecutor {
                     Some(Decision::Deny | Decision::Stop) => {
                         return Err(format!("permission denied by a PermissionRequest hook: {reason}"));
                     }
-                    Some(Decision::Allow) => {
-                        ctx.may_write_protected = true;
-                        ctx.approved_outside = ask.outside.map(Arc::new);
-                        if let Some(updated) = said.updated_input {
-                            *call = self.rewritten(&ids.name, updated, ctx, i)?;
+                    Some(Decision::Allow) => match said.updated_input {
+                        None => {
+                            ctx.may_write_protected = true;
+                            ctx.approved_outside = ask.outside.map(Arc::new);
+                            return Ok(None);
                         }
-                        return Ok(());
-                    }
+                        Some(updated) => {
+                            // The hook approved the call it was shown; what it
+                            // rewrote the call into is decided on again, its
+                            // allow counting as an allow rule: what still asks
+                            // asks the client.
+                            let (new, asks) = self.rewritten(&ids.name, updated.clone(), ctx, i)?;
+                            *call = new;
+                            rewritten = Some(updated.clone());
+                            match asks {
+                                None => return Ok(rewritten),
+                                Some(mut ask) => {
+                                    ask.input = updated;
+                                    let rendered = CallIds { render: call.render_use(), ..ids };
+                                    self.open_request(&rendered, ask, None)
+                                }
+                            }
+                        }
+                    },
                     _ => self.open_request(&ids, ask, None),
                 }
             }
@@ -247,31 +269,31 @@ impl SessionExecutor {
         ctx.answers = answers.map(Arc::new);
         ctx.may_write_protected = true;
         ctx.approved_outside = outside.map(Arc::new);
-        Ok(())
+        Ok(rewritten)
     }
 
     /// A PermissionRequest hook's `updatedInput`, as a call: parsed,
-    /// validated and admitted again as the model's input would be (a
-    /// refusal stands; what would be asked, the hook has answered), with
-    /// the sandbox profile decided for it.
+    /// validated and admitted again as the model's input would be, the
+    /// hook's allow counting as an allow rule (a refusal stands; what would
+    /// still ask is returned), with the sandbox profile decided for it.
     fn rewritten(
         &self,
         name: &str,
         updated: Value,
         ctx: &mut ToolContext,
         i: super::CallIdx,
-    ) -> Result<Box<dyn PreparedCall>, String> {
+    ) -> Result<(Box<dyn PreparedCall>, Option<AskFor>), String> {
         let bad = |e: String| format!("a PermissionRequest hook's updatedInput is not valid input for {name}: {e}");
         let tool = self.tools.find(name).ok_or_else(|| format!("no tool named {name:?}"))?;
         let call = tool.prepare(updated.clone()).map_err(|e| bad(e.to_string()))?;
         let mut inner = self.lock();
         inner.slots[i].input = Some(updated);
         let mut grant = Grant::default();
-        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, ctx, &mut grant, false);
+        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, ctx, &mut grant, true);
         inner.slots[i].input = None;
-        if let Err(refused) = admitted {
-            return Err(text_of(&refused.content));
-        }
+        let asks = admitted.map_err(|refused| text_of(&refused.content))?;
+        ctx.approved_outside = grant.approved_outside.map(Arc::new);
+        ctx.scrub_env = grant.scrub_env;
         if let Some(profile) = grant.profile {
             ctx.sandbox_profile = profile;
             inner.slots[i].sandbox = Some(profile);
@@ -281,7 +303,8 @@ impl SessionExecutor {
                 self.services.sandbox.gate,
             ));
         }
-        Ok(call)
+        inner.slots[i].render_use = call.render_use();
+        Ok((call, asks))
     }
 
     /// Runs the call's PostToolUse (or, for an error result,

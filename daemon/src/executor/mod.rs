@@ -1331,15 +1331,28 @@ impl SessionExecutor {
         let mut guard = ReportOnDrop { me: Some(me), call: i };
         let events = self.events.clone();
         let pre_context = pre.context;
+        let mut after = after;
         inner.starts.push(Box::pin(
             async move {
                 let mut call = call;
+                let mut started = started;
                 match wait {
                     hooked::Gate::Run => {}
                     gate => {
                         let Some(me) = guard.me.clone() else { return };
                         match me.approval(gate, &mut call, &mut ctx, i, &token).await {
-                            Ok(()) => {
+                            Ok(rewritten) => {
+                                // A PermissionRequest hook's rewrite is what
+                                // runs: what is shown and what PostToolUse
+                                // hooks get say so.
+                                if let Some(input) = rewritten {
+                                    if let EventKind::ToolStarted { render, .. } = &mut started {
+                                        *render = call.render_use();
+                                    }
+                                    if let Some(after) = &mut after {
+                                        after.input = input;
+                                    }
+                                }
                                 events.push(started);
                             }
                             Err(refusal) => {

@@ -88,6 +88,36 @@ impl WsPath {
     }
 }
 
+/// Largest settings file read (a settings file, `.mcp.json`).
+pub const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
+
+/// A settings file's text: a regular file (a link to one is fine) of at
+/// most [`MAX_SETTINGS_BYTES`], opened without waiting on a FIFO — a
+/// repository's `.claude/settings.json` that is a link to `/dev/zero` or a
+/// pipe is an error, not a read without end.
+pub fn read_settings(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        // A sandbox's placeholder for a file that is not there.
+        return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
+    }
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_SETTINGS_BYTES {
+        return Err(std::io::Error::other(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
+    }
+    let mut text = String::new();
+    file.take(MAX_SETTINGS_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SETTINGS_BYTES {
+        return Err(std::io::Error::other(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
+    }
+    Ok(text)
+}
+
 /// Resolves `input` (absolute, or relative to `cwd`) to a path inside
 /// `root`. Lexical only: symlinks are judged when the file is opened.
 pub fn resolve(root: &Path, cwd: &Path, input: &str) -> Result<WsPath, FsError> {

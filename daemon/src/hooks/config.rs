@@ -106,6 +106,25 @@ pub struct CommandHook {
     pub source: Arc<str>,
 }
 
+impl CommandHook {
+    /// Whether `other` runs the same thing the same way (Claude Code runs
+    /// such duplicates once): the command, its arguments, its shell, and
+    /// what its answer counts for. A copy that would change how a hook
+    /// counts (a workspace's `async` copy of the user's guard) is not a
+    /// duplicate: both run.
+    pub fn same_as(&self, other: &CommandHook) -> bool {
+        self.key() == other.key()
+    }
+
+    /// [`CommandHook::same_as`]'s key.
+    pub fn key(&self) -> String {
+        format!(
+            "{}\0{:?}\0{}\0{}\0{}\0{}",
+            self.command, self.args, self.bash, self.background, self.fail_closed, self.once
+        )
+    }
+}
+
 /// Command hooks for one event and matcher.
 #[derive(Clone)]
 pub struct Group {
@@ -196,7 +215,7 @@ impl HookSet {
         let mut out: Vec<CommandHook> = Vec::new();
         for group in self.groups.iter().filter(|g| g.event == event && g.matcher.matches(subject)) {
             for hook in &group.hooks {
-                if !out.iter().any(|h| h.command == hook.command) {
+                if !out.iter().any(|h| h.same_as(hook)) {
                     out.push(hook.clone());
                 }
             }
@@ -312,9 +331,10 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
     let mut set = HookSet::default();
     let mut read: Vec<(bool, String, Value)> = Vec::new();
     for file in files {
-        let text = match std::fs::read_to_string(file.path) {
+        let text = match crate::fs::read_settings(file.path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // A directory is a sandbox's placeholder for a file that is not there.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => continue,
             Err(e) => {
                 set.errors.push(format!("{}: cannot be read: {e}", file.path.display()));
                 continue;
@@ -334,6 +354,9 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
     if let Some(hooks) = session {
         set.add("session", hooks);
     }
+    // The user's before the workspace's: where both name a hook, the
+    // user's entry is the one that runs.
+    read.sort_by_key(|(project, _, _)| *project);
     for (project, source, value) in &read {
         let Some(hooks) = value.get("hooks") else { continue };
         if *project && project_off {
@@ -437,6 +460,18 @@ mod tests {
         set.add("b", &entry);
         assert_eq!(set.matching(HookEvent::PreToolUse, "Bash").len(), 1);
         assert_eq!(set.info().len(), 4, "all are listed");
+        // One program, two scripts: two hooks; a copy that changes how it
+        // counts is another hook too.
+        let mut set = HookSet::default();
+        set.add(
+            "c",
+            &json!({"PreToolUse": [{"hooks": [
+                {"type": "command", "command": "python3", "args": ["g1.py"]},
+                {"type": "command", "command": "python3", "args": ["g2.py"]},
+                {"type": "command", "command": "python3", "args": ["g2.py"], "async": true}
+            ]}]}),
+        );
+        assert_eq!(set.matching(HookEvent::PreToolUse, "Bash").len(), 3);
     }
 
     #[test]
@@ -455,6 +490,10 @@ mod tests {
         assert_eq!(commands(&untrusted), ["mine"]);
         assert!(untrusted.errors[0].contains("not trusted"), "{:?}", untrusted.errors);
         assert_eq!(commands(&resolve(Some(&entry("own")["hooks"]), &files, true)), ["own", "mine", "theirs"]);
+        // Read in any order, the user's come before the workspace's.
+        let reversed =
+            [SettingsSource { path: &project, project: true }, SettingsSource { path: &user, project: false }];
+        assert_eq!(commands(&resolve(None, &reversed, true)), ["mine", "theirs"]);
         // A workspace cannot turn the user's hooks off; the user can.
         std::fs::write(&project, json!({"disableAllHooks": true}).to_string()).unwrap();
         assert_eq!(commands(&resolve(None, &files, true)), ["mine"]);

@@ -33,8 +33,9 @@ pub use output::{Combined, Decision};
 /// A SessionEnd hook's timeout when it names none (Claude Code's).
 const SESSION_END_TIMEOUT: Duration = Duration::from_millis(1500);
 
-/// Most hooks one client connection may register on a session.
-const MAX_SOCKET_HOOKS: usize = 64;
+/// Most socket hooks a session has (each is sent every matching call's
+/// input).
+const MAX_SOCKET_HOOKS: usize = 16;
 
 /// A hook a client registered.
 #[derive(Clone)]
@@ -43,6 +44,8 @@ struct SocketHook {
     event: HookEvent,
     matcher: config::Matcher,
     timeout: Duration,
+    /// `on_failure: "block"`: no answer, or its client gone, blocks.
+    fail_closed: bool,
     conn: Option<usize>,
 }
 
@@ -103,6 +106,9 @@ pub struct Hooks {
     tracker: tokio_util::task::TaskTracker,
     background: CancellationToken,
     me: std::sync::Weak<Hooks>,
+    /// A child session's parent's hooks: its clients' socket hooks guard
+    /// the child's calls too (they are asked on the parent's stream).
+    parent: std::sync::OnceLock<Arc<Hooks>>,
 }
 
 /// A permission mode as Claude Code names it in a hook's `permission_mode`.
@@ -140,12 +146,35 @@ impl Hooks {
             tracker,
             background: cancel,
             me: me.clone(),
+            parent: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes these a child session's hooks: the parent's socket hooks
+    /// apply too.
+    pub fn set_parent(&self, parent: Arc<Hooks>) {
+        let _ = self.parent.set(parent);
+    }
+
+    /// The socket hooks for `event` on `subject`, each with the hooks (the
+    /// session) that asks it: this session's, then its parent's.
+    fn socket_hooks(&self, event: HookEvent, subject: &str) -> Vec<(&Hooks, SocketHook)> {
+        let mut out = Vec::new();
+        for owner in std::iter::once(self).chain(self.parent.get().map(|p| &**p)) {
+            if owner.is_closed() {
+                continue;
+            }
+            let sockets = owner.sockets();
+            out.extend(
+                sockets.iter().filter(|h| h.event == event && h.matcher.matches(subject)).map(|h| (owner, h.clone())),
+            );
+        }
+        out
     }
 
     /// Whether a `once` hook runs now (the first time it matches).
     fn first_time(&self, hook: &config::CommandHook) -> bool {
-        self.ran_once.lock().unwrap_or_else(|e| e.into_inner()).insert(format!("{}\0{}", hook.source, hook.command))
+        self.ran_once.lock().unwrap_or_else(|e| e.into_inner()).insert(format!("{}\0{}", hook.source, hook.key()))
     }
 
     /// The session closed: see [`Hooks::run`].
@@ -179,7 +208,7 @@ impl Hooks {
     /// Whether any hook would run for `event` on `subject` (cheap: no
     /// hook, no cost on a call's path).
     pub fn wants(&self, event: HookEvent, subject: &str) -> bool {
-        self.set.wants(event, subject) || self.sockets().iter().any(|h| h.event == event && h.matcher.matches(subject))
+        self.set.wants(event, subject) || !self.socket_hooks(event, subject).is_empty()
     }
 
     /// The hooks in force, for `session/get`.
@@ -202,6 +231,7 @@ impl Hooks {
         event: HookEvent,
         matcher: Option<&str>,
         timeout: Option<u64>,
+        fail_closed: bool,
         conn: Option<usize>,
     ) -> Result<String, HookError> {
         let matcher = config::Matcher::parse(matcher.unwrap_or(""))
@@ -214,14 +244,21 @@ impl Hooks {
             });
         }
         let mut sockets = self.sockets();
-        if sockets.iter().filter(|h| h.conn == conn).count() >= MAX_SOCKET_HOOKS {
+        if sockets.len() >= MAX_SOCKET_HOOKS {
             return Err(HookError::Invalid {
                 field: "event",
-                why: format!("at most {MAX_SOCKET_HOOKS} hooks per connection and session"),
+                why: format!("a session has at most {MAX_SOCKET_HOOKS} socket hooks"),
             });
         }
         let id = format!("hook_{}", self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        sockets.push(SocketHook { id: id.clone(), event, matcher, timeout: Duration::from_secs(timeout), conn });
+        sockets.push(SocketHook {
+            id: id.clone(),
+            event,
+            matcher,
+            timeout: Duration::from_secs(timeout),
+            fail_closed,
+            conn,
+        });
         Ok(id)
     }
 
@@ -315,11 +352,7 @@ impl Hooks {
             map.insert("hook_event_name".into(), Value::String(event.as_str().into()));
         }
         let commands = self.set.matching(event, subject);
-        let sockets: Vec<SocketHook> = if self.is_closed() {
-            Vec::new()
-        } else {
-            self.sockets().iter().filter(|h| h.event == event && h.matcher.matches(subject)).cloned().collect()
-        };
+        let sockets = if self.is_closed() { Vec::new() } else { self.socket_hooks(event, subject) };
         if commands.is_empty() && sockets.is_empty() {
             return Combined::default();
         }
@@ -365,9 +398,9 @@ impl Hooks {
                 deferred,
             )));
         }
-        for hook in &sockets {
+        for (owner, hook) in &sockets {
             let name = format!("socket {}", hook.id);
-            let ask = self.ask_socket(event, hook, &input, about, cancel);
+            let ask = owner.ask_socket(event, hook, &input, about, cancel);
             // Its hook/request is its start.
             runs.push(Box::pin(self.reported(event, about, name, ask, false, deferred)));
         }
@@ -447,7 +480,8 @@ impl Hooks {
         // The hook may have gone between matching and asking.
         if !self.sockets().iter().any(|h| h.id == hook.id) {
             self.pendings().remove(&request_id);
-            return output::HookResult::gone();
+            let gone = output::HookResult::gone();
+            return if hook.fail_closed { output::failing_closed(event, gone) } else { gone };
         }
         struct Forget<'a>(&'a Hooks, &'a str);
         impl Drop for Forget<'_> {
@@ -465,13 +499,14 @@ impl Hooks {
             tool_name: about.tool_name.clone(),
             input: input.clone(),
         });
-        tokio::select! {
+        let result = tokio::select! {
             answer = rx => match answer {
                 Ok(Answer::Output(value)) => output::from_json(event, value),
                 Ok(Answer::Gone) | Err(_) => output::HookResult::gone(),
             },
             _ = tokio::time::sleep(hook.timeout) => output::HookResult::timed_out(hook.timeout),
             _ = cancel.cancelled() => output::HookResult::cancelled(),
-        }
+        };
+        if hook.fail_closed { output::failing_closed(event, result) } else { result }
     }
 }

@@ -138,14 +138,20 @@ impl HookResult {
 /// a hook that failed blocks as exit code 2 would.
 pub fn from_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration, fail_closed: bool) -> HookResult {
     let result = read_command(event, ran, timeout);
-    if fail_closed && matches!(result.outcome, Outcome::Error | Outcome::Timeout) {
-        let why = result.message.unwrap_or_default();
-        let mut blocked =
-            HookResult::ended(Outcome::Blocking, Some(format!("the hook failed ({why}) and blocks on failure")));
-        blocked.decision = blocking_decision(event);
-        return blocked;
+    if fail_closed { failing_closed(event, result) } else { result }
+}
+
+/// A hook's failure (an error, no answer in time, its client gone) as a
+/// block, for a hook that blocks on failure (`onFailure: "block"`).
+pub fn failing_closed(event: HookEvent, result: HookResult) -> HookResult {
+    if !matches!(result.outcome, Outcome::Error | Outcome::Timeout | Outcome::Gone) {
+        return result;
     }
-    result
+    let why = result.message.unwrap_or_default();
+    let mut blocked =
+        HookResult::ended(Outcome::Blocking, Some(format!("the hook failed ({why}) and blocks on failure")));
+    blocked.decision = blocking_decision(event);
+    blocked
 }
 
 /// What exit code 2 decides at `event`.
@@ -212,8 +218,10 @@ fn trimmed(text: &str, cut: bool) -> String {
     out
 }
 
+/// A string field of a hook's output, cut to what the model or a person
+/// reads (10,000 characters, as Claude Code shows at most).
 fn string(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
+    v.get(key).and_then(Value::as_str).map(|t| trimmed(t, false))
 }
 
 /// A hook's JSON output (a command hook's stdout, a socket hook's
@@ -270,7 +278,7 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
                 }
                 None => None,
             };
-            result.message = field("permissionDecisionReason").and_then(Value::as_str).map(str::to_owned).or(reason);
+            result.message = specific.and_then(|s| string(s, "permissionDecisionReason")).or(reason);
             result.updated_input = field("updatedInput").filter(|v| v.is_object()).cloned();
         }
         HookEvent::PermissionRequest => {

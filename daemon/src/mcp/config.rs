@@ -292,7 +292,7 @@ fn user_settings_file() -> Option<PathBuf> {
 
 /// A JSON file: `None` when it does not exist.
 fn read_json(path: &Path) -> Result<Option<Value>, String> {
-    match std::fs::read_to_string(path) {
+    match crate::fs::read_settings(path) {
         Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("not JSON: {e}")),
         // A directory is a sandbox's placeholder for a file that is not
         // there (or nothing agentd could read as one).

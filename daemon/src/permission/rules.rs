@@ -620,7 +620,15 @@ impl RuleSet {
     }
 
     fn add_settings_file_from(&mut self, path: &Path, base: &Path, project: bool) {
-        let Ok(text) = std::fs::read_to_string(path) else { return };
+        let text = match crate::fs::read_settings(path) {
+            Ok(text) => text,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => return,
+            Err(e) => {
+                let source = path.display().to_string();
+                self.errors.push(RuleError { origin: source, index: 0, text: String::new(), message: e.to_string() });
+                return;
+            }
+        };
         let origin = Origin { source: path.display().to_string(), base: base.to_owned() };
         let value: serde_json::Value = match serde_json::from_str(&text) {
             Ok(v) => v,

@@ -205,8 +205,14 @@ impl Daemon {
         if !restored.is_empty() {
             let sessions = self.shared.state.sessions.clone();
             self.shared.tracker.spawn(async move {
-                let starts = restored.iter().map(|id| sessions.session_start(id, "resume"));
-                futures_util::future::join_all(starts).await;
+                use futures_util::StreamExt;
+                // A few at a time: a store of a thousand sessions must not
+                // start a thousand hook processes at once.
+                let starts = restored.into_iter().map(|id| {
+                    let sessions = sessions.clone();
+                    async move { sessions.session_start(&id, "resume").await }
+                });
+                futures_util::stream::iter(starts).buffer_unordered(8).for_each(|_| async {}).await;
             });
         }
         // Saves what changed and syncs the event logs, in groups.

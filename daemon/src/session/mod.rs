@@ -626,6 +626,7 @@ impl SessionManager {
         }
         if let Some(parent) = info.parent_session_id.as_ref().and_then(|p| self.lock().get(p).cloned()) {
             executor.share_net_slots(&parent.executor);
+            executor.hooks().set_parent(parent.executor.hooks().clone());
         }
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();

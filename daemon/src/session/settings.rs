@@ -77,10 +77,14 @@ fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
         let import = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
         files.push(SettingsFile { path: file, base: home.clone(), project: false });
         let claude = home.join(".claude/settings.json");
-        // The user's own Claude Code settings, unless they are the
-        // workspace's (a session on the home directory) and so already read.
-        if import && !files.iter().any(|f| f.path == claude) {
-            files.push(SettingsFile { path: claude, base: home, project: false });
+        // The user's own Claude Code settings. In a session on the home
+        // directory they are also the workspace's file: imported, they are
+        // the user's there too (their hooks run untrusted as the user's do).
+        match files.iter_mut().find(|f| f.path == claude) {
+            Some(file) if import => file.project = false,
+            Some(_) => {}
+            None if import => files.push(SettingsFile { path: claude, base: home, project: false }),
+            None => {}
         }
     }
     files
@@ -95,7 +99,7 @@ fn user_settings_file() -> Option<(PathBuf, PathBuf)> {
 }
 
 fn read(file: &Path) -> Option<serde_json::Value> {
-    std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    crate::fs::read_settings(file).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
 }
 
 /// A session's sandbox options: what `session/create` named, else the

@@ -12,8 +12,16 @@ use crate::server::rpc::{self, RpcError};
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register_async_conn::<HooksRegister, _, _, _>(module, |p, state, conn| async move {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let hook_id =
-            session.hooks().register(p.event, p.matcher.as_deref(), p.timeout, conn).map_err(|e| match &e {
+        let hook_id = session
+            .hooks()
+            .register(
+                p.event,
+                p.matcher.as_deref(),
+                p.timeout,
+                p.on_failure == Some(agentd_protocol::hooks::OnFailure::Block),
+                conn,
+            )
+            .map_err(|e| match &e {
                 HookError::Invalid { field, .. } => RpcError::invalid_params(*field, e),
                 HookError::Unknown(_) => RpcError::invalid_params("session_id", e),
             })?;
