@@ -380,29 +380,93 @@ enum Failure {
 /// `tool/call`, printing the call's progress on stderr meanwhile when
 /// `show` (from the session's events: `tool/progress` of this session's
 /// calls).
+/// `tool/call`, with the call's progress on stderr when `show`. The call
+/// has an id of agentctl's own, so Ctrl+C (or SIGTERM) cancels exactly it
+/// — in a named session too, where other clients' work goes on — and its
+/// cancelled result is printed; a second Ctrl+C leaves at once. `signals`
+/// were listened for before anything was asked of the daemon, so an
+/// interrupt that comes before the call is known there cancels it as soon
+/// as it is.
 async fn call_showing_progress(
     client: &Client,
     session: &str,
     tool: &str,
     input: serde_json::Value,
     show: bool,
-) -> Result<agentd_client::protocol::tools::ToolCallResult, ClientError> {
-    if !show {
-        return client.tool_call(session, tool, input).await;
-    }
-    let mut events = client.stream_kinds(session, None, Some(&["tool/progress"])).await?;
-    let call = client.tool_call(session, tool, input);
+    signals: &mut Interrupts,
+) -> Result<agentd_client::protocol::tools::ToolCallResult, Failure> {
+    let tool_use_id = format!("call-{}", run_tag());
+    let mut events = match show {
+        true => Some(client.stream_kinds(session, None, Some(&["tool/progress"])).await?),
+        false => None,
+    };
+    let params = agentd_client::protocol::tools::ToolCallParams {
+        session_id: session.to_owned(),
+        name: tool.to_owned(),
+        input,
+        tool_use_id: Some(tool_use_id.clone()),
+    };
+    let call = client.call::<agentd_client::protocol::methods::ToolCall>(params);
     tokio::pin!(call);
+    let mut interrupted = false;
+    let mut cancelled = false;
+    let mut retry = tokio::time::interval(std::time::Duration::from_millis(50));
     loop {
+        let progress = async {
+            match events.as_mut() {
+                Some(e) => e.next().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            result = &mut call => return result,
-            Some(Ok(event)) = events.next() => {
+            biased;
+            result = &mut call => return Ok(result?),
+            Some(Ok(event)) = progress => {
                 if let EventKind::ToolProgress { render, .. } = event.kind {
                     for line in render.lines().filter(|l| !l.trim().is_empty()) {
                         eprintln!("  … {}", line.replace('\t', " "));
                     }
                 }
             }
+            _ = signals.next() => {
+                if interrupted {
+                    std::process::exit(130);
+                }
+                interrupted = true;
+                eprintln!("agentctl: cancelling the call (Ctrl+C again to quit)");
+            }
+            _ = retry.tick(), if interrupted && !cancelled => {
+                let params = agentd_client::protocol::turn::TurnCancelParams {
+                    session_id: session.to_owned(),
+                    turn_id: None,
+                    tool_use_id: Some(tool_use_id.clone()),
+                };
+                // Not known yet (the call is on its way): tried again.
+                if let Ok(r) = client.call::<agentd_client::protocol::methods::TurnCancel>(params).await {
+                    cancelled = r.cancelled.contains(&tool_use_id);
+                }
+            }
+        }
+    }
+}
+
+/// Ctrl+C and SIGTERM, listened for.
+struct Interrupts {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn listen() -> Result<Interrupts, Failure> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind| signal(kind).map_err(|e| Failure::Local(format!("listening for signals: {e}")));
+        Ok(Interrupts { int: listen(SignalKind::interrupt())?, term: listen(SignalKind::terminate())? })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
         }
     }
 }
@@ -997,13 +1061,14 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
         Command::Call { tool, input, args, session, cwd, mode } => {
             let input = call_input(input.as_deref(), args)?;
+            let mut signals = Interrupts::listen()?;
             // A tool call may run for minutes: wait as long as the daemon lets it.
             let client = Client::connect(socket).await?;
             // On a terminal, what the call reports while it runs goes to
             // stderr (its result, as ever, to stdout).
             let show = !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
             let result = match session {
-                Some(id) => call_showing_progress(&client, id, tool, input, show).await?,
+                Some(id) => call_showing_progress(&client, id, tool, input, show, &mut signals).await?,
                 None => {
                     // Closed by the daemon when this connection goes
                     // (Ctrl+C, SIGTERM, a crash): nothing left running.
@@ -1013,7 +1078,8 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         ..SessionCreateParams::new(workspace(cwd.as_deref())?)
                     };
                     let temp = client.session_create(params).await?;
-                    let result = call_showing_progress(&client, &temp.session_id, tool, input, show).await;
+                    let result =
+                        call_showing_progress(&client, &temp.session_id, tool, input, show, &mut signals).await;
                     let closed = client.session_close(&temp.session_id).await;
                     let result = result?;
                     closed?;

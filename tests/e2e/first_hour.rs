@@ -97,7 +97,9 @@ fn an_interrupted_call_leaves_nothing_running() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        eventually_blocking("the command runs", || !procs(&marker).is_empty());
+        // agentctl's own command line names the marker too: the command
+        // runs once another process does.
+        eventually_blocking("the command runs", || procs(&marker).len() >= 2);
         kill(Pid::from_raw(call.id() as i32), signal).unwrap();
         assert!(exits_within(&mut call, Duration::from_secs(5)).is_some(), "agentctl exits");
         let gone = Instant::now();
@@ -112,4 +114,50 @@ fn an_interrupted_call_leaves_nothing_running() {
         let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(0), "{signal:?}: no session left: {listed}");
     }
+}
+
+/// In a named session, Ctrl+C cancels the interrupted call only: its
+/// command ends, the session and another client's command go on.
+#[test]
+fn an_interrupted_call_in_a_named_session_cancels_only_itself() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let (code, out, err) = agentd_tests::agentctl(
+        &d.socket,
+        &["--json", "session", "create", "--mode", "bypass", "--cwd", work.path().to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sid = created["session_id"].as_str().unwrap().to_owned();
+    let call = |marker: &str| {
+        Command::new(bin_path("agentctl"))
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["call", "Bash", "--session", &sid, "--arg"])
+            .arg(format!("command=sleep 300 # {marker}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mine, theirs) = (format!("mine{}", tag()), format!("theirs{}", tag()));
+    let mut interrupted = call(&mine);
+    let mut other = call(&theirs);
+    // Each agentctl's command line names its marker too.
+    eventually_blocking("both commands run", || procs(&mine).len() >= 2 && procs(&theirs).len() >= 2);
+    kill(Pid::from_raw(interrupted.id() as i32), Signal::SIGINT).unwrap();
+    let status = exits_within(&mut interrupted, Duration::from_secs(10)).expect("agentctl exits");
+    assert!(!status.success(), "a cancelled call is a failed call");
+    let mut printed = String::new();
+    std::io::Read::read_to_string(interrupted.stdout.as_mut().unwrap(), &mut printed).unwrap();
+    assert!(printed.contains("cancel"), "the cancelled result is printed: {printed:?}");
+    eventually_blocking("the interrupted command is ended", || procs(&mine).is_empty());
+    assert!(!procs(&theirs).is_empty(), "the other client's command goes on");
+    let (code, out, _) = agentd_tests::agentctl(&d.socket, &["--json", "session", "list"]);
+    assert_eq!(code, 0);
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(1), "the session stays: {listed}");
+    let _ = other.kill();
+    let _ = other.wait();
 }
