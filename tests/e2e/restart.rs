@@ -414,3 +414,74 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
     });
     let _ = child.0.kill();
 }
+
+/// A change made by a tool call, and how `session/get` shows it.
+type Row<'a> = (&'a str, Value, &'a dyn Fn(&Value) -> bool);
+
+/// What the daemon acknowledges is on disk (issue 27): each change is
+/// made, its answer read, the daemon SIGKILLed at once (no sleep) and
+/// started again — and the change is there. Every row, several rounds (the
+/// window is small).
+#[test]
+fn what_the_daemon_acknowledged_survives_a_kill_9_right_after() {
+    let rt = rt();
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let call = |id: &str, name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
+    let get = |d: &StandaloneDaemon, id: &str| {
+        rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            c.ok("session/get", json!({ "session_id": id })).await
+        })
+    };
+    for round in 0..3 {
+        let id = rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            create(&mut c, json!({ "cwd": work.path() })).await
+        });
+        // allow_always: the granted rule.
+        rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
+            let uses = vec![tool_use("a", "Bash", json!({ "command": format!("touch r{round}") }))];
+            c.ok("turn/submit", json!({ "session_id": id, "tool_uses": uses, "end": true })).await;
+            let request = events.until(|e| e["type"] == "permission/request").await.pop().unwrap();
+            let answer = json!({ "session_id": id, "request_id": request["request_id"], "decision": "allow_always", "rule": "Bash(touch:*)" });
+            c.ok("permission/respond", answer).await;
+        });
+        kill9(&mut d);
+        d.restart();
+        assert_eq!(get(&d, &id)["granted_rules"], json!(["Bash(touch:*)"]), "round {round}: the granted rule");
+        // TodoWrite, TaskCreate, Config, EnterPlanMode: each tool's change.
+        let rows: [Row; 4] = [
+            (
+                "TodoWrite",
+                json!({ "todos": [{ "content": "Survive", "status": "pending", "activeForm": "Surviving" }] }),
+                &|info| info["todos"][0]["content"] == "Survive",
+            ),
+            ("TaskCreate", json!({ "subject": "Keep it", "description": "on disk" }), &|info| {
+                info["tasks"][0]["subject"] == "Keep it"
+            }),
+            ("Config", json!({ "setting": "bash.max_output_chars", "value": 12345 }), &|_| true),
+            ("EnterPlanMode", json!({}), &|info| info["mode"] == "plan"),
+        ];
+        for (tool, input, check) in rows {
+            rt.block_on(async {
+                let mut c = RawConn::connect(&d.socket).await;
+                let r = c.ok("tool/call", call(&id, tool, input)).await;
+                assert_eq!(r["is_error"], false, "{tool}: {r}");
+            });
+            kill9(&mut d);
+            d.restart();
+            let info = get(&d, &id);
+            assert!(check(&info), "round {round}: {tool}'s change is lost: {info}");
+            if tool == "Config" {
+                let value = rt.block_on(async {
+                    let mut c = RawConn::connect(&d.socket).await;
+                    c.ok("tool/call", call(&id, "Config", json!({ "setting": "bash.max_output_chars" }))).await
+                });
+                assert!(text(&value).contains("12345"), "round {round}: the setting is lost: {value}");
+            }
+        }
+    }
+}

@@ -190,6 +190,24 @@ impl EventLog {
         seq
     }
 
+    /// Writes the session's durable state (see [`crate::store::Durable`])
+    /// to the journal: with the batch's events when a batch is open (before
+    /// any of them is sent), else at once — before whatever announces the
+    /// change is pushed or answered.
+    pub fn record_durable(&self, durable: &crate::store::Durable) {
+        let Some(journal) = &self.journal else { return };
+        let mut line = Vec::new();
+        crate::store::durable_line(durable, &mut line);
+        let mut inner = self.lock();
+        journal.remember_durable(&line);
+        inner.unwritten.extend_from_slice(&line);
+        if self.batches.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return;
+        }
+        journal.append_lines(&inner.unwritten);
+        inner.unwritten.clear();
+    }
+
     /// Opens a batch: until the last open batch ends, pushed events are
     /// held, then written to the journal in one write and only then sent.
     /// The executor opens one for as long as it holds its lock (and runs

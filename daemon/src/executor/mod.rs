@@ -430,6 +430,8 @@ pub struct SessionExecutor {
     ids: std::sync::atomic::AtomicU64,
     /// See [`SessionExecutor::revision`].
     revision: std::sync::atomic::AtomicU64,
+    /// The durable state last written to the journal.
+    durable: Mutex<crate::store::Durable>,
     /// Makes child sessions for the Task tool (set once by the manager).
     agent_host: std::sync::OnceLock<crate::agents::Host>,
 }
@@ -495,6 +497,7 @@ impl SessionExecutor {
             Some(r) => (r.context, r.events, r.granted_rules),
             None => (SessionContext::default(), Vec::new(), Vec::new()),
         };
+        let durable = Mutex::new(crate::store::Durable::of(&context, granted.clone()));
         let mut forgotten = Forgotten::default();
         for e in &past {
             match &e.kind {
@@ -555,6 +558,7 @@ impl SessionExecutor {
             id_prefix: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned() + "_",
             ids: std::sync::atomic::AtomicU64::new(1),
             revision: std::sync::atomic::AtomicU64::new(0),
+            durable,
             agent_host: std::sync::OnceLock::new(),
         });
         executor.services.asks.restore_granted(&granted);
@@ -582,8 +586,19 @@ impl SessionExecutor {
         self.revision.load(Ordering::Relaxed)
     }
 
-    fn changed(&self) {
+    /// Something worth saving changed (a call finished, a rule was
+    /// granted): the record is saved within the next flush, and what
+    /// clients are told of at once ([`crate::store::Durable`]) is in the
+    /// journal before this returns — the one place that keeps the store's
+    /// invariant. Called with the executor's lock held.
+    fn changed(&self, context: &SessionContext) {
         self.revision.fetch_add(1, Ordering::Relaxed);
+        let now = crate::store::Durable::of(context, self.services.asks.granted_texts());
+        let mut written = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        if *written != now {
+            self.events.record_durable(&now);
+            *written = now;
+        }
     }
 
     /// A new id the daemon gives a turn or a call: a random prefix per
@@ -1551,7 +1566,8 @@ impl SessionExecutor {
     ) -> Result<Option<String>, ask::RespondError> {
         let added = self.services.asks.respond(params)?;
         if added.is_some() {
-            self.changed();
+            let inner = self.lock();
+            self.changed(&inner.context);
         }
         Ok(added)
     }
@@ -1620,7 +1636,6 @@ impl SessionExecutor {
             }
             None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };
-        self.changed();
         // The task list's tools: what they changed is sent after their result.
         let tasks_before = (outcome.modifier.is_some()
             && crate::tools::tasks::CHANGING.contains(&inner.slots[i].name.as_str()))
@@ -1629,6 +1644,8 @@ impl SessionExecutor {
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);
         }
+        // Before the result that announces it.
+        self.changed(&inner.context);
         let tasks_changed = tasks_before.filter(|b| *b != inner.context.tasks).map(|_| inner.context.tasks.clone());
         // Sent with the result (and so journaled before anyone sees it): a
         // restart restores the worktree from it even before the session's

@@ -651,11 +651,16 @@ impl SessionManager {
         let mut stored = stored;
         stored.sort_by_key(|s| s.record.info.created_at_ms);
         let mut count = 0;
-        for Stored { record, events } in stored {
-            let SessionRecord { mut info, mut context, granted_rules, jobs, .. } = record;
+        for Stored { record, events, durable } in stored {
+            let SessionRecord { mut info, mut context, mut granted_rules, jobs, .. } = record;
             // Events are journaled before the record is saved: the last
-            // worktree and task list they announce are the newest.
+            // worktree and task list they announce are the newest, and the
+            // journal's last durable line is newer than the record for all
+            // it holds.
             recover_from_events(&mut context, &events);
+            if let Some(durable) = durable {
+                granted_rules = durable.apply(&mut context);
+            }
             let id = info.session_id.clone();
             // Its connection died with the daemon that had it; a child's
             // Task call (or its parent's rules as they were) did too.

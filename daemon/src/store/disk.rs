@@ -72,9 +72,15 @@ pub struct FileJournal {
     dirty: AtomicBool,
     /// The file's size.
     bytes: AtomicU64,
+    /// The last durable line, written again when the log is compacted.
+    durable: Mutex<Vec<u8>>,
 }
 
 impl Journal for FileJournal {
+    fn remember_durable(&self, line: &[u8]) {
+        *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = line.to_vec();
+    }
+
     fn append_lines(&self, line: &[u8]) {
         if line.is_empty() {
             return;
@@ -153,7 +159,7 @@ impl DiskStore {
             return Err(format!("session.json is of a newer version ({})", record.version));
         }
         let log = dir.join("events.log");
-        let (events, good_bytes, total) = read_log(&log, self.limits.max_events);
+        let (events, durable, good_bytes, total) = read_log(&log, self.limits.max_events);
         if good_bytes < total {
             tracing::warn!(
                 "{}: {} bytes after the last whole event are cut off (a write torn by a crash)",
@@ -165,17 +171,18 @@ impl DiskStore {
                 let _ = f.sync_all();
             }
         }
-        Ok(Stored { record, events })
+        Ok(Stored { record, events, durable })
     }
 }
 
-/// The events of a log (the last `keep`), the length of its good part, and
-/// its length.
-fn read_log(path: &Path, keep: usize) -> (Vec<Event>, u64, u64) {
-    let Ok(file) = File::open(path) else { return (Vec::new(), 0, 0) };
+/// The events of a log (the last `keep`), its last durable line, the
+/// length of its good part, and its length.
+fn read_log(path: &Path, keep: usize) -> (Vec<Event>, Option<super::Durable>, u64, u64) {
+    let Ok(file) = File::open(path) else { return (Vec::new(), None, 0, 0) };
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = std::io::BufReader::new(file);
     let mut events = std::collections::VecDeque::new();
+    let mut durable = None;
     let mut good = 0u64;
     let mut line = Vec::new();
     loop {
@@ -184,18 +191,29 @@ fn read_log(path: &Path, keep: usize) -> (Vec<Event>, u64, u64) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let Some(event) = parse_line(&line) else { break };
+        let Some(parsed) = parse_line(&line) else { break };
         good += line.len() as u64;
-        events.push_back(event);
-        if events.len() > keep {
-            events.pop_front();
+        match parsed {
+            Line::Event(event) => {
+                events.push_back(event);
+                if events.len() > keep {
+                    events.pop_front();
+                }
+            }
+            Line::Durable(d) => durable = Some(d),
         }
     }
-    (events.into(), good, total)
+    (events.into(), durable, good, total)
 }
 
-/// One whole line: its checksum matches, its event parses.
-fn parse_line(line: &[u8]) -> Option<Event> {
+enum Line {
+    Event(Event),
+    Durable(super::Durable),
+}
+
+/// One whole line: its checksum matches, its event (or durable state)
+/// parses.
+fn parse_line(line: &[u8]) -> Option<Line> {
     let body = line.strip_suffix(b"\n")?;
     let (crc, json) = (body.get(..8)?, body.get(9..)?);
     if body.get(8) != Some(&b' ') {
@@ -205,7 +223,10 @@ fn parse_line(line: &[u8]) -> Option<Event> {
     if crc != crc32(json) {
         return None;
     }
-    serde_json::from_slice(json).ok()
+    if json.starts_with(b"{\"durable\"") {
+        return serde_json::from_slice::<super::DurableLine>(json).ok().map(|l| Line::Durable(l.durable));
+    }
+    serde_json::from_slice(json).ok().map(Line::Event)
 }
 
 /// Writes `body` to `tmp`, syncs it, renames it over `path`, syncs the
@@ -293,6 +314,7 @@ impl Store for DiskStore {
             path,
             dirty: AtomicBool::new(false),
             bytes: AtomicU64::new(bytes),
+            durable: Mutex::new(Vec::new()),
         });
         self.journals().insert(session_id.to_owned(), journal.clone());
         Some(journal)
@@ -318,6 +340,8 @@ impl Store for DiskStore {
         for event in events {
             super::journal_line(event, &mut body);
         }
+        // What the events do not carry, newest, after them.
+        body.extend_from_slice(&journal.durable.lock().unwrap_or_else(|e| e.into_inner()));
         match write_atomically(&tmp, &journal.path, &body) {
             Ok(()) => {
                 *file = open_append(&journal.path).ok();
@@ -389,16 +413,17 @@ mod tests {
             file: Mutex::new(open_append(&path).ok()),
             dirty: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
+            durable: Mutex::new(Vec::new()),
         };
         for seq in 1..=3 {
             j.append(&Event { seq, kind: EventKind::TurnCompleted { turn_id: format!("t{seq}") } });
         }
         let whole = std::fs::read(&path).unwrap();
-        let (events, good, total) = read_log(&path, 100);
+        let (events, _, good, total) = read_log(&path, 100);
         assert_eq!((events.len(), good, total), (3, whole.len() as u64, whole.len() as u64));
         // A torn last line.
         std::fs::write(&path, &whole[..whole.len() - 5]).unwrap();
-        let (events, good, _) = read_log(&path, 100);
+        let (events, _, good, _) = read_log(&path, 100);
         assert_eq!(events.len(), 2);
         let two = whole.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(1).unwrap().0 as u64 + 1;
         assert_eq!(good, two);
@@ -411,5 +436,43 @@ mod tests {
         // The last `keep` only.
         std::fs::write(&path, &whole).unwrap();
         assert_eq!(read_log(&path, 2).0.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn the_last_durable_line_is_kept_beside_the_events_and_through_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.log");
+        let j = FileJournal {
+            path: path.clone(),
+            file: Mutex::new(open_append(&path).ok()),
+            dirty: AtomicBool::new(false),
+            bytes: AtomicU64::new(0),
+            durable: Mutex::new(Vec::new()),
+        };
+        let state = |rule: &str| super::super::Durable { granted_rules: vec![rule.into()], ..Default::default() };
+        for (seq, rule) in [(1, "Bash(a)"), (2, "Bash(b)")] {
+            j.append(&Event { seq, kind: EventKind::TurnCompleted { turn_id: format!("t{seq}") } });
+            let mut line = Vec::new();
+            super::super::durable_line(&state(rule), &mut line);
+            j.append_lines(&line);
+            j.remember_durable(&line);
+        }
+        let (events, durable, ..) = read_log(&path, 100);
+        assert_eq!(events.len(), 2, "durable lines are not events and do not end the log");
+        assert_eq!(durable, Some(state("Bash(b)")));
+        // Compacted, the log keeps the newest durable line.
+        let root = tempfile::tempdir().unwrap();
+        let store = DiskStore::open(root.path(), StoreLimits { max_log_bytes: 1, ..StoreLimits::default() }).unwrap();
+        std::fs::create_dir_all(store.dir("s")).unwrap();
+        let journal = store.journal("s").unwrap();
+        let last = Arc::new(Event { seq: 2, kind: EventKind::TurnCompleted { turn_id: "t2".into() } });
+        journal.append(&last);
+        let mut line = Vec::new();
+        super::super::durable_line(&state("Bash(c)"), &mut line);
+        journal.append_lines(&line);
+        journal.remember_durable(&line);
+        store.compact("s", &[last]);
+        let (events, durable, ..) = read_log(&store.dir("s").join("events.log"), 100);
+        assert_eq!((events.len(), durable), (1, Some(state("Bash(c)"))));
     }
 }

@@ -63,6 +63,83 @@ pub struct Stored {
     pub record: SessionRecord,
     /// Its events, oldest first (the last ones kept).
     pub events: Vec<Event>,
+    /// The last [`Durable`] line of its journal: newer than the record
+    /// for what it holds.
+    pub durable: Option<Durable>,
+}
+
+/// What of a session a client or a tool changes and is told of at once —
+/// granted rules, the mode, todos, tasks, the worktree, Config settings,
+/// loaded tools. **Invariant:** each change is in the journal (a
+/// `{"durable": …}` line, written with the events of the same moment)
+/// before the answer or event that announces it leaves the daemon; the
+/// executor's `changed` is the one place that writes it, and the session
+/// record, saved lazily, is a snapshot that the last such line overrides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Durable {
+    /// The mode EnterPlanMode or ExitPlanMode set.
+    pub mode: Option<agentd_protocol::session::PermissionMode>,
+    /// The mode before plan mode.
+    pub mode_before_plan: Option<agentd_protocol::session::PermissionMode>,
+    /// TodoWrite's list.
+    pub todos: Vec<agentd_protocol::session::TodoItem>,
+    /// The task list.
+    pub tasks: Vec<agentd_protocol::session::TaskItem>,
+    /// The last task id given.
+    pub last_task_id: u64,
+    /// The worktree the session is in.
+    pub worktree: Option<agentd_protocol::session::WorktreeInfo>,
+    /// Config's settings.
+    pub settings: BTreeMap<String, serde_json::Value>,
+    /// Deferred tools ToolSearch loaded.
+    pub loaded_tools: Vec<String>,
+    /// Rules `allow_always` granted.
+    pub granted_rules: Vec<String>,
+}
+
+impl Durable {
+    /// What `context` and `granted` hold of it.
+    pub fn of(context: &SessionContext, granted: Vec<String>) -> Durable {
+        Durable {
+            mode: context.mode,
+            mode_before_plan: context.mode_before_plan,
+            todos: context.todos.clone(),
+            tasks: context.tasks.clone(),
+            last_task_id: context.last_task_id,
+            worktree: context.worktree.clone(),
+            settings: context.settings.clone(),
+            loaded_tools: context.loaded_tools.clone(),
+            granted_rules: granted,
+        }
+    }
+
+    /// Puts it into `context` (a worktree change sends the shell back to
+    /// the workspace); returns the granted rules.
+    pub fn apply(self, context: &mut SessionContext) -> Vec<String> {
+        if context.worktree != self.worktree {
+            context.shell_cwd = None;
+        }
+        context.mode = self.mode;
+        context.mode_before_plan = self.mode_before_plan;
+        context.todos = self.todos;
+        context.tasks = self.tasks;
+        context.last_task_id = context.last_task_id.max(self.last_task_id);
+        context.worktree = self.worktree;
+        context.settings = self.settings;
+        context.loaded_tools = self.loaded_tools;
+        self.granted_rules
+    }
+}
+
+/// A journal line that is not an event.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct DurableLine {
+    pub durable: Durable,
+}
+
+/// Appends `durable`'s journal line to `out` (framed as events are).
+pub fn durable_line(durable: &Durable, out: &mut Vec<u8>) {
+    framed(&DurableLine { durable: durable.clone() }, out);
 }
 
 /// Where a session's events go as they happen.
@@ -71,6 +148,10 @@ pub trait Journal: Send + Sync + 'static {
     /// order under the event log's lock; must not block for long (a write,
     /// no sync).
     fn append_lines(&self, lines: &[u8]);
+
+    /// The last [`durable_line`] written (appended by `append_lines` too):
+    /// kept when the journal is rewritten shorter.
+    fn remember_durable(&self, _line: &[u8]) {}
 
     /// Appends one event.
     fn append(&self, event: &Event) {
@@ -82,9 +163,13 @@ pub trait Journal: Send + Sync + 'static {
 
 /// Appends an event's journal line to `out`: `<crc32 in hex> <JSON>\n`.
 pub fn journal_line(event: &Event, out: &mut Vec<u8>) {
+    framed(event, out);
+}
+
+fn framed(value: &impl Serialize, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(b"00000000 ");
-    if serde_json::to_writer(&mut *out, event).is_err() {
+    if serde_json::to_writer(&mut *out, value).is_err() {
         out.truncate(start);
         return;
     }
@@ -140,7 +225,7 @@ impl Store for MemoryStore {
 
     fn load_sessions(&self) -> Result<Vec<Stored>, StoreError> {
         let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(map.values().map(|r| Stored { record: r.clone(), events: Vec::new() }).collect())
+        Ok(map.values().map(|r| Stored { record: r.clone(), events: Vec::new(), durable: None }).collect())
     }
 
     fn journal(&self, _session_id: &str) -> Option<std::sync::Arc<dyn Journal>> {
