@@ -483,5 +483,31 @@ fn what_the_daemon_acknowledged_survives_a_kill_9_right_after() {
                 assert!(text(&value).contains("12345"), "round {round}: the setting is lost: {value}");
             }
         }
+        // ToolSearch: the tool it loaded stays loaded.
+        let deferring = rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            let id = create(&mut c, json!({ "cwd": work.path(), "tools": { "defer": { "mode": "always" } } })).await;
+            let before = c.ok("tool/call", call(&id, "TestDeferred", json!({}))).await;
+            assert_eq!(before["is_error"], true, "not loaded yet: {before}");
+            let r = c.ok("tool/call", call(&id, "ToolSearch", json!({ "query": "select:TestDeferred" }))).await;
+            assert_eq!(r["is_error"], false, "{r}");
+            id
+        });
+        kill9(&mut d);
+        d.restart();
+        rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            let r = c.ok("tool/call", call(&deferring, "TestDeferred", json!({}))).await;
+            assert_eq!(r["is_error"], false, "round {round}: the loaded tool is lost: {r}");
+            // session/close: closed stays closed.
+            c.ok("session/close", json!({ "session_id": deferring })).await;
+        });
+        kill9(&mut d);
+        d.restart();
+        let gone = rt.block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            c.request("session/get", json!({ "session_id": deferring })).await
+        });
+        assert_eq!(gone["error"]["code"], -32001, "round {round}: a closed session came back: {gone}");
     }
 }
