@@ -1564,9 +1564,12 @@ impl SessionExecutor {
         &self,
         params: &agentd_protocol::permission::PermissionRespondParams,
     ) -> Result<Option<String>, ask::RespondError> {
+        // Under the lock (and its batch): the granted rule is in the
+        // journal before the call it lets run reports anything, and before
+        // this answers.
+        let inner = self.lock();
         let added = self.services.asks.respond(params)?;
         if added.is_some() {
-            let inner = self.lock();
             self.changed(&inner.context);
         }
         Ok(added)
