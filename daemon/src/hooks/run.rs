@@ -131,8 +131,13 @@ pub async fn command(
     if ran.timed_out || ran.cancelled {
         ran.code = None;
     }
-    // Whatever it left running goes with it.
-    tree.terminate().await;
+    // Whatever it left running goes with it: at once when it exited by
+    // itself (one sweep), else with SIGTERM and a grace first.
+    if ran.code.is_some() {
+        tree.end_leftovers();
+    } else {
+        tree.terminate().await;
+    }
     ran.stdout = String::from_utf8_lossy(&stdout_kept).into_owned();
     ran.stderr = String::from_utf8_lossy(&stderr_kept).into_owned();
     // Still reading at the end: whatever came later was not kept.
@@ -223,9 +228,12 @@ mod tests {
     #[tokio::test]
     async fn a_child_holding_the_pipe_does_not_hold_the_hook() {
         let started = std::time::Instant::now();
-        let ran = run("echo '{}'; sleep 30 &", 20_000).await;
+        let ran = run("echo '{}'; sleep 30 & echo $! >&2", 20_000).await;
         assert_eq!(ran.code, Some(0));
         assert_eq!(ran.stdout, "{}\n");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        let pid: i32 = ran.stderr.trim().parse().unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z "), "what the hook left running is ended: {stat}");
     }
 }
