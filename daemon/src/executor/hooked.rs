@@ -295,13 +295,7 @@ impl SessionExecutor {
         ctx.approved_outside = grant.approved_outside.map(Arc::new);
         ctx.scrub_env = grant.scrub_env;
         if let Some(profile) = grant.profile {
-            ctx.sandbox_profile = profile;
-            inner.slots[i].sandbox = Some(profile);
-            inner.slots[i].network = Some(crate::sandbox::gate::network_access(
-                profile,
-                &self.services.info.sandbox,
-                self.services.sandbox.gate,
-            ));
+            self.confine(&mut inner, i, ctx, profile);
         }
         inner.slots[i].render_use = call.render_use();
         Ok((call, asks))

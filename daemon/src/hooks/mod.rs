@@ -111,6 +111,21 @@ pub struct Hooks {
     parent: std::sync::OnceLock<Arc<Hooks>>,
 }
 
+/// Runs a command hook in `cwd` (also its project directory) and reads
+/// what it said.
+async fn command(
+    event: HookEvent,
+    hook: &config::CommandHook,
+    input: &[u8],
+    cwd: &std::path::Path,
+    cancel: &CancellationToken,
+) -> output::HookResult {
+    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
+    let ran = run::command(program, input, cwd, cwd, hook.timeout, cancel).await;
+    // An `async` hook's failure blocks nothing: nobody waits for it.
+    output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
+}
+
 /// A permission mode as Claude Code names it in a hook's `permission_mode`.
 pub fn mode_name(mode: agentd_protocol::session::PermissionMode) -> &'static str {
     use agentd_protocol::session::PermissionMode;
@@ -375,12 +390,7 @@ impl Hooks {
                 let Some(me) = self.me.upgrade() else { continue };
                 let (about, token) = (about.clone(), self.background.child_token());
                 self.tracker.spawn(async move {
-                    let run = async {
-                        let program =
-                            run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
-                        let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, &token).await;
-                        output::from_command(event, &ran, hook.timeout, false).without_effect()
-                    };
+                    let run = async { command(event, &hook, &bytes, &cwd, &token).await.without_effect() };
                     me.reported(event, &about, name, run, true, None).await;
                 });
                 continue;
@@ -389,11 +399,7 @@ impl Hooks {
                 event,
                 about,
                 name,
-                async move {
-                    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
-                    let ran = run::command(program, &bytes, &cwd, &cwd, hook.timeout, cancel).await;
-                    output::from_command(event, &ran, hook.timeout, hook.fail_closed)
-                },
+                async move { command(event, &hook, &bytes, &cwd, cancel).await },
                 true,
                 deferred,
             )));

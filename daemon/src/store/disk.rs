@@ -404,17 +404,21 @@ mod tests {
         assert_eq!(crc32(b""), 0);
     }
 
+    fn journal_at(path: &Path) -> FileJournal {
+        FileJournal {
+            path: path.to_path_buf(),
+            file: Mutex::new(open_append(path).ok()),
+            dirty: AtomicBool::new(false),
+            bytes: AtomicU64::new(0),
+            durable: Mutex::new(Vec::new()),
+        }
+    }
+
     #[test]
     fn a_torn_or_corrupt_line_ends_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.log");
-        let j = FileJournal {
-            path: path.clone(),
-            file: Mutex::new(open_append(&path).ok()),
-            dirty: AtomicBool::new(false),
-            bytes: AtomicU64::new(0),
-            durable: Mutex::new(Vec::new()),
-        };
+        let j = journal_at(&path);
         for seq in 1..=3 {
             j.append(&Event { seq, kind: EventKind::TurnCompleted { turn_id: format!("t{seq}") } });
         }
@@ -442,13 +446,7 @@ mod tests {
     fn the_last_durable_line_is_kept_beside_the_events_and_through_compaction() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.log");
-        let j = FileJournal {
-            path: path.clone(),
-            file: Mutex::new(open_append(&path).ok()),
-            dirty: AtomicBool::new(false),
-            bytes: AtomicU64::new(0),
-            durable: Mutex::new(Vec::new()),
-        };
+        let j = journal_at(&path);
         let state = |rule: &str| super::super::Durable { granted_rules: vec![rule.into()], ..Default::default() };
         for (seq, rule) in [(1, "Bash(a)"), (2, "Bash(b)")] {
             j.append(&Event { seq, kind: EventKind::TurnCompleted { turn_id: format!("t{seq}") } });
