@@ -157,7 +157,8 @@ pub enum EventKind {
         /// One line for a UI.
         render: String,
     },
-    /// A call's `tool_result`, in request order.
+    /// A call's `tool_result`, in request order within its turn (a turn's
+    /// results never wait for another turn's).
     #[serde(rename = "tool/result")]
     ToolResult {
         /// Its turn.

@@ -489,21 +489,55 @@ impl Machine {
         }
     }
 
-    /// Invariant 3: yield completed calls in request order.
+    /// Invariant 3: yield completed calls in request order within their
+    /// turn. A turn's results never wait for another turn's: two clients'
+    /// `tool/call`s in one session (each a turn of its own) come back as
+    /// each finishes.
     fn yield_ready(&mut self, actions: &mut Vec<Action>) {
-        while let Some(c) = self.calls.get_mut(self.next_yield) {
+        // Turns with a call still to yield; once each of them has an earlier
+        // call that is not complete, nothing further can be yielded.
+        let mut unfinished =
+            self.open_turns.iter().filter(|t| self.turns.get(**t).is_some_and(|t| t.pending > 0)).count();
+        let mut blocked: Vec<TurnIdx> = Vec::new();
+        let mut prefix = true;
+        let mut i = self.next_yield;
+        while i < self.calls.end() && blocked.len() < unfinished {
+            let c = &mut self.calls[i];
+            let turn = c.spec.turn;
             match c.state {
-                CallState::Completed => {
+                CallState::Completed if !blocked.contains(&turn) => {
                     c.state = CallState::Yielded;
-                    actions.push(Action::Yield(self.next_yield, c.aborted.clone()));
-                    if let Some(t) = self.turns.get_mut(c.spec.turn) {
+                    actions.push(Action::Yield(i, c.aborted.clone()));
+                    if let Some(t) = self.turns.get_mut(turn) {
                         t.pending = t.pending.saturating_sub(1);
+                        if t.pending == 0 {
+                            unfinished -= 1;
+                        }
                     }
                 }
                 CallState::Yielded | CallState::Discarded => {}
-                CallState::Queued | CallState::Executing => break,
+                CallState::Queued | CallState::Executing | CallState::Completed => {
+                    if !blocked.contains(&turn) {
+                        blocked.push(turn);
+                    }
+                    prefix = false;
+                }
             }
-            self.next_yield += 1;
+            i += 1;
+            if prefix {
+                self.next_yield = i;
+            }
+        }
+        if prefix {
+            // Everything scanned is out; what follows (if anything) is
+            // yielded or discarded up to the first call still pending.
+            while self
+                .calls
+                .get(self.next_yield)
+                .is_some_and(|c| matches!(c.state, CallState::Yielded | CallState::Discarded))
+            {
+                self.next_yield += 1;
+            }
         }
     }
 

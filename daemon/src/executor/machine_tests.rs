@@ -101,6 +101,25 @@ fn invariant_3_results_are_yielded_in_request_order() {
 }
 
 #[test]
+fn invariant_3_a_turns_results_do_not_wait_for_another_turns() {
+    let mut m = Machine::new(10, true);
+    let (t, u) = (m.new_turn(), m.new_turn());
+    for turn in [t, u, t, u] {
+        m.apply(Event::Submit(spec(turn, true)));
+    }
+    // Call 0 (turn t) runs on; turn u's calls come back as they finish.
+    assert!(yields(&m.apply(Event::Finished { call: 3, failed: false })).is_empty(), "3 waits for 1, its turn's");
+    assert_eq!(yields(&m.apply(Event::Finished { call: 1, failed: false })), [(1, None), (3, None)]);
+    m.apply(Event::EndTurn(u));
+    assert!(yields(&m.apply(Event::Finished { call: 2, failed: false })).is_empty(), "2 waits for 0");
+    let a = m.apply(Event::Finished { call: 0, failed: false });
+    assert_eq!(yields(&a), [(0, None), (2, None)]);
+    // Everything is out: the records can go.
+    m.apply(Event::EndTurn(t));
+    assert_eq!(m.compact().calls, 4);
+}
+
+#[test]
 fn invariant_4_a_failing_bash_call_cancels_its_turns_queued_and_running_siblings() {
     let mut m = Machine::new(10, true);
     let t = m.new_turn();
@@ -114,13 +133,13 @@ fn invariant_4_a_failing_bash_call_cancels_its_turns_queued_and_running_siblings
     assert!(a.contains(&Action::Cancelled(3)));
     let a = m.apply(Event::Finished { call: 0, failed: true });
     let reason = Some(CancelReason::SiblingFailed { call: 1 });
-    assert_eq!(yields(&a), [(0, reason.clone()), (1, None)]);
+    assert_eq!(yields(&a), [(0, reason.clone()), (1, None), (3, reason.clone())], "call 2's turn is another");
     // Later calls of that turn are cancelled at once; other turns go on.
     let a = m.apply(Event::Submit(spec(t, true)));
     assert!(starts(&a).is_empty());
-    assert_eq!(m.state(4), Some(CallState::Completed));
+    assert_eq!(yields(&a), [(4, reason)]);
     let a = m.apply(Event::Finished { call: 2, failed: false });
-    assert_eq!(yields(&a), [(2, None), (3, reason.clone()), (4, reason)]);
+    assert_eq!(yields(&a), [(2, None)]);
 }
 
 #[test]
@@ -185,11 +204,14 @@ fn invariant_6_cancel_reaches_one_call_one_turn_or_everything_and_spares_complet
     let u = m.new_turn();
     m.apply(Event::Submit(spec(t, true)));
     m.apply(Event::Submit(spec(u, true)));
-    m.apply(Event::Finished { call: 1, failed: false }); // completed, not yet yielded
+    m.apply(Event::Submit(spec(u, true)));
+    m.apply(Event::Finished { call: 2, failed: false }); // completed, waits for call 1
     let a = m.apply(Event::Cancel { scope: Scope::All, reason: CancelReason::Client });
-    assert_eq!(aborts(&a), [0]);
+    assert_eq!(aborts(&a), [0, 1]);
+    let a = m.apply(Event::Finished { call: 1, failed: true });
+    assert_eq!(yields(&a), [(1, Some(CancelReason::Client)), (2, None)], "call 2 keeps its own result");
     let a = m.apply(Event::Finished { call: 0, failed: true });
-    assert_eq!(yields(&a), [(0, Some(CancelReason::Client)), (1, None)], "call 1 keeps its own result");
+    assert_eq!(yields(&a), [(0, Some(CancelReason::Client))]);
 }
 
 #[test]

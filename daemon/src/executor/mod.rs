@@ -16,8 +16,10 @@
 //!    executing call are concurrency safe, and fewer than the session's cap
 //!    are running. Calls start in request order: a later safe call never
 //!    overtakes an earlier unsafe one.
-//! 3. Results are yielded in request order. Progress is forwarded at once,
-//!    bypassing the order.
+//! 3. Results are yielded in request order within their turn; a turn's
+//!    results never wait for another turn's (two clients' `tool/call`s in
+//!    one session each come back as they finish). Progress is forwarded at
+//!    once, bypassing the order.
 //! 4. A failing call of a tool that cancels siblings (Bash) cancels the
 //!    queued and running calls of its turn, and any submitted to that turn
 //!    later; each yields an error naming the failed call. Failures of other
@@ -29,7 +31,8 @@
 //!    session, all calls. Results already complete are yielded as they were.
 //! 7. On cancel, running `cancel` tools stop and `block` tools finish (and
 //!    yield their own result); closing the session stops both.
-//! 8. Context modifiers are applied in request order, as results are yielded.
+//! 8. Context modifiers are applied as results are yielded: in request order
+//!    within a turn.
 //! 9. A turn completes (`turn/completed`, once) when it has ended and all its
 //!    results are out.
 //!
