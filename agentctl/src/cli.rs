@@ -240,6 +240,10 @@ enum SessionCommand {
         /// Tool calls run at once
         #[arg(long)]
         max_concurrency: Option<u32>,
+        /// An environment variable for the session's commands and hooks,
+        /// NAME=VALUE (repeatable)
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
     },
     /// List open sessions
     List,
@@ -1369,7 +1373,7 @@ async fn tools(
 
 async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
     match cmd {
-        SessionCommand::Create { cwd, mode, allow, deny, ask, simple, disable, max_concurrency } => {
+        SessionCommand::Create { cwd, mode, allow, deny, ask, simple, disable, max_concurrency, env } => {
             // The daemon wants an absolute path; resolve a relative one here,
             // where "relative" means something.
             let cwd = workspace(cwd.as_deref())?;
@@ -1380,6 +1384,7 @@ async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(),
                 permissions: (rules != PermissionRules::default()).then_some(rules),
                 tools: (tools != ToolOptions::default()).then_some(tools),
                 max_concurrency: *max_concurrency,
+                env: (!env.is_empty()).then(|| env_pairs(env)).transpose()?,
                 ..SessionCreateParams::new(cwd)
             };
             let created = client.session_create(params).await?;
@@ -1458,7 +1463,22 @@ fn show_session(s: &SessionInfo) {
     for e in &s.hook_errors {
         println!("hook error:      {e}");
     }
+    // Names only: values may be tokens.
+    println!("environment:     {}", list(&s.env.keys().cloned().collect::<Vec<_>>()));
+    for e in &s.rule_errors {
+        println!("settings error:  {e}");
+    }
     println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
+}
+
+/// `--env NAME=VALUE` arguments as a map.
+fn env_pairs(args: &[String]) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+            _ => Err(Failure::Local(format!("--env {a:?}: expected NAME=VALUE"))),
+        })
+        .collect()
 }
 
 fn mode_name(mode: PermissionMode) -> &'static str {

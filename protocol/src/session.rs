@@ -394,6 +394,13 @@ pub struct SessionCreateParams {
     /// them, with `projects.<workspace>.enableProjectHooks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_project_hooks: Option<bool>,
+    /// Environment variables for the session's commands (Bash, background
+    /// jobs) and command hooks, on top of the user's settings' `env`
+    /// (Claude Code's key; the session's win). They are given to confined
+    /// commands too: `PATH` is how a socket-activated daemon's commands find
+    /// `~/.cargo/bin`. Names are `[A-Za-z_][A-Za-z0-9_]*`, not `AGENTD_*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A git worktree the session works in (EnterWorktree made it; ExitWorktree
@@ -456,6 +463,7 @@ impl SessionCreateParams {
             parent_session_id: None,
             hooks: None,
             enable_project_hooks: None,
+            env: None,
         }
     }
 }
@@ -612,6 +620,16 @@ pub struct SessionInfo {
     /// they do not run.
     #[serde(default)]
     pub hook_errors: Vec<String>,
+    /// The session's own environment variables, as `session/create` gave
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_env: Option<std::collections::BTreeMap<String, String>>,
+    /// The environment variables its commands and command hooks get beyond
+    /// the plain environment: the user's settings' `env`, then the
+    /// session's own. A workspace's settings files cannot set them (said in
+    /// `rule_errors`).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

@@ -161,3 +161,90 @@ fn an_interrupted_call_in_a_named_session_cancels_only_itself() {
     let _ = other.kill();
     let _ = other.wait();
 }
+
+/// Under systemd a daemon's commands see the service manager's `PATH`, not
+/// the user's shell's. The user's settings' `env` (Claude Code's key) gives
+/// commands — confined and unasked ones too — and command hooks the
+/// variables named; a repository's settings cannot, and say so; a session
+/// adds its own; a bad name is refused.
+#[tokio::test]
+async fn the_users_env_setting_reaches_commands_and_hooks_and_a_repositorys_does_not() {
+    use agentd_tests::{RawConn, within};
+    use serde_json::json;
+    let home = tempfile::tempdir().unwrap();
+    let tools = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&tools).unwrap();
+    let tool = tools.join("hello-agentd");
+    std::fs::write(&tool, "#!/bin/sh\necho hello from the users toolchain\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let saw = home.path().join("hook-saw");
+    let config = home.path().join(".config/agentd");
+    std::fs::create_dir_all(&config).unwrap();
+    let user_path = format!("{}:/usr/local/bin:/usr/bin:/bin", tools.display());
+    std::fs::write(
+        config.join("settings.json"),
+        json!({
+            "env": { "PATH": user_path, "GREETING": "hello", "RETRIES": 3 },
+            "hooks": { "PostToolUse": [{ "matcher": "Bash", "hooks": [
+                { "type": "command", "command": format!("echo \"$GREETING $RETRIES\" > {}", saw.display()) }
+            ] }] }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".claude")).unwrap();
+    std::fs::write(
+        work.path().join(".claude/settings.json"),
+        json!({ "env": { "PATH": "./evil", "LD_PRELOAD": "./evil.so" } }).to_string(),
+    )
+    .unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let d = StandaloneDaemon::start(
+        &[],
+        &[
+            ("HOME", home_dir),
+            ("XDG_CONFIG_HOME", &format!("{home_dir}/.config")),
+            // What a user service starts with.
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ],
+    );
+    let mut c = RawConn::connect(&d.socket).await;
+    let call = |id: &str, command: &str| json!({ "session_id": id, "name": "Bash", "input": { "command": command, "timeout": 60000 } });
+    let text = |r: &serde_json::Value| r["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+
+    let bypass = c.ok("session/create", json!({ "cwd": work.path(), "mode": "bypass" })).await;
+    let id = bypass["session_id"].as_str().unwrap();
+    let info = &bypass["session"];
+    assert_eq!(info["env"]["GREETING"], "hello", "{info}");
+    assert_eq!(info["env"]["RETRIES"], "3", "numbers as their text: {info}");
+    assert!(info["env"].get("LD_PRELOAD").is_none(), "{info}");
+    assert!(info["rule_errors"].to_string().contains("cannot set the environment"), "{info}");
+    let r = within(
+        "bash",
+        c.ok("tool/call", call(id, "hello-agentd; echo \"PATH=$PATH\"; echo \"P=${LD_PRELOAD:-none}\"")),
+    )
+    .await;
+    let out = text(&r);
+    assert!(out.contains("hello from the users toolchain"), "{r}");
+    assert!(out.contains(&format!("PATH={user_path}")), "{r}");
+    assert!(out.contains("P=none"), "the repository's env is not applied: {r}");
+    agentd_tests::eventually("the PostToolUse hook saw the env", || {
+        std::fs::read_to_string(&saw).is_ok_and(|s| s.trim() == "hello 3")
+    })
+    .await;
+
+    // An unasked, read-only command in default mode: its environment is
+    // scrubbed of secrets, but what the user set is kept.
+    let plain = c.ok("session/create", json!({ "cwd": work.path(), "env": { "OWN": "mine", "GREETING": "hi" } })).await;
+    let id = plain["session_id"].as_str().unwrap();
+    let r = within("bash", c.ok("tool/call", call(id, "echo \"G=$GREETING O=$OWN\""))).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("G=hi O=mine"), "the session's own win: {r}");
+
+    for bad in [json!({ "1X": "v" }), json!({ "AGENTD_SOCKET": "/x" }), json!({ "A=B": "v" })] {
+        let r = c.request("session/create", json!({ "cwd": work.path(), "env": bad })).await;
+        assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains("env"), "{r}");
+    }
+}

@@ -143,6 +143,9 @@ pub struct HookSet {
     pub groups: Vec<Group>,
     /// Entries that cannot be used, with where they are.
     pub errors: Vec<String>,
+    /// The session's command environment (`SessionInfo::env`), which
+    /// command hooks get too.
+    pub env: std::collections::BTreeMap<String, String>,
     count: usize,
 }
 

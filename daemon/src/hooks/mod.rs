@@ -118,10 +118,11 @@ async fn command(
     hook: &config::CommandHook,
     input: &[u8],
     cwd: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
     cancel: &CancellationToken,
 ) -> output::HookResult {
     let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
-    let ran = run::command(program, input, cwd, cwd, hook.timeout, cancel).await;
+    let ran = run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await;
     // An `async` hook's failure blocks nothing: nobody waits for it.
     output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
 }
@@ -388,9 +389,9 @@ impl Hooks {
                 // Not waited for; what it says is not read (its end is an
                 // event of the session like any hook's).
                 let Some(me) = self.me.upgrade() else { continue };
-                let (about, token) = (about.clone(), self.background.child_token());
+                let (about, token, env) = (about.clone(), self.background.child_token(), self.set.env.clone());
                 self.tracker.spawn(async move {
-                    let run = async { command(event, &hook, &bytes, &cwd, &token).await.without_effect() };
+                    let run = async { command(event, &hook, &bytes, &cwd, &env, &token).await.without_effect() };
                     me.reported(event, &about, name, run, true, None).await;
                 });
                 continue;
@@ -399,7 +400,7 @@ impl Hooks {
                 event,
                 about,
                 name,
-                async move { command(event, &hook, &bytes, &cwd, cancel).await },
+                async move { command(event, &hook, &bytes, &cwd, &self.set.env, cancel).await },
                 true,
                 deferred,
             )));

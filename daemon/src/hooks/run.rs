@@ -61,11 +61,12 @@ pub async fn command(
     cwd: &Path,
     project_dir: &Path,
     timeout: Duration,
+    session_env: &std::collections::BTreeMap<String, String>,
     cancel: &CancellationToken,
 ) -> Ran {
     let marker = format!("hook-{}", uuid::Uuid::new_v4().simple());
     let project = project_dir.display().to_string();
-    let mut env = std::collections::BTreeMap::new();
+    let mut env = session_env.clone();
     env.insert("CLAUDE_PROJECT_DIR".to_owned(), project.clone());
     let (exe, args): (&str, Vec<String>) = match program.args {
         Some(args) => (program.command, args.iter().map(|a| a.replace("${CLAUDE_PROJECT_DIR}", &project)).collect()),
@@ -177,6 +178,7 @@ mod tests {
             &dir,
             Path::new("/proj"),
             Duration::from_millis(timeout_ms),
+            &Default::default(),
             &CancellationToken::new(),
         )
         .await
@@ -196,8 +198,8 @@ mod tests {
         let args = ["${CLAUDE_PROJECT_DIR}/x".to_owned(), "$HOME".to_owned()];
         let program = Program { command: "echo", args: Some(&args), bash: false };
         let dir = std::env::temp_dir();
-        let ran =
-            command(program, b"{}", &dir, Path::new("/proj"), Duration::from_secs(10), &CancellationToken::new()).await;
+        let (timeout, env) = (Duration::from_secs(10), Default::default());
+        let ran = command(program, b"{}", &dir, Path::new("/proj"), timeout, &env, &CancellationToken::new()).await;
         assert_eq!(ran.stdout, "/proj/x $HOME\n", "no shell expands $HOME");
     }
 

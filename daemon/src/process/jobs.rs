@@ -130,6 +130,8 @@ pub struct JobRun<'a> {
     pub output_file: Option<&'a Path>,
     /// Directly or through the sandbox helper.
     pub launch: super::Launch<'a>,
+    /// The session's command environment.
+    pub env: &'a std::collections::BTreeMap<String, String>,
     /// The job's private temp directory, removed when it ends.
     pub tmp: Option<PathBuf>,
     /// What the job's sandbox guards on its workspace (placeholders of
@@ -158,14 +160,14 @@ impl JobTable {
 
     /// Starts `script` (for `command`) in `cwd` as a job.
     pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, tmp, settings_guard } = run;
+        let JobRun { marker, output_file, launch, env, tmp, settings_guard } = run;
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(
                 "{running} background jobs are running; stop one with KillShell first"
             )));
         }
-        let tree = spawn_bash(script, cwd, marker, launch)?;
+        let tree = spawn_bash(script, cwd, marker, env, launch)?;
         let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let job = Arc::new(Job {
             id,

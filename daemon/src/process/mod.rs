@@ -149,8 +149,16 @@ pub enum Launch<'a> {
 }
 
 /// Spawns `bash -c script` in `cwd`, in a new process group, stdin closed,
-/// stdout and stderr piped, marked with `marker`.
-pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) -> std::io::Result<ProcessTree> {
+/// stdout and stderr piped, marked with `marker`, with the session's `env`
+/// on top of its environment (the plain one when nobody approved it: the
+/// user set these, so they are kept then too).
+pub fn spawn_bash(
+    script: &str,
+    cwd: &Path,
+    marker: &str,
+    env: &std::collections::BTreeMap<String, String>,
+    launch: Launch<'_>,
+) -> std::io::Result<ProcessTree> {
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
     let mut gate = None;
@@ -184,7 +192,8 @@ pub fn spawn_bash(script: &str, cwd: &Path, marker: &str, launch: Launch<'_>) ->
             (cmd, spec.report)
         }
     };
-    cmd.current_dir(cwd)
+    cmd.envs(env)
+        .current_dir(cwd)
         .process_group(0)
         .stdin(stdin)
         .stdout(std::process::Stdio::piped())

@@ -24,7 +24,10 @@ use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext
 
 mod settings;
 pub use settings::user_network_allow_all;
-use settings::{bypass_disabled_by, session_hooks, session_rules, user_sandbox_settings, user_trusts_project_hooks};
+use settings::{
+    bypass_disabled_by, check_env, session_env, session_hooks, session_rules, user_sandbox_settings,
+    user_trusts_project_hooks,
+};
 
 /// Why a session request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -361,6 +364,9 @@ impl SessionManager {
         if asked.hooks.is_some() || asked.enable_project_hooks.is_some() {
             return Err(refuse("hooks"));
         }
+        if asked.env.is_some() {
+            return Err(refuse("env"));
+        }
         if asked.permissions.as_ref().is_some_and(|p| !p.allow.is_empty()) {
             return Err(SessionError::Invalid {
                 field: "permissions",
@@ -407,6 +413,8 @@ impl SessionManager {
             web: Some(info.web),
             close_with_connection: asked.close_with_connection,
             parent_session_id: Some(parent_id.to_owned()),
+            // The parent's own variables; the user's come from the settings.
+            env: info.session_env.clone(),
             ..SessionCreateParams::new(info.cwd.clone())
         })
     }
@@ -425,6 +433,10 @@ impl SessionManager {
             && let Some(by) = bypass_disabled_by(&cwd)
         {
             return Err(SessionError::Invalid { field: "mode", why: format!("bypass mode is disabled by {by}") });
+        }
+        for (name, value) in params.env.iter().flatten() {
+            check_env(name, value)
+                .map_err(|why| SessionError::Invalid { field: "env", why: format!("{name}: {why}") })?;
         }
         let max_concurrency = match params.max_concurrency {
             None => self.default_concurrency,
@@ -536,9 +548,12 @@ impl SessionManager {
             enable_project_hooks,
             hooks: Vec::new(),
             hook_errors: Vec::new(),
+            session_env: params.env,
+            env: Default::default(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);
+        session_env(&mut info);
         let hooks = session_hooks(&mut info);
         info.hooks = hooks.info();
         let mcp = self.session_mcp(&mut info);
@@ -680,6 +695,7 @@ impl SessionManager {
             }
             info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
             let rules = session_rules(&mut info);
+            session_env(&mut info);
             let hooks = session_hooks(&mut info);
             let mcp = self.session_mcp(&mut info);
             let past_jobs: Vec<JobInfo> = jobs

@@ -1,5 +1,6 @@
 //! What a session takes from the settings files: permission rules, the
-//! sandbox's user settings, whether bypass mode is allowed, and hooks.
+//! sandbox's user settings, whether bypass mode is allowed, hooks, and the
+//! environment of its commands.
 //!
 //! The files, in order: the workspace's own (`.agentd/settings.json`,
 //! `.claude/settings.json`, `.claude/settings.local.json`), then the
@@ -51,9 +52,80 @@ pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
     let files = settings_files(&info.cwd);
     let sources: Vec<crate::hooks::config::SettingsSource<'_>> =
         files.iter().map(|f| crate::hooks::config::SettingsSource { path: &f.path, project: f.project }).collect();
-    let set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
+    let mut set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
     info.hook_errors = set.errors.clone();
+    set.env = info.env.clone();
     set
+}
+
+/// The session's command environment (`info.env`): the user's settings'
+/// `env` (agentd's file, then the imported Claude Code file), then the
+/// session's own. A workspace's file cannot set it — a repository that
+/// put `PATH` or `LD_PRELOAD` there would choose what the user's allowed
+/// commands run — and saying so goes to `info.rule_errors`, as does an
+/// entry that is not a usable variable. Call after [`session_rules`].
+pub(super) fn session_env(info: &mut SessionInfo) {
+    let mut env = std::collections::BTreeMap::new();
+    let mut files = settings_files(&info.cwd);
+    // The user's in the order they override each other: the imported
+    // Claude Code file first, agentd's own after it.
+    files.reverse();
+    for file in files {
+        let Some(value) = read(&file.path) else { continue };
+        let Some(entries) = value.get("env") else { continue };
+        if file.project {
+            info.rule_errors.push(format!(
+                "{}: env: not applied; a workspace's settings cannot set the environment of commands (set it in \
+                 your own settings file or in session/create)",
+                file.path.display()
+            ));
+            continue;
+        }
+        let Some(entries) = entries.as_object() else {
+            info.rule_errors.push(format!("{}: env: must be an object of names and strings", file.path.display()));
+            continue;
+        };
+        for (name, value) in entries {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                // Claude Code takes numbers and booleans as their text.
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => {
+                    info.rule_errors.push(format!("{}: env.{name}: must be a string", file.path.display()));
+                    continue;
+                }
+            };
+            match check_env(name, &value) {
+                Ok(()) => {
+                    env.insert(name.clone(), value);
+                }
+                Err(why) => info.rule_errors.push(format!("{}: env.{name}: {why}", file.path.display())),
+            }
+        }
+    }
+    env.extend(info.session_env.iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
+    info.env = env;
+}
+
+/// Why `name=value` cannot be given to a command, if it cannot.
+pub(crate) fn check_env(name: &str, value: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed {
+        return Err("not a variable name ([A-Za-z_][A-Za-z0-9_]*)".into());
+    }
+    if name.starts_with("AGENTD_") || name == "TMPDIR" {
+        return Err(format!("{name} is the daemon's own"));
+    }
+    if value.contains('\0') {
+        return Err("the value holds a NUL byte".into());
+    }
+    if value.len() > 64 * 1024 {
+        return Err("the value is longer than 64 KiB".into());
+    }
+    Ok(())
 }
 
 /// Whether the user's settings trust the workspace `cwd` with its own

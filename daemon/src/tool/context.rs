@@ -277,6 +277,8 @@ impl ToolContext {
             enable_project_hooks: false,
             hooks: Vec::new(),
             hook_errors: Vec::new(),
+            session_env: None,
+            env: Default::default(),
             created_at_ms: 0,
         };
         ToolContext {

@@ -313,6 +313,7 @@ impl Tool for Bash {
                         marker: &marker,
                         output_file: Some(&log_file),
                         launch,
+                        env: &ctx.info.env,
                         tmp: Some(tmp.clone()),
                         settings_guard: guard,
                     },
@@ -346,7 +347,7 @@ impl Tool for Bash {
         let (launch, gate) = launch(&ctx, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&tmp);
         })?;
-        let mut tree = process::spawn_bash(&script, &cwd, &marker, launch).map_err(|e| {
+        let mut tree = process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
             ToolError::new(format!("cannot start bash: {e}"))
         })?;
@@ -650,7 +651,12 @@ fn launch<'a>(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let spec = crate::sandbox::Spec {
         profile,
-        read: crate::sandbox::extra_reads(home.as_deref(), std::env::var_os("PATH").as_deref()),
+        // Toolchains on the PATH the command gets: the session's, else the
+        // daemon's.
+        read: crate::sandbox::extra_reads(
+            home.as_deref(),
+            ctx.info.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH")).as_deref(),
+        ),
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
             let mut protect = crate::sandbox::protected_paths(&roots, &extra);
