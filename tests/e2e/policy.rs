@@ -71,6 +71,13 @@ async fn hostile_commands_leave_no_marker() {
         &secret_in,
         "cat link",
         "printenv",
+        "sed 's/a/b/w pwned8' f",
+        "sed '1!e touch pwned9' f",
+        "find . -name f -exec touch pwned10 \\;",
+        "sed -n '/l/{p;w pwned11\n}' f",
+        "bash -n -c 'touch pwned12'",
+        "find . -name f -exec sh -c 'touch pwned13' \\;",
+        "sed 's/l/x/e' f",
     ];
     for (session, rules) in [("default", json!([])), ("rules", json!(["Bash(echo:*)", "Bash(git status:*)"]))] {
         let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": rules } })).await;
@@ -208,6 +215,14 @@ async fn plainly_read_only_commands_run_without_a_prompt() {
         "awk '{print $1}' f",
         "for f in src/*.py; do wc -l $f; done",
         "timeout 5 cat f",
+        // Scripts and commands with a letter or an -exec that writes nothing.
+        "sed -n '/error/p' README.md",
+        "sed 's/## Session: //' README.md",
+        "sed -e 's/we/We/g' -e '/west/d' f",
+        "find . -name '*.py' -exec cat {} +",
+        "find src -type f -exec wc -l {} \\;",
+        "bash -n src/a.py",
+        "pgrep -c -f no-such-process-anywhere; true",
         "cd src && ls -la",
     ] {
         let r = bash(&mut c, &id, command).await;

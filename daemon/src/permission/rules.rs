@@ -165,7 +165,7 @@ fn bash_spec(s: &str) -> Result<Spec, String> {
     if s.contains('"') || s.contains('\'') {
         // A quote inside a pattern: quoting is not part of the command a
         // rule sees, so the rule would never match what the user meant.
-        let unquoted = brush_parser::unquote_str(s);
+        let unquoted = crate::shell::unquote(s);
         if unquoted.contains('*') {
             return Err("quote the whole rule for an exact command with `*` in it".into());
         }

@@ -470,8 +470,12 @@ fn substitutes(word: &str) -> bool {
 }
 
 /// True when the shell would expand `word` (parameters outside single
-/// quotes; braces and globs outside any quotes).
+/// quotes; braces and globs outside any quotes). `{}` alone, what `find
+/// -exec` fills in, is literal to the shell.
 fn expands(word: &str) -> bool {
+    if word == "{}" {
+        return false;
+    }
     let (mut single, mut double, mut escaped) = (false, false, false);
     for c in word.chars() {
         if escaped {
@@ -496,7 +500,50 @@ fn literal(word: &str) -> Option<String> {
     if word.contains('$') || word.contains('`') {
         return None;
     }
-    Some(brush_parser::unquote_str(word))
+    Some(unquote(word))
+}
+
+/// A word's quotes removed as bash removes them: inside single quotes
+/// everything is literal (`'r\m'` is `r\m`, not `rm`); inside double quotes
+/// a backslash escapes only `$`, `` ` ``, `"`, `\` and a newline; outside
+/// quotes it escapes any character, and a backslash-newline is nothing.
+pub fn unquote(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                for c in chars.by_ref() {
+                    if c == '\'' {
+                        break;
+                    }
+                    out.push(c);
+                }
+            }
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => match chars.peek() {
+                            Some('$' | '`' | '"' | '\\') => out.extend(chars.next()),
+                            Some('\n') => {
+                                chars.next();
+                            }
+                            _ => out.push('\\'),
+                        },
+                        _ => out.push(c),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(c) => out.push(c),
+                None => out.push('\\'),
+            },
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
@@ -606,6 +653,27 @@ pub fn benign_exit(script: &Script, code: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_come_off_as_bash_takes_them_off() {
+        let rows = [
+            (r"'r\m'", r"r\m"),
+            (r#""c\d""#, r"c\d"),
+            (r#""a\$b\`c\"d\\e""#, r#"a$b`c"d\e"#),
+            (r"e\f", "ef"),
+            (r#"'a'"b"c"#, "abc"),
+            ("a\\\nb", "ab"),
+            ("\"a\\\nb\"", "ab"),
+            ("'a\\\nb'", "a\\\nb"),
+            (r"'\%x%p'", r"\%x%p"),
+            (r"trailing\", r"trailing\"),
+        ];
+        for (word, want) in rows {
+            assert_eq!(unquote(word), want, "{word}");
+        }
+        // What a program is called, as bash would look it up.
+        assert_eq!(parse(r"'r\m' -rf x").unwrap().commands[0].program.as_deref(), Some(r"r\m"));
+    }
 
     #[test]
     fn parses_lists_pipelines_and_compounds() {

@@ -61,6 +61,7 @@ const ALWAYS: &[&str] = &[
     "lsof",
     "locale",
     "tac",
+    "pgrep",
 ];
 
 /// `git` subcommands that never write.
@@ -93,8 +94,9 @@ pub fn is_read_only(script: &Script) -> bool {
             .all(|e| e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str())) && part_reads(e))
 }
 
-/// Wrappers that change nothing about what their program may do.
-const QUIET_WRAPPERS: &[&str] = &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "xargs"];
+/// Wrappers that change nothing about what their program may do (`find`:
+/// the program an `-exec` runs, judged as its own part).
+const QUIET_WRAPPERS: &[&str] = &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "xargs", "find"];
 
 /// Variables a command may be given without changing what programs run
 /// or where they read (anything else — `PATH`, `LD_*`, `GIT_*`, `PAGER`,
@@ -175,6 +177,11 @@ fn part_inspects(e: &Effective) -> bool {
         "awk" | "gawk" | "mawk" | "nawk" => !args.iter().any(|a| *a == "-i" || a.starts_with("--include")),
         "tree" => !args.iter().any(|a| a.starts_with("-o") || *a == "--fromfile"),
         "git" => git_inspects(&args),
+        // `bash -n script.sh`: parsed, not run (here only, in the read-only
+        // sandbox: a `BASH_ENV` would still be read).
+        "bash" | "sh" | "dash" => {
+            args.first() == Some(&"-n") && args.len() > 1 && args[1..].iter().all(|a| !a.starts_with('-'))
+        }
         _ if e.opaque_args => ALWAYS.contains(&program) || INSPECT_ANY.contains(&program),
         _ => program_reads(program, &args),
     }
@@ -218,12 +225,11 @@ fn git_inspects(args: &[&str]) -> bool {
 pub fn program_reads(program: &str, args: &[&str]) -> bool {
     match program {
         p if ALWAYS.contains(&p) => true,
-        "find" => !args.iter().any(|a| {
-            matches!(
-                *a,
-                "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls"
-            )
-        }),
+        // What `-exec`/`-execdir` run is a part of its own (wrapped in
+        // `find`), judged like any program.
+        "find" => !args
+            .iter()
+            .any(|a| matches!(*a, "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls")),
         "sed" => sed_reads(args),
         // Short flags may be clustered (`-uo out`): look inside them; long
         // ones may be abbreviated (`--o=out` is `--output`).
@@ -322,7 +328,7 @@ fn sed_reads(args: &[&str]) -> bool {
                             Some(rest)
                         };
                         match expr {
-                            Some(e) if !e.contains(['w', 'W', 'e']) => scripts += 1,
+                            Some(e) if sed_script_reads(e) => scripts += 1,
                             _ => return false,
                         }
                         break;
@@ -336,7 +342,145 @@ fn sed_reads(args: &[&str]) -> bool {
         }
     }
     // With -e the scripts were judged as they came; the operands are files.
-    scripts > 0 || script.is_some_and(|s| !s.contains(['w', 'W', 'e']))
+    scripts > 0 || script.is_some_and(sed_script_reads)
+}
+
+/// Whether a sed script only prints: parsed as GNU sed parses it, every
+/// command is one that cannot write a file or run a program — not `w`,
+/// `W`, `e`, nor `s` with its `w` or `e` flag. `/error/p` or `s/## //` are
+/// fine although they hold the letters. Text that sed takes to the end of
+/// the line (`a`, `i`, `c`, `r`, `R`) is skipped as sed skips it; what the
+/// parse does not know is not read-only.
+pub(crate) fn sed_script_reads(script: &str) -> bool {
+    let b: Vec<char> = script.chars().collect();
+    let at = |i: usize| b.get(i).copied();
+    let mut i = 0;
+    let skip_blanks = |mut i: usize| {
+        while matches!(at(i), Some(' ' | '\t')) {
+            i += 1;
+        }
+        i
+    };
+    // A delimited part (`/re/`, `s`'s two, `y`'s two): the index after its
+    // closing delimiter. A backslash escapes the next character (a newline
+    // too, in a replacement); an unescaped newline ends sed's parse.
+    let delimited = |mut i: usize, delim: char| -> Option<usize> {
+        loop {
+            match at(i)? {
+                '\\' => i += 2,
+                '\n' => return None,
+                c if c == delim => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+    };
+    let address = |mut i: usize| -> Option<usize> {
+        match at(i) {
+            Some(c) if c.is_ascii_digit() => {
+                while at(i).is_some_and(|c| c.is_ascii_digit() || c == '~') {
+                    i += 1;
+                }
+            }
+            Some('$') => i += 1,
+            Some('/') => i = delimited(i + 1, '/')?,
+            Some('\\') => {
+                let delim = at(i + 1).filter(|c| *c != '\n' && *c != '\\')?;
+                i = delimited(i + 2, delim)?;
+            }
+            _ => return Some(i),
+        }
+        // Regex address flags.
+        while matches!(at(i), Some('I' | 'M')) {
+            i += 1;
+        }
+        Some(i)
+    };
+    // To the end of the line (a/i/c text may go on after a backslash).
+    let to_line_end = |mut i: usize| {
+        while let Some(c) = at(i) {
+            match c {
+                '\\' => i += 2,
+                '\n' => return i,
+                _ => i += 1,
+            }
+        }
+        i
+    };
+    // A label or a version: to `;` or the end of the line.
+    let to_word_end = |mut i: usize| {
+        while at(i).is_some_and(|c| c != ';' && c != '\n') {
+            i += 1;
+        }
+        i
+    };
+    loop {
+        while at(i).is_some_and(|c| c.is_whitespace() || c == ';') {
+            i += 1;
+        }
+        let Some(c) = at(i) else { return true };
+        if c == '#' {
+            i = to_line_end(i);
+            continue;
+        }
+        let Some(mut j) = address(i) else { return false };
+        if j > i {
+            j = skip_blanks(j);
+            if at(j) == Some(',') {
+                j = skip_blanks(j + 1);
+                if matches!(at(j), Some('+' | '~')) {
+                    j += 1;
+                }
+                let Some(k) = address(j) else { return false };
+                if k == j {
+                    return false;
+                }
+                j = k;
+            }
+        }
+        j = skip_blanks(j);
+        while at(j) == Some('!') {
+            j = skip_blanks(j + 1);
+        }
+        let Some(cmd) = at(j) else { return false };
+        i = j + 1;
+        match cmd {
+            // A block's first command may follow at once.
+            '{' => continue,
+            '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x' | 'z' | 'F' => {}
+            // An optional number (line length, exit code).
+            'l' | 'L' | 'q' | 'Q' => {
+                i = skip_blanks(i);
+                while at(i).is_some_and(|c| c.is_ascii_digit()) {
+                    i += 1;
+                }
+            }
+            // Text, or a file to read (reading is what sed does anyway).
+            'a' | 'i' | 'c' | 'r' | 'R' => i = to_line_end(i),
+            ':' | 'b' | 't' | 'T' | 'v' => i = to_word_end(i),
+            's' | 'y' => {
+                let Some(delim) = at(i).filter(|c| *c != '\n' && *c != '\\') else { return false };
+                let Some(k) = delimited(i + 1, delim).and_then(|k| delimited(k, delim)) else { return false };
+                i = k;
+                if cmd == 's' {
+                    while let Some(f) = at(i) {
+                        match f {
+                            'g' | 'p' | 'i' | 'I' | 'm' | 'M' => i += 1,
+                            d if d.is_ascii_digit() => i += 1,
+                            // `w file` and `e`: a write, a program run.
+                            _ => break,
+                        }
+                    }
+                }
+            }
+            // `w`, `W`, `e` and whatever this parse does not know.
+            _ => return false,
+        }
+        // A command ends at a blank, `;`, a newline, `}` or a comment.
+        i = skip_blanks(i);
+        if !matches!(at(i), None | Some(';' | '\n' | '}' | '#')) {
+            return false;
+        }
+    }
 }
 
 /// Whether `arg` is `full` or an abbreviation of it GNU getopt would take
@@ -428,6 +572,24 @@ mod tests {
             "ag TODO",
             "cat <<'EOF'\n$(not run)\nEOF",
             "cat <<EOF\nplain text\nEOF",
+            // sed scripts with the letters e, w, W that write nothing.
+            "sed -n '/error/p' log.txt",
+            "sed 's/## Session: //' notes.md",
+            "sed -n '/Warning/,/^--/p' f",
+            "sed -e 's/we/We/g' -e '/west/d' f",
+            "sed -n '/x/{p;q}' f",
+            "sed '1a wow; w not a write' f",
+            "sed -n 's|/home/w|~|gp' f",
+            "sed ':loop; /ewe/b loop' f",
+            "sed 'y/abcwe/ABCWE/' f",
+            "sed -n '\\%/etc/w%p' f",
+            "sed -n '2,+3p;0~4p;/we/I p' f",
+            "sed -E 's/(e|w)+/x/2g' f",
+            "sed '# a comment with w and e\np' f",
+            "pgrep -fa node",
+            "find . -name '*.md' -exec cat {} +",
+            "find src -type f -exec wc -l {} \\;",
+            "find . -execdir head -1 {} \\;",
         ] {
             assert!(ro(cmd), "{cmd} should be read-only");
         }
@@ -491,6 +653,33 @@ mod tests {
             "sed -e 's/a/b/w out' f",
             "sed -e",
             "sed -s -f script f",
+            // What sed really writes or runs, however spelled.
+            "sed -n '/x/w out' f",
+            "sed 's/a/b/w out' f",
+            "sed 's/a/b/gw out' f",
+            "sed 's/a/b/e' f",
+            "sed 's|a|b|pe' f",
+            "sed '1e touch x' f",
+            "sed '1!e touch x' f",
+            "sed '/x/ ! e touch x' f",
+            "sed '/x/{p;w out\n}' f",
+            "sed -n '1p;W out' f",
+            "sed 'e' f",
+            "sed '$!N;e date' f",
+            "sed '1,/re/ w out' f",
+            "sed '\\,x,w out' f",
+            "sed 's/a\\/w/b/;w out' f",
+            "sed 'y/ab/cd/w out' f",
+            "sed 's/a/b' f",
+            "sed 's/a\nb/c/' f",
+            "sed '1 k' f",
+            "sed 'pw out' f",
+            "find . -exec rm {} +",
+            "find . -exec sh -c 'rm \"$1\"' _ {} \\;",
+            "find . -exec cat {} \\; -exec rm {} \\;",
+            "find . -ok cat {} \\;",
+            "find . -exec $CMD {} +",
+            "pkill node",
             "sort --o=w f",
             "sort --outp w f",
             "sort --compress=sh f",
