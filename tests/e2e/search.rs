@@ -55,8 +55,25 @@ async fn glob_matches_like_fast_glob_newest_first_within_limits() {
     let (err, out) = s.call("Glob", json!({ "pattern": "**/*.rs" })).await;
     assert!(!err);
     assert_eq!(out, "src/lib.rs\nsrc/deep/mod.rs\nsrc/main.rs\n", "newest first, hidden skipped");
+    // Without a `/` a pattern names files at any depth, as `rg --glob`
+    // takes it (Claude Code runs that); with one it is a path from `path`.
     let (_, out) = s.call("Glob", json!({ "pattern": "*.rs", "path": "src" })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/deep/mod.rs\nsrc/main.rs\n");
+    let (_, out) = s.call("Glob", json!({ "pattern": "*.rs" })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/deep/mod.rs\nsrc/main.rs\n");
+    let (_, out) = s.call("Glob", json!({ "pattern": "src/*.rs" })).await;
     assert_eq!(out, "src/lib.rs\nsrc/main.rs\n", "`*` does not cross directories");
+    let (_, out) = s.call("Glob", json!({ "pattern": "./src/*.rs" })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/main.rs\n");
+    // An absolute pattern inside the workspace searches from its base.
+    let absolute = format!("{}/src/**/*.rs", s.ws.display());
+    let (_, out) = s.call("Glob", json!({ "pattern": absolute })).await;
+    assert_eq!(out, "src/lib.rs\nsrc/deep/mod.rs\nsrc/main.rs\n");
+    let absolute = format!("{}/src/deep/*.rs", s.ws.display());
+    let (_, out) = s.call("Glob", json!({ "pattern": absolute, "path": "elsewhere" })).await;
+    assert_eq!(out, "src/deep/mod.rs\n", "the pattern's base, not path");
+    let (err, out) = s.call("Glob", json!({ "pattern": "/etc/*.conf" })).await;
+    assert!(err && out.contains("outside the workspace"), "{out}");
     let (_, out) = s.call("Glob", json!({ "pattern": "**/*.rs", "limit": 1 })).await;
     assert_eq!(out, "src/lib.rs\n[2 more files matched; narrow the pattern or raise the limit]\n");
     let (_, out) = s.call("Glob", json!({ "pattern": "*.log" })).await;

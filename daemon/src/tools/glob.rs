@@ -23,8 +23,10 @@ pub struct Glob;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobInput {
-    /// The glob, relative to `path`: `*.rs` matches in that directory only,
-    /// `**/*.rs` at any depth, `src/**/test_*.py`, `**/*.{ts,tsx}`.
+    /// The glob, as ripgrep's `--glob` takes it: without a `/` it names files
+    /// at any depth under `path` (`*.rs`, `*.{ts,tsx}`); with one, paths
+    /// from `path` (`src/**/test_*.py`, `**/*.rs`). An absolute pattern
+    /// searches from its literal directories (`/ws/src/**/*.rs`).
     pub pattern: String,
     /// Directory to search (absolute or relative to the workspace; default the workspace).
     #[serde(default)]
@@ -61,17 +63,19 @@ impl Tool for Glob {
     }
 
     fn description(&self) -> String {
-        "Finds files by name with a glob pattern (e.g. `**/*.rs`, `src/**/*.ts`), newest first. \
-         Respects .gitignore and skips hidden files unless asked. Use it instead of `find` or `ls`."
+        "Finds files by name with a glob pattern, newest first: `*.rs` (no `/`) matches file names at \
+         any depth, `src/**/*.ts` paths from the search directory. Respects .gitignore and skips hidden \
+         files unless asked. Use it instead of `find` or `ls`."
             .to_owned()
     }
 
     fn validate_input(&self, input: &GlobInput, ctx: &ToolContext) -> Result<(), ValidationError> {
-        if let Some(p) = &input.path {
+        let search = Search::of(input);
+        if let Some(p) = &search.dir {
             // Outside the workspace is a question for the permission check.
             ctx.validate_path(p).map_err(|e| ValidationError::new(e.to_string()))?;
         }
-        matcher(input).map_err(|e| ValidationError::new(e.message))?;
+        matcher(&search.pattern).map_err(|e| ValidationError::new(e.message))?;
         if input.limit == Some(0) {
             return Err(ValidationError::new("limit must be at least 1"));
         }
@@ -79,11 +83,11 @@ impl Tool for Glob {
     }
 
     fn permission_target(&self, input: &GlobInput) -> crate::permission::PermissionTarget {
-        crate::permission::PermissionTarget::Path(input.path.clone().unwrap_or_else(|| ".".into()))
+        crate::permission::PermissionTarget::Path(Search::of(input).dir.unwrap_or_else(|| ".".into()))
     }
 
     fn check_permissions(&self, input: &GlobInput, ctx: &ToolContext) -> Decision {
-        match &input.path {
+        match &Search::of(input).dir {
             Some(p) if !ctx.outside_note(p).is_empty() => Decision::ask(format!("search {p}, outside the workspace")),
             _ => Decision::Allow,
         }
@@ -107,7 +111,8 @@ impl Tool for Glob {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<GlobOutput>, ToolError> {
-        let dir = match &input.path {
+        let search = Search::of(&input);
+        let dir = match &search.dir {
             Some(p) => ctx.target_path(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
@@ -122,10 +127,10 @@ impl Tool for Glob {
         let rules = ctx.rules.clone();
         // A small tree is walked here, with no thread started; a larger one
         // on the blocking pool by the parallel walker.
-        if let Some(found) = glob_small(&canonical, &input, rules.clone())? {
+        if let Some(found) = glob_small(&canonical, &input, &search, rules.clone())? {
             return Ok(ToolOutput::new(found));
         }
-        tokio::task::spawn_blocking(move || glob(&canonical, &input, &cancel, rules))
+        tokio::task::spawn_blocking(move || glob(&canonical, &input, &search, &cancel, rules))
             .await
             .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
             .map(ToolOutput::new)
@@ -172,17 +177,64 @@ fn walker(
     walk
 }
 
+/// Where a Glob searches and what it matches there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Search {
+    /// The directory (as given; `None`: the workspace).
+    dir: Option<String>,
+    /// The glob, relative to it.
+    pattern: String,
+}
+
+impl Search {
+    /// An absolute pattern is split at its first component with a glob
+    /// character: the literal directories before it are where the search
+    /// starts (`path` then does not count); `./` in front means nothing.
+    fn of(input: &GlobInput) -> Search {
+        let pattern = input.pattern.as_str();
+        if !pattern.starts_with('/') {
+            let pattern = pattern.trim_start_matches("./");
+            return Search { dir: input.path.clone(), pattern: pattern.to_owned() };
+        }
+        let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+        let magic = |p: &&str| p.contains(['*', '?', '[', '{']);
+        let split = parts.iter().position(magic).unwrap_or(parts.len().saturating_sub(1));
+        Search { dir: Some(format!("/{}", parts[..split].join("/"))), pattern: parts[split..].join("/") }
+    }
+}
+
+/// A compiled pattern: one without a `/` is matched against file names
+/// (any depth), one with a `/` against paths from the search directory.
+#[derive(Clone)]
+struct Matcher {
+    glob: globset::GlobMatcher,
+    names: bool,
+}
+
+impl Matcher {
+    fn is_match(&self, rel: &std::path::Path) -> bool {
+        match self.names {
+            true => rel.file_name().is_some_and(|n| self.glob.is_match(n)),
+            false => self.glob.is_match(rel),
+        }
+    }
+}
+
 /// Compiled globs, by pattern.
-static MATCHERS: std::sync::LazyLock<crate::tool::memo::Memo<String, globset::GlobMatcher>> =
+static MATCHERS: std::sync::LazyLock<crate::tool::memo::Memo<String, Matcher>> =
     std::sync::LazyLock::new(|| crate::tool::memo::Memo::new(64));
 
-fn matcher(input: &GlobInput) -> Result<globset::GlobMatcher, ToolError> {
-    MATCHERS.get_or_try(input.pattern.clone(), || {
-        Ok(globset::GlobBuilder::new(&input.pattern)
+fn matcher(pattern: &str) -> Result<Matcher, ToolError> {
+    MATCHERS.get_or_try(pattern.to_owned(), || {
+        if pattern.is_empty() {
+            return Err(ToolError::new("the pattern is empty"));
+        }
+        let glob = globset::GlobBuilder::new(pattern)
             .literal_separator(true)
             .build()
             .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?
-            .compile_matcher())
+            .compile_matcher();
+        Ok(Matcher { glob, names: !pattern.trim_end_matches('/').contains('/') })
     })
 }
 
@@ -191,9 +243,10 @@ fn matcher(input: &GlobInput) -> Result<globset::GlobMatcher, ToolError> {
 fn glob_small(
     dir: &std::path::Path,
     input: &GlobInput,
+    search: &Search,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<Option<GlobOutput>, ToolError> {
-    let matcher = matcher(input)?;
+    let matcher = matcher(&search.pattern)?;
     let mut found = Vec::new();
     for (seen, entry) in walker(dir, input, rules).build().enumerate() {
         if seen >= SMALL_TREE_ENTRIES {
@@ -223,10 +276,11 @@ fn finish(mut found: Vec<(SystemTime, PathBuf)>, input: &GlobInput) -> GlobOutpu
 fn glob(
     dir: &std::path::Path,
     input: &GlobInput,
+    search: &Search,
     cancel: &tokio_util::sync::CancellationToken,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> Result<GlobOutput, ToolError> {
-    let matcher = matcher(input)?;
+    let matcher = matcher(&search.pattern)?;
     let found: Mutex<Vec<(SystemTime, PathBuf)>> = Mutex::new(Vec::new());
     let walker = walker(dir, input, rules)
         .threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
