@@ -199,6 +199,7 @@ impl SessionExecutor {
             PermissionTarget::None => Facts::Other,
             PermissionTarget::Command(c) => Facts::Bash(c),
             PermissionTarget::Domain(d) => Facts::Domain(d),
+            PermissionTarget::Name(n) => Facts::Name(n),
             PermissionTarget::Path(p) => match ctx.resolve(&p) {
                 Ok(path) => Facts::Path(real_path(&path.abs())),
                 Err(_) => {

@@ -211,8 +211,14 @@ pub fn suggestions(tool: &str, target: &PermissionTarget, facts: &Facts, cwd: &P
             }
         }
         (PermissionTarget::Domain(domain), _) => vec![format!("{tool}(domain:{domain})")],
+        (PermissionTarget::Name(name), _) if plain_name(name) => vec![format!("{tool}({name})"), tool.to_owned()],
         _ => vec![tool.to_owned()],
     }
+}
+
+/// A name a rule can hold as it is (no parentheses, no blanks).
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ pub enum PermissionTarget {
     Path(String),
     /// A URL's host, lower case (WebFetch): `WebFetch(domain:…)` rules.
     Domain(String),
+    /// What the call names (Task's agent type): `Task(Explore)` rules.
+    Name(String),
 }
 
 /// Names of files and directories that configure agentd or run code

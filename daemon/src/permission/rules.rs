@@ -81,6 +81,8 @@ enum Spec {
     /// WebFetch tool exists.
     #[allow(dead_code)]
     Domain(String),
+    /// `Task(Explore)`: calls that name exactly this (an agent type).
+    Name(String),
 }
 
 /// A rule that could not be read.
@@ -96,6 +98,25 @@ pub struct RuleError {
     /// What is wrong.
     pub message: String,
 }
+
+/// Other names tools answer to in rules, as Claude Code's releases wrote
+/// them: a rule on one is a rule on the tool (`Agent(Explore)` is
+/// `Task(Explore)`). Each tool's own aliases are checked against this.
+pub const TOOL_ALIASES: &[(&str, &str)] = &[
+    ("Agent", "Task"),
+    ("KillBash", "KillShell"),
+    ("TaskStop", "KillShell"),
+    ("SlashCommand", "Skill"),
+    ("exit_plan_mode", "ExitPlanMode"),
+];
+
+/// The tool a rule's name means.
+fn canonical_tool(name: &str) -> &str {
+    TOOL_ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, tool)| tool)
+}
+
+/// Tools whose rules name what the call names (`Task(Explore)`).
+const NAMED_TOOLS: &[&str] = &["Task"];
 
 /// Tools whose path rules are `Read(...)` rules.
 const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
@@ -123,10 +144,20 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         return Err(err("the tool name must be letters, digits, `_` or `-` (or `mcp__server__*`)".into()));
     }
+    let tool = canonical_tool(tool);
     let spec = match spec {
         None => Spec::Any,
         Some(s) if s.trim().is_empty() => return Err(err("an empty specifier; write the tool name alone".into())),
+        // `Bash(*)` is every command: the tool itself.
+        Some(s) if tool == "Bash" && s.trim() == "*" => Spec::Any,
         Some(s) if tool == "Bash" => bash_spec(s.trim()).map_err(err)?,
+        Some(s) if NAMED_TOOLS.contains(&tool) => {
+            let name = s.trim();
+            if name.contains(['(', ')', '*']) {
+                return Err(err(format!("{tool} rules name one agent type exactly, as `{tool}(Explore)`")));
+            }
+            Spec::Name(name.to_owned())
+        }
         Some(s) if tool == "WebFetch" => match s.strip_prefix("domain:") {
             Some(d) => Spec::Domain(domain_rule(d).map_err(err)?),
             None => return Err(err("WebFetch rules are `WebFetch(domain:example.com)`".into())),
@@ -236,6 +267,8 @@ pub enum Facts {
     Path(PathBuf),
     /// A URL's host, lower case.
     Domain(String),
+    /// What the call names (Task's agent type).
+    Name(String),
     /// Anything else.
     Other,
 }
@@ -286,6 +319,13 @@ impl Rule {
             (Spec::Domain(domain), Facts::Domain(host)) => {
                 let Some(host) = canonical_host(host) else { return Match::No };
                 if domain_covers(domain, &host) { Match::All } else { Match::No }
+            }
+            (Spec::Name(name), Facts::Name(named)) => {
+                if name == named {
+                    Match::All
+                } else {
+                    Match::No
+                }
             }
             _ => Match::No,
         }

@@ -319,3 +319,35 @@ fn malformed_bash_rules_are_reported() {
     assert!(s.rules.is_empty(), "{:?}", s.rules);
     assert_eq!(s.errors.len(), 3, "{:?}", s.errors);
 }
+
+#[test]
+fn task_rules_name_the_agent_type_under_either_name() {
+    let s = set(&[], &["Task(Explore)", "Agent(Plan)"], &[]);
+    let task = |t: &str| s.decide("Task", &Facts::Name(t.into())).map(|r| r.kind);
+    assert_eq!(task("Explore"), Some(RuleKind::Deny));
+    assert_eq!(task("Plan"), Some(RuleKind::Deny), "Agent is Task");
+    assert_eq!(task("general-purpose"), None);
+    assert_eq!(task("explore"), None, "exactly the type");
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    let bad = set(&["Task(Ex*)"], &[], &[]);
+    assert_eq!(bad.errors.len(), 1, "a pattern is not an agent type");
+}
+
+#[test]
+fn every_alias_a_tool_answers_to_is_one_rules_know() {
+    let registry = crate::tools::builtin_registry();
+    let mut named: Vec<(&str, &str)> =
+        registry.tools().iter().flat_map(|t| t.aliases().iter().map(move |a| (*a, t.name()))).collect();
+    named.extend(crate::tools::task::ALIASES.iter().map(|a| (*a, crate::tools::task::NAME)));
+    named.extend(crate::tools::skill::ALIASES.iter().map(|a| (*a, "Skill")));
+    for (alias, tool) in named {
+        assert_eq!(canonical_tool(alias), tool, "{alias}");
+    }
+}
+
+#[test]
+fn bash_star_is_every_command() {
+    let s = set(&[], &["Bash(*)"], &[]);
+    assert_eq!(bash(&s, "ls"), Some(RuleKind::Deny));
+    assert_eq!(bash(&s, "echo $(id)"), Some(RuleKind::Deny));
+}

@@ -337,7 +337,14 @@ impl ToolSet {
 /// tool or alias; `mcp__server` and `mcp__server__*` name every tool of
 /// that MCP server.
 pub fn blanket_rule_matches(rule: &str, tool: &dyn DynTool) -> bool {
-    let rule = rule.trim();
+    let mut rule = rule.trim();
+    // `Bash(*)` is every command, so the tool itself.
+    if let Some((name, inner)) = rule.strip_suffix(')').and_then(|r| r.split_once('('))
+        && inner.trim() == "*"
+        && tool.name() == "Bash"
+    {
+        rule = name.trim();
+    }
     if rule.is_empty() || rule.contains('(') {
         return false;
     }

@@ -174,6 +174,12 @@ fn blanket_deny_removes_a_tool_but_a_pattern_rule_does_not() {
 }
 
 #[test]
+fn bash_star_is_the_whole_tool() {
+    let o = Opts { deny: vec!["Bash( * )".into(), "Read(*)".into()], ..opts() };
+    assert_eq!(listed(&build(core(), vec![], &o)), ["Edit", "Glob", "Read"], "Read(*) is a path pattern");
+}
+
+#[test]
 fn blanket_deny_by_alias_and_by_mcp_server() {
     let renamed = Fake { aliases: &["OldGlob"], ..fake("Glob") };
     let o = Opts { deny: vec!["OldGlob".into(), "mcp__srv".into()], deferral: never(), ..opts() };

@@ -258,12 +258,20 @@ impl SkillTool {
     }
 }
 
+/// Other names the Skill tool answers to.
+pub const ALIASES: &[&str] = &["SlashCommand"];
+
 impl Tool for SkillTool {
     type Input = SkillInput;
     type Output = SkillOutput;
     type Progress = ();
 
     const NAME: &'static str = "Skill";
+
+    /// Claude Code's older name for it.
+    fn aliases(&self) -> &'static [&'static str] {
+        ALIASES
+    }
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY

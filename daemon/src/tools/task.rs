@@ -89,6 +89,9 @@ impl TaskTool {
     }
 }
 
+/// Other names the Task tool answers to (`Agent` is Claude Code 2.1's).
+pub const ALIASES: &[&str] = &["Agent"];
+
 impl Tool for TaskTool {
     type Input = TaskInput;
     type Output = TaskOutput;
@@ -97,7 +100,7 @@ impl Tool for TaskTool {
     const NAME: &'static str = NAME;
 
     fn aliases(&self) -> &'static [&'static str] {
-        &["Agent"]
+        ALIASES
     }
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
@@ -135,6 +138,11 @@ impl Tool for TaskTool {
             )));
         }
         Ok(())
+    }
+
+    /// `Task(Explore)` (or `Agent(Explore)`) rules name the agent type.
+    fn permission_target(&self, input: &TaskInput) -> crate::permission::PermissionTarget {
+        crate::permission::PermissionTarget::Name(input.subagent_type.trim().to_owned())
     }
 
     fn check_permissions(&self, _input: &TaskInput, _ctx: &ToolContext) -> Decision {
