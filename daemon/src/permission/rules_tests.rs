@@ -336,8 +336,13 @@ fn task_rules_name_the_agent_type_under_either_name() {
 #[test]
 fn every_alias_a_tool_answers_to_is_one_rules_know() {
     let registry = crate::tools::builtin_registry();
-    let mut named: Vec<(&str, &str)> =
-        registry.tools().iter().flat_map(|t| t.aliases().iter().map(move |a| (*a, t.name()))).collect();
+    // The test tools' aliases exercise the registry, not rules.
+    let mut named: Vec<(&str, &str)> = registry
+        .tools()
+        .iter()
+        .filter(|t| !t.name().starts_with("Test"))
+        .flat_map(|t| t.aliases().iter().map(move |a| (*a, t.name())))
+        .collect();
     named.extend(crate::tools::task::ALIASES.iter().map(|a| (*a, crate::tools::task::NAME)));
     named.extend(crate::tools::skill::ALIASES.iter().map(|a| (*a, "Skill")));
     for (alias, tool) in named {
