@@ -136,6 +136,84 @@ async fn tool_schemas_are_claude_codes() {
     }
 }
 
+/// What a client validating a call against the published schema would
+/// refuse for its fields: a property the schema does not list (they are
+/// closed), at any depth. (What Claude Code's own schemas require — an
+/// older call without `activeForm`, or with `job_id` for `bash_id` — stays
+/// required: the schemas are Claude Code's, and JSON Schema could say
+/// "this or its older name" only with the `anyOf` model APIs refuse.)
+fn schema_refuses(schema: &Value, value: &Value, at: &str, problems: &mut Vec<String>) {
+    match value {
+        Value::Object(fields) => {
+            let props = schema["properties"].as_object();
+            if schema["additionalProperties"] == false {
+                for name in fields.keys() {
+                    if !props.is_some_and(|p| p.contains_key(name)) {
+                        problems.push(format!("{at}: {name:?} is not in the schema"));
+                    }
+                }
+            }
+            for (name, v) in fields {
+                if let Some(s) = props.and_then(|p| p.get(name)) {
+                    schema_refuses(s, v, &format!("{at}.{name}"), problems);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                schema_refuses(&schema["items"], v, &format!("{at}[{i}]"), problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The published schemas take what the daemon takes: every field of every
+/// Claude Code version's calls is a property (older names described as
+/// such), so a harness that validates against them refuses none.
+#[tokio::test]
+async fn the_published_schemas_take_every_versions_fields() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let id = create(&mut c, &ws, json!({ "tools": { "defer": { "mode": "never" } } })).await;
+    let mut schemas = std::collections::HashMap::new();
+    let lines = std::fs::read_to_string(fixture("claude_code_calls.jsonl")).unwrap();
+    let (mut checked, mut problems) = (0, Vec::new());
+    for line in lines.lines().skip(1) {
+        let call_: Value = serde_json::from_str(line).unwrap();
+        // Older names of offered tools; the earlier tools that are not
+        // offered (LS, MultiEdit, TaskOutput) have no published schema.
+        let name = match call_["name"].as_str().unwrap() {
+            "KillBash" | "TaskStop" => "KillShell",
+            "exit_plan_mode" => "ExitPlanMode",
+            "LS" | "MultiEdit" | "TaskOutput" => continue,
+            other => other,
+        };
+        if !schemas.contains_key(name) {
+            let listed = c.ok("tools/list", json!({ "session_id": id })).await;
+            let tool = listed["tools"].as_array().unwrap().iter().find(|t| t["name"] == json!(name)).cloned();
+            schemas.insert(name.to_owned(), tool.map(|t| t["input_schema"].clone()).expect(name));
+        }
+        let schema = &schemas[name];
+        checked += 1;
+        let mut refused = Vec::new();
+        schema_refuses(schema, &call_["input"], &name, &mut refused);
+        if !refused.is_empty() {
+            problems.push(format!("{line}\n  -> {}", refused.join("; ")));
+        }
+    }
+    assert!(checked >= 36, "{checked} checked");
+    assert!(problems.is_empty(), "{} of {checked} refused by the schema:\n{}", problems.len(), problems.join("\n"));
+    // An older name is said to be one.
+    let listed = c.ok("tools/list", json!({ "session_id": id })).await;
+    let notebook = listed["tools"].as_array().unwrap().iter().find(|t| t["name"] == "NotebookEdit").unwrap();
+    let older = &notebook["input_schema"]["properties"]["cell_number"];
+    assert!(older["description"].as_str().unwrap().contains("Older name of `cell_index`"), "{older}");
+    assert!(!notebook["input_schema"]["required"].to_string().contains("cell_number"));
+}
+
 #[tokio::test]
 async fn calls_as_models_send_them_are_taken() {
     let d = TestDaemon::start().await;

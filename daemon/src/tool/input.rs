@@ -18,6 +18,11 @@ use serde_json::{Map, Value};
 /// `#[schemars(extend("x-required" = true))]`.
 pub const REQUIRED_MARK: &str = "x-required";
 
+/// A property's older names (`#[schemars(extend("x-aliases" = ["old"]))]`
+/// beside its `#[serde(alias = "old")]`): listed as properties of their
+/// own by [`model_schema`].
+pub const ALIASES_MARK: &str = "x-aliases";
+
 /// A count or a duration: a non-negative JSON number (`5`, `5.0`; a
 /// fraction is rounded down) or a string holding one (`"5"`).
 fn count(value: Value) -> Result<u64, String> {
@@ -145,6 +150,25 @@ fn reshape_object(obj: &mut Map<String, Value>) {
         }
     }
     obj.remove("format");
+    // Older names a property is accepted under (serde aliases) are
+    // properties too, optional, saying whose older name they are: a client
+    // that validates against the schema takes what the daemon takes.
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        let mut older = Vec::new();
+        for (name, prop) in props.iter_mut() {
+            let Some(p) = prop.as_object_mut() else { continue };
+            let Some(Value::Array(aliases)) = p.remove(ALIASES_MARK) else { continue };
+            for alias in aliases.iter().filter_map(Value::as_str) {
+                let mut copy = p.clone();
+                copy.remove(REQUIRED_MARK);
+                copy.insert("description".into(), Value::String(format!("Older name of `{name}` (accepted).")));
+                older.push((alias.to_owned(), Value::Object(copy)));
+            }
+        }
+        for (alias, schema) in older {
+            props.entry(alias).or_insert(schema);
+        }
+    }
     // Marked properties join `required`, in property order.
     if let Some(Value::Object(props)) = obj.get_mut("properties") {
         let mut marked = Vec::new();

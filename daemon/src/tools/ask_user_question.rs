@@ -45,6 +45,7 @@ pub struct Question {
     pub options: Vec<QuestionOption>,
     /// The user may pick more than one choice.
     #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "multiSelect", alias = "multi_select")]
+    #[schemars(extend("x-aliases" = ["multi_select"]))]
     #[schemars(extend("x-required" = true))]
     pub multi_select: bool,
 }
@@ -58,7 +59,6 @@ pub struct AskUserQuestionInput {
     /// Answers Claude Code's own prompt filled in (accepted, not used: the
     /// user answers through the client).
     #[serde(default)]
-    #[schemars(skip)]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub answers: Option<serde_json::Value>,
 }

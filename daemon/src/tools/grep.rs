@@ -76,6 +76,7 @@ pub struct GrepInput {
     pub before: Option<usize>,
     /// Lines of context before and after each match (content mode).
     #[serde(default, deserialize_with = "crate::tool::input::opt_usize", rename = "-C", alias = "context")]
+    #[schemars(extend("x-aliases" = ["context"]))]
     pub context: Option<usize>,
     /// Let the pattern span lines (`.` matches newlines).
     #[serde(default, deserialize_with = "crate::tool::input::flag")]

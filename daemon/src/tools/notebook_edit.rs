@@ -54,6 +54,7 @@ pub struct NotebookEditInput {
     /// The cell's index, counting from 0 (when it has no id). Earlier
     /// Claude Code versions called it `cell_number`.
     #[serde(default, alias = "cell_number", deserialize_with = "crate::tool::input::opt_usize")]
+    #[schemars(extend("x-aliases" = ["cell_number"]))]
     pub cell_index: Option<usize>,
     /// The new source (replace and insert; ignored on delete).
     #[serde(default)]

@@ -117,7 +117,6 @@ pub struct ExitPlanModeInput {
     /// Later Claude Code versions' prompts to allow once the plan is
     /// approved (accepted, not acted on: approvals here are the user's).
     #[serde(default, rename = "allowedPrompts")]
-    #[schemars(skip)]
     #[expect(dead_code, reason = "accepted from the model, not acted on")]
     pub allowed_prompts: Option<serde_json::Value>,
 }

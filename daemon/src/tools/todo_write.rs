@@ -39,14 +39,12 @@ pub struct TodoInputItem {
     #[serde(default, rename = "activeForm")]
     #[schemars(extend("x-required" = true))]
     pub active_form: Option<String>,
-    /// Earlier versions' item id (ignored).
+    /// Earlier versions' item id (accepted, ignored).
     #[serde(default)]
-    #[schemars(skip)]
     #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub id: Option<serde_json::Value>,
-    /// Earlier versions' priority (ignored).
+    /// Earlier versions' priority (accepted, ignored).
     #[serde(default)]
-    #[schemars(skip)]
     #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub priority: Option<serde_json::Value>,
 }
