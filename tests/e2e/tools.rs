@@ -146,7 +146,9 @@ fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
         let saved = list["deferred_tokens_saved"].as_u64().unwrap();
         let with = list["estimated_tokens"].as_u64().unwrap();
         let without = all["estimated_tokens"].as_u64().unwrap();
-        assert!(with * 4 < without, "deferred list {with} tokens, full list {without}");
+        // The deferred list is the built-ins' (about 5.5k tokens, with the
+        // inputs of every Claude Code version) and ToolSearch's.
+        assert!(with * 3 < without, "deferred list {with} tokens, full list {without}");
         assert!(saved > 15_000, "saved {saved}");
         // Deferral trades the deferred definitions for ToolSearch's own.
         let search_tokens = with + saved - without;

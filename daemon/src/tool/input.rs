@@ -152,7 +152,9 @@ fn reshape_object(obj: &mut Map<String, Value>) {
     obj.remove("format");
     // Older names a property is accepted under (serde aliases) are
     // properties too, optional, saying whose older name they are: a client
-    // that validates against the schema takes what the daemon takes.
+    // that validates against the schema takes what the daemon takes. (Not
+    // for required properties: a call with only the older name fails the
+    // schema's `required` anyway, so they would cost tokens for nothing.)
     if let Some(Value::Object(props)) = obj.get_mut("properties") {
         let mut older = Vec::new();
         for (name, prop) in props.iter_mut() {
@@ -161,7 +163,7 @@ fn reshape_object(obj: &mut Map<String, Value>) {
             for alias in aliases.iter().filter_map(Value::as_str) {
                 let mut copy = p.clone();
                 copy.remove(REQUIRED_MARK);
-                copy.insert("description".into(), Value::String(format!("Older name of `{name}` (accepted).")));
+                copy.insert("description".into(), Value::String(format!("Older name of `{name}`.")));
                 older.push((alias.to_owned(), Value::Object(copy)));
             }
         }

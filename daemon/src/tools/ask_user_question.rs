@@ -56,8 +56,8 @@ pub struct Question {
 pub struct AskUserQuestionInput {
     /// 1 to 4 questions.
     pub questions: Vec<Question>,
-    /// Answers Claude Code's own prompt filled in (accepted, not used: the
-    /// user answers through the client).
+    /// Claude Code's own prompt's (ignored: the user answers through the
+    /// client).
     #[serde(default)]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub answers: Option<serde_json::Value>,

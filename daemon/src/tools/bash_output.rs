@@ -21,7 +21,6 @@ pub struct BashOutput;
 pub struct BashOutputInput {
     /// The id Bash returned for a `run_in_background` command.
     #[serde(alias = "job_id", alias = "task_id", alias = "shell_id")]
-    #[schemars(extend("x-aliases" = ["job_id", "task_id", "shell_id"]))]
     pub bash_id: String,
     /// Only lines matching this regular expression are returned; the
     /// others are read and dropped.
@@ -46,7 +45,6 @@ const DEFAULT_WAIT_MS: u64 = 30_000;
 pub struct TaskOutputInput {
     /// The id Bash returned for a `run_in_background` command.
     #[serde(alias = "bash_id", alias = "job_id", alias = "shell_id")]
-    #[schemars(extend("x-aliases" = ["bash_id", "job_id", "shell_id"]))]
     pub task_id: String,
     /// Wait for the job to end before answering (default true).
     #[serde(default, deserialize_with = "crate::tool::input::opt_flag")]

@@ -18,7 +18,6 @@ pub struct KillShell;
 pub struct KillShellInput {
     /// The id Bash returned for a `run_in_background` command.
     #[serde(alias = "job_id", alias = "task_id", alias = "bash_id")]
-    #[schemars(extend("x-aliases" = ["job_id", "task_id", "bash_id"]))]
     pub shell_id: String,
 }
 

@@ -39,11 +39,11 @@ pub struct TodoInputItem {
     #[serde(default, rename = "activeForm")]
     #[schemars(extend("x-required" = true))]
     pub active_form: Option<String>,
-    /// Earlier versions' item id (accepted, ignored).
+    /// Earlier versions' (ignored).
     #[serde(default)]
     #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub id: Option<serde_json::Value>,
-    /// Earlier versions' priority (accepted, ignored).
+    /// Earlier versions' (ignored).
     #[serde(default)]
     #[expect(dead_code, reason = "earlier versions' field, accepted and not kept")]
     pub priority: Option<serde_json::Value>,
