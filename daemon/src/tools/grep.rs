@@ -287,7 +287,7 @@ struct Collect<'a> {
 impl Sink for Collect<'_> {
     type Error = std::io::Error;
 
-    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+    fn matched(&mut self, searcher: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
         // A huge file must not outlast the deadline or fill memory.
         if Instant::now() > self.deadline
             || self.collected.load(std::sync::atomic::Ordering::Relaxed) > MAX_COLLECTED_LINES
@@ -295,8 +295,11 @@ impl Sink for Collect<'_> {
             return Ok(false);
         }
         // Multi-line matches are counted one by one (the searcher joins
-        // adjacent ones), as rg counts them; lines otherwise.
-        self.hits.count += if self.multiline { self.matches_in(m.bytes()).max(1) } else { 1 };
+        // adjacent ones), as rg counts them; lines otherwise — also with
+        // `multiline` when the pattern cannot match a newline, where the
+        // searcher (and rg) search line by line.
+        let spans = self.multiline && searcher.multi_line_with_matcher(self.matcher);
+        self.hits.count += if spans { self.matches_in(m.bytes()).max(1) } else { 1 };
         match self.mode {
             OutputMode::FilesWithMatches => return Ok(false),
             OutputMode::Count => {}
@@ -329,9 +332,23 @@ impl Sink for Collect<'_> {
         Ok(true)
     }
 
+    /// A walked file stops here (rg's quit). A named one is searched on,
+    /// as rg does: a count counts every match; shown lines stop at the first
+    /// match on a line with binary data, which says so instead (before any
+    /// line was shown: at the first match, in `matched`).
     fn binary_data(&mut self, _s: &Searcher, offset: u64) -> Result<bool, std::io::Error> {
         self.binary_at = Some(offset);
-        Ok(self.explicit)
+        if !self.explicit {
+            return Ok(false);
+        }
+        if self.mode == OutputMode::Content && !self.hits.lines.is_empty() {
+            self.hits.lines.push(format!(
+                "{}: binary file matches (found \"\\0\" byte around offset {offset})",
+                self.path.display()
+            ));
+            return Ok(false);
+        }
+        Ok(true)
     }
 }
 
@@ -429,7 +446,16 @@ impl Plan<'_> {
             binary_at: None,
             explicit: self.explicit,
         };
-        searcher.search_path(&self.matcher, path, &mut sink)?;
+        // A named file is searched whole, as rg searches it (mapped): binary
+        // data then hides only the matches on its own lines ("binary file
+        // matches"), and line numbers count the file's own lines.
+        let size = if self.explicit { std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX) } else { u64::MAX };
+        if size <= MAX_LINE_BYTES as u64 {
+            let bytes = std::fs::read(path)?;
+            searcher.search_slice(&self.matcher, &bytes, &mut sink)?;
+        } else {
+            searcher.search_path(&self.matcher, path, &mut sink)?;
+        }
         if sink.hits.count == 0 {
             return Ok(None);
         }
