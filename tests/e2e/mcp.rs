@@ -145,7 +145,21 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 9, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 10, "{created}");
+        // The server's annotations as it gave them, MCP's defaults where none.
+        let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
+        let hints = &listed["hints"];
+        assert_eq!(
+            hints["mcp__t__hinted"],
+            json!({"read_only": false, "destructive": false, "idempotent": true, "open_world": false}),
+            "{listed}"
+        );
+        assert_eq!(
+            hints["mcp__t__add"],
+            json!({"read_only": false, "destructive": true, "idempotent": false, "open_world": true}),
+            "{listed}"
+        );
+        assert_eq!(hints["mcp__t__echo"]["read_only"], true);
 
         let r = call(&mut c, &sid, "mcp__t__add", json!({ "a": 2, "b": 40 })).await;
         assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), "42".to_owned()), "{r}");

@@ -99,6 +99,12 @@ def garbage() -> str:
     return "answered after the garbage"
 
 
+@server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False))
+def hinted() -> str:
+    """Changes something, harmlessly, on this machine only: its hints say so."""
+    return "hinted"
+
+
 @server.tool()
 def fails() -> str:
     """Raises: the result is an MCP error result."""

@@ -52,6 +52,14 @@ pub struct ServerTool {
     pub schema: Value,
     /// `readOnlyHint`.
     pub read_only: bool,
+    /// `destructiveHint`, `idempotentHint`, `openWorldHint` as the server
+    /// gave them (`None`: not given; MCP's defaults then apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
     /// Why a model API would reject it, if it would: it is then not
     /// offered, and a call that names it says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -537,7 +545,8 @@ fn check_tool(server: &str, tool: Value) -> ServerTool {
     let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let description = tool.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
     let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
-    let read_only = tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+    let hint = |name: &str| tool.get("annotations").and_then(|a| a.get(name)).and_then(Value::as_bool);
+    let read_only = hint("readOnlyHint").unwrap_or(false);
     let full = format!("mcp__{server}__{name}");
     let unusable = if name.is_empty() || name.starts_with('_') {
         Some(format!("its name {name:?} is empty or starts with _ (it would read as another server's tool)"))
@@ -545,10 +554,21 @@ fn check_tool(server: &str, tool: Value) -> ServerTool {
         Some(format!("its name {full:?} is not 1 to 64 of A-Z a-z 0-9 _ -"))
     } else if schema.get("type").and_then(Value::as_str) != Some("object") {
         Some("its input schema is not an object schema".into())
+    } else if tool.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required") {
+        Some("its server runs it only as an MCP task (execution.taskSupport: required), which agentd's client does not support yet".into())
     } else {
         schema_problem(&schema, "inputSchema")
     };
-    ServerTool { name, description, schema, read_only, unusable }
+    ServerTool {
+        name,
+        description,
+        schema,
+        read_only,
+        destructive: hint("destructiveHint"),
+        idempotent: hint("idempotentHint"),
+        open_world: hint("openWorldHint"),
+        unusable,
+    }
 }
 
 /// The first thing in `schema` that is not JSON Schema a model API takes.
@@ -721,5 +741,24 @@ mod tests {
         }
         let no_hint = check_tool("fs", serde_json::json!({"name": "t", "inputSchema": {"type": "object"}}));
         assert!(!no_hint.read_only, "fail closed without readOnlyHint");
+        assert_eq!((no_hint.destructive, no_hint.idempotent, no_hint.open_world), (None, None, None));
+        let hinted = check_tool(
+            "fs",
+            serde_json::json!({"name": "t", "inputSchema": {"type": "object"},
+            "annotations": {"destructiveHint": false, "idempotentHint": true, "openWorldHint": false}}),
+        );
+        assert_eq!((hinted.destructive, hinted.idempotent, hinted.open_world), (Some(false), Some(true), Some(false)));
+        for support in ["optional", "forbidden"] {
+            let t = check_tool(
+                "fs",
+                serde_json::json!({"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": support}}),
+            );
+            assert!(t.unusable.is_none(), "{support}");
+        }
+        let task = check_tool(
+            "fs",
+            serde_json::json!({"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}),
+        );
+        assert!(task.unusable.unwrap().contains("taskSupport"));
     }
 }

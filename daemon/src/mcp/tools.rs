@@ -105,11 +105,15 @@ impl DynTool for McpTool {
         true
     }
 
+    /// The server's annotations as it gave them; where it gave none, MCP's
+    /// defaults (not read-only, destructive, not idempotent, open world).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        let open_world = true;
-        match self.tool.read_only {
-            true => agentd_protocol::tools::ToolHints { open_world, ..agentd_protocol::tools::ToolHints::READ_ONLY },
-            false => agentd_protocol::tools::ToolHints { open_world, ..Default::default() },
+        let t = &self.tool;
+        agentd_protocol::tools::ToolHints {
+            read_only: t.read_only,
+            destructive: !t.read_only && t.destructive.unwrap_or(true),
+            idempotent: t.read_only || t.idempotent.unwrap_or(false),
+            open_world: t.open_world.unwrap_or(true),
         }
     }
 
