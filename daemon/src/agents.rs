@@ -27,6 +27,10 @@ pub struct AgentDef {
     pub description: String,
     /// The tools it may use (`None`: the parent's).
     pub tools: Option<Vec<String>>,
+    /// Tools it may not use, whatever `tools` says.
+    pub disallowed: Vec<String>,
+    /// The model it runs on (`None`: the parent's).
+    pub model: Option<String>,
     /// Its instructions (the file's body).
     pub instructions: Option<String>,
 }
@@ -39,8 +43,64 @@ pub fn general_purpose() -> AgentDef {
                       executing multi-step tasks."
             .into(),
         tools: None,
+        disallowed: Vec::new(),
+        model: None,
         instructions: None,
     }
+}
+
+/// What Explore and Plan may not use: they read and report, never write.
+const READ_ONLY_AGENT_DENIES: &[&str] = &["Task", "ExitPlanMode", "Edit", "Write", "NotebookEdit", "MultiEdit"];
+
+/// The agent types Claude Code 2.1 ships (beside general-purpose), with
+/// its tool sets and models: Explore and Plan cannot write (every tool but
+/// the writing ones, Task and ExitPlanMode); statusline-setup has Read and
+/// Edit; claude-code-guide Bash, Read, WebFetch and WebSearch. Their
+/// instructions are the client's (agentd runs no model).
+pub fn built_in() -> Vec<AgentDef> {
+    let def =
+        |name: &str, description: &str, tools: Option<&[&str]>, disallowed: &[&str], model: Option<&str>| AgentDef {
+            name: name.into(),
+            description: description.into(),
+            tools: tools.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
+            disallowed: disallowed.iter().map(|s| (*s).to_owned()).collect(),
+            model: model.map(str::to_owned),
+            instructions: None,
+        };
+    vec![
+        general_purpose(),
+        def(
+            "Explore",
+            "Fast read-only agent for exploring a codebase: finding files by pattern, searching code for keywords, \
+             answering questions about how the code works. It cannot change files.",
+            None,
+            READ_ONLY_AGENT_DENIES,
+            Some("inherit"),
+        ),
+        def(
+            "Plan",
+            "Read-only software architect agent for designing an implementation plan: it explores the code and \
+             returns step-by-step plans, critical files and trade-offs. It cannot change files.",
+            None,
+            READ_ONLY_AGENT_DENIES,
+            Some("inherit"),
+        ),
+        def(
+            "statusline-setup",
+            "Configures the user's status line setting.",
+            Some(&["Read", "Edit"]),
+            &[],
+            Some("sonnet"),
+        ),
+        def(
+            "claude-code-guide",
+            "Answers questions about Claude Code and the Claude Agent SDK: features, hooks, slash commands, MCP \
+             servers, settings, IDE integrations.",
+            Some(&["Bash", "Read", "WebFetch", "WebSearch"]),
+            &[],
+            Some("haiku"),
+        ),
+    ]
 }
 
 /// The sub-agent definitions of a workspace and the user (after the
@@ -50,7 +110,7 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<A
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
         roots.push(home.join(".claude/agents"));
     }
-    let mut defs = vec![general_purpose()];
+    let mut defs = built_in();
     let mut errors = Vec::new();
     for root in roots {
         let Ok(entries) = std::fs::read_dir(&root) else { continue };
@@ -90,7 +150,26 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<A
                     .collect()
             });
             let body = body.trim();
-            defs.push(AgentDef { name, description, tools, instructions: (!body.is_empty()).then(|| body.to_owned()) });
+            let list = |key: &str| -> Vec<String> {
+                get(key)
+                    .map(|t| {
+                        t.trim_matches(['[', ']'])
+                            .split(',')
+                            .map(|s| s.trim().trim_matches(['"', '\'']).to_owned())
+                            .filter(|s| !s.is_empty())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let model = get("model").filter(|m| !m.is_empty());
+            defs.push(AgentDef {
+                name,
+                description,
+                tools,
+                disallowed: list("disallowedTools"),
+                model,
+                instructions: (!body.is_empty()).then(|| body.to_owned()),
+            });
         }
     }
     (defs, errors)
@@ -103,9 +182,14 @@ fn valid_name(name: &str) -> bool {
 /// What the daemon does for the Task tool: child sessions.
 pub trait AgentHost: Send + Sync {
     /// Makes a child session of `parent` whose tools are `tools` (all of
-    /// the parent's when `None`), without Task itself; returns its id and
-    /// the tools it offers.
-    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String>;
+    /// the parent's when `None`) but `disallowed`, without Task itself;
+    /// returns its id and the tools it offers.
+    fn spawn_child(
+        &self,
+        parent: &str,
+        tools: Option<&[String]>,
+        disallowed: &[String],
+    ) -> Result<(String, Vec<String>), String>;
     /// Cancels everything the child runs.
     fn cancel_child(&self, child: &str);
     /// Closes the child.
@@ -182,6 +266,10 @@ pub struct Announce {
     pub instructions: Option<String>,
     /// The child's tools.
     pub tools: Vec<String>,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// The effort asked for.
+    pub effort: Option<String>,
 }
 
 /// What a Task call gets from the executor: the host, a way to announce

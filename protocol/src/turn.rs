@@ -290,6 +290,14 @@ pub enum EventKind {
         instructions: Option<String>,
         /// The tools the child session offers.
         tools: Vec<String>,
+        /// The model the call (or the definition) asked for: `sonnet`,
+        /// `opus`, `haiku`, `fable`, or `inherit` (the parent's); absent:
+        /// the client's choice (as `inherit`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The reasoning effort the call asked for (`low` … `max`), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
     },
     /// A message for the user from the model (the Brief tool), to show as
     /// it is, outside the tool results.

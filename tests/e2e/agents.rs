@@ -370,3 +370,95 @@ async fn a_runner_gets_agent_requests_whatever_kinds_it_asked_for() {
     let result = next(&mut agents).await;
     assert_eq!(result["type"], "tool/result", "only what it asked for besides: {result}");
 }
+
+/// Claude Code 2.1's agent types: Explore and Plan cannot write, the
+/// others have its tool sets; `subagent_type` defaults to general-purpose;
+/// `model` and `effort` reach the client that runs the agent (a
+/// definition's model when the call names none); `Task(Explore)` and
+/// `Agent(Plan)` rules name the type.
+#[tokio::test]
+async fn built_in_agent_types_models_and_rules_on_types() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let params =
+        json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100, "permissions": { "deny": ["Agent(Plan)"] } });
+    let sid = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let mut events = runner(&d, &sid).await;
+    let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+    let task = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "Task").unwrap().clone();
+    let description = task["description"].as_str().unwrap();
+    for kind in ["general-purpose", "Explore", "Plan", "statusline-setup", "claude-code-guide"] {
+        assert!(description.contains(&format!("- {kind}:")), "{kind} listed: {description}");
+    }
+    let uses = vec![
+        tool_use(
+            "e",
+            "Agent",
+            json!({ "description": "look", "prompt": "Find main.", "subagent_type": "Explore", "model": "haiku", "effort": "low" }),
+        ),
+        tool_use("g", "Task", json!({ "description": "do", "prompt": "Do it." })),
+        tool_use(
+            "s",
+            "Task",
+            json!({ "description": "line", "prompt": "Set it.", "subagent_type": "statusline-setup" }),
+        ),
+        tool_use("p", "Task", json!({ "description": "plan", "prompt": "Plan it.", "subagent_type": "Plan" })),
+        tool_use("m", "Task", json!({ "description": "bad", "prompt": "x", "model": "gpt-5" })),
+    ];
+    let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut requests = Vec::new();
+    until(&mut events, |e| {
+        if e["type"] == "agent/request" {
+            requests.push(e.clone());
+        }
+        requests.len() == 3
+    })
+    .await;
+    let req = |id: &str| {
+        requests.iter().find(|r| r["tool_use_id"] == id).unwrap_or_else(|| panic!("{id}: {requests:?}")).clone()
+    };
+    let tools = |r: &Value| -> Vec<String> {
+        r["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+    };
+    let explore = req("e");
+    assert_eq!(
+        (explore["subagent_type"].clone(), explore["model"].clone(), explore["effort"].clone()),
+        (json!("Explore"), json!("haiku"), json!("low"))
+    );
+    for denied in ["Edit", "Write", "NotebookEdit", "ExitPlanMode", "Task"] {
+        assert!(!tools(&explore).contains(&denied.to_owned()), "Explore has no {denied}: {explore}");
+    }
+    assert!(tools(&explore).contains(&"Read".to_owned()) && tools(&explore).contains(&"Grep".to_owned()), "{explore}");
+    // The child cannot write, whatever it is asked.
+    let child = explore["child_session_id"].as_str().unwrap();
+    let r = c
+        .ok(
+            "tool/call",
+            json!({ "session_id": child, "name": "Write", "input": { "file_path": "x.txt", "content": "x" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!d.dir.path().join("x.txt").exists());
+    let general = req("g");
+    assert_eq!(general["subagent_type"], "general-purpose");
+    assert!(general.get("model").is_none(), "{general}");
+    let statusline = req("s");
+    let mut own = tools(&statusline);
+    own.sort();
+    assert_eq!(own, ["Edit", "Read"]);
+    assert_eq!(statusline["model"], "sonnet", "the definition's model");
+    for r in [&explore, &general, &statusline] {
+        c.ok("agent/respond", json!({ "session_id": sid, "request_id": r["request_id"], "result": "done" })).await;
+    }
+    let rest = until(&mut events, |e| e["type"] == "turn/completed" && e["turn_id"] == json!(turn)).await;
+    let result = |id: &str| rest.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == id).unwrap().clone();
+    let plan = result("p");
+    assert_eq!(plan["is_error"], true, "Agent(Plan) denies Task calls of Plan: {plan}");
+    assert!(plan["content"][0]["text"].as_str().unwrap().contains("Agent(Plan)"), "{plan}");
+    let model = result("m");
+    assert!(model["content"][0]["text"].as_str().unwrap().contains("gpt-5"), "{model}");
+    assert_eq!(result("e")["content"][0]["text"], "done");
+}

@@ -904,6 +904,8 @@ impl SessionExecutor {
                         prompt: a.prompt,
                         instructions: a.instructions,
                         tools: a.tools,
+                        model: a.model,
+                        effort: a.effort,
                     });
                 }),
                 runner: Arc::new(move || runners.has_agent_runner()),

@@ -196,8 +196,13 @@ struct Owned {
 struct ChildMaker(std::sync::Weak<SessionManager>);
 
 impl crate::agents::AgentHost for ChildMaker {
-    fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
-        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, tools)
+    fn spawn_child(
+        &self,
+        parent: &str,
+        tools: Option<&[String]>,
+        disallowed: &[String],
+    ) -> Result<(String, Vec<String>), String> {
+        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, tools, disallowed)
     }
 
     fn cancel_child(&self, child: &str) {
@@ -839,11 +844,17 @@ impl SessionManager {
     /// A child of `parent` for a sub-agent: the parent's settings, the
     /// tools `tools` names (all the parent's when `None`) but never Task.
     /// Its id and the tools it offers.
-    pub fn spawn_child(&self, parent: &str, tools: Option<&[String]>) -> Result<(String, Vec<String>), String> {
+    pub fn spawn_child(
+        &self,
+        parent: &str,
+        tools: Option<&[String]>,
+        disallowed: &[String],
+    ) -> Result<(String, Vec<String>), String> {
         let handle = self.handle(parent).map_err(|e| e.to_string())?;
         let context = handle.context();
         let cwd = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone());
         let mut disabled = vec![crate::tools::task::NAME.to_owned()];
+        disabled.extend(disallowed.iter().cloned());
         if let Some(keep) = tools {
             let offered = handle.tools.listed_names().into_iter().chain(handle.tools.deferred_names());
             disabled.extend(offered.filter(|n| !keep.iter().any(|k| k == n)));

@@ -70,9 +70,30 @@ pub struct TaskInput {
     pub description: String,
     /// The task for the agent to perform
     pub prompt: String,
-    /// The type of specialized agent to use for this task
+    /// The type of specialized agent to use for this task (default
+    /// `general-purpose`)
+    #[serde(default = "general_purpose_name")]
+    #[schemars(extend("x-required" = true))]
     pub subagent_type: String,
+    /// The model for the agent: `sonnet`, `opus`, `haiku`, `fable`, or
+    /// `inherit` (the parent's, the default). The client that runs the
+    /// agent takes it.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Reasoning effort for the agent: `low`, `medium`, `high`, `xhigh` or
+    /// `max` (the client that runs it takes it).
+    #[serde(default)]
+    pub effort: Option<String>,
 }
+
+fn general_purpose_name() -> String {
+    "general-purpose".to_owned()
+}
+
+/// The models a Task call may name (Claude Code 2.1's, and `inherit`).
+const MODELS: &[&str] = &["sonnet", "opus", "haiku", "fable", "inherit"];
+/// The efforts it may name.
+const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max", "lower", "higher"];
 
 /// What the sub-agent gave back.
 #[derive(Debug, Clone, Serialize)]
@@ -129,6 +150,12 @@ impl Tool for TaskTool {
         if input.description.trim().is_empty() || input.prompt.trim().is_empty() {
             return Err(ValidationError::new("description and prompt must not be empty"));
         }
+        if let Some(m) = input.model.as_deref().filter(|m| !MODELS.contains(m)) {
+            return Err(ValidationError::new(format!("model {m:?} is none of {}", MODELS.join(", "))));
+        }
+        if let Some(e) = input.effort.as_deref().filter(|e| !EFFORTS.contains(e)) {
+            return Err(ValidationError::new(format!("effort {e:?} is none of {}", EFFORTS.join(", "))));
+        }
         if self.find(input.subagent_type.trim()).is_none() {
             let names: Vec<&str> = self.defs.iter().map(|d| d.name.as_str()).collect();
             return Err(ValidationError::new(format!(
@@ -175,8 +202,9 @@ impl Tool for TaskTool {
         let def = self.find(input.subagent_type.trim()).cloned().ok_or_else(|| ToolError::new("unknown agent type"))?;
         // Making a session touches the file system (settings, the store):
         // off the runtime's threads, with a deadline.
-        let (host, parent, wanted) = (agent.host.clone(), ctx.session_id.to_string(), def.tools.clone());
-        let spawned = tokio::task::spawn_blocking(move || host.spawn_child(&parent, wanted.as_deref()));
+        let (host, parent, wanted, denied) =
+            (agent.host.clone(), ctx.session_id.to_string(), def.tools.clone(), def.disallowed.clone());
+        let spawned = tokio::task::spawn_blocking(move || host.spawn_child(&parent, wanted.as_deref(), &denied));
         let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
             Ok(Ok(made)) => made.map_err(ToolError::new)?,
             Ok(Err(e)) => return Err(ToolError::new(format!("the child session could not be made: {e}"))),
@@ -214,6 +242,9 @@ impl Tool for TaskTool {
             prompt: input.prompt,
             instructions,
             tools,
+            // The call's choice, else the definition's.
+            model: input.model.clone().or_else(|| def.model.clone()),
+            effort: input.effort.clone(),
         });
         // A client that runs agents must stay: once none has followed the
         // session for RUNNER_GRACE, the call fails (one that comes back
