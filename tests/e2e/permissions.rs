@@ -242,6 +242,80 @@ async fn plan_mode_tools_switch_the_mode_and_leaving_needs_the_plan_approved() {
     assert!(text(&r).contains("not in plan mode"), "{r}");
 }
 
+/// Claude Code 2.1's plan mode: EnterPlanMode names the session's plan
+/// file, the one file Write and Edit may change in plan mode (nothing
+/// else, and no other session's); `ExitPlanMode {}` presents that file's
+/// plan for approval and returns it; with no plan file it still leaves plan
+/// mode, saying no plan was written.
+#[tokio::test]
+async fn plan_mode_of_claude_code_2_1_writes_the_plan_file_and_exit_plan_mode_presents_it() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({})).await;
+    let turn = s.submit_ended(vec![tool_use("p", "EnterPlanMode", json!({}))]).await;
+    let entered = text(&s.results(&turn).await[0]);
+    let file = entered.split("Write your plan to ").nth(1).unwrap().split(" (with Write").next().unwrap().to_owned();
+    assert!(file.ends_with(&format!("{}.md", s.id)), "{entered}");
+    // The plan file, and nothing else, is written in plan mode (no client
+    // needs to approve it).
+    let plan = "# Plan\n1. Add w.txt\n2. Check it\n";
+    let r =
+        s.c.ok(
+            "tool/call",
+            json!({ "session_id": s.id, "name": "Write", "input": { "file_path": file, "content": plan } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Read", "input": { "file_path": file } })).await;
+    assert!(text(&r).contains("Add w.txt"), "{r}");
+    let r = s
+        .c
+        .ok("tool/call", json!({ "session_id": s.id, "name": "Edit", "input": { "file_path": file, "old_string": "Check it", "new_string": "Test it" } }))
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let elsewhere = json!({ "file_path": d.dir.path().join("w.txt"), "content": "x" });
+    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Write", "input": elsewhere })).await;
+    assert!(text(&r).contains("plan mode"), "{r}");
+    let other = std::path::Path::new(&file).with_file_name("another-session.md");
+    let r =
+        s.c.ok(
+            "tool/call",
+            json!({ "session_id": s.id, "name": "Write", "input": { "file_path": other, "content": "x" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!other.exists());
+    // ExitPlanMode with no plan: the file's, shown to the user, returned.
+    let turn = s
+        .submit_ended(vec![tool_use(
+            "x",
+            "ExitPlanMode",
+            json!({ "allowedPrompts": [{ "tool": "Bash", "prompt": "run tests" }] }),
+        )])
+        .await;
+    let request = s.permission_request().await;
+    assert!(
+        request["reason"].as_str().unwrap_or_default().contains("Test it") || request.to_string().contains("Test it"),
+        "{request}"
+    );
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    let result = text(&s.results(&turn).await[0]);
+    assert!(
+        result.contains("User has approved your plan") && result.contains("2. Test it") && result.contains(&file),
+        "{result}"
+    );
+    // No plan file: leaving still works, and says so.
+    let mut t = session(&d, json!({})).await;
+    let turn = t.submit_ended(vec![tool_use("p", "EnterPlanMode", json!({}))]).await;
+    t.results(&turn).await;
+    let turn = t.submit_ended(vec![tool_use("x", "ExitPlanMode", json!({}))]).await;
+    let request = t.permission_request().await;
+    t.respond(&request, json!({ "decision": "allow" })).await;
+    let result = text(&t.results(&turn).await[0]);
+    assert!(result.contains("no plan was written"), "{result}");
+    let mode = t.c.ok("session/get", json!({ "session_id": t.id })).await["mode"].clone();
+    assert_eq!(mode, "default");
+}
+
 #[tokio::test]
 async fn a_command_over_the_complexity_limit_is_denied_even_in_bypass_and_the_daemon_survives_it() {
     let d = TestDaemon::start().await;

@@ -40,9 +40,13 @@ impl SessionExecutor {
         let facts = self.facts(ctx, target.clone());
         // agentd's own state (every session's records, the ledgers) is off
         // limits to every tool, in every mode.
+        // The session's own plan file, written by Write or Edit (or read).
+        let plan_file = matches!(&facts, Facts::Path(p) if crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f))
+            && ["Write", "Edit", "MultiEdit", "Read"].contains(&slot.name.as_str());
         if let Facts::Path(p) = &facts
             && crate::fs::in_state_dir(p)
             && !(READ_TOOLS.contains(&slot.name.as_str()) && self.own_output(p))
+            && !plan_file
         {
             return Err(CallOutcome::error(format!(
                 "{} is in agentd's state directory, which no tool may read or change",
@@ -108,6 +112,7 @@ impl SessionExecutor {
             // Without the network gate a confined command has no network
             // at all: nothing more reachable, so not a reason to ask.
             walls_missing: self.services.sandbox.missing_walls().iter().any(|w| *w != "network"),
+            plan_file,
         };
         match policy::decide(&call_facts) {
             Verdict::Allow { open_outside, profile: p, unasked } => {

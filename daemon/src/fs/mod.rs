@@ -246,10 +246,11 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     // opened to write in; files to read, where the sessions' command output
     // (also readable by their commands) is the one part allowed.
     let opened = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+    let in_plans = plans_dir().is_some_and(|p| opened.starts_with(p));
     let refused = if flags.contains(OFlag::O_DIRECTORY) {
-        in_state_dir(&opened)
+        in_state_dir(&opened) && !in_plans
     } else {
-        in_state_dir(&opened) && !STATE_DIR.get().is_some_and(|s| opened.starts_with(s.join("sessions")))
+        in_state_dir(&opened) && !in_plans && !STATE_DIR.get().is_some_and(|s| opened.starts_with(s.join("sessions")))
     };
     if refused {
         return Err(io_err("open", &path.abs(), "it is in agentd's state directory, which no tool may read or change"));
@@ -353,8 +354,11 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
     let parent = WsPath { root: path.root.clone(), rel: path.rel.parent().map(Path::to_owned).unwrap_or_default() };
     // Create missing parents: each one with mkdirat in a directory opened
     // beneath the workspace, so no component can be swapped for a link out.
+    // (Not for a plan file: its directory is there, and the state
+    // directory above it is not for tools to open.)
     let mut built = PathBuf::new();
-    for c in parent.rel.components() {
+    let plans = plans_dir().is_some_and(|p| p == parent.abs());
+    for c in parent.rel.components().filter(|_| !plans) {
         let above = WsPath { root: path.root.clone(), rel: built.clone() };
         built.push(c);
         let step = WsPath { root: path.root.clone(), rel: built.clone() };
@@ -759,4 +763,23 @@ pub fn set_state_dir(dir: &Path) {
 /// directory or inside it.
 pub fn in_state_dir(path: &Path) -> bool {
     STATE_DIR.get().is_some_and(|s| path.starts_with(s))
+}
+
+/// Where sessions' plan files are: the one part of the state directory
+/// file tools may write, each session its own file only (admission sees to
+/// that).
+pub fn plans_dir() -> Option<PathBuf> {
+    STATE_DIR.get().map(|s| s.join("plans"))
+}
+
+/// The plan file of `session_id` (Claude Code 2.1's plan mode: the model
+/// writes its plan there, ExitPlanMode presents it); its directory is made
+/// (private) if it is not there.
+pub fn plan_file(session_id: &str) -> Option<PathBuf> {
+    let dir = plans_dir()?;
+    if !dir.is_dir() {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
+    }
+    Some(dir.join(format!("{session_id}.md")))
 }

@@ -72,6 +72,10 @@ pub struct CallFacts {
     /// Walls of the sandbox this kernel cannot apply (`daemon/info`'s
     /// `sandbox.walls`): `auto_allow` then asks.
     pub walls_missing: bool,
+    /// The call writes the session's own plan file (Write/Edit of exactly
+    /// that path): allowed in every mode, plan mode included, unless a deny
+    /// says otherwise.
+    pub plan_file: bool,
 }
 
 /// What to do with the call.
@@ -110,6 +114,12 @@ pub enum Verdict {
 /// The verdict on one call.
 pub fn decide(f: &CallFacts) -> Verdict {
     let refuse = |reason: &str| Verdict::Refuse { message: format!("permission denied: {reason}") };
+    if f.plan_file
+        && f.rule.as_ref().is_none_or(|r| r.kind != RuleKind::Deny)
+        && !matches!(f.tool_view, Decision::Deny { .. })
+    {
+        return Verdict::Allow { open_outside: true, profile: None, unasked: false };
+    }
     if f.mode == PermissionMode::Plan && !f.read_only {
         return Verdict::Refuse {
             message: "plan mode: only read-only tools run; leave plan mode to make changes".to_owned(),

@@ -29,6 +29,7 @@ fn base(tool: &str) -> CallFacts {
         sandbox: SandboxOptions::default(),
         sandbox_available: true,
         walls_missing: false,
+        plan_file: false,
     }
 }
 

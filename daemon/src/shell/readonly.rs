@@ -94,9 +94,8 @@ pub fn is_read_only(script: &Script) -> bool {
             .all(|e| e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str())) && part_reads(e))
 }
 
-/// Wrappers that change nothing about what their program may do (`find`:
-/// the program an `-exec` runs, judged as its own part).
-const QUIET_WRAPPERS: &[&str] = &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "xargs", "find"];
+/// Wrappers that change nothing about what their program may do.
+const QUIET_WRAPPERS: &[&str] = &["command", "builtin", "nice", "nohup", "time", "timeout", "stdbuf", "xargs"];
 
 /// Variables a command may be given without changing what programs run
 /// or where they read (anything else — `PATH`, `LD_*`, `GIT_*`, `PAGER`,
@@ -158,7 +157,10 @@ pub fn is_inspection(script: &Script) -> bool {
         script.commands.iter().all(|c| c.writes_files.is_empty() && !c.assigns.iter().any(|a| dangerous_assignment(a)));
     clean
         && effective(script).iter().all(|e| {
-            e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str()) || w == "env")
+            // `find`: what an `-exec` runs, judged as its own part (here
+            // only: in the read-only sandbox a symlink `{}` names cannot
+            // carry a read outside).
+            e.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(&w.as_str()) || w == "env" || w == "find")
                 && !e.assigns.iter().any(|a| dangerous_assignment(a))
                 && part_inspects(e)
         })
@@ -180,7 +182,8 @@ fn part_inspects(e: &Effective) -> bool {
         // `bash -n script.sh`: parsed, not run (here only, in the read-only
         // sandbox: a `BASH_ENV` would still be read).
         "bash" | "sh" | "dash" => {
-            args.first() == Some(&"-n") && args.len() > 1 && args[1..].iter().all(|a| !a.starts_with('-'))
+            // No option after `-n` (`+n`, `+o noexec` turn it off again).
+            args.first() == Some(&"-n") && args.len() > 1 && args[1..].iter().all(|a| !a.starts_with(['-', '+']))
         }
         _ if e.opaque_args => ALWAYS.contains(&program) || INSPECT_ANY.contains(&program),
         _ => program_reads(program, &args),
@@ -364,12 +367,38 @@ pub(crate) fn sed_script_reads(script: &str) -> bool {
     // A delimited part (`/re/`, `s`'s two, `y`'s two): the index after its
     // closing delimiter. A backslash escapes the next character (a newline
     // too, in a replacement); an unescaped newline ends sed's parse.
-    let delimited = |mut i: usize, delim: char| -> Option<usize> {
+    // In a regex a bracket expression hides the delimiter (GNU sed's
+    // snarf_char_class): `[/]`, `[]/]`, `[^]/]`, `[[:alpha:]/]`.
+    let bracket = |mut i: usize| -> Option<usize> {
+        if at(i) == Some('^') {
+            i += 1;
+        }
+        if at(i) == Some(']') {
+            i += 1;
+        }
+        let (mut state, mut open) = (0, ' ');
+        loop {
+            let c = at(i)?;
+            match c {
+                '\n' => return None,
+                '.' | ':' | '=' if state == 1 => (state, open) = (2, c),
+                '.' | ':' | '=' if state == 2 && c == open => state = 3,
+                '[' if state == 0 => state = 1,
+                '[' => {}
+                ']' if state <= 1 => return Some(i + 1),
+                ']' if state == 3 => state = 0,
+                _ => state &= !1,
+            }
+            i += 1;
+        }
+    };
+    let delimited = |mut i: usize, delim: char, regex: bool| -> Option<usize> {
         loop {
             match at(i)? {
                 '\\' => i += 2,
                 '\n' => return None,
                 c if c == delim => return Some(i + 1),
+                '[' if regex => i = bracket(i + 1)?,
                 _ => i += 1,
             }
         }
@@ -382,10 +411,10 @@ pub(crate) fn sed_script_reads(script: &str) -> bool {
                 }
             }
             Some('$') => i += 1,
-            Some('/') => i = delimited(i + 1, '/')?,
+            Some('/') => i = delimited(i + 1, '/', true)?,
             Some('\\') => {
                 let delim = at(i + 1).filter(|c| *c != '\n' && *c != '\\')?;
-                i = delimited(i + 2, delim)?;
+                i = delimited(i + 2, delim, true)?;
             }
             _ => return Some(i),
         }
@@ -406,9 +435,18 @@ pub(crate) fn sed_script_reads(script: &str) -> bool {
         }
         i
     };
-    // A label or a version: to `;` or the end of the line.
+    // A comment or a file name: to the newline, a backslash included.
+    let to_newline = |mut i: usize| {
+        while at(i).is_some_and(|c| c != '\n') {
+            i += 1;
+        }
+        i
+    };
+    // A label or a version (GNU sed's read_label): to a blank, `;`, `}`,
+    // `#` or the end of the line; the next command may follow a blank.
     let to_word_end = |mut i: usize| {
-        while at(i).is_some_and(|c| c != ';' && c != '\n') {
+        i = skip_blanks(i);
+        while at(i).is_some_and(|c| !matches!(c, ' ' | '\t' | ';' | '\n' | '}' | '#')) {
             i += 1;
         }
         i
@@ -419,7 +457,7 @@ pub(crate) fn sed_script_reads(script: &str) -> bool {
         }
         let Some(c) = at(i) else { return true };
         if c == '#' {
-            i = to_line_end(i);
+            i = to_newline(i);
             continue;
         }
         let Some(mut j) = address(i) else { return false };
@@ -454,12 +492,16 @@ pub(crate) fn sed_script_reads(script: &str) -> bool {
                     i += 1;
                 }
             }
-            // Text, or a file to read (reading is what sed does anyway).
-            'a' | 'i' | 'c' | 'r' | 'R' => i = to_line_end(i),
+            // Text (a backslash-newline carries it on).
+            'a' | 'i' | 'c' => i = to_line_end(i),
+            // `r`/`R` read any file, past every path check
+            // (`r /proc/self/environ`): not read-only.
             ':' | 'b' | 't' | 'T' | 'v' => i = to_word_end(i),
             's' | 'y' => {
                 let Some(delim) = at(i).filter(|c| *c != '\n' && *c != '\\') else { return false };
-                let Some(k) = delimited(i + 1, delim).and_then(|k| delimited(k, delim)) else { return false };
+                let Some(k) = delimited(i + 1, delim, cmd == 's').and_then(|k| delimited(k, delim, false)) else {
+                    return false;
+                };
                 i = k;
                 if cmd == 's' {
                     while let Some(f) = at(i) {
@@ -587,9 +629,9 @@ mod tests {
             "sed -E 's/(e|w)+/x/2g' f",
             "sed '# a comment with w and e\np' f",
             "pgrep -fa node",
-            "find . -name '*.md' -exec cat {} +",
-            "find src -type f -exec wc -l {} \\;",
-            "find . -execdir head -1 {} \\;",
+            // a/i/c text does continue after a backslash-newline.
+            "sed '1a foo\\\nw not a write' f",
+            "sed -n '/a\\/w/p' f",
         ] {
             assert!(ro(cmd), "{cmd} should be read-only");
         }
@@ -680,6 +722,46 @@ mod tests {
             "find . -ok cat {} \\;",
             "find . -exec $CMD {} +",
             "pkill node",
+            // Attack review (sed parser): GNU sed ends a label / version at a
+            // blank (read_label stops at blank ; } #), then reads the next command.
+            "sed -n ':a w out' f",
+            "sed -n 'b a w out\n:a' f",
+            "sed -n 't x w out\n:x' f",
+            "sed -n 'T x w out\n:x' f",
+            "sed -n 'v 4.2 w out' f",
+            "sed ':a e touch pwned' f",
+            // A comment and r/R's file name end at the newline; a backslash
+            // does not carry them on (only a/i/c text continues).
+            "sed -n '# c\\\nw out' f",
+            "sed -n '1r f\\\nw out' f",
+            "sed -n 'R f\\\nw out' f",
+            "sed -n '1r f\\\n1e touch pwned' f",
+            // A regex's bracket expression hides its delimiter from sed 4.9
+            // (match_slash -> snarf_char_class): s/[/]/#/ is s with regex [/].
+            "sed -n 's/[/]/#/w out' f",
+            "sed -n 's/[/]/;s|x|/w out|' f",
+            "sed -n '/[/p;#/]/w out' f",
+            "sed '1s/[/]/#/;1e touch pwned' f",
+            "sed -n '\\,x[,p;#],w out' f",
+            // r/R read any file, which no path check sees (the environment's secrets).
+            "sed -n '1r /proc/self/environ' f",
+            "sed -n 'R /etc/shadow' f",
+            // Near misses, refused already (keep them so).
+            "sed -e 'a\\' -e 'w out' f",
+            "sed 's/[/]/X/w out' f",
+            "sed 'y/[/]/w out/' f",
+            "sed -n '/x/ I w out' f",
+            "sed 's/a/b/ w out' f",
+            "sed -s -n 'F;W /dev/stdout' f",
+            "sed -n '/x/{p;b\nw out\n}' f",
+            "find . -exec env cat {} +",
+            "find . -exec cat + -exec rm {} \\;",
+            "find . -exec nice timeout 5 rm {} +",
+            "find . -execdir sh -n {} \\;",
+            "find . -exec {} \\;",
+            "find . -exec ./cat {} +",
+            "find . -exec xargs -0 rm {} +",
+            "find . -fprint0 out",
             "sort --o=w f",
             "sort --outp w f",
             "sort --compress=sh f",
@@ -698,6 +780,47 @@ mod tests {
             "",
         ] {
             assert!(!ro(cmd), "{cmd} should not be read-only");
+        }
+    }
+
+    fn inspects(cmd: &str) -> bool {
+        parse(cmd).map(|s| is_inspection(&s)).unwrap_or(false)
+    }
+
+    #[test]
+    fn bash_n_only_parses() {
+        for cmd in [
+            "bash -n build.sh",
+            "sh -n a.sh b",
+            "dash -n x.sh",
+            "find . -name '*.sh' -exec bash -n {} \\;",
+            // find's -exec of a reading program, in the sandbox only (a
+            // symlink it is handed is seen by no path check).
+            "find . -name '*.md' -exec cat {} +",
+            "find src -type f -exec wc -l {} \\;",
+            "find . -execdir head -1 {} \\;",
+        ] {
+            assert!(inspects(cmd), "{cmd} should be an inspection");
+            assert!(!ro(cmd), "{cmd} is not read-only without the sandbox");
+        }
+        for cmd in [
+            // `+n` (and `+o noexec`) turn noexec off again: the file runs.
+            "bash -n +n x.sh",
+            "sh -n +n x.sh",
+            "dash -n +n x.sh",
+            "bash -n +o noexec x.sh",
+            "bash -n +n <(echo printenv)",
+            "find . -name '*.sh' -exec bash -n +n {} \\;",
+            // Near misses, refused already.
+            "bash -n -- x.sh",
+            "bash -n x.sh -c 'touch y'",
+            "bash -nc 'touch y'",
+            "bash -n <(touch y)",
+            "bash -n $(touch y)",
+            "bash -n +nc printenv",
+            "echo printenv | bash -n +n",
+        ] {
+            assert!(!inspects(cmd), "{cmd} should not be an inspection");
         }
     }
 }

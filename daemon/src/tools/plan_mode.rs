@@ -32,6 +32,15 @@ pub struct EnterPlanModeInput {}
 pub struct PlanModeOutput {
     /// The mode now.
     pub mode: PermissionMode,
+    /// The session's plan file (Claude Code 2.1's plan mode: the model
+    /// writes its plan there; it is the one file Write and Edit may change
+    /// in plan mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<std::path::PathBuf>,
+    /// The plan approved (ExitPlanMode): the call's `plan`, else the plan
+    /// file's text; empty when there was neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 impl Tool for EnterPlanMode {
@@ -75,7 +84,7 @@ impl Tool for EnterPlanMode {
     async fn call(
         &self,
         _input: EnterPlanModeInput,
-        _ctx: ToolContext,
+        ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<PlanModeOutput>, ToolError> {
         let modifier = Box::new(|s: &mut SessionContext| {
@@ -84,14 +93,23 @@ impl Tool for EnterPlanMode {
                 s.mode = Some(PermissionMode::Plan);
             }
         });
-        Ok(ToolOutput::with_modifier(PlanModeOutput { mode: PermissionMode::Plan }, modifier))
+        let out =
+            PlanModeOutput { mode: PermissionMode::Plan, plan_file: crate::fs::plan_file(&ctx.session_id), plan: None };
+        Ok(ToolOutput::with_modifier(out, modifier))
     }
 
-    fn result_content(&self, _out: &PlanModeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
-        vec![agentd_protocol::tools::ContentBlock::text(
-            "The session is in plan mode: only read-only tools run. Explore, then present your plan with \
-             ExitPlanMode for the user to approve.",
-        )]
+    fn result_content(&self, out: &PlanModeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        let file = match &out.plan_file {
+            Some(f) => format!(
+                " Write your plan to {} (with Write, then Edit: it is the one file you may change in plan mode).",
+                f.display()
+            ),
+            None => String::new(),
+        };
+        vec![agentd_protocol::tools::ContentBlock::text(format!(
+            "The session is in plan mode: only read-only tools run. Explore the code, then plan.{file} When \
+             the plan is complete, call ExitPlanMode for the user to approve it."
+        ))]
     }
 
     fn render_use(&self, _input: &EnterPlanModeInput) -> String {
@@ -111,14 +129,46 @@ pub struct ExitPlanMode;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExitPlanModeInput {
-    /// The plan, in markdown, for the user to approve: what you will change,
-    /// where, and how you will check it.
-    pub plan: String,
-    /// Later Claude Code versions' prompts to allow once the plan is
-    /// approved (accepted, not acted on: approvals here are the user's).
+    /// The plan, in markdown (earlier Claude Code versions); without it the
+    /// plan is the session's plan file, which EnterPlanMode named.
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// Deprecated: no longer used.
     #[serde(default, rename = "allowedPrompts")]
     #[expect(dead_code, reason = "accepted from the model, not acted on")]
     pub allowed_prompts: Option<serde_json::Value>,
+    /// Claude Code's own (remote sessions, agent teams): ignored.
+    #[serde(default, rename = "planFilePath")]
+    #[schemars(skip)]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub plan_file_path: Option<serde_json::Value>,
+    /// Ignored, as `planFilePath`.
+    #[serde(default, rename = "launchSwarm")]
+    #[schemars(skip)]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub launch_swarm: Option<serde_json::Value>,
+    /// Ignored, as `planFilePath`.
+    #[serde(default, rename = "teammateCount")]
+    #[schemars(skip)]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub teammate_count: Option<serde_json::Value>,
+}
+
+/// The plan a call presents: its own `plan`, else the plan file's text
+/// (cut at [`MAX_PLAN`]), else nothing.
+fn plan_of(input: &ExitPlanModeInput, ctx: &ToolContext) -> (String, Option<std::path::PathBuf>) {
+    if let Some(plan) = &input.plan {
+        return (plan.clone(), None);
+    }
+    let Some(file) = crate::fs::plan_file(&ctx.session_id) else { return (String::new(), None) };
+    let text = std::fs::File::open(&file)
+        .and_then(|f| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PLAN as u64), &mut text).map(|_| text)
+        })
+        .unwrap_or_default();
+    let found = file.exists().then_some(file);
+    (text, found)
 }
 
 impl Tool for ExitPlanMode {
@@ -144,19 +194,33 @@ impl Tool for ExitPlanMode {
 
     fn validate_input(&self, input: &ExitPlanModeInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if current_mode(ctx) != PermissionMode::Plan {
-            return Err(ValidationError::new("the session is not in plan mode"));
+            return Err(ValidationError::new(
+                "You are not in plan mode. To enter plan mode, call the EnterPlanMode tool first.",
+            ));
         }
-        if input.plan.trim().is_empty() {
-            return Err(ValidationError::new("the plan is empty"));
-        }
-        if input.plan.len() > MAX_PLAN {
-            return Err(ValidationError::new(format!("the plan is over {MAX_PLAN} bytes")));
+        if let Some(plan) = &input.plan {
+            if plan.trim().is_empty() {
+                return Err(ValidationError::new("the plan is empty"));
+            }
+            if plan.len() > MAX_PLAN {
+                return Err(ValidationError::new(format!("the plan is over {MAX_PLAN} bytes")));
+            }
         }
         Ok(())
     }
 
-    fn check_permissions(&self, _input: &ExitPlanModeInput, _ctx: &ToolContext) -> Decision {
-        Decision::ask("approve the plan and leave plan mode")
+    /// The user approves the plan they are shown: the call's, or the plan
+    /// file's (its first lines in the question).
+    fn check_permissions(&self, input: &ExitPlanModeInput, ctx: &ToolContext) -> Decision {
+        let (plan, file) = plan_of(input, ctx);
+        match (file, plan.trim().is_empty()) {
+            (Some(f), false) => {
+                let head: Vec<&str> = plan.lines().take(40).collect();
+                Decision::ask(format!("approve the plan in {} and leave plan mode:\n{}", f.display(), head.join("\n")))
+            }
+            (_, true) => Decision::ask("leave plan mode (no plan was written)"),
+            (None, false) => Decision::ask("approve the plan and leave plan mode"),
+        }
     }
 
     /// It must run in plan mode, where only read-only tools do; it changes
@@ -171,7 +235,7 @@ impl Tool for ExitPlanMode {
 
     async fn call(
         &self,
-        _input: ExitPlanModeInput,
+        input: ExitPlanModeInput,
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<PlanModeOutput>, ToolError> {
@@ -181,18 +245,35 @@ impl Tool for ExitPlanMode {
             s.mode = Some(after);
             s.mode_before_plan = None;
         });
-        Ok(ToolOutput::with_modifier(PlanModeOutput { mode: after }, modifier))
+        let (plan, plan_file) = plan_of(&input, &ctx);
+        Ok(ToolOutput::with_modifier(PlanModeOutput { mode: after, plan_file, plan: Some(plan) }, modifier))
     }
 
+    /// Claude Code 2.1's words, with the plan approved.
     fn result_content(&self, out: &PlanModeOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
         let mode = serde_json::to_value(out.mode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        vec![agentd_protocol::tools::ContentBlock::text(format!(
-            "The user approved the plan. The session left plan mode (now {mode}); carry the plan out."
-        ))]
+        let plan = out.plan.as_deref().unwrap_or_default();
+        let text = if plan.trim().is_empty() {
+            format!("User has approved exiting plan mode (no plan was written). You can now proceed (mode: {mode}).")
+        } else {
+            let saved = match &out.plan_file {
+                Some(f) => format!(
+                    "\n\nYour plan has been saved to: {}\nYou can refer back to it if needed during implementation.",
+                    f.display()
+                ),
+                None => String::new(),
+            };
+            format!(
+                "User has approved your plan. You can now start coding (mode: {mode}). Start with updating your todo \
+                 list if applicable.{saved}\n\n## Approved Plan:\n{plan}"
+            )
+        };
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
     }
 
     fn render_use(&self, input: &ExitPlanModeInput) -> String {
-        let first = input.plan.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        let Some(plan) = &input.plan else { return "Plan: the session's plan file".to_owned() };
+        let first = plan.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         let first: String = first.chars().take(80).collect();
         format!("Plan: {first}")
     }
