@@ -61,6 +61,14 @@ pub struct AskUserQuestionInput {
     #[serde(default)]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub answers: Option<serde_json::Value>,
+    /// Claude Code 2.1's per-question notes and previews (ignored).
+    #[serde(default)]
+    #[expect(dead_code, reason = "accepted from the model, never used")]
+    pub annotations: Option<serde_json::Value>,
+    /// Claude Code 2.1's `{source}` (ignored).
+    #[serde(default)]
+    #[expect(dead_code, reason = "accepted from the model, never used")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// The user's answers.
