@@ -74,9 +74,15 @@ fn rg_args(input: &Value, ws: &Path) -> Vec<String> {
             if input["-n"] != json!(false) {
                 args.push("-n".into());
             }
-            for flag in ["-A", "-B", "-C"] {
-                if let Some(n) = input[flag].as_u64() {
-                    args.extend([flag.to_owned(), n.to_string()]);
+            // `-C` when set (and not 0) alone; else `-A`/`-B`.
+            match input["-C"].as_u64().filter(|c| *c > 0) {
+                Some(c) => args.extend(["-C".to_owned(), c.to_string()]),
+                None => {
+                    for flag in ["-A", "-B"] {
+                        if let Some(n) = input[flag].as_u64() {
+                            args.extend([flag.to_owned(), n.to_string()]);
+                        }
+                    }
                 }
             }
         }
@@ -113,6 +119,8 @@ fn cases() -> Vec<Value> {
         json!({"pattern": "alpha", "output_mode": "content", "-C": 1}),
         json!({"pattern": "alpha", "output_mode": "content", "-A": 2, "-B": 1, "path": "ctx.txt"}),
         json!({"pattern": "alpha", "output_mode": "content", "-n": false, "-C": 1, "path": "ctx.txt"}),
+        json!({"pattern": "alpha", "output_mode": "content", "-C": 1, "-A": 3, "path": "ctx.txt"}),
+        json!({"pattern": "alpha", "output_mode": "content", "-C": 0, "-B": 2, "path": "ctx.txt"}),
         json!({"pattern": "alpha", "output_mode": "count"}),
         json!({"pattern": "alpha", "-i": true, "output_mode": "count"}),
         json!({"pattern": "été", "-i": true, "output_mode": "content"}),

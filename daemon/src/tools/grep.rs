@@ -515,13 +515,17 @@ fn walk_builder(
 }
 
 fn plan<'a>(target: &Path, input: &'a GrepInput) -> Result<Plan<'a>, ToolError> {
-    let context = input.context.unwrap_or(0);
+    // As Claude Code passes them: `-C` (when not 0) alone, else `-A`/`-B`.
+    let (before, after) = match input.context.filter(|c| *c > 0) {
+        Some(c) => (c, c),
+        None => (input.before.unwrap_or(0), input.after.unwrap_or(0)),
+    };
     Ok(Plan {
         input,
         matcher: matcher(input).map_err(|e| ToolError::new(format!("invalid pattern: {e}")))?,
         explicit: target.is_file(),
-        before: input.before.unwrap_or(context),
-        after: input.after.unwrap_or(context),
+        before,
+        after,
         numbers: input.line_numbers.unwrap_or(true),
         deadline: Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
     })
