@@ -399,7 +399,7 @@ async fn the_current_releases_input_fields_are_taken() {
     // tests/e2e/agents.rs); TaskStop's task_id is KillShell's older name of
     // its required shell_id, so not listed.
     const GAPS: &[&str] =
-        &["EnterWorktree.path", "Grep.-o", "KillShell.task_id", "Read.allow_large", "Read.pages", "WebFetch.offset"];
+        &["EnterWorktree.path", "KillShell.task_id", "Read.allow_large", "Read.pages", "WebFetch.offset"];
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let ws = d.dir.path().join("ws");

@@ -87,6 +87,9 @@ fn rg_args(input: &Value, ws: &Path) -> Vec<String> {
             }
         }
     }
+    if input["-o"] == json!(true) && mode == "content" {
+        args.push("-o".into());
+    }
     if input["-i"] == json!(true) {
         args.push("-i".into());
     }
@@ -121,6 +124,11 @@ fn cases() -> Vec<Value> {
         json!({"pattern": "alpha", "output_mode": "content", "-n": false, "-C": 1, "path": "ctx.txt"}),
         json!({"pattern": "alpha", "output_mode": "content", "-C": 1, "-A": 3, "path": "ctx.txt"}),
         json!({"pattern": "alpha", "output_mode": "content", "-C": 0, "-B": 2, "path": "ctx.txt"}),
+        json!({"pattern": "al[a-z]+", "output_mode": "content", "-o": true}),
+        json!({"pattern": "alpha", "output_mode": "content", "-o": true, "-C": 1, "path": "ctx.txt"}),
+        json!({"pattern": "fn \\w+|\\}\\n\\n", "multiline": true, "output_mode": "content", "-o": true, "path": "src/m.rs"}),
+        json!({"pattern": "a*", "output_mode": "content", "-o": true, "path": "ctx.txt"}),
+        json!({"pattern": "alpha", "output_mode": "count", "-o": true}),
         json!({"pattern": "alpha", "output_mode": "count"}),
         json!({"pattern": "alpha", "-i": true, "output_mode": "count"}),
         json!({"pattern": "été", "-i": true, "output_mode": "content"}),

@@ -81,6 +81,9 @@ pub struct GrepInput {
     /// Let the pattern span lines (`.` matches newlines).
     #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub multiline: bool,
+    /// Only the matched parts, each on its own line (content mode).
+    #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "-o")]
+    pub only_matching: bool,
     /// `files_with_matches` (default), `content` or `count`.
     #[serde(default)]
     pub output_mode: OutputMode,
@@ -272,6 +275,8 @@ struct Collect<'a> {
     mode: OutputMode,
     numbers: bool,
     multiline: bool,
+    /// `-o`: the matched parts only.
+    only: bool,
     matcher: &'a grep_regex::RegexMatcher,
     path: &'a Path,
     hits: FileHits,
@@ -312,7 +317,11 @@ impl Sink for Collect<'_> {
                     ));
                     return Ok(false);
                 }
-                self.line(':', m.line_number(), m.bytes(), "matching")
+                if self.only {
+                    self.matched_parts(m);
+                } else {
+                    self.line(':', m.line_number(), m.bytes(), "matching")
+                }
             }
         }
         Ok(true)
@@ -361,6 +370,29 @@ impl Collect<'_> {
             true
         });
         n
+    }
+
+    /// `-o`: each match of `m` (empty ones too), on the line it starts on
+    /// (the lines of a multi-line one each numbered), as rg prints them.
+    fn matched_parts(&mut self, m: &SinkMatch<'_>) {
+        use grep_matcher::Matcher;
+        // Searched without the last line end, as rg does (an empty match
+        // there is none).
+        let bytes = m.bytes().strip_suffix(b"\n").unwrap_or(m.bytes());
+        let mut parts = Vec::new();
+        let _ = self.matcher.find_iter(bytes, |r| {
+            parts.push((r.start(), r.end()));
+            true
+        });
+        for (start, end) in parts {
+            let before = bytes[..start].iter().filter(|&&b| b == b'\n').count() as u64;
+            // A match ending in line ends is shown without them.
+            let mut part = &bytes[start..end];
+            while let Some(rest) = part.strip_suffix(b"\n") {
+                part = rest;
+            }
+            self.line(':', m.line_number().map(|n| n + before), part, "matching");
+        }
     }
 
     /// Adds the lines of `bytes` (one line, or several for a multi-line
@@ -438,6 +470,7 @@ impl Plan<'_> {
             mode: self.input.output_mode,
             numbers: self.numbers,
             multiline: self.input.multiline,
+            only: self.input.only_matching,
             matcher: &self.matcher,
             path,
             hits: FileHits { path: path.to_owned(), lines: Vec::new(), count: 0 },
