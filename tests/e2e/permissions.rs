@@ -314,6 +314,10 @@ async fn plan_mode_of_claude_code_2_1_writes_the_plan_file_and_exit_plan_mode_pr
     assert!(result.contains("no plan was written"), "{result}");
     let mode = t.c.ok("session/get", json!({ "session_id": t.id })).await["mode"].clone();
     assert_eq!(mode, "default");
+    // The plan file goes with its session.
+    assert!(std::path::Path::new(&file).exists());
+    s.c.ok("session/close", json!({ "session_id": s.id })).await;
+    assert!(!std::path::Path::new(&file).exists(), "{file} is left after the session closed");
 }
 
 #[tokio::test]

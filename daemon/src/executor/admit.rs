@@ -38,11 +38,11 @@ impl SessionExecutor {
         let mode = context.mode.unwrap_or(self.services.info.mode);
         let target = call.permission_target();
         let facts = self.facts(ctx, target.clone());
-        // agentd's own state (every session's records, the ledgers) is off
-        // limits to every tool, in every mode.
         // The session's own plan file, written by Write or Edit (or read).
         let plan_file = matches!(&facts, Facts::Path(p) if crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f))
             && ["Write", "Edit", "MultiEdit", "Read"].contains(&slot.name.as_str());
+        // agentd's own state (every session's records, the ledgers) is off
+        // limits to every tool, in every mode (but that file).
         if let Facts::Path(p) = &facts
             && crate::fs::in_state_dir(p)
             && !(READ_TOOLS.contains(&slot.name.as_str()) && self.own_output(p))
