@@ -1147,7 +1147,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                         Ok(next) => next,
                         Err(_) => {
                             println!(
-                                "session {session} is idle: nothing has happened yet; waiting for its events (Ctrl+C stops)"
+                                "session {session} is idle: nothing is running now; waiting for its next events (Ctrl+C stops)"
                             );
                             events.next().await
                         }

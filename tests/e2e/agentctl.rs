@@ -248,6 +248,31 @@ fn watch_follows_a_session_until_it_closes() {
     assert!(out.contains("executing") && out.contains("yielded") && out.contains("session closed"), "{out}");
 }
 
+/// `watch` on a session where nothing runs says so (once), rather than
+/// print nothing, and then shows what comes.
+#[test]
+fn watch_says_a_session_is_idle() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap();
+    let (_, sid, _) = agentctl(&d.socket, &["session", "create", "--cwd", cwd]);
+    let sid = sid.trim().to_owned();
+    let (code, _, err) = agentctl(&d.socket, &["call", "Grep", "--arg", "pattern=x", "--session", &sid]);
+    assert_eq!(code, 0, "{err}");
+    let watch = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .args(["--socket", d.socket.to_str().unwrap(), "watch", &sid])
+        .stdout(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watch.stdout.unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("is idle: nothing is running now"), "{first}");
+    agentctl(&d.socket, &["session", "close", &sid]);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("session closed")), "{rest:?}");
+}
+
 #[test]
 fn completions_and_man_page_come_from_the_command_definition() {
     let dir = tempfile::tempdir().unwrap();
