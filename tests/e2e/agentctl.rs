@@ -259,18 +259,19 @@ fn watch_says_a_session_is_idle() {
     let sid = sid.trim().to_owned();
     let (code, _, err) = agentctl(&d.socket, &["call", "Grep", "--arg", "pattern=x", "--session", &sid]);
     assert_eq!(code, 0, "{err}");
-    let watch = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+    let mut watch = std::process::Command::new(agentd_tests::bin_path("agentctl"))
         .args(["--socket", d.socket.to_str().unwrap(), "watch", &sid])
         .stdout(std::process::Stdio::piped())
         .stdin(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watch.stdout.unwrap()));
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(watch.stdout.take().unwrap()));
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("is idle: nothing is running now"), "{first}");
     agentctl(&d.socket, &["session", "close", &sid]);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l.contains("session closed")), "{rest:?}");
+    assert!(watch.wait().unwrap().success(), "watch ends with its session");
 }
 
 #[test]
