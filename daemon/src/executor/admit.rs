@@ -39,8 +39,8 @@ impl SessionExecutor {
         let target = call.permission_target();
         let facts = self.facts(ctx, target.clone());
         // The session's own plan file, written by Write or Edit (or read).
-        let plan_file = matches!(&facts, Facts::Path(p) if crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f))
-            && ["Write", "Edit", "MultiEdit", "Read"].contains(&slot.name.as_str());
+        let plan_file = ["Write", "Edit", "MultiEdit", "Read"].contains(&slot.name.as_str())
+            && matches!(&facts, Facts::Path(p) if crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f));
         // agentd's own state (every session's records, the ledgers) is off
         // limits to every tool, in every mode (but that file).
         if let Facts::Path(p) = &facts

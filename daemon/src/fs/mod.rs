@@ -773,13 +773,17 @@ pub fn plans_dir() -> Option<PathBuf> {
 }
 
 /// The plan file of `session_id` (Claude Code 2.1's plan mode: the model
-/// writes its plan there, ExitPlanMode presents it); its directory is made
-/// (private) if it is not there.
+/// writes its plan there, ExitPlanMode presents it). No I/O: admission asks
+/// it of every path a call names.
 pub fn plan_file(session_id: &str) -> Option<PathBuf> {
-    let dir = plans_dir()?;
-    if !dir.is_dir() {
+    Some(plans_dir()?.join(format!("{session_id}.md")))
+}
+
+/// Makes the plans directory (private) if it is not there: once a session
+/// enters plan mode, before its plan file is written.
+pub fn make_plans_dir() {
+    if let Some(dir) = plans_dir().filter(|d| !d.is_dir()) {
         use std::os::unix::fs::DirBuilderExt;
         let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
     }
-    Some(dir.join(format!("{session_id}.md")))
 }

@@ -961,9 +961,8 @@ impl SessionManager {
             tracing::warn!(session_id, "could not remove {}: {e}", dir.display());
         }
         // And its plan file (where the file tools wrote it).
-        let plan =
-            crate::fs::plans_dir().unwrap_or_else(|| self.state_dir.join("plans")).join(format!("{session_id}.md"));
-        if let Err(e) = std::fs::remove_file(&plan)
+        if let Some(plan) = crate::fs::plan_file(session_id)
+            && let Err(e) = std::fs::remove_file(&plan)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(session_id, "could not remove {}: {e}", plan.display());

@@ -93,6 +93,7 @@ impl Tool for EnterPlanMode {
                 s.mode = Some(PermissionMode::Plan);
             }
         });
+        crate::fs::make_plans_dir();
         let out =
             PlanModeOutput { mode: PermissionMode::Plan, plan_file: crate::fs::plan_file(&ctx.session_id), plan: None };
         Ok(ToolOutput::with_modifier(out, modifier))
