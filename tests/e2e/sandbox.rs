@@ -520,3 +520,52 @@ async fn settings_a_command_creates_are_refused_or_moved_aside() {
     assert_eq!(r["is_error"], true, "read-only bind: {r}");
     assert!(ws.join(".agentd").is_dir());
 }
+
+/// Review: another session's plan file (the state directory's `plans`) is
+/// no confined command's business, as the sessions' records are not.
+#[tokio::test]
+async fn review_a_command_cannot_read_another_sessions_plan() {
+    let d = TestDaemon::start().await;
+    let mut a = session(&d, json!({})).await;
+    let plan = std::fs::canonicalize(d.dir.path()).unwrap().join("state/plans").join(format!("{}.md", a.id));
+    let r =
+        a.c.ok(
+            "tool/call",
+            json!({ "session_id": a.id, "name": "Write", "input": { "file_path": plan, "content": "SECRET-PLAN\n" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(plan.exists());
+    // Judged read-only: runs unasked (read_only profile).
+    let mut b = session(&d, json!({})).await;
+    let r = b.run(&format!("cat state/plans/{}.md", a.id)).await;
+    assert!(!text(&r).contains("SECRET-PLAN"), "unasked read_only: {r}");
+    // Approved: workspace_write.
+    let mut c = session(&d, json!({ "mode": "bypass" })).await;
+    let r = c.run("cat state/plans/*.md").await;
+    assert!(!text(&r).contains("SECRET-PLAN"), "workspace_write: {r}");
+    // The file tools reach no other session's plan either.
+    let r = b.c.ok("tool/call", json!({ "session_id": b.id, "name": "Read", "input": { "file_path": plan } })).await;
+    assert!(r["is_error"] == true && !text(&r).contains("SECRET-PLAN"), "{r}");
+}
+
+/// Review: with the sandbox off, a command judged read-only runs unasked;
+/// the state directory inside the workspace must not count as inside.
+#[tokio::test]
+async fn review_sandbox_off_a_read_of_the_state_dir_is_asked() {
+    let d = TestDaemon::start().await;
+    let mut a = session(&d, json!({})).await;
+    let plan = std::fs::canonicalize(d.dir.path()).unwrap().join("state/plans").join(format!("{}.md", a.id));
+    let r =
+        a.c.ok(
+            "tool/call",
+            json!({ "session_id": a.id, "name": "Write", "input": { "file_path": plan, "content": "SECRET-PLAN\n" } }),
+        )
+        .await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let mut b = session(&d, json!({ "sandbox": { "mode": "off" } })).await;
+    let r = b.run(&format!("cat state/plans/{}.md", a.id)).await;
+    assert!(!text(&r).contains("SECRET-PLAN"), "{r}");
+    let r = b.run("ls state").await;
+    assert_eq!(r["is_error"], true, "{r}");
+}

@@ -156,3 +156,36 @@ async fn a_line_over_the_budget_is_skipped_not_buffered() {
     let grew = peak_rss_kib().saturating_sub(before);
     assert!(grew < 100 * 1024, "peak RSS grew {grew} KiB");
 }
+
+/// Review: an absolute pattern's base is judged as the kernel resolves it
+/// (`..`, `//`, a symlink out, the state directory): never searched
+/// without the outside-the-workspace question.
+#[tokio::test]
+async fn review_glob_absolute_patterns_do_not_leave_the_workspace() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d).await;
+    let root = std::fs::canonicalize(d.dir.path()).unwrap();
+    std::fs::create_dir_all(root.join("outside/sub")).unwrap();
+    std::fs::write(root.join("outside/sub/leak.txt"), "x").unwrap();
+    std::os::unix::fs::symlink(root.join("outside"), s.ws.join("link")).unwrap();
+    std::os::unix::fs::symlink(root.join("state"), s.ws.join("statelink")).unwrap();
+    let ws = s.ws.display().to_string();
+    let r = root.display().to_string();
+    for pattern in [
+        format!("{ws}/../outside/**/*"),
+        format!("{ws}/link/**/*"),
+        format!("/{r}/outside/**/*"),
+        format!("{ws}/src/../../outside/**/*"),
+        format!("{ws}/link/sub/*.txt"),
+        format!("{ws}/statelink/**/*"),
+        format!("{r}/state/**/*"),
+        format!("{r}/state/plans/*"),
+    ] {
+        let (err, out) = s.call("Glob", json!({ "pattern": pattern, "include_hidden": true })).await;
+        assert!(err, "{pattern}: {out}");
+        assert!(!out.contains("leak.txt") && out.lines().count() <= 1, "{pattern}: {out}");
+    }
+    // Walked from the workspace, a link out is not followed.
+    let (_, out) = s.call("Glob", json!({ "pattern": format!("{ws}/**/leak.txt"), "include_hidden": true })).await;
+    assert_eq!(out, "No files matched.\n");
+}

@@ -246,7 +246,10 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     // opened to write in; files to read, where the sessions' command output
     // (also readable by their commands) is the one part allowed.
     let opened = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
-    let in_plans = plans_dir().is_some_and(|p| opened.starts_with(p));
+    // The plans exception only for a path named as itself: no symlink
+    // followed on the way (one swapped in after the exact-path check could
+    // lead to another session's plan).
+    let in_plans = plans_dir().is_some_and(|p| opened.starts_with(p)) && opened == path.abs();
     let refused = if flags.contains(OFlag::O_DIRECTORY) {
         in_state_dir(&opened) && !in_plans
     } else {
@@ -563,6 +566,28 @@ mod tests {
         assert!(write_atomic(&at("out/new.txt"), b"x").is_err(), "no writing into the output either");
         assert!(open_file(&at("out/bash-1.log")).is_ok());
         assert!(open_file(&at("state/sessions/s1/output/bash-1.log")).is_ok());
+    }
+
+    /// Review: the plans exception is for a plan file named as itself, not
+    /// one a symlink (swapped in after the permission check) leads to:
+    /// another session's plan.
+    #[test]
+    fn review_a_link_into_plans_is_refused_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join("state/plans")).unwrap();
+        std::fs::write(ws.join("state/plans/other.md"), "theirs").unwrap();
+        set_state_dir(&ws.join("state"));
+        std::os::unix::fs::symlink("state/plans/other.md", ws.join("mine.md")).unwrap();
+        std::os::unix::fs::symlink("state/plans", ws.join("plans")).unwrap();
+        let at = |p: &str| resolve(&ws, &ws, p).unwrap();
+        assert!(write_atomic(&at("mine.md"), b"overwritten").is_err());
+        assert!(write_atomic(&at("plans/other.md"), b"overwritten").is_err());
+        assert!(open_file(&at("mine.md")).is_err());
+        assert_eq!(std::fs::read_to_string(ws.join("state/plans/other.md")).unwrap(), "theirs");
+        // Named as itself, the plan file is still written and read.
+        assert!(write_atomic(&at("state/plans/own.md"), b"plan").is_ok());
+        assert!(open_file(&at("state/plans/own.md")).is_ok());
     }
 
     #[test]

@@ -130,7 +130,13 @@ impl Daemon {
         // The ledgers say which processes the next daemon kills.
         if let Some(state) = facility.state_dir.clone() {
             // Each call's own output directory under `sessions` stays.
+            // And every session's plan file (a session reads its own with Read).
+            {
+                use std::os::unix::fs::DirBuilderExt;
+                let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("plans"));
+            }
             let private = [
+                Some("plans"),
                 Some("procs"),
                 Some("pending-writes"),
                 Some("sessions"),

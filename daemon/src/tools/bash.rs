@@ -824,7 +824,7 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
                 Some(t) => {
                     let next = if Path::new(t).is_absolute() { PathBuf::from(t) } else { here.join(t) };
                     match crate::fs::real_path(&next) {
-                        Some(real) if ctx.inside(&real) => here = real,
+                        Some(real) if ctx.inside(&real) && !crate::fs::in_state_dir(&real) => here = real,
                         _ => return false,
                     }
                 }
@@ -867,7 +867,8 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
         return true;
     }
     match crate::fs::real_path(&abs) {
-        Some(real) => ctx.inside(&real),
+        // agentd's state is no command's to read unasked, inside or not.
+        Some(real) => ctx.inside(&real) && !crate::fs::in_state_dir(&real),
         None => ctx.resolve_from(here, value).is_ok() && !value.contains(".."),
     }
 }
