@@ -428,6 +428,11 @@ pub struct WorktreeInfo {
     /// commits).
     #[serde(default)]
     pub base: Option<String>,
+    /// The session entered a worktree that was there before
+    /// (EnterWorktree `path`), on a branch it did not make: ExitWorktree
+    /// keeps it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub entered: bool,
 }
 
 /// What the web tools may reach.

@@ -224,6 +224,8 @@ async fn plainly_read_only_commands_run_without_a_prompt() {
         "bash -n src/a.py",
         "pgrep -c -f no-such-process-anywhere; true",
         "cd src && ls -la",
+        // A variable of the script's own, from a read-only substitution.
+        "NOW=$(date +%s); echo \"at $NOW\"",
     ] {
         let r = bash(&mut c, &id, command).await;
         assert!(!text(&r).contains("permission"), "{command} asked: {r}");
@@ -478,4 +480,70 @@ async fn the_fifth_reviews_everyday_commands_run_and_its_findings_stay_closed() 
         let _ = bash(&mut b, &bid, command).await;
         assert_eq!(std::fs::read_to_string(ws.join("names.txt")).unwrap(), "b\na\nb\n", "{command}");
     }
+}
+
+#[tokio::test]
+async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_workspace() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    let tests = ws.join("run-tests");
+    std::fs::write(&tests, "#!/bin/sh\necho all 3 tests passed\n").unwrap();
+    std::fs::set_permissions(&tests, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    git(ws, &["init", "-q"]);
+    let rules = json!({ "allow": ["Bash(./run-tests:*)"], "deny": ["Bash(./run-tests --forbidden:*)"] });
+    // No client on the stream: whatever asks is refused.
+    let mut c = d.raw().await;
+    let edits = c
+        .ok(
+            "session/create",
+            json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50 }),
+        )
+        .await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // `npm test > out.txt` under `Bash(npm test:*)`: the redirection is an
+    // edit inside the workspace, which accept_edits allows.
+    for (command, file) in
+        [("./run-tests > out.txt", "out.txt"), ("./run-tests --fast >> sub/log.txt 2>&1", "sub/log.txt")]
+    {
+        let r = bash(&mut c, &edits, command).await;
+        assert_eq!(r["is_error"], false, "{command}: {r}");
+        assert!(std::fs::read_to_string(ws.join(file)).unwrap().contains("all 3 tests passed"), "{command}");
+    }
+    // What the rule or the mode does not cover still asks (and is refused here).
+    let outside = d.dir.path().parent().unwrap().join(format!("agentd-outside-{}", std::process::id()));
+    for command in [
+        format!("./run-tests > {}", outside.display()),
+        "./run-tests > ../escaped.txt".to_owned(),
+        "./run-tests > .claude/settings.json".to_owned(),
+        "./run-tests > .git/hooks/pre-commit".to_owned(),
+        "./run-tests > .git/config".to_owned(),
+        "./run-tests > $OUT".to_owned(),
+        "cd sub && ./run-tests > out2.txt".to_owned(),
+        "cd /tmp; ./run-tests > out2.txt".to_owned(),
+        "./run-tests > out2.txt; touch pwned".to_owned(),
+        "./run-tests --forbidden > out2.txt".to_owned(),
+        "(./run-tests) > out2.txt".to_owned(),
+    ] {
+        let r = bash(&mut c, &edits, &command).await;
+        assert_eq!(r["is_error"], true, "{command} ran: {r}");
+    }
+    assert!(!outside.exists() && !ws.join("out2.txt").exists() && !ws.join("pwned").exists());
+    assert!(!ws.join(".claude/settings.json").exists() && !ws.join(".git/hooks/pre-commit").exists());
+    assert!(!ws.parent().unwrap().join("escaped.txt").exists());
+    // In default mode the same redirection asks.
+    let default = c.ok("session/create", json!({ "cwd": ws, "permissions": rules, "permission_timeout_ms": 50 })).await
+        ["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = bash(&mut c, &default, "./run-tests > out3.txt").await;
+    assert_eq!(r["is_error"], true, "default mode asks: {r}");
+    assert!(!ws.join("out3.txt").exists());
+    // ...and the rule alone still runs the command.
+    let r = bash(&mut c, &default, "./run-tests").await;
+    assert!(text(&r).contains("all 3 tests passed"), "{r}");
 }

@@ -45,6 +45,13 @@ async fn serve(listener: tokio::net::TcpListener) {
                     "Content-Type: text/html; charset=utf-8\r\n",
                     b"<html><head><title>T</title><script>steal()</script></head><body><h1>Hello page</h1><p>Some <b>bold</b> words and <a href=\"/x\">a link</a>.</p></body></html>",
                 ),
+                "/long" => {
+                    // 250,000 characters: "0123456789" with a marker every 100,000.
+                    let mut body: Vec<u8> = (0..250_000).map(|i| b'0' + (i % 10) as u8).collect();
+                    body[100_000..100_006].copy_from_slice(b"MARK-1");
+                    body[200_000..200_006].copy_from_slice(b"MARK-2");
+                    reply("200 OK", "Content-Type: text/plain\r\n", &body)
+                }
                 "/same" => reply("302 Found", "Location: /page\r\n", b""),
                 "/other" => reply("301 Moved", &format!("Location: http://localhost:{port}/page\r\n"), b""),
                 "/loop" => reply("302 Found", "Location: /loop\r\n", b""),
@@ -97,7 +104,14 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 }
 
 async fn fetch(c: &mut RawConn, sid: &str, url: &str) -> (bool, String) {
-    let input = json!({ "url": url, "prompt": "summarise" });
+    fetch_at(c, sid, url, 0).await
+}
+
+async fn fetch_at(c: &mut RawConn, sid: &str, url: &str, offset: usize) -> (bool, String) {
+    let mut input = json!({ "url": url, "prompt": "summarise" });
+    if offset > 0 {
+        input["offset"] = json!(offset);
+    }
     let r =
         within("WebFetch", c.ok("tool/call", json!({ "session_id": sid, "name": "WebFetch", "input": input }))).await;
     (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
@@ -129,6 +143,19 @@ fn web_fetch_reads_pages_and_refuses_what_it_must() {
         assert!(!err && text.contains("# Hello page"), "{text}");
         let (err, text) = fetch(&mut c, &open, &format!("{base}/other")).await;
         assert!(!err && text.contains("another host") && text.contains(&format!("http://localhost:{port}/page")), "{text}");
+        // A long page comes in windows of 100,000 characters, each saying
+        // the offset to read on from (Claude Code 2.1's `offset`).
+        let long = format!("{base}/long");
+        let (err, first) = fetch(&mut c, &open, &long).await;
+        assert!(!err && first.contains("call WebFetch again with offset 100000"), "{}", &first[first.len() - 200..]);
+        assert!(!first.contains("MARK-1"), "the first window ends before character 100,000");
+        let (err, second) = fetch_at(&mut c, &open, &long, 100_000).await;
+        assert!(!err && second.contains("\n\nMARK-1") && !second.contains("MARK-2"), "{}", &second[..200]);
+        assert!(second.contains("characters 100000..200000 of 250000 shown; call WebFetch again with offset 200000"));
+        let (err, last) = fetch_at(&mut c, &open, &long, 200_000).await;
+        assert!(!err && last.contains("MARK-2") && !last.contains("offset"), "the last window says nothing more");
+        let (err, past) = fetch_at(&mut c, &open, &long, 250_000).await;
+        assert!(err && past.contains("past the end of the page text (250000 characters)"), "{past}");
         // What must fail, failing with a reason.
         for (path, needle) in [
             ("/loop", "redirects"),

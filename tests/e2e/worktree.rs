@@ -333,3 +333,61 @@ async fn a_worktree_adds_objects_and_never_changes_one() {
     assert!(text.contains("not taken into the repository"), "{text}");
     assert!(!repo.join(".git/objects").join(&future[..2]).join(&future[2..]).exists());
 }
+
+#[tokio::test]
+async fn an_existing_worktree_is_entered_by_path_and_kept() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    // A worktree the user made, outside the repository, and a locked one.
+    let theirs = d.dir.path().join("their-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "theirs", theirs.to_str().unwrap()]);
+    let theirs = std::fs::canonicalize(theirs).unwrap();
+    let locked = d.dir.path().join("locked-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "locked", locked.to_str().unwrap()]);
+    git(&repo, &["worktree", "lock", "--reason", "in use elsewhere", locked.to_str().unwrap()]);
+    let plain = d.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+
+    // Asked first (nobody answers here: refused, nothing moves).
+    let mut asking = S::new(&d, &repo, json!({})).await;
+    let (err, text) = asking.call("EnterWorktree", json!({ "path": theirs })).await;
+    assert!(err && text.contains("permission"), "{text}");
+    assert!(asking.worktree().await.is_null());
+
+    let mut s = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    for (input, needle) in [
+        (json!({ "path": theirs, "name": "x" }), "at most one of `name` or `path`"),
+        (json!({ "path": plain }), "is not a registered worktree"),
+        (json!({ "path": repo }), "current working directory"),
+        (json!({ "path": locked }), "in use elsewhere"),
+        (json!({ "path": d.dir.path().join("nowhere") }), "Cannot enter worktree"),
+    ] {
+        let (err, text) = s.call("EnterWorktree", input.clone()).await;
+        assert!(err && text.contains(needle), "{input}: {text}");
+    }
+    // The main working tree, named from a linked one, is not a linked one.
+    let mut inside = S::new(&d, &theirs, json!({ "mode": "bypass" })).await;
+    let (err, text) = inside.call("EnterWorktree", json!({ "path": repo })).await;
+    assert!(err && text.contains("is the main working tree"), "{text}");
+
+    // A relative path, from the repository.
+    let rel = format!("../{}", theirs.file_name().unwrap().to_str().unwrap());
+    let (err, text) = s.call("EnterWorktree", json!({ "path": rel })).await;
+    assert!(!err && text.contains("Entered worktree at") && text.contains("branch theirs"), "{text}");
+    let info = s.worktree().await;
+    assert_eq!((info["path"].clone(), info["entered"].clone()), (json!(theirs), json!(true)), "{info}");
+    let (err, text) =
+        s.call("Bash", json!({ "command": "pwd && git branch --show-current && git log --oneline" })).await;
+    assert!(!err && text.contains(&theirs.display().to_string()) && text.contains("theirs"), "{text}");
+    let (err, _) = s.call("Write", json!({ "file_path": "new.txt", "content": "x\n" })).await;
+    assert!(!err && theirs.join("new.txt").exists());
+    // The session did not make it: it is kept, whatever is asked.
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove", "discard_changes": true })).await;
+    assert!(err && text.contains("which was there before"), "{text}");
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "keep" })).await;
+    assert!(!err, "{text}");
+    assert!(theirs.join("new.txt").exists() && git(&repo, &["branch", "--list", "theirs"]).contains("theirs"));
+    assert!(s.worktree().await.is_null());
+    let (_, text) = s.call("Bash", json!({ "command": "pwd" })).await;
+    assert_eq!(text.trim(), repo.display().to_string());
+}

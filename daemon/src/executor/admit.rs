@@ -84,6 +84,15 @@ impl SessionExecutor {
             Facts::Bash(command) => Some(self.bash_facts(command, slot, context, &ctx.cwd)),
             _ => None,
         };
+        // In accept_edits an output redirection into the workspace is an
+        // edit: an allow rule for the rest of the command covers it.
+        if rule.is_none()
+            && mode == agentd_protocol::session::PermissionMode::AcceptEdits
+            && let Facts::Bash(command) = &facts
+            && crate::shell::parse(command).is_ok_and(|s| crate::tools::bash::redirects_edit_inside(&s, ctx))
+        {
+            rule = self.services.rules.allow_but_for_redirects(command);
+        }
         // A PreToolUse hook's allow counts as an allow rule for this call:
         // it answers what a rule would, not what only a person may
         // (protected files, a repository's git configuration, running

@@ -307,7 +307,7 @@ impl Rule {
         }
         match (&self.spec, facts) {
             (Spec::Any, _) => Match::All,
-            (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(command)) => self.match_bash(command),
+            (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(command)) => self.match_bash(command, false),
             (Spec::Path(glob), Facts::Path(path)) => {
                 if glob.is_match(path) {
                     Match::All
@@ -351,7 +351,9 @@ impl Rule {
         (!word.contains('*')).then_some(word)
     }
 
-    fn match_bash(&self, command: &str) -> Match {
+    /// How this rule matches `command`; with `redirects_ok`, output
+    /// redirections do not keep an allow rule from covering it all.
+    fn match_bash(&self, command: &str, redirects_ok: bool) -> Match {
         let Ok(script) = shell::parse(command) else {
             // Not understood: a deny/ask rule applies (fail closed); an
             // allow rule never does.
@@ -455,7 +457,7 @@ impl Rule {
                     && e.wrappers.iter().all(|w| ALLOW_THROUGH.contains(&w.as_str()))
                     && !e.assigns.iter().any(|a| shell::dangerous_assignment(a)))
         };
-        let clean = !script.has_compound && script.commands.iter().all(|c| c.writes_files.is_empty());
+        let clean = !script.has_compound && (redirects_ok || script.commands.iter().all(|c| c.writes_files.is_empty()));
         if clean && parts.iter().all(allowable) { Match::All } else { Match::Part }
     }
 }
@@ -590,12 +592,12 @@ const ALLOW_THROUGH: &[&str] =
 /// For an allow decision, every part must be matched by some allow rule:
 /// one rule per part is enough (`git add . && git commit` under
 /// `Bash(git add *)` and `Bash(git commit *)`).
-fn bash_allowed_by_parts<'a>(rules: &'a [Rule], tool: &str, command: &str) -> Option<&'a Rule> {
+fn bash_allowed_by_parts<'a>(rules: &'a [Rule], tool: &str, command: &str, redirects_ok: bool) -> Option<&'a Rule> {
     if tool != "Bash" {
         return None;
     }
     let script = shell::parse(command).ok()?;
-    if script.has_compound || script.commands.iter().any(|c| !c.writes_files.is_empty()) {
+    if script.has_compound || (!redirects_ok && script.commands.iter().any(|c| !c.writes_files.is_empty())) {
         return None;
     }
     let allows: Vec<&Rule> =
@@ -809,9 +811,35 @@ impl RuleSet {
             .or_else(|| find(RuleKind::Ask, false))
             .or_else(|| find(RuleKind::Allow, true))
             .or_else(|| match facts {
-                Facts::Bash(command) => bash_allowed_by_parts(&self.rules, tool, command),
+                Facts::Bash(command) => bash_allowed_by_parts(&self.rules, tool, command, false),
                 _ => None,
             })
+    }
+
+    /// The allow rule that covers a Bash `command` but for its output
+    /// redirections (`Bash(npm test:*)` for `npm test > out.txt`): in
+    /// `accept_edits` a redirection into the workspace is an edit, which
+    /// the mode allows. Only when no deny or ask rule matches any part.
+    pub fn allow_but_for_redirects(&self, command: &str) -> Option<&Rule> {
+        let facts = Facts::Bash(command.to_owned());
+        let hit = |kind: RuleKind| self.rules.iter().any(|r| r.kind == kind && r.matches("Bash", &facts) != Match::No);
+        if hit(RuleKind::Deny) || hit(RuleKind::Ask) {
+            return None;
+        }
+        self.rules
+            .iter()
+            .find(|r| {
+                r.kind == RuleKind::Allow
+                    && r.names("Bash")
+                    && match (&r.spec, &facts) {
+                        (Spec::Any, _) => true,
+                        (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(c)) => {
+                            r.match_bash(c, true) == Match::All
+                        }
+                        _ => false,
+                    }
+            })
+            .or_else(|| bash_allowed_by_parts(&self.rules, "Bash", command, true))
     }
 }
 

@@ -1177,6 +1177,7 @@ mod tests {
             common_dir: "/r/.git".into(),
             git_dir: "/r/.git/worktrees/a".into(),
             base: None,
+            entered: false,
         };
         let event = |seq, kind| Event { seq, kind };
         let moved = |w: Option<agentd_protocol::session::WorktreeInfo>| EventKind::WorktreeChanged {

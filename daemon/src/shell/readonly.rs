@@ -153,10 +153,18 @@ pub fn is_inspection(script: &Script) -> bool {
     }
     // Substitutions are fine: their commands are in the script (walked)
     // and judged like the rest.
-    let clean =
-        script.commands.iter().all(|c| c.writes_files.is_empty() && !c.assigns.iter().any(|a| dangerous_assignment(a)));
+    let clean = script.commands.iter().all(|c| {
+        let bare = c.program.is_none() && c.args.is_empty();
+        c.writes_files.is_empty()
+            && c.assigns.iter().all(|a| if bare { !steers_the_shell(a) } else { !dangerous_assignment(a) })
+    });
     clean
         && effective(script).iter().all(|e| {
+            // `NOW=$(date)`: a variable of the script's own (its value's
+            // commands are parts of their own, judged like the rest).
+            if e.program.is_none() && e.args.is_empty() && e.wrappers.is_empty() {
+                return !e.assigns.is_empty() && !e.assigns.iter().any(|a| steers_the_shell(a));
+            }
             // `find`: what an `-exec` runs, judged as its own part (here
             // only: in the read-only sandbox a symlink `{}` names cannot
             // carry a read outside).
@@ -166,6 +174,36 @@ pub fn is_inspection(script: &Script) -> bool {
         })
 }
 
+/// Whether a shell variable set on its own (`NAME=value`, no command)
+/// changes how the shell goes on (what it runs, how it splits and expands
+/// words, what it reads at start-up) or what the loader and git do in the
+/// programs after it: those keep the script from being judged as written.
+/// Other names are the script's own (exported only by `export`, whose
+/// names are judged as assignments).
+fn steers_the_shell(name: &str) -> bool {
+    const STEERING: &[&str] = &[
+        "PATH",
+        "IFS",
+        "CDPATH",
+        "HOME",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "GLOBIGNORE",
+        "EXECIGNORE",
+        "POSIXLY_CORRECT",
+        "FUNCNEST",
+        "OPTIND",
+        "SHELL",
+        "TMPDIR",
+        "PWD",
+        "OLDPWD",
+    ];
+    STEERING.contains(&name) || ["BASH", "LD_", "GIT_", "DYLD_"].iter().any(|p| name.starts_with(p))
+}
+
 fn part_inspects(e: &Effective) -> bool {
     let Some(program) = e.program.as_deref() else { return false };
     let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
@@ -173,8 +211,16 @@ fn part_inspects(e: &Effective) -> bool {
         return true;
     }
     match program {
-        "cd" | "pushd" | "popd" | "dirs" | ":" | "set" | "shopt" | "local" | "export" | "read" | "break"
-        | "continue" | "return" | "exit" | "whereis" | "hash" => true,
+        "cd" | "pushd" | "popd" | "dirs" | ":" | "shopt" | "read" | "break" | "continue" | "return" | "exit"
+        | "whereis" | "hash" => true,
+        // `set -a` exports every variable set after it.
+        "set" => !args.iter().any(|a| (a.starts_with('-') && a.contains('a')) || *a == "allexport"),
+        // What `export` (and `local`) hands to the programs after it is
+        // judged as an assignment for them.
+        "export" | "local" => args.iter().all(|a| {
+            let name = a.split('=').next().unwrap_or_default();
+            a.starts_with('-') || !dangerous_assignment(name) || (program == "local" && !steers_the_shell(name))
+        }),
         "command" => args.first().is_some_and(|a| matches!(*a, "-v" | "-V")),
         "awk" | "gawk" | "mawk" | "nawk" => !args.iter().any(|a| *a == "-i" || a.starts_with("--include")),
         "tree" => !args.iter().any(|a| a.starts_with("-o") || *a == "--fromfile"),
@@ -785,6 +831,38 @@ mod tests {
 
     fn inspects(cmd: &str) -> bool {
         parse(cmd).map(|s| is_inspection(&s)).unwrap_or(false)
+    }
+
+    #[test]
+    fn a_variable_of_the_scripts_own_is_an_inspection() {
+        for cmd in [
+            "NOW=$(date)",
+            "NOW=$(date); echo $NOW",
+            "n=$(wc -l < f); echo lines: $n",
+            "FILES=$(ls src); for f in $FILES; do head -1 $f; done",
+            "export NO_COLOR=1; ls",
+        ] {
+            assert!(inspects(cmd), "{cmd} should be an inspection");
+        }
+        for cmd in [
+            // Its value's commands are judged like the rest.
+            "NOW=$(touch x)",
+            "X=$(rm -rf src); echo $X",
+            // Names that steer the shell or what runs after them.
+            "PATH=.:$PATH; ls",
+            "IFS=/; ls $x",
+            "BASH_ENV=./x.sh bash -c ls",
+            "BASH_ENV=./x.sh; bash -c ls",
+            "LD_PRELOAD=./x.so; export LD_PRELOAD; cat f",
+            "export LD_PRELOAD=./x.so; cat f",
+            "export GIT_CONFIG_PARAMETERS=x; git status",
+            "set -a; PAGER=x; git log",
+            "set -o allexport; PAGER=x; git log",
+            "GIT_DIR=/elsewhere; export GIT_DIR; git log",
+            "PS4='$(touch x)'; set -x; ls",
+        ] {
+            assert!(!inspects(cmd), "{cmd} should not be an inspection");
+        }
     }
 
     #[test]

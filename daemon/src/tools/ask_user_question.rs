@@ -29,6 +29,10 @@ pub struct QuestionOption {
     #[serde(default)]
     #[schemars(extend("x-required" = true))]
     pub description: String,
+    /// Content shown while the choice is focused (a mockup, a snippet),
+    /// for a client that can show it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// One question.
@@ -59,14 +63,17 @@ pub struct AskUserQuestionInput {
     /// Claude Code's own prompt's (ignored: the user answers through the
     /// client).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub answers: Option<serde_json::Value>,
     /// Claude Code 2.1's per-question notes and previews (ignored).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub annotations: Option<serde_json::Value>,
     /// Claude Code 2.1's `{source}` (ignored).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     #[expect(dead_code, reason = "accepted from the model, never used")]
     pub metadata: Option<serde_json::Value>,
 }

@@ -653,10 +653,16 @@ fn launch<'a>(
         profile,
         // Toolchains on the PATH the command gets: the session's, else the
         // daemon's.
-        read: crate::sandbox::extra_reads(
-            home.as_deref(),
-            ctx.info.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH")).as_deref(),
-        ),
+        read: {
+            let mut read = crate::sandbox::extra_reads(
+                home.as_deref(),
+                ctx.info.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH")).as_deref(),
+            );
+            // In a worktree git reads the repository's common directory
+            // (config, objects, refs): `git log` there only reads.
+            read.extend(ctx.session.worktree.iter().map(|w| w.common_dir.clone()));
+            read
+        },
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
             let mut protect = crate::sandbox::protected_paths(&roots, &extra);
@@ -878,14 +884,31 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
 /// its directory is).
 fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
     let Ok(mut script) = shell::parse(command) else { return false };
-    let targets: Vec<String> = script.commands.iter_mut().flat_map(|c| std::mem::take(&mut c.writes_files)).collect();
-    if targets.is_empty() || !shell::is_read_only(&script) {
+    if !redirects_edit_inside(&script, ctx) {
         return false;
     }
+    script.commands.iter_mut().for_each(|c| c.writes_files.clear());
+    shell::is_read_only(&script)
+}
+
+/// Whether `script` has output redirections and every one is an edit
+/// `accept_edits` allows: a literal target inside the workspace (a symlink
+/// counts where it points; a new file where its directory is) that is not
+/// a protected file (hooks, settings: those ask).
+pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
+    let targets: Vec<&String> = script.commands.iter().flat_map(|c| &c.writes_files).collect();
+    if targets.is_empty() {
+        return false;
+    }
+    // A `cd` would take a relative target elsewhere.
+    let moves = script.commands.iter().any(|c| matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")));
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
     targets.iter().all(|target| {
-        if target.is_empty() || target.contains(['$', '`', '~', '*', '?', '[', '{']) {
+        if target.is_empty()
+            || target.contains(['$', '`', '~', '*', '?', '[', '{'])
+            || (moves && !target.starts_with('/'))
+        {
             return false;
         }
         let raw = Path::new(target.as_str());
@@ -894,8 +917,13 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
         // Never a protected file (hooks, settings): that asks.
         real.is_some_and(|r| {
             ctx.inside(&r)
+                && !crate::fs::in_state_dir(&r)
                 && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
+                && !crate::permission::is_protected_target(&ctx.cwd, &r)
                 && !crate::permission::is_user_protected(&r)
+                && crate::permission::git_dir(&ctx.cwd)
+                    .and_then(|g| std::fs::canonicalize(g).ok())
+                    .is_none_or(|g| !r.starts_with(g))
         })
     })
 }

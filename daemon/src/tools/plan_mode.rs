@@ -136,6 +136,7 @@ pub struct ExitPlanModeInput {
     pub plan: Option<String>,
     /// Deprecated: no longer used.
     #[serde(default, rename = "allowedPrompts")]
+    #[schemars(with = "Option<Vec<AllowedPrompt>>")]
     #[expect(dead_code, reason = "accepted from the model, not acted on")]
     pub allowed_prompts: Option<serde_json::Value>,
     /// Claude Code's own (remote sessions, agent teams): ignored.
@@ -153,6 +154,26 @@ pub struct ExitPlanModeInput {
     #[schemars(skip)]
     #[expect(dead_code, reason = "accepted from the model, ignored")]
     pub teammate_count: Option<serde_json::Value>,
+}
+
+/// What `allowedPrompts` held in Claude Code 2.0 (its schema, published as
+/// it was; the field is not acted on).
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+struct AllowedPrompt {
+    /// The tool this prompt applies to
+    tool: AllowedPromptTool,
+    /// Semantic description of the action, e.g. "run tests", "install
+    /// dependencies"
+    prompt: String,
+}
+
+/// The tools `allowedPrompts` could name.
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema only")]
+enum AllowedPromptTool {
+    /// Bash commands.
+    Bash,
 }
 
 /// The plan a call presents: its own `plan`, else the plan file's text

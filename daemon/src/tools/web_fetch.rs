@@ -22,8 +22,11 @@ use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, Valida
 pub const CACHE_TTL: Duration = Duration::from_secs(15 * 60);
 /// Most bytes of pages kept in the cache, all sessions together.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
-/// Most characters of Markdown returned.
+/// Most characters of Markdown returned by one call (`offset` reads on).
 pub const MAX_CHARS: usize = 100_000;
+/// Most characters of a page's Markdown kept (and so reachable with
+/// `offset`); the rest is cut when the page is converted.
+const MAX_KEPT_CHARS: usize = 2_000_000;
 /// Most redirects followed on one host.
 const MAX_REDIRECTS: usize = 10;
 
@@ -38,6 +41,11 @@ pub struct WebFetchInput {
     pub url: String,
     /// The prompt to run on the fetched content
     pub prompt: String,
+    /// Character position in the page text to start reading from. Use it
+    /// to read on through a page too long for one call, with the value the
+    /// previous result gave.
+    #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
+    pub offset: Option<usize>,
 }
 
 /// What a fetch gave.
@@ -70,6 +78,8 @@ pub enum Fetched {
 pub struct WebFetchOutput {
     fetched: Fetched,
     prompt: String,
+    /// The first character of the page text shown.
+    offset: usize,
 }
 
 impl serde::Serialize for WebFetchOutput {
@@ -82,12 +92,43 @@ impl WebFetchOutput {
     fn text(&self) -> String {
         match &self.fetched {
             Fetched::Page { url, status, text, .. } => {
-                format!("URL: {url} (HTTP {status})\nPrompt: {}\n\n{text}", self.prompt)
+                let (shown, rest) = window(text, self.offset);
+                let mut out = format!("URL: {url} (HTTP {status})\nPrompt: {}\n\n{shown}", self.prompt);
+                if let Some(Window { end, total }) = rest {
+                    out.push_str(&format!(
+                        "\n\n[page text cut: characters {}..{end} of {total} shown; call WebFetch again with \
+                         offset {end} to read on]",
+                        self.offset
+                    ));
+                }
+                out
             }
             Fetched::Redirect { from, to, status } => format!(
                 "{from} redirects (HTTP {status}) to another host: {to}\nTo fetch it, call WebFetch again with \
                  url \"{to}\" and the same prompt."
             ),
+        }
+    }
+}
+
+/// Where a cut window of page text ends, and how long the text is.
+struct Window {
+    end: usize,
+    total: usize,
+}
+
+/// The at most [`MAX_CHARS`] characters of `text` from character
+/// `offset`, and where they end when text is left after them.
+fn window(text: &str, offset: usize) -> (&str, Option<Window>) {
+    let byte_at = |chars: usize| text.char_indices().nth(chars).map_or(text.len(), |(i, _)| i);
+    let start = byte_at(offset);
+    let rest = &text[start..];
+    let end = rest.char_indices().nth(MAX_CHARS).map(|(i, _)| i);
+    match end {
+        None => (rest, None),
+        Some(cut) => {
+            let total = offset + MAX_CHARS + rest[cut..].chars().count();
+            (&rest[..cut], Some(Window { end: offset + MAX_CHARS, total }))
         }
     }
 }
@@ -418,12 +459,11 @@ fn to_text(content_type: &str, body: &[u8]) -> Result<String, String> {
         || (content_type.is_empty()
             && text.trim_start().get(..15).is_some_and(|s| s.to_ascii_lowercase().starts_with("<!doctype html")));
     let text = if html { html_to_markdown(&text)? } else { text.into_owned() };
-    let chars = text.chars().count();
-    Ok(if chars > MAX_CHARS {
-        let cut: String = text.chars().take(MAX_CHARS).collect();
-        format!("{cut}\n\n[content cut: {chars} characters, the first {MAX_CHARS} shown]")
-    } else {
-        text
+    Ok(match text.char_indices().nth(MAX_KEPT_CHARS) {
+        Some((cut, _)) => {
+            format!("{}\n\n[the page goes on: only its first {MAX_KEPT_CHARS} characters are kept]", &text[..cut])
+        }
+        None => text,
     })
 }
 
@@ -441,8 +481,9 @@ impl Tool for WebFetch {
     fn description(&self) -> String {
         "Fetches a URL and returns its content as Markdown, with your prompt beside it: read the content \
          with the prompt in mind. HTTP URLs are tried as HTTPS first. A redirect to another host is not \
-         followed: the result names the new URL; fetch it again to follow. Results are kept for 15 minutes. \
-         Read-only; it cannot reach this machine's or its network's private addresses."
+         followed: the result names the new URL; fetch it again to follow. At most 100,000 characters \
+         of page text come back per call; a longer page's result says the `offset` to read on from. Results \
+         are kept for 15 minutes. Read-only; it cannot reach this machine's or its network's private addresses."
             .into()
     }
 
@@ -501,7 +542,16 @@ impl Tool for WebFetch {
                 fetched
             }
         };
-        Ok(ToolOutput::new(WebFetchOutput { fetched, prompt: input.prompt }))
+        let offset = input.offset.unwrap_or(0);
+        if let Fetched::Page { text, .. } = &fetched {
+            let total = text.chars().count();
+            if offset > 0 && offset >= total {
+                return Err(ToolError::new(format!(
+                    "offset {offset} is past the end of the page text ({total} characters)"
+                )));
+            }
+        }
+        Ok(ToolOutput::new(WebFetchOutput { fetched, prompt: input.prompt, offset }))
     }
 
     fn render_use(&self, input: &WebFetchInput) -> String {
@@ -529,8 +579,24 @@ mod tests {
         assert_eq!(to_text("application/json", b"{\"a\": 1}").unwrap(), "{\"a\": 1}");
         assert!(to_text("image/png", b"\x89PNG").unwrap_err().contains("image/png"));
         assert!(to_text("text/plain", b"looks like text\0but is not").unwrap_err().contains("binary"), "mislabelled");
-        let long = "x".repeat(MAX_CHARS + 5);
-        assert!(to_text("text/plain", long.as_bytes()).unwrap().contains("content cut"));
+        let long = "x".repeat(MAX_KEPT_CHARS + 5);
+        let kept = to_text("text/plain", long.as_bytes()).unwrap();
+        assert!(kept.contains("only its first 2000000 characters are kept"), "{}", &kept[kept.len() - 100..]);
+    }
+
+    #[test]
+    fn a_window_of_page_text_says_where_to_read_on() {
+        let text: String = (0..MAX_CHARS + 10).map(|i| if i % 2 == 0 { 'é' } else { 'a' }).collect();
+        let (shown, rest) = window(&text, 0);
+        assert_eq!(shown.chars().count(), MAX_CHARS);
+        let Some(Window { end, total }) = rest else { panic!("no rest") };
+        assert_eq!((end, total), (MAX_CHARS, MAX_CHARS + 10));
+        let (tail, none) = window(&text, end);
+        assert_eq!(tail.chars().count(), 10);
+        assert!(none.is_none());
+        assert_eq!(format!("{shown}{tail}"), text, "the windows cover the text exactly");
+        let (empty, none) = window("short", 99);
+        assert!(empty.is_empty() && none.is_none());
     }
 
     #[test]

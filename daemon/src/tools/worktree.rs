@@ -38,10 +38,16 @@ pub struct EnterWorktree;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnterWorktreeInput {
-    /// Optional name for the worktree (letters, digits, `.`, `_`, `-`). A
-    /// random name is generated if not provided.
+    /// Optional name for a new worktree (letters, digits, `.`, `_`, `-`;
+    /// at most 64). A random name is generated if not provided. Mutually
+    /// exclusive with `path`.
     #[serde(default)]
     pub name: Option<String>,
+    /// Path to an existing worktree to switch into instead of creating a
+    /// new one: a linked worktree of this repository (one `git worktree
+    /// list` shows). Mutually exclusive with `name`.
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 /// The ExitWorktree tool.
@@ -276,8 +282,9 @@ impl Tool for EnterWorktree {
     fn description(&self) -> String {
         "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree/<name> from \
          HEAD) and moves the session into it: the working directory and workspace become the worktree, so \
-         changes there leave the main checkout alone. Use it only when the user asks to work in a worktree. \
-         Leave with ExitWorktree."
+         changes there leave the main checkout alone. With `path` instead of `name`, the session moves into \
+         a linked worktree of this repository that exists already (git worktree list shows them); ExitWorktree \
+         then keeps it. Use it only when the user asks to work in a worktree. Leave with ExitWorktree."
             .to_owned()
     }
 
@@ -288,13 +295,27 @@ impl Tool for EnterWorktree {
                 w.path.display()
             )));
         }
+        if input.name.is_some() && input.path.is_some() {
+            return Err(ValidationError::new("Provide at most one of `name` or `path`, not both."));
+        }
         if let Some(name) = &input.name {
             check_name(name).map_err(ValidationError::new)?;
+        }
+        if input.path.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(ValidationError::new("path is empty"));
         }
         Ok(())
     }
 
     fn check_permissions(&self, input: &EnterWorktreeInput, ctx: &ToolContext) -> Decision {
+        if let Some(path) = &input.path {
+            return Decision::Ask {
+                reason: format!(
+                    "enter the existing worktree {path}: the session's working directory and write access move there"
+                ),
+                suggestion: None,
+            };
+        }
         let name = input.name.as_deref().unwrap_or("<generated>");
         let mut reason = format!("create the git worktree {WORKTREES}/{name} on a new branch worktree/{name}");
         if let Some(what) = crate::permission::git_config_runs_code(&ctx.cwd) {
@@ -343,6 +364,9 @@ impl Tool for EnterWorktree {
                 "{} holds a commondir file, which sends git elsewhere; refusing to run git on it",
                 common_dir.display()
             )));
+        }
+        if let Some(path) = &input.path {
+            return enter_existing(path, &ctx, top, common_dir).await;
         }
         let name =
             input.name.clone().unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
@@ -400,6 +424,7 @@ impl Tool for EnterWorktree {
             common_dir,
             git_dir,
             base: base.clone(),
+            entered: false,
         };
         let message = format!(
             "Created the worktree {} on the new branch {branch} ({}). The session now works there: \
@@ -423,15 +448,168 @@ impl Tool for EnterWorktree {
     }
 
     fn render_use(&self, input: &EnterWorktreeInput) -> String {
-        match &input.name {
-            Some(n) => format!("Entering a new worktree {n}"),
-            None => "Entering a new worktree".to_owned(),
+        match (&input.name, &input.path) {
+            (_, Some(p)) => format!("Entering the worktree {p}"),
+            (Some(n), None) => format!("Entering a new worktree {n}"),
+            (None, None) => "Entering a new worktree".to_owned(),
         }
     }
 
     fn render_result(&self, out: &WorktreeOutput) -> String {
         format!("in {} ({})", out.worktree_path.display(), out.branch)
     }
+}
+
+/// One entry of `git worktree list --porcelain -z`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Listed {
+    path: PathBuf,
+    head: Option<String>,
+    branch: Option<String>,
+    bare: bool,
+    locked: Option<String>,
+    prunable: bool,
+}
+
+/// The entries of `git worktree list --porcelain -z` (the main worktree
+/// first).
+fn parse_worktree_list(out: &str) -> Vec<Listed> {
+    let mut all = Vec::new();
+    let mut current: Option<Listed> = None;
+    for field in out.split('\0') {
+        if field.is_empty() {
+            all.extend(current.take());
+            continue;
+        }
+        let (key, value) = field.split_once(' ').unwrap_or((field, ""));
+        if key == "worktree" {
+            all.extend(current.replace(Listed { path: PathBuf::from(value), ..Listed::default() }));
+            continue;
+        }
+        let Some(entry) = current.as_mut() else { continue };
+        match key {
+            "HEAD" => entry.head = Some(value.to_owned()),
+            "branch" => entry.branch = Some(value.strip_prefix("refs/heads/").unwrap_or(value).to_owned()),
+            "bare" => entry.bare = true,
+            "locked" => entry.locked = Some(value.to_owned()),
+            "prunable" => entry.prunable = true,
+            _ => {}
+        }
+    }
+    all.extend(current);
+    all
+}
+
+/// EnterWorktree `path`: the session moves into a linked worktree of the
+/// repository that is there already (it keeps it on ExitWorktree).
+async fn enter_existing(
+    path: &str,
+    ctx: &ToolContext,
+    top: PathBuf,
+    common_dir: PathBuf,
+) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
+    let cancel = &ctx.cancel;
+    let raw = Path::new(path.trim());
+    let asked = if raw.is_absolute() { raw.to_path_buf() } else { ctx.cwd.join(raw) };
+    let wanted = std::fs::canonicalize(&asked)
+        .map_err(|e| ToolError::new(format!("Cannot enter worktree: {}: {e}", asked.display())))?;
+    if crate::fs::in_state_dir(&wanted) {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is in agentd's state directory",
+            wanted.display()
+        )));
+    }
+    if !wanted.is_dir() {
+        return Err(ToolError::new(format!("Cannot enter worktree: {} is not a directory", wanted.display())));
+    }
+    if wanted == *ctx.cwd {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is the current working directory.",
+            wanted.display()
+        )));
+    }
+    let git_dir_arg = format!("--git-dir={}", common_dir.display());
+    let out = git(&top, &[&git_dir_arg, "worktree", "list", "--porcelain", "-z"], cancel).await?;
+    if !out.ok {
+        return Err(ToolError::new(format!("git worktree list failed: {}", out.why())));
+    }
+    let listed = parse_worktree_list(&out.stdout);
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let Some(index) = listed.iter().position(|l| canonical(&l.path).as_deref() == Some(wanted.as_path())) else {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is not a registered worktree of {}. Run 'git -C {} worktree list' to \
+             see registered worktrees.",
+            wanted.display(),
+            top.display(),
+            top.display()
+        )));
+    };
+    let entry = &listed[index];
+    if index == 0 || entry.bare {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is the main working tree, not a linked worktree.",
+            wanted.display()
+        )));
+    }
+    if entry.prunable {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is marked prunable by git (its directory or administrative files are \
+             missing or broken).",
+            wanted.display()
+        )));
+    }
+    if let Some(reason) = &entry.locked {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is locked{}; unlock it with git worktree unlock first.",
+            wanted.display(),
+            if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+        )));
+    }
+    // Its git directory, as its .git file names it, must be the
+    // repository's record of it (checked again by `intact` before any git
+    // command that changes it).
+    let dot = std::fs::read_to_string(wanted.join(".git"))
+        .map_err(|e| ToolError::new(format!("Cannot enter worktree: its .git file: {e}")))?;
+    let named = dot.lines().find_map(|l| l.strip_prefix("gitdir:")).map(str::trim).unwrap_or_default();
+    let git_dir = std::fs::canonicalize(wanted.join(named))
+        .ok()
+        .filter(|g| g.parent() == Some(common_dir.join("worktrees").as_path()))
+        .ok_or_else(|| {
+            ToolError::new(format!(
+                "Cannot enter worktree: its .git file does not name a git directory under {}",
+                common_dir.join("worktrees").display()
+            ))
+        })?;
+    let branch = entry.branch.clone().unwrap_or_else(|| "(detached HEAD)".to_owned());
+    let info = WorktreeInfo {
+        path: wanted.clone(),
+        branch: branch.clone(),
+        cwd: wanted.clone(),
+        original_cwd: ctx.cwd.to_path_buf(),
+        repository: top,
+        common_dir,
+        git_dir: git_dir.clone(),
+        base: entry.head.clone(),
+        entered: true,
+    };
+    intact(&info).map_err(|why| ToolError::new(format!("Cannot enter worktree: {why}")))?;
+    // Present (empty) so that the sandbox binds it read-only, as for a
+    // worktree EnterWorktree makes.
+    let per_worktree_config = git_dir.join("config.worktree");
+    if !per_worktree_config.exists() {
+        let _ = std::fs::write(&per_worktree_config, "");
+    }
+    let message = format!(
+        "Entered worktree at {} on branch {branch}. The session is now working in the worktree. Use \
+         ExitWorktree to leave (it keeps this worktree: the session did not make it).",
+        wanted.display()
+    );
+    let output = WorktreeOutput { worktree_path: wanted.clone(), branch, cwd: wanted, removed: false, message };
+    let modifier = Box::new(move |s: &mut SessionContext| {
+        s.worktree = Some(info);
+        s.shell_cwd = None;
+    });
+    Ok(ToolOutput::with_modifier(output, modifier))
 }
 
 /// Git's options that make it work on the recorded worktree, not on what
@@ -585,6 +763,13 @@ impl Tool for ExitWorktree {
         }
         if input.discard_changes == Some(true) && input.action == ExitAction::Keep {
             return Err(ValidationError::new("discard_changes goes with action \"remove\""));
+        }
+        if let Some(w) = ctx.session.worktree.as_ref().filter(|w| w.entered && input.action == ExitAction::Remove) {
+            return Err(ValidationError::new(format!(
+                "the session entered the worktree {}, which was there before: it is kept (use action \"keep\"; \
+                 remove it yourself with git worktree remove)",
+                w.path.display()
+            )));
         }
         Ok(())
     }
@@ -750,6 +935,19 @@ impl Tool for ExitWorktree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worktree_lists_are_read_entry_by_entry() {
+        let out = "worktree /r\0HEAD abc\0branch refs/heads/main\0\0worktree /r/wt one\0HEAD def\0detached\0locked \
+                   in use\0\0worktree /gone\0HEAD 123\0branch refs/heads/x\0prunable gitdir file points nowhere\0\0";
+        let listed = parse_worktree_list(out);
+        assert_eq!(listed.len(), 3, "{listed:?}");
+        assert_eq!(listed[0].branch.as_deref(), Some("main"));
+        assert_eq!(listed[1].path, PathBuf::from("/r/wt one"));
+        assert_eq!((listed[1].branch.as_deref(), listed[1].locked.as_deref()), (None, Some("in use")));
+        assert!(listed[2].prunable && listed[2].locked.is_none());
+        assert!(parse_worktree_list("").is_empty());
+    }
 
     #[test]
     fn names_that_could_be_options_or_paths_are_refused() {
