@@ -17,6 +17,7 @@ mod hooks;
 mod lifecycle;
 mod mcp;
 mod nvim;
+mod pdf;
 mod permissions;
 mod policy;
 mod python;

@@ -51,13 +51,17 @@ extern "C" fn on_term(_: nix::libc::c_int) {
     TERM.store(true, Ordering::SeqCst);
 }
 
-/// The helper's `main`: `--probe`, or `--spec JSON -- program args…`.
+/// The helper's `main`: `--probe`, `--pdf-text …` (Read's PDF text: see
+/// [`super::pdf`]), or `--spec JSON -- program args…`.
 pub fn main() -> std::process::ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "--probe") {
         let probe = super::probe_here();
         println!("{}", serde_json::to_string(&probe).unwrap_or_default());
         return std::process::ExitCode::SUCCESS;
+    }
+    if args.get(1).is_some_and(|a| a == "--pdf-text") {
+        return super::pdf::helper_main(&args[2..]);
     }
     let (spec, command) = match parse_args(&args) {
         Ok(v) => v,

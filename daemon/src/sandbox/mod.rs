@@ -16,6 +16,7 @@ pub mod guard;
 pub mod helper;
 pub mod netns;
 pub mod objects;
+pub mod pdf;
 pub mod placeholders;
 pub mod unix_wall;
 

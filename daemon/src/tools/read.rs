@@ -40,7 +40,20 @@ pub struct ReadInput {
     /// How many lines to show (default 2000).
     #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub limit: Option<usize>,
+    /// Page range for PDF files (e.g., "1-5", "3", "10-20"). Only
+    /// applicable to PDF files. Maximum 20 pages per request.
+    #[serde(default)]
+    pub pages: Option<String>,
+    /// Set to true to read a text file, or a line range of one, past the
+    /// usual 2000 lines (up to 1 MiB of text). Only when you genuinely need
+    /// all of it or the user asked for the whole file; otherwise read it in
+    /// parts with offset and limit, or search it.
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
+    pub allow_large: bool,
 }
+
+/// Lines shown with `allow_large` stop at this much text.
+const LARGE_TEXT_BYTES: usize = 1024 * 1024;
 
 /// What Read found.
 #[derive(Debug, Clone, Serialize)]
@@ -75,8 +88,10 @@ impl Tool for Read {
 
     fn description(&self) -> String {
         "Reads a file from the workspace. Lines are numbered like `cat -n`; by default up to 2000 lines \
-         from the start, very long lines are cut. For longer files, read on with offset and limit. \
-         PNG, JPEG, GIF and WebP files are returned as images. Directories cannot be read: use Glob. \
+         from the start, very long lines are cut. For longer files, read on with offset and limit \
+         (allow_large: true reads past 2000 lines, up to 1 MiB of text). PNG, JPEG, GIF and WebP files are \
+         returned as images. PDF files are returned as their text, page by page: a PDF of more than 10 \
+         pages needs `pages` (\"1-5\"; at most 20 pages a call). Directories cannot be read: use Glob. \
          You must Read a file before you Edit or overwrite it."
             .to_owned()
     }
@@ -89,6 +104,9 @@ impl Tool for Read {
         }
         if input.limit == Some(0) {
             return Err(ValidationError::new("limit must be at least 1"));
+        }
+        if let Some(pages) = input.pages.as_deref().filter(|p| !p.trim().is_empty()) {
+            crate::sandbox::pdf::parse_pages(pages).map_err(ValidationError::new)?;
         }
         Ok(())
     }
@@ -137,12 +155,20 @@ impl Tool for Read {
         // A small file is read here (tens of microseconds); a large one on
         // the blocking pool, so the runtime's threads are not held.
         let small = std::fs::metadata(path.abs()).is_ok_and(|m| m.len() <= INLINE_READ_BYTES);
-        let (output, state) = if small {
-            read(&path, input.offset, input.limit)?
+        let lines = Lines { offset: input.offset, limit: input.limit, large: input.allow_large };
+        let read = if small {
+            read(&path, lines)?
         } else {
-            tokio::task::spawn_blocking(move || read(&path, input.offset, input.limit))
+            tokio::task::spawn_blocking(move || read(&path, lines))
                 .await
                 .map_err(|e| ToolError::new(format!("read failed: {e}")))??
+        };
+        let (output, state) = match read {
+            Read_::Done(output, state) => (output, state),
+            Read_::Pdf(path, bytes, meta) => {
+                let pages = input.pages.as_deref().filter(|p| !p.trim().is_empty());
+                pdf_text(&path, bytes, &meta, pages, &ctx).await?
+            }
         };
         let key = std::fs::canonicalize(&output.path).unwrap_or_else(|_| output.path.clone());
         Ok(ToolOutput::with_modifier(
@@ -218,13 +244,149 @@ fn image_type(head: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Result<(ReadOutput, FileState), ToolError> {
+/// Which lines a read shows.
+#[derive(Debug, Clone, Copy)]
+struct Lines {
+    offset: Option<usize>,
+    limit: Option<usize>,
+    /// `allow_large`: past the default limit, up to [`LARGE_TEXT_BYTES`].
+    large: bool,
+}
+
+/// What the synchronous part of a read gave.
+enum Read_ {
+    /// The output, and the file's state as read.
+    Done(ReadOutput, FileState),
+    /// A PDF, read whole, for its text.
+    Pdf(PathBuf, Vec<u8>, std::fs::Metadata),
+}
+
+/// A size as people write it (`12.3 KB`).
+fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} bytes"),
+        b if b < 1024 * 1024 => format!("{:.1} KB", b as f64 / 1024.0),
+        b => format!("{:.1} MB", b as f64 / (1024.0 * 1024.0)),
+    }
+}
+
+/// A PDF's text, page by page: `pages` or, for a PDF of at most
+/// [`crate::sandbox::pdf::WHOLE_PAGES`] pages, all of it. The helper
+/// extracts it, in a process of its own.
+async fn pdf_text(
+    path: &std::path::Path,
+    bytes: Vec<u8>,
+    meta: &std::fs::Metadata,
+    pages: Option<&str>,
+    ctx: &ToolContext,
+) -> Result<(ReadOutput, FileState), ToolError> {
+    use crate::sandbox::pdf::{self, MAX_PAGES, WHOLE_PAGES, Want};
+    let Some(helper) = ctx.sandbox.helper.as_deref() else {
+        return Err(ToolError::new(format!(
+            "{} is a PDF: reading its text needs the helper {} installed beside agentd, which was not found",
+            path.display(),
+            crate::sandbox::HELPER_NAME
+        )));
+    };
+    let state = fs::state_of(meta, Some(fs::hash_bytes(&bytes)));
+    let want = match pages {
+        Some(p) => {
+            let (first, last) = pdf::parse_pages(p).map_err(ToolError::new)?;
+            Want::Range(first, last)
+        }
+        None => Want::Whole(WHOLE_PAGES),
+    };
+    let got = pdf::extract(helper, bytes, want, &ctx.cancel)
+        .await
+        .map_err(|e| ToolError::new(format!("{}: {e}", path.display())))?;
+    if let Some(why) = got.error {
+        return Err(ToolError::new(format!("{}: {why}", path.display())));
+    }
+    if got.encrypted {
+        return Err(ToolError::new(format!(
+            "{} is password-protected. Please provide an unprotected version.",
+            path.display()
+        )));
+    }
+    let size = human_size(meta.len());
+    let mut text = match (want, got.text.is_empty()) {
+        (Want::Whole(_), true) if got.pages > WHOLE_PAGES => {
+            return Err(ToolError::new(format!(
+                "This PDF has {} pages, which is too many to read at once. Use the pages parameter to read \
+                 specific page ranges (e.g., pages: \"1-5\"). Maximum {MAX_PAGES} pages per request.",
+                got.pages
+            )));
+        }
+        (Want::Range(first, last), true) if got.pages > 0 && first > got.pages => {
+            return Err(ToolError::new(format!(
+                "Requested pages {first}-{last} is outside the document (PDF has {n} pages). Use a range within \
+                 1-{n}, maximum {MAX_PAGES} pages per request (e.g. pages: \"1-{example}\").",
+                n = got.pages,
+                example = got.pages.min(MAX_PAGES),
+            )));
+        }
+        (_, true) => format!("PDF file read: {} ({size}): it has no pages\n", path.display()),
+        (Want::Whole(_), false) => {
+            format!("PDF file read: {} ({size}), {} page(s), as text\n", path.display(), got.pages)
+        }
+        (Want::Range(..), false) => format!(
+            "PDF pages extracted: {} page(s) from {} ({size}; the PDF has {} pages), as text\n",
+            got.text.len(),
+            path.display(),
+            got.pages
+        ),
+    };
+    for (page, body) in &got.text {
+        text.push_str(&format!("\n--- Page {page} ---\n"));
+        if body.trim().is_empty() {
+            text.push_str("[no text on this page: it may be a scanned image]\n");
+        } else {
+            text.push_str(body.trim_end());
+            text.push('\n');
+        }
+    }
+    if got.cut {
+        let next = got.text.last().map_or(1, |(p, _)| p + 1);
+        text.push_str(&format!("\n[the text was cut at 2 MiB: read on with pages: \"{next}-...\"]\n"));
+    }
+    let out = ReadOutput {
+        path: path.to_path_buf(),
+        text,
+        first_line: 1,
+        last_line: 0,
+        total_lines: None,
+        cut_lines: 0,
+        image: None,
+    };
+    Ok((out, state))
+}
+
+fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
     let err = |e: fs::FsError| ToolError::new(e.to_string());
     let (mut file, meta) = fs::open_file(path).map_err(err)?;
     let abs = path.abs();
     let mut head = vec![0u8; 8192];
     let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
     head.truncate(n);
+    // A PDF (its header may come after up to 1 KB of anything).
+    if head[..n.min(1024)].windows(5).any(|w| w == b"%PDF-") {
+        use std::io::Read as _;
+        let max = crate::sandbox::pdf::MAX_PDF_BYTES;
+        if meta.len() > max {
+            return Err(ToolError::new(format!(
+                "{} is a PDF of {}, more than the {} Read takes",
+                abs.display(),
+                human_size(meta.len()),
+                human_size(max)
+            )));
+        }
+        let mut bytes = head;
+        file.take(max + 1 - n as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+        return Ok(Read_::Pdf(abs, bytes, meta));
+    }
+    let (offset, limit) = (lines.offset, lines.limit);
     if let Some(media) = image_type(&head) {
         if meta.len() > MAX_IMAGE_BYTES {
             return Err(ToolError::new(format!(
@@ -244,7 +406,7 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
             cut_lines: 0,
             image: Some((media.to_owned(), base64(&bytes))),
         };
-        return Ok((out, state));
+        return Ok(Read_::Done(out, state));
     }
     if head.contains(&0) {
         return Err(ToolError::new(format!(
@@ -266,11 +428,13 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
                 cut_lines: 0,
                 image: None,
             };
-            return Ok((out, state));
+            return Ok(Read_::Done(out, state));
         }
     }
     let first = offset.unwrap_or(1);
-    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    let limit = limit.unwrap_or(if lines.large { usize::MAX } else { DEFAULT_LIMIT });
+    // With allow_large, whole lines until the text is that long.
+    let room = if lines.large { LARGE_TEXT_BYTES } else { usize::MAX };
     let mut text = String::new();
     let mut cut_lines = 0;
     let mut shown_last = first.saturating_sub(1);
@@ -286,6 +450,8 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
             None => text.push_str(&format!("{number:>6}\t{line}\n")),
         }
         shown_last = number;
+        // Room for another line?
+        text.len() < room
     };
     if meta.len() <= fs::MAX_EDIT_BYTES {
         // A file that fit in the first read is not opened again.
@@ -299,7 +465,9 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
             if content.is_empty() {
                 break;
             }
-            push_line(i + 1, line);
+            if !push_line(i + 1, line) {
+                break;
+            }
         }
         let out = ReadOutput {
             path: abs,
@@ -310,7 +478,7 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
             cut_lines,
             image: None,
         };
-        return Ok((out, state));
+        return Ok(Read_::Done(out, state));
     }
     // Too large to hash: stream just the lines asked for, keeping at most a
     // displayable prefix of each line (a 10 GB line must not fill memory).
@@ -349,7 +517,9 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
         number += 1;
         if number >= first {
             let text_line = String::from_utf8_lossy(&line);
-            push_line(number, &text_line);
+            if !push_line(number, &text_line) {
+                break;
+            }
         }
     }
     let state = fs::state_of(&meta, None);
@@ -362,7 +532,7 @@ fn read(path: &fs::WsPath, offset: Option<usize>, limit: Option<usize>) -> Resul
         cut_lines,
         image: None,
     };
-    Ok((out, state))
+    Ok(Read_::Done(out, state))
 }
 
 /// A notebook as its cells: each with its index, type and id, its source,
