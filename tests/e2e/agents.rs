@@ -386,6 +386,22 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     let mut events = runner(&d, &sid).await;
     let list = c.ok("tools/list", json!({ "session_id": sid })).await;
     let task = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "Task").unwrap().clone();
+    // Claude Code 2.1's Agent inputs, from the fixture its binary gave:
+    // each listed with its enum (but isolation, which agentd refuses).
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude-code-2.1-tools.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let schema = &task["input_schema"]["properties"];
+    for (name, theirs) in fixture["tools"]["Agent"]["input_schema"]["properties"].as_object().unwrap() {
+        if name == "isolation" {
+            assert!(schema.get(name).is_none(), "isolation is not offered");
+            continue;
+        }
+        assert!(schema.get(name).is_some(), "Task lists {name}: {schema}");
+        for value in theirs["enum"].as_array().into_iter().flatten() {
+            assert!(schema[name]["enum"].as_array().unwrap().contains(value), "{name} takes {value}");
+        }
+    }
+    assert!(schema.get("run_in_background").is_some(), "{schema}");
     let description = task["description"].as_str().unwrap();
     for kind in ["general-purpose", "Explore", "Plan", "statusline-setup", "claude-code-guide"] {
         assert!(description.contains(&format!("- {kind}:")), "{kind} listed: {description}");
@@ -404,6 +420,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
         ),
         tool_use("p", "Task", json!({ "description": "plan", "prompt": "Plan it.", "subagent_type": "Plan" })),
         tool_use("m", "Task", json!({ "description": "bad", "prompt": "x", "model": "gpt-5" })),
+        tool_use("i", "Agent", json!({ "description": "iso", "prompt": "x", "isolation": "worktree" })),
     ];
     let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
         .as_str()
@@ -460,5 +477,60 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     assert!(plan["content"][0]["text"].as_str().unwrap().contains("Agent(Plan)"), "{plan}");
     let model = result("m");
     assert!(model["content"][0]["text"].as_str().unwrap().contains("gpt-5"), "{model}");
+    let isolation = result("i");
+    assert!(isolation["content"][0]["text"].as_str().unwrap().contains("isolation \"worktree\" is not supported"));
     assert_eq!(result("e")["content"][0]["text"], "done");
+}
+
+#[tokio::test]
+async fn a_task_in_the_background_returns_at_once_and_its_result_comes_by_task_output() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let mut events = runner(&d, &sid).await;
+    let call = |name: &str, input: Value| json!({ "session_id": sid, "name": name, "input": input });
+    let text = |r: &Value| r["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let background = json!({ "description": "survey", "prompt": "Survey it.", "run_in_background": true });
+    let r = within("Task", c.ok("tool/call", call("Task", background.clone()))).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("Async agent launched successfully") && text(&r).contains("agentId: job_1"), "{r}");
+    let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
+    let child = request["child_session_id"].as_str().unwrap().to_owned();
+    let jobs = c.ok("session/get", json!({ "session_id": sid })).await["jobs"].clone();
+    assert_eq!(jobs[0]["status"], "running", "{jobs}");
+    assert!(jobs[0]["command"].as_str().unwrap().contains("general-purpose: survey"), "{jobs}");
+    let r = c.ok("tool/call", call("TaskOutput", json!({ "task_id": "job_1", "block": false }))).await;
+    assert!(text(&r).contains("is running"), "{r}");
+    c.ok(
+        "agent/respond",
+        json!({ "session_id": sid, "request_id": request["request_id"], "result": "Surveyed: 3 crates." }),
+    )
+    .await;
+    let r = within("TaskOutput", c.ok("tool/call", call("TaskOutput", json!({ "task_id": "job_1" })))).await;
+    assert!(text(&r).contains("Surveyed: 3 crates.") && text(&r).contains("exited with code 0"), "{r}");
+    let r = c.request("session/get", json!({ "session_id": child })).await;
+    assert_eq!(r["error"]["code"], -32001, "the child closed with its work: {r}");
+
+    // TaskStop ends one, and its child session with it.
+    let r = within("Task", c.ok("tool/call", call("Agent", background))).await;
+    assert!(text(&r).contains("agentId: job_2"), "{r}");
+    let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
+    let child = request["child_session_id"].as_str().unwrap().to_owned();
+    let r = within("TaskStop", c.ok("tool/call", call("TaskStop", json!({ "task_id": "job_2" })))).await;
+    assert!(text(&r).contains("killed"), "{r}");
+    let r = c.request("session/get", json!({ "session_id": child })).await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let r = c
+        .request("agent/respond", json!({ "session_id": sid, "request_id": request["request_id"], "result": "late" }))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "the stopped agent's request is closed: {r}");
+
+    // Without a client that runs agents, nothing starts.
+    drop(events);
+    let plain = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let r = c
+        .ok("tool/call", json!({ "session_id": plain, "name": "Task", "input": { "description": "d", "prompt": "p", "run_in_background": true } }))
+        .await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(c.ok("session/get", json!({ "session_id": plain })).await["jobs"].as_array().is_none_or(|j| j.is_empty()));
 }

@@ -60,6 +60,20 @@ async fn read_numbers_pages_and_cuts_long_lines() {
     assert!(t.contains("… [3000 more characters]") && t.contains("long lines were cut"), "{t}");
     std::fs::write(s.ws.join("empty.txt"), "").unwrap();
     assert!(text(&s.read("empty.txt").await).contains("the file is empty"));
+
+    // allow_large (Claude Code 2.1): past the 2000-line default, whole
+    // lines up to 1 MiB of text, then where to read on.
+    let t = text(&s.call("Read", json!({ "file_path": "long.txt", "allow_large": true })).await);
+    assert!(t.contains("  2500\tline 2500\n") && !t.contains("read on"), "{}", &t[t.len() - 100..]);
+    let wide: String = (1..=20_000).map(|i| format!("{i:>8} {}\n", "y".repeat(90))).collect();
+    std::fs::write(s.ws.join("big.txt"), &wide).unwrap();
+    let t = text(&s.call("Read", json!({ "file_path": "big.txt", "allow_large": "true", "offset": 10 })).await);
+    assert!(t.len() > 1024 * 1024 && t.len() < 1024 * 1024 + 4096, "{}", t.len());
+    assert!(
+        t.starts_with("    10\t      10 y") && t.contains("of 20000; read on with offset="),
+        "{}",
+        &t[t.len() - 100..]
+    );
 }
 
 #[tokio::test]

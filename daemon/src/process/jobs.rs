@@ -186,6 +186,54 @@ impl JobTable {
         Ok(job)
     }
 
+    /// Starts `work` as a job named `what` (a sub-agent run in the
+    /// background): what it gives, or why it failed, is the job's output,
+    /// its end the job's end (exit code 0 or 1). It gets the job's token:
+    /// KillShell or the session's close cancels it, and it is dropped.
+    pub fn start_work<F>(&self, what: &str, work: impl FnOnce(CancellationToken) -> F) -> std::io::Result<Arc<Job>>
+    where
+        F: std::future::Future<Output = Result<String, String>> + Send + 'static,
+    {
+        let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
+        if running >= MAX_RUNNING_JOBS {
+            return Err(std::io::Error::other(format!(
+                "{running} background jobs are running; stop one with KillShell first"
+            )));
+        }
+        let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let job = Arc::new(Job {
+            id,
+            command: what.to_owned(),
+            state: Mutex::new(JobState {
+                unread: Vec::new(),
+                dropped: 0,
+                status: JobStatus::Running,
+                capture: Capture::new(1, None),
+            }),
+            cancel: self.cancel.child_token(),
+            finished: tokio::sync::Notify::new(),
+        });
+        let work = work(job.cancel.clone());
+        self.lock().push(job.clone());
+        let done = job.clone();
+        self.tracker.spawn(async move {
+            let status = tokio::select! {
+                result = work => {
+                    let (text, code) = match result {
+                        Ok(text) => (text, 0),
+                        Err(why) => (why, 1),
+                    };
+                    push(&done, text.as_bytes());
+                    JobStatus::Exited(code)
+                }
+                _ = done.cancel.cancelled() => JobStatus::Killed,
+            };
+            done.lock().status = status;
+            done.finished.notify_waiters();
+        });
+        Ok(job)
+    }
+
     /// The job `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
         self.lock().iter().find(|j| j.id == id).cloned()

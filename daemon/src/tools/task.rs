@@ -79,11 +79,24 @@ pub struct TaskInput {
     /// `inherit` (the parent's, the default). The client that runs the
     /// agent takes it.
     #[serde(default)]
+    #[schemars(extend("enum" = ["sonnet", "opus", "haiku", "fable", "inherit"]))]
     pub model: Option<String>,
     /// Reasoning effort for the agent: `low`, `medium`, `high`, `xhigh` or
     /// `max` (the client that runs it takes it).
     #[serde(default)]
+    #[schemars(extend("enum" = ["low", "medium", "high", "xhigh", "max", "lower", "higher"]))]
     pub effort: Option<String>,
+    /// Run the agent in the background: the call returns at once with its
+    /// job id; TaskOutput with that task_id waits for its result, TaskStop
+    /// ends it. Only when you have other work to do meanwhile.
+    #[serde(default, deserialize_with = "crate::tool::input::flag")]
+    pub run_in_background: bool,
+    /// Claude Code 2.1's `isolation` (a worktree or a remote machine for
+    /// the agent): not done by agentd, refused with a clear message rather
+    /// than as an unknown field, and not published.
+    #[serde(default)]
+    #[schemars(skip)]
+    pub isolation: Option<String>,
 }
 
 fn general_purpose_name() -> String {
@@ -98,10 +111,14 @@ const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max", "lower", "hi
 /// What the sub-agent gave back.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskOutput {
-    /// The child session it worked in.
+    /// The child session it worked in (empty for an agent started in the
+    /// background: its job says).
     pub child_session_id: String,
     /// Its result.
     pub result: String,
+    /// The background job running it (`run_in_background`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 impl TaskTool {
@@ -156,6 +173,12 @@ impl Tool for TaskTool {
         if let Some(e) = input.effort.as_deref().filter(|e| !EFFORTS.contains(e)) {
             return Err(ValidationError::new(format!("effort {e:?} is none of {}", EFFORTS.join(", "))));
         }
+        if let Some(isolation) = &input.isolation {
+            return Err(ValidationError::new(format!(
+                "isolation {isolation:?} is not supported by agentd: the sub-agent works in the parent's workspace \
+                 (to give it a worktree, say so in its prompt: it can call EnterWorktree)"
+            )));
+        }
         if self.find(input.subagent_type.trim()).is_none() {
             let names: Vec<&str> = self.defs.iter().map(|d| d.name.as_str()).collect();
             return Err(ValidationError::new(format!(
@@ -191,6 +214,55 @@ impl Tool for TaskTool {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<TaskOutput>, ToolError> {
+        if !input.run_in_background {
+            return self.run(input, ctx).await.map(ToolOutput::new);
+        }
+        // A runner must be there to start it; the job then fails as the
+        // call would when the runner goes.
+        if !ctx.agent.as_ref().is_some_and(|a| (a.runner)()) {
+            return Err(ToolError::new(
+                "no client that runs sub-agents follows this session (turn/stream with capabilities [\"agents\"])",
+            ));
+        }
+        let what = format!("{}: {}", input.subagent_type.trim(), input.description.trim());
+        let tool = self.clone();
+        let jobs = ctx.jobs.clone();
+        let job = jobs
+            .start_work(&what, move |token| {
+                let ctx = ToolContext { cancel: token, ..ctx };
+                async move {
+                    let out = tool.run(input, ctx).await.map_err(|e| e.to_string())?;
+                    Ok(format!("{}\n[the sub-agent worked in the child session {}]", out.result, out.child_session_id))
+                }
+            })
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let result = format!(
+            "Async agent launched successfully.\nagentId: {id}\nThe agent is working in the background. Its \
+             result: TaskOutput with task_id \"{id}\" (waits for it to finish); TaskStop with task_id \"{id}\" \
+             ends it. Continue with other work meanwhile; do not guess its results.",
+            id = job.id
+        );
+        Ok(ToolOutput::new(TaskOutput { child_session_id: String::new(), result, job_id: Some(job.id.clone()) }))
+    }
+
+    fn result_content(&self, out: &TaskOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
+        vec![agentd_protocol::tools::ContentBlock::text(out.result.clone())]
+    }
+
+    fn render_use(&self, input: &TaskInput) -> String {
+        let background = if input.run_in_background { " (in the background)" } else { "" };
+        format!("{}: {}{background}", input.subagent_type, input.description)
+    }
+
+    fn render_result(&self, out: &TaskOutput) -> String {
+        let first = out.result.lines().next().unwrap_or_default();
+        first.chars().take(80).collect()
+    }
+}
+
+impl TaskTool {
+    /// Runs the sub-agent to its end (or `ctx.cancel`).
+    async fn run(&self, input: TaskInput, ctx: ToolContext) -> Result<TaskOutput, ToolError> {
         let Some(agent) = ctx.agent.clone() else {
             return Err(ToolError::new("sub-agents are not available in this session"));
         };
@@ -287,19 +359,21 @@ impl Tool for TaskTool {
         if answer.is_error {
             return Err(ToolError::new(answer.result));
         }
-        Ok(ToolOutput::new(TaskOutput { child_session_id: child, result: answer.result }))
+        Ok(TaskOutput { child_session_id: child, result: answer.result, job_id: None })
     }
+}
 
-    fn result_content(&self, out: &TaskOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
-        vec![agentd_protocol::tools::ContentBlock::text(out.result.clone())]
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn render_use(&self, input: &TaskInput) -> String {
-        format!("{}: {}", input.subagent_type, input.description)
-    }
-
-    fn render_result(&self, out: &TaskOutput) -> String {
-        let first = out.result.lines().next().unwrap_or_default();
-        first.chars().take(80).collect()
+    #[test]
+    fn the_published_enums_are_the_values_taken() {
+        let schema = serde_json::to_value(schemars::schema_for!(TaskInput)).unwrap();
+        for (field, taken) in [("model", MODELS), ("effort", EFFORTS)] {
+            let published: Vec<&str> =
+                schema["properties"][field]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            assert_eq!(published, taken, "{field}");
+        }
     }
 }
