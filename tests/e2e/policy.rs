@@ -534,6 +534,54 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     assert!(!outside.exists() && !ws.join("out2.txt").exists() && !ws.join("pwned").exists());
     assert!(!ws.join(".claude/settings.json").exists() && !ws.join(".git/hooks/pre-commit").exists());
     assert!(!ws.parent().unwrap().join("escaped.txt").exists());
+    // The attack review's, with the sandbox off so that the judgement
+    // alone decides: a `cd` behind a wrapper, a chain of dangling links
+    // longer than the daemon follows, an ask rule on the file.
+    for i in 0..10 {
+        std::os::unix::fs::symlink(format!("l{}", i + 1), ws.join(format!("l{i}"))).unwrap();
+    }
+    let escaped = outside.with_extension("chained");
+    std::os::unix::fs::symlink(&escaped, ws.join("l10")).unwrap();
+    std::fs::write(ws.join("important.txt"), "keep\n").unwrap();
+    let rules =
+        json!({ "allow": ["Bash(./run-tests:*)", "Bash(cd:*)", "Bash(echo:*)"], "ask": ["Edit(./important.txt)"] });
+    let off = c
+        .ok(
+            "session/create",
+            json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50,
+                    "sandbox": { "mode": "off" } }),
+        )
+        .await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for command in [
+        "builtin cd sub && ./run-tests > out2.txt",
+        "command cd sub && echo x > out2.txt",
+        "builtin cd .git && echo '[core] fsmonitor = touch pwned' > config",
+        "./run-tests > l0",
+        "echo x > l0",
+        "echo x > important.txt",
+        "./run-tests > important.txt",
+    ] {
+        let r = bash(&mut c, &off, command).await;
+        assert_eq!(r["is_error"], true, "{command} ran: {r}");
+    }
+    assert!(!escaped.exists() && !ws.join("sub/out2.txt").exists() && !ws.join("pwned").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("important.txt")).unwrap(), "keep\n");
+    assert!(!std::fs::read_to_string(ws.join(".git/config")).unwrap().contains("fsmonitor"));
+    let r = c
+        .ok("tool/call", json!({ "session_id": off, "name": "Read", "input": { "file_path": "important.txt" } }))
+        .await;
+    assert_eq!(r["is_error"], false);
+    let write = json!({ "file_path": "important.txt", "content": "changed\n" });
+    let r = c.ok("tool/call", json!({ "session_id": off, "name": "Write", "input": write })).await;
+    assert_eq!(r["is_error"], true, "an ask rule asks even in accept_edits: {r}");
+    assert_eq!(std::fs::read_to_string(ws.join("important.txt")).unwrap(), "keep\n");
+    // ...and what they allow still runs there.
+    let r = bash(&mut c, &off, "./run-tests > sub/ok.txt").await;
+    assert_eq!(r["is_error"], false, "{r}");
+
     // In default mode the same redirection asks.
     let default = c.ok("session/create", json!({ "cwd": ws, "permissions": rules, "permission_timeout_ms": 50 })).await
         ["session_id"]
@@ -546,4 +594,30 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     // ...and the rule alone still runs the command.
     let r = bash(&mut c, &default, "./run-tests").await;
     assert!(text(&r).contains("all 3 tests passed"), "{r}");
+}
+
+#[tokio::test]
+async fn builtins_that_assign_path_do_not_run_unasked() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir(ws.join("tools")).unwrap();
+    std::fs::write(ws.join("tools/ls"), "#!/bin/sh\ntouch pwned-ls\n").unwrap();
+    std::fs::set_permissions(ws.join("tools/ls"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = d.raw().await;
+    for sandbox in ["off", "auto"] {
+        let params = json!({ "cwd": ws, "permission_timeout_ms": 50, "sandbox": { "mode": sandbox } });
+        let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+        for command in [
+            "printf -v PATH %s tools; ls",
+            "read -r PATH <<< tools; ls",
+            "hash -p tools/ls ls; ls",
+            ": ${CDPATH:=tools}; ls",
+            "C=tools/ls; X=1 $C",
+        ] {
+            let r = bash(&mut c, &id, command).await;
+            assert_eq!(r["is_error"], true, "{sandbox}: {command} ran: {r}");
+        }
+    }
+    assert!(!ws.join("pwned-ls").exists());
 }

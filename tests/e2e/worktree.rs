@@ -391,3 +391,59 @@ async fn an_existing_worktree_is_entered_by_path_and_kept() {
     let (_, text) = s.call("Bash", json!({ "command": "pwd" })).await;
     assert_eq!(text.trim(), repo.display().to_string());
 }
+
+#[tokio::test]
+async fn the_attack_reviews_worktree_findings_stay_closed() {
+    let d = TestDaemon::start().await;
+    let repo = repo(d.dir.path(), true);
+    let outside = d.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+
+    // A read-only command in a worktree reads what git needs of the common
+    // directory, nothing else of it.
+    std::fs::write(repo.join(".git/secret.txt"), "SECRET-IN-GIT-DIR\n").unwrap();
+    let mut s = S::new(&d, &repo, json!({ "permissions": { "allow": ["EnterWorktree"] } })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "ro" })).await;
+    assert!(!err, "{text}");
+    let (err, text) = s.call("Bash", json!({ "command": "git log --oneline | wc -l" })).await;
+    assert!(!err && text.trim() == "1", "git log reads the objects: {text}");
+    let command = format!("F={}/.git/secret.txt; cat $F", repo.display());
+    let (_, text) = s.call("Bash", json!({ "command": command })).await;
+    assert!(!text.contains("SECRET-IN-GIT-DIR"), "{text}");
+
+    // A config.worktree planted as a symlink is refused, and nothing is
+    // made where it points.
+    let mut b = S::new(&d, &repo, json!({ "mode": "bypass" })).await;
+    let third = d.dir.path().join("third-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "third", third.to_str().unwrap()]);
+    let planted = outside.join("made-by-the-daemon");
+    std::os::unix::fs::symlink(&planted, repo.join(".git/worktrees/third-wt/config.worktree")).unwrap();
+    let (err, text) = b.call("EnterWorktree", json!({ "path": third })).await;
+    assert!(err && text.contains("not a regular file"), "{text}");
+    assert!(!planted.exists() && b.worktree().await.is_null());
+
+    // A registered path that became a symlink to another (locked) worktree.
+    let locked = d.dir.path().join("locked-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "locked", locked.to_str().unwrap()]);
+    git(&repo, &["worktree", "lock", "--reason", "in use", locked.to_str().unwrap()]);
+    let swapped = d.dir.path().join("swapped-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "swapped", swapped.to_str().unwrap()]);
+    std::fs::rename(&swapped, d.dir.path().join("swapped-wt.real")).unwrap();
+    std::os::unix::fs::symlink(&locked, &swapped).unwrap();
+    let (err, text) = b.call("EnterWorktree", json!({ "path": swapped })).await;
+    assert!(err && text.contains("through a symbolic link"), "{text}");
+    assert!(b.worktree().await.is_null());
+
+    // A worktree deleted by hand: removing it drops its registration only,
+    // not every stale one of the repository.
+    let (err, text) = b.call("EnterWorktree", json!({ "name": "gone" })).await;
+    assert!(!err, "{text}");
+    let stale = d.dir.path().join("stale-wt");
+    git(&repo, &["worktree", "add", "-q", "-b", "stale", stale.to_str().unwrap()]);
+    std::fs::remove_dir_all(&stale).unwrap();
+    std::fs::remove_dir_all(repo.join(".claude/worktrees/gone")).unwrap();
+    let (err, text) = b.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err, "{text}");
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(!list.contains(".claude/worktrees/gone") && list.contains("stale-wt"), "{list}");
+}

@@ -163,7 +163,9 @@ impl SessionExecutor {
             .any(|e| e.args.iter().any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree")));
         // Where the command's `cd`s take git (a nested repository).
         let mut dirs = vec![here.clone()];
-        let mut computed_cd = false;
+        // A `cd` behind a wrapper (`builtin cd`) goes where the walk below
+        // does not look.
+        let mut computed_cd = parsed.as_ref().is_some_and(crate::shell::wrapped_cd);
         for c in parsed.iter().flat_map(|s| &s.commands) {
             if matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")) {
                 match c.args.iter().find(|a| !a.starts_with('-')) {
@@ -307,10 +309,7 @@ impl SessionExecutor {
         let here = context.shell_cwd.clone().unwrap_or_else(|| workspace.to_path_buf());
         // Where a target lands is only known when it is written out and the
         // command does not change directory first.
-        let moves = script
-            .commands
-            .iter()
-            .any(|c| c.program.is_none() || matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")));
+        let moves = crate::shell::changes_directory(&script);
         // Programs that write the files their arguments name (in-place
         // editors, copies, moves): an Edit deny rule applies to those too.
         const WRITES_ARGS: &[&str] = &[

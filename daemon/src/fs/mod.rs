@@ -185,11 +185,11 @@ pub fn real_path(abs: &Path) -> Option<PathBuf> {
 
 fn real_path_within(abs: &Path, links: usize) -> Option<PathBuf> {
     std::fs::canonicalize(abs).ok().or_else(|| {
-        // A dangling symlink is where it points (a write creates that).
-        if links > 0
-            && std::fs::symlink_metadata(abs).is_ok_and(|m| m.file_type().is_symlink())
-            && let Ok(target) = std::fs::read_link(abs)
-        {
+        // A dangling symlink is where it points (a write creates that);
+        // a chain longer than the budget is nowhere known (the kernel
+        // follows 40 links: it is not a new file here).
+        if std::fs::symlink_metadata(abs).is_ok_and(|m| m.file_type().is_symlink()) {
+            let target = std::fs::read_link(abs).ok().filter(|_| links > 0)?;
             let next = if target.is_absolute() { target } else { abs.parent()?.join(target) };
             return real_path_within(&next, links - 1);
         }

@@ -197,7 +197,14 @@ pub fn decide(f: &CallFacts) -> Verdict {
         Decision::Ask { .. } if f.mode == PermissionMode::Bypass => {
             Verdict::Allow { open_outside: f.outside, profile: profile(AllowedBy::Approval), unasked: false }
         }
-        Decision::Ask { .. } if f.mode == PermissionMode::AcceptEdits && f.edits && !f.outside => {
+        // accept_edits answers for edits, not for what an ask rule keeps
+        // for the user.
+        Decision::Ask { .. }
+            if f.mode == PermissionMode::AcceptEdits
+                && f.edits
+                && !f.outside
+                && f.rule.as_ref().is_none_or(|r| r.kind != RuleKind::Ask) =>
+        {
             Verdict::Allow { open_outside: false, profile: None, unasked: false }
         }
         Decision::Ask { reason, suggestion } => {

@@ -455,6 +455,18 @@ fn the_table() {
         ),
         ("Bash", "plan mode refuses what is not read-only", ("plan bash", |f| f.mode = Plan, Want::Refuse)),
         (
+            "Edit",
+            "an ask rule asks even in accept_edits",
+            (
+                "ask rule edit",
+                |f| {
+                    f.mode = AcceptEdits;
+                    f.rule = rule(RuleKind::Ask)
+                },
+                Want::Ask,
+            ),
+        ),
+        (
             "Bash",
             "a judged read in bypass still runs read_only",
             (

@@ -36,12 +36,16 @@ pub struct SimpleCommand {
     pub assigns: Vec<String>,
     /// Input redirections from files (`< f`), unquoted where literal.
     pub reads_files: Vec<String>,
+    /// It has a program word at all (literal or computed): `X=1` alone has
+    /// none, `X=1 $C` has one.
+    pub has_program_word: bool,
 }
 
 impl SimpleCommand {
     /// A command of `program` with nothing else known yet.
     pub fn named(program: Option<String>) -> SimpleCommand {
         SimpleCommand {
+            has_program_word: program.is_some(),
             program,
             args: Vec::new(),
             writes_files: Vec::new(),
@@ -552,6 +556,7 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
     if let Some(word) = &simple.word_or_name {
         cmd.has_substitution |= substitutes(&word.value);
         cmd.program = literal(&word.value);
+        cmd.has_program_word = true;
     }
     for item in items {
         match item {
@@ -572,6 +577,26 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
         }
     }
     cmd
+}
+
+/// Whether the script may change its working directory: a `cd`, `pushd`
+/// or `popd` anywhere, also behind a wrapper (`builtin cd`, `command cd`),
+/// or a program computed at run time (which may be one).
+pub fn changes_directory(script: &Script) -> bool {
+    let moves = |p: Option<&str>| matches!(p, Some("cd" | "pushd" | "popd"));
+    script.commands.iter().any(|c| moves(c.program.as_deref()) || (c.program.is_none() && c.has_program_word))
+        || effective(script)
+            .iter()
+            .any(|e| moves(e.program.as_deref()) || (e.program.is_none() && !e.wrappers.is_empty()))
+}
+
+/// Whether a `cd`, `pushd` or `popd` runs behind a wrapper (`builtin cd`),
+/// where a walk of the script's own commands does not see it.
+pub fn wrapped_cd(script: &Script) -> bool {
+    effective(script).iter().any(|e| {
+        matches!(e.program.as_deref(), Some("cd" | "pushd" | "popd"))
+            && script.commands.get(e.from).is_none_or(|c| c.program != e.program)
+    })
 }
 
 /// A redirection target as the shell will open it: unquoted when literal;

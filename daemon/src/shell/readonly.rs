@@ -132,6 +132,10 @@ fn simple_is_clean(cmd: &SimpleCommand) -> bool {
 
 fn part_reads(e: &Effective) -> bool {
     let Some(program) = e.program.as_deref() else { return false };
+    // `printf -v NAME` assigns any variable (`PATH`): not a read.
+    if program == "printf" && e.args.iter().any(|a| a.starts_with("-v")) {
+        return false;
+    }
     if e.opaque_args || !e.assigns.is_empty() {
         // Arguments filled in at run time may be options: only programs
         // that read whatever their options are.
@@ -153,17 +157,21 @@ pub fn is_inspection(script: &Script) -> bool {
     }
     // Substitutions are fine: their commands are in the script (walked)
     // and judged like the rest.
+    let bare = |c: &SimpleCommand| !c.has_program_word && c.args.is_empty();
     let clean = script.commands.iter().all(|c| {
-        let bare = c.program.is_none() && c.args.is_empty();
         c.writes_files.is_empty()
-            && c.assigns.iter().all(|a| if bare { !steers_the_shell(a) } else { !dangerous_assignment(a) })
+            && c.assigns.iter().all(|a| if bare(c) { !steers_the_shell(a) } else { !dangerous_assignment(a) })
+            // `${CDPATH:=..}` assigns too.
+            && !c.args.iter().chain(c.program.iter()).any(|w| default_assigns_steering(w))
     });
     clean
         && effective(script).iter().all(|e| {
             // `NOW=$(date)`: a variable of the script's own (its value's
             // commands are parts of their own, judged like the rest).
             if e.program.is_none() && e.args.is_empty() && e.wrappers.is_empty() {
-                return !e.assigns.is_empty() && !e.assigns.iter().any(|a| steers_the_shell(a));
+                return script.commands.get(e.from).is_some_and(bare)
+                    && !e.assigns.is_empty()
+                    && !e.assigns.iter().any(|a| steers_the_shell(a));
             }
             // `find`: what an `-exec` runs, judged as its own part (here
             // only: in the read-only sandbox a symlink `{}` names cannot
@@ -180,6 +188,25 @@ pub fn is_inspection(script: &Script) -> bool {
 /// programs after it: those keep the script from being judged as written.
 /// Other names are the script's own (exported only by `export`, whose
 /// names are judged as assignments).
+/// Whether a word assigns a variable that steers the shell by a default
+/// expansion (`${CDPATH:=/elsewhere}`, `${PATH=.}`).
+fn default_assigns_steering(word: &str) -> bool {
+    word.match_indices("${").any(|(i, _)| {
+        let rest = &word[i + 2..];
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let after = &rest[name.len()..];
+        !name.is_empty() && (after.starts_with(":=") || after.starts_with('=')) && steers_the_shell(&name)
+    })
+}
+
+/// Whether a builtin sets a variable that steers the shell: `printf -v
+/// NAME`, `read NAME`, `mapfile NAME`, `getopts spec NAME` (any argument
+/// naming one counts, whatever its place).
+fn sets_steering(program: &str, args: &[&str]) -> bool {
+    matches!(program, "printf" | "read" | "mapfile" | "readarray" | "getopts")
+        && args.iter().any(|a| steers_the_shell(a.strip_prefix("-v").filter(|n| !n.is_empty()).unwrap_or(a)))
+}
+
 fn steers_the_shell(name: &str) -> bool {
     const STEERING: &[&str] = &[
         "PATH",
@@ -210,9 +237,14 @@ fn part_inspects(e: &Effective) -> bool {
     if args.len() == 1 && matches!(args[0], "--version" | "-V" | "version" | "--help") && !MUTATES.contains(&program) {
         return true;
     }
+    if sets_steering(program, &args) {
+        return false;
+    }
     match program {
         "cd" | "pushd" | "popd" | "dirs" | ":" | "shopt" | "read" | "break" | "continue" | "return" | "exit"
-        | "whereis" | "hash" => true,
+        | "whereis" => true,
+        // `hash -p ./x ls` chooses what `ls` runs; listing is fine.
+        "hash" => args.len() <= 1 && args.iter().all(|a| matches!(*a, "-l" | "-t")),
         // `set -a` exports every variable set after it.
         "set" => !args.iter().any(|a| (a.starts_with('-') && a.contains('a')) || *a == "allexport"),
         // What `export` (and `local`) hands to the programs after it is
@@ -834,6 +866,14 @@ mod tests {
     }
 
     #[test]
+    fn printf_v_assigns_and_is_not_a_read() {
+        assert!(ro("printf '%s\\n' a b"));
+        for cmd in ["printf -v PATH %s tools; ls", "printf -vX %s y", "printf -v X %s y"] {
+            assert!(!ro(cmd), "{cmd} should not be read-only");
+        }
+    }
+
+    #[test]
     fn a_variable_of_the_scripts_own_is_an_inspection() {
         for cmd in [
             "NOW=$(date)",
@@ -860,6 +900,19 @@ mod tests {
             "set -o allexport; PAGER=x; git log",
             "GIT_DIR=/elsewhere; export GIT_DIR; git log",
             "PS4='$(touch x)'; set -x; ls",
+            // The attack review's: builtins that assign, default
+            // expansions, a computed program after an assignment.
+            "printf -v PATH %s tools; ls",
+            "printf -vPATH %s tools; ls",
+            "read -r PATH <<< tools; ls",
+            "mapfile -t IFS < f; ls",
+            "getopts ab BASH_ENV; bash -c ls",
+            "hash -p ./evil ls; ls",
+            ": ${CDPATH:=/tmp}; cd x; ls",
+            "echo ${PATH=.}; ls",
+            "C='id -u'; X=1 $C",
+            "X=1 $(echo touch pwned)",
+            "set -- touch pwned; X=1 \"$@\"",
         ] {
             assert!(!inspects(cmd), "{cmd} should not be an inspection");
         }

@@ -658,9 +658,10 @@ fn launch<'a>(
                 home.as_deref(),
                 ctx.info.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH")).as_deref(),
             );
-            // In a worktree git reads the repository's common directory
-            // (config, objects, refs): `git log` there only reads.
-            read.extend(ctx.session.worktree.iter().map(|w| w.common_dir.clone()));
+            // In a worktree git reads the repository's common directory:
+            // what `git log` and `git status` read of it (not other
+            // worktrees' directories, submodules' or tools' data there).
+            read.extend(worktree_git_reads(ctx));
             read
         },
         protect: if profile == SandboxProfile::WorkspaceWrite {
@@ -777,6 +778,15 @@ fn sensitive_files() -> Vec<PathBuf> {
 /// cover: the paths they name, and for patterns (`.env` at any depth,
 /// `**/*.pem`) what a walk of the workspace finds (hidden and ignored files
 /// included; at most 100,000 entries looked at).
+/// What a read-only command in a worktree may read of the repository's
+/// common git directory.
+fn worktree_git_reads(ctx: &ToolContext) -> Vec<PathBuf> {
+    let Some(w) = &ctx.session.worktree else { return Vec::new() };
+    const GIT_READS: &[&str] =
+        &["objects", "refs", "packed-refs", "HEAD", "config", "info", "logs", "shallow", "FETCH_HEAD", "ORIG_HEAD"];
+    GIT_READS.iter().map(|n| w.common_dir.join(n)).filter(|p| std::fs::symlink_metadata(p).is_ok()).collect()
+}
+
 fn denied_reads(ctx: &ToolContext) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> =
         ctx.rules.denied_read_paths().into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
@@ -785,6 +795,9 @@ fn denied_reads(ctx: &ToolContext) -> Vec<PathBuf> {
     }
     let mut roots = vec![ctx.cwd.to_path_buf()];
     roots.extend(ctx.info.add_dirs.iter().cloned());
+    // What a worktree's commands may read of the common git directory
+    // (objects are named by their hashes: no rule names one).
+    roots.extend(worktree_git_reads(ctx).into_iter().filter(|p| !p.ends_with("objects")));
     let mut seen = 0usize;
     for root in roots {
         let walk =
@@ -818,6 +831,10 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
     // Where the shell is as the command runs: `cd`s are followed in order
     // (`cd src; ls; cd ..` judges `..` from src).
     let mut here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    // A `cd` behind a wrapper moves where the walk below cannot follow.
+    if shell::wrapped_cd(script) {
+        return false;
+    }
     for c in &script.commands {
         if matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")) {
             let target = c.args.iter().find(|a| !a.starts_with('-') || a.as_str() == "-");
@@ -900,8 +917,8 @@ pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool 
     if targets.is_empty() {
         return false;
     }
-    // A `cd` would take a relative target elsewhere.
-    let moves = script.commands.iter().any(|c| matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")));
+    // A `cd` (`builtin cd` too) would take a relative target elsewhere.
+    let moves = shell::changes_directory(script);
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
     targets.iter().all(|target| {
@@ -918,6 +935,12 @@ pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool 
         real.is_some_and(|r| {
             ctx.inside(&r)
                 && !crate::fs::in_state_dir(&r)
+                // An ask or deny rule on the file keeps it for the user.
+                && ["Edit", "Write"].iter().all(|tool| {
+                    ctx.rules.decide(tool, &crate::permission::rules::Facts::Path(r.clone())).is_none_or(|rule| {
+                        rule.kind == crate::permission::rules::RuleKind::Allow
+                    })
+                })
                 && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
                 && !crate::permission::is_protected_target(&ctx.cwd, &r)
                 && !crate::permission::is_user_protected(&r)

@@ -309,9 +309,12 @@ impl Tool for EnterWorktree {
 
     fn check_permissions(&self, input: &EnterWorktreeInput, ctx: &ToolContext) -> Decision {
         if let Some(path) = &input.path {
+            let raw = Path::new(path.trim());
+            let real = std::fs::canonicalize(if raw.is_absolute() { raw.to_path_buf() } else { ctx.cwd.join(raw) });
+            let shown = real.map_or_else(|_| path.clone(), |r| r.display().to_string());
             return Decision::Ask {
                 reason: format!(
-                    "enter the existing worktree {path}: the session's working directory and write access move there"
+                    "enter the existing worktree {shown}: the session's working directory and write access move there"
                 ),
                 suggestion: None,
             };
@@ -405,10 +408,7 @@ impl Tool for EnterWorktree {
             .map_err(|e| ToolError::new(format!("git made no git directory for the worktree: {e}")))?;
         // Present (empty, so nothing changes) and so bound read-only in the
         // sandbox: a command cannot create one that git would obey.
-        let per_worktree_config = git_dir.join("config.worktree");
-        if !per_worktree_config.exists() {
-            let _ = std::fs::write(&per_worktree_config, "");
-        }
+        ensure_worktree_config(&git_dir)?;
         // The same place in the worktree as the session had in the
         // checkout, where it exists.
         let original_cwd = ctx.cwd.to_path_buf();
@@ -457,6 +457,33 @@ impl Tool for EnterWorktree {
 
     fn render_result(&self, out: &WorktreeOutput) -> String {
         format!("in {} ({})", out.worktree_path.display(), out.branch)
+    }
+}
+
+/// Makes the worktree's `config.worktree` present and empty if it is not
+/// there (so that the sandbox binds it read-only and a command cannot
+/// create one git would obey), never through a symlink: one planted there
+/// would have the daemon create a file wherever it points.
+fn ensure_worktree_config(git_dir: &Path) -> Result<(), ToolError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = git_dir.join("config.worktree");
+    let refuse = || {
+        ToolError::new(format!("{} is not a regular file (a symlink?); refusing to use the worktree", path.display()))
+    };
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_file() => Ok(()),
+        Ok(_) => Err(refuse()),
+        Err(_) => match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .mode(0o644)
+            .open(&path)
+        {
+            Ok(_) => Ok(()),
+            Err(_) if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) => Ok(()),
+            Err(_) => Err(refuse()),
+        },
     }
 }
 
@@ -535,7 +562,16 @@ async fn enter_existing(
     }
     let listed = parse_worktree_list(&out.stdout);
     let canonical = |p: &Path| std::fs::canonicalize(p).ok();
-    let Some(index) = listed.iter().position(|l| canonical(&l.path).as_deref() == Some(wanted.as_path())) else {
+    // A registered path through a symlink is not taken: the entry's own
+    // state (locked, its branch) would be another worktree's.
+    if let Some(l) = listed.iter().find(|l| l.path != wanted && canonical(&l.path).as_deref() == Some(&wanted)) {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: {} is registered as {}, through a symbolic link",
+            wanted.display(),
+            l.path.display()
+        )));
+    }
+    let Some(index) = listed.iter().position(|l| l.path == wanted) else {
         return Err(ToolError::new(format!(
             "Cannot enter worktree: {} is not a registered worktree of {}. Run 'git -C {} worktree list' to \
              see registered worktrees.",
@@ -593,12 +629,18 @@ async fn enter_existing(
         entered: true,
     };
     intact(&info).map_err(|why| ToolError::new(format!("Cannot enter worktree: {why}")))?;
+    // Git's record of the worktree names this very directory back.
+    let recorded = std::fs::read_to_string(git_dir.join("gitdir")).unwrap_or_default();
+    if std::fs::canonicalize(recorded.trim()).ok() != Some(wanted.join(".git")) {
+        return Err(ToolError::new(format!(
+            "Cannot enter worktree: git's record of it ({}) does not name {}",
+            git_dir.join("gitdir").display(),
+            wanted.join(".git").display()
+        )));
+    }
     // Present (empty) so that the sandbox binds it read-only, as for a
     // worktree EnterWorktree makes.
-    let per_worktree_config = git_dir.join("config.worktree");
-    if !per_worktree_config.exists() {
-        let _ = std::fs::write(&per_worktree_config, "");
-    }
+    ensure_worktree_config(&git_dir)?;
     let message = format!(
         "Entered worktree at {} on branch {branch}. The session is now working in the worktree. Use \
          ExitWorktree to leave (it keeps this worktree: the session did not make it).",
@@ -851,7 +893,14 @@ impl Tool for ExitWorktree {
         let gone = !w.path.exists();
         if gone {
             // Deleted by hand: only its registration and branch are left.
-            let _ = git(&w.repository, &[&common, "worktree", "prune"], cancel).await?;
+            // Its registration alone goes (`git worktree prune` would take
+            // every other stale one of the repository with it).
+            let recorded = std::fs::read_to_string(w.git_dir.join("gitdir")).unwrap_or_default();
+            let ours = w.git_dir.parent() == Some(w.common_dir.join("worktrees").as_path())
+                && Path::new(recorded.trim()) == w.path.join(".git");
+            if ours && std::fs::symlink_metadata(&w.git_dir).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_dir_all(&w.git_dir);
+            }
         } else {
             intact(&w).map_err(|why| kept(format!("{why}; refusing to run git on it")))?;
             if !discard && let Some(why) = unsaved_work(&w, cancel).await? {
