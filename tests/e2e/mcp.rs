@@ -178,6 +178,21 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         assert!(progress.iter().any(|p| p["render"] == "step 3 of 3"), "{progress:?}");
         let result = done.iter().find(|e| e["type"] == "tool/result").unwrap();
         assert_eq!(text(result), "done after 3 steps");
+        // The last progress right before the result is delivered too, and
+        // before it (rmcp handles notifications in tasks of their own).
+        for round in 0..40 {
+            let id = format!("q{round}");
+            let uses = [tool_use(&id, "mcp__t__slow", json!({ "steps": 4, "delay_ms": 0 }))];
+            let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+            let done = events.until_turn_done(turn["turn_id"].as_str().unwrap()).await;
+            let at = |kind: &str| done.iter().position(|e| e["type"] == kind && e["tool_use_id"] == json!(id));
+            let renders: Vec<&Value> =
+                done.iter().filter(|e| e["type"] == "tool/progress").map(|e| &e["render"]).collect();
+            assert_eq!(renders.len(), 4, "round {round}: {done:?}");
+            assert_eq!(renders[3], "step 4 of 4", "round {round}: {renders:?}");
+            let last_progress = done.iter().rposition(|e| e["type"] == "tool/progress").unwrap();
+            assert!(at("tool/result").unwrap() > last_progress, "round {round}: progress after the result: {done:?}");
+        }
 
         // A tool that raises: an error result with the server's message.
         let r = call(&mut c, &sid, "mcp__t__fails", json!({})).await;

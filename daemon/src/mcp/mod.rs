@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod pool;
+pub mod progress;
 pub mod tools;
 
 use std::sync::{Arc, Mutex};

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use super::config::Transport;
-use crate::tool::context::{ProgressReport, ProgressReporter};
+use crate::tool::context::ProgressReporter;
 
 /// How long a server may take to start and list its tools.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,9 +37,6 @@ const STDERR_LINES: usize = 8;
 /// for them: a server that lists forever cannot grow the daemon.
 pub const MAX_LISTED: usize = 10_000;
 const MAX_PAGES: usize = 64;
-
-/// Progress messages are cut to this many characters.
-const MAX_PROGRESS_CHARS: usize = 1000;
 
 /// A tool as the server described it, checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -347,7 +344,7 @@ impl Server {
     }
 
     async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
-        let handler = Handler { progress: self.progress.clone() };
+        let handler = Handler { progress: self.progress.clone(), tapped: false };
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let (service, process) = match &self.transport {
             Transport::Stdio { command, args, env, cwd } => {
@@ -383,6 +380,9 @@ impl Server {
                         }
                     });
                 }
+                // Progress read off the pipe, in order with the results.
+                let stdout = super::progress::Tap::new(stdout, self.progress.clone());
+                let handler = Handler { tapped: true, ..handler };
                 match handler.serve((stdout, stdin)).await {
                     Ok(service) => (service, Some(tree)),
                     Err(e) => {
@@ -510,23 +510,19 @@ impl Drop for ProgressGuard {
 
 /// What agentd does with what a server sends unasked.
 struct Handler {
-    progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
+    progress: super::progress::Listeners,
+    /// Progress is read off the server's pipe ([`super::progress::Tap`]),
+    /// not handled here.
+    tapped: bool,
 }
 
 impl rmcp::ClientHandler for Handler {
     async fn on_progress(&self, params: rmcp::model::ProgressNotificationParam, _cx: NotificationContext<RoleClient>) {
-        let key = serde_json::to_string(&params.progress_token).unwrap_or_default();
-        let report = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
-        if let Some(report) = report {
-            let message = params.message.as_ref().map(|m| cut(m, MAX_PROGRESS_CHARS));
-            let render = match (&message, params.total) {
-                (Some(m), _) => m.clone(),
-                (None, Some(total)) => format!("{}/{}", params.progress, total),
-                (None, None) => format!("{}", params.progress),
-            };
-            let data = serde_json::json!({"progress": params.progress, "total": params.total, "message": message});
-            report(ProgressReport { data, render });
+        if self.tapped {
+            return;
         }
+        let token = serde_json::to_value(&params.progress_token).unwrap_or_default();
+        super::progress::route(&self.progress, &token, params.progress, params.total, params.message.as_deref());
     }
 
     fn get_info(&self) -> rmcp::model::ClientConfig {
@@ -649,14 +645,6 @@ fn write_cache(file: &Path, hash: &str, tools: &[ServerTool]) {
 /// read).
 fn fnv(text: &str, seed: u64) -> u64 {
     text.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// At most `max` characters of `text`.
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_owned(),
-    }
 }
 
 /// Every page of a server's `tools/list`, as JSON, within bounds.
