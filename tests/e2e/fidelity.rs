@@ -154,6 +154,16 @@ async fn tool_schemas_are_claude_codes() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
+    // An unknown tool's message names the tools the session offers, and
+    // only those (not the earlier versions' tools, not disabled ones).
+    let limited =
+        create(&mut c, &ws, json!({ "tools": { "disabled": ["WebFetch"], "defer": { "mode": "never" } } })).await;
+    let r = call(&mut c, &limited, "NoSuchTool", json!({})).await;
+    let message = text(&r);
+    assert!(message.contains("no tool named \"NoSuchTool\"") && message.contains("Read, "), "{message}");
+    for hidden in ["LS", "MultiEdit", "TaskOutput", "WebFetch"] {
+        assert!(!message.split([' ', ',']).any(|w| w == hidden), "{hidden} named: {message}");
+    }
     // Earlier versions' tools run when called but are never offered.
     for legacy in ["LS", "MultiEdit", "TaskOutput"] {
         assert!(!tools.iter().any(|t| t["name"] == legacy), "{legacy} is offered");

@@ -294,6 +294,12 @@ async fn without_the_sandbox_read_only_commands_ask() {
     let r = off.run("cat notes.txt").await;
     assert_eq!(text(&r), "hello\n", "{r}");
     assert_eq!(r["sandbox"], "off");
+    // This workspace holds the daemon's state directory (as a home
+    // directory does): with nothing to hide it, what walks directories asks.
+    for command in ["grep -r hello .", "grep -Rl hello", "ls -R", "find . -name '*.json'", "du -a", "rg hello"] {
+        let r = off.run(command).await;
+        assert!(text(&r).contains("holds agentd's state directory"), "{command}: {r}");
+    }
 }
 
 /// A command that leaves four kinds of escapee behind, each a `sleep` of

@@ -790,6 +790,12 @@ pub fn in_state_dir(path: &Path) -> bool {
     STATE_DIR.get().is_some_and(|s| path.starts_with(s))
 }
 
+/// Whether agentd's state directory lies under `dir` (a workspace that
+/// is the home directory holds it).
+pub fn holds_state_dir(dir: &Path) -> bool {
+    STATE_DIR.get().is_some_and(|s| s.starts_with(dir))
+}
+
 /// Where sessions' plan files are: the one part of the state directory
 /// file tools may write, each session its own file only (admission sees to
 /// that).

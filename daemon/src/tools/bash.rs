@@ -204,6 +204,19 @@ impl Tool for Bash {
         // version queries. Without the sandbox only the strict judgement.
         let confinable = ctx.sandbox.available && ctx.info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
         let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
+        // Without the sandbox nothing hides agentd's state from a command
+        // that walks directories (`grep -r key .` in a workspace that holds
+        // it, as the home directory does): it asks.
+        let state_exposed = !confinable
+            && (crate::fs::holds_state_dir(&ctx.cwd)
+                || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_state_dir(d)))
+            && shell::effective(&script).iter().any(walks_directories);
+        if state_exposed {
+            return Decision::ask(format!(
+                "run `{}` (the workspace holds agentd's state directory, and no sandbox hides it)",
+                one_line(&input.command, 120)
+            ));
+        }
         if !input.run_in_background && reads && paths_inside(&script, ctx) {
             Decision::Allow
         } else if !input.run_in_background
@@ -893,6 +906,28 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
         // agentd's state is no command's to read unasked, inside or not.
         Some(real) => ctx.inside(&real) && !crate::fs::in_state_dir(&real),
         None => ctx.resolve_from(here, value).is_ok() && !value.contains(".."),
+    }
+}
+
+/// Whether a part of a command reads whole directory trees (so anything a
+/// path check of its arguments cannot see under them).
+fn walks_directories(e: &shell::Effective) -> bool {
+    let Some(program) = e.program.as_deref() else { return true };
+    let has = |short: char, long: &[&str]| {
+        e.args
+            .iter()
+            .any(|a| long.contains(&a.as_str()) || (a.starts_with('-') && !a.starts_with("--") && a.contains(short)))
+    };
+    match program {
+        "find" | "du" | "tree" | "rg" | "ag" | "ack" | "rgrep" | "fd" | "fdfind" | "locate" => true,
+        "grep" | "egrep" | "fgrep" | "zgrep" => {
+            has('r', &["--recursive", "--dereference-recursive", "--directories=recurse"])
+                || has('R', &[])
+                || e.args.windows(2).any(|w| w[0] == "-d" && w[1] == "recurse")
+        }
+        "ls" => has('R', &["--recursive"]),
+        "git" => e.args.iter().any(|a| matches!(a.as_str(), "--no-index" | "--untracked")),
+        _ => false,
     }
 }
 
