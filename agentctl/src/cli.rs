@@ -50,8 +50,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Show whether the daemon runs, its version, uptime and counts
-    Status,
+    /// Show whether the daemon runs, its version, uptime, counts and how
+    /// whole its sandbox is
+    Status {
+        /// Exit non-zero unless the sandbox is whole (level `full`): a
+        /// readiness probe for a container
+        #[arg(long)]
+        require_sandbox: bool,
+    },
     /// Create, list, show and close sessions
     #[command(subcommand)]
     Session(SessionCommand),
@@ -439,11 +445,26 @@ impl From<ClientError> for Failure {
     }
 }
 
+/// The sandbox's level in a line: `full`, `partial (missing: namespaces)`,
+/// `none (why)`.
+fn sandbox_line(status: &agentd_protocol::methods::SandboxStatus) -> String {
+    use agentd_protocol::methods::SandboxLevel;
+    match status.level {
+        SandboxLevel::Full => "full".to_owned(),
+        SandboxLevel::Partial => {
+            let missing: Vec<&str> = status.walls.iter().filter(|w| !w.applied).map(|w| w.name.as_str()).collect();
+            format!("partial (missing: {})", missing.join(", "))
+        }
+        SandboxLevel::None => format!("none ({})", status.reason.as_deref().unwrap_or("nothing is confined")),
+    }
+}
+
 async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
     let client = Client::connect_with_timeout(socket, REQUEST_TIMEOUT).await?;
     match &cli.command {
-        Command::Status => {
+        Command::Status { require_sandbox } => {
             let info = client.daemon_info().await?;
+            let sandbox = sandbox_line(&info.sandbox);
             if cli.json {
                 print_json(&info);
             } else {
@@ -459,9 +480,13 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                 println!("state:       {}", info.state_dir);
                 println!("sessions:    {}", info.sessions);
                 println!("connections: {} ({} since start)", info.connections, info.connections_total);
+                println!("sandbox:     {sandbox}");
                 if !info.features.is_empty() {
                     println!("features:    {}", info.features.join(", "));
                 }
+            }
+            if *require_sandbox && info.sandbox.level != agentd_protocol::methods::SandboxLevel::Full {
+                return Err(Failure::Local(format!("--require-sandbox: the sandbox is {sandbox}")));
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,

@@ -39,6 +39,16 @@ struct Args {
     /// and those that would run without asking in the read-only sandbox ask
     #[arg(long, env = "AGENTD_NO_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
     no_sandbox: bool,
+    /// Refuse to start unless the sandbox is whole (`daemon/info`'s
+    /// `sandbox.level` is `full`): one line says which wall is missing and
+    /// what provides it (a readiness guarantee in a container)
+    #[arg(long, env = "AGENTD_REQUIRE_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
+    require_sandbox: bool,
+    /// Act as if the kernel could not apply these walls of the sandbox
+    /// (filesystem, syscalls, namespaces, unix_sockets, network;
+    /// comma-separated): to see what a container's conditions do
+    #[arg(long, env = "AGENTD_SANDBOX_WITHOUT", value_delimiter = ',', value_name = "WALL")]
+    sandbox_without: Vec<String>,
     /// Keep nothing across restarts: sessions and their events live in
     /// memory only
     #[arg(long, env = "AGENTD_EPHEMERAL", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
@@ -90,7 +100,15 @@ fn start(args: Args) -> anyhow::Result<()> {
     config.max_request_bytes = args.max_request_bytes;
     config.max_tool_concurrency = args.max_tool_concurrency;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
-    config.sandbox = crate::sandbox::SandboxConfig { helper: args.sandbox_helper, disabled: args.no_sandbox };
+    if let Some(bad) = args.sandbox_without.iter().find(|w| !crate::sandbox::WALLS.contains(&w.as_str())) {
+        anyhow::bail!("--sandbox-without: no wall {bad:?}; the walls are {}", crate::sandbox::WALLS.join(", "));
+    }
+    config.sandbox = crate::sandbox::SandboxConfig {
+        helper: args.sandbox_helper,
+        disabled: args.no_sandbox,
+        without: args.sandbox_without,
+        require: args.require_sandbox,
+    };
     config.persist = !args.ephemeral;
     config.store_limits = crate::store::disk::StoreLimits {
         max_sessions: args.store_max_sessions.max(1),

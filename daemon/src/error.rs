@@ -6,6 +6,9 @@ use std::path::PathBuf;
 /// A failure to start or run the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// `--require-sandbox`, and the sandbox is not whole.
+    #[error("{0}")]
+    SandboxRequired(String),
     /// A file-system or socket operation on a path failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -232,6 +232,24 @@ pub struct SandboxStatus {
     /// `network: true` give commands the whole network, ungated.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network_allow_all: bool,
+    /// How whole the sandbox is: `full` (every wall stands), `partial`
+    /// (some wall is missing: `walls` says which; what would run unasked
+    /// and needs it asks), `none` (nothing is confined).
+    #[serde(default)]
+    pub level: SandboxLevel,
+}
+
+/// How whole the sandbox is (`daemon/info`'s `sandbox.level`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxLevel {
+    /// Every wall stands.
+    Full,
+    /// Commands are confined, but some wall is missing.
+    Partial,
+    /// Nothing is confined.
+    #[default]
+    None,
 }
 
 /// One wall of the sandbox, in `daemon/info`'s `sandbox.walls`.

@@ -575,3 +575,90 @@ async fn review_sandbox_off_a_read_of_the_state_dir_is_asked() {
     let r = b.run("ls state").await;
     assert_eq!(r["is_error"], true, "{r}");
 }
+
+/// `agentd` with `args` on a fresh socket, waited for (it must exit on its
+/// own within the deadline): its exit code and stderr.
+fn agentd_exits(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(agentd_tests::bin_path("agentd"));
+    cmd.arg("--socket").arg(dir.path().join("agentd.sock")).arg("--state-dir").arg(dir.path().join("state"));
+    cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
+    let log = dir.path().join("stderr");
+    cmd.stderr(std::fs::File::create(&log).unwrap()).env("RUST_LOG", "error");
+    let status = agentd_tests::ChildGuard::spawn(&mut cmd).wait_exit();
+    (status.code(), std::fs::read_to_string(log).unwrap_or_default())
+}
+
+#[test]
+fn a_partial_sandbox_is_named_asks_instead_of_running_unasked_and_can_be_refused() {
+    // Forced: the daemon believes the kernel has no user namespaces (as
+    // under a container's default seccomp profile).
+    let d = StandaloneDaemon::start(&["--sandbox-without", "namespaces"], &[]);
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let info = c.ok("daemon/info", json!({})).await;
+        assert_eq!(info["sandbox"]["level"], "partial", "{info}");
+        let missing: Vec<&str> = info["sandbox"]["walls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["applied"] == false)
+            .map(|w| w["name"].as_str().unwrap())
+            .collect();
+        assert!(missing.contains(&"namespaces"), "{info}");
+        let id =
+            c.ok("session/create", json!({ "cwd": d.dir.path(), "permission_timeout_ms": 50 })).await["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        let r = c
+            .ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "cat notes.txt" } }))
+            .await;
+        assert_eq!(r["is_error"], true, "a judged read no longer runs unasked: {r}");
+        assert!(text(&r).contains("sandbox is partial"), "{r}");
+        // Approved commands still run confined, and name the missing walls.
+        let bypass = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let r = c
+            .ok("tool/call", json!({ "session_id": bypass, "name": "Bash", "input": { "command": "cat notes.txt" } }))
+            .await;
+        assert!(text(&r).starts_with("hello"), "{r}");
+        assert!(text(&r).contains("could not apply these walls of the sandbox: namespaces"), "{r}");
+    });
+    let (code, out, _) = agentd_tests::agentctl(&d.socket, &["status"]);
+    assert!(code == 0 && out.contains("sandbox:     partial (missing: namespaces"), "{out}");
+    let (code, _, err) = agentd_tests::agentctl(&d.socket, &["status", "--require-sandbox"]);
+    assert!(code != 0 && err.contains("partial"), "a readiness probe fails: {code} {err}");
+
+    // --require-sandbox refuses to start unless full, in one line.
+    for (args, env, needle) in [
+        (vec!["--require-sandbox", "--sandbox-without", "unix_sockets"], vec![], "missing unix_sockets"),
+        (vec!["--sandbox-without", "namespaces"], vec![("AGENTD_REQUIRE_SANDBOX", "1")], "missing namespaces"),
+        (vec!["--require-sandbox", "--no-sandbox"], vec![], "the sandbox level is none"),
+        (vec!["--sandbox-without", "walls"], vec![], "no wall \"walls\""),
+    ] {
+        let (code, err) = agentd_exits(&args, &env);
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?} {err}");
+        assert!(err.contains(needle) && err.trim().lines().count() == 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn require_sandbox_starts_where_the_sandbox_is_whole() {
+    let plain = StandaloneDaemon::start(&[], &[]);
+    let (_, out, _) = agentd_tests::agentctl(&plain.socket, &["status"]);
+    drop(plain);
+    if !out.contains("sandbox:     full") {
+        // This machine's kernel lacks a wall: the daemon must refuse.
+        let (code, err) = agentd_exits(&["--require-sandbox"], &[]);
+        assert!(code.is_some_and(|c| c != 0) && err.contains("--require-sandbox"), "{out} {err}");
+        return;
+    }
+    let d = StandaloneDaemon::start(&["--require-sandbox"], &[]);
+    let (code, out, err) = agentd_tests::agentctl(&d.socket, &["status", "--require-sandbox"]);
+    assert_eq!(code, 0, "{out} {err}");
+}

@@ -118,9 +118,7 @@ impl SessionExecutor {
             bash,
             sandbox: self.services.info.sandbox.clone(),
             sandbox_available: self.services.sandbox.available,
-            // Without the network gate a confined command has no network
-            // at all: nothing more reachable, so not a reason to ask.
-            walls_missing: self.services.sandbox.missing_walls().iter().any(|w| *w != "network"),
+            missing_walls: self.services.sandbox.missing_walls().into_iter().map(str::to_owned).collect(),
             plan_file,
         };
         match policy::decide(&call_facts) {

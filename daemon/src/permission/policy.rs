@@ -70,8 +70,10 @@ pub struct CallFacts {
     /// Whether the kernel can confine commands here.
     pub sandbox_available: bool,
     /// Walls of the sandbox this kernel cannot apply (`daemon/info`'s
-    /// `sandbox.walls`): `auto_allow` then asks.
-    pub walls_missing: bool,
+    /// `sandbox.walls`): without `namespaces` what the engine judged
+    /// read-only asks (it could read other processes' memory and
+    /// environment); without any but `network`, `auto_allow` asks.
+    pub missing_walls: Vec<String>,
     /// The call writes the session's own plan file (Write/Edit of exactly
     /// that path): allowed in every mode, plan mode included, unless a deny
     /// says otherwise.
@@ -178,7 +180,18 @@ pub fn decide(f: &CallFacts) -> Verdict {
         (None, Decision::Allow) if judged && !confinable && f.sandbox.mode != SandboxMode::Off => Decision::ask(
             format!("run `{command}` (it looks read-only, but the sandbox that would guarantee it is unavailable)"),
         ),
-        (None, Decision::Ask { .. }) if bash.is_some() && f.sandbox.auto_allow && confinable && !f.walls_missing => {
+        (None, Decision::Allow) if judged && confinable && f.missing_walls.iter().any(|w| w == "namespaces") => {
+            Decision::ask(format!(
+                "run `{command}` (it looks read-only, but the sandbox is partial: without its namespaces wall a \
+                 command could read other processes' memory and environment)"
+            ))
+        }
+        (None, Decision::Ask { .. })
+            if bash.is_some()
+                && f.sandbox.auto_allow
+                && confinable
+                && !f.missing_walls.iter().any(|w| w != "network") =>
+        {
             auto_allowed = true;
             Decision::Allow
         }

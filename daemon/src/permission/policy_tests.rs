@@ -28,7 +28,7 @@ fn base(tool: &str) -> CallFacts {
         bash: (tool == "Bash").then(|| BashFacts { command: "cmd".into(), ..BashFacts::default() }),
         sandbox: SandboxOptions::default(),
         sandbox_available: true,
-        walls_missing: false,
+        missing_walls: Vec::new(),
         plan_file: false,
     }
 }
@@ -327,7 +327,7 @@ fn the_table() {
                 "auto with a wall missing",
                 |f| {
                     f.sandbox.auto_allow = true;
-                    f.walls_missing = true
+                    f.missing_walls = vec!["unix_sockets".into()]
                 },
                 Want::Ask,
             ),
@@ -454,6 +454,30 @@ fn the_table() {
             ),
         ),
         ("Bash", "plan mode refuses what is not read-only", ("plan bash", |f| f.mode = Plan, Want::Refuse)),
+        (
+            "Bash",
+            "a judged read asks when the sandbox has no namespaces wall",
+            (
+                "judged partial",
+                |f| {
+                    f.tool_view = Decision::Allow;
+                    f.missing_walls = vec!["namespaces".into()]
+                },
+                Want::Ask,
+            ),
+        ),
+        (
+            "Bash",
+            "a judged read runs without the network wall (confined commands then have no network)",
+            (
+                "judged no netns",
+                |f| {
+                    f.tool_view = Decision::Allow;
+                    f.missing_walls = vec!["network".into(), "unix_sockets".into()]
+                },
+                Want::Allow(Some(ReadOnly)),
+            ),
+        ),
         (
             "Edit",
             "an ask rule asks even in accept_edits",

@@ -195,6 +195,61 @@ pub struct SandboxConfig {
     /// Act as if the kernel had no Landlock (`--no-sandbox`): nothing is
     /// confined and commands that would run without asking ask.
     pub disabled: bool,
+    /// Act as if the kernel could not apply these walls
+    /// (`--sandbox-without`, to try a container's conditions).
+    pub without: Vec<String>,
+    /// Refuse to start unless every wall stands (`--require-sandbox`).
+    pub require: bool,
+}
+
+/// The walls of the sandbox, by the names `daemon/info` gives them.
+pub const WALLS: &[&str] = &["filesystem", "syscalls", "namespaces", "unix_sockets", "network"];
+
+/// What gives a container (or a machine) a missing wall, for
+/// `--require-sandbox`'s message.
+fn what_provides(wall: &str) -> &'static str {
+    match wall {
+        "filesystem" => "a kernel with Landlock enabled (lsm=…,landlock; not gVisor)",
+        "syscalls" => "a container seccomp profile that allows seccomp(2) (deploy/seccomp.json)",
+        "namespaces" => {
+            "unprivileged user namespaces (user.max_user_namespaces > 0; a container seccomp profile that allows \
+             unshare and clone with namespace flags, and no AppArmor restriction on them)"
+        }
+        "unix_sockets" => "seccomp user notification and pidfd_getfd (Linux 5.9 or later) and an unmasked /proc",
+        "network" => "network namespaces per call (as for namespaces, and /proc/sys/net writable in the call's)",
+        _ => "",
+    }
+}
+
+impl Facility {
+    /// Why the daemon must not start under `--require-sandbox`: one line
+    /// naming each missing wall and what provides it; `None` at `full`.
+    pub fn require_full(&self) -> Option<String> {
+        match self.status.level {
+            agentd_protocol::methods::SandboxLevel::Full => None,
+            agentd_protocol::methods::SandboxLevel::None => Some(format!(
+                "--require-sandbox: the sandbox level is none ({}), and it must be full",
+                self.status.reason.as_deref().unwrap_or("nothing is confined")
+            )),
+            agentd_protocol::methods::SandboxLevel::Partial => {
+                let missing: Vec<String> = self
+                    .status
+                    .walls
+                    .iter()
+                    .filter(|w| !w.applied)
+                    .map(|w| {
+                        format!(
+                            "{} ({}; it needs {})",
+                            w.name,
+                            w.reason.as_deref().unwrap_or("missing"),
+                            what_provides(&w.name)
+                        )
+                    })
+                    .collect();
+                Some(format!("--require-sandbox: the sandbox level is partial, missing {}", missing.join("; ")))
+            }
+        }
+    }
 }
 
 /// What the daemon can confine with, found once at start-up.
@@ -244,6 +299,7 @@ impl Facility {
                     pid_namespaces: probe.namespaces && helper.is_some(),
                     helper: helper.as_ref().map(|h| h.display().to_string()),
                     network_allow_all: false,
+                    level: agentd_protocol::methods::SandboxLevel::None,
                 },
                 helper,
                 hide: Vec::new(),
@@ -264,6 +320,27 @@ impl Facility {
                 Probe { error: Some(format!("cannot run the helper {}: {e}", path.display())), ..Probe::default() }
             }
         };
+        let mut probe = probe;
+        for wall in &config.without {
+            match wall.as_str() {
+                "filesystem" => {
+                    probe.landlock_abi = 0;
+                    probe.error = Some("Landlock is off (--sandbox-without filesystem)".into());
+                }
+                "syscalls" => {
+                    probe.seccomp = false;
+                    probe.unix_wall = false;
+                    probe.error = Some("seccomp is off (--sandbox-without syscalls)".into());
+                }
+                "namespaces" => {
+                    probe.namespaces = false;
+                    probe.network_namespace = false;
+                }
+                "unix_sockets" => probe.unix_wall = false,
+                "network" => probe.network_namespace = false,
+                _ => {}
+            }
+        }
         if config.disabled {
             return unavailable(Some(path), "disabled by --no-sandbox (AGENTD_NO_SANDBOX)".into(), probe);
         }
@@ -301,6 +378,11 @@ impl Facility {
                 pid_namespaces: probe.namespaces,
                 helper: Some(path.display().to_string()),
                 network_allow_all: false,
+                level: if walls(&probe, None).iter().all(|w| w.applied) {
+                    agentd_protocol::methods::SandboxLevel::Full
+                } else {
+                    agentd_protocol::methods::SandboxLevel::Partial
+                },
             },
             helper: Some(path),
             hide: Vec::new(),

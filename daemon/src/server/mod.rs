@@ -112,6 +112,11 @@ impl Daemon {
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox);
+        if config.sandbox.require
+            && let Some(why) = facility.require_full()
+        {
+            return Err(DaemonError::SandboxRequired(why));
+        }
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
         // The socket's directory is hidden from commands (they are refused
         // by the peer check anyway) — unless it holds the state directory,
