@@ -245,13 +245,20 @@ fn bash(args: &[String]) {
             direct.push(t.elapsed().as_secs_f64() * 1e6);
         }
         let mut rows = Vec::new();
-        for (label, params) in [
-            ("agentd, sandbox read_only", serde_json::json!({})),
-            ("agentd, workspace_write", serde_json::json!({"mode": "bypass"})),
-            ("  … network: false", serde_json::json!({"mode": "bypass", "sandbox": {"network": false}})),
-            ("agentd, sandbox off", serde_json::json!({"sandbox": {"mode": "off"}})),
+        // `X=1 true` is not judged read-only (an assignment), so in bypass
+        // it really runs in workspace_write; `true` alone runs read_only.
+        for (label, params, command, profile) in [
+            ("agentd, sandbox read_only", serde_json::json!({}), "true", "read_only"),
+            ("agentd, workspace_write", serde_json::json!({"mode": "bypass"}), "X=1 true", "workspace_write"),
+            (
+                "  … network: false",
+                serde_json::json!({"mode": "bypass", "sandbox": {"network": false}}),
+                "X=1 true",
+                "workspace_write",
+            ),
+            ("agentd, sandbox off", serde_json::json!({"sandbox": {"mode": "off"}}), "true", "off"),
         ] {
-            rows.push((label, bash_calls(&socket, dir.path(), params, calls).await));
+            rows.push((label, bash_calls(&socket, dir.path(), params, command, profile, calls).await));
         }
         (direct, rows)
     });
@@ -272,7 +279,14 @@ fn bash(args: &[String]) {
 
 /// `calls` sequential Bash calls of `true` in a session made with
 /// `params` (cwd added); returns each round trip in µs.
-async fn bash_calls(socket: &Path, cwd: &Path, mut params: serde_json::Value, calls: usize) -> Vec<f64> {
+async fn bash_calls(
+    socket: &Path,
+    cwd: &Path,
+    mut params: serde_json::Value,
+    command: &str,
+    profile: &str,
+    calls: usize,
+) -> Vec<f64> {
     let (mut r, mut w) = connect(socket).await;
     let mut line = String::new();
     params["cwd"] = serde_json::json!(cwd);
@@ -282,7 +296,7 @@ async fn bash_calls(socket: &Path, cwd: &Path, mut params: serde_json::Value, ca
     let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
     let sid = reply["result"]["session_id"].as_str().unwrap().to_owned();
     let request = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tool/call",
-        "params": {"session_id": sid, "name": "Bash", "input": {"command": "true"}}});
+        "params": {"session_id": sid, "name": "Bash", "input": {"command": command}}});
     let request = format!("{request}\n");
     let mut out = Vec::with_capacity(calls);
     for _ in 0..calls {
@@ -291,6 +305,7 @@ async fn bash_calls(socket: &Path, cwd: &Path, mut params: serde_json::Value, ca
         line.clear();
         r.read_line(&mut line).await.unwrap();
         assert!(line.contains("\"is_error\":false"), "{line}");
+        assert!(line.contains(&format!("\"sandbox\":\"{profile}\"")), "not run in {profile}: {line}");
         out.push(t.elapsed().as_secs_f64() * 1e6);
     }
     out

@@ -319,6 +319,35 @@ fn a_state_directory_others_can_write_is_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("others can write") && err.contains("chmod 700"), "{err}");
+
+    // A volume mounted with Kubernetes' fsGroup: group-writable and
+    // set-group-id. Refused, saying so and what to do; the directory it
+    // suggests (inside) is made private and works.
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    let out = std::process::Command::new(agentd_tests::bin_path("agentd"))
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let inside = state.join("agentd");
+    assert!(err.contains("fsGroup") && err.contains(&format!("--state-dir {}", inside.display())), "{err}");
+    let mut d = agentd_tests::ChildGuard::spawn(
+        std::process::Command::new(agentd_tests::bin_path("agentd"))
+            .arg("--socket")
+            .arg(dir.path().join("s.sock"))
+            .arg("--state-dir")
+            .arg(&inside)
+            .stderr(std::process::Stdio::null()),
+    );
+    agentd_tests::eventually_blocking("it serves", || dir.path().join("s.sock").exists());
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&inside).unwrap().mode() & 0o777, 0o700);
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.0.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
 }
 
 /// agentd's state directory is nobody's business but agentd's: with the

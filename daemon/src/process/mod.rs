@@ -112,10 +112,16 @@ pub fn cloexec_inherited() {
 
 /// Makes this process a child subreaper. Called once at start-up.
 pub fn become_subreaper() {
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        tracing::warn!("cannot become a child subreaper ({e}); escaped processes are still swept by marker");
+    match nix::sys::prctl::set_child_subreaper(true) {
+        Ok(()) => SUBREAPER.store(true, std::sync::atomic::Ordering::Relaxed),
+        Err(e) => {
+            tracing::warn!("cannot become a child subreaper ({e}); escaped processes are still swept by marker")
+        }
     }
 }
+
+/// This process is the subreaper of what it starts ([`become_subreaper`]).
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A running command: its process group and marker. Dropping it ends
 /// everything the command started (SIGKILL at once, then a sweep).
@@ -134,8 +140,15 @@ pub struct ProcessTree {
 
 /// How to start a command.
 pub enum Launch<'a> {
-    /// `bash` directly: no helper is installed.
-    Direct,
+    /// `bash` directly: the call runs unconfined (profile `off`, or no
+    /// helper is installed); the daemon, the subreaper of its commands,
+    /// ends what it leaves behind.
+    Direct {
+        /// Its private temp directory (`TMPDIR`).
+        tmp: Option<PathBuf>,
+        /// Nobody approved it: no secrets in its environment.
+        scrub_env: bool,
+    },
     /// Through the sandbox helper with this spec (its report file set).
     Helper {
         /// The helper executable.
@@ -164,9 +177,15 @@ pub fn spawn_bash(
     let mut gate = None;
     let mut stdin = std::process::Stdio::null();
     let (mut cmd, report) = match launch {
-        Launch::Direct => {
+        Launch::Direct { tmp, scrub_env } => {
             let mut cmd = tokio::process::Command::new(bash[0]);
             cmd.args(&bash[1..]);
+            if scrub_env {
+                plain_env(&mut cmd);
+            }
+            if let Some(tmp) = tmp {
+                cmd.env("TMPDIR", tmp);
+            }
             (cmd, None)
         }
         Launch::Helper { helper, spec, gate: call_gate } => {
@@ -178,15 +197,7 @@ pub fn spawn_bash(
             let mut cmd = tokio::process::Command::new(helper);
             cmd.arg("--spec").arg(json).arg("--").args(bash);
             if spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly {
-                // What runs unasked gets no secrets: `printenv` or
-                // /proc/self/environ would hand API keys to the model.
-                cmd.env_clear();
-                for (var, value) in std::env::vars_os() {
-                    let name = var.to_string_lossy();
-                    if PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_") {
-                        cmd.env(&var, value);
-                    }
-                }
+                plain_env(&mut cmd);
             }
             cmd.env("TMPDIR", &spec.tmp);
             (cmd, spec.report)
@@ -216,6 +227,18 @@ pub fn spawn_bash(
     drop(owned);
     ledger::record(pid, marker);
     Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report, _gate: gate })
+}
+
+/// What runs unasked gets no secrets (`printenv` or /proc/self/environ
+/// would hand API keys to the model): only the plain environment.
+fn plain_env(cmd: &mut tokio::process::Command) {
+    cmd.env_clear();
+    for (var, value) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_") {
+            cmd.env(&var, value);
+        }
+    }
 }
 
 /// Spawns a long-lived server program (an MCP server) in `cwd`, in a new
@@ -503,8 +526,20 @@ fn parent_of(pid: i32) -> Option<i32> {
 pub fn marked(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    // The daemon is the subreaper of everything its commands start, so a
+    // process that inherited the marker descends from it: only those are
+    // looked at (a few, not every process of the machine) where the kernel
+    // keeps `children` lists.
+    let subreaper = SUBREAPER.load(std::sync::atomic::Ordering::Relaxed);
+    let candidates = match own_descendants(me).filter(|_| subreaper) {
+        Some(pids) => pids,
+        None => {
+            let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).collect()
+        }
+    };
+    candidates
+        .into_iter()
         .filter(|pid| *pid != me)
         .filter(|pid| {
             // Zombies have an empty environment: nothing to signal.
@@ -513,6 +548,32 @@ pub fn marked(marker: &str) -> Vec<i32> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+/// Every descendant of `root` (this process), from the `children` list of
+/// each of its threads and theirs; `None` where the kernel keeps no such
+/// lists (`CONFIG_PROC_CHILDREN`).
+fn own_descendants(root: i32) -> Option<Vec<i32>> {
+    let mut out: Vec<i32> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(pid) = frontier.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for task in tasks.flatten() {
+            match std::fs::read_to_string(task.path().join("children")) {
+                Ok(list) => {
+                    for child in list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                        if !out.contains(&child) {
+                            out.push(child);
+                            frontier.push(child);
+                        }
+                    }
+                }
+                Err(e) if pid == root && e.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(_) => {}
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Reaps adopted zombies now and then, until `cancel` (processes killed a

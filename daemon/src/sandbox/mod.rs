@@ -210,7 +210,7 @@ pub const WALLS: &[&str] = &["filesystem", "syscalls", "namespaces", "unix_socke
 fn what_provides(wall: &str) -> &'static str {
     match wall {
         "filesystem" => "a kernel with Landlock enabled (lsm=…,landlock; not gVisor)",
-        "syscalls" => "a container seccomp profile that allows seccomp(2) (deploy/seccomp.json)",
+        "syscalls" => "a container seccomp profile that allows seccomp(2) and the landlock_* calls",
         "namespaces" => {
             "unprivileged user namespaces (user.max_user_namespaces > 0; a container seccomp profile that allows \
              unshare and clone with namespace flags, and no AppArmor restriction on them)"

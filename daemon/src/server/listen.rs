@@ -159,6 +159,9 @@ fn prepare_dir(dir: &Path) -> Result<(), DaemonError> {
             meta.uid()
         )));
     }
+    if meta.mode() & 0o002 == 0 && meta.mode() & 0o020 != 0 && !sticky {
+        return Err(unsafe_dir(super::group_writable(dir, meta.mode(), meta.gid())));
+    }
     if meta.mode() & 0o022 != 0 && !sticky {
         return Err(unsafe_dir(format!(
             "other users can write to it (mode {:o}); chmod go-w it or pick another --socket",

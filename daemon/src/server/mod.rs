@@ -299,6 +299,23 @@ fn raise_open_file_limit() {
 /// How often changed sessions are saved and event logs synced.
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Why a directory only its group can also write is refused, and what to
+/// do: a volume mounted with Kubernetes' `fsGroup` (or a shared group
+/// directory) is group-writable, with the set-group-id bit.
+pub(crate) fn group_writable(dir: &Path, mode: u32, gid: u32) -> String {
+    let mounted = if mode & 0o2000 != 0 {
+        " (set-group-id and group-writable, as a volume mounted with Kubernetes' fsGroup is)"
+    } else {
+        ""
+    };
+    format!(
+        "its group (gid {gid}) can write to it (mode {:o}){mounted}; give agentd a directory of its own inside it, \
+         which it makes private (e.g. --state-dir {}), or chmod g-w it",
+        mode & 0o7777,
+        dir.join("agentd").display()
+    )
+}
+
 /// The state directory must be ours alone: owned by this user and not
 /// writable by anyone else (it holds sessions, rules and command output).
 fn check_state_dir(dir: &Path) -> Result<(), DaemonError> {
@@ -307,6 +324,8 @@ fn check_state_dir(dir: &Path) -> Result<(), DaemonError> {
     let me = nix::unistd::geteuid().as_raw();
     let why = if meta.uid() != me {
         Some(format!("it belongs to uid {}, not {me}", meta.uid()))
+    } else if meta.mode() & 0o002 == 0 && meta.mode() & 0o020 != 0 {
+        Some(group_writable(dir, meta.mode(), meta.gid()))
     } else if meta.mode() & 0o022 != 0 {
         Some(format!("others can write to it (mode {:o}); chmod 700 it", meta.mode() & 0o777))
     } else {

@@ -652,8 +652,13 @@ fn launch<'a>(
     foreground: bool,
     guard: Option<&crate::sandbox::CallGuard>,
 ) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
-    let Some(helper) = ctx.sandbox.helper.as_deref() else { return Ok((Launch::Direct, None)) };
     let profile = ctx.sandbox_profile;
+    // Unconfined: nothing for the helper to apply, so no exec of it (the
+    // daemon reaps and sweeps what the command leaves, as the helper would).
+    let direct = || Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.scrub_env };
+    let Some(helper) = ctx.sandbox.helper.as_deref().filter(|_| profile != SandboxProfile::Off) else {
+        return Ok((direct(), None));
+    };
     let access = network_of(ctx, profile);
     let gate = match access {
         agentd_protocol::session::NetworkAccess::Gated => Some(start_gate(ctx, input)?),
