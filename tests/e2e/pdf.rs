@@ -105,6 +105,27 @@ async fn a_pdf_is_read_as_its_text_page_by_page() {
         let (err, text) = read(&mut c, &id, json!({ "file_path": "long.pdf", "pages": pages })).await;
         assert!(err && text.contains(needle), "{pages}: {text}");
     }
+    // A text file that mentions the header is text (it can be edited).
+    std::fs::write(ws.join("magic.py"), "PDF_MAGIC = b\"%PDF-\"\n").unwrap();
+    let (err, text) = read(&mut c, &id, json!({ "file_path": "magic.py" })).await;
+    assert!(!err && text.contains("PDF_MAGIC"), "{text}");
+    // A page with more text than a Read returns: cut within it, saying so.
+    let big = Content {
+        operations: vec![
+            Operation::new("BT", vec![]),
+            Operation::new("Tf", vec!["F1".into(), 12.into()]),
+            Operation::new("Tj", vec![Object::string_literal("A".repeat(3_000_000))]),
+            Operation::new("ET", vec![]),
+        ],
+    };
+    save(&mut pdf(1, Some(big.encode().unwrap())), &ws.join("wordy.pdf"));
+    let (err, text) = read(&mut c, &id, json!({ "file_path": "wordy.pdf", "pages": "2" })).await;
+    assert!(
+        !err && text.contains("--- Page 2 ---\nAAAA") && text.contains("cut at 2 MiB, within page 2"),
+        "{}",
+        &text[..200]
+    );
+    assert!(text.len() < 2 * 1024 * 1024 + 4096, "{}", text.len());
     // `pages` on a text file changes nothing (as in Claude Code).
     std::fs::write(ws.join("notes.txt"), "just text\n").unwrap();
     let (err, text) = read(&mut c, &id, json!({ "file_path": "notes.txt", "pages": "1" })).await;

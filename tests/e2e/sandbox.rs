@@ -285,19 +285,32 @@ async fn without_the_sandbox_read_only_commands_ask() {
     let info = d.raw().await.ok("daemon/info", json!({})).await;
     assert_eq!(info["sandbox"]["available"], false);
     assert!(info["sandbox"]["reason"].as_str().unwrap().contains("no-sandbox"), "{info}");
-    let mut s = session(&d, json!({})).await;
+    // (In a workspace that does not hold the daemon's state: see below.)
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "hello\n").unwrap();
+    let mut s = session(&d, json!({ "cwd": ws })).await;
     let r = s.run("cat notes.txt").await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(text(&r).contains("sandbox") && text(&r).contains("unavailable"), "{r}");
     // A session that turned the sandbox off keeps the old judgement.
-    let mut off = session(&d, json!({ "sandbox": { "mode": "off" } })).await;
+    let mut off = session(&d, json!({ "cwd": ws, "sandbox": { "mode": "off" } })).await;
     let r = off.run("cat notes.txt").await;
     assert_eq!(text(&r), "hello\n", "{r}");
     assert_eq!(r["sandbox"], "off");
     // This workspace holds the daemon's state directory (as a home
-    // directory does): with nothing to hide it, what walks directories asks.
-    for command in ["grep -r hello .", "grep -Rl hello", "ls -R", "find . -name '*.json'", "du -a", "rg hello"] {
-        let r = off.run(command).await;
+    // directory does): with nothing to hide it, every command asks.
+    let mut exposed = session(&d, json!({ "sandbox": { "mode": "off" } })).await;
+    for command in [
+        "cat notes.txt",
+        "grep -r hello .",
+        "grep --rec -l hello .",
+        "grep --dir=recurse -l hello .",
+        "ls --recur",
+        "diff -rN ws . | grep hello",
+        "printf '%s%s\\n' sta te | xargs ls -la",
+    ] {
+        let r = exposed.run(command).await;
         assert!(text(&r).contains("holds agentd's state directory"), "{command}: {r}");
     }
 }
@@ -661,4 +674,15 @@ fn require_sandbox_starts_where_the_sandbox_is_whole() {
     let d = StandaloneDaemon::start(&["--require-sandbox"], &[]);
     let (code, out, err) = agentd_tests::agentctl(&d.socket, &["status", "--require-sandbox"]);
     assert_eq!(code, 0, "{out} {err}");
+}
+
+#[tokio::test]
+async fn with_the_sandbox_off_an_escapee_that_clears_its_environment_still_ends_with_its_call() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": "off" } })).await;
+    let t = tag();
+    let r = s.run(&format!("setsid env -i sleep 300{t} & (env -i setsid sleep 301{t} &); echo started")).await;
+    assert!(text(&r).contains("started") && r["sandbox"] == "off", "{r}");
+    none_left(&format!("sleep 300{t}")).await;
+    none_left(&format!("sleep 301{t}")).await;
 }

@@ -30,14 +30,17 @@ pub const MAX_PAGES: u32 = 20;
 /// Most pages a PDF may have to be read whole (without `pages`).
 pub const WHOLE_PAGES: u32 = 10;
 /// Memory the extracting process may map.
-const MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
+const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+/// PDFs read at once, daemon-wide (each reader may take
+/// [`MEMORY_BYTES`]; a turn of ten Reads must not take ten times that).
+const READERS: usize = 2;
 /// CPU time it may use.
 const CPU_SECONDS: u64 = 10;
 /// Wall-clock time it may take before it is killed.
 pub const WALL_TIME: Duration = Duration::from_secs(15);
 /// Most bytes a page's content may inflate to (a page of crafted operators
 /// grows some 60 times when parsed, so this keeps under [`MEMORY_BYTES`]).
-const PAGE_CONTENT_BYTES: usize = 8 * 1024 * 1024;
+const PAGE_CONTENT_BYTES: usize = 4 * 1024 * 1024;
 /// Most bytes any stream may inflate to while the document loads.
 const STREAM_BYTES: usize = 64 * 1024 * 1024;
 /// Most text returned, all pages together.
@@ -115,6 +118,11 @@ pub async fn extract(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Extracted, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    static PERMITS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(READERS);
+    let _permit = tokio::select! {
+        permit = PERMITS.acquire() => permit.map_err(|_| "the PDF reader is closed".to_owned())?,
+        _ = cancel.cancelled() => return Err("cancelled".into()),
+    };
     let args: [String; 3] = match want {
         Want::Range(first, last) => ["--pdf-text".into(), first.to_string(), last.to_string()],
         Want::Whole(max) => ["--pdf-text".into(), "whole".into(), max.to_string()],
@@ -142,6 +150,11 @@ pub async fn extract(
         let mut bounded = (&mut stdout).take(limit);
         let ((), read) = tokio::join!(feed, bounded.read_to_end(&mut out));
         read.map_err(|e| format!("reading the PDF reader's answer: {e}"))?;
+        if out.len() as u64 >= limit {
+            // Not waited for: it would block on the full pipe.
+            let _ = child.start_kill();
+            return Err("the PDF reader's answer is larger than a Read returns".to_owned());
+        }
         let status = child.wait().await.map_err(|e| format!("the PDF reader: {e}"))?;
         Ok::<_, String>((status, out))
     };
@@ -177,8 +190,9 @@ pub fn helper_main(args: &[std::ffi::OsString]) -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    // Die with the daemon.
+    // Die with the daemon; be the first the kernel's OOM killer takes.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
     limit_resources();
     let mut bytes = Vec::new();
     if std::io::stdin().take(MAX_PDF_BYTES + 1).read_to_end(&mut bytes).is_err() || bytes.len() as u64 > MAX_PDF_BYTES {
@@ -215,17 +229,21 @@ fn limit_resources() {
 fn wall_off() -> Result<(), String> {
     use landlock::{ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
     let abi = ABI::V6;
-    Ruleset::default()
+    let landlock = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .and_then(|r| r.handle_access(AccessNet::from_all(abi)))
         .and_then(|r| r.scope(Scope::Signal | Scope::AbstractUnixSocket))
         .and_then(|r| r.create())
         .and_then(|r| r.restrict_self())
-        .map_err(|e| format!("landlock: {e}"))?;
+        .map(|_| ())
+        .map_err(|e| format!("landlock: {e}"));
+    // Each wall on its own: one that fails does not take the other down.
     // Landlock set no_new_privs where it ran; seccomp needs it either way.
-    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
-    seccomp_memory_only()
+    let seccomp = nix::sys::prctl::set_no_new_privs()
+        .map_err(|e| format!("no_new_privs: {e}"))
+        .and_then(|()| seccomp_memory_only());
+    landlock.and(seccomp)
 }
 
 fn seccomp_memory_only() -> Result<(), String> {
@@ -291,10 +309,19 @@ fn read_pdf(bytes: &[u8], want: Want) -> Extracted {
     let mut total = 0;
     for page in first..=last {
         let text = match doc.extract_text_with_limit(&[page], PAGE_CONTENT_BYTES) {
-            Ok(text) => text,
+            // Control characters (a crafted font's) would grow sixfold as
+            // JSON: spaces instead, but for lines and tabs.
+            Ok(text) => text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }).collect(),
             Err(e) => format!("[the text of this page could not be extracted: {e}]"),
         };
-        if total + text.len() > MAX_TEXT_BYTES {
+        let room = MAX_TEXT_BYTES - total;
+        if text.len() > room {
+            // The page as far as it fits, cut on a character boundary.
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.text.push((page, text[..cut].to_owned()));
             out.cut = true;
             break;
         }

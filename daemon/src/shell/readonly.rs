@@ -194,7 +194,11 @@ fn default_assigns_steering(word: &str) -> bool {
     word.match_indices("${").any(|(i, _)| {
         let rest = &word[i + 2..];
         let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        let after = &rest[name.len()..];
+        let mut after = &rest[name.len()..];
+        // `${CDPATH[0]:=…}`: an element of it.
+        if after.starts_with('[') {
+            after = after.find(']').map_or("", |i| &after[i + 1..]);
+        }
         !name.is_empty() && (after.starts_with(":=") || after.starts_with('=')) && steers_the_shell(&name)
     })
 }
@@ -208,6 +212,8 @@ fn sets_steering(program: &str, args: &[&str]) -> bool {
 }
 
 fn steers_the_shell(name: &str) -> bool {
+    // `PATH[0]` makes PATH an array: command lookup then searches `.`.
+    let name = name.split('[').next().unwrap_or(name);
     const STEERING: &[&str] = &[
         "PATH",
         "IFS",
@@ -913,6 +919,13 @@ mod tests {
             "C='id -u'; X=1 $C",
             "X=1 $(echo touch pwned)",
             "set -- touch pwned; X=1 \"$@\"",
+            // The second review's: an element of a steering variable.
+            "printf -v 'PATH[0]' %s x; ls",
+            "printf -vPATH[0] %s x; ls",
+            "builtin printf -v 'PATH[0]' %s x; ls",
+            "read 'PATH[0]' <<< x; ls",
+            "printf -v 'IFS[0]' %s x; ls",
+            ": ${CDPATH[0]:=/etc}; cd x",
         ] {
             assert!(!inspects(cmd), "{cmd} should not be an inspection");
         }

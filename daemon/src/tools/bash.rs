@@ -205,12 +205,12 @@ impl Tool for Bash {
         let confinable = ctx.sandbox.available && ctx.info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
         let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
         // Without the sandbox nothing hides agentd's state from a command
-        // that walks directories (`grep -r key .` in a workspace that holds
-        // it, as the home directory does): it asks.
+        // in a workspace that holds it (as the home directory does): no
+        // judgement of paths can be complete (`xargs` joins them, `grep
+        // --rec` walks), so every command asks.
         let state_exposed = !confinable
             && (crate::fs::holds_state_dir(&ctx.cwd)
-                || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_state_dir(d)))
-            && shell::effective(&script).iter().any(walks_directories);
+                || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_state_dir(d)));
         if state_exposed {
             return Decision::ask(format!(
                 "run `{}` (the workspace holds agentd's state directory, and no sandbox hides it)",
@@ -653,11 +653,12 @@ fn launch<'a>(
     guard: Option<&crate::sandbox::CallGuard>,
 ) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
     let profile = ctx.sandbox_profile;
-    // Unconfined: nothing for the helper to apply, so no exec of it (the
-    // daemon reaps and sweeps what the command leaves, as the helper would).
-    let direct = || Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.scrub_env };
-    let Some(helper) = ctx.sandbox.helper.as_deref().filter(|_| profile != SandboxProfile::Off) else {
-        return Ok((direct(), None));
+    // Without a helper, directly. With the sandbox off the helper still
+    // runs the call: the subreaper of its processes, it ends one that left
+    // the group and cleared its environment (`setsid env -i`), which the
+    // daemon could not tell from another call's.
+    let Some(helper) = ctx.sandbox.helper.as_deref() else {
+        return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.scrub_env }, None));
     };
     let access = network_of(ctx, profile);
     let gate = match access {
@@ -911,28 +912,6 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
         // agentd's state is no command's to read unasked, inside or not.
         Some(real) => ctx.inside(&real) && !crate::fs::in_state_dir(&real),
         None => ctx.resolve_from(here, value).is_ok() && !value.contains(".."),
-    }
-}
-
-/// Whether a part of a command reads whole directory trees (so anything a
-/// path check of its arguments cannot see under them).
-fn walks_directories(e: &shell::Effective) -> bool {
-    let Some(program) = e.program.as_deref() else { return true };
-    let has = |short: char, long: &[&str]| {
-        e.args
-            .iter()
-            .any(|a| long.contains(&a.as_str()) || (a.starts_with('-') && !a.starts_with("--") && a.contains(short)))
-    };
-    match program {
-        "find" | "du" | "tree" | "rg" | "ag" | "ack" | "rgrep" | "fd" | "fdfind" | "locate" => true,
-        "grep" | "egrep" | "fgrep" | "zgrep" => {
-            has('r', &["--recursive", "--dereference-recursive", "--directories=recurse"])
-                || has('R', &[])
-                || e.args.windows(2).any(|w| w[0] == "-d" && w[1] == "recurse")
-        }
-        "ls" => has('R', &["--recursive"]),
-        "git" => e.args.iter().any(|a| matches!(a.as_str(), "--no-index" | "--untracked")),
-        _ => false,
     }
 }
 

@@ -346,8 +346,12 @@ async fn pdf_text(
         }
     }
     if got.cut {
-        let next = got.text.last().map_or(1, |(p, _)| p + 1);
-        text.push_str(&format!("\n[the text was cut at 2 MiB: read on with pages: \"{next}-...\"]\n"));
+        // The last page listed was cut: the rest of the document is read
+        // from the page after it (a page over 2 MiB of text is read only
+        // that far).
+        let last = got.text.last().map_or(1, |(p, _)| *p);
+        let after = if last < got.pages { format!("; read on with pages: \"{}\"", last + 1) } else { String::new() };
+        text.push_str(&format!("\n[the text was cut at 2 MiB, within page {last}{after}]\n"));
     }
     let out = ReadOutput {
         path: path.to_path_buf(),
@@ -368,8 +372,10 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
     let mut head = vec![0u8; 8192];
     let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
     head.truncate(n);
-    // A PDF (its header may come after up to 1 KB of anything).
-    if head[..n.min(1024)].windows(5).any(|w| w == b"%PDF-") {
+    // A PDF: by its name (as Claude Code tells), or by its header at the
+    // very start (a text file that mentions `%PDF-` is text).
+    let named_pdf = abs.extension().is_some_and(|e| e.eq_ignore_ascii_case("pdf"));
+    if named_pdf || head.starts_with(b"%PDF-") {
         use std::io::Read as _;
         let max = crate::sandbox::pdf::MAX_PDF_BYTES;
         if meta.len() > max {
