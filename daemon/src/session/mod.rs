@@ -22,6 +22,8 @@ use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
 use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
 
+mod children;
+mod restore;
 mod settings;
 pub use settings::user_network_allow_all;
 use settings::{
@@ -192,32 +194,6 @@ struct Owned {
     gone: std::collections::BTreeSet<usize>,
 }
 
-/// The session manager as the Task tool's host.
-struct ChildMaker(std::sync::Weak<SessionManager>);
-
-impl crate::agents::AgentHost for ChildMaker {
-    fn spawn_child(
-        &self,
-        parent: &str,
-        tools: Option<&[String]>,
-        disallowed: &[String],
-    ) -> Result<(String, Vec<String>), String> {
-        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, tools, disallowed)
-    }
-
-    fn cancel_child(&self, child: &str) {
-        if let Some(sessions) = self.0.upgrade() {
-            sessions.cancel_all(child);
-        }
-    }
-
-    fn close_child(&self, child: &str) {
-        if let Some(sessions) = self.0.upgrade() {
-            let _ = sessions.close(child);
-        }
-    }
-}
-
 /// Every open session of the daemon.
 pub struct SessionManager {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -340,88 +316,6 @@ impl SessionManager {
         prepared.info.hooks = prepared.hooks.info();
         prepared.info.enable_project_hooks = parent.info.enable_project_hooks;
         Ok(prepared)
-    }
-
-    /// A child's `session/create` params: the parent's settings, narrowed
-    /// by what the child asked (tools, deny and ask rules); anything that
-    /// would widen them is refused.
-    fn inherit(&self, parent_id: &str, asked: SessionCreateParams) -> Result<SessionCreateParams, SessionError> {
-        let parent = self.handle(parent_id)?;
-        let refuse = |field: &'static str| SessionError::Invalid {
-            field,
-            why: "a child session inherits it from its parent".into(),
-        };
-        if asked.mode.is_some() {
-            return Err(refuse("mode"));
-        }
-        if asked.sandbox.is_some() {
-            return Err(refuse("sandbox"));
-        }
-        if asked.add_dirs.is_some() {
-            return Err(refuse("add_dirs"));
-        }
-        if asked.web.is_some() {
-            return Err(refuse("web"));
-        }
-        if asked.mcp_servers.is_some() || asked.enable_project_mcp.is_some() {
-            return Err(refuse("mcp_servers"));
-        }
-        if asked.hooks.is_some() || asked.enable_project_hooks.is_some() {
-            return Err(refuse("hooks"));
-        }
-        if asked.env.is_some() {
-            return Err(refuse("env"));
-        }
-        if asked.permissions.as_ref().is_some_and(|p| !p.allow.is_empty()) {
-            return Err(SessionError::Invalid {
-                field: "permissions",
-                why: "a child session may add deny and ask rules, not allow rules".into(),
-            });
-        }
-        let info = parent.current_info();
-        let context = parent.context();
-        let workspace = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| info.cwd.clone());
-        // The child works in the parent's workspace (a directory of it).
-        let cwd = canonical_workspace(&asked.cwd)?;
-        if !crate::fs::is_inside(&workspace, &info.add_dirs, &cwd) {
-            return Err(SessionError::Invalid {
-                field: "cwd",
-                why: format!("a child session works inside its parent's workspace ({})", workspace.display()),
-            });
-        }
-        let mut permissions = info.permissions.clone();
-        permissions.allow.extend(info.granted_rules.iter().cloned());
-        if let Some(p) = &asked.permissions {
-            permissions.deny.extend(p.deny.iter().cloned());
-            permissions.ask.extend(p.ask.iter().cloned());
-        }
-        let mut tools = info.tools.clone();
-        if let Some(t) = &asked.tools {
-            tools.simple |= t.simple;
-            tools.disabled.extend(t.disabled.iter().cloned());
-        }
-        // Sub-agents do not make sub-agents.
-        tools.disabled.push(crate::tools::task::NAME.to_owned());
-        let mut bash = info.bash;
-        crate::tools::config::apply_to_bash(&mut bash, &context.settings);
-        Ok(SessionCreateParams {
-            cwd,
-            mode: Some(context.mode.unwrap_or(info.mode)),
-            permissions: Some(permissions),
-            tools: Some(tools),
-            max_concurrency: Some(info.max_concurrency),
-            sibling_cancel: Some(info.sibling_cancel),
-            bash: Some(bash),
-            permission_timeout_ms: Some(info.permission_timeout_ms),
-            add_dirs: Some(info.add_dirs.clone()),
-            sandbox: Some(info.sandbox.clone()),
-            web: Some(info.web),
-            close_with_connection: asked.close_with_connection,
-            parent_session_id: Some(parent_id.to_owned()),
-            // The parent's own variables; the user's come from the settings.
-            env: info.session_env.clone(),
-            ..SessionCreateParams::new(info.cwd.clone())
-        })
     }
 
     fn prepare_own(&self, params: SessionCreateParams) -> Result<Prepared, SessionError> {
@@ -655,81 +549,6 @@ impl SessionManager {
         info
     }
 
-    /// Opens every session the store kept, as it was: its context, granted
-    /// rules and events. A call the previous daemon never finished gets an
-    /// error result ("interrupted: the daemon restarted"), its turn
-    /// completes, and an open permission request is resolved as denied, so
-    /// no client waits for them forever. Returns how many were restored.
-    pub fn restore(&self) -> usize {
-        let stored = match self.store.load_sessions() {
-            Ok(stored) => stored,
-            Err(e) => {
-                tracing::error!("cannot read the session store: {e}");
-                return 0;
-            }
-        };
-        let mut stored = stored;
-        stored.sort_by_key(|s| s.record.info.created_at_ms);
-        let mut count = 0;
-        for Stored { record, events, durable } in stored {
-            let SessionRecord { mut info, mut context, mut granted_rules, jobs, .. } = record;
-            // Events are journaled before the record is saved: the last
-            // worktree and task list they announce are the newest, and the
-            // journal's last durable line is newer than the record for all
-            // it holds.
-            recover_from_events(&mut context, &events);
-            if let Some(durable) = durable {
-                granted_rules = durable.apply(&mut context);
-            }
-            let id = info.session_id.clone();
-            // Its connection died with the daemon that had it; a child's
-            // Task call (or its parent's rules as they were) did too.
-            if info.close_with_connection || info.parent_session_id.is_some() {
-                let _ = self.store.remove_session(&id);
-                let _ = std::fs::remove_dir_all(self.state_dir.join("sessions").join(&id));
-                tracing::info!(session_id = %id, "not restored: a child session, or one that closed with its connection");
-                continue;
-            }
-            // What session/create would refuse is not restored either.
-            match canonical_workspace(&info.cwd) {
-                Ok(cwd) => info.cwd = cwd,
-                Err(e) => {
-                    tracing::warn!(session_id = %id, "not restored: {e}");
-                    continue;
-                }
-            }
-            info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
-            let rules = session_rules(&mut info);
-            session_env(&mut info);
-            let hooks = session_hooks(&mut info);
-            let mcp = self.session_mcp(&mut info);
-            let past_jobs: Vec<JobInfo> = jobs
-                .into_iter()
-                .map(|mut j| {
-                    if j.status == "running" {
-                        j.status = "killed".into();
-                    }
-                    j
-                })
-                .collect();
-            let unfinished = unfinished(&events);
-            self.open(info, rules, hooks, Some(Restored { context, events, granted_rules }), past_jobs, mcp);
-            if let Ok(session) = self.handle(&id) {
-                let log = session.executor.events();
-                for kind in unfinished {
-                    log.push(kind);
-                }
-                // Its record is as the store has it; the events that ended
-                // what was unfinished are in its journal.
-                session.saved.store(session.executor.revision(), Ordering::Relaxed);
-            }
-            tracing::info!(session_id = %id, "session restored");
-            count += 1;
-        }
-        self.flush();
-        count
-    }
-
     /// Saves what changed in each session since it was last saved, and
     /// syncs the event logs (called every 200 ms and at shutdown).
     pub fn flush(&self) {
@@ -809,76 +628,9 @@ impl SessionManager {
         Ok(info)
     }
 
-    /// The open children of a session.
-    pub fn children(&self, session_id: &str) -> Vec<String> {
-        let mut out: Vec<(u64, String)> = self
-            .lock()
-            .values()
-            .filter(|s| s.info.parent_session_id.as_deref() == Some(session_id))
-            .map(|s| (s.seq, s.info.session_id.clone()))
-            .collect();
-        out.sort();
-        out.into_iter().map(|(_, id)| id).collect()
-    }
-
     /// One open session, to work in.
     pub fn handle(&self, session_id: &str) -> Result<Arc<Session>, SessionError> {
         self.lock().get(session_id).cloned().ok_or_else(|| SessionError::Unknown { session_id: session_id.to_owned() })
-    }
-
-    /// Makes this manager the Task tool's host (weakly: the manager owns
-    /// the sessions, which own their executors, which hold the host).
-    pub fn install_agent_host(self: &Arc<Self>) {
-        self.set_agent_host(Arc::new(ChildMaker(Arc::downgrade(self))));
-    }
-
-    /// Gives sessions (those open now and to come) what makes child
-    /// sessions for the Task tool.
-    pub fn set_agent_host(&self, host: crate::agents::Host) {
-        for session in self.lock().values() {
-            session.executor.set_agent_host(host.clone());
-        }
-        let _ = self.agent_host.set(host);
-    }
-
-    /// A child of `parent` for a sub-agent: the parent's settings, the
-    /// tools `tools` names (all the parent's when `None`) but never Task.
-    /// Its id and the tools it offers.
-    pub fn spawn_child(
-        &self,
-        parent: &str,
-        tools: Option<&[String]>,
-        disallowed: &[String],
-    ) -> Result<(String, Vec<String>), String> {
-        let handle = self.handle(parent).map_err(|e| e.to_string())?;
-        let context = handle.context();
-        let cwd = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone());
-        let mut disabled = vec![crate::tools::task::NAME.to_owned()];
-        disabled.extend(disallowed.iter().cloned());
-        if let Some(keep) = tools {
-            let offered = handle.tools.listed_names().into_iter().chain(handle.tools.deferred_names());
-            disabled.extend(offered.filter(|n| !keep.iter().any(|k| k == n)));
-        }
-        drop(handle);
-        let params = SessionCreateParams {
-            tools: Some(agentd_protocol::session::ToolOptions { disabled, ..Default::default() }),
-            parent_session_id: Some(parent.to_owned()),
-            ..SessionCreateParams::new(cwd)
-        };
-        let prepared = self.prepare(params).map_err(|e| e.to_string())?;
-        let info = self.commit(prepared).map_err(|e| e.to_string())?;
-        let child = self.handle(&info.session_id).map_err(|e| e.to_string())?;
-        let mut names = child.tools.listed_names();
-        names.extend(child.tools.deferred_names());
-        Ok((info.session_id, names))
-    }
-
-    /// Cancels everything a session's children (and theirs) run.
-    pub fn cancel_children(&self, session_id: &str) {
-        for child in self.children(session_id) {
-            self.cancel_all(&child);
-            self.cancel_children(&child);
-        }
     }
 
     /// Cancels everything a session runs.
@@ -1012,84 +764,6 @@ impl SessionManager {
     }
 }
 
-/// What a dead daemon left unfinished in a session's events, as the events
-/// that finish it: each call without a result gets an error result, each
-/// open permission request is resolved as denied, each turn not completed
-/// or discarded completes.
-fn unfinished(events: &[Event]) -> Vec<EventKind> {
-    const WHY: &str = "interrupted: the daemon restarted";
-    let mut calls: Vec<(String, String, String)> = Vec::new();
-    let mut requests: Vec<(String, String, String)> = Vec::new();
-    let mut turns: Vec<String> = Vec::new();
-    for e in events {
-        match &e.kind {
-            EventKind::ToolQueued { turn_id, tool_use_id, name, .. } => {
-                calls.push((turn_id.clone(), tool_use_id.clone(), name.clone()));
-                if !turns.contains(turn_id) {
-                    turns.push(turn_id.clone());
-                }
-            }
-            EventKind::ToolResult { tool_use_id, .. } => calls.retain(|c| &c.1 != tool_use_id),
-            EventKind::PermissionRequest { turn_id, tool_use_id, request_id, .. } => {
-                requests.push((turn_id.clone(), tool_use_id.clone(), request_id.clone()));
-            }
-            EventKind::PermissionResolved { request_id, .. } => requests.retain(|r| &r.2 != request_id),
-            EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id } => {
-                turns.retain(|t| t != turn_id);
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    for (turn_id, tool_use_id, request_id) in requests {
-        out.push(EventKind::PermissionResolved {
-            turn_id,
-            tool_use_id,
-            request_id,
-            allowed: false,
-            reason: WHY.into(),
-        });
-    }
-    for (turn_id, tool_use_id, name) in calls {
-        out.push(EventKind::ToolResult {
-            turn_id,
-            tool_use_id,
-            name,
-            content: vec![agentd_protocol::tools::ContentBlock::text(WHY)],
-            is_error: true,
-            render: WHY.into(),
-            sandbox: None,
-            network: None,
-        });
-    }
-    for turn_id in turns {
-        out.push(EventKind::TurnCompleted { turn_id });
-    }
-    out
-}
-
-/// Brings a restored context up to what its last events announced (a
-/// daemon killed right after a call may not have saved its record yet).
-fn recover_from_events(context: &mut SessionContext, events: &[agentd_protocol::turn::Event]) {
-    use agentd_protocol::turn::EventKind;
-    if let Some(worktree) = events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::WorktreeChanged { worktree, .. } => Some(worktree),
-        _ => None,
-    }) && context.worktree != *worktree
-    {
-        context.worktree = worktree.clone();
-        context.shell_cwd = None;
-    }
-    if let Some(tasks) = events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::TasksChanged { tasks, .. } => Some(tasks),
-        _ => None,
-    }) {
-        context.tasks = tasks.clone();
-        let highest = tasks.iter().filter_map(|t| t.id.parse::<u64>().ok()).max().unwrap_or(0);
-        context.last_task_id = context.last_task_id.max(highest);
-    }
-}
-
 /// An absolute, existing directory, with symlinks and `..` resolved.
 fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
@@ -1186,13 +860,13 @@ mod tests {
             worktree: w,
         };
         let mut context = SessionContext { shell_cwd: Some("/r/src".into()), ..Default::default() };
-        recover_from_events(&mut context, &[event(1, moved(None)), event(2, moved(Some(wt.clone())))]);
+        restore::recover_from_events(&mut context, &[event(1, moved(None)), event(2, moved(Some(wt.clone())))]);
         assert_eq!(context.worktree.as_ref(), Some(&wt));
         assert_eq!(context.shell_cwd, None, "the shell starts over in the worktree");
-        recover_from_events(&mut context, &[event(3, moved(None))]);
+        restore::recover_from_events(&mut context, &[event(3, moved(None))]);
         assert_eq!(context.worktree, None);
         let saved = context.clone();
-        recover_from_events(&mut context, &[]);
+        restore::recover_from_events(&mut context, &[]);
         assert_eq!(context, saved, "no events, nothing changes");
     }
 

@@ -1,0 +1,229 @@
+//! Running one admitted call: its permission check and ask, its hooks,
+//! the sandbox profile it runs in, its future and what it yields.
+
+use super::*;
+
+impl SessionExecutor {
+    /// Admits the call in slot `i` and starts it (or its permission
+    /// request): `pre` is what its PreToolUse hooks said.
+    pub(super) fn launch(
+        &self,
+        inner: &mut Inner,
+        i: CallIdx,
+        call: Box<dyn PreparedCall>,
+        token: CancellationToken,
+        pre: hooked::Pre,
+    ) {
+        let mut ctx = self.tool_context(token.clone(), &inner.context);
+        let mut grant = Grant::default();
+        let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant, pre.allows());
+        let admitted = pre.overrule(admitted, &inner.slots[i]);
+        let Grant { approved_outside, profile, scrub_env } = grant;
+        ctx.scrub_env = scrub_env;
+        ctx.may_write_protected =
+            inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
+        if let Some(profile) = profile {
+            self.confine(inner, i, &mut ctx, profile);
+        }
+        let ask = match admitted {
+            Ok(ask) => ask,
+            Err(refused) => {
+                inner.slots[i].outcome = Some(refused);
+                let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
+                return self.carry_out(inner, actions);
+            }
+        };
+        let after = self.after_call_input(inner, i);
+        inner.slots[i].input = None;
+        ctx.approved_outside = approved_outside.map(Arc::new);
+        let slot = &inner.slots[i];
+        let started = EventKind::ToolStarted {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            render: slot.render_use.clone(),
+        };
+        let ids = CallIds {
+            turn_id: slot.turn_id.to_string(),
+            tool_use_id: slot.tool_use_id.clone(),
+            name: slot.name.clone(),
+            render: slot.render_use.clone(),
+        };
+        let wait = match ask {
+            None => {
+                self.events.push(started.clone());
+                hooked::Gate::Run
+            }
+            Some(ask)
+                if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PermissionRequest, &slot.name) =>
+            {
+                hooked::Gate::HooksFirst(ask, ids.clone())
+            }
+            Some(ask) => hooked::Gate::Ask(self.open_request(&ids, ask, None)),
+        };
+        if slot.name == crate::tools::task::NAME
+            && let Some(host) = self.agent_host.get()
+        {
+            let log = self.events.clone();
+            let runners = self.events.clone();
+            let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+            ctx.agent = Some(crate::agents::AgentCall {
+                host: host.clone(),
+                announce: Arc::new(move |a: crate::agents::Announce| {
+                    log.push(EventKind::AgentRequest {
+                        turn_id: turn_id.clone(),
+                        tool_use_id: tool_use_id.clone(),
+                        request_id: a.request_id,
+                        child_session_id: a.child_session_id,
+                        subagent_type: a.subagent_type,
+                        description: a.description,
+                        prompt: a.prompt,
+                        instructions: a.instructions,
+                        tools: a.tools,
+                        model: a.model,
+                        effort: a.effort,
+                    });
+                }),
+                runner: Arc::new(move || runners.has_agent_runner()),
+                hooks: self.services.hooks.clone(),
+                about: crate::hooks::About {
+                    turn_id: Some(slot.turn_id.to_string()),
+                    tool_use_id: Some(slot.tool_use_id.clone()),
+                    tool_name: Some(slot.name.clone()),
+                },
+            });
+        }
+        if slot.name == crate::tools::bash::NAME {
+            ctx.channel = Some(Arc::new(channel::CallPort {
+                executor: self.me.clone(),
+                call: ids.clone(),
+                token: ctx.cancel.clone(),
+                notes: std::sync::atomic::AtomicUsize::new(0),
+            }));
+        }
+        if slot.name == crate::tools::brief::NAME {
+            let log = self.events.clone();
+            let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+            ctx.message = Some(Arc::new(move |message: String| {
+                log.push(EventKind::UserMessage {
+                    turn_id: turn_id.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    message,
+                });
+            }));
+        }
+        let log = self.events.clone();
+        let live = slot.live.clone();
+        let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
+        let reporter: ProgressReporter = Arc::new(move |p: ProgressReport| {
+            if live.load(Ordering::Relaxed) {
+                log.push(EventKind::ToolProgress {
+                    turn_id: turn_id.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    data: p.data,
+                    render: p.render,
+                });
+            }
+        });
+        // A strong reference: a closed session's executor lives until its
+        // last call has reported back (and `session/closed` is pushed).
+        let Some(me) = self.me.upgrade() else { return };
+        // Debug level: an enabled span costs a registry slot and formatted
+        // fields on every call.
+        let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        let mut guard = ReportOnDrop { me: Some(me), call: i };
+        let events = self.events.clone();
+        let pre_context = pre.context;
+        let mut after = after;
+        inner.starts.push(Box::pin(
+            async move {
+                let mut call = call;
+                let mut started = started;
+                match wait {
+                    hooked::Gate::Run => {}
+                    gate => {
+                        let Some(me) = guard.me.clone() else { return };
+                        match me.approval(gate, &mut call, &mut ctx, i, &token).await {
+                            Ok(rewritten) => {
+                                // A PermissionRequest hook's rewrite is what
+                                // runs: what is shown and what PostToolUse
+                                // hooks get say so.
+                                if let Some(input) = rewritten {
+                                    if let EventKind::ToolStarted { render, .. } = &mut started {
+                                        *render = call.render_use();
+                                    }
+                                    if let Some(after) = &mut after {
+                                        after.input = input;
+                                    }
+                                }
+                                events.push(started);
+                            }
+                            Err(refusal) => {
+                                let render = call.render_rejected(&refusal);
+                                let outcome = CallOutcome {
+                                    content: vec![ContentBlock::text(refusal)],
+                                    is_error: true,
+                                    render,
+                                    modifier: None,
+                                };
+                                if let Some(me) = guard.me.take() {
+                                    me.finished(i, outcome, false);
+                                }
+                                return;
+                            }
+                        }
+                    }
+                }
+                let run = call.run(ctx, Some(reporter));
+                // The token is cancelled only when the machine aborts the
+                // call (or its turn or session ends). The tool gets a grace
+                // period to stop on its own (a command's processes are ended
+                // and its partial output kept); then it is dropped.
+                let mut run = std::pin::pin!(AssertUnwindSafe(run).catch_unwind());
+                let outcome = tokio::select! {
+                    outcome = &mut run => outcome,
+                    _ = token.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut run).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Ok(CallOutcome::error("cancelled")),
+                    },
+                };
+                let outcome =
+                    outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
+                let (outcome, completed) = match (&guard.me, after) {
+                    (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
+                    _ => (outcome, Vec::new()),
+                };
+                let outcome = hooked::with_context(outcome, "PreToolUse", &pre_context);
+                // A failure that is the cancellation itself blames nobody.
+                let failed = outcome.is_error && !token.is_cancelled();
+                if let Some(me) = guard.me.take() {
+                    let mut inner = me.lock();
+                    // The hooks' ends go out with the result, in one write.
+                    for event in completed {
+                        me.events.push(event);
+                    }
+                    me.finished_locked(&mut inner, i, outcome, failed);
+                }
+            }
+            .instrument(span),
+        ));
+    }
+
+    /// Runs the call in slot `i` in the sandbox `profile` (Bash), with the
+    /// network that profile has.
+    pub(super) fn confine(
+        &self,
+        inner: &mut Inner,
+        i: CallIdx,
+        ctx: &mut ToolContext,
+        profile: agentd_protocol::session::SandboxProfile,
+    ) {
+        ctx.sandbox_profile = profile;
+        inner.slots[i].sandbox = Some(profile);
+        inner.slots[i].network = Some(crate::sandbox::gate::network_access(
+            profile,
+            &self.services.info.sandbox,
+            self.services.sandbox.gate,
+        ));
+    }
+}
