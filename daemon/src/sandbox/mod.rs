@@ -364,6 +364,12 @@ impl Facility {
                  commands have no network (the user's sandbox.network.allowAll gives them all of it)"
             );
         }
+        let walls = walls(&probe, None);
+        let level = if walls.iter().all(|w| w.applied) {
+            agentd_protocol::methods::SandboxLevel::Full
+        } else {
+            agentd_protocol::methods::SandboxLevel::Partial
+        };
         Facility {
             available: true,
             namespaces: probe.namespaces,
@@ -371,18 +377,14 @@ impl Facility {
             gate: probe.network_namespace,
             status: SandboxStatus {
                 available: true,
-                walls: walls(&probe, None),
+                walls,
                 reason: None,
                 landlock_abi: probe.landlock_abi,
                 seccomp: probe.seccomp,
                 pid_namespaces: probe.namespaces,
                 helper: Some(path.display().to_string()),
                 network_allow_all: false,
-                level: if walls(&probe, None).iter().all(|w| w.applied) {
-                    agentd_protocol::methods::SandboxLevel::Full
-                } else {
-                    agentd_protocol::methods::SandboxLevel::Partial
-                },
+                level,
             },
             helper: Some(path),
             hide: Vec::new(),

@@ -75,6 +75,14 @@ pub struct ReadOutput {
     pub image: Option<(String, String)>,
 }
 
+impl ReadOutput {
+    /// A file shown as text of Read's own making (a notebook's cells, a
+    /// PDF's pages), not as numbered lines.
+    fn rendered(path: PathBuf, text: String) -> Self {
+        ReadOutput { path, text, first_line: 1, last_line: 0, total_lines: None, cut_lines: 0, image: None }
+    }
+}
+
 impl Tool for Read {
     type Input = ReadInput;
     type Output = ReadOutput;
@@ -353,16 +361,7 @@ async fn pdf_text(
         let after = if last < got.pages { format!("; read on with pages: \"{}\"", last + 1) } else { String::new() };
         text.push_str(&format!("\n[the text was cut at 2 MiB, within page {last}{after}]\n"));
     }
-    let out = ReadOutput {
-        path: path.to_path_buf(),
-        text,
-        first_line: 1,
-        last_line: 0,
-        total_lines: None,
-        cut_lines: 0,
-        image: None,
-    };
-    Ok((out, state))
+    Ok((ReadOutput::rendered(path.to_path_buf(), text), state))
 }
 
 fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
@@ -425,16 +424,7 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
         let (bytes, meta) = fs::read_all(path).map_err(err)?;
         if let Some(text) = render_notebook(&bytes) {
             let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
-            let out = ReadOutput {
-                path: abs,
-                text,
-                first_line: 1,
-                last_line: 0,
-                total_lines: None,
-                cut_lines: 0,
-                image: None,
-            };
-            return Ok(Read_::Done(out, state));
+            return Ok(Read_::Done(ReadOutput::rendered(abs, text), state));
         }
     }
     let first = offset.unwrap_or(1);

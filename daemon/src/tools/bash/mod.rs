@@ -665,6 +665,7 @@ pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool 
     let moves = shell::changes_directory(script);
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    let git_dir = crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
     targets.iter().all(|target| {
         if target.is_empty()
             || target.contains(['$', '`', '~', '*', '?', '[', '{'])
@@ -688,9 +689,7 @@ pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool 
                 && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
                 && !crate::permission::is_protected_target(&ctx.cwd, &r)
                 && !crate::permission::is_user_protected(&r)
-                && crate::permission::git_dir(&ctx.cwd)
-                    .and_then(|g| std::fs::canonicalize(g).ok())
-                    .is_none_or(|g| !r.starts_with(g))
+                && git_dir.as_ref().is_none_or(|g| !r.starts_with(g))
         })
     })
 }
