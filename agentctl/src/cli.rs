@@ -12,7 +12,7 @@ use agentd_client::protocol::session::{
     PermissionMode, PermissionRules, SessionCreateParams, SessionInfo, ToolOptions,
 };
 use agentd_client::protocol::turn::EventKind;
-use agentd_client::{Client, ClientError};
+use agentd_client::{Client, ClientError, Endpoint, TlsEndpoint};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -41,6 +41,21 @@ struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
     #[arg(long, global = true, env = "AGENTD_SOCKET")]
     socket: Option<PathBuf>,
+    /// Reach a daemon's TLS face instead of a socket: tls://HOST:PORT (mutual
+    /// TLS: needs --cert, --key and --ca; give --cwd as a directory on the
+    /// daemon's machine)
+    #[arg(long, global = true, env = "AGENTD_CONNECT", value_name = "tls://HOST:PORT", conflicts_with = "socket")]
+    connect: Option<String>,
+    /// This client's certificate for --connect (PEM), signed by the CA the
+    /// daemon trusts (its --tls-client-ca)
+    #[arg(long, global = true, env = "AGENTD_CLIENT_CERT", value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// This client's private key for --connect (PEM)
+    #[arg(long, global = true, env = "AGENTD_CLIENT_KEY", value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// The CA that signed the daemon's certificate, for --connect (PEM)
+    #[arg(long, global = true, env = "AGENTD_CA", value_name = "FILE")]
+    ca: Option<PathBuf>,
     /// Print machine-readable JSON instead of text
     #[arg(long, global = true)]
     json: bool,
@@ -336,14 +351,25 @@ pub fn main() -> ExitCode {
         }
         _ => {}
     }
-    let socket = cli.socket.clone().unwrap_or_else(agentd_client::default_socket_path);
-    match runtime.block_on(run(&cli, &socket)) {
+    let endpoint = match endpoint(&cli) {
+        Ok(endpoint) => endpoint,
+        Err(msg) => {
+            eprintln!("agentctl: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let _ = REMOTE.set(matches!(endpoint, Endpoint::Tls(_)));
+    match runtime.block_on(run(&cli, &endpoint)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Client(ClientError::Connect { path, source })) => {
             if cli.json {
                 print_json(&serde_json::json!({
                     "error": { "kind": "unreachable", "socket": path, "message": source.to_string() }
                 }));
+            }
+            if let Endpoint::Tls(_) = endpoint {
+                eprintln!("agentctl: cannot reach agentd at {} ({source})", path.display());
+                return ExitCode::from(EXIT_UNREACHABLE);
             }
             eprintln!("agentctl: agentd is not running at {} ({source})", path.display());
             eprintln!("start it with one of:");
@@ -381,6 +407,28 @@ pub fn main() -> ExitCode {
         }
         Err(Failure::ToolFailed) => ExitCode::from(EXIT_TOOL_FAILED),
     }
+}
+
+/// Whether the daemon is on another machine (`--connect tls://`): a local
+/// directory means nothing there.
+static REMOTE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// The daemon to talk to: `--connect`'s TLS face, else the socket.
+fn endpoint(cli: &Cli) -> Result<Endpoint, String> {
+    let Some(url) = &cli.connect else {
+        if cli.cert.is_some() || cli.key.is_some() || cli.ca.is_some() {
+            return Err("--cert, --key and --ca go with --connect tls://HOST:PORT".into());
+        }
+        return Ok(Endpoint::Unix(cli.socket.clone().unwrap_or_else(agentd_client::default_socket_path)));
+    };
+    let (Some(cert), Some(key), Some(ca)) = (&cli.cert, &cli.key, &cli.ca) else {
+        return Err(format!(
+            "--connect {url} needs --cert, --key and --ca (or AGENTD_CLIENT_CERT, AGENTD_CLIENT_KEY, AGENTD_CA)"
+        ));
+    };
+    TlsEndpoint::parse(url, cert.clone(), key.clone(), ca.clone())
+        .map(Endpoint::Tls)
+        .map_err(|e| format!("--connect: {e}"))
 }
 
 enum Failure {
@@ -459,8 +507,8 @@ fn sandbox_line(status: &agentd_protocol::methods::SandboxStatus) -> String {
     }
 }
 
-async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
-    let client = Client::connect_with_timeout(socket, REQUEST_TIMEOUT).await?;
+async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
+    let client = Client::connect_endpoint(endpoint, REQUEST_TIMEOUT).await?;
     match &cli.command {
         Command::Status { require_sandbox } => {
             let info = client.daemon_info().await?;
@@ -477,6 +525,9 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
                     human_duration(info.uptime_ms)
                 );
                 println!("socket:      {}{activated}", info.socket.as_deref().unwrap_or("?"));
+                if let Some(tls) = &info.listen_tls {
+                    println!("tls:         {tls} (mutual TLS)");
+                }
                 println!("state:       {}", info.state_dir);
                 println!("sessions:    {}", info.sessions);
                 println!("connections: {} ({} since start)", info.connections, info.connections_total);
@@ -499,7 +550,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             let input = call_input(input.as_deref(), args)?;
             let mut signals = Interrupts::listen()?;
             // A tool call may run for minutes: wait as long as the daemon lets it.
-            let client = Client::connect(socket).await?;
+            let client = Client::connect_endpoint(endpoint, agentd_client::DEFAULT_REQUEST_TIMEOUT).await?;
             // On a terminal, what the call reports while it runs goes to
             // stderr (its result, as ever, to stdout).
             let show = !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -548,7 +599,7 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
             } else {
                 Answering::Deny
             };
-            let client = Client::connect(socket).await?;
+            let client = Client::connect_endpoint(endpoint, agentd_client::DEFAULT_REQUEST_TIMEOUT).await?;
             let (sid, temporary) = match session {
                 Some(id) => (id.clone(), false),
                 None => {
@@ -665,6 +716,14 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> Result<(), Failure> {
 /// An absolute workspace path: `dir` resolved against the current directory,
 /// or the current directory itself.
 fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    if REMOTE.get() == Some(&true) {
+        return match dir {
+            Some(d) if d.is_absolute() => Ok(d.to_owned()),
+            _ => Err(Failure::Local(
+                "over --connect the workspace is on the daemon's machine: give --cwd as an absolute path there".into(),
+            )),
+        };
+    }
     let here = std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
     Ok(match dir {
         Some(d) if d.is_absolute() => d.to_owned(),

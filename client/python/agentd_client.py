@@ -18,11 +18,17 @@ script's own in front of the session's calls (Claude Code's hook contract,
 answered over the socket: a round trip, no process per call). Errors from the daemon raise AgentdError
 (with .code, .message, .data); a daemon that is not there raises
 AgentdUnavailable (a ConnectionError naming the socket).
+
+A daemon on another machine is reached through its TLS face (agentd
+--listen-tls; mutual TLS): Agentd("tls://devbox:7443", cert=..., key=...,
+ca=...), or AGENTD_CLIENT_CERT, AGENTD_CLIENT_KEY and AGENTD_CA. Workspaces
+are then paths on the daemon's machine.
 """
 
 import json
 import os
 import socket
+import ssl
 import threading
 
 __all__ = ["Agentd", "AgentdError", "AgentdUnavailable", "default_socket"]
@@ -52,21 +58,57 @@ def default_socket():
     return f"/tmp/agentd-{os.getuid()}/agentd.sock"
 
 
+def _tls_target(url):
+    """tls://HOST:PORT (tls://[::1]:7443) as (host, port)."""
+    rest = url[len("tls://"):].rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"{url!r} is not tls://HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
 class _Conn:
     """One NDJSON JSON-RPC connection."""
 
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.sock.connect(path)
-        except OSError as e:
-            self.sock.close()
-            raise AgentdUnavailable(
-                f"agentd is not running at {path} ({e.strerror}); start it with `agentd &` or "
-                "`systemctl --user start agentd.socket`, or set AGENTD_SOCKET"
-            ) from e
+    def __init__(self, path, tls=None):
+        if path.startswith("tls://"):
+            self.sock = self._tls(path, tls)
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.sock.connect(path)
+            except OSError as e:
+                self.sock.close()
+                raise AgentdUnavailable(
+                    f"agentd is not running at {path} ({e.strerror}); start it with `agentd &` or "
+                    "`systemctl --user start agentd.socket`, or set AGENTD_SOCKET"
+                ) from e
         self.file = self.sock.makefile("rw", encoding="utf-8", newline="\n")
         self.next_id = 0
+
+    @staticmethod
+    def _tls(url, files):
+        host, port = _tls_target(url)
+        cert, key, ca = files or (None, None, None)
+        if not (cert and key and ca):
+            raise ValueError(f"{url} needs cert, key and ca (or AGENTD_CLIENT_CERT, AGENTD_CLIENT_KEY, AGENTD_CA)")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context.load_verify_locations(cafile=ca)
+        context.load_cert_chain(cert, key)
+        try:
+            raw = socket.create_connection((host, port), timeout=30)
+        except OSError as e:
+            raise AgentdUnavailable(f"cannot reach agentd at {url} ({e})") from e
+        try:
+            sock = context.wrap_socket(raw, server_hostname=host)
+        except (OSError, ssl.SSLError) as e:
+            raw.close()
+            raise AgentdUnavailable(f"TLS with agentd at {url} failed ({e})") from e
+        sock.settimeout(None)
+        return sock
 
     def send(self, method, params):
         self.next_id += 1
@@ -100,9 +142,15 @@ class _Conn:
 class Agentd:
     """A connection to agentd."""
 
-    def __init__(self, path=None):
-        self.path = path or default_socket()
-        self._conn = _Conn(self.path)
+    def __init__(self, path=None, cert=None, key=None, ca=None):
+        self.path = path or os.environ.get("AGENTD_CONNECT") or default_socket()
+        env = os.environ.get
+        self._tls = (cert or env("AGENTD_CLIENT_CERT"), key or env("AGENTD_CLIENT_KEY"), ca or env("AGENTD_CA"))
+        self._conn = self._open()
+
+    def _open(self):
+        """Another connection to the same daemon (event streams, hooks and agents each hold one)."""
+        return _Conn(self.path, self._tls)
 
     def __enter__(self):
         return self
@@ -122,7 +170,8 @@ class Agentd:
 
     def create_session(self, cwd, **options):
         """Opens a session on `cwd`; options as session/create takes them (mode, permissions, tools, ...)."""
-        return self.call("session/create", cwd=os.path.abspath(cwd), **options)["session_id"]
+        cwd = cwd if self.path.startswith("tls://") else os.path.abspath(cwd)
+        return self.call("session/create", cwd=cwd, **options)["session_id"]
 
     def close_session(self, session_id):
         return self.call("session/close", session_id=session_id)
@@ -170,7 +219,7 @@ class Agentd:
         return self.call("agent/respond", **params)
 
     def _run_agent(self, session_id, event, handler):
-        with Agentd(self.path) as d:
+        with Agentd(self.path, *self._tls) as d:
             try:
                 result, failed = str(handler(d, event)), False
             except Exception as e:  # the sub-agent failed: the Task call says so
@@ -217,7 +266,7 @@ class Agentd:
         """
         if after_seq is None and until_turn is not None:
             after_seq = 0
-        conn = _Conn(self.path)
+        conn = self._open()
         try:
             params = {"session_id": session_id}
             if after_seq is not None:
@@ -245,7 +294,7 @@ class _HookServer:
 
     def __init__(self, agentd, session_id, event, matcher, fn, timeout):
         self._path, self._session_id, self._fn = agentd.path, session_id, fn
-        self._conn = _Conn(agentd.path)
+        self._conn = agentd._open()
         try:
             self._conn.request("turn/stream", {"session_id": session_id, "kinds": ["hook/request"]})
             params = {"session_id": session_id, "event": event}
@@ -307,7 +356,7 @@ class _AgentServer:
     """A stream that declares it runs agents and answers agent/request events."""
 
     def __init__(self, agentd, session_id, handler):
-        self._conn = _Conn(agentd.path)
+        self._conn = agentd._open()
         self._conn.request("turn/stream", {"session_id": session_id, "capabilities": ["agents"]})
         self._thread = threading.Thread(target=self._loop, args=(agentd, session_id, handler), daemon=True)
         self._thread.start()

@@ -1,14 +1,12 @@
-//! jsonrpsee's client transport traits over a Unix stream with one JSON
-//! message per line.
+//! jsonrpsee's client transport traits over a byte stream (the Unix socket,
+//! or the TLS face) with one JSON message per line.
 
 use futures_util::StreamExt;
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 /// Longest reply line the client accepts (tool results can be large).
@@ -28,11 +26,22 @@ pub enum TransportError {
     Closed,
 }
 
-pub(crate) struct Sender(OwnedWriteHalf);
-pub(crate) struct Receiver(FramedRead<OwnedReadHalf, LinesCodec>);
+pub(crate) struct Sender(Box<dyn AsyncWrite + Send + Unpin>);
+pub(crate) struct Receiver(FramedRead<Box<dyn AsyncRead + Send + Unpin>, LinesCodec>);
 
-pub(crate) fn split(stream: UnixStream) -> (Sender, Receiver) {
+/// The two halves of a Unix socket, each on its own (no lock between them).
+pub(crate) fn split_unix(stream: tokio::net::UnixStream) -> (Sender, Receiver) {
     let (read, write) = stream.into_split();
+    halves(Box::new(read), Box::new(write))
+}
+
+/// The two halves of any other stream (a TLS one).
+pub(crate) fn split_io<S: AsyncRead + AsyncWrite + Send + 'static>(stream: S) -> (Sender, Receiver) {
+    let (read, write) = tokio::io::split(stream);
+    halves(Box::new(read), Box::new(write))
+}
+
+fn halves(read: Box<dyn AsyncRead + Send + Unpin>, write: Box<dyn AsyncWrite + Send + Unpin>) -> (Sender, Receiver) {
     (Sender(write), Receiver(FramedRead::new(read, LinesCodec::new_with_max_length(MAX_REPLY_BYTES))))
 }
 

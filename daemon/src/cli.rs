@@ -73,6 +73,21 @@ struct Args {
     /// guard against private addresses
     #[arg(long = "resolve", env = "AGENTD_RESOLVE", value_delimiter = ',', value_name = "HOST:ADDRESS")]
     resolve: Vec<String>,
+    /// Also serve the protocol over TLS 1.3 on this TCP address (HOST:PORT),
+    /// for a harness on another machine. Mutual TLS only: needs --tls-cert,
+    /// --tls-key and --tls-client-ca
+    #[arg(long, env = "AGENTD_LISTEN_TLS", value_name = "HOST:PORT", requires_all = ["tls_cert", "tls_key", "tls_client_ca"])]
+    listen_tls: Option<String>,
+    /// The server's certificate chain for --listen-tls (PEM)
+    #[arg(long, env = "AGENTD_TLS_CERT", value_name = "FILE", requires = "listen_tls")]
+    tls_cert: Option<PathBuf>,
+    /// The server's private key for --listen-tls (PEM; not readable by others)
+    #[arg(long, env = "AGENTD_TLS_KEY", value_name = "FILE", requires = "listen_tls")]
+    tls_key: Option<PathBuf>,
+    /// The CA that signs the certificates of the clients --listen-tls lets
+    /// in (PEM); a client without one gets nothing
+    #[arg(long, env = "AGENTD_TLS_CLIENT_CA", value_name = "FILE", requires = "listen_tls")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -110,6 +125,11 @@ fn start(args: Args) -> anyhow::Result<()> {
         require: args.require_sandbox,
     };
     config.persist = !args.ephemeral;
+    if let (Some(listen), Some(cert), Some(key), Some(client_ca)) =
+        (args.listen_tls, args.tls_cert, args.tls_key, args.tls_client_ca)
+    {
+        config.tls = Some(crate::server::tls::TlsConfig { listen, cert, key, client_ca });
+    }
     config.store_limits = crate::store::disk::StoreLimits {
         max_sessions: args.store_max_sessions.max(1),
         max_log_bytes: args.store_max_log_bytes.max(64 * 1024),

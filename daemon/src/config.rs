@@ -58,6 +58,8 @@ pub struct Config {
     /// Keep sessions in the state directory across restarts (`false`:
     /// in memory only).
     pub persist: bool,
+    /// The network face (`--listen-tls`): the protocol over mutual TLS.
+    pub tls: Option<crate::server::tls::TlsConfig>,
 }
 
 impl Config {
@@ -73,6 +75,7 @@ impl Config {
             sandbox: crate::sandbox::SandboxConfig::default(),
             refuse_descendants: true,
             store_limits: crate::store::disk::StoreLimits::default(),
+            tls: None,
             persist: true,
         }
     }

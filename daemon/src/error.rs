@@ -9,6 +9,9 @@ pub enum DaemonError {
     /// `--require-sandbox`, and the sandbox is not whole.
     #[error("{0}")]
     SandboxRequired(String),
+    /// `--listen-tls` cannot be set up (a file, a key, the address).
+    #[error("--listen-tls: {0}")]
+    Tls(String),
     /// A file-system or socket operation on a path failed.
     #[error("{op} {path}: {source}")]
     Io {

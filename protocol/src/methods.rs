@@ -203,6 +203,10 @@ pub struct DaemonInfoResult {
     /// keeps nothing across restarts).
     #[serde(default)]
     pub store_bytes: u64,
+    /// The address of the daemon's TLS face (`--listen-tls`, mutual TLS),
+    /// when it has one.
+    #[serde(default)]
+    pub listen_tls: Option<String>,
 }
 
 /// `daemon/info`'s `sandbox`: what was found when the daemon started.

@@ -30,6 +30,7 @@ mod sessions;
 mod socket;
 mod systemd;
 mod terminal;
+mod tls;
 mod tools;
 mod turns;
 mod web;

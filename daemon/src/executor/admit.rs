@@ -53,6 +53,11 @@ impl SessionExecutor {
                 p.display()
             )));
         }
+        if let Facts::Path(p) = &facts
+            && crate::fs::is_secret(p)
+        {
+            return Err(CallOutcome::error(format!("{}: {}", p.display(), crate::fs::SECRET_REFUSAL)));
+        }
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
         if rule.is_none() {

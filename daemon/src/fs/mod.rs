@@ -258,6 +258,9 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     if refused {
         return Err(io_err("open", &path.abs(), "it is in agentd's state directory, which no tool may read or change"));
     }
+    if is_secret(&opened) {
+        return Err(io_err("open", &path.abs(), SECRET_REFUSAL));
+    }
     Ok(fd)
 }
 
@@ -775,6 +778,10 @@ pub mod pending {
     }
 }
 
+/// Why a tool may not touch a file of [`set_secret_files`].
+pub const SECRET_REFUSAL: &str =
+    "it is one of agentd's own secret files (its TLS key or certificates), which no tool may read or change";
+
 static STATE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// Sets agentd's state directory (canonical), which no tool may touch.
@@ -788,6 +795,24 @@ pub fn set_state_dir(dir: &Path) {
 /// directory or inside it.
 pub fn in_state_dir(path: &Path) -> bool {
     STATE_DIR.get().is_some_and(|s| path.starts_with(s))
+}
+
+static SECRET_FILES: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
+/// Sets the files agentd keeps from every tool besides its state directory
+/// (the TLS face's key and certificates), by their real paths.
+pub fn set_secret_files(files: &[PathBuf]) {
+    let _ = SECRET_FILES.set(files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect());
+}
+
+/// Whether `path` (a real path) is one of [`set_secret_files`]' files.
+pub fn is_secret(path: &Path) -> bool {
+    SECRET_FILES.get().is_some_and(|files| files.iter().any(|f| f == path))
+}
+
+/// The files of [`set_secret_files`], for the sandbox to mask.
+pub fn secret_files() -> &'static [PathBuf] {
+    SECRET_FILES.get().map(Vec::as_slice).unwrap_or_default()
 }
 
 /// Whether agentd's state directory lies under `dir` (a workspace that

@@ -51,8 +51,6 @@ const SHUTDOWN_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs
 /// Serves one accepted connection until the client leaves, the line limit is
 /// broken, or the daemon shuts down.
 pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared>, cancel: CancellationToken) {
-    let state = &shared.state;
-    let _count = ConnectionCount::new(state);
     let allowed = shared.allowed_uid;
     // The process that connected, pinned: its pid cannot be reused by
     // another process while we look at its parents.
@@ -106,6 +104,40 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
     }
 
     let (read, write) = stream.into_split();
+    serve_lines(read, write, pidfd, conn_id, shared, cancel).await;
+}
+
+/// Serves a connection of the TLS face, whose client's certificate the
+/// handshake verified. There is no process to watch: the connection ends
+/// when the client closes it, a write times out, or TCP keepalive finds the
+/// link gone.
+pub(crate) async fn serve_tls(
+    accepted: super::tls::Accepted,
+    conn_id: usize,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
+    tracing::info!(peer = %accepted.peer, "TLS client connected");
+    let (read, write) = tokio::io::split(accepted.stream);
+    serve_lines(read, write, None, conn_id, shared, cancel).await;
+}
+
+/// The protocol on a connection whose peer is let in: requests read line
+/// by line, replies written in order. `pidfd`, when known, is the client
+/// process, whose requests end when it is gone.
+async fn serve_lines<R, W>(
+    read: R,
+    write: W,
+    pidfd: Option<std::os::fd::OwnedFd>,
+    conn_id: usize,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let _count = ConnectionCount::new(&shared.state);
+    let gone = |pidfd: &Option<std::os::fd::OwnedFd>| pidfd.as_ref().is_some_and(|p| !crate::process::pidfd_alive(p));
     let mut frames = FramedRead::new(read, LineCodec::new(shared.max_request_bytes));
     let mut writer = BufWriter::new(write);
     let (tx, mut outbox) = mpsc::channel::<Reply>(OUTBOX_CAPACITY);
@@ -246,7 +278,7 @@ pub(crate) async fn serve(stream: UnixStream, conn_id: usize, shared: Arc<Shared
 
 /// Writes one reply line; flushes when nothing else is queued.
 async fn write_reply(
-    writer: &mut BufWriter<tokio::net::unix::OwnedWriteHalf>,
+    writer: &mut BufWriter<impl tokio::io::AsyncWrite + Unpin>,
     reply: &Reply,
     flush: bool,
     cancel: &CancellationToken,

@@ -14,6 +14,7 @@ pub mod listen;
 mod methods;
 pub mod rpc;
 pub mod systemd;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct DaemonState {
     pub socket: Option<PathBuf>,
     /// Whether systemd passed the socket.
     pub activated: bool,
+    /// The address of the TLS face, when `--listen-tls` is given.
+    pub tls: Option<std::net::SocketAddr>,
     /// Persistent state directory.
     pub state_dir: PathBuf,
     /// Open sessions.
@@ -65,6 +68,7 @@ pub(crate) struct Shared {
 pub struct Daemon {
     socket: listen::BoundSocket,
     listener: tokio::net::UnixListener,
+    tls: Option<tls::TlsListener>,
     shared: Arc<Shared>,
     root: CancellationToken,
     config: Config,
@@ -97,6 +101,13 @@ impl Daemon {
         tracing::debug!(?config, "starting");
         crate::process::become_subreaper();
         raise_open_file_limit();
+        // The TLS face before the socket: a face that cannot be set up
+        // leaves no socket behind. Its files are read now and hidden from
+        // every tool from now on.
+        let tls = config.tls.as_ref().map(tls::bind).transpose()?;
+        if let Some(t) = &config.tls {
+            crate::fs::set_secret_files(&[t.cert.clone(), t.key.clone(), t.client_ca.clone()]);
+        }
         let mut socket = listen::open(&config.socket)?;
         socket.register_for_emergency();
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
@@ -160,6 +171,7 @@ impl Daemon {
             started: Instant::now(),
             socket: socket.path.clone(),
             activated: socket.activated,
+            tls: tls.as_ref().map(|t| t.local),
             state_dir: config.state_dir.clone(),
             sessions: crate::compose_sessions(&config, root.clone(), tracker.clone(), sandbox.clone())?,
             connections: AtomicU64::new(0),
@@ -181,7 +193,7 @@ impl Daemon {
             allowed_uid,
             refuse_descendants: config.refuse_descendants,
         });
-        Ok(Daemon { socket, listener, shared, root, config, _state_lock: state_lock })
+        Ok(Daemon { socket, listener, tls, shared, root, config, _state_lock: state_lock })
     }
 
     /// The socket path the daemon serves, when it has one.
@@ -260,11 +272,40 @@ impl Daemon {
                         }
                     }
                 },
+                accepted = tls::accept(self.tls.as_ref()), if self.tls.is_some() => {
+                    match accepted {
+                        Ok(pending) => {
+                            let id = next_conn.fetch_add(1, Ordering::Relaxed);
+                            let span = tracing::info_span!("conn", id, tls = true);
+                            let cancel = self.root.child_token();
+                            let shared = self.shared.clone();
+                            let fut = async move {
+                                // Nothing of the protocol before the client's certificate is verified.
+                                let handshake = tokio::select! {
+                                    done = pending.handshake() => done,
+                                    _ = cancel.cancelled() => None,
+                                };
+                                if let Some(accepted) = handshake {
+                                    connection::serve_tls(accepted, id, shared, cancel).await;
+                                }
+                            };
+                            self.shared.tracker.spawn(fut.instrument(span));
+                        }
+                        Err(e) => {
+                            tracing::warn!("TLS accept failed: {e}");
+                            tokio::select! {
+                                _ = shutdown.cancelled() => break,
+                                _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                            }
+                        }
+                    }
+                }
             }
         }
         tracing::info!("shutting down");
         systemd::notify("STOPPING=1");
         drop(self.listener);
+        drop(self.tls);
         // Sessions first, so their calls end as interrupted (not as
         // failures that would cancel siblings), with their results recorded;
         // the sessions stay in the store for the next daemon.

@@ -173,7 +173,11 @@ fn walker(
         .ignore(!input.include_ignored)
         .parents(!input.include_ignored)
         // What a Read deny rule forbids is never listed.
-        .filter_entry(move |e| rules.read_denied(e.path()).is_none() && !crate::fs::in_state_dir(e.path()));
+        .filter_entry(move |e| {
+            rules.read_denied(e.path()).is_none()
+                && !crate::fs::in_state_dir(e.path())
+                && !crate::fs::is_secret(e.path())
+        });
     walk
 }
 

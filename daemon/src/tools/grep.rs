@@ -526,7 +526,9 @@ fn walk_builder(
     let mut walk = ignore::WalkBuilder::new(target);
     walk.git_global(super::global_gitignore_exists());
     // What a Read deny rule forbids is never searched (nor named).
-    walk.filter_entry(move |e| rules.read_denied(e.path()).is_none() && !crate::fs::in_state_dir(e.path()));
+    walk.filter_entry(move |e| {
+        rules.read_denied(e.path()).is_none() && !crate::fs::in_state_dir(e.path()) && !crate::fs::is_secret(e.path())
+    });
     if let Some(t) = &input.file_type {
         let types = TYPES.get_or_try(t.clone(), || {
             let mut types = ignore::types::TypesBuilder::new();

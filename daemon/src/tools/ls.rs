@@ -112,6 +112,7 @@ impl Tool for Ls {
                 .filter_entry(move |e| {
                     rules.read_denied(e.path()).is_none()
                         && !crate::fs::in_state_dir(e.path())
+                        && !crate::fs::is_secret(e.path())
                         && !ignore.is_match(e.file_name())
                 })
                 .build();

@@ -99,6 +99,9 @@ pub fn readable(rules: &crate::permission::rules::RuleSet, path: &Path) -> Resul
     if crate::fs::in_state_dir(path) {
         return Err("it is in agentd's state directory".into());
     }
+    if crate::fs::is_secret(path) {
+        return Err(crate::fs::SECRET_REFUSAL.into());
+    }
     if let Some(rule) = rules.read_denied(path) {
         return Err(format!("the rule {} ({}) denies reading it", rule.text, rule.origin.source));
     }

@@ -28,6 +28,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
                 ..state.sandbox.status.clone()
             },
             store_bytes: state.sessions.store_size(),
+            listen_tls: state.tls.map(|a| a.to_string()),
         })
     });
 }

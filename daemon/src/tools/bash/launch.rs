@@ -159,6 +159,8 @@ pub(super) fn launch<'a>(
         pin: Vec::new(),
         mask: {
             let mut mask = denied_reads(ctx);
+            // The TLS face's key and certificates.
+            mask.extend(crate::fs::secret_files().iter().cloned());
             if profile != SandboxProfile::Off {
                 mask.extend(sensitive_files());
                 if let Some(home) = &home {

@@ -1,0 +1,199 @@
+//! The daemon's network face: the same NDJSON protocol as the socket, over
+//! TLS 1.3 on TCP, for a harness on another machine (`--listen-tls`).
+//!
+//! **Invariant:** mutual TLS only. A client whose certificate does not chain
+//! to `--tls-client-ca` fails the handshake and is sent nothing of the
+//! protocol: no request is read before the handshake has verified it.
+//!
+//! The files (certificate, key, client CA) are read once at start-up and
+//! hidden from every tool like the state directory (see
+//! [`crate::fs::set_secret_files`]).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::error::DaemonError;
+
+/// How long a client has to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshakes in progress at once; a connection beyond them is closed at
+/// once (clients that open connections and never speak cannot pile up).
+const MAX_HANDSHAKES: usize = 64;
+
+/// Idle time before TCP keepalive probes, their interval and count: a link
+/// cut without a FIN (a laptop that sleeps, a dropped route) is noticed in
+/// about a minute, and the connection's requests end as for a client that
+/// left.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_PROBES: u32 = 3;
+
+/// `--listen-tls` and its files.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Address to listen on (`HOST:PORT`; port 0 picks a free one).
+    pub listen: String,
+    /// The server's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// The server's private key (PEM; PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA whose signature a client's certificate must carry (PEM; one
+    /// or more certificates).
+    pub client_ca: PathBuf,
+}
+
+/// A bound TLS listener, ready to accept.
+pub(crate) struct TlsListener {
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handshakes: Arc<tokio::sync::Semaphore>,
+    /// The address bound (the port when 0 was asked).
+    pub(crate) local: SocketAddr,
+}
+
+fn bad(what: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Tls(what.to_string())
+}
+
+/// Reads the files, builds the server's TLS configuration and binds the
+/// address. Every failure is one line naming the file or address.
+pub(crate) fn bind(config: &TlsConfig) -> Result<TlsListener, DaemonError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    check_key_private(&config.key)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&config.cert)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| bad(format_args!("--tls-cert {}: {e}", config.cert.display())))?;
+    if certs.is_empty() {
+        return Err(bad(format_args!("--tls-cert {}: no certificate in it", config.cert.display())));
+    }
+    let key = PrivateKeyDer::from_pem_file(&config.key)
+        .map_err(|e| bad(format_args!("--tls-key {}: {e}", config.key.display())))?;
+    let mut roots = rustls::RootCertStore::empty();
+    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&config.client_ca)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| bad(format_args!("--tls-client-ca {}: {e}", config.client_ca.display())))?;
+    for ca in cas {
+        roots.add(ca).map_err(|e| bad(format_args!("--tls-client-ca {}: {e}", config.client_ca.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(format_args!("--tls-client-ca {}: no certificate in it", config.client_ca.display())));
+    }
+    // No anonymous clients: a client without a certificate fails the
+    // handshake (rustls' default for this verifier).
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| bad(format_args!("--tls-client-ca {}: {e}", config.client_ca.display())))?;
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(bad)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| bad(format_args!("--tls-cert/--tls-key: {e}")))?;
+    let std_listener = std::net::TcpListener::bind(&config.listen)
+        .map_err(|e| bad(format_args!("cannot listen on {}: {e}", config.listen)))?;
+    std_listener.set_nonblocking(true).map_err(|e| bad(format_args!("{}: {e}", config.listen)))?;
+    let local = std_listener.local_addr().map_err(|e| bad(format_args!("{}: {e}", config.listen)))?;
+    let listener = tokio::net::TcpListener::from_std(std_listener).map_err(|e| bad(format_args!("{local}: {e}")))?;
+    if !local.ip().is_loopback() {
+        tracing::info!(%local, "listening for TLS clients (mutual TLS) on a non-loopback address");
+    } else {
+        tracing::info!(%local, "listening for TLS clients (mutual TLS)");
+    }
+    Ok(TlsListener {
+        listener,
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+        local,
+    })
+}
+
+/// A private key others can read is refused (as ssh refuses one): whoever
+/// reads it can answer as the daemon.
+fn check_key_private(key: &Path) -> Result<(), DaemonError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(key).map_err(|e| bad(format_args!("--tls-key {}: {e}", key.display())))?;
+    if meta.mode() & 0o004 != 0 {
+        return Err(bad(format_args!(
+            "--tls-key {}: other users can read it (mode {:o}); chmod o-r it",
+            key.display(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// A verified connection: the TLS stream and who is on the other end.
+pub(crate) struct Accepted {
+    pub(crate) stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    pub(crate) peer: SocketAddr,
+}
+
+impl TlsListener {
+    /// Waits for the next TCP connection. The handshake is not done here
+    /// (a slow client must not hold up the accept loop): call
+    /// [`Pending::handshake`] in a task of its own.
+    pub(crate) async fn accept(&self) -> std::io::Result<Pending> {
+        let (tcp, peer) = self.listener.accept().await?;
+        Ok(Pending { tcp, peer, acceptor: self.acceptor.clone(), handshakes: self.handshakes.clone() })
+    }
+}
+
+/// The next connection of `listener`; never, without one.
+pub(crate) async fn accept(listener: Option<&TlsListener>) -> std::io::Result<Pending> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A TCP connection whose handshake has not happened yet.
+pub(crate) struct Pending {
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handshakes: Arc<tokio::sync::Semaphore>,
+}
+
+impl Pending {
+    /// Runs the handshake within [`HANDSHAKE_TIMEOUT`]; `None` (logged)
+    /// when the client has no certificate the CA signed, is too slow, or
+    /// too many handshakes are in progress.
+    pub(crate) async fn handshake(self) -> Option<Accepted> {
+        let Ok(_slot) = self.handshakes.clone().try_acquire_owned() else {
+            tracing::warn!(peer = %self.peer, "too many TLS handshakes in progress; connection closed");
+            return None;
+        };
+        let _ = self.tcp.set_nodelay(true);
+        keepalive(&self.tcp);
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(self.tcp)).await {
+            Ok(Ok(stream)) => Some(Accepted { stream, peer: self.peer }),
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %self.peer, "TLS handshake refused: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(peer = %self.peer, "TLS handshake not done within {} s", HANDSHAKE_TIMEOUT.as_secs());
+                None
+            }
+        }
+    }
+}
+
+fn keepalive(tcp: &tokio::net::TcpStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let set = || -> nix::Result<()> {
+        setsockopt(tcp, sockopt::KeepAlive, &true)?;
+        setsockopt(tcp, sockopt::TcpKeepIdle, &(KEEPALIVE_IDLE.as_secs() as u32))?;
+        setsockopt(tcp, sockopt::TcpKeepInterval, &(KEEPALIVE_INTERVAL.as_secs() as u32))?;
+        setsockopt(tcp, sockopt::TcpKeepCount, &KEEPALIVE_PROBES)
+    };
+    if let Err(e) = set() {
+        tracing::debug!("cannot set TCP keepalive: {e}");
+    }
+}

@@ -1,0 +1,523 @@
+//! The TLS face (`agentd --listen-tls`): the protocol over mutual TLS for a
+//! harness on another machine. Certificates are made by the `openssl`
+//! command for each test: a CA, the daemon's certificate (localhost,
+//! 127.0.0.1), a client it signed, and a client of another CA.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use agentd_client::{Client, ClientError, Endpoint, TlsEndpoint};
+use agentd_protocol::methods::TurnSubmit;
+use agentd_protocol::session::{PermissionMode, SessionCreateParams};
+use agentd_protocol::turn::{ToolUse, TurnSubmitParams};
+use agentd_tests::{StandaloneDaemon, bin_path, within};
+use serde_json::json;
+
+/// A CA and the certificates it (or a rogue CA) signed, in a temp dir.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the openssl command (Debian package openssl) runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for ca in ["ca", "rogue"] {
+            openssl(
+                d,
+                &[
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-nodes",
+                    "-keyout",
+                    &format!("{ca}.key"),
+                    "-out",
+                    &format!("{ca}.pem"),
+                    "-days",
+                    "2",
+                    "-subj",
+                    &format!("/CN=test {ca}"),
+                ],
+            );
+        }
+        let leaf = |name: &str, ca: &str, san: &str| {
+            openssl(
+                d,
+                &[
+                    "req",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-nodes",
+                    "-keyout",
+                    &format!("{name}.key"),
+                    "-out",
+                    &format!("{name}.csr"),
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            );
+            std::fs::write(d.join(format!("{name}.ext")), format!("subjectAltName={san}\n")).unwrap();
+            openssl(
+                d,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &format!("{name}.csr"),
+                    "-CA",
+                    &format!("{ca}.pem"),
+                    "-CAkey",
+                    &format!("{ca}.key"),
+                    "-CAcreateserial",
+                    "-out",
+                    &format!("{name}.pem"),
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &format!("{name}.ext"),
+                ],
+            );
+        };
+        leaf("server", "ca", "DNS:localhost,IP:127.0.0.1");
+        leaf("client", "ca", "DNS:harness");
+        leaf("stranger", "rogue", "DNS:harness");
+        for entry in std::fs::read_dir(d).unwrap().flatten() {
+            use std::os::unix::fs::PermissionsExt;
+            if entry.path().extension().is_some_and(|e| e == "key") {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+            }
+        }
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn path_str(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// `agentd` flags for a TLS face on a free loopback port.
+    fn daemon_args(&self) -> Vec<String> {
+        vec![
+            "--listen-tls".into(),
+            "127.0.0.1:0".into(),
+            "--tls-cert".into(),
+            self.path_str("server.pem"),
+            "--tls-key".into(),
+            self.path_str("server.key"),
+            "--tls-client-ca".into(),
+            self.path_str("ca.pem"),
+        ]
+    }
+
+    fn endpoint(&self, host: &str, port: u16, client: &str, ca: &str) -> Endpoint {
+        Endpoint::Tls(TlsEndpoint {
+            host: host.to_owned(),
+            port,
+            cert: self.path(&format!("{client}.pem")),
+            key: self.path(&format!("{client}.key")),
+            ca: self.path(&format!("{ca}.pem")),
+        })
+    }
+}
+
+fn start(pki: &Pki) -> StandaloneDaemon {
+    let args = pki.daemon_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    StandaloneDaemon::start(&args, &[])
+}
+
+/// The TLS face's port, from `daemon/info` over the socket.
+async fn tls_port(d: &StandaloneDaemon) -> u16 {
+    let client = within("connect", Client::connect(&d.socket)).await.unwrap();
+    let info = client.daemon_info().await.unwrap();
+    let addr = info.listen_tls.expect("daemon/info names the TLS face");
+    addr.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_the_ca_signed_gets_the_protocol_and_no_one_else_gets_anything() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    let ws = tempfile::tempdir().unwrap();
+
+    // The client the CA signed: the whole protocol, tools included.
+    let client =
+        within("TLS connect", Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT))
+            .await
+            .unwrap();
+    let info = client.daemon_info().await.unwrap();
+    assert_eq!(info.listen_tls.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
+    let sid = client
+        .session_create(SessionCreateParams {
+            mode: Some(PermissionMode::Bypass),
+            ..SessionCreateParams::new(ws.path().to_owned())
+        })
+        .await
+        .unwrap()
+        .session_id;
+    let result = client.tool_call(&sid, "Bash", json!({"command": "echo over tls"})).await.unwrap();
+    assert!(!result.is_error, "{result:?}");
+    assert!(serde_json::to_string(&result.content).unwrap().contains("over tls\\n"), "{result:?}");
+    // By address too (the certificate names 127.0.0.1).
+    within(
+        "TLS connect by address",
+        Client::connect_endpoint(&pki.endpoint("127.0.0.1", port, "client", "ca"), TIMEOUT),
+    )
+    .await
+    .unwrap();
+
+    // A client of another CA: refused, as a connect error.
+    let refused = Client::connect_endpoint(&pki.endpoint("localhost", port, "stranger", "ca"), TIMEOUT).await;
+    assert!(
+        matches!(&refused, Err(ClientError::Connect { source, .. }) if source.to_string().contains("refused this client")),
+        "{:?}",
+        refused.err()
+    );
+    // A daemon certificate this client's CA did not sign: the client refuses it.
+    let wrong_ca = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "rogue"), TIMEOUT).await;
+    assert!(matches!(&wrong_ca, Err(ClientError::Connect { .. })), "{:?}", wrong_ca.err());
+    // A name the daemon's certificate does not carry.
+    let wrong_name = Client::connect_endpoint(&pki.endpoint("127.0.0.2", port, "client", "ca"), TIMEOUT).await;
+    assert!(matches!(&wrong_name, Err(ClientError::Connect { .. })), "{:?}", wrong_name.err());
+
+    // No client certificate at all (openssl's client): no reply to a request.
+    let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
+    let mut s_client = Command::new("openssl")
+        .args(["s_client", "-quiet", "-verify_return_error", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-CAfile", &pki.path_str("ca.pem")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = s_client.stdin.take().unwrap();
+        let _ = stdin.write_all(request.as_bytes());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = s_client.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("jsonrpc"), "a client without a certificate got: {stdout}");
+    // Plain text on the TLS port: nothing either.
+    {
+        use std::io::{Read, Write};
+        let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        tcp.write_all(request.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let _ = tcp.read_to_end(&mut got);
+        assert!(!String::from_utf8_lossy(&got).contains("jsonrpc"), "plain text got: {got:?}");
+    }
+    // The daemon says who was refused, and still serves.
+    assert!(d.stderr().contains("TLS handshake refused"), "{}", d.stderr());
+    client.daemon_info().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tls_files_are_hidden_from_every_tool() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    // The workspace is the directory that holds the key.
+    let sid = client
+        .session_create(SessionCreateParams {
+            mode: Some(PermissionMode::Bypass),
+            ..SessionCreateParams::new(pki.dir.path().to_owned())
+        })
+        .await
+        .unwrap()
+        .session_id;
+    let key = pki.path_str("server.key");
+    let text = |r: &agentd_protocol::tools::ToolCallResult| serde_json::to_string(&r.content).unwrap();
+    let read = client.tool_call(&sid, "Read", json!({"file_path": key})).await.unwrap();
+    assert!(read.is_error && text(&read).contains("secret"), "{read:?}");
+    let grep = client
+        .tool_call(&sid, "Grep", json!({"pattern": "PRIVATE KEY", "output_mode": "files_with_matches"}))
+        .await
+        .unwrap();
+    assert!(!text(&grep).contains("server.key"), "{grep:?}");
+    assert!(text(&grep).contains("client.key"), "the other keys are found: {grep:?}");
+    let glob = client.tool_call(&sid, "Glob", json!({"pattern": "*.key"})).await.unwrap();
+    assert!(!text(&glob).contains("server.key") && text(&glob).contains("client.key"), "{glob:?}");
+    let edit = client.tool_call(&sid, "Write", json!({"file_path": key, "content": "x"})).await.unwrap();
+    assert!(edit.is_error, "{edit:?}");
+    // A command sees an empty file, through a symlink too.
+    let bash = client
+        .tool_call(
+            &sid,
+            "Bash",
+            json!({"command": "ln -s server.key alias; wc -c < server.key; cat alias | wc -c; grep -c BEGIN client.key"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&bash).matches("\\n").count(), 3, "{bash:?}");
+    assert!(text(&bash).starts_with("[{\"type\":\"text\",\"text\":\"0\\n0\\n1\\n"), "{bash:?}");
+    let sym = client.tool_call(&sid, "Read", json!({"file_path": pki.path_str("alias")})).await.unwrap();
+    assert!(sym.is_error, "{sym:?}");
+    assert!(std::fs::read_to_string(pki.path("server.key")).unwrap().contains("PRIVATE KEY"), "the key is intact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_link_is_resumed_with_after_seq() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    let ws = tempfile::tempdir().unwrap();
+    let endpoint = pki.endpoint("localhost", port, "client", "ca");
+    let first = Client::connect_endpoint(&endpoint, TIMEOUT).await.unwrap();
+    let sid = first
+        .session_create(SessionCreateParams {
+            mode: Some(PermissionMode::Bypass),
+            ..SessionCreateParams::new(ws.path().to_owned())
+        })
+        .await
+        .unwrap()
+        .session_id;
+    let mut events = first.stream(&sid, Some(0)).await.unwrap();
+    let uses = vec![
+        ToolUse { id: "quick".into(), name: "Bash".into(), input: json!({"command": "echo quick"}) },
+        ToolUse { id: "slow".into(), name: "Bash".into(), input: json!({"command": "sleep 2; echo slow"}) },
+    ];
+    let turn = first
+        .call::<TurnSubmit>(TurnSubmitParams { session_id: sid.clone(), turn_id: None, tool_uses: uses, end: true })
+        .await
+        .unwrap()
+        .turn_id;
+    // Read until the quick result, then cut the link.
+    let mut seen = 0;
+    within("the quick result", async {
+        while let Some(Ok(event)) = events.next().await {
+            seen = event.seq;
+            let v = serde_json::to_value(&event).unwrap();
+            if v["type"] == "tool/result" && v["tool_use_id"] == "quick" {
+                break;
+            }
+        }
+    })
+    .await;
+    drop(events);
+    drop(first);
+    // A new connection picks up after the last event seen.
+    let second = Client::connect_endpoint(&endpoint, TIMEOUT).await.unwrap();
+    let mut events = second.stream(&sid, Some(seen)).await.unwrap();
+    let rest: Vec<serde_json::Value> = within("the rest of the turn", async {
+        let mut rest = Vec::new();
+        while let Some(Ok(event)) = events.next().await {
+            let v = serde_json::to_value(&event).unwrap();
+            let done = v["type"] == "turn/completed" && v["turn_id"] == turn.as_str();
+            rest.push(v);
+            if done {
+                break;
+            }
+        }
+        rest
+    })
+    .await;
+    assert!(rest.iter().all(|e| e["seq"].as_u64().unwrap() > seen), "{rest:#?}");
+    assert!(!rest.iter().any(|e| e["tool_use_id"] == "quick" && e["type"] == "tool/result"), "{rest:#?}");
+    let slow = rest.iter().find(|e| e["type"] == "tool/result" && e["tool_use_id"] == "slow").expect("the slow result");
+    assert!(slow["content"].to_string().contains("slow\\n"), "{slow}");
+}
+
+#[test]
+fn the_tls_face_refuses_to_start_half_set_up() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(bin_path("agentd"))
+            .arg("--socket")
+            .arg(dir.path().join("run/s.sock"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(args)
+            .env_remove("AGENTD_SOCKET")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // Mutual TLS only: no client CA, no face.
+    let (code, err) = run(&[
+        "--listen-tls",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &pki.path_str("server.pem"),
+        "--tls-key",
+        &pki.path_str("server.key"),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--tls-client-ca"), "{err}");
+    // A key others can read.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(pki.path("client.key"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (code, err) = run(&[
+        "--listen-tls",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &pki.path_str("server.pem"),
+        "--tls-key",
+        &pki.path_str("client.key"),
+        "--tls-client-ca",
+        &pki.path_str("ca.pem"),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("other users can read it"), "{err}");
+    // A certificate file that holds none, and a key that is not the certificate's.
+    let (code, err) = run(&[
+        "--listen-tls",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &pki.path_str("server.ext"),
+        "--tls-key",
+        &pki.path_str("server.key"),
+        "--tls-client-ca",
+        &pki.path_str("ca.pem"),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--tls-cert") && err.contains("server.ext"), "{err}");
+    let (code, err) = run(&[
+        "--listen-tls",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &pki.path_str("server.pem"),
+        "--tls-key",
+        &pki.path_str("stranger.key"),
+        "--tls-client-ca",
+        &pki.path_str("ca.pem"),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--tls-cert/--tls-key"), "{err}");
+    // Nothing was left behind to serve: the socket file is gone with the daemon.
+    assert!(!dir.path().join("run/s.sock").exists());
+}
+
+const PYTHON: &str = r#"
+import os, sys, ssl
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd, AgentdUnavailable
+url, pki, ws = os.environ["URL"], os.environ["PKI"], os.environ["WS"]
+f = lambda n: os.path.join(pki, n)
+with Agentd(url, cert=f("client.pem"), key=f("client.key"), ca=f("ca.pem")) as d:
+    assert d.info()["listen_tls"], d.info()
+    sid = d.create_session(ws, mode="bypass")
+    r = d.tool(sid, "Bash", command="echo python over tls")
+    assert r["content"][0]["text"] == "python over tls\n", r
+    turn = d.submit(sid, [{"id": "a", "name": "Bash", "input": {"command": "echo streamed"}}], end=True)
+    texts = [e["content"][0]["text"] for e in d.events(sid, after_seq=0, until_turn=turn) if e["type"] == "tool/result" and e["turn_id"] == turn]
+    assert texts == ["streamed\n"], texts
+# The environment names the files as well.
+os.environ.update(AGENTD_CLIENT_CERT=f("client.pem"), AGENTD_CLIENT_KEY=f("client.key"), AGENTD_CA=f("ca.pem"))
+with Agentd(url) as d:
+    d.info()
+try:
+    with Agentd(url, cert=f("stranger.pem"), key=f("stranger.key")) as d:
+        d.info()
+    raise SystemExit("a stranger was let in")
+except (ssl.SSLError, ConnectionError) as e:
+    print("refused:", e)
+print("ok")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_speaks_tls() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    let ws = tempfile::tempdir().unwrap();
+    let out = tokio::task::spawn_blocking({
+        let (pki, ws) = (pki.dir.path().to_owned(), ws.path().to_owned());
+        move || {
+            Command::new("python3")
+                .args(["-c", PYTHON])
+                .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+                .env("URL", format!("tls://localhost:{port}"))
+                .env("PKI", pki)
+                .env("WS", ws)
+                .env_remove("AGENTD_SOCKET")
+                .env_remove("AGENTD_CONNECT")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.ends_with("ok\n"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("refused:"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_connects_to_the_tls_face() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    let ws = tempfile::tempdir().unwrap();
+    let url = format!("tls://localhost:{port}");
+    let ws_path = ws.path().display().to_string();
+    let run = move |client: &str, args: Vec<String>| {
+        let out = Command::new(bin_path("agentctl"))
+            .args(["--connect", &url])
+            .args(["--cert", &pki.path_str(&format!("{client}.pem")), "--key", &pki.path_str(&format!("{client}.key"))])
+            .args(["--ca", &pki.path_str("ca.pem")])
+            .args(args)
+            .env_remove("AGENTD_SOCKET")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let ((code, out, err), call, no_cwd, stranger) = tokio::task::spawn_blocking(move || {
+        (
+            run("client", args(&["status"])),
+            run(
+                "client",
+                args(&["call", "Bash", "--arg", "command=echo from agentctl", "--mode", "bypass", "--cwd", &ws_path]),
+            ),
+            run("client", args(&["call", "Bash", "--arg", "command=true"])),
+            run("stranger", args(&["status"])),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(&format!("tls:         127.0.0.1:{port} (mutual TLS)")), "{out}");
+    assert_eq!(call.0, Some(0), "{call:?}");
+    assert_eq!(call.1, "from agentctl\n", "{call:?}");
+    // A local directory means nothing on the daemon's machine.
+    assert_eq!(no_cwd.0, Some(1), "{no_cwd:?}");
+    assert!(no_cwd.2.contains("give --cwd as an absolute path"), "{no_cwd:?}");
+    assert_eq!(stranger.0, Some(3), "{stranger:?}");
+    assert!(stranger.2.contains("refused this client"), "{stranger:?}");
+}
