@@ -521,3 +521,44 @@ async fn agentctl_connects_to_the_tls_face() {
     assert_eq!(stranger.0, Some(3), "{stranger:?}");
     assert!(stranger.2.contains("refused this client"), "{stranger:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_given_through_a_symlink_stays_hidden_after_a_rotation() {
+    // As a Kubernetes Secret volume has it: tls.key -> ..data/tls.key,
+    // ..data -> a directory per version, swapped on update.
+    let pki = Pki::new();
+    let vol = tempfile::tempdir().unwrap();
+    let v = vol.path();
+    std::fs::create_dir(v.join("v1")).unwrap();
+    std::fs::copy(pki.path("server.key"), v.join("v1/tls.key")).unwrap();
+    std::os::unix::fs::symlink("v1", v.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/tls.key", v.join("tls.key")).unwrap();
+    let key = v.join("tls.key").display().to_string();
+    let (cert, ca) = (pki.path_str("server.pem"), pki.path_str("ca.pem"));
+    let d = StandaloneDaemon::start(
+        &["--listen-tls", "127.0.0.1:0", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
+        &[],
+    );
+    let port = tls_port(&d).await;
+    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let sid = client
+        .session_create(SessionCreateParams {
+            mode: Some(PermissionMode::Bypass),
+            ..SessionCreateParams::new(v.to_owned())
+        })
+        .await
+        .unwrap()
+        .session_id;
+    // The rotation: a new version, the link swapped.
+    std::fs::create_dir(v.join("v2")).unwrap();
+    std::fs::copy(pki.path("server.key"), v.join("v2/tls.key")).unwrap();
+    std::os::unix::fs::symlink("v2", v.join("..data.new")).unwrap();
+    std::fs::rename(v.join("..data.new"), v.join("..data")).unwrap();
+    for path in [key.clone(), v.join("v2/tls.key").display().to_string(), v.join("v1/tls.key").display().to_string()] {
+        let read = client.tool_call(&sid, "Read", json!({"file_path": path})).await.unwrap();
+        assert!(read.is_error, "{path}: {read:?}");
+    }
+    let bash =
+        client.tool_call(&sid, "Bash", json!({"command": "cat tls.key v2/tls.key v1/tls.key | wc -c"})).await.unwrap();
+    assert_eq!(serde_json::to_value(&bash.content).unwrap()[0]["text"], "0\n", "{bash:?}");
+}

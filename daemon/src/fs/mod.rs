@@ -797,22 +797,40 @@ pub fn in_state_dir(path: &Path) -> bool {
     STATE_DIR.get().is_some_and(|s| path.starts_with(s))
 }
 
-static SECRET_FILES: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+/// The files of [`set_secret_files`]: as given (absolute) and as they
+/// resolved at start. A path given through a symlink (a Kubernetes Secret
+/// volume's `tls.key -> ..data/tls.key`) is resolved again at each check,
+/// so the file it leads to after a rotation is as hidden as the first.
+struct Secrets {
+    given: Vec<PathBuf>,
+    at_start: Vec<PathBuf>,
+}
+
+static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
 
 /// Sets the files agentd keeps from every tool besides its state directory
-/// (the TLS face's key and certificates), by their real paths.
+/// (the TLS face's key and certificates).
 pub fn set_secret_files(files: &[PathBuf]) {
-    let _ = SECRET_FILES.set(files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect());
+    let here = std::env::current_dir().unwrap_or_default();
+    let given: Vec<PathBuf> = files.iter().map(|f| here.join(f)).collect();
+    let at_start = given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
+    let _ = SECRETS.set(Secrets { given, at_start });
+}
+
+/// The real paths of [`set_secret_files`]' files, resolved now and at
+/// start (nothing, and no I/O, without a TLS face). A walk takes them once.
+pub fn secret_files() -> Vec<PathBuf> {
+    let Some(s) = SECRETS.get() else { return Vec::new() };
+    let mut out = s.at_start.clone();
+    out.extend(s.given.iter().filter_map(|f| std::fs::canonicalize(f).ok()));
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Whether `path` (a real path) is one of [`set_secret_files`]' files.
 pub fn is_secret(path: &Path) -> bool {
-    SECRET_FILES.get().is_some_and(|files| files.iter().any(|f| f == path))
-}
-
-/// The files of [`set_secret_files`], for the sandbox to mask.
-pub fn secret_files() -> &'static [PathBuf] {
-    SECRET_FILES.get().map(Vec::as_slice).unwrap_or_default()
+    SECRETS.get().is_some() && secret_files().iter().any(|f| f == path)
 }
 
 /// Whether agentd's state directory lies under `dir` (a workspace that

@@ -160,7 +160,7 @@ pub(super) fn launch<'a>(
         mask: {
             let mut mask = denied_reads(ctx);
             // The TLS face's key and certificates.
-            mask.extend(crate::fs::secret_files().iter().cloned());
+            mask.extend(crate::fs::secret_files());
             if profile != SandboxProfile::Off {
                 mask.extend(sensitive_files());
                 if let Some(home) = &home {
