@@ -8,6 +8,7 @@ mod agents;
 mod bad_input;
 mod bash;
 mod conventions;
+mod deploy;
 mod fidelity;
 mod files;
 mod first_hour;
