@@ -128,6 +128,12 @@ impl Daemon {
         {
             return Err(DaemonError::SandboxRequired(why));
         }
+        if tls.is_some() && !facility.available {
+            tracing::warn!(
+                "the TLS face's key is hidden from file tools but not from unconfined commands: \
+                 without the sandbox a Bash command can read it (run with --require-sandbox)"
+            );
+        }
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
         // The socket's directory is hidden from commands (they are refused
         // by the peer check anyway) — unless it holds the state directory,
