@@ -686,3 +686,53 @@ async fn with_the_sandbox_off_an_escapee_that_clears_its_environment_still_ends_
     none_left(&format!("sleep 300{t}")).await;
     none_left(&format!("sleep 301{t}")).await;
 }
+
+#[test]
+fn a_masked_proc_is_a_missing_wall_not_a_full_sandbox() {
+    // As a container runtime has it by default (and Kubernetes'
+    // procMount: Default): parts of /proc covered, so a PID namespace's own
+    // /proc cannot be mounted and a call would see every process.
+    let masked = |program: &std::path::Path, args: &[&str]| {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs /proc/sys && exec \"$0\" \"$@\"",
+        ]);
+        cmd.arg(program).args(args);
+        cmd
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let out = masked(&agentd_tests::bin_path("agentd-sandbox"), &["--probe", &scratch.path().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(probe["namespaces"], false, "{probe}");
+    assert_eq!(probe["network_namespace"], false, "{probe}");
+    assert!(probe["namespaces_error"].as_str().unwrap().contains("/proc"), "{probe}");
+    // Unmasked, the same probe finds the wall.
+    let out = std::process::Command::new(agentd_tests::bin_path("agentd-sandbox"))
+        .args(["--probe", &scratch.path().display().to_string()])
+        .output()
+        .unwrap();
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(probe["namespaces"], true, "{probe}");
+    // The daemon under --require-sandbox refuses to start, naming the /proc.
+    let dir = tempfile::tempdir().unwrap();
+    let out = masked(&agentd_tests::bin_path("agentd"), &["--require-sandbox", "--no-socket-activation"])
+        .arg("--socket")
+        .arg(dir.path().join("run/s.sock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("missing namespaces") && err.contains("unmasked /proc"), "{err}");
+}

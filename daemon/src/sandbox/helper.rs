@@ -56,7 +56,10 @@ extern "C" fn on_term(_: nix::libc::c_int) {
 pub fn main() -> std::process::ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "--probe") {
-        let probe = super::probe_here();
+        // A directory to try a call's set-up in (the daemon gives one of its
+        // state directory: /tmp may be read-only in a container).
+        let scratch = args.get(2).map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let probe = super::probe_here(&scratch);
         println!("{}", serde_json::to_string(&probe).unwrap_or_default());
         return std::process::ExitCode::SUCCESS;
     }
@@ -107,16 +110,13 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
                 if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
                     std::process::exit(SETUP_FAILED);
                 }
-                // The call's own /proc (only its processes); where the
-                // kernel refuses, Landlock still keeps others' memory and
-                // environment out of reach.
-                let _ = nix::mount::mount(
-                    Some("proc"),
-                    "/proc",
-                    Some("proc"),
-                    nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOEXEC,
-                    None::<&str>,
-                );
+                // The call's own /proc (only its processes). The probe saw
+                // it could be mounted; if it cannot now, nothing runs (the
+                // container's /proc would show every process, and the
+                // Unix-socket wall reads the call's processes there).
+                if let Err(e) = mount_own_proc() {
+                    std::process::exit(fail(spec, &format!("mount the call's own /proc: {e}")));
+                }
                 std::process::exit(supervise(spec, command))
             }
             Ok(ForkResult::Parent { child }) => wait_forwarding(child),
@@ -128,6 +128,20 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
         }
         supervise(spec, command)
     }
+}
+
+/// Mounts a procfs of the PID namespace this process is in over `/proc`.
+/// The kernel refuses where the /proc it would cover has parts masked
+/// (a container runtime's default, Kubernetes' `procMount: Default`).
+pub(crate) fn mount_own_proc() -> nix::Result<()> {
+    use nix::mount::MsFlags;
+    nix::mount::mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
 }
 
 /// Writes why the sandbox could not be set up and returns the exit code.

@@ -127,12 +127,17 @@ pub struct Probe {
     /// loopback up (the network gate).
     #[serde(default)]
     pub network_namespace: bool,
+    /// Why the namespaces wall is missing when the namespaces themselves
+    /// can be made (their `/proc` cannot).
+    #[serde(default)]
+    pub namespaces_error: Option<String>,
     /// The first thing that failed.
     pub error: Option<String>,
 }
 
-/// Probes this process's kernel (run inside the helper).
-pub(crate) fn probe_here() -> Probe {
+/// Probes this process's kernel (run inside the helper), trying a call's
+/// set-up with `scratch` as its workspace and temp directory.
+pub(crate) fn probe_here(scratch: &std::path::Path) -> Probe {
     let mut probe = Probe { landlock_abi: confine::landlock_abi(), ..Probe::default() };
     // Each feature is tried for real, in a child that then exits.
     let spec = Spec {
@@ -140,7 +145,7 @@ pub(crate) fn probe_here() -> Probe {
         roots: Vec::new(),
         read: Vec::new(),
         protect: Vec::new(),
-        tmp: std::env::temp_dir(),
+        tmp: scratch.to_owned(),
         network: false,
         namespaces: false,
         parent: 0,
@@ -155,9 +160,23 @@ pub(crate) fn probe_here() -> Probe {
         allow_unix: Vec::new(),
         gate: false,
     };
-    // The whole namespace set-up, as a workspace_write call does it.
-    let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![std::env::temp_dir()], ..spec.clone() };
-    probe.namespaces = in_child(|| helper::enter_namespaces(&ns_spec).is_ok());
+    // The whole namespace set-up, as a workspace_write call does it, and
+    // the call's own /proc, mounted by the first process of the new PID
+    // namespace (a masked /proc, a container's default, refuses it: the
+    // call would see every process of the container).
+    let ns_spec = Spec { profile: SandboxProfile::WorkspaceWrite, roots: vec![scratch.to_owned()], ..spec.clone() };
+    let mut ns_error = None;
+    probe.namespaces = in_child(|| match helper::enter_namespaces(&ns_spec) {
+        Ok(()) => in_child(|| helper::mount_own_proc().is_ok()),
+        Err(_) => false,
+    });
+    if !probe.namespaces && in_child(|| helper::enter_namespaces(&ns_spec).is_ok()) {
+        ns_error = Some(
+            "a PID namespace's own /proc cannot be mounted (is /proc masked? a container needs an unmasked /proc)"
+                .to_owned(),
+        );
+    }
+    probe.namespaces_error = ns_error;
     probe.network_namespace =
         probe.namespaces && in_child(|| helper::enter_namespaces(&Spec { gate: true, ..ns_spec.clone() }).is_ok());
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
@@ -213,7 +232,9 @@ fn what_provides(wall: &str) -> &'static str {
         "syscalls" => "a container seccomp profile that allows seccomp(2) and the landlock_* calls",
         "namespaces" => {
             "unprivileged user namespaces (user.max_user_namespaces > 0; a container seccomp profile that allows \
-             unshare and clone with namespace flags, and no AppArmor restriction on them)"
+             unshare, mount and mount_setattr, as deploy/seccomp/agentd.json does), an unmasked /proc \
+             (Kubernetes: procMount: Unmasked with hostUsers: false; podman: --security-opt unmask=/proc/*), \
+             and no AppArmor profile that denies mount or user namespaces"
         }
         "unix_sockets" => "seccomp user notification and pidfd_getfd (Linux 5.9 or later) and an unmasked /proc",
         "network" => "network namespaces per call (as for namespaces, and /proc/sys/net writable in the call's)",
@@ -278,7 +299,7 @@ pub struct Facility {
 impl Facility {
     /// Finds the helper and asks it what the kernel offers. Logs a warning
     /// once when commands cannot be confined.
-    pub fn probe(config: &SandboxConfig) -> Facility {
+    pub fn probe(config: &SandboxConfig, scratch: Option<&std::path::Path>) -> Facility {
         let helper = config.helper.clone().or_else(default_helper);
         let unavailable = |helper: Option<PathBuf>, reason: String, probe: Probe| {
             tracing::warn!(
@@ -310,7 +331,7 @@ impl Facility {
             let why = format!("the helper executable {HELPER_NAME} was not found beside agentd (--sandbox-helper)");
             return unavailable(None, why, Probe::default());
         };
-        let probe = match std::process::Command::new(&path).arg("--probe").output() {
+        let probe = match std::process::Command::new(&path).arg("--probe").args(scratch).output() {
             Ok(out) if out.status.success() => serde_json::from_slice::<Probe>(&out.stdout).unwrap_or_else(|e| Probe {
                 error: Some(format!("the helper's probe answered nonsense: {e}")),
                 ..Probe::default()
@@ -430,7 +451,11 @@ fn walls(probe: &Probe, off: Option<&str>) -> Vec<agentd_protocol::methods::Sand
     vec![
         wall("filesystem", probe.landlock_abi > 0, "the kernel has no Landlock"),
         wall("syscalls", probe.seccomp, "seccomp filters cannot be installed"),
-        wall("namespaces", probe.namespaces, "user, PID and mount namespaces cannot be made"),
+        wall(
+            "namespaces",
+            probe.namespaces,
+            probe.namespaces_error.as_deref().unwrap_or("user, PID and mount namespaces cannot be made"),
+        ),
         wall(
             "unix_sockets",
             probe.unix_wall,

@@ -122,7 +122,14 @@ impl Daemon {
         crate::process::cloexec_inherited();
         let root = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let mut facility = crate::sandbox::Facility::probe(&config.sandbox);
+        // The probe tries a call's set-up in a directory of the state's (in
+        // a container /tmp may be read-only).
+        let scratch = config.state_dir.join(format!("probe-{}", std::process::id()));
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&scratch).is_ok();
+        let mut facility = crate::sandbox::Facility::probe(&config.sandbox, made.then_some(scratch.as_path()));
+        if made {
+            let _ = std::fs::remove_dir_all(&scratch);
+        }
         if config.sandbox.require
             && let Some(why) = facility.require_full()
         {
