@@ -175,6 +175,13 @@ fn manifests_set_only_variables_agentd_reads() {
             used.extend(agentd_names(&std::fs::read_to_string(path).unwrap()));
         }
     }
+    // The image's own settings too (the Containerfile's ENV).
+    let image = std::fs::read_to_string(repo().join("Containerfile")).unwrap();
+    let image_names = agentd_names(&image);
+    for name in ["AGENTD_SOCKET", "AGENTD_STATE_DIR", "AGENTD_REQUIRE_SANDBOX"] {
+        assert!(image_names.contains(name), "the Containerfile no longer sets {name}");
+    }
+    used.extend(image_names);
     for name in ["AGENTD_SOCKET", "AGENTD_STATE_DIR", "AGENTD_REQUIRE_SANDBOX", "AGENTD_SHUTDOWN_GRACE"] {
         assert!(used.contains(name), "the manifests no longer set {name}: {used:?}");
     }
@@ -243,4 +250,32 @@ fn the_jobs_harness_script_runs_against_a_real_agentd() {
     assert!(out.status.success(), "the harness failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("first") && stdout.contains("?? AGENT_NOTES.md"), "{stdout}");
     assert!(repo_dir.join("AGENT_NOTES.md").exists());
+}
+
+#[test]
+fn the_seccomp_profile_is_what_its_generator_writes() {
+    // deploy/seccomp/agentd.json is made by scripts/make-seccomp-profile.py
+    // from its rule lists: an edit of one without the other fails here.
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/make-seccomp-profile.py"))
+        .arg("--check")
+        .output()
+        .expect("python3 runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    // And it lets through what the nested sandbox needs, where the
+    // runtime's default does not.
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("deploy/seccomp/agentd.json")).unwrap()).unwrap();
+    let allowed: BTreeSet<&str> = profile["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "SCMP_ACT_ALLOW")
+        .flat_map(|r| r["names"].as_array().unwrap().iter().filter_map(|n| n.as_str()))
+        .collect();
+    for call in ["unshare", "mount", "mount_setattr", "pidfd_getfd", "seccomp", "landlock_create_ruleset", "landlock_restrict_self"] {
+        assert!(allowed.contains(call), "the profile does not allow {call}");
+    }
+    assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO", "{}", profile["defaultAction"]);
 }
