@@ -19,8 +19,9 @@
 #      (Docker's and containerd's, i.e. Kubernetes' RuntimeDefault on most
 #      clusters) refuses to start, saying in one line which walls are
 #      missing.
-#   7. For information: what podman's own default profile with the masked
-#      /proc gives.
+#   7. Under podman's own default profile (which allows unshare and mount)
+#      with /proc masked, agentd refuses to start too: a PID namespace's own
+#      /proc cannot be mounted there, and a call would see every process.
 #
 #   scripts/smoke-image.sh [IMAGE]     (default localhost/agentd:latest)
 #
@@ -238,19 +239,21 @@ else
 fi
 
 # ---------------------------------------------------------------------------
-section "7. for information: podman's own default seccomp profile, /proc masked"
+section "7. podman's own default seccomp profile, /proc masked: agentd must refuse to start"
 plain="$tag-plain"
 pod_like "$plain"
 podman run -d "${POD[@]}" "$image" >/dev/null 2>&1 || true
 started+=("$plain")
 if wait_socket "$plain"; then
-  echo "    agentd started: $(podman exec "$plain" agentctl --json status | walls_of)"
-  out=$(bash_call "$plain" /workspace 'tr "\0" " " </proc/1/cmdline | cut -c1-60')
-  echo "    PID 1 in a Bash call's /proc: $(echo "$out" | head -n 1)"
-  echo "    (podman's default profile allows unshare and mount; the masked /proc keeps the call from"
-  echo "    mounting its own, which the daemon's probe does not test: that is what unmask=/proc/* is for)"
+  failed "agentd started with a masked /proc: $(podman exec "$plain" agentctl --json status | walls_of)"
 else
-  echo "    agentd did not start: $(podman logs "$plain" 2>&1 | grep -- '--require-sandbox:' | head -n 1)"
+  line=$(podman logs "$plain" 2>&1 | grep -- '--require-sandbox:' | head -n 1)
+  if grep -q "/proc cannot be mounted" <<<"$line"; then
+    ok "agentd refused to start, naming the masked /proc"
+    echo "$line" | indent
+  else
+    failed "agentd did not start, but not for the masked /proc: $line"
+  fi
 fi
 
 echo
