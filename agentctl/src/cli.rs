@@ -234,6 +234,26 @@ enum McpCommand {
         #[arg(long)]
         session: Option<String>,
     },
+    /// List the prompts of a session's MCP servers (Claude Code's
+    /// /mcp__server__prompt slash commands)
+    Prompts {
+        /// The session
+        #[arg(long)]
+        session: String,
+    },
+    /// Print one prompt's messages, its arguments filled in
+    Prompt {
+        /// The session
+        #[arg(long)]
+        session: String,
+        /// The server (its entry's name)
+        server: String,
+        /// The prompt
+        name: String,
+        /// An argument (repeatable): name=value
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -544,6 +564,12 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         Command::Mcp(McpArgs { command: Some(McpCommand::List { session }), .. }) => {
             mcp_list(cli, &client, session.as_deref()).await?
         }
+        Command::Mcp(McpArgs { command: Some(McpCommand::Prompts { session }), .. }) => {
+            mcp_prompts(cli, &client, session).await?
+        }
+        Command::Mcp(McpArgs { command: Some(McpCommand::Prompt { session, server, name, args }), .. }) => {
+            mcp_prompt(cli, &client, session, server, name, args).await?
+        }
         Command::Mcp(args) => mcp_serve(client, args).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
         Command::Call { tool, input, args, session, cwd, mode } => {
@@ -765,6 +791,74 @@ fn wire<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// `agentctl mcp list`.
+/// `agentctl mcp prompts`: one line a prompt, as a slash command with its
+/// arguments (`<required>`, `[optional]`) and its title or description.
+async fn mcp_prompts(cli: &Cli, client: &Client, session: &str) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::McpPromptsParams;
+    let listed = client
+        .call::<agentd_client::protocol::methods::McpPrompts>(McpPromptsParams { session_id: session.to_owned() })
+        .await?;
+    if cli.json {
+        print_json(&listed);
+        return Ok(());
+    }
+    if listed.prompts.is_empty() {
+        println!("no MCP prompts in this session");
+    }
+    for p in &listed.prompts {
+        let args: Vec<String> = p
+            .arguments
+            .iter()
+            .map(|a| if a.required { format!("<{}>", a.name) } else { format!("[{}]", a.name) })
+            .collect();
+        let about = p.title.as_deref().or(p.description.as_deref()).unwrap_or("");
+        let usage = std::iter::once(p.command.clone()).chain(args).collect::<Vec<_>>().join(" ");
+        println!("{usage}  {about}");
+    }
+    for e in &listed.errors {
+        eprintln!("agentctl: {e}");
+    }
+    Ok(())
+}
+
+/// `agentctl mcp prompt`: the prompt's messages, `role: text` each (other
+/// content as JSON).
+async fn mcp_prompt(
+    cli: &Cli,
+    client: &Client,
+    session: &str,
+    server: &str,
+    name: &str,
+    args: &[String],
+) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::McpGetPromptParams;
+    let mut arguments = std::collections::BTreeMap::new();
+    for arg in args {
+        let Some((k, v)) = arg.split_once('=') else {
+            return Err(Failure::Local(format!("--arg {arg:?} is not name=value")));
+        };
+        arguments.insert(k.to_owned(), v.to_owned());
+    }
+    let params = McpGetPromptParams {
+        session_id: session.to_owned(),
+        server: server.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
+    let got = client.call::<agentd_client::protocol::methods::McpGetPrompt>(params).await?;
+    if cli.json {
+        print_json(&got);
+        return Ok(());
+    }
+    for m in &got.messages {
+        match (m.content.get("type").and_then(|t| t.as_str()), m.content.get("text").and_then(|t| t.as_str())) {
+            (Some("text"), Some(text)) => println!("{}: {text}", m.role),
+            _ => println!("{}: {}", m.role, m.content),
+        }
+    }
+    Ok(())
+}
+
 async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) -> Result<(), Failure> {
     let Some(id) = session else {
         let list = client.call::<agentd_client::protocol::methods::McpList>(Default::default()).await?;

@@ -33,11 +33,15 @@ pub enum ErrorCode {
     ShuttingDown,
     /// Too many requests of one connection are still running.
     TooManyRequests,
+    /// An MCP server could not do what was asked of it (`mcp/get_prompt`:
+    /// it failed, is not running, or answered with an error); the message
+    /// says which server and why.
+    McpServerFailed,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and the generated schema.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -50,6 +54,7 @@ impl ErrorCode {
         ErrorCode::PeerNotAllowed,
         ErrorCode::ShuttingDown,
         ErrorCode::TooManyRequests,
+        ErrorCode::McpServerFailed,
     ];
 
     /// The number sent in the JSON-RPC `error.code` field.
@@ -67,6 +72,7 @@ impl ErrorCode {
             ErrorCode::PeerNotAllowed => -32005,
             ErrorCode::ShuttingDown => -32006,
             ErrorCode::TooManyRequests => -32007,
+            ErrorCode::McpServerFailed => -32008,
         }
     }
 
@@ -90,6 +96,7 @@ impl ErrorCode {
             ErrorCode::PeerNotAllowed => "peer_not_allowed",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::TooManyRequests => "too_many_requests",
+            ErrorCode::McpServerFailed => "mcp_server_failed",
         }
     }
 }

@@ -126,3 +126,115 @@ pub struct McpListResult {
     /// Every server of the pool, by name then workspace.
     pub servers: Vec<McpPoolServer>,
 }
+
+/// An MCP logging level (RFC 5424's, as MCP names them), least severe
+/// first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum McpLogLevel {
+    /// Debugging detail.
+    Debug,
+    /// Information.
+    Info,
+    /// Normal but significant.
+    Notice,
+    /// A warning (the default: what a session sees unless it asks for more).
+    #[default]
+    Warning,
+    /// An error.
+    Error,
+    /// A critical condition.
+    Critical,
+    /// Action must be taken at once.
+    Alert,
+    /// The server is unusable.
+    Emergency,
+}
+
+/// Params of `mcp/prompts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpPromptsParams {
+    /// The session whose servers are asked.
+    pub session_id: String,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpPromptArgument {
+    /// Its name.
+    pub name: String,
+    /// What it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether `mcp/get_prompt` must give it.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// A prompt an MCP server offers: in Claude Code, the slash command
+/// `/mcp__<server>__<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpPrompt {
+    /// The server (its entry's name).
+    pub server: String,
+    /// The prompt's name on that server.
+    pub name: String,
+    /// The slash command a harness can offer for it:
+    /// `/mcp__<server>__<name>`.
+    pub command: String,
+    /// A title for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+/// Result of `mcp/prompts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpPromptsResult {
+    /// Every prompt of the session's servers that offer prompts.
+    pub prompts: Vec<McpPrompt>,
+    /// Servers that could not be asked, one line each.
+    #[serde(default)]
+    pub errors: Vec<String>,
+}
+
+/// Params of `mcp/get_prompt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpGetPromptParams {
+    /// The session.
+    pub session_id: String,
+    /// The server (its entry's name).
+    pub server: String,
+    /// The prompt's name on it.
+    pub name: String,
+    /// Its arguments, by name.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, String>,
+}
+
+/// One message of a prompt, as the server gave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct McpPromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    /// MCP content: `{"type": "text", "text": …}`, an image, audio, a
+    /// resource link or an embedded resource.
+    pub content: serde_json::Value,
+}
+
+/// Result of `mcp/get_prompt`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct McpGetPromptResult {
+    /// The prompt's description, when the server gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its messages, in order.
+    pub messages: Vec<McpPromptMessage>,
+}

@@ -75,6 +75,8 @@ method_list!(
     HooksUnregister,
     HookRespond,
     McpList,
+    McpPrompts,
+    McpGetPrompt,
 );
 
 method!(
@@ -273,4 +275,13 @@ method!(
     /// `mcp/list`: the daemon's pool of MCP servers (every session's), with
     /// their state, tool counts, processes and last errors.
     McpList, "mcp/list", crate::mcp::McpListParams => crate::mcp::McpListResult
+);
+method!(
+    /// `mcp/prompts`: the prompts of a session's MCP servers (Claude Code's
+    /// `/mcp__server__prompt` slash commands).
+    McpPrompts, "mcp/prompts", crate::mcp::McpPromptsParams => crate::mcp::McpPromptsResult
+);
+method!(
+    /// `mcp/get_prompt`: one prompt's messages, with its arguments filled in.
+    McpGetPrompt, "mcp/get_prompt", crate::mcp::McpGetPromptParams => crate::mcp::McpGetPromptResult
 );

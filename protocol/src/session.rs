@@ -366,6 +366,10 @@ pub struct SessionCreateParams {
     /// result and the server is told to cancel it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_tool_timeout_ms: Option<u64>,
+    /// The least severe MCP server log messages the session's event stream
+    /// gets (`mcp/log` events; default `warning`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_log_level: Option<crate::mcp::McpLogLevel>,
     /// WebFetch and WebSearch options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web: Option<WebOptions>,
@@ -463,6 +467,7 @@ impl SessionCreateParams {
             mcp_servers: None,
             enable_project_mcp: None,
             mcp_tool_timeout_ms: None,
+            mcp_log_level: None,
             web: None,
             close_with_connection: None,
             parent_session_id: None,
@@ -576,6 +581,9 @@ pub struct SessionInfo {
     /// How long one MCP tool call may take, in milliseconds.
     #[serde(default = "default_mcp_tool_timeout_ms")]
     pub mcp_tool_timeout_ms: u64,
+    /// The least severe MCP server log messages its event stream gets.
+    #[serde(default)]
+    pub mcp_log_level: crate::mcp::McpLogLevel,
     /// The MCP servers the session uses (from every source) and how they
     /// stand (filled in by `session/get` and `session/list`).
     #[serde(default)]

@@ -310,6 +310,27 @@ pub enum EventKind {
         /// The message (Markdown).
         message: String,
     },
+    /// A log message of one of the session's MCP servers
+    /// (`notifications/message`), at or above the session's
+    /// `mcp_log_level`. At most 20 a second per server reach sessions; the
+    /// next one delivered counts those dropped.
+    #[serde(rename = "mcp/log")]
+    McpLog {
+        /// The server (its entry's name).
+        server: String,
+        /// Its level.
+        level: crate::mcp::McpLogLevel,
+        /// The logger's name, when the server gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        /// What the server logged (any JSON; cut to a string of 4,000
+        /// characters when larger).
+        data: serde_json::Value,
+        /// Messages of this server dropped since the last one delivered
+        /// (over the rate).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped: u64,
+    },
     /// A confined command's connection through the network gate, when it
     /// was refused or when it ended (at most 256 per call; the result
     /// counts the rest).
@@ -439,10 +460,15 @@ impl EventKind {
             EventKind::UserMessage { .. } => "user/message",
             EventKind::AgentRequest { .. } => "agent/request",
             EventKind::SandboxNetwork { .. } => "sandbox/network",
+            EventKind::McpLog { .. } => "mcp/log",
             EventKind::HookRequest { .. } => "hook/request",
             EventKind::HookStarted { .. } => "hook/started",
             EventKind::HookCompleted { .. } => "hook/completed",
             EventKind::SessionClosed {} => "session/closed",
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

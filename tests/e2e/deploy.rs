@@ -274,7 +274,15 @@ fn the_seccomp_profile_is_what_its_generator_writes() {
         .filter(|r| r["action"] == "SCMP_ACT_ALLOW")
         .flat_map(|r| r["names"].as_array().unwrap().iter().filter_map(|n| n.as_str()))
         .collect();
-    for call in ["unshare", "mount", "mount_setattr", "pidfd_getfd", "seccomp", "landlock_create_ruleset", "landlock_restrict_self"] {
+    for call in [
+        "unshare",
+        "mount",
+        "mount_setattr",
+        "pidfd_getfd",
+        "seccomp",
+        "landlock_create_ruleset",
+        "landlock_restrict_self",
+    ] {
         assert!(allowed.contains(call), "the profile does not allow {call}");
     }
     assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO", "{}", profile["defaultAction"]);

@@ -145,7 +145,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 10, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 13, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];
@@ -716,4 +716,109 @@ fn bridge(socket: &Path, args: &[&str]) -> (std::process::Child, std::process::C
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
     writeln!(stdin, "{init}").unwrap();
     (child, stdin)
+}
+
+#[test]
+fn servers_get_the_workspace_as_root_their_logs_reach_sessions_and_their_prompts_are_offered() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let levels = work.path().join("levels");
+    let entry = json!({ "t": py_entry(&python, &[], json!({ "MCP_TEST_LEVELS": levels })) });
+    let options = |level: Option<&str>| {
+        let mut o = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        if let Some(level) = level {
+            o["mcp_log_level"] = json!(level);
+        }
+        o
+    };
+    let chatty = rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let chatty =
+            session(&mut c, work.path(), options(Some("info"))).await["session_id"].as_str().unwrap().to_owned();
+        let quiet = session(&mut c, work.path(), options(None)).await["session_id"].as_str().unwrap().to_owned();
+
+        // Roots: the workspace the pooled server serves.
+        let r = call(&mut c, &chatty, "mcp__t__roots", json!({})).await;
+        let root = format!("file://{}/", work.path().canonicalize().unwrap().display());
+        assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), root), "{r}");
+
+        // Logs: each session gets its levels; the server was asked for the
+        // least severe any of them wants.
+        let mut chatty_events = EventStream::open(&d.socket, &chatty, None).await.unwrap();
+        let mut quiet_events = EventStream::open(&d.socket, &quiet, None).await.unwrap();
+        let r = call(&mut c, &chatty, "mcp__t__log", json!({ "message": "m1" })).await;
+        assert_eq!(text(&r), "logged", "{r}");
+        let logs =
+            |events: Vec<Value>| -> Vec<Value> { events.into_iter().filter(|e| e["type"] == "mcp/log").collect() };
+        let got =
+            logs(within("chatty logs", chatty_events.until(|e| e["type"] == "mcp/log" && e["level"] == "error")).await);
+        let levels_seen: Vec<&str> = got.iter().map(|e| e["level"].as_str().unwrap()).collect();
+        assert_eq!(levels_seen, ["info", "warning", "error"], "{got:?}");
+        assert_eq!(got[0]["server"], "t");
+        assert_eq!(got[0]["logger"], "test");
+        assert_eq!(got[0]["data"], "info: m1");
+        assert_eq!(got[2]["data"], json!({"error": "m1", "detail": [1, 2]}));
+        let got =
+            logs(within("quiet logs", quiet_events.until(|e| e["type"] == "mcp/log" && e["level"] == "error")).await);
+        let levels_seen: Vec<&str> = got.iter().map(|e| e["level"].as_str().unwrap()).collect();
+        assert_eq!(levels_seen, ["warning", "error"], "{got:?}");
+        let asked = std::fs::read_to_string(&levels).unwrap();
+        assert_eq!(asked.lines().last(), Some("info"), "{asked}");
+
+        // A flood is cut to the rate, and the next message says how many went.
+        let r = call(&mut c, &quiet, "mcp__t__flood", json!({ "count": 3000 })).await;
+        assert_eq!(text(&r), "flooded 3000", "{r}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        call(&mut c, &quiet, "mcp__t__log", json!({ "message": "after" })).await;
+        let got = logs(
+            within("after the flood", quiet_events.until(|e| e["type"] == "mcp/log" && e["data"] == "warning: after"))
+                .await,
+        );
+        assert!(got.len() < 200, "{} passed of 3000", got.len());
+        let counted: u64 = got.iter().map(|e| e["dropped"].as_u64().unwrap_or(0)).sum();
+        assert!(counted > 2500, "dropped counted: {counted}");
+
+        // Prompts: listed as slash commands, filled in, errors said.
+        let listed = c.ok("mcp/prompts", json!({ "session_id": chatty })).await;
+        let review = listed["prompts"].as_array().unwrap().iter().find(|p| p["name"] == "review").cloned().unwrap();
+        assert_eq!(review["command"], "/mcp__t__review", "{listed}");
+        assert_eq!(review["title"], "Review a file");
+        assert_eq!(review["arguments"][0], json!({"name": "file", "required": true}), "{review}");
+        assert_eq!(review["arguments"][1]["required"], false, "{review}");
+        let got = c
+            .ok(
+                "mcp/get_prompt",
+                json!({ "session_id": chatty, "server": "t", "name": "review", "arguments": { "file": "a.rs" } }),
+            )
+            .await;
+        assert_eq!(got["messages"][0]["role"], "user", "{got}");
+        assert_eq!(got["messages"][0]["content"]["text"], "Review a.rs in a short style.", "{got}");
+        let got = c.ok("mcp/get_prompt", json!({ "session_id": chatty, "server": "t", "name": "greet" })).await;
+        let roles: Vec<&str> =
+            got["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant"], "{got}");
+        let missing =
+            c.request("mcp/get_prompt", json!({ "session_id": chatty, "server": "t", "name": "review" })).await;
+        assert_eq!(missing["error"]["code"], -32008, "{missing}");
+        let unknown =
+            c.request("mcp/get_prompt", json!({ "session_id": chatty, "server": "nope", "name": "review" })).await;
+        assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        let no_session = c.request("mcp/prompts", json!({ "session_id": "nope" })).await;
+        assert_eq!(no_session["error"]["code"], -32001, "{no_session}");
+        chatty
+    });
+    // agentctl lists them and fills one in.
+    let (code, out, err) = agentctl(&d.socket, &["mcp", "prompts", "--session", &chatty]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("/mcp__t__review <file> [style]  Review a file"), "{out}");
+    let (code, out, err) = agentctl(
+        &d.socket,
+        &["mcp", "prompt", "--session", &chatty, "t", "review", "--arg", "file=b.rs", "--arg", "style=long"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, "user: Review b.rs in a long style.\n", "{out}");
+    let (code, _, err) = agentctl(&d.socket, &["mcp", "prompt", "--session", &chatty, "t", "review"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("file"), "{err}");
 }

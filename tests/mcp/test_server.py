@@ -9,6 +9,11 @@ garbage), so the tests exercise a real server, not a mock.
     test_server.py --fail-start     exits at once with a message on stderr
     test_server.py --bad-schema     one tool's input schema is not an object
     test_server.py --bad-name       one tool's name is not [A-Za-z0-9_-]
+    test_server.py --no-logging     declares no logging capability
+
+It declares logging (each `logging/setLevel` it is sent is appended to
+$MCP_TEST_LEVELS when set), offers prompts, and has tools that log, flood
+the log, and list the client's roots.
 
 Every start appends a line "<pid>" to $MCP_TEST_STARTS when it is set, so
 tests can count how many processes a pool started.
@@ -20,7 +25,7 @@ import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import EmptyResult, SetLevelRequestParams, ToolAnnotations
 
 args = sys.argv[1:]
 if "--fail-start" in args:
@@ -119,6 +124,57 @@ def hello() -> str:
 @server.resource("note://numbers", name="numbers", mime_type="application/json")
 def numbers() -> str:
     return "[1, 2, 3]"
+
+
+@server.tool()
+async def log(message: str, ctx: Context) -> str:
+    """Logs `message` at debug, info, warning and error, then returns."""
+    await ctx.debug(f"debug: {message}")
+    await ctx.info(f"info: {message}", logger_name="test")
+    await ctx.warning(f"warning: {message}")
+    await ctx.error({"error": message, "detail": [1, 2]})
+    return "logged"
+
+
+@server.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Logs `count` error messages as fast as it can."""
+    for i in range(count):
+        await ctx.error(f"flood {i}")
+    return f"flooded {count}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def roots(ctx: Context) -> str:
+    """The roots the client lists (`roots/list`), one URI a line."""
+    listed = await ctx.session.list_roots()
+    return "\n".join(str(r.uri) for r in listed.roots)
+
+
+@server.prompt(title="Review a file")
+def review(file: str, style: str = "short") -> str:
+    """Asks for a review of `file`."""
+    return f"Review {file} in a {style} style."
+
+
+@server.prompt()
+def greet() -> list:
+    """Two messages."""
+    from mcp.server.mcpserver.prompts.base import AssistantMessage, UserMessage
+
+    return [UserMessage("hello"), AssistantMessage("hello to you")]
+
+
+if "--no-logging" not in args:
+
+    async def set_level(ctx, params: SetLevelRequestParams) -> EmptyResult:
+        levels = os.environ.get("MCP_TEST_LEVELS")
+        if levels:
+            with open(levels, "a") as f:
+                f.write(f"{params.level}\n")
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
 
 if "--bad-schema" in args:

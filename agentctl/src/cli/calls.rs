@@ -479,7 +479,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         EventKind::HookRequest { turn_id, .. }
         | EventKind::HookStarted { turn_id, .. }
         | EventKind::HookCompleted { turn_id, .. } => turn_id.as_deref(),
-        EventKind::SessionClosed {} => None,
+        EventKind::SessionClosed {} | EventKind::McpLog { .. } => None,
     }
 }
 
@@ -536,6 +536,15 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             } else {
                 format!("network   {tool_use_id}  {host}:{port} refused: {rule}")
             }
+        }
+        EventKind::McpLog { server, level, logger, data, dropped } => {
+            let text = match data {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let logger = logger.as_deref().map(|l| format!(" {l}")).unwrap_or_default();
+            let dropped = if *dropped > 0 { format!(" ({dropped} dropped before)") } else { String::new() };
+            format!("mcp log   {server}{logger} {}: {text}{dropped}", super::wire(level))
         }
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })

@@ -3,8 +3,10 @@
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
 pub mod config;
+pub mod logs;
 pub mod pool;
 pub mod progress;
+pub mod prompts;
 pub mod tools;
 
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,8 @@ pub struct SessionMcp {
     specs: Vec<ServerSpec>,
     servers: Vec<Arc<Server>>,
     leases: Mutex<Vec<Lease>>,
+    /// The session listens to its servers' log messages while these live.
+    logs: Mutex<Vec<logs::LogGuard>>,
     /// Entries that could not be used, one line each.
     pub errors: Vec<String>,
 }
@@ -32,7 +36,54 @@ impl SessionMcp {
         let leases: Vec<Lease> =
             specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport, &s.secrets)).collect();
         let servers = leases.iter().map(|l| l.server.clone()).collect();
-        SessionMcp { specs, servers, leases: Mutex::new(leases), errors }
+        SessionMcp { specs, servers, leases: Mutex::new(leases), logs: Mutex::new(Vec::new()), errors }
+    }
+
+    /// Whether one of the session's servers is named `name`.
+    pub fn has_server(&self, name: &str) -> bool {
+        self.servers.iter().any(|s| s.name == name)
+    }
+
+    /// The prompts of the session's servers (`mcp/prompts`).
+    pub async fn prompts(&self) -> (Vec<agentd_protocol::mcp::McpPrompt>, Vec<String>) {
+        prompts::list(&self.servers).await
+    }
+
+    /// One prompt of one of the session's servers (`mcp/get_prompt`).
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: &std::collections::BTreeMap<String, String>,
+    ) -> Result<agentd_protocol::mcp::McpGetPromptResult, String> {
+        let Some(found) = self.servers.iter().find(|s| s.name == server) else {
+            let names: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!("this session has no MCP server {server:?} (it has: {})", names.join(", ")));
+        };
+        prompts::get(found, name, arguments).await
+    }
+
+    /// Sends each server's log messages at `level` or above to `events`
+    /// as `mcp/log` events, until the session closes.
+    pub fn watch_logs(
+        &self,
+        level: agentd_protocol::mcp::McpLogLevel,
+        events: &Arc<crate::executor::events::EventLog>,
+    ) {
+        let weak = Arc::downgrade(events);
+        let sink: logs::LogSink = Arc::new(move |entry: logs::LogEntry| {
+            if let Some(events) = weak.upgrade() {
+                events.push(agentd_protocol::turn::EventKind::McpLog {
+                    server: entry.server,
+                    level: entry.level,
+                    logger: entry.logger,
+                    data: entry.data,
+                    dropped: entry.dropped,
+                });
+            }
+        });
+        let guards = self.servers.iter().map(|s| s.watch_logs(level, sink.clone()));
+        self.logs.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
     }
 
     /// Starts the servers whose tools were never seen (in parallel, each
@@ -86,6 +137,7 @@ impl SessionMcp {
 
     /// Gives the leases back: a server no other session uses stops.
     pub fn release(&self) {
+        self.logs.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.leases.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }

@@ -104,6 +104,8 @@ impl Pool {
                     status: Mutex::new(Status { tools, ..Status::default() }),
                     sessions: AtomicU32::new(0),
                     progress: Arc::new(Mutex::new(HashMap::new())),
+                    logs: Arc::new(super::logs::LogRouter::default()),
+                    log_level: Mutex::new(None),
                     cache_file,
                     hash,
                     secrets: secrets.to_vec(),
@@ -192,6 +194,10 @@ pub struct Server {
     status: Mutex<Status>,
     sessions: AtomicU32,
     progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
+    /// Its log messages' listeners (sessions).
+    logs: Arc<super::logs::LogRouter>,
+    /// The level last asked of the running server (`logging/setLevel`).
+    log_level: Mutex<Option<agentd_protocol::mcp::McpLogLevel>>,
     cache_file: Option<PathBuf>,
     hash: String,
     secrets: Vec<String>,
@@ -344,7 +350,13 @@ impl Server {
     }
 
     async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
-        let handler = Handler { progress: self.progress.clone(), tapped: false };
+        let handler = Handler {
+            progress: self.progress.clone(),
+            tapped: false,
+            name: self.name.clone(),
+            workspace: self.workspace.clone(),
+            logs: self.logs.clone(),
+        };
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let (service, process) = match &self.transport {
             Transport::Stdio { command, args, env, cwd } => {
@@ -420,6 +432,16 @@ impl Server {
             }
         };
         let tools = listed.into_iter().map(|t| check_tool(&self.name, t)).collect();
+        // Its log messages at the level the sessions want (MCP's servers
+        // send everything until told).
+        let logs = conn.service.peer().peer_info().is_some_and(|i| i.capabilities.logging.is_some());
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if logs {
+            let level = self.logs.wanted().unwrap_or_default();
+            if set_level(conn.service.peer(), level).await {
+                *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+            }
+        }
         if let Some(p) = conn.process.as_mut() {
             // Its stderr is read by the task above; nothing else to keep.
             let _ = p.pgid();
@@ -487,6 +509,30 @@ impl Server {
         }
     }
 
+    /// Passes the server's log messages at `level` or above to `sink` while
+    /// the guard lives; a running server already told a more severe level
+    /// is told this one.
+    pub fn watch_logs(
+        &self,
+        level: agentd_protocol::mcp::McpLogLevel,
+        sink: super::logs::LogSink,
+    ) -> super::logs::LogGuard {
+        let guard = self.logs.watch(level, sink);
+        let sent = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sent) = sent
+            && level < sent
+            && let Some(peer) = self.status().peer.clone()
+        {
+            *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    set_level(&peer, level).await;
+                });
+            }
+        }
+        guard
+    }
+
     /// Routes the server's progress notifications for `token` to `report`
     /// while the guard lives.
     pub fn watch_progress(&self, token: &impl Serialize, report: ProgressReporter) -> ProgressGuard {
@@ -508,12 +554,24 @@ impl Drop for ProgressGuard {
     }
 }
 
+/// `logging/setLevel`, within a few seconds; whether the server took it.
+#[allow(deprecated)]
+async fn set_level(peer: &Peer<RoleClient>, level: agentd_protocol::mcp::McpLogLevel) -> bool {
+    let params = rmcp::model::SetLevelRequestParams::new(super::logs::rmcp_level(level));
+    matches!(tokio::time::timeout(Duration::from_secs(5), peer.set_level(params)).await, Ok(Ok(())))
+}
+
 /// What agentd does with what a server sends unasked.
 struct Handler {
     progress: super::progress::Listeners,
     /// Progress is read off the server's pipe ([`super::progress::Tap`]),
     /// not handled here.
     tapped: bool,
+    /// The server's entry name (for its log messages).
+    name: String,
+    /// The workspace it serves: its one root.
+    workspace: PathBuf,
+    logs: Arc<super::logs::LogRouter>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -525,9 +583,36 @@ impl rmcp::ClientHandler for Handler {
         super::progress::route(&self.progress, &token, params.progress, params.total, params.message.as_deref());
     }
 
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.logs.route(&self.name, super::logs::level_of(params.level), params.logger, params.data);
+    }
+
+    /// The workspace the server serves (servers are pooled per workspace).
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let uri = url::Url::from_directory_path(&self.workspace)
+            .map(|u| u.to_string())
+            .map_err(|()| rmcp::ErrorData::internal_error("the workspace is not an absolute path", None))?;
+        let name = self.workspace.file_name().map(|n| n.to_string_lossy().into_owned());
+        let mut root = rmcp::model::Root::new(uri);
+        root.name = name;
+        Ok(rmcp::model::ListRootsResult::new(vec![root]))
+    }
+
     fn get_info(&self) -> rmcp::model::ClientConfig {
         rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::default(),
+            // Roots (the workspace). Not listChanged: a server's workspace
+            // does not change (a session in a worktree uses its own pool
+            // entries).
+            serde_json::from_value(serde_json::json!({ "roots": {} })).unwrap_or_default(),
             rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)

@@ -77,6 +77,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// Its MCP servers.
+    pub fn mcp(&self) -> &crate::mcp::SessionMcp {
+        &self.mcp
+    }
+
     /// A copy of the session's context (what tool calls have changed).
     pub fn context(&self) -> SessionContext {
         self.executor.context()
@@ -433,6 +438,7 @@ impl SessionManager {
             mcp_servers,
             enable_project_mcp,
             mcp_tool_timeout_ms,
+            mcp_log_level: params.mcp_log_level.unwrap_or_default(),
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
             web: params.web.unwrap_or_default(),
@@ -542,6 +548,7 @@ impl SessionManager {
             executor.share_net_slots(&parent.executor);
             executor.hooks().set_parent(parent.executor.hooks().clone());
         }
+        mcp.watch_logs(info.mcp_log_level, executor.events());
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };

@@ -263,6 +263,7 @@ impl ToolContext {
             mcp_servers: Default::default(),
             enable_project_mcp: false,
             mcp_tool_timeout_ms: agentd_protocol::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS,
+            mcp_log_level: Default::default(),
             mcp: Vec::new(),
             mcp_errors: Vec::new(),
             web: Default::default(),

@@ -1,8 +1,11 @@
 //! `session/create`, `session/list`, `session/get`, `session/close`, and
-//! `mcp/list` (the servers sessions share).
+//! `mcp/list` (the servers sessions share), `mcp/prompts` and
+//! `mcp/get_prompt` (a session's servers' prompts).
 
-use agentd_protocol::mcp::McpListResult;
-use agentd_protocol::methods::{McpList, SessionClose, SessionCreate, SessionGet, SessionList};
+use agentd_protocol::mcp::{McpListResult, McpPromptsResult};
+use agentd_protocol::methods::{
+    McpGetPrompt, McpList, McpPrompts, SessionClose, SessionCreate, SessionGet, SessionList,
+};
 use agentd_protocol::session::{SessionCloseResult, SessionCreateResult, SessionListResult};
 use jsonrpsee::RpcModule;
 
@@ -55,6 +58,25 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     });
     rpc::register::<McpList, _, _>(module, |_params, state| {
         Ok(McpListResult { servers: state.sessions.mcp_pool().list() })
+    });
+    rpc::register_async::<McpPrompts, _, _, _>(module, |params, state| async move {
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        let (prompts, errors) = session.mcp().prompts().await;
+        Ok(McpPromptsResult { prompts, errors })
+    });
+    rpc::register_async::<McpGetPrompt, _, _, _>(module, |params, state| async move {
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        if !session.mcp().has_server(&params.server) {
+            return Err(RpcError::invalid_params(
+                "server",
+                format!("this session has no MCP server {:?}", params.server),
+            ));
+        }
+        session
+            .mcp()
+            .get_prompt(&params.server, &params.name, &params.arguments)
+            .await
+            .map_err(|e| RpcError::new(ErrorCode::McpServerFailed, e))
     });
     rpc::register::<SessionList, _, _>(module, |_params, state| {
         Ok(SessionListResult { sessions: state.sessions.list() })
