@@ -118,7 +118,11 @@ class _Conn:
         return self.next_id
 
     def receive(self):
-        line = self.file.readline()
+        try:
+            line = self.file.readline()
+        except ssl.SSLError as e:
+            # TLS 1.3: a refused client certificate is an alert on the first read.
+            raise AgentdUnavailable(f"agentd refused this client ({e.reason or e})") from e
         if not line:
             raise ConnectionError("agentd closed the connection")
         return json.loads(line)

@@ -86,13 +86,27 @@ pub(crate) async fn connect(
 ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config(endpoint)?));
     let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| invalid(e.to_string()))?;
-    let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await?;
-    tcp.set_nodelay(true)?;
+    let connecting = async {
+        let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await?;
+        tcp.set_nodelay(true)?;
+        connector.connect(name, tcp).await
+    };
+    // A listener that accepts and never speaks must not hold the client.
     // Under TLS 1.3 the daemon judges this client's certificate after the
     // handshake: a refused one shows as a fatal alert on the first read
-    // ("received fatal alert: UnknownCA"), which the first call reports.
-    connector.connect(name, tcp).await
+    // ("received fatal alert: UnknownCA"), which the caller's first call
+    // (Client::connect_endpoint's) reports.
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(done) => done,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no TLS handshake within {} s", CONNECT_TIMEOUT.as_secs()),
+        )),
+    }
 }
+
+/// How long connecting and the handshake may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -440,7 +440,7 @@ try:
     with Agentd(url, cert=f("stranger.pem"), key=f("stranger.key")) as d:
         d.info()
     raise SystemExit("a stranger was let in")
-except (ssl.SSLError, ConnectionError) as e:
+except AgentdUnavailable as e:
     print("refused:", e)
 print("ok")
 "#;
@@ -561,4 +561,115 @@ async fn a_key_given_through_a_symlink_stays_hidden_after_a_rotation() {
     let bash =
         client.tool_call(&sid, "Bash", json!({"command": "cat tls.key v2/tls.key v1/tls.key | wc -c"})).await.unwrap();
     assert_eq!(serde_json::to_value(&bash.content).unwrap()[0]["text"], "0\n", "{bash:?}");
+    // The old version removed, as the kubelet does: commands still run,
+    // and the new key is still hidden.
+    std::fs::remove_dir_all(v.join("v1")).unwrap();
+    let bash = client.tool_call(&sid, "Bash", json!({"command": "echo ran; cat tls.key | wc -c"})).await.unwrap();
+    assert_eq!(serde_json::to_value(&bash.content).unwrap()[0]["text"], "ran\n0\n", "{bash:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_is_known_by_what_it_is_not_by_its_path() {
+    let pki = Pki::new();
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path().canonicalize().unwrap();
+    std::fs::create_dir(w.join("certs")).unwrap();
+    std::fs::copy(pki.path("server.key"), w.join("certs/server.key")).unwrap();
+    let key = w.join("certs/server.key").display().to_string();
+    let (cert, ca) = (pki.path_str("server.pem"), pki.path_str("ca.pem"));
+    let d = StandaloneDaemon::start(
+        &["--listen-tls", "127.0.0.1:0", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
+        &[],
+    );
+    let port = tls_port(&d).await;
+    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let open = |mode: PermissionMode, off: bool| {
+        let client = &client;
+        let w = w.clone();
+        async move {
+            let mut params = SessionCreateParams { mode: Some(mode), ..SessionCreateParams::new(w) };
+            params.permission_timeout_ms = Some(100);
+            if off {
+                params.sandbox = Some(serde_json::from_value(json!({"mode": "off"})).unwrap());
+            }
+            client.session_create(params).await.unwrap().session_id
+        }
+    };
+    let text = |r: &agentd_protocol::tools::ToolCallResult| serde_json::to_string(&r.content).unwrap();
+    let bypass = open(PermissionMode::Bypass, false).await;
+    // A confined command cannot rename the key's directory away from its mask.
+    let r = client.tool_call(&bypass, "Bash", json!({"command": "mv certs certs2; ls"})).await.unwrap();
+    assert!(text(&r).contains("certs\\n") && !text(&r).contains("certs2\\n"), "{r:?}");
+    // A hard link made outside, and the directory renamed outside: still the key.
+    std::fs::hard_link(w.join("certs/server.key"), w.join("linked.key")).unwrap();
+    std::fs::rename(w.join("certs"), w.join("moved")).unwrap();
+    for path in ["linked.key", "moved/server.key"] {
+        let read = client.tool_call(&bypass, "Read", json!({"file_path": w.join(path)})).await.unwrap();
+        assert!(read.is_error && text(&read).contains("secret"), "{path}: {read:?}");
+    }
+    let grep =
+        client.tool_call(&bypass, "Grep", json!({"pattern": "PRIVATE", "output_mode": "content"})).await.unwrap();
+    assert!(!text(&grep).contains("BEGIN"), "{grep:?}");
+    let glob = client.tool_call(&bypass, "Glob", json!({"pattern": "**/*.key"})).await.unwrap();
+    assert!(!text(&glob).contains("linked.key") && !text(&glob).contains("server.key"), "{glob:?}");
+    // Without the sandbox (the session's mode off) a command in a workspace
+    // that holds the key asks, even one judged read-only.
+    let unconfined = open(PermissionMode::Default, true).await;
+    let r = client.tool_call(&unconfined, "Bash", json!({"command": "cat moved/server.key"})).await.unwrap();
+    assert!(r.is_error && !text(&r).contains("BEGIN"), "{r:?}");
+    assert!(text(&r).contains("TLS key"), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_from_one_address_do_not_lock_others_out_and_sessions_do_not_resume() {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    // 80 connections from 127.0.0.2 that never speak.
+    let mut idle = Vec::new();
+    for _ in 0..80 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        if let Ok(s) = socket.connect(([127, 0, 0, 1], port).into()).await {
+            idle.push(s);
+        }
+    }
+    assert!(idle.len() >= 64, "{} connected", idle.len());
+    let endpoint = pki.endpoint("localhost", port, "client", "ca");
+    let client = within("a client beside the idle ones", Client::connect_endpoint(&endpoint, TIMEOUT)).await.unwrap();
+    client.daemon_info().await.unwrap();
+    drop(idle);
+    // A session saved by a client with a certificate does not let one
+    // without in.
+    let sess = pki.path("sess.pem").display().to_string();
+    let (ca, cert, key) = (pki.path_str("ca.pem"), pki.path_str("client.pem"), pki.path_str("client.key"));
+    let s_client = move |extra: Vec<String>| {
+        let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-no_ign_eof", "-connect", &format!("127.0.0.1:{port}"), "-CAfile", &ca])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = stdin.write_all(request.as_bytes());
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    };
+    let (first, again) = tokio::task::spawn_blocking(move || {
+        let first = s_client(vec!["-cert".into(), cert, "-key".into(), key, "-sess_out".into(), sess.clone()]);
+        let again = std::path::Path::new(&sess).exists().then(|| s_client(vec!["-sess_in".into(), sess]));
+        (first, again)
+    })
+    .await
+    .unwrap();
+    assert!(first.contains("jsonrpc"), "the client with a certificate is answered: {first}");
+    if let Some(again) = again {
+        assert!(!again.contains("jsonrpc"), "a resumed session without a certificate got: {again}");
+    }
 }

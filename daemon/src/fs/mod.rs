@@ -258,7 +258,9 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     if refused {
         return Err(io_err("open", &path.abs(), "it is in agentd's state directory, which no tool may read or change"));
     }
-    if is_secret(&opened) {
+    if SECRETS.get().is_some()
+        && nix::sys::stat::fstat(&fd).is_ok_and(|st| secret_ids().contains(&(st.st_dev, st.st_ino)))
+    {
         return Err(io_err("open", &path.abs(), SECRET_REFUSAL));
     }
     Ok(fd)
@@ -797,16 +799,25 @@ pub fn in_state_dir(path: &Path) -> bool {
     STATE_DIR.get().is_some_and(|s| path.starts_with(s))
 }
 
-/// The files of [`set_secret_files`]: as given (absolute) and as they
-/// resolved at start. A path given through a symlink (a Kubernetes Secret
-/// volume's `tls.key -> ..data/tls.key`) is resolved again at each check,
-/// so the file it leads to after a rotation is as hidden as the first.
+/// The files of [`set_secret_files`]: as given (absolute), as they
+/// resolved at start, and the files they were then (device and inode). A
+/// file is secret by what it is, not only by its path: a hard link to it, or
+/// the key after its directory was renamed, is as secret as the key. A path
+/// given through a symlink (a Kubernetes Secret volume's `tls.key ->
+/// ..data/tls.key`) is resolved again at each check, so the file it leads
+/// to after a rotation is secret too.
 struct Secrets {
     given: Vec<PathBuf>,
     at_start: Vec<PathBuf>,
+    ids_at_start: Vec<(u64, u64)>,
 }
 
 static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
+
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
 
 /// Sets the files agentd keeps from every tool besides its state directory
 /// (the TLS face's key and certificates).
@@ -814,23 +825,58 @@ pub fn set_secret_files(files: &[PathBuf]) {
     let here = std::env::current_dir().unwrap_or_default();
     let given: Vec<PathBuf> = files.iter().map(|f| here.join(f)).collect();
     let at_start = given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
-    let _ = SECRETS.set(Secrets { given, at_start });
+    let ids_at_start = given.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| file_id(&m)).collect();
+    let _ = SECRETS.set(Secrets { given, at_start, ids_at_start });
 }
 
-/// The real paths of [`set_secret_files`]' files, resolved now and at
-/// start (nothing, and no I/O, without a TLS face). A walk takes them once.
+/// The real paths of [`set_secret_files`]' files that exist now (resolved
+/// now, and as they were at start), for the sandbox to mask and pin.
+/// Nothing, and no I/O, without a TLS face.
 pub fn secret_files() -> Vec<PathBuf> {
     let Some(s) = SECRETS.get() else { return Vec::new() };
-    let mut out = s.at_start.clone();
-    out.extend(s.given.iter().filter_map(|f| std::fs::canonicalize(f).ok()));
+    let mut out: Vec<PathBuf> = s.given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
+    out.extend(s.at_start.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned());
     out.sort();
     out.dedup();
     out
 }
 
-/// Whether `path` (a real path) is one of [`set_secret_files`]' files.
+/// The secret files' (device, inode), now and at start. A walk takes them
+/// once; empty without a TLS face.
+pub fn secret_ids() -> Vec<(u64, u64)> {
+    let Some(s) = SECRETS.get() else { return Vec::new() };
+    let mut out = s.ids_at_start.clone();
+    out.extend(s.given.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| file_id(&m)));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether `path` is (or leads to) one of [`set_secret_files`]' files.
 pub fn is_secret(path: &Path) -> bool {
-    SECRETS.get().is_some() && secret_files().iter().any(|f| f == path)
+    SECRETS.get().is_some()
+        && std::fs::metadata(path).is_ok_and(|m| {
+            let id = file_id(&m);
+            secret_ids().contains(&id)
+        })
+}
+
+/// Whether a walked entry is one of the files of `ids` ([`secret_ids`]):
+/// its inode first (no I/O), its device only when that matches.
+pub fn secret_entry(ids: &[(u64, u64)], entry: &ignore::DirEntry) -> bool {
+    if ids.is_empty() {
+        return false;
+    }
+    let Some(ino) = entry.ino() else { return false };
+    ids.iter().any(|(_, i)| *i == ino) && entry.metadata().is_ok_and(|m| ids.contains(&file_id(&m)))
+}
+
+/// Whether a secret file lies under `dir` (a workspace holding the TLS
+/// key): where it is now, or was given or found at start (a key whose
+/// directory was renamed since is still in the workspace).
+pub fn holds_secret(dir: &Path) -> bool {
+    let Some(s) = SECRETS.get() else { return false };
+    secret_files().iter().chain(&s.given).chain(&s.at_start).any(|f| f.starts_with(dir))
 }
 
 /// Whether agentd's state directory lies under `dir` (a workspace that

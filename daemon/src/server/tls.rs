@@ -20,11 +20,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use crate::error::DaemonError;
 
 /// How long a client has to complete the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Handshakes in progress at once; a connection beyond them is closed at
 /// once (clients that open connections and never speak cannot pile up).
 const MAX_HANDSHAKES: usize = 64;
+
+/// Handshakes in progress at once from one address: one host holding
+/// connections open without speaking cannot take every slot.
+const MAX_HANDSHAKES_PER_ADDRESS: usize = 4;
 
 /// Idle time before TCP keepalive probes, their interval and count: a link
 /// cut without a FIN (a laptop that sleeps, a dropped route) is noticed in
@@ -53,6 +57,8 @@ pub(crate) struct TlsListener {
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     handshakes: Arc<tokio::sync::Semaphore>,
+    per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    refusals: Arc<Refusals>,
     /// The address bound (the port when 0 was asked).
     pub(crate) local: SocketAddr,
 }
@@ -89,12 +95,16 @@ pub(crate) fn bind(config: &TlsConfig) -> Result<TlsListener, DaemonError> {
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| bad(format_args!("--tls-client-ca {}: {e}", config.client_ca.display())))?;
-    let server = rustls::ServerConfig::builder_with_provider(provider)
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(bad)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(|e| bad(format_args!("--tls-cert/--tls-key: {e}")))?;
+    // No resumption: every connection shows a certificate the CA signed and
+    // that is valid now (a resumed session would skip both).
+    server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    server.send_tls13_tickets = 0;
     let std_listener = std::net::TcpListener::bind(&config.listen)
         .map_err(|e| bad(format_args!("cannot listen on {}: {e}", config.listen)))?;
     std_listener.set_nonblocking(true).map_err(|e| bad(format_args!("{}: {e}", config.listen)))?;
@@ -109,12 +119,16 @@ pub(crate) fn bind(config: &TlsConfig) -> Result<TlsListener, DaemonError> {
         listener,
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
         handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+        per_address: Default::default(),
+        refusals: Default::default(),
         local,
     })
 }
 
-/// A private key others can read is refused (as ssh refuses one): whoever
-/// reads it can answer as the daemon.
+/// A private key every user can read is refused: whoever reads it can
+/// answer as the daemon. (One its group can read is let through: a
+/// Kubernetes Secret volume with `fsGroup` gives its files to the pod's
+/// group.)
 fn check_key_private(key: &Path) -> Result<(), DaemonError> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(key).map_err(|e| bad(format_args!("--tls-key {}: {e}", key.display())))?;
@@ -140,7 +154,14 @@ impl TlsListener {
     /// [`Pending::handshake`] in a task of its own.
     pub(crate) async fn accept(&self) -> std::io::Result<Pending> {
         let (tcp, peer) = self.listener.accept().await?;
-        Ok(Pending { tcp, peer, acceptor: self.acceptor.clone(), handshakes: self.handshakes.clone() })
+        Ok(Pending {
+            tcp,
+            peer,
+            acceptor: self.acceptor.clone(),
+            handshakes: self.handshakes.clone(),
+            per_address: self.per_address.clone(),
+            refusals: self.refusals.clone(),
+        })
     }
 }
 
@@ -158,6 +179,45 @@ pub(crate) struct Pending {
     peer: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
     handshakes: Arc<tokio::sync::Semaphore>,
+    per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    refusals: Arc<Refusals>,
+}
+
+/// Handshakes refused for want of a slot, logged at most once a second
+/// (a flood must not flood the log).
+#[derive(Default)]
+struct Refusals {
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl Refusals {
+    fn note(&self, peer: SocketAddr, why: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 += 1;
+        let now = std::time::Instant::now();
+        if state.0.is_none_or(|last| now.duration_since(last) >= Duration::from_secs(1)) {
+            tracing::warn!(%peer, refused = state.1, "TLS connection closed: {why}");
+            *state = (Some(now), 0);
+        }
+    }
+}
+
+/// A handshake slot of one address, given back when dropped.
+struct AddressSlot {
+    map: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl Pending {
@@ -165,8 +225,19 @@ impl Pending {
     /// when the client has no certificate the CA signed, is too slow, or
     /// too many handshakes are in progress.
     pub(crate) async fn handshake(self) -> Option<Accepted> {
+        let _address_slot = {
+            let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+            let n = map.entry(self.peer.ip()).or_insert(0);
+            if *n >= MAX_HANDSHAKES_PER_ADDRESS {
+                drop(map);
+                self.refusals.note(self.peer, "too many TLS handshakes in progress from this address");
+                return None;
+            }
+            *n += 1;
+            AddressSlot { map: self.per_address.clone(), ip: self.peer.ip() }
+        };
         let Ok(_slot) = self.handshakes.clone().try_acquire_owned() else {
-            tracing::warn!(peer = %self.peer, "too many TLS handshakes in progress; connection closed");
+            self.refusals.note(self.peer, "too many TLS handshakes in progress");
             return None;
         };
         let _ = self.tcp.set_nodelay(true);
@@ -174,11 +245,12 @@ impl Pending {
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(self.tcp)).await {
             Ok(Ok(stream)) => Some(Accepted { stream, peer: self.peer }),
             Ok(Err(e)) => {
-                tracing::warn!(peer = %self.peer, "TLS handshake refused: {e}");
+                self.refusals.note(self.peer, &format!("TLS handshake refused: {e}"));
                 None
             }
             Err(_) => {
-                tracing::warn!(peer = %self.peer, "TLS handshake not done within {} s", HANDSHAKE_TIMEOUT.as_secs());
+                self.refusals
+                    .note(self.peer, &format!("TLS handshake not done within {} s", HANDSHAKE_TIMEOUT.as_secs()));
                 None
             }
         }

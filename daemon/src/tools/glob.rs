@@ -165,7 +165,7 @@ fn walker(
     input: &GlobInput,
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> ignore::WalkBuilder {
-    let secrets = crate::fs::secret_files();
+    let secrets = crate::fs::secret_ids();
     let mut walk = ignore::WalkBuilder::new(dir);
     walk.hidden(!input.include_hidden)
         .git_ignore(!input.include_ignored)
@@ -177,7 +177,7 @@ fn walker(
         .filter_entry(move |e| {
             rules.read_denied(e.path()).is_none()
                 && !crate::fs::in_state_dir(e.path())
-                && !secrets.iter().any(|s| s == e.path())
+                && !crate::fs::secret_entry(&secrets, e)
         });
     walk
 }

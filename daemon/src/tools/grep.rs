@@ -526,11 +526,11 @@ fn walk_builder(
     let mut walk = ignore::WalkBuilder::new(target);
     walk.git_global(super::global_gitignore_exists());
     // What a Read deny rule forbids is never searched (nor named).
-    let secrets = crate::fs::secret_files();
+    let secrets = crate::fs::secret_ids();
     walk.filter_entry(move |e| {
         rules.read_denied(e.path()).is_none()
             && !crate::fs::in_state_dir(e.path())
-            && !secrets.iter().any(|s| s == e.path())
+            && !crate::fs::secret_entry(&secrets, e)
     });
     if let Some(t) = &input.file_type {
         let types = TYPES.get_or_try(t.clone(), || {

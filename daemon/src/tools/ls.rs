@@ -105,7 +105,7 @@ impl Tool for Ls {
         let ignore = ignore_set(input.ignore.as_deref().unwrap_or_default()).map_err(|e| ToolError::new(e.message))?;
         let rules = ctx.rules.clone();
         let cancel = ctx.cancel.clone();
-        let secrets = crate::fs::secret_files();
+        let secrets = crate::fs::secret_ids();
         tokio::task::spawn_blocking(move || {
             let walker = ignore::WalkBuilder::new(&canonical)
                 .git_global(super::global_gitignore_exists())
@@ -113,7 +113,7 @@ impl Tool for Ls {
                 .filter_entry(move |e| {
                     rules.read_denied(e.path()).is_none()
                         && !crate::fs::in_state_dir(e.path())
-                        && !secrets.iter().any(|s| s == e.path())
+                        && !crate::fs::secret_entry(&secrets, e)
                         && !ignore.is_match(e.file_name())
                 })
                 .build();

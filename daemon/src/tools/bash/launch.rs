@@ -198,6 +198,9 @@ pub(super) fn launch<'a>(
         // between a root and a protected path: none can be renamed away.
         let mut pin = crate::sandbox::git_dirs(&spec.roots);
         pin.extend(crate::sandbox::parents_to_pin(&spec.roots, &spec.protect));
+        // The directories down to a secret file (the TLS key), so that
+        // renaming one cannot carry the file out from under its mask.
+        pin.extend(crate::sandbox::parents_to_pin(&spec.roots, &crate::fs::secret_files()));
         pin.sort_by_key(|p| p.components().count());
         pin.dedup();
         spec.pin = pin;

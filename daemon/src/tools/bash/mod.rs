@@ -220,6 +220,15 @@ impl Tool for Bash {
                 one_line(&input.command, 120)
             ));
         }
+        // Likewise the TLS face's key and certificates.
+        let secret_exposed = !confinable
+            && (crate::fs::holds_secret(&ctx.cwd) || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_secret(d)));
+        if secret_exposed {
+            return Decision::ask(format!(
+                "run `{}` (the workspace holds agentd's TLS key, and no sandbox hides it)",
+                one_line(&input.command, 120)
+            ));
+        }
         if !input.run_in_background && reads && paths_inside(&script, ctx) {
             Decision::Allow
         } else if !input.run_in_background
@@ -591,7 +600,11 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
                 Some(t) => {
                     let next = if Path::new(t).is_absolute() { PathBuf::from(t) } else { here.join(t) };
                     match crate::fs::real_path(&next) {
-                        Some(real) if ctx.inside(&real) && !crate::fs::in_state_dir(&real) => here = real,
+                        Some(real)
+                            if ctx.inside(&real) && !crate::fs::in_state_dir(&real) && !crate::fs::is_secret(&real) =>
+                        {
+                            here = real
+                        }
                         _ => return false,
                     }
                 }
@@ -635,7 +648,7 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
     }
     match crate::fs::real_path(&abs) {
         // agentd's state is no command's to read unasked, inside or not.
-        Some(real) => ctx.inside(&real) && !crate::fs::in_state_dir(&real),
+        Some(real) => ctx.inside(&real) && !crate::fs::in_state_dir(&real) && !crate::fs::is_secret(&real),
         None => ctx.resolve_from(here, value).is_ok() && !value.contains(".."),
     }
 }
