@@ -244,6 +244,31 @@ class Agentd:
         """
         return _AgentServer(self, session_id, handler)
 
+    def serve_elicitations(self, session_id, handler):
+        """Answers the session's MCP servers' elicitations from now on: returns once subscribed.
+
+        Each mcp/elicitation event calls `handler(event)` on a thread of its
+        own (`event["message"]`, `event["requested_schema"]`); it returns
+        `("accept", {values})`, `"decline"` or `"cancel"` (an exception
+        declines). Call `.close()` on the returned object to stop.
+        """
+        return _ElicitationServer(self, session_id, handler)
+
+    def _answer_elicitation(self, session_id, event, handler):
+        try:
+            answer = handler(event)
+        except Exception:  # the handler failed: the server is told no
+            answer = "decline"
+        action, content = (answer[0], answer[1]) if isinstance(answer, tuple) else (answer, None)
+        params = {"session_id": session_id, "request_id": event["request_id"], "action": action}
+        if content is not None:
+            params["content"] = content
+        try:
+            with Agentd(self.path, *self._tls) as d:
+                d.call("mcp/elicitation_respond", **params)
+        except AgentdError:
+            pass  # timed out meanwhile, or the values did not fit
+
     def register_hook(self, session_id, event, matcher, fn, timeout=None):
         """Registers a hook of this script's on the session: returns once it is in force.
 
@@ -342,6 +367,43 @@ class _HookServer:
                 event = note["params"]["result"]
                 if event["type"] == "hook/request" and event.get("hook_id") == self.hook_id:
                     threading.Thread(target=self._answer, args=(event,), daemon=True).start()
+                if event["type"] == "session/closed":
+                    return
+        except (ConnectionError, OSError, ValueError):
+            return
+
+    def close(self):
+        try:
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+        self._conn.close()
+
+
+class _ElicitationServer:
+    """A stream that declares it answers elicitations and answers mcp/elicitation events."""
+
+    def __init__(self, agentd, session_id, handler):
+        self._conn = agentd._open()
+        self._conn.request(
+            "turn/stream",
+            {"session_id": session_id, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"]},
+        )
+        self._thread = threading.Thread(target=self._loop, args=(agentd, session_id, handler), daemon=True)
+        self._thread.start()
+
+    def _loop(self, agentd, session_id, handler):
+        try:
+            while True:
+                note = self._conn.receive()
+                if note.get("method") != "turn/event":
+                    continue
+                event = note["params"]["result"]
+                if event["type"] == "mcp/elicitation":
+                    threading.Thread(
+                        target=agentd._answer_elicitation, args=(session_id, event, handler), daemon=True
+                    ).start()
                 if event["type"] == "session/closed":
                     return
         except (ConnectionError, OSError, ValueError):

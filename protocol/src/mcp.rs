@@ -238,3 +238,43 @@ pub struct McpGetPromptResult {
     /// Its messages, in order.
     pub messages: Vec<McpPromptMessage>,
 }
+
+/// The capability a `turn/stream` subscriber declares when it answers MCP
+/// servers' elicitations (`capabilities: ["elicitation"]`); while none is
+/// attached, a server's elicitation is declined at once.
+pub const ELICITATION_CAPABILITY: &str = "elicitation";
+
+/// How a user answered an elicitation (MCP's actions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum McpElicitationAction {
+    /// The user gave the values asked for (`content`).
+    Accept,
+    /// The user said no.
+    Decline,
+    /// The user dismissed it without choosing.
+    Cancel,
+}
+
+/// Params of `mcp/elicitation_respond`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpElicitationRespondParams {
+    /// The session.
+    pub session_id: String,
+    /// The `mcp/elicitation` event's `request_id`.
+    pub request_id: String,
+    /// The answer.
+    pub action: McpElicitationAction,
+    /// With `accept`: the values, by the requested schema's property
+    /// names (strings, numbers, integers, booleans; checked against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Result of `mcp/elicitation_respond`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpElicitationRespondResult {
+    /// The request answered.
+    pub request_id: String,
+}

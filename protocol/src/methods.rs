@@ -77,6 +77,7 @@ method_list!(
     McpList,
     McpPrompts,
     McpGetPrompt,
+    McpElicitationRespond,
 );
 
 method!(
@@ -280,6 +281,12 @@ method!(
     /// `mcp/prompts`: the prompts of a session's MCP servers (Claude Code's
     /// `/mcp__server__prompt` slash commands).
     McpPrompts, "mcp/prompts", crate::mcp::McpPromptsParams => crate::mcp::McpPromptsResult
+);
+method!(
+    /// `mcp/elicitation_respond`: answers an `mcp/elicitation` event (a
+    /// server asking the user for values during a call).
+    McpElicitationRespond, "mcp/elicitation_respond",
+    crate::mcp::McpElicitationRespondParams => crate::mcp::McpElicitationRespondResult
 );
 method!(
     /// `mcp/get_prompt`: one prompt's messages, with its arguments filled in.

@@ -331,6 +331,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "is_zero")]
         dropped: u64,
     },
+    /// An MCP server asks the user for values (`elicitation/create`) during
+    /// a call of this session: answer with `mcp/elicitation_respond`. Sent
+    /// only while a `turn/stream` subscriber declares `capabilities:
+    /// ["elicitation"]`; unanswered within the session's
+    /// `permission_timeout_ms`, it is declined.
+    #[serde(rename = "mcp/elicitation")]
+    McpElicitation {
+        /// Answer with this.
+        request_id: String,
+        /// The server (its entry's name).
+        server: String,
+        /// What the server says it needs.
+        message: String,
+        /// The values asked for: a flat JSON Schema object whose properties
+        /// are strings (maybe an `enum`), numbers, integers or booleans.
+        requested_schema: serde_json::Value,
+        /// The call in flight on that server, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+    },
     /// A confined command's connection through the network gate, when it
     /// was refused or when it ended (at most 256 per call; the result
     /// counts the rest).
@@ -461,6 +481,7 @@ impl EventKind {
             EventKind::AgentRequest { .. } => "agent/request",
             EventKind::SandboxNetwork { .. } => "sandbox/network",
             EventKind::McpLog { .. } => "mcp/log",
+            EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::HookRequest { .. } => "hook/request",
             EventKind::HookStarted { .. } => "hook/started",
             EventKind::HookCompleted { .. } => "hook/completed",

@@ -145,7 +145,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 13, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 14, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];
@@ -821,4 +821,117 @@ fn servers_get_the_workspace_as_root_their_logs_reach_sessions_and_their_prompts
     let (code, _, err) = agentctl(&d.socket, &["mcp", "prompt", "--session", &chatty, "t", "review"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("file"), "{err}");
+}
+
+#[test]
+fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_without_one() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let options = json!({ "mcp_servers": entry, "mode": "bypass", "permission_timeout_ms": 1500,
+            "tools": { "defer": { "mode": "never" } } });
+        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        // Nobody declared they answer elicitations: declined at once.
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
+        assert_eq!(text(&r), "answer: decline", "{r}");
+
+        // A client that answers them.
+        let mut stream = RawConn::connect(&d.socket).await;
+        let sub = stream
+            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
+            .await;
+        assert!(sub["result"].is_string(), "{sub}");
+        for (answer, expect) in [
+            (json!({ "action": "accept", "content": { "name": "Ada", "count": 3 } }), "accepted: Ada x3"),
+            (json!({ "action": "decline" }), "answer: decline"),
+            (json!({ "action": "cancel" }), "answer: cancel"),
+        ] {
+            let socket = d.socket.clone();
+            let sid2 = sid.clone();
+            let pending = tokio::spawn(async move {
+                let mut c = RawConn::connect(&socket).await;
+                call(&mut c, &sid2, "mcp__t__ask", json!({ "question": "who are you?" })).await
+            });
+            let event = within("the elicitation", async {
+                loop {
+                    let note = stream.recv().await.expect("the stream goes on");
+                    let event = note["params"]["result"].clone();
+                    if event["type"] == "mcp/elicitation" {
+                        return event;
+                    }
+                }
+            })
+            .await;
+            assert_eq!(event["server"], "t", "{event}");
+            assert_eq!(event["message"], "who are you?", "{event}");
+            assert_eq!(event["requested_schema"]["properties"]["count"]["type"], "integer", "{event}");
+            let request_id = event["request_id"].as_str().unwrap().to_owned();
+            if answer["action"] == "accept" {
+                // Values that do not fit the schema are refused, and the
+                // request still waits.
+                let bad = c
+                    .request(
+                        "mcp/elicitation_respond",
+                        json!({ "session_id": sid, "request_id": request_id, "action": "accept", "content": { "name": "Ada", "count": "three" } }),
+                    )
+                    .await;
+                assert_eq!(bad["error"]["code"], -32602, "{bad}");
+            }
+            let mut params = answer.clone();
+            params["session_id"] = json!(sid);
+            params["request_id"] = json!(request_id);
+            let ok = c.ok("mcp/elicitation_respond", params).await;
+            assert_eq!(ok["request_id"], json!(request_id), "{ok}");
+            let r = within("the call", pending).await.unwrap();
+            assert_eq!(text(&r), expect, "{r}");
+            let again = c
+                .request("mcp/elicitation_respond", json!({ "session_id": sid, "request_id": request_id, "action": "decline" }))
+                .await;
+            assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
+        }
+        drop(stream);
+        // The Python client's handler answers them too.
+        let script = r#"
+import os, sys, time
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd
+with Agentd(os.environ["SOCK"]) as d:
+    sid = os.environ["SID"]
+    def handler(event):
+        assert "name" in event["requested_schema"]["properties"], event
+        return ("accept", {"name": "Py", "count": 2})
+    server = d.serve_elicitations(sid, handler)
+    r = d.tool(sid, "mcp__t__ask", question="from python?")
+    print(r["content"][0]["text"])
+    server.close()
+"#;
+        let out = tokio::process::Command::new("python3")
+            .args(["-c", script])
+            .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+            .env("SOCK", &d.socket)
+            .env("SID", &sid)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "accepted: Py x2\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Unanswered by a client that says it answers: declined after the
+        // session's permission timeout.
+        let mut silent = RawConn::connect(&d.socket).await;
+        let sub = silent
+            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
+            .await;
+        assert!(sub["result"].is_string(), "{sub}");
+        let started = std::time::Instant::now();
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "still there?" })).await;
+        assert_eq!(text(&r), "answer: decline", "{r}");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(1400), "{:?}", started.elapsed());
+    });
 }

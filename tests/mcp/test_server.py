@@ -13,7 +13,7 @@ garbage), so the tests exercise a real server, not a mock.
 
 It declares logging (each `logging/setLevel` it is sent is appended to
 $MCP_TEST_LEVELS when set), offers prompts, and has tools that log, flood
-the log, and list the client's roots.
+the log, list the client's roots, and ask the user (an elicitation).
 
 Every start appends a line "<pid>" to $MCP_TEST_STARTS when it is set, so
 tests can count how many processes a pool started.
@@ -149,6 +149,21 @@ async def roots(ctx: Context) -> str:
     """The roots the client lists (`roots/list`), one URI a line."""
     listed = await ctx.session.list_roots()
     return "\n".join(str(r.uri) for r in listed.roots)
+
+
+@server.tool()
+async def ask(question: str, ctx: Context) -> str:
+    """Asks the user (an elicitation) for a name and a count; says what came back."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        name: str
+        count: int = 1
+
+    result = await ctx.elicit(message=question, schema=Answer)
+    if result.action == "accept" and result.data is not None:
+        return f"accepted: {result.data.name} x{result.data.count}"
+    return f"answer: {result.action}"
 
 
 @server.prompt(title="Review a file")

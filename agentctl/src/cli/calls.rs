@@ -479,7 +479,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         EventKind::HookRequest { turn_id, .. }
         | EventKind::HookStarted { turn_id, .. }
         | EventKind::HookCompleted { turn_id, .. } => turn_id.as_deref(),
-        EventKind::SessionClosed {} | EventKind::McpLog { .. } => None,
+        EventKind::SessionClosed {} | EventKind::McpLog { .. } | EventKind::McpElicitation { .. } => None,
     }
 }
 
@@ -536,6 +536,9 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             } else {
                 format!("network   {tool_use_id}  {host}:{port} refused: {rule}")
             }
+        }
+        EventKind::McpElicitation { server, message, request_id, .. } => {
+            format!("mcp asks {server}: {message} (answer with mcp/elicitation_respond {session} {request_id})")
         }
         EventKind::McpLog { server, level, logger, data, dropped } => {
             let text = match data {

@@ -96,6 +96,9 @@ pub struct EventLog {
     batches: std::sync::atomic::AtomicUsize,
     /// Streams whose client runs sub-agents (`capabilities: ["agents"]`).
     agent_runners: std::sync::atomic::AtomicUsize,
+    /// Streams whose client answers MCP elicitations
+    /// (`capabilities: ["elicitation"]`).
+    elicitors: std::sync::atomic::AtomicUsize,
 }
 
 impl EventLog {
@@ -122,6 +125,7 @@ impl EventLog {
             journal: None,
             batches: Default::default(),
             agent_runners: Default::default(),
+            elicitors: Default::default(),
         }
     }
 
@@ -294,6 +298,18 @@ impl EventLog {
     }
 
     /// Whether a client that runs sub-agents follows the session now.
+    /// Counts a stream whose client answers MCP elicitations while the
+    /// returned guard lives.
+    pub fn elicitor(self: &Arc<Self>) -> Elicitor {
+        self.elicitors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Elicitor(self.clone())
+    }
+
+    /// Whether a client that answers MCP elicitations follows the log.
+    pub fn has_elicitor(&self) -> bool {
+        self.elicitors.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
     pub fn has_agent_runner(&self) -> bool {
         self.agent_runners.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
@@ -376,6 +392,15 @@ impl Follow {
 
 /// A stream that runs sub-agents, counted while it lives.
 pub struct AgentRunner(Arc<EventLog>);
+
+/// A subscriber that answers MCP elicitations, counted while it lives.
+pub struct Elicitor(Arc<EventLog>);
+
+impl Drop for Elicitor {
+    fn drop(&mut self) {
+        self.0.elicitors.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 impl Drop for AgentRunner {
     fn drop(&mut self) {

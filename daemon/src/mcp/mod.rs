@@ -3,6 +3,7 @@
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
 pub mod config;
+pub mod elicit;
 pub mod logs;
 pub mod pool;
 pub mod progress;
@@ -26,6 +27,9 @@ pub struct SessionMcp {
     leases: Mutex<Vec<Lease>>,
     /// The session listens to its servers' log messages while these live.
     logs: Mutex<Vec<logs::LogGuard>>,
+    /// Its servers' elicitations, and its place among their targets.
+    elicitations: Mutex<Option<Arc<elicit::Elicitations>>>,
+    targets: Mutex<Vec<elicit::TargetGuard>>,
     /// Entries that could not be used, one line each.
     pub errors: Vec<String>,
 }
@@ -36,7 +40,15 @@ impl SessionMcp {
         let leases: Vec<Lease> =
             specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport, &s.secrets)).collect();
         let servers = leases.iter().map(|l| l.server.clone()).collect();
-        SessionMcp { specs, servers, leases: Mutex::new(leases), logs: Mutex::new(Vec::new()), errors }
+        SessionMcp {
+            specs,
+            servers,
+            leases: Mutex::new(leases),
+            logs: Mutex::new(Vec::new()),
+            elicitations: Mutex::new(None),
+            targets: Mutex::new(Vec::new()),
+            errors,
+        }
     }
 
     /// Whether one of the session's servers is named `name`.
@@ -63,13 +75,41 @@ impl SessionMcp {
         prompts::get(found, name, arguments).await
     }
 
-    /// Sends each server's log messages at `level` or above to `events`
-    /// as `mcp/log` events, until the session closes.
-    pub fn watch_logs(
+    /// Joins the session `session_id` to its servers once its event log
+    /// exists: their log messages at `level` or above become `mcp/log`
+    /// events, their elicitations `mcp/elicitation` events (answered
+    /// within `timeout`), until the session closes.
+    pub fn attach(
         &self,
+        session_id: &str,
         level: agentd_protocol::mcp::McpLogLevel,
         events: &Arc<crate::executor::events::EventLog>,
+        timeout: std::time::Duration,
     ) {
+        let elicitations = Arc::new(elicit::Elicitations::new(session_id, events, timeout));
+        let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
+        self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
+        *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);
+        self.watch_logs(level, events);
+    }
+
+    /// `mcp/elicitation_respond`.
+    pub fn respond_elicitation(
+        &self,
+        request_id: &str,
+        action: agentd_protocol::mcp::McpElicitationAction,
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<(), String> {
+        let elicitations = self.elicitations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match elicitations {
+            Some(e) => e.respond(request_id, action, content),
+            None => Err(format!("no elicitation {request_id:?} waits for an answer in this session")),
+        }
+    }
+
+    /// Sends each server's log messages at `level` or above to `events`
+    /// as `mcp/log` events, until the session closes.
+    fn watch_logs(&self, level: agentd_protocol::mcp::McpLogLevel, events: &Arc<crate::executor::events::EventLog>) {
         let weak = Arc::downgrade(events);
         let sink: logs::LogSink = Arc::new(move |entry: logs::LogEntry| {
             if let Some(events) = weak.upgrade() {
@@ -138,6 +178,7 @@ impl SessionMcp {
     /// Gives the leases back: a server no other session uses stops.
     pub fn release(&self) {
         self.logs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.targets.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.leases.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }

@@ -105,6 +105,7 @@ impl Pool {
                     sessions: AtomicU32::new(0),
                     progress: Arc::new(Mutex::new(HashMap::new())),
                     logs: Arc::new(super::logs::LogRouter::default()),
+                    elicit: Arc::new(super::elicit::Targets::default()),
                     log_level: Mutex::new(None),
                     cache_file,
                     hash,
@@ -196,6 +197,8 @@ pub struct Server {
     progress: Arc<Mutex<HashMap<String, ProgressReporter>>>,
     /// Its log messages' listeners (sessions).
     logs: Arc<super::logs::LogRouter>,
+    /// The sessions its elicitations may go to.
+    elicit: Arc<super::elicit::Targets>,
     /// The level last asked of the running server (`logging/setLevel`).
     log_level: Mutex<Option<agentd_protocol::mcp::McpLogLevel>>,
     cache_file: Option<PathBuf>,
@@ -356,6 +359,7 @@ impl Server {
             name: self.name.clone(),
             workspace: self.workspace.clone(),
             logs: self.logs.clone(),
+            elicit: self.elicit.clone(),
         };
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let (service, process) = match &self.transport {
@@ -533,6 +537,11 @@ impl Server {
         guard
     }
 
+    /// The sessions its elicitations may go to.
+    pub fn elicit_targets(&self) -> &Arc<super::elicit::Targets> {
+        &self.elicit
+    }
+
     /// Routes the server's progress notifications for `token` to `report`
     /// while the guard lives.
     pub fn watch_progress(&self, token: &impl Serialize, report: ProgressReporter) -> ProgressGuard {
@@ -572,6 +581,7 @@ struct Handler {
     /// The workspace it serves: its one root.
     workspace: PathBuf,
     logs: Arc<super::logs::LogRouter>,
+    elicit: Arc<super::elicit::Targets>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -590,6 +600,38 @@ impl rmcp::ClientHandler for Handler {
         _cx: NotificationContext<RoleClient>,
     ) {
         self.logs.route(&self.name, super::logs::level_of(params.level), params.logger, params.data);
+    }
+
+    /// The user, through the session whose call is in flight: a flat form
+    /// of MCP's types (anything else is refused to the server), declined
+    /// when no client can answer.
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let request = serde_json::to_value(&request).unwrap_or_default();
+        let decline = || -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+            serde_json::from_value(serde_json::json!({ "action": "decline" }))
+                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+        };
+        if request.get("mode").and_then(Value::as_str).is_some_and(|m| m != "form") {
+            return Err(rmcp::ErrorData::invalid_params("agentd answers form elicitations only", None));
+        }
+        let schema = request.get("requestedSchema").cloned().unwrap_or_default();
+        super::elicit::check_schema(&schema).map_err(|e| rmcp::ErrorData::invalid_params(e, None))?;
+        let message = request.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let Some(target) = self.elicit.route() else {
+            tracing::info!(server = %self.name, "MCP elicitation declined: no session's call to it is in flight");
+            return decline();
+        };
+        let answer = target.ask(&self.name, &message, schema).await;
+        let action = serde_json::to_value(answer.action).unwrap_or_default();
+        let mut result = serde_json::json!({ "action": action });
+        if let Some(content) = answer.content {
+            result["content"] = Value::Object(content);
+        }
+        serde_json::from_value(result).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
 
     /// The workspace the server serves (servers are pooled per workspace).
@@ -612,7 +654,7 @@ impl rmcp::ClientHandler for Handler {
             // Roots (the workspace). Not listChanged: a server's workspace
             // does not change (a session in a worktree uses its own pool
             // entries).
-            serde_json::from_value(serde_json::json!({ "roots": {} })).unwrap_or_default(),
+            serde_json::from_value(serde_json::json!({ "roots": {}, "elicitation": {} })).unwrap_or_default(),
             rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)

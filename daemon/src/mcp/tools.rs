@@ -249,6 +249,8 @@ async fn call_tool(
         _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
     };
     let redact = |e: String| server.redact(e);
+    // Its elicitations go to this session while the call runs.
+    let _in_flight = server.elicit_targets().in_flight(&ctx.session_id);
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(arguments);
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));

@@ -177,6 +177,17 @@ impl Session {
         Ok((follow, runs_agents.then(|| log.agent_runner())))
     }
 
+    /// Counts a subscriber that answers MCP elicitations while the guard
+    /// lives.
+    pub fn elicitor(&self) -> crate::executor::events::Elicitor {
+        self.executor.events().elicitor()
+    }
+
+    /// `mcp/elicitation_respond`.
+    pub fn respond_elicitation(&self, params: agentd_protocol::mcp::McpElicitationRespondParams) -> Result<(), String> {
+        self.mcp.respond_elicitation(&params.request_id, params.action, params.content)
+    }
+
     /// The MCP-style hints of one of the session's tools.
     pub fn hints(&self, name: &str) -> Option<agentd_protocol::tools::ToolHints> {
         self.tools.find(name).map(|t| t.hints())
@@ -548,7 +559,12 @@ impl SessionManager {
             executor.share_net_slots(&parent.executor);
             executor.hooks().set_parent(parent.executor.hooks().clone());
         }
-        mcp.watch_logs(info.mcp_log_level, executor.events());
+        mcp.attach(
+            &info.session_id,
+            info.mcp_log_level,
+            executor.events(),
+            std::time::Duration::from_millis(info.permission_timeout_ms),
+        );
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };

@@ -57,6 +57,12 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             .map_err(|e| RpcError::invalid_params("request_id", e))?;
         Ok(agentd_protocol::agent::AgentRespondResult { request_id: p.request_id })
     });
+    rpc::register::<agentd_protocol::methods::McpElicitationRespond, _, _>(module, |p, state| {
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let request_id = p.request_id.clone();
+        session.respond_elicitation(p).map_err(|e| RpcError::invalid_params("request_id", e))?;
+        Ok(agentd_protocol::mcp::McpElicitationRespondResult { request_id })
+    });
     rpc::register::<PermissionRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let rule_added = session.respond(&p).map_err(|e| match e {
@@ -91,10 +97,15 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
     };
     let runs_agents =
         params.capabilities.as_ref().is_some_and(|c| c.iter().any(|c| c == agentd_protocol::agent::AGENTS_CAPABILITY));
+    let answers_elicitation = params
+        .capabilities
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c == agentd_protocol::mcp::ELICITATION_CAPABILITY));
     let (mut follow, _runner) = match session.follow(params.after_seq, runs_agents) {
         Ok(f) => f,
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::invalid_params("after_seq", e))).await,
     };
+    let _elicitor = answers_elicitation.then(|| session.elicitor());
     drop(session);
     let Ok(sink) = pending.accept().await else { return };
     loop {
@@ -105,7 +116,8 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         let Some(event) = event else { return };
         // A client that runs agents always gets their requests.
         let always = matches!(event.kind, EventKind::SessionClosed {})
-            || (runs_agents && matches!(event.kind, EventKind::AgentRequest { .. }));
+            || (runs_agents && matches!(event.kind, EventKind::AgentRequest { .. }))
+            || (answers_elicitation && matches!(event.kind, EventKind::McpElicitation { .. }));
         if !always
             && let Some(kinds) = &params.kinds
             && !kinds.iter().any(|k| k == event.kind.type_name())

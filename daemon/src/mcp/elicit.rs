@@ -1,0 +1,298 @@
+//! A server's `elicitation/create` (the server asks the user for a few
+//! values during a call), routed to the session whose call to that server
+//! is in flight (else the only session using it), sent to that session's
+//! client as an `mcp/elicitation` event and answered with
+//! `mcp/elicitation_respond`. Without a client that declares it answers
+//! elicitations, or without an answer within the session's permission
+//! timeout, the server is told the user declined.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use agentd_protocol::mcp::McpElicitationAction;
+use serde_json::{Map, Value};
+
+use crate::executor::events::EventLog;
+
+/// Elicitations one session waits on at once; more are declined.
+const MAX_PENDING: usize = 4;
+
+/// Properties a requested schema may have.
+const MAX_PROPERTIES: usize = 32;
+
+/// What the user answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Accept, decline or cancel.
+    pub action: McpElicitationAction,
+    /// With accept: the values.
+    pub content: Option<Map<String, Value>>,
+}
+
+impl Answer {
+    fn decline() -> Answer {
+        Answer { action: McpElicitationAction::Decline, content: None }
+    }
+}
+
+struct Pending {
+    schema: Value,
+    answer: tokio::sync::oneshot::Sender<Answer>,
+}
+
+/// One session's side of elicitations.
+pub struct Elicitations {
+    session_id: String,
+    events: Weak<EventLog>,
+    timeout: Duration,
+    pending: Mutex<HashMap<String, Pending>>,
+    next: AtomicU64,
+}
+
+impl Elicitations {
+    /// For the session `session_id`, whose events go to `events`.
+    pub fn new(session_id: &str, events: &Arc<EventLog>, timeout: Duration) -> Self {
+        Elicitations {
+            session_id: session_id.to_owned(),
+            events: Arc::downgrade(events),
+            timeout,
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Asks the session's client; declines when nobody can answer, too
+    /// many are waiting, or no answer comes in time.
+    pub async fn ask(&self, server: &str, message: &str, schema: Value) -> Answer {
+        let Some(events) = self.events.upgrade() else { return Answer::decline() };
+        if !events.has_elicitor() {
+            tracing::info!(server, "MCP elicitation declined: no client of the session answers elicitations");
+            return Answer::decline();
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let request_id = format!("elicit-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        {
+            let mut pending = self.lock();
+            if pending.len() >= MAX_PENDING {
+                tracing::warn!(server, "MCP elicitation declined: {MAX_PENDING} already wait for an answer");
+                return Answer::decline();
+            }
+            pending.insert(request_id.clone(), Pending { schema: schema.clone(), answer: tx });
+        }
+        events.push(agentd_protocol::turn::EventKind::McpElicitation {
+            request_id: request_id.clone(),
+            server: server.to_owned(),
+            message: message.chars().take(4000).collect(),
+            requested_schema: schema,
+            tool_use_id: None,
+        });
+        drop(events);
+        let answer = tokio::time::timeout(self.timeout, rx).await;
+        self.lock().remove(&request_id);
+        match answer {
+            Ok(Ok(answer)) => answer,
+            _ => {
+                tracing::info!(server, "MCP elicitation declined: no answer within {} ms", self.timeout.as_millis());
+                Answer::decline()
+            }
+        }
+    }
+
+    /// `mcp/elicitation_respond`: an accept's values must fit the schema.
+    pub fn respond(
+        &self,
+        request_id: &str,
+        action: McpElicitationAction,
+        content: Option<Map<String, Value>>,
+    ) -> Result<(), String> {
+        let mut pending = self.lock();
+        let Some(waiting) = pending.get(request_id) else {
+            return Err(format!("no elicitation {request_id:?} waits for an answer in this session"));
+        };
+        let content = match action {
+            McpElicitationAction::Accept => Some(fits(&waiting.schema, content.unwrap_or_default())?),
+            _ => None,
+        };
+        let Some(waiting) = pending.remove(request_id) else { return Err("answered already".into()) };
+        let _ = waiting.answer.send(Answer { action, content });
+        Ok(())
+    }
+}
+
+/// Whether `schema` is what MCP lets a server ask for: an object whose
+/// properties are each a string (maybe with `enum` of strings), number,
+/// integer or boolean, nothing nested.
+pub fn check_schema(schema: &Value) -> Result<(), String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("the requested schema must be of type object".into());
+    }
+    let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    if properties.len() > MAX_PROPERTIES {
+        return Err(format!("the requested schema has more than {MAX_PROPERTIES} properties"));
+    }
+    for (name, p) in &properties {
+        match p.get("type").and_then(Value::as_str) {
+            Some("string") => {
+                if let Some(values) = p.get("enum")
+                    && !values.as_array().is_some_and(|v| v.iter().all(Value::is_string))
+                {
+                    return Err(format!("property {name}: enum must list strings"));
+                }
+            }
+            Some("number" | "integer" | "boolean") => {}
+            other => {
+                return Err(format!(
+                    "property {name}: type {} is not one MCP allows (string, number, integer, boolean)",
+                    other.unwrap_or("(none)")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `content` checked against `schema`: required properties present, each
+/// of its type (an enum's value among its values), none unknown.
+fn fits(schema: &Value, content: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    for required in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if !content.contains_key(required) {
+            return Err(format!("content: {required} is required"));
+        }
+    }
+    for (name, value) in &content {
+        let Some(p) = properties.get(name) else {
+            return Err(format!("content: {name} is not asked for"));
+        };
+        let ok = match p.get("type").and_then(Value::as_str) {
+            Some("string") => {
+                value.is_string() && p.get("enum").and_then(Value::as_array).is_none_or(|values| values.contains(value))
+            }
+            Some("number") => value.is_number(),
+            Some("integer") => value.is_i64() || value.is_u64(),
+            Some("boolean") => value.is_boolean(),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("content: {name} does not fit its schema {p}"));
+        }
+    }
+    Ok(content)
+}
+
+/// The sessions a server's elicitations may go to: by session id, and the
+/// ones with a call to it in flight (most recent last).
+#[derive(Default)]
+pub struct Targets {
+    inner: Mutex<(HashMap<String, Arc<Elicitations>>, Vec<String>)>,
+}
+
+impl Targets {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<String, Arc<Elicitations>>, Vec<String>)> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a session; it is a target while the guard lives.
+    pub fn add(self: &Arc<Self>, target: Arc<Elicitations>) -> TargetGuard {
+        let id = target.session_id().to_owned();
+        self.lock().0.insert(id.clone(), target);
+        TargetGuard { targets: self.clone(), session_id: id }
+    }
+
+    /// Marks a call of `session_id` in flight while the guard lives.
+    pub fn in_flight(self: &Arc<Self>, session_id: &str) -> FlightGuard {
+        self.lock().1.push(session_id.to_owned());
+        FlightGuard { targets: self.clone(), session_id: session_id.to_owned() }
+    }
+
+    /// Where an elicitation goes: the session of the latest call in
+    /// flight, else the only session there is.
+    pub fn route(&self) -> Option<Arc<Elicitations>> {
+        let inner = self.lock();
+        if let Some(latest) = inner.1.last() {
+            return inner.0.get(latest).cloned();
+        }
+        (inner.0.len() == 1).then(|| inner.0.values().next().cloned()).flatten()
+    }
+}
+
+/// Removes a session from the targets when dropped.
+pub struct TargetGuard {
+    targets: Arc<Targets>,
+    session_id: String,
+}
+
+impl Drop for TargetGuard {
+    fn drop(&mut self) {
+        self.targets.lock().0.remove(&self.session_id);
+    }
+}
+
+/// Ends a call's being in flight when dropped.
+pub struct FlightGuard {
+    targets: Arc<Targets>,
+    session_id: String,
+}
+
+impl Drop for FlightGuard {
+    fn drop(&mut self) {
+        let mut inner = self.targets.lock();
+        if let Some(i) = inner.1.iter().rposition(|s| *s == self.session_id) {
+            inner.1.remove(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_flat_schemas_of_mcps_types_are_let_through() {
+        let ok = json!({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+            "color": {"type": "string", "enum": ["red", "blue"]}, "yes": {"type": "boolean"}}, "required": ["name"]});
+        assert_eq!(check_schema(&ok), Ok(()));
+        for bad in [
+            json!({"type": "array"}),
+            json!({"type": "object", "properties": {"x": {"type": "object"}}}),
+            json!({"type": "object", "properties": {"x": {"type": "array", "items": {"type": "string"}}}}),
+            json!({"type": "object", "properties": {"x": {"type": "string", "enum": [1, 2]}}}),
+            json!({"type": "object", "properties": {"x": {}}}),
+        ] {
+            assert!(check_schema(&bad).is_err(), "{bad}");
+        }
+        let c = |v: Value| v.as_object().unwrap().clone();
+        assert!(fits(&ok, c(json!({"name": "a", "n": 3, "color": "red", "yes": true}))).is_ok());
+        assert!(fits(&ok, c(json!({"n": 3}))).unwrap_err().contains("name is required"));
+        assert!(fits(&ok, c(json!({"name": "a", "n": 3.5}))).is_err());
+        assert!(fits(&ok, c(json!({"name": "a", "color": "green"}))).is_err());
+        assert!(fits(&ok, c(json!({"name": "a", "extra": 1}))).unwrap_err().contains("not asked for"));
+    }
+
+    #[test]
+    fn elicitations_go_to_the_session_with_a_call_in_flight() {
+        let log = Arc::new(EventLog::new(16));
+        let targets = Arc::new(Targets::default());
+        let a = targets.add(Arc::new(Elicitations::new("a", &log, Duration::from_secs(1))));
+        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("a"), "the only one");
+        let _b = targets.add(Arc::new(Elicitations::new("b", &log, Duration::from_secs(1))));
+        assert!(targets.route().is_none(), "two sessions, no call: nobody can tell");
+        let flight = targets.in_flight("b");
+        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("b"));
+        drop(flight);
+        drop(a);
+        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("b"));
+    }
+}
