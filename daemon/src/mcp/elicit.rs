@@ -195,24 +195,32 @@ fn fits(schema: &Value, content: Map<String, Value>) -> Result<Map<String, Value
 /// ones with a call to it in flight (most recent last).
 #[derive(Default)]
 pub struct Targets {
-    inner: Mutex<(HashMap<String, Arc<Elicitations>>, Vec<String>)>,
+    inner: Mutex<TargetsInner>,
+}
+
+#[derive(Default)]
+struct TargetsInner {
+    /// By session id.
+    sessions: HashMap<String, Arc<Elicitations>>,
+    /// Sessions with a call in flight, one entry a call, latest last.
+    in_flight: Vec<String>,
 }
 
 impl Targets {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<String, Arc<Elicitations>>, Vec<String>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TargetsInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Adds a session; it is a target while the guard lives.
     pub fn add(self: &Arc<Self>, target: Arc<Elicitations>) -> TargetGuard {
         let id = target.session_id().to_owned();
-        self.lock().0.insert(id.clone(), target);
+        self.lock().sessions.insert(id.clone(), target);
         TargetGuard { targets: self.clone(), session_id: id }
     }
 
     /// Marks a call of `session_id` in flight while the guard lives.
     pub fn in_flight(self: &Arc<Self>, session_id: &str) -> FlightGuard {
-        self.lock().1.push(session_id.to_owned());
+        self.lock().in_flight.push(session_id.to_owned());
         FlightGuard { targets: self.clone(), session_id: session_id.to_owned() }
     }
 
@@ -220,10 +228,10 @@ impl Targets {
     /// flight, else the only session there is.
     pub fn route(&self) -> Option<Arc<Elicitations>> {
         let inner = self.lock();
-        if let Some(latest) = inner.1.last() {
-            return inner.0.get(latest).cloned();
+        if let Some(latest) = inner.in_flight.last() {
+            return inner.sessions.get(latest).cloned();
         }
-        (inner.0.len() == 1).then(|| inner.0.values().next().cloned()).flatten()
+        (inner.sessions.len() == 1).then(|| inner.sessions.values().next().cloned()).flatten()
     }
 }
 
@@ -235,7 +243,7 @@ pub struct TargetGuard {
 
 impl Drop for TargetGuard {
     fn drop(&mut self) {
-        self.targets.lock().0.remove(&self.session_id);
+        self.targets.lock().sessions.remove(&self.session_id);
     }
 }
 
@@ -248,8 +256,8 @@ pub struct FlightGuard {
 impl Drop for FlightGuard {
     fn drop(&mut self) {
         let mut inner = self.targets.lock();
-        if let Some(i) = inner.1.iter().rposition(|s| *s == self.session_id) {
-            inner.1.remove(i);
+        if let Some(i) = inner.in_flight.iter().rposition(|s| *s == self.session_id) {
+            inner.in_flight.remove(i);
         }
     }
 }
