@@ -62,8 +62,14 @@ impl Bridge {
     /// session closes).
     pub async fn serve_stdio(self) -> Result<(), String> {
         // Only what the bridge acts on: a Read then costs no notification.
-        let kinds = ["tool/progress", "permission/request", "permission/resolved"];
-        let events = self.client.stream_kinds(&self.session, None, Some(&kinds)).await.map_err(|e| e.to_string())?;
+        let kinds = ["tool/progress", "permission/request", "permission/resolved", "mcp/elicitation"];
+        // It answers the elicitations of agentd's own MCP servers: passed
+        // on to this bridge's client (declined when it cannot ask).
+        let events = self
+            .client
+            .stream_with(&self.session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY])
+            .await
+            .map_err(|e| e.to_string())?;
         let follower = tokio::spawn(follow(
             events,
             self.client.clone(),
@@ -136,6 +142,26 @@ async fn follow(
                 });
                 lock(&asking).insert(request_id, task.abort_handle());
             }
+            EventKind::McpElicitation { request_id, server, message, requested_schema, .. } => {
+                // The bridge's calls are the session's calls: ask the
+                // client of one in flight.
+                let peer = lock(&calls).values().find(|r| r.elicit).map(|r| r.peer.clone());
+                let client = client.clone();
+                let session = session.clone();
+                tokio::spawn(async move {
+                    let (action, content) = match peer {
+                        Some(peer) => pass_on(&peer, &server, &message, requested_schema).await,
+                        None => (agentd_protocol::mcp::McpElicitationAction::Decline, None),
+                    };
+                    let params = agentd_protocol::mcp::McpElicitationRespondParams {
+                        session_id: session,
+                        request_id,
+                        action,
+                        content,
+                    };
+                    let _ = client.call::<agentd_protocol::methods::McpElicitationRespond>(params).await;
+                });
+            }
             EventKind::PermissionResolved { request_id, .. } => {
                 if let Some(task) = lock(&asking).remove(&request_id) {
                     task.abort();
@@ -149,6 +175,30 @@ async fn follow(
 
 /// Largest `arguments` of one call, serialised.
 const MAX_ARGUMENT_BYTES: usize = 8 << 20;
+
+/// An elicitation of one of agentd's MCP servers, asked of this bridge's
+/// client as it came (its message prefixed with the server's name).
+async fn pass_on(
+    peer: &Peer<RoleServer>,
+    server: &str,
+    message: &str,
+    schema: Value,
+) -> (agentd_protocol::mcp::McpElicitationAction, Option<serde_json::Map<String, Value>>) {
+    use agentd_protocol::mcp::McpElicitationAction as Action;
+    let params = json!({ "mode": "form", "message": format!("{server}: {message}"), "requestedSchema": schema });
+    let Ok(params) = serde_json::from_value(params) else { return (Action::Decline, None) };
+    match peer.create_elicitation(params).await {
+        Ok(answer) => {
+            let answer = serde_json::to_value(&answer).unwrap_or_default();
+            match answer["action"].as_str() {
+                Some("accept") => (Action::Accept, answer["content"].as_object().cloned()),
+                Some("cancel") => (Action::Cancel, None),
+                _ => (Action::Decline, None),
+            }
+        }
+        Err(_) => (Action::Decline, None),
+    }
+}
 
 /// Asks the MCP client's user about a call, with an elicitation.
 async fn ask(

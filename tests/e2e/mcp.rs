@@ -922,6 +922,15 @@ with Agentd(os.environ["SOCK"]) as d:
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // agentctl mcp passes them on to its own MCP client.
+        let seen = tokio::task::spawn_blocking({
+            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
+            move || bridge_client(&python, &socket, &work, &["server-elicit", &sid])
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen[0]["text"], "accepted: Bridge x5", "{seen:?}");
+        assert_eq!(seen[0]["asked"], json!(["t: through the bridge?"]), "{seen:?}");
         // Unanswered by a client that says it answers: declined after the
         // session's permission timeout.
         let mut silent = RawConn::connect(&d.socket).await;

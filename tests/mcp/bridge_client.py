@@ -10,6 +10,8 @@ Scenarios:
                           answered ANSWER (accept or decline)
     no-elicit FILE        write FILE from a client without elicitation
     attach SESSION        serve an existing session; call Read
+    server-elicit SESSION serve an existing session; call its MCP server's
+                          `ask` tool, whose elicitation this client answers
     readme ARGS           start `agentctl ARGS` (a JSON list, as README's
                           mcpServers entry has them); call Read
     bench FILE N          read FILE N times; print per-call latencies
@@ -112,6 +114,20 @@ async def attach(session):
             say(is_error=res.is_error, text=text_of(res))
 
 
+async def server_elicit(session):
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Bridge", "count": 5})
+
+    async with stdio_client(server(["--session", session])) as (r, w):
+        async with ClientSession(r, w, elicitation_callback=on_elicit) as s:
+            await s.initialize()
+            res = await s.call_tool("mcp__t__ask", {"question": "through the bridge?"})
+            say(is_error=res.is_error, text=text_of(res), asked=asked)
+
+
 async def readme(args):
     params = StdioServerParameters(command=agentctl, args=["--socket", socket] + json.loads(args), cwd=workspace)
     async with stdio_client(params) as (r, w):
@@ -149,6 +165,7 @@ scenarios = {
     "elicit": elicit,
     "no-elicit": no_elicit,
     "attach": attach,
+    "server-elicit": server_elicit,
     "readme": readme,
     "bench": lambda path, n: bench(path, int(n)),
     "bench-fs": lambda fs, path, n: bench_fs(fs, path, int(n)),

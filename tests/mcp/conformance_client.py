@@ -1,0 +1,162 @@
+"""The MCP conformance suite's client under test: agentd's MCP client.
+
+    conformance client --command "python3 tests/mcp/conformance_client.py" --scenario NAME
+
+The suite (@modelcontextprotocol/conformance) starts a test server for
+the scenario, runs this with the server's URL as the last argument and
+the scenario's name in $MCP_CONFORMANCE_SCENARIO, and then judges what
+the server saw. This script is only the harness around agentd: it
+connects to the daemon at $AGENTD_SOCKET, creates a session with the URL
+as an http MCP server (agentd initializes it and lists its tools then),
+and does what the scenario expects of a client through agentd's own
+protocol: list the tools, call the scenario's tool, answer elicitations
+as a user would. Everything the test server sees comes from agentd.
+
+Exits non-zero when agentd could not use the server or a call failed,
+printing why (the suite keeps stdout and stderr with its results).
+
+CONFORMANCE_ELICIT=schema-defaults (the default) accepts an elicitation
+with the values a form pre-filled from the schema's defaults would send;
+CONFORMANCE_ELICIT=empty accepts with no values at all, to see whether
+agentd itself fills in the defaults (SEP-1034's "client applies defaults").
+"""
+
+import json
+import os
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
+
+from agentd_client import Agentd, AgentdError  # noqa: E402
+
+SERVER = "conf"  # the entry's name: its tools are mcp__conf__<tool>
+PREFIX = f"mcp__{SERVER}__"
+
+
+def log(*parts):
+    print("[conformance_client]", *parts, file=sys.stderr, flush=True)
+
+
+def text_of(result):
+    return "".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+
+
+class Failed(Exception):
+    pass
+
+
+def server_tools(d, sid):
+    """The server's tools, by their own names, as agentd lists them."""
+    listed = d.list_tools(sid)
+    names = [t["name"] for t in listed.get("tools", [])] + list(listed.get("deferred", []))
+    return sorted(n[len(PREFIX):] for n in names if isinstance(n, str) and n.startswith(PREFIX))
+
+
+def call(d, sid, tool, **arguments):
+    log(f"calling {tool} {json.dumps(arguments)}")
+    result = d.tool(sid, PREFIX + tool, **arguments)
+    log(f"{tool} -> is_error={result.get('is_error')} {text_of(result)[:500]!r}")
+    if result.get("is_error"):
+        raise Failed(f"{tool} failed: {text_of(result)[:1000]}")
+    return result
+
+
+def form_defaults(schema):
+    """What a form pre-filled from the schema sends when the user accepts it as it is."""
+    properties = schema.get("properties") or {}
+    return {name: p["default"] for name, p in properties.items() if isinstance(p, dict) and "default" in p}
+
+
+def elicitation_handler(asked):
+    mode = os.environ.get("CONFORMANCE_ELICIT", "schema-defaults")
+
+    def handler(event):
+        schema = event.get("requested_schema") or {}
+        content = {} if mode == "empty" else form_defaults(schema)
+        asked.append({"message": event.get("message"), "schema": schema, "answered": content})
+        log(f"elicitation {event.get('message')!r}: accept {json.dumps(content)}")
+        return ("accept", content)
+
+    return handler
+
+
+def run(d, sid, scenario):
+    tools = server_tools(d, sid)
+    log(f"tools: {tools}")
+    if scenario == "initialize":
+        return  # initialize and tools/list happened at session/create
+    if scenario == "tools_call":
+        if "add_numbers" not in tools:
+            raise Failed(f"no add_numbers among {tools}")
+        result = call(d, sid, "add_numbers", a=5, b=3)
+        if "8" not in text_of(result):
+            raise Failed(f"add_numbers(5, 3) answered {text_of(result)!r}")
+        return
+    if scenario.startswith("elicitation"):
+        asked = []
+        served = d.serve_elicitations(sid, elicitation_handler(asked))
+        try:
+            for tool in tools:
+                call(d, sid, tool)
+        finally:
+            served.close()
+        if not asked:
+            raise Failed("no elicitation reached the session")
+        return
+    # sse-retry, auth/* and anything newer: call the server's tools with
+    # no arguments (the scenarios' tools take none), elicitations answered.
+    asked = []
+    served = d.serve_elicitations(sid, elicitation_handler(asked))
+    try:
+        for tool in tools:
+            call(d, sid, tool)
+    finally:
+        served.close()
+
+
+def main():
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
+    log(f"scenario {scenario}, server {url}")
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="agentd-conformance-") as work, Agentd(os.environ.get("AGENTD_SOCKET")) as d:
+        created = d.call(
+            "session/create",
+            cwd=work,
+            mode="bypass",
+            mcp_servers={SERVER: {"type": "http", "url": url}},
+            tools={"defer": {"mode": "never"}},
+        )
+        sid = created["session_id"]
+        mcp = created.get("session", {}).get("mcp", [])
+        log(f"session {sid}: mcp {json.dumps(mcp)} errors {json.dumps(created.get('session', {}).get('mcp_errors', []))}")
+        try:
+            state = next((s for s in mcp if s.get("name") == SERVER), {})
+            if state.get("state") != "running":
+                raise Failed(f"agentd could not use the server: {json.dumps(state)}")
+            run(d, sid, scenario)
+            log("done")
+        except (Failed, AgentdError) as e:
+            log(f"FAILED: {e}")
+            status = 1
+        finally:
+            # Closing gives the pooled server back: agentd ends its HTTP
+            # session (DELETE) before the suite stops the test server.
+            done = threading.Event()
+
+            def close():
+                try:
+                    d.close_session(sid)
+                except AgentdError as e:
+                    log(f"session/close: {e}")
+                done.set()
+
+            threading.Thread(target=close, daemon=True).start()
+            done.wait(10)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
