@@ -420,6 +420,12 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
     }
     let old = existing.ok();
     if let Some(st) = &old {
+        // The file about to be replaced, whatever path led here (a
+        // directory swapped for a link since the checks): never agentd's
+        // own secret files.
+        if SECRETS.get().is_some() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
+            return Err(io_err("write", &abs, SECRET_REFUSAL));
+        }
         if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
             return Err(FsError::NotAFile { path: abs.display().to_string(), what: "not a regular file".into() });
         }
@@ -543,6 +549,39 @@ mod tests {
         let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
         std::fs::create_dir(&root).unwrap();
         (dir, root)
+    }
+
+    /// A secret file is known by what it is wherever a path leads (a walk's
+    /// read beneath its directory, Write's replacement), and a read beneath
+    /// a directory cannot be led out of it by a link.
+    #[test]
+    fn secret_files_are_refused_by_identity_and_reads_stay_beneath_their_root() {
+        let (_dir, root) = ws();
+        std::fs::create_dir(root.join("certs")).unwrap();
+        std::fs::write(root.join("certs/secret.pem"), "KEY").unwrap();
+        set_secret_files(&[root.join("certs/secret.pem")]);
+        let ws_path = |rel: &str| WsPath { root: root.clone(), rel: PathBuf::from(rel) };
+        // Reached through a directory link made after the start.
+        std::os::unix::fs::symlink("certs", root.join("l")).unwrap();
+        let write = write_atomic_guarded(&ws_path("certs/secret.pem"), b"ATTACKER", false);
+        assert!(write.is_err(), "{write:?}");
+        assert_eq!(std::fs::read_to_string(root.join("certs/secret.pem")).unwrap(), "KEY");
+        let held =
+            nix::fcntl::open(&root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).unwrap();
+        let read = open_read_beneath(&held, Path::new("l/secret.pem"));
+        assert_eq!(read.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
+        // A link out of the root is not followed; a FIFO is no file (no hang).
+        let outside = root.parent().unwrap().join("outside.txt");
+        std::fs::write(&outside, "elsewhere").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();
+        assert!(open_read_beneath(&held, Path::new("out")).is_err());
+        nix::unistd::mkfifo(&root.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(open_read_beneath(&held, Path::new("fifo")).is_err());
+        std::fs::write(root.join("plain.txt"), "ok").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut open_read_beneath(&held, Path::new("plain.txt")).unwrap(), &mut text)
+            .unwrap();
+        assert_eq!(text, "ok");
     }
 
     /// What is opened is checked, not only what was judged before: a path
@@ -810,6 +849,10 @@ struct Secrets {
     given: Vec<PathBuf>,
     at_start: Vec<PathBuf>,
     ids_at_start: Vec<(u64, u64)>,
+    /// The files as they were at start, held open (`O_PATH`): an inode of
+    /// theirs cannot be given to another file while the daemon runs, so
+    /// an innocent file never takes a secret's numbers after a rotation.
+    _held: Vec<std::fs::File>,
 }
 
 static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
@@ -826,7 +869,14 @@ pub fn set_secret_files(files: &[PathBuf]) {
     let given: Vec<PathBuf> = files.iter().map(|f| here.join(f)).collect();
     let at_start = given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
     let ids_at_start = given.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| file_id(&m)).collect();
-    let _ = SECRETS.set(Secrets { given, at_start, ids_at_start });
+    let held = given
+        .iter()
+        .filter_map(|f| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_PATH | nix::libc::O_CLOEXEC).open(f).ok()
+        })
+        .collect();
+    let _ = SECRETS.set(Secrets { given, at_start, ids_at_start, _held: held });
 }
 
 /// The real paths of [`set_secret_files`]' files that exist now (resolved
@@ -869,6 +919,32 @@ pub fn secret_entry(ids: &[(u64, u64)], entry: &ignore::DirEntry) -> bool {
     }
     let Some(ino) = entry.ino() else { return false };
     ids.iter().any(|(_, i)| *i == ino) && entry.metadata().is_ok_and(|m| ids.contains(&file_id(&m)))
+}
+
+/// Opens `rel` for reading beneath the directory `root` (a descriptor
+/// held from before a walk): however a directory on the way is swapped for
+/// a link meanwhile, the file opened lies beneath `root`. Only a regular
+/// file, and never one of the secret files.
+pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Result<File> {
+    use std::os::fd::AsFd;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let fd = openat2(root.as_fd(), rel, how).map_err(std::io::Error::from)?;
+    let st = nix::sys::stat::fstat(&fd).map_err(std::io::Error::from)?;
+    if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if SECRETS.get().is_some() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, SECRET_REFUSAL));
+    }
+    Ok(File::from(fd))
+}
+
+/// Whether the daemon has secret files (a TLS face).
+pub fn has_secrets() -> bool {
+    SECRETS.get().is_some()
 }
 
 /// Whether a secret file lies under `dir` (a workspace holding the TLS

@@ -440,6 +440,10 @@ struct Plan<'a> {
     after: usize,
     numbers: bool,
     deadline: Instant,
+    /// The directory searched (the named file's, for a file), held open
+    /// from the start: each file is opened beneath it, so a directory
+    /// swapped for a link during the walk cannot lead a read elsewhere.
+    root: Option<(PathBuf, std::os::fd::OwnedFd)>,
 }
 
 impl Plan<'_> {
@@ -482,12 +486,18 @@ impl Plan<'_> {
         // A named file is searched whole, as rg searches it (mapped): binary
         // data then hides only the matches on its own lines ("binary file
         // matches"), and line numbers count the file's own lines.
-        let size = if self.explicit { std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX) } else { u64::MAX };
+        let Some((root, root_fd)) = &self.root else {
+            return Err(std::io::Error::other("the searched directory could not be opened"));
+        };
+        let rel = path.strip_prefix(root).map_err(|_| std::io::Error::other("outside the searched directory"))?;
+        let mut file = crate::fs::open_read_beneath(root_fd, rel)?;
+        let size = if self.explicit { file.metadata().map(|m| m.len()).unwrap_or(u64::MAX) } else { u64::MAX };
         if size <= MAX_LINE_BYTES as u64 {
-            let bytes = std::fs::read(path)?;
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes)?;
             searcher.search_slice(&self.matcher, &bytes, &mut sink)?;
         } else {
-            searcher.search_path(&self.matcher, path, &mut sink)?;
+            searcher.search_file(&self.matcher, &file, &mut sink)?;
         }
         if sink.hits.count == 0 {
             return Ok(None);
@@ -566,6 +576,13 @@ fn plan<'a>(target: &Path, input: &'a GrepInput) -> Result<Plan<'a>, ToolError> 
         after,
         numbers: input.line_numbers.unwrap_or(true),
         deadline: Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        root: {
+            let dir = if target.is_file() { target.parent().unwrap_or(target) } else { target };
+            use nix::fcntl::OFlag;
+            nix::fcntl::open(dir, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+                .ok()
+                .map(|fd| (dir.to_owned(), fd))
+        },
     })
 }
 

@@ -220,14 +220,19 @@ impl Tool for Bash {
                 one_line(&input.command, 120)
             ));
         }
-        // Likewise the TLS face's key and certificates.
-        let secret_exposed = !confinable
-            && (crate::fs::holds_secret(&ctx.cwd) || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_secret(d)));
+        // Likewise the TLS face's key and certificates; and wherever they
+        // are when the sandbox cannot mask files (no mount namespace: a
+        // partial sandbox reads all of `/`).
+        let secret_exposed = (!confinable
+            && (crate::fs::holds_secret(&ctx.cwd) || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_secret(d))))
+            || (confinable && !ctx.sandbox.namespaces && crate::fs::has_secrets());
         if secret_exposed {
-            return Decision::ask(format!(
-                "run `{}` (the workspace holds agentd's TLS key, and no sandbox hides it)",
-                one_line(&input.command, 120)
-            ));
+            let why = if confinable {
+                "the sandbox cannot hide agentd's TLS key here: it has no mount namespace"
+            } else {
+                "the workspace holds agentd's TLS key, and no sandbox hides it"
+            };
+            return Decision::ask(format!("run `{}` ({why})", one_line(&input.command, 120)));
         }
         if !input.run_in_background && reads && paths_inside(&script, ctx) {
             Decision::Allow
