@@ -944,3 +944,36 @@ with Agentd(os.environ["SOCK"]) as d:
         assert!(started.elapsed() >= std::time::Duration::from_millis(1400), "{:?}", started.elapsed());
     });
 }
+
+#[test]
+fn the_conformance_suites_client_scenarios_that_agentd_declares_pass() {
+    // scripts/mcp-conformance.sh runs the official suite (pinned there and
+    // in .ci/run) with tests/mcp/conformance_client.py driving a session of
+    // a daemon of its own; the scenarios of what agentd does not declare
+    // (OAuth) are left out here and listed in the README.
+    let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["agentd", "agentd-sandbox"] {
+        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--bin")
+        .arg(bin.path())
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg("--only-declared")
+        .env_remove("AGENTD_SOCKET")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("declared: 4 passed, 0 failed"), "{text}");
+    for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
+        assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
+    }
+}

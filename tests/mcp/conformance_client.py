@@ -48,10 +48,17 @@ class Failed(Exception):
 
 
 def server_tools(d, sid):
-    """The server's tools, by their own names, as agentd lists them."""
+    """The server's tools, by their own names, as agentd lists them (deferred,
+    as MCP tools are by default), loaded through ToolSearch as a model would."""
     listed = d.list_tools(sid)
-    names = [t["name"] for t in listed.get("tools", [])] + list(listed.get("deferred", []))
-    return sorted(n[len(PREFIX):] for n in names if isinstance(n, str) and n.startswith(PREFIX))
+    loaded = [t["name"] for t in listed.get("tools", []) if t["name"].startswith(PREFIX)]
+    deferred = [n for n in listed.get("deferred", []) if isinstance(n, str) and n.startswith(PREFIX)]
+    if deferred:
+        found = d.tool(sid, "ToolSearch", query="select:" + ",".join(deferred))
+        if found.get("is_error"):
+            raise Failed(f"ToolSearch could not load {deferred}: {text_of(found)[:500]}")
+        log(f"loaded {deferred}")
+    return sorted(n[len(PREFIX):] for n in loaded + deferred)
 
 
 def call(d, sid, tool, **arguments):
@@ -127,7 +134,6 @@ def main():
             cwd=work,
             mode="bypass",
             mcp_servers={SERVER: {"type": "http", "url": url}},
-            tools={"defer": {"mode": "never"}},
         )
         sid = created["session_id"]
         mcp = created.get("session", {}).get("mcp", [])
