@@ -330,6 +330,9 @@ impl From<Mode> for PermissionMode {
 /// Runs the `agentctl` command with the process's arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Mcp(_)) {
+        quiet_on_closed_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -449,6 +452,17 @@ fn endpoint(cli: &Cli) -> Result<Endpoint, String> {
     TlsEndpoint::parse(url, cert.clone(), key.clone(), ca.clone())
         .map(Endpoint::Tls)
         .map_err(|e| format!("--connect: {e}"))
+}
+
+/// `agentctl status | head`: a reader that leaves ends agentctl quietly,
+/// as it ends other commands (Rust ignores SIGPIPE, and `println!` then
+/// panics on the closed pipe). Not for `agentctl mcp`, whose pipes are its
+/// protocol.
+#[allow(unsafe_code)]
+fn quiet_on_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: the default action installs no handler code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
 enum Failure {

@@ -341,3 +341,21 @@ fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
     assert!(!stdout.contains('\x1b'), "no colour when stdout is not a terminal");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelling the turn"));
 }
+
+#[test]
+fn a_reader_that_leaves_early_ends_agentctl_quietly() {
+    // `agentctl tools --all | head -c 1`: the pipe closes while agentctl
+    // still prints; it must end without a panic message.
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" --socket \"$1\" tools --all --cwd \"$2\" | head -c 1 >/dev/null")
+        .arg(agentd_tests::bin_path("agentctl"))
+        .arg(&d.socket)
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+}
