@@ -330,7 +330,8 @@ impl From<Mode> for PermissionMode {
 /// Runs the `agentctl` command with the process's arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Mcp(_)) {
+    // (completions and man write through write_out, which ends with 0.)
+    if !matches!(cli.command, Command::Mcp(_) | Command::Completions { .. } | Command::Man { .. }) {
         quiet_on_closed_pipe();
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -455,9 +456,9 @@ fn endpoint(cli: &Cli) -> Result<Endpoint, String> {
 }
 
 /// `agentctl status | head`: a reader that leaves ends agentctl quietly,
-/// as it ends other commands (Rust ignores SIGPIPE, and `println!` then
-/// panics on the closed pipe). Not for `agentctl mcp`, whose pipes are its
-/// protocol.
+/// by SIGPIPE as it ends other tools (Rust ignores SIGPIPE, and `println!`
+/// then panics on the closed pipe). Not for `agentctl mcp`, whose pipes are
+/// its protocol.
 #[allow(unsafe_code)]
 fn quiet_on_closed_pipe() {
     use nix::sys::signal::{SigHandler, Signal, signal};
