@@ -330,10 +330,7 @@ impl From<Mode> for PermissionMode {
 /// Runs the `agentctl` command with the process's arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // (completions and man write through write_out, which ends with 0.)
-    if !matches!(cli.command, Command::Mcp(_) | Command::Completions { .. } | Command::Man { .. }) {
-        quiet_on_closed_pipe();
-    }
+    quiet_on_closed_pipe();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -456,14 +453,23 @@ fn endpoint(cli: &Cli) -> Result<Endpoint, String> {
 }
 
 /// `agentctl status | head`: a reader that leaves ends agentctl quietly,
-/// by SIGPIPE as it ends other tools (Rust ignores SIGPIPE, and `println!`
-/// then panics on the closed pipe). Not for `agentctl mcp`, whose pipes are
-/// its protocol.
-#[allow(unsafe_code)]
+/// with 0 as `write_out` does (`println!` panics on the closed pipe: Rust
+/// ignores SIGPIPE, which is kept ignored so that a socket the daemon
+/// closes is an error, not a kill).
 fn quiet_on_closed_pipe() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    // SAFETY: the default action installs no handler code.
-    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 enum Failure {

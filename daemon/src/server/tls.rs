@@ -22,12 +22,14 @@ use crate::error::DaemonError;
 /// How long a client has to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Handshakes in progress at once; a connection beyond them is closed at
-/// once (clients that open connections and never speak cannot pile up).
+/// Handshakes in progress at once; a connection beyond them ends the
+/// oldest one in progress (a real client finishes within a round trip, one
+/// that opens connections and never speaks is the oldest), so idle
+/// connections cannot pile up or lock clients out.
 const MAX_HANDSHAKES: usize = 64;
 
-/// Handshakes in progress at once from one address: one host holding
-/// connections open without speaking cannot take every slot.
+/// Handshakes in progress at once from one address (an IPv6 address's /64,
+/// which one host may hold whole): a new one beyond them is refused.
 const MAX_HANDSHAKES_PER_ADDRESS: usize = 4;
 
 /// Idle time before TCP keepalive probes, their interval and count: a link
@@ -56,7 +58,7 @@ pub struct TlsConfig {
 pub(crate) struct TlsListener {
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
-    handshakes: Arc<tokio::sync::Semaphore>,
+    handshakes: Arc<Slots>,
     per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
     refusals: Arc<Refusals>,
     /// The address bound (the port when 0 was asked).
@@ -118,7 +120,7 @@ pub(crate) fn bind(config: &TlsConfig) -> Result<TlsListener, DaemonError> {
     Ok(TlsListener {
         listener,
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
-        handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+        handshakes: Arc::default(),
         per_address: Default::default(),
         refusals: Default::default(),
         local,
@@ -178,7 +180,7 @@ pub(crate) struct Pending {
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
-    handshakes: Arc<tokio::sync::Semaphore>,
+    handshakes: Arc<Slots>,
     per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
     refusals: Arc<Refusals>,
 }
@@ -199,6 +201,66 @@ impl Refusals {
             tracing::warn!(%peer, refused = state.1, "TLS connection closed: {why}");
             *state = (Some(now), 0);
         }
+    }
+}
+
+/// The handshakes in progress, oldest first, each with the token that ends
+/// it.
+#[derive(Default)]
+struct Slots {
+    pending: std::sync::Mutex<std::collections::VecDeque<(u64, tokio_util::sync::CancellationToken)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Slots {
+    /// A slot for a new handshake: when all are taken, the oldest
+    /// handshake is ended to make room.
+    fn take(self: &Arc<Self>) -> (Slot, Option<u64>) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = tokio_util::sync::CancellationToken::new();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let evicted = if pending.len() >= MAX_HANDSHAKES {
+            pending.pop_front().map(|(old, t)| {
+                t.cancel();
+                old
+            })
+        } else {
+            None
+        };
+        pending.push_back((id, token.clone()));
+        (Slot { slots: self.clone(), id, token }, evicted)
+    }
+}
+
+/// One handshake's slot, given back when dropped.
+struct Slot {
+    slots: Arc<Slots>,
+    id: u64,
+    token: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut pending = self.slots.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = pending.iter().position(|(id, _)| *id == self.id) {
+            pending.remove(i);
+        }
+    }
+}
+
+/// The address a handshake counts against: an IPv4 address (an
+/// IPv4-mapped IPv6 one as itself), or an IPv6 address's /64.
+fn address_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    use std::net::{IpAddr, Ipv6Addr};
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
     }
 }
 
@@ -225,24 +287,32 @@ impl Pending {
     /// when the client has no certificate the CA signed, is too slow, or
     /// too many handshakes are in progress.
     pub(crate) async fn handshake(self) -> Option<Accepted> {
+        let key = address_key(self.peer.ip());
         let _address_slot = {
             let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
-            let n = map.entry(self.peer.ip()).or_insert(0);
+            let n = map.entry(key).or_insert(0);
             if *n >= MAX_HANDSHAKES_PER_ADDRESS {
                 drop(map);
                 self.refusals.note(self.peer, "too many TLS handshakes in progress from this address");
                 return None;
             }
             *n += 1;
-            AddressSlot { map: self.per_address.clone(), ip: self.peer.ip() }
+            AddressSlot { map: self.per_address.clone(), ip: key }
         };
-        let Ok(_slot) = self.handshakes.clone().try_acquire_owned() else {
-            self.refusals.note(self.peer, "too many TLS handshakes in progress");
-            return None;
-        };
+        let (slot, evicted) = self.handshakes.take();
+        if evicted.is_some() {
+            self.refusals.note(self.peer, "too many TLS handshakes in progress: the oldest was ended");
+        }
         let _ = self.tcp.set_nodelay(true);
         keepalive(&self.tcp);
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(self.tcp)).await {
+        let handshake = async {
+            tokio::select! {
+                done = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(self.tcp)) => Some(done),
+                _ = slot.token.cancelled() => None,
+            }
+        };
+        let Some(done) = handshake.await else { return None };
+        match done {
             Ok(Ok(stream)) => Some(Accepted { stream, peer: self.peer }),
             Ok(Err(e)) => {
                 self.refusals.note(self.peer, &format!("TLS handshake refused: {e}"));
@@ -267,5 +337,32 @@ fn keepalive(tcp: &tokio::net::TcpStream) {
     };
     if let Err(e) = set() {
         tracing::debug!("cannot set TCP keepalive: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_table_ends_the_oldest_handshake_and_addresses_count_by_host() {
+        let slots = Arc::new(Slots::default());
+        let mut held: Vec<Slot> = (0..MAX_HANDSHAKES).map(|_| slots.take().0).collect();
+        assert!(held.iter().all(|s| !s.token.is_cancelled()));
+        let (newest, evicted) = slots.take();
+        assert_eq!(evicted, Some(held[0].id), "the oldest makes room");
+        assert!(held[0].token.is_cancelled() && !newest.token.is_cancelled());
+        // Ended slots give their place back; nothing is counted twice.
+        held.drain(..10);
+        assert_eq!(slots.pending.lock().unwrap().len(), MAX_HANDSHAKES - 9);
+        drop(newest);
+        drop(held);
+        assert!(slots.pending.lock().unwrap().is_empty());
+
+        let v6 = |s: &str| address_key(s.parse().unwrap());
+        assert_eq!(v6("2001:db8:1:2:aaaa::1"), v6("2001:db8:1:2:ffff::9"), "one /64, one host");
+        assert_ne!(v6("2001:db8:1:2::1"), v6("2001:db8:1:3::1"));
+        assert_eq!(v6("::ffff:192.0.2.7"), v6("192.0.2.7"), "a mapped address is its IPv4 one");
+        assert_ne!(v6("127.0.0.2"), v6("127.0.0.3"));
     }
 }
