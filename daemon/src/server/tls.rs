@@ -311,7 +311,7 @@ impl Pending {
                 _ = slot.token.cancelled() => None,
             }
         };
-        let Some(done) = handshake.await else { return None };
+        let done = handshake.await?;
         match done {
             Ok(Ok(stream)) => Some(Accepted { stream, peer: self.peer }),
             Ok(Err(e)) => {
