@@ -736,3 +736,25 @@ fn a_masked_proc_is_a_missing_wall_not_a_full_sandbox() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("missing namespaces") && err.contains("unmasked /proc"), "{err}");
 }
+
+#[tokio::test]
+async fn without_the_sandbox_a_walk_that_follows_links_asks() {
+    // A link in the workspace to a file outside it: `grep -R` would read it
+    // unasked where no sandbox stands (found by the second review).
+    let d = TestDaemon::start().await;
+    let (ws, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(outside.path().join("secret.txt"), "OUTSIDE-MARK\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("lk")).unwrap();
+    std::fs::write(ws.path().join("inside.txt"), "INSIDE-MARK\n").unwrap();
+    let mut s = session(&d, json!({ "cwd": ws.path(), "sandbox": { "mode": "off" } })).await;
+    for walk in ["grep -R MARK .", "find -L . -name secret.txt", "rg -L MARK"] {
+        let r = s.run(walk).await;
+        assert_eq!(r["is_error"], true, "{walk}: {r}");
+        assert!(text(&r).contains("permission required"), "{walk}: {r}");
+        assert!(!text(&r).contains("OUTSIDE-MARK"), "{walk}: {r}");
+    }
+    // `grep -r` does not follow links: judged read-only, it runs.
+    let r = s.run("grep -r MARK .").await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains("INSIDE-MARK") && !text(&r).contains("OUTSIDE-MARK"), "{r}");
+}

@@ -599,6 +599,36 @@ pub fn wrapped_cd(script: &Script) -> bool {
     })
 }
 
+/// Whether a command walks a tree following its symbolic links (`grep -R`,
+/// `find -L`, `rg -L`, `ls -LR`, `du -L`, `tree -l`, `fd -L`, `ag -f`):
+/// a link in the workspace then leads the walk anywhere, which no judgement
+/// of the command's own paths sees. Wrappers are looked through (`xargs`,
+/// `timeout`, …); arguments filled in at run time count as following.
+pub fn follows_links(script: &Script) -> bool {
+    let short = |a: &str, c: char| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(c);
+    let long =
+        |a: &str, name: &str| a.starts_with("--") && name.starts_with(a.split('=').next().unwrap_or(a)) && a.len() > 3;
+    effective(script).iter().any(|e| {
+        let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
+        let any = |f: &dyn Fn(&str) -> bool| args.iter().any(|a| f(a));
+        match e.program.as_deref() {
+            Some("grep" | "egrep" | "fgrep") => {
+                e.opaque_args || any(&|a| short(a, 'R') || long(a, "--dereference-recursive"))
+            }
+            Some("find") => e.opaque_args || any(&|a| a == "-L" || a == "-follow"),
+            Some("rg") => e.opaque_args || any(&|a| short(a, 'L') || long(a, "--follow")),
+            Some("ls") => {
+                any(&|a| short(a, 'L') || long(a, "--dereference")) && any(&|a| short(a, 'R') || long(a, "--recursive"))
+            }
+            Some("du") => any(&|a| short(a, 'L') || long(a, "--dereference")),
+            Some("tree") => any(&|a| short(a, 'l') || long(a, "--follow")),
+            Some("fd" | "fdfind") => any(&|a| short(a, 'L') || long(a, "--follow")),
+            Some("ag") => any(&|a| short(a, 'f') || long(a, "--follow")),
+            _ => false,
+        }
+    })
+}
+
 /// A redirection target as the shell will open it: unquoted when literal;
 /// otherwise the raw text, which keeps its `$`/backtick so callers see that
 /// it is computed.
@@ -672,6 +702,48 @@ pub fn benign_exit(script: &Script, code: i32) -> Option<&'static str> {
         ("diff" | "cmp", 1) => Some("the files differ"),
         ("test" | "[", 1) => Some("the condition is false"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod follow_tests {
+    use super::*;
+
+    #[test]
+    fn walkers_that_follow_links_are_told_apart() {
+        let follows = |cmd: &str| follows_links(&parse(cmd).unwrap());
+        for yes in [
+            "grep -R needle .",
+            "grep -rR x .",
+            "grep --dereference-recursive x .",
+            "grep --deref x .",
+            "find -L . -name '*.rs'",
+            "find . -follow",
+            "rg -L x",
+            "rg --follow x",
+            "ls -LR .",
+            "ls -R -L",
+            "du -L .",
+            "tree -l",
+            "fd -L x",
+            "printf '%s\\n' . | xargs grep -R x",
+            "timeout 5 grep -R x .",
+        ] {
+            assert!(follows(yes), "{yes}");
+        }
+        for no in [
+            "grep -r needle .",
+            "grep -ri x .",
+            "find . -name x",
+            "rg x",
+            "ls -R .",
+            "ls -L link",
+            "du -sh .",
+            "tree",
+            "cat -A f",
+        ] {
+            assert!(!follows(no), "{no}");
+        }
     }
 }
 

@@ -234,6 +234,9 @@ impl Tool for Bash {
             };
             return Decision::ask(format!("run `{}` ({why})", one_line(&input.command, 120)));
         }
+        // Without the sandbox a walk that follows links (`grep -R`) reads
+        // wherever a link in the workspace points: ask.
+        let reads = reads && (confinable || !shell::follows_links(&script));
         if !input.run_in_background && reads && paths_inside(&script, ctx) {
             Decision::Allow
         } else if !input.run_in_background
