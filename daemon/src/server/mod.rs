@@ -124,7 +124,9 @@ impl Daemon {
         let tracker = TaskTracker::new();
         // The probe tries a call's set-up in a directory of the state's (in
         // a container /tmp may be read-only).
-        let scratch = config.state_dir.join(format!("probe-{}", std::process::id()));
+        // (One daemon holds the state directory's lock: the name is ours.)
+        let scratch = config.state_dir.join("probe");
+        let _ = std::fs::remove_dir_all(&scratch);
         let made = std::fs::DirBuilder::new().mode(0o700).create(&scratch).is_ok();
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox, made.then_some(scratch.as_path()));
         if made {
@@ -135,10 +137,10 @@ impl Daemon {
         {
             return Err(DaemonError::SandboxRequired(why));
         }
-        if tls.is_some() && !facility.available {
+        if tls.is_some() && !(facility.available && facility.namespaces) {
             tracing::warn!(
-                "the TLS face's key is hidden from file tools but not from unconfined commands: \
-                 without the sandbox a Bash command can read it (run with --require-sandbox)"
+                "the TLS face's key is hidden from file tools, but the sandbox cannot hide it from commands \
+                 here (every Bash command asks; a bypass session's read it): run with --require-sandbox"
             );
         }
         facility.state_dir = std::fs::canonicalize(&config.state_dir).ok();
