@@ -673,3 +673,31 @@ async fn idle_connections_from_one_address_do_not_lock_others_out_and_sessions_d
         assert!(!again.contains("jsonrpc"), "a resumed session without a certificate got: {again}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_the_sandbox_cannot_mask_files_every_command_asks() {
+    // A partial sandbox (no mount namespace) cannot bind /dev/null over the
+    // key, and its Landlock profile reads all of `/`: a command an allow
+    // rule lets through must still ask (found by the second review).
+    let pki = Pki::new();
+    let mut args = pki.daemon_args();
+    args.extend(["--sandbox-without".to_owned(), "namespaces".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = StandaloneDaemon::start(&args, &[]);
+    let port = tls_port(&d).await;
+    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut params = SessionCreateParams::new(ws.path().to_owned());
+    params.permission_timeout_ms = Some(100);
+    params.permissions =
+        Some(agentd_protocol::session::PermissionRules { allow: vec!["Bash(cat:*)".into()], ..Default::default() });
+    let sid = client.session_create(params).await.unwrap().session_id;
+    let r = client
+        .tool_call(&sid, "Bash", json!({"command": format!("cat {}", pki.path_str("server.key"))}))
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert!(r.is_error && !text.contains("BEGIN"), "{r:?}");
+    assert!(text.contains("cannot hide agentd's TLS key"), "{r:?}");
+    assert!(d.stderr().contains("the sandbox cannot hide it from commands"), "{}", d.stderr());
+}

@@ -202,6 +202,8 @@ impl SessionExecutor {
             git_runs_code,
             redirect_denied: self.redirect_denied(command, context, workspace),
             read_denied: self.read_denied(command, context, workspace),
+            exposes: crate::tools::bash::secret_exposure(&self.services.info, &self.services.sandbox, workspace)
+                .map(str::to_owned),
         }
     }
 

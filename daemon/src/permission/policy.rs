@@ -40,6 +40,9 @@ pub struct BashFacts {
     pub redirect_denied: Option<String>,
     /// A Read deny rule one of its arguments names.
     pub read_denied: Option<String>,
+    /// What the sandbox cannot hide from any command of the session (the
+    /// TLS face's key): the command asks whatever a rule says.
+    pub exposes: Option<String>,
 }
 
 /// Everything the policy looks at.
@@ -139,6 +142,21 @@ pub fn decide(f: &CallFacts) -> Verdict {
     let bash = f.bash.as_ref();
     if let Some(reason) = bash.and_then(|b| b.redirect_denied.as_ref().or(b.read_denied.as_ref())) {
         return refuse(reason);
+    }
+    // What no sandbox hides from the command: asked about in every mode
+    // but bypass, whatever a rule says (a deny still wins).
+    if let Some(why) = bash.and_then(|b| b.exposes.as_ref())
+        && f.mode != PermissionMode::Bypass
+        && deny_rule.is_none()
+        && !matches!(f.tool_view, Decision::Deny { .. })
+    {
+        let command = bash.map(|b| b.command.as_str()).unwrap_or_default();
+        return Verdict::Ask {
+            reason: format!("run `{command}` ({why})"),
+            suggestion: None,
+            suggest: false,
+            profile: None,
+        };
     }
     // Protected files: asked about in every mode but bypass, whatever a
     // rule or accept_edits says (a deny, the rule's or the tool's, wins).

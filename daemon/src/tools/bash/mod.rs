@@ -207,31 +207,7 @@ impl Tool for Bash {
         // version queries. Without the sandbox only the strict judgement.
         let confinable = ctx.sandbox.available && ctx.info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
         let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
-        // Without the sandbox nothing hides agentd's state from a command
-        // in a workspace that holds it (as the home directory does): no
-        // judgement of paths can be complete (`xargs` joins them, `grep
-        // --rec` walks), so every command asks.
-        let state_exposed = !confinable
-            && (crate::fs::holds_state_dir(&ctx.cwd)
-                || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_state_dir(d)));
-        if state_exposed {
-            return Decision::ask(format!(
-                "run `{}` (the workspace holds agentd's state directory, and no sandbox hides it)",
-                one_line(&input.command, 120)
-            ));
-        }
-        // Likewise the TLS face's key and certificates; and wherever they
-        // are when the sandbox cannot mask files (no mount namespace: a
-        // partial sandbox reads all of `/`).
-        let secret_exposed = (!confinable
-            && (crate::fs::holds_secret(&ctx.cwd) || ctx.info.add_dirs.iter().any(|d| crate::fs::holds_secret(d))))
-            || (confinable && !ctx.sandbox.namespaces && crate::fs::has_secrets());
-        if secret_exposed {
-            let why = if confinable {
-                "the sandbox cannot hide agentd's TLS key here: it has no mount namespace"
-            } else {
-                "the workspace holds agentd's TLS key, and no sandbox hides it"
-            };
+        if let Some(why) = exposure(&ctx.info, &ctx.sandbox, &ctx.cwd) {
             return Decision::ask(format!("run `{}` ({why})", one_line(&input.command, 120)));
         }
         // Without the sandbox a walk that follows links (`grep -R`) reads
@@ -587,6 +563,44 @@ fn profile_name(profile: SandboxProfile) -> &'static str {
 /// Whether every path-like argument of `command` (absolute, `~`, or with
 /// `..`) stays inside the workspace: a read-only command is allowed without
 /// asking only there (`cat ~/.ssh/id_rsa` asks).
+/// Why any command of this session asks unless a rule allows it: what the
+/// sandbox cannot hide from it.
+/// - Without the sandbox, agentd's state directory (or the TLS face's key)
+///   in the workspace: no judgement of paths can be complete (`xargs`
+///   joins them, `grep --rec` walks).
+/// - Where the sandbox has no mount namespace (a partial one reads all of
+///   `/`), the TLS face's key wherever it is: no mask can cover it.
+pub fn exposure(
+    info: &agentd_protocol::session::SessionInfo,
+    sandbox: &crate::sandbox::Facility,
+    cwd: &Path,
+) -> Option<&'static str> {
+    let confinable = sandbox.available && info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
+    let holds = |f: fn(&Path) -> bool| f(cwd) || info.add_dirs.iter().any(|d| f(d));
+    if !confinable && holds(crate::fs::holds_state_dir) {
+        return Some("the workspace holds agentd's state directory, and no sandbox hides it");
+    }
+    secret_exposure(info, sandbox, cwd)
+}
+
+/// The part of [`exposure`] no rule overrides (only bypass mode does): the
+/// TLS face's key, whoever reads it can connect as the daemon's client.
+pub fn secret_exposure(
+    info: &agentd_protocol::session::SessionInfo,
+    sandbox: &crate::sandbox::Facility,
+    cwd: &Path,
+) -> Option<&'static str> {
+    let confinable = sandbox.available && info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
+    let holds = |f: fn(&Path) -> bool| f(cwd) || info.add_dirs.iter().any(|d| f(d));
+    if !confinable && holds(crate::fs::holds_secret) {
+        return Some("the workspace holds agentd's TLS key, and no sandbox hides it");
+    }
+    if confinable && !sandbox.namespaces && crate::fs::has_secrets() {
+        return Some("the sandbox cannot hide agentd's TLS key here: it has no mount namespace");
+    }
+    None
+}
+
 fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
     let workspace: &Path = &ctx.cwd;
     // Where the shell is as the command runs: `cd`s are followed in order
