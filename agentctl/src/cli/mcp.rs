@@ -1,0 +1,148 @@
+//! `agentctl mcp`: serving a session over MCP, and the `list`, `prompts`
+//! and `prompt` subcommands about a session's MCP servers.
+
+use super::*;
+
+/// `agentctl mcp`: opens (or attaches to) a session and serves it over
+/// MCP on stdin/stdout until the client goes away; a session it opened is
+/// closed then.
+pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Failure> {
+    let client = std::sync::Arc::new(client);
+    let (session, owned) = match &args.session {
+        Some(id) => (client.session_get(id).await?.session_id, false),
+        None => {
+            let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
+            let params = SessionCreateParams {
+                mode: args.mode.map(Into::into),
+                permissions: (rules != PermissionRules::default()).then_some(rules),
+                // Whatever ends the bridge (EOF, a signal, a crash) ends
+                // the session and what it runs.
+                close_with_connection: Some(true),
+                ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
+            };
+            (client.session_create(params).await?.session_id, true)
+        }
+    };
+    let served = crate::mcp_bridge::Bridge::new(client.clone(), session.clone()).serve_stdio().await;
+    if owned {
+        let _ = client.session_close(&session).await;
+    }
+    served.map_err(|e| Failure::Local(format!("mcp: {e}")))
+}
+
+/// `agentctl mcp prompts`: one line a prompt, as a slash command with its
+/// arguments (`<required>`, `[optional]`) and its title or description.
+pub(super) async fn mcp_prompts(cli: &Cli, client: &Client, session: &str) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::McpPromptsParams;
+    let listed = client
+        .call::<agentd_client::protocol::methods::McpPrompts>(McpPromptsParams { session_id: session.to_owned() })
+        .await?;
+    if cli.json {
+        print_json(&listed);
+        return Ok(());
+    }
+    if listed.prompts.is_empty() {
+        println!("no MCP prompts in this session");
+    }
+    for p in &listed.prompts {
+        let args: Vec<String> = p
+            .arguments
+            .iter()
+            .map(|a| if a.required { format!("<{}>", a.name) } else { format!("[{}]", a.name) })
+            .collect();
+        let about = p.title.as_deref().or(p.description.as_deref()).unwrap_or("");
+        let usage = std::iter::once(p.command.clone()).chain(args).collect::<Vec<_>>().join(" ");
+        println!("{usage}  {about}");
+    }
+    for e in &listed.errors {
+        eprintln!("agentctl: {e}");
+    }
+    Ok(())
+}
+
+/// `agentctl mcp prompt`: the prompt's messages, `role: text` each (other
+/// content as JSON).
+pub(super) async fn mcp_prompt(
+    cli: &Cli,
+    client: &Client,
+    session: &str,
+    server: &str,
+    name: &str,
+    args: &[String],
+) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::McpGetPromptParams;
+    let mut arguments = std::collections::BTreeMap::new();
+    for arg in args {
+        let Some((k, v)) = arg.split_once('=') else {
+            return Err(Failure::Local(format!("--arg {arg:?} is not name=value")));
+        };
+        arguments.insert(k.to_owned(), v.to_owned());
+    }
+    let params = McpGetPromptParams {
+        session_id: session.to_owned(),
+        server: server.to_owned(),
+        name: name.to_owned(),
+        arguments,
+    };
+    let got = client.call::<agentd_client::protocol::methods::McpGetPrompt>(params).await?;
+    if cli.json {
+        print_json(&got);
+        return Ok(());
+    }
+    for m in &got.messages {
+        match (m.content.get("type").and_then(|t| t.as_str()), m.content.get("text").and_then(|t| t.as_str())) {
+            (Some("text"), Some(text)) => println!("{}: {text}", m.role),
+            _ => println!("{}: {}", m.role, m.content),
+        }
+    }
+    Ok(())
+}
+
+/// `agentctl mcp list`.
+pub(super) async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) -> Result<(), Failure> {
+    let Some(id) = session else {
+        let list = client.call::<agentd_client::protocol::methods::McpList>(Default::default()).await?;
+        if cli.json {
+            print_json(&list);
+            return Ok(());
+        }
+        if list.servers.is_empty() {
+            println!("no MCP servers");
+        }
+        for s in &list.servers {
+            let pid = s.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
+            println!(
+                "{}  {}  {}  {} tools  {} sessions  {} starts{pid}  {}",
+                s.name,
+                s.transport,
+                wire(&s.state),
+                s.tools,
+                s.sessions,
+                s.starts,
+                s.workspace.display()
+            );
+            if let Some(e) = &s.last_error {
+                println!("    last error: {e}");
+            }
+        }
+        return Ok(());
+    };
+    let info = client.session_get(id).await?;
+    if cli.json {
+        print_json(&serde_json::json!({ "mcp": info.mcp, "mcp_errors": info.mcp_errors }));
+        return Ok(());
+    }
+    if info.mcp.is_empty() {
+        println!("no MCP servers in this session");
+    }
+    for s in &info.mcp {
+        println!("{}  {}  {}  {} tools  (from {})", s.name, s.transport, wire(&s.state), s.tools, wire(&s.source));
+        if let Some(e) = &s.last_error {
+            println!("    last error: {e}");
+        }
+    }
+    for e in &info.mcp_errors {
+        println!("not used: {e}");
+    }
+    Ok(())
+}
