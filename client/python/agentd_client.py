@@ -381,63 +381,25 @@ class _HookServer:
         self._conn.close()
 
 
-class _ElicitationServer:
-    """A stream that declares it answers elicitations and answers mcp/elicitation events."""
+class _StreamServer:
+    """A stream that declares a capability and answers events of one type,
+    each on a thread of its own, until the session closes or `.close()`."""
 
-    def __init__(self, agentd, session_id, handler):
+    def __init__(self, agentd, session_id, params, event_type, answer):
         self._conn = agentd._open()
-        self._conn.request(
-            "turn/stream",
-            {"session_id": session_id, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"]},
-        )
-        self._thread = threading.Thread(target=self._loop, args=(agentd, session_id, handler), daemon=True)
+        self._conn.request("turn/stream", dict(params, session_id=session_id))
+        self._thread = threading.Thread(target=self._loop, args=(event_type, answer), daemon=True)
         self._thread.start()
 
-    def _loop(self, agentd, session_id, handler):
+    def _loop(self, event_type, answer):
         try:
             while True:
                 note = self._conn.receive()
                 if note.get("method") != "turn/event":
                     continue
                 event = note["params"]["result"]
-                if event["type"] == "mcp/elicitation":
-                    threading.Thread(
-                        target=agentd._answer_elicitation, args=(session_id, event, handler), daemon=True
-                    ).start()
-                if event["type"] == "session/closed":
-                    return
-        except (ConnectionError, OSError, ValueError):
-            return
-
-    def close(self):
-        try:
-            self._conn.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._thread.join(timeout=5)
-        self._conn.close()
-
-
-class _AgentServer:
-    """A stream that declares it runs agents and answers agent/request events."""
-
-    def __init__(self, agentd, session_id, handler):
-        self._conn = agentd._open()
-        self._conn.request("turn/stream", {"session_id": session_id, "capabilities": ["agents"]})
-        self._thread = threading.Thread(target=self._loop, args=(agentd, session_id, handler), daemon=True)
-        self._thread.start()
-
-    def _loop(self, agentd, session_id, handler):
-        try:
-            while True:
-                note = self._conn.receive()
-                if note.get("method") != "turn/event":
-                    continue
-                event = note["params"]["result"]
-                if event["type"] == "agent/request":
-                    threading.Thread(
-                        target=agentd._run_agent, args=(session_id, event, handler), daemon=True
-                    ).start()
+                if event["type"] == event_type:
+                    threading.Thread(target=answer, args=(event,), daemon=True).start()
                 if event["type"] == "session/closed":
                     return
         except (ConnectionError, OSError, ValueError):
@@ -452,3 +414,18 @@ class _AgentServer:
             pass
         self._thread.join(timeout=5)
         self._conn.close()
+
+
+def _ElicitationServer(agentd, session_id, handler):
+    """Declares it answers elicitations and answers mcp/elicitation events."""
+    params = {"kinds": ["mcp/elicitation"], "capabilities": ["elicitation"]}
+    return _StreamServer(
+        agentd, session_id, params, "mcp/elicitation", lambda e: agentd._answer_elicitation(session_id, e, handler)
+    )
+
+
+def _AgentServer(agentd, session_id, handler):
+    """Declares it runs agents and answers agent/request events."""
+    return _StreamServer(
+        agentd, session_id, {"capabilities": ["agents"]}, "agent/request", lambda e: agentd._run_agent(session_id, e, handler)
+    )

@@ -205,7 +205,7 @@ impl Tool for Bash {
         // Where the kernel confines what runs unasked (the read_only
         // profile), inspecting commands run too: globs, loops, `cd`, `xargs`,
         // version queries. Without the sandbox only the strict judgement.
-        let confinable = ctx.sandbox.available && ctx.info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
+        let confinable = confinable(&ctx.info, &ctx.sandbox);
         let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
         if let Some(why) = exposure(&ctx.info, &ctx.sandbox, &ctx.cwd) {
             return Decision::ask(format!("run `{}` ({why})", one_line(&input.command, 120)));
@@ -575,12 +575,22 @@ pub fn exposure(
     sandbox: &crate::sandbox::Facility,
     cwd: &Path,
 ) -> Option<&'static str> {
-    let confinable = sandbox.available && info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
-    let holds = |f: fn(&Path) -> bool| f(cwd) || info.add_dirs.iter().any(|d| f(d));
-    if !confinable && holds(crate::fs::holds_state_dir) {
+    if !confinable(info, sandbox) && holds(info, cwd, crate::fs::holds_state_dir) {
         return Some("the workspace holds agentd's state directory, and no sandbox hides it");
     }
     secret_exposure(info, sandbox, cwd)
+}
+
+/// Whether the session's commands can be confined (the sandbox works here
+/// and the session did not turn it off).
+fn confinable(info: &agentd_protocol::session::SessionInfo, sandbox: &crate::sandbox::Facility) -> bool {
+    sandbox.available && info.sandbox.mode != agentd_protocol::session::SandboxMode::Off
+}
+
+/// Whether `cwd` or one of the session's added directories holds what
+/// `test` looks for.
+fn holds(info: &agentd_protocol::session::SessionInfo, cwd: &Path, test: fn(&Path) -> bool) -> bool {
+    test(cwd) || info.add_dirs.iter().any(|d| test(d))
 }
 
 /// The part of [`exposure`] no rule overrides (only bypass mode does): the
@@ -590,9 +600,8 @@ pub fn secret_exposure(
     sandbox: &crate::sandbox::Facility,
     cwd: &Path,
 ) -> Option<&'static str> {
-    let confinable = sandbox.available && info.sandbox.mode != agentd_protocol::session::SandboxMode::Off;
-    let holds = |f: fn(&Path) -> bool| f(cwd) || info.add_dirs.iter().any(|d| f(d));
-    if !confinable && holds(crate::fs::holds_secret) {
+    let confinable = confinable(info, sandbox);
+    if !confinable && holds(info, cwd, crate::fs::holds_secret) {
         return Some("the workspace holds agentd's TLS key, and no sandbox hides it");
     }
     if confinable && !sandbox.namespaces && crate::fs::has_secrets() {
