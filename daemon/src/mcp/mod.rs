@@ -27,6 +27,8 @@ pub struct SessionMcp {
     leases: Mutex<Vec<Lease>>,
     /// The session listens to its servers' log messages while these live.
     logs: Mutex<Vec<logs::LogGuard>>,
+    /// The session's event log, once it exists.
+    events: Arc<std::sync::OnceLock<std::sync::Weak<crate::executor::events::EventLog>>>,
     /// Its servers' elicitations, and its place among their targets.
     elicitations: Mutex<Option<Arc<elicit::Elicitations>>>,
     targets: Mutex<Vec<elicit::TargetGuard>>,
@@ -36,19 +38,31 @@ pub struct SessionMcp {
 
 impl SessionMcp {
     /// The servers of `specs` on `workspace`, leased from `pool`.
-    pub fn new(pool: &Arc<Pool>, workspace: &std::path::Path, specs: Vec<ServerSpec>, errors: Vec<String>) -> Self {
+    /// The session listens to their log messages at `log_level` or above
+    /// from now on (before any server starts, so a starting server is told
+    /// that level); they reach its events once [`SessionMcp::attach`]ed.
+    pub fn new(
+        pool: &Arc<Pool>,
+        workspace: &std::path::Path,
+        specs: Vec<ServerSpec>,
+        errors: Vec<String>,
+        log_level: agentd_protocol::mcp::McpLogLevel,
+    ) -> Self {
         let leases: Vec<Lease> =
             specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport, &s.secrets)).collect();
         let servers = leases.iter().map(|l| l.server.clone()).collect();
-        SessionMcp {
+        let mcp = SessionMcp {
             specs,
             servers,
             leases: Mutex::new(leases),
             logs: Mutex::new(Vec::new()),
+            events: Arc::default(),
             elicitations: Mutex::new(None),
             targets: Mutex::new(Vec::new()),
             errors,
-        }
+        };
+        mcp.watch_logs(log_level);
+        mcp
     }
 
     /// Whether one of the session's servers is named `name`.
@@ -76,21 +90,20 @@ impl SessionMcp {
     }
 
     /// Joins the session `session_id` to its servers once its event log
-    /// exists: their log messages at `level` or above become `mcp/log`
-    /// events, their elicitations `mcp/elicitation` events (answered
-    /// within `timeout`), until the session closes.
+    /// exists: their log messages become `mcp/log` events, their
+    /// elicitations `mcp/elicitation` events (answered within `timeout`),
+    /// until the session closes.
     pub fn attach(
         &self,
         session_id: &str,
-        level: agentd_protocol::mcp::McpLogLevel,
         events: &Arc<crate::executor::events::EventLog>,
         timeout: std::time::Duration,
     ) {
+        let _ = self.events.set(Arc::downgrade(events));
         let elicitations = Arc::new(elicit::Elicitations::new(session_id, events, timeout));
         let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
         self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
         *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);
-        self.watch_logs(level, events);
     }
 
     /// `mcp/elicitation_respond`.
@@ -107,12 +120,13 @@ impl SessionMcp {
         }
     }
 
-    /// Sends each server's log messages at `level` or above to `events`
-    /// as `mcp/log` events, until the session closes.
-    fn watch_logs(&self, level: agentd_protocol::mcp::McpLogLevel, events: &Arc<crate::executor::events::EventLog>) {
-        let weak = Arc::downgrade(events);
+    /// Listens to each server's log messages at `level` or above; they
+    /// become `mcp/log` events of the session once it is attached, until
+    /// it closes.
+    fn watch_logs(&self, level: agentd_protocol::mcp::McpLogLevel) {
+        let slot = self.events.clone();
         let sink: logs::LogSink = Arc::new(move |entry: logs::LogEntry| {
-            if let Some(events) = weak.upgrade() {
+            if let Some(events) = slot.get().and_then(std::sync::Weak::upgrade) {
                 events.push(agentd_protocol::turn::EventKind::McpLog {
                     server: entry.server,
                     level: entry.level,

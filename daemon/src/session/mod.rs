@@ -484,7 +484,7 @@ impl SessionManager {
             tracing::warn!(session_id = %info.session_id, "MCP configuration: {e}");
         }
         info.mcp_errors = errors.clone();
-        crate::mcp::SessionMcp::new(&self.mcp, &info.cwd, specs, errors)
+        crate::mcp::SessionMcp::new(&self.mcp, &info.cwd, specs, errors, info.mcp_log_level)
     }
 
     /// Stores and opens a prepared session.
@@ -559,12 +559,7 @@ impl SessionManager {
             executor.share_net_slots(&parent.executor);
             executor.hooks().set_parent(parent.executor.hooks().clone());
         }
-        mcp.attach(
-            &info.session_id,
-            info.mcp_log_level,
-            executor.events(),
-            std::time::Duration::from_millis(info.permission_timeout_ms),
-        );
+        mcp.attach(&info.session_id, executor.events(), std::time::Duration::from_millis(info.permission_timeout_ms));
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };
