@@ -227,6 +227,28 @@ struct McpArgs {
     /// Deny rule (repeatable)
     #[arg(long = "deny", value_name = "RULE", conflicts_with = "session")]
     deny: Vec<String>,
+    /// Serve MCP over streamable HTTP at this address (e.g. 127.0.0.1:8765)
+    /// instead of stdin/stdout: at http://ADDR/mcp, with a bearer token; a
+    /// session per MCP session (unless --session)
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// With --http: allow an address other machines reach (needs TLS)
+    #[arg(long, requires = "http")]
+    listen_public: bool,
+    /// With --http: TLS certificate chain (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["http", "http_tls_key"])]
+    http_tls_cert: Option<PathBuf>,
+    /// With --http: TLS private key (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["http", "http_tls_cert"])]
+    http_tls_key: Option<PathBuf>,
+    /// With --http: where the bearer token is kept [default:
+    /// $XDG_CONFIG_HOME/agentd/mcp-http-token]; made (0600) when missing
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// With --http: a host name clients use to reach this server, besides
+    /// loopback (repeatable; checked against Host and Origin)
+    #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
+    allow_host: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

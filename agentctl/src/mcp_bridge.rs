@@ -7,6 +7,15 @@
 //! a permission request becomes an elicitation when the client supports
 //! it (refused otherwise, saying how to allow it). `agentctl respond` from
 //! another terminal answers as well; whichever answers first wins.
+//!
+//! Beside tools it serves the workspace's files as resources, the
+//! session's skills as prompts, the session's events as log messages and
+//! completion of file paths ([`served`]); over stdio, or over streamable
+//! HTTP for remote clients ([`http`]: a bearer token, `Host`/`Origin`
+//! checks, a daemon session per MCP session).
+
+pub mod http;
+pub mod served;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,11 +43,52 @@ struct Route {
 /// The MCP server: one session of the daemon.
 pub struct Bridge {
     client: Arc<Client>,
-    session: String,
+    /// The session and its workspace, once attached.
+    attached: tokio::sync::OnceCell<Attached>,
+    /// How to get a session: one to serve, or one to open on first use
+    /// (and close when the bridge goes).
+    source: SessionSource,
     calls: Arc<Mutex<HashMap<String, Route>>>,
     asking: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+    log: Arc<Mutex<served::LogTarget>>,
+    watched: Arc<Mutex<served::Watched>>,
     next: AtomicU64,
     prefix: String,
+}
+
+/// Where a bridge's session comes from.
+#[derive(Clone)]
+pub enum SessionSource {
+    /// This session, kept open when the bridge goes.
+    Existing(String),
+    /// One opened with these parameters when first needed, closed with
+    /// the bridge.
+    Open(agentd_protocol::session::SessionCreateParams),
+}
+
+/// A bridge's session, followed.
+struct Attached {
+    session: String,
+    root: String,
+    owned: bool,
+    follower: tokio::task::JoinHandle<()>,
+    /// Said when the follower ends (the session closed, or the daemon went).
+    closed: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let Some(a) = self.attached.get() else { return };
+        a.follower.abort();
+        if a.owned
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let (client, id) = (self.client.clone(), a.session.clone());
+            rt.spawn(async move {
+                let _ = client.session_close(&id).await;
+            });
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -46,41 +96,96 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Bridge {
-    /// A bridge to `session` over `client`.
-    pub fn new(client: Arc<Client>, session: String) -> Self {
+    /// A bridge to the session `source` names (or opens) over `client`.
+    pub fn new(client: Arc<Client>, source: SessionSource) -> Self {
         Bridge {
             client,
-            session,
+            attached: tokio::sync::OnceCell::new(),
+            source,
             calls: Arc::default(),
             asking: Arc::default(),
+            log: Arc::default(),
+            watched: Arc::default(),
             next: AtomicU64::new(0),
             prefix: format!("mcp-{}-{:x}", std::process::id(), rand_u32()),
         }
     }
 
-    /// Serves MCP on stdin/stdout until the client goes away (or the
-    /// session closes).
-    pub async fn serve_stdio(self) -> Result<(), String> {
-        // Only what the bridge acts on: a Read then costs no notification.
-        let kinds = ["tool/progress", "permission/request", "permission/resolved", "mcp/elicitation"];
+    /// The session, opened and followed on first use.
+    async fn attached(&self) -> Result<&Attached, rmcp::ErrorData> {
+        self.attached.get_or_try_init(|| self.attach()).await.map_err(internal)
+    }
+
+    async fn session(&self) -> Result<String, rmcp::ErrorData> {
+        Ok(self.attached().await?.session.clone())
+    }
+
+    async fn attach(&self) -> Result<Attached, String> {
+        let (session, owned) = match &self.source {
+            SessionSource::Existing(id) => (id.clone(), false),
+            SessionSource::Open(params) => {
+                (self.client.session_create(params.clone()).await.map_err(|e| e.to_string())?.session_id, true)
+            }
+        };
+        let info = self.client.session_get(&session).await.map_err(|e| e.to_string());
+        let root = match info {
+            Ok(info) => info.cwd.to_string_lossy().into_owned(),
+            Err(e) => {
+                if owned {
+                    let _ = self.client.session_close(&session).await;
+                }
+                return Err(e);
+            }
+        };
+        // What the bridge acts on (and logs): a Read then costs no more
+        // than its start and result.
+        let kinds = [
+            "tool/progress",
+            "permission/request",
+            "permission/resolved",
+            "mcp/elicitation",
+            "tool/started",
+            "tool/result",
+            "sandbox/network",
+            "mcp/log",
+        ];
         // It answers the elicitations of agentd's own MCP servers: passed
         // on to this bridge's client (declined when it cannot ask).
         let events = self
             .client
-            .stream_with(&self.session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY])
-            .await
-            .map_err(|e| e.to_string())?;
-        let follower = tokio::spawn(follow(
-            events,
-            self.client.clone(),
-            self.session.clone(),
-            self.calls.clone(),
-            self.asking.clone(),
-        ));
+            .stream_with(&session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY])
+            .await;
+        let events = match events {
+            Ok(events) => events,
+            Err(e) => {
+                if owned {
+                    let _ = self.client.session_close(&session).await;
+                }
+                return Err(e.to_string());
+            }
+        };
+        let closed = Arc::new(tokio::sync::Notify::new());
+        let follower = tokio::spawn({
+            let (closed, client, id) = (closed.clone(), self.client.clone(), session.clone());
+            let (calls, asking, log) = (self.calls.clone(), self.asking.clone(), self.log.clone());
+            async move {
+                follow(events, client, id, calls, asking, log).await;
+                closed.notify_one();
+            }
+        });
+        Ok(Attached { session, root, owned, follower, closed })
+    }
+
+    /// Serves MCP on stdin/stdout until the client goes away (or the
+    /// session closes).
+    pub async fn serve_stdio(self) -> Result<(), String> {
+        let attached = self.attach().await?;
+        let closed = attached.closed.clone();
+        let _ = self.attached.set(attached);
         let service = self.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP handshake: {e}"))?;
         tokio::select! {
             _ = service.waiting() => {}
-            _ = follower => eprintln!("agentctl mcp: the session was closed"),
+            _ = closed.notified() => eprintln!("agentctl mcp: the session was closed"),
         }
         Ok(())
     }
@@ -94,8 +199,16 @@ async fn follow(
     session: String,
     calls: Arc<Mutex<HashMap<String, Route>>>,
     asking: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+    log: Arc<Mutex<served::LogTarget>>,
 ) {
     while let Some(Ok(event)) = events.next().await {
+        let message = lock(&log).take(&event.kind);
+        if let Some((peer, note)) = message
+            && let Ok(note) = serde_json::from_value(note)
+        {
+            #[allow(deprecated)]
+            let _ = peer.notify_logging_message(note).await;
+        }
         match event.kind {
             EventKind::ToolProgress { tool_use_id, render, .. } => {
                 let target = lock(&calls).get_mut(&tool_use_id).and_then(|r| {
@@ -244,18 +357,27 @@ async fn ask(
     }
 }
 
+// Logging is deprecated by a draft of MCP (SEP-2577) but is what clients
+// of today's versions use.
+#[allow(deprecated)]
 impl rmcp::ServerHandler for Bridge {
     fn get_info(&self) -> rmcp::model::ServerConfig {
-        let mut tools = rmcp::model::ToolsCapability::default();
-        tools.list_changed = Some(true);
-        let mut capabilities = rmcp::model::ServerCapabilities::default();
-        capabilities.tools = Some(tools);
+        let capabilities = rmcp::model::ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_logging()
+            .enable_completions()
+            .build();
         rmcp::model::ServerConfig::new(capabilities)
             .with_server_info(rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "agentd's coding tools (Bash, Read, Edit, Write, Glob, Grep, …) on one workspace, \
                  with agentd's permission checks and sandbox. Tools listed by name only are loaded \
-                 with ToolSearch (query \"select:Name\") before they are called.",
+                 with ToolSearch (query \"select:Name\") before they are called. Resources are the \
+                 workspace's files (file:// URIs) the session may read unasked; prompts are its skills.",
             )
     }
 
@@ -264,7 +386,7 @@ impl rmcp::ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
-        let params = ToolsListParams { session_id: self.session.clone(), hints: true };
+        let params = ToolsListParams { session_id: self.session().await?, hints: true };
         let list = self.client.call::<ToolsList>(params).await.map_err(internal)?;
         let mut tools = Vec::with_capacity(list.tools.len());
         for t in &list.tools {
@@ -285,6 +407,90 @@ impl rmcp::ServerHandler for Bridge {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+        let session = self.session().await?;
+        served::list_resources(&self.client, &session, request.and_then(|r| r.cursor)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, rmcp::ErrorData> {
+        served::templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
+        let session = self.session().await?;
+        Ok(served::read_resource(&self.client, &session, &request.uri).await?.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let session = self.session().await?;
+        served::subscribe(&self.watched, &self.client, &session, request.uri, context.peer).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        served::unsubscribe(&self.watched, &request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
+        let session = self.session().await?;
+        served::list_prompts(&self.client, &session).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
+        let session = self.session().await?;
+        Ok(served::get_prompt(&self.client, &session, &request.name, request.arguments.as_ref()).await?.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        // Events flow once the session is followed.
+        self.session().await?;
+        let level = serde_json::to_value(&request.level).map_err(internal)?;
+        lock(&self.log).set(context.peer, &level);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
+        let attached = self.attached().await?;
+        let request = serde_json::to_value(&request).map_err(internal)?;
+        served::complete(&self.client, &attached.session, &attached.root, &request).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -298,6 +504,7 @@ impl rmcp::ServerHandler for Bridge {
                 None,
             ));
         }
+        let session = self.session().await?;
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
         let elicit = context.peer.peer_info().is_some_and(|info| {
             serde_json::to_value(&info.capabilities).map(|c| !c["elicitation"].is_null()).unwrap_or(false)
@@ -306,7 +513,7 @@ impl rmcp::ServerHandler for Bridge {
         lock(&self.calls).insert(id.clone(), Route { peer: context.peer.clone(), progress, steps: 0, elicit });
         let name = request.name.to_string();
         let params = ToolCallParams {
-            session_id: self.session.clone(),
+            session_id: session.clone(),
             name: name.clone(),
             input: arguments,
             tool_use_id: Some(id.clone()),
@@ -316,7 +523,7 @@ impl rmcp::ServerHandler for Bridge {
         let result = tokio::select! {
             r = &mut call => r,
             _ = context.ct.cancelled() => {
-                let cancel = TurnCancelParams { session_id: self.session.clone(), turn_id: None, tool_use_id: Some(id.clone()) };
+                let cancel = TurnCancelParams { session_id: session.clone(), turn_id: None, tool_use_id: Some(id.clone()) };
                 let _ = self.client.call::<TurnCancel>(cancel).await;
                 call.await
             }

@@ -22,6 +22,7 @@ pub mod session;
 pub mod socket;
 pub mod tools;
 pub mod turn;
+pub mod workspace;
 
 pub use error::ErrorCode;
 pub use methods::Method;

@@ -78,6 +78,9 @@ method_list!(
     McpPrompts,
     McpGetPrompt,
     McpElicitationRespond,
+    WorkspaceFiles,
+    WorkspaceRead,
+    SkillsList,
 );
 
 method!(
@@ -154,6 +157,27 @@ method!(
     /// `hook/respond`: answer a `hook/request` event with the hook's output.
     HookRespond, "hook/respond",
     crate::hooks::HookRespondParams => crate::hooks::HookRespondResult
+);
+
+method!(
+    /// `workspace/files`: the workspace's files the session may Read
+    /// unasked, a page at a time (what `agentctl mcp` lists as resources).
+    WorkspaceFiles, "workspace/files",
+    crate::workspace::WorkspaceFilesParams => crate::workspace::WorkspaceFilesResult
+);
+
+method!(
+    /// `workspace/read`: one file's content, through the same checks as a
+    /// Read call that would run unasked (refused otherwise).
+    WorkspaceRead, "workspace/read",
+    crate::workspace::WorkspaceReadParams => crate::workspace::WorkspaceReadResult
+);
+
+method!(
+    /// `skills/list`: the session's skills (what `agentctl mcp` serves as
+    /// prompts).
+    SkillsList, "skills/list",
+    crate::workspace::SkillsListParams => crate::workspace::SkillsListResult
 );
 
 /// `turn/stream`: a subscription of the session's events. The subscribe

@@ -8,6 +8,9 @@ use super::*;
 /// closed then.
 pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Failure> {
     let client = std::sync::Arc::new(client);
+    if let Some(addr) = args.http {
+        return mcp_serve_http(client, args, addr).await;
+    }
     let (session, owned) = match &args.session {
         Some(id) => (client.session_get(id).await?.session_id, false),
         None => {
@@ -23,11 +26,47 @@ pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Fail
             (client.session_create(params).await?.session_id, true)
         }
     };
-    let served = crate::mcp_bridge::Bridge::new(client.clone(), session.clone()).serve_stdio().await;
+    let source = crate::mcp_bridge::SessionSource::Existing(session.clone());
+    let served = crate::mcp_bridge::Bridge::new(client.clone(), source).serve_stdio().await;
     if owned {
         let _ = client.session_close(&session).await;
     }
     served.map_err(|e| Failure::Local(format!("mcp: {e}")))
+}
+
+/// `agentctl mcp --http`: each MCP session opens a session of its own
+/// (closed when it ends), or all serve `--session`.
+async fn mcp_serve_http(
+    client: std::sync::Arc<Client>,
+    args: &McpArgs,
+    addr: std::net::SocketAddr,
+) -> Result<(), Failure> {
+    use crate::mcp_bridge::{SessionSource, http};
+    let source = match &args.session {
+        Some(id) => SessionSource::Existing(client.session_get(id).await?.session_id),
+        None => {
+            let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
+            SessionSource::Open(SessionCreateParams {
+                mode: args.mode.map(Into::into),
+                permissions: (rules != PermissionRules::default()).then_some(rules),
+                // A bridge that dies takes its sessions with it.
+                close_with_connection: Some(true),
+                ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
+            })
+        }
+    };
+    let token_file = match args.token_file.clone().or_else(http::default_token_file) {
+        Some(f) => f,
+        None => return Err(Failure::Local("mcp: no place for the token: give --token-file".into())),
+    };
+    let options = http::HttpOptions {
+        addr,
+        public: args.listen_public,
+        tls: args.http_tls_cert.clone().zip(args.http_tls_key.clone()),
+        token_file,
+        hosts: args.allow_host.clone(),
+    };
+    http::serve(client, source, options).await.map_err(|e| Failure::Local(format!("mcp: {e}")))
 }
 
 /// `agentctl mcp prompts`: one line a prompt, as a slash command with its

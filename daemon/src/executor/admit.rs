@@ -3,6 +3,7 @@
 //! call names, the rules that match), then the verdict.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agentd_protocol::tools::ContentBlock;
 
@@ -358,5 +359,60 @@ impl SessionExecutor {
             }
         }
         None
+    }
+}
+
+impl SessionExecutor {
+    /// Whether a Read of `file_path` would run now without asking: the
+    /// checks of admission (the tool offered, the input valid, agentd's
+    /// state and secret files, the rules, the policy), without the hooks a
+    /// real call runs. `Ok` is the path such a call would open. What
+    /// `workspace/read` (MCP resources) serves.
+    pub fn readable_unasked(&self, file_path: &str) -> Result<crate::fs::WsPath, String> {
+        const READ: &str = "Read";
+        let tool = self.tools.find(READ).ok_or("this session has no Read tool")?.clone();
+        let input = serde_json::json!({ "file_path": file_path });
+        let call = tool.prepare(input.clone()).map_err(|e| format!("invalid path: {e}"))?;
+        let context = self.context();
+        let ctx = self.tool_context(tokio_util::sync::CancellationToken::new(), &context);
+        let slot = Slot {
+            tool_use_id: String::new(),
+            name: READ.to_owned(),
+            turn_id: Arc::from(""),
+            prepared: None,
+            outcome: None,
+            token: None,
+            live: Arc::default(),
+            waiter: None,
+            render_use: String::new(),
+            input: Some(input),
+            sandbox: None,
+            network: None,
+        };
+        match self.admit(&slot, call.as_ref(), &context, &ctx, &mut Grant::default(), false) {
+            Ok(None) => ctx.resolve(file_path).map_err(|e| e.to_string()),
+            Ok(Some(ask)) => Err(format!("reading it asks first ({}): use the Read tool", ask.reason)),
+            Err(outcome) => Err(outcome
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")),
+        }
+    }
+
+    /// Whether a file found by a walk of the workspace may be listed: what
+    /// [`SessionExecutor::readable_unasked`] checks that depends on the
+    /// path alone, cheaply (no tool, no policy: a listed file is still
+    /// checked in full when read).
+    pub fn listable(&self, real: &Path) -> bool {
+        let facts = Facts::Path(real.to_path_buf());
+        !crate::fs::in_state_dir(real)
+            && !crate::fs::is_secret(real)
+            && self.services.rules.read_denied(real).is_none()
+            && !self.services.rules.decide("Read", &facts).is_some_and(|r| r.kind != RuleKind::Allow)
     }
 }

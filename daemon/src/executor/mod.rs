@@ -752,6 +752,12 @@ impl SessionExecutor {
         }
     }
 
+    /// The session's workspace as calls see it now (a worktree's, once
+    /// EnterWorktree moved there).
+    pub fn workspace_dir(&self) -> PathBuf {
+        self.with_context(|c| (*self.workspace(c).0).clone())
+    }
+
     fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
         let (cwd, info) = self.workspace(context);
         ToolContext {

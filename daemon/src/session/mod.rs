@@ -74,12 +74,19 @@ pub struct Session {
     removed: std::sync::atomic::AtomicBool,
     /// Its MCP servers.
     mcp: crate::mcp::SessionMcp,
+    /// Its skills, as found when it opened (what the Skill tool offers).
+    skills: Vec<agentd_protocol::workspace::SkillInfo>,
 }
 
 impl Session {
     /// Its MCP servers.
     pub fn mcp(&self) -> &crate::mcp::SessionMcp {
         &self.mcp
+    }
+
+    /// Its skills, by name.
+    pub fn skills(&self) -> &[agentd_protocol::workspace::SkillInfo] {
+        &self.skills
     }
 
     /// A copy of the session's context (what tool calls have changed).
@@ -524,6 +531,15 @@ impl SessionManager {
         // Skills, found now (the workspace's and the user's).
         let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd, &rules);
         info.skill_errors = skill_errors;
+        let mut skill_list: Vec<agentd_protocol::workspace::SkillInfo> = skills
+            .iter()
+            .map(|s| agentd_protocol::workspace::SkillInfo {
+                name: s.name.clone(),
+                description: s.description.clone(),
+                source: s.source.to_owned(),
+            })
+            .collect();
+        skill_list.sort_by(|a, b| a.name.cmp(&b.name));
         let skills = crate::tools::skill::SkillSource::new(skills);
         // Sub-agent definitions, likewise.
         let (agents, agent_errors) = crate::agents::discover(&info.cwd, &rules);
@@ -562,7 +578,18 @@ impl SessionManager {
         mcp.attach(&info.session_id, executor.events(), std::time::Duration::from_millis(info.permission_timeout_ms));
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
-        let session = Session { info: info.clone(), seq, cancel, tools, executor, past_jobs, saved, removed, mcp };
+        let session = Session {
+            info: info.clone(),
+            seq,
+            cancel,
+            tools,
+            executor,
+            past_jobs,
+            saved,
+            removed,
+            mcp,
+            skills: skill_list,
+        };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         info
     }

@@ -6,6 +6,7 @@ mod hooks;
 mod session;
 mod tools;
 mod turn;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -21,5 +22,6 @@ pub(crate) fn module(state: Arc<DaemonState>) -> RpcModule<DaemonState> {
     session::register(&mut module);
     tools::register(&mut module);
     turn::register(&mut module);
+    workspace::register(&mut module);
     module
 }

@@ -1,0 +1,308 @@
+//! `agentctl mcp --http ADDR`: the bridge over MCP's streamable HTTP, for
+//! clients on other machines or that speak only HTTP. Every request must
+//! carry the bearer token (`Authorization: Bearer …`, compared in constant
+//! time; 401 otherwise, before anything else is looked at); rmcp's own
+//! checks then refuse (403) a `Host` that is not this server's (DNS
+//! rebinding) and an `Origin` that is not one of its own. Each MCP session
+//! (`Mcp-Session-Id`) is a bridge of its own, with a daemon session opened
+//! on first use and closed when the MCP session ends (DELETE, or an hour
+//! without requests). Only loopback addresses are served unless
+//! `--listen-public` is given, and then only over TLS.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_client::Client;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::{Bridge, SessionSource};
+
+/// The path MCP is served at.
+pub const MCP_PATH: &str = "/mcp";
+/// How long an MCP session lives without requests.
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 64;
+/// A request's head must arrive within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request body (a tool call's arguments are at most 8 MiB).
+const MAX_BODY: usize = 9 << 20;
+
+/// How `agentctl mcp --http` serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// A non-loopback address is allowed (with TLS).
+    pub public: bool,
+    /// TLS certificate chain and key (PEM).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Where the token is kept.
+    pub token_file: PathBuf,
+    /// Host names besides loopback clients may use to reach this server.
+    pub hosts: Vec<String>,
+}
+
+/// The token file's default place: `$XDG_CONFIG_HOME/agentd/mcp-http-token`
+/// (`~/.config/agentd/…`).
+pub fn default_token_file() -> Option<PathBuf> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("agentd").join("mcp-http-token"))
+}
+
+/// The token in `path`, or a new one written there (0600, never replacing
+/// a file) and returned with `true`. A token file others may read is
+/// refused.
+pub fn token(path: &Path) -> Result<(String, bool), String> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.is_file() {
+                return Err(format!("{}: not a regular file", path.display()));
+            }
+            if meta.mode() & 0o077 != 0 {
+                return Err(format!(
+                    "{}: others may read it (mode {:o}): chmod 600 it, or remove it for a new token",
+                    path.display(),
+                    meta.mode() & 0o777
+                ));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let token = text.trim().to_owned();
+            if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                return Err(format!("{}: not a token (at least 32 letters, digits, - or _)", path.display()));
+            }
+            Ok((token, false))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            let mut bytes = [0u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+                .map_err(|e| format!("no randomness for a token: {e}"))?;
+            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            file.write_all(format!("{token}\n").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok((token, true))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Whether `header` is `Bearer <token>`, compared in constant time.
+fn authorized(header: Option<&http::HeaderValue>, token: &str) -> bool {
+    let Some(given) = header.and_then(|v| v.as_bytes().strip_prefix(b"Bearer ")) else { return false };
+    let want = token.as_bytes();
+    let mut diff = (given.len() ^ want.len()) as u8;
+    for (i, w) in want.iter().enumerate() {
+        diff |= w ^ given.get(i).copied().unwrap_or(0);
+    }
+    diff == 0 && given.len() == want.len()
+}
+
+fn plain(
+    status: http::StatusCode,
+    text: &'static str,
+) -> http::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>> {
+    let mut response = http::Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+    if status == http::StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Serves until interrupted. `source` says where each MCP session's daemon
+/// session comes from.
+pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOptions) -> Result<(), String> {
+    let ip = options.addr.ip();
+    if !ip.is_loopback() && !options.public {
+        return Err(format!(
+            "{ip} is not a loopback address: serving MCP to other machines needs --listen-public (with \
+             --http-tls-cert and --http-tls-key)"
+        ));
+    }
+    if options.public && options.tls.is_none() {
+        return Err("--listen-public needs TLS: give --http-tls-cert and --http-tls-key".into());
+    }
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(acceptor(cert, key)?),
+        None => None,
+    };
+    let (token, made) = token(&options.token_file)?;
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.addr))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if !ip.is_unspecified() {
+        hosts.push(ip.to_string());
+    }
+    hosts.extend(options.hosts.iter().cloned());
+    let origins: Vec<String> = hosts
+        .iter()
+        .flat_map(|h| {
+            let h = if h.contains(':') { format!("[{h}]") } else { h.clone() };
+            [format!("http://{h}:*"), format!("https://{h}:*"), format!("http://{h}"), format!("https://{h}")]
+        })
+        .collect();
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts.clone())
+        .with_allowed_origins(origins)
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_max_request_body_bytes(MAX_BODY);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let factory = {
+        let client = client.clone();
+        // Cheap and without effects: rmcp makes throwaway instances too;
+        // a bridge opens its daemon session on first use.
+        move || Ok(Bridge::new(client.clone(), source.clone()))
+    };
+    let mcp = StreamableHttpService::new(factory, Arc::new(sessions), config);
+
+    eprintln!("agentctl mcp: serving MCP at {scheme}://{local}{MCP_PATH} (streamable HTTP)");
+    if made {
+        eprintln!(
+            "agentctl mcp: a new bearer token, saved in {} (mode 0600); clients send \
+             'Authorization: Bearer {token}'",
+            options.token_file.display()
+        );
+    } else {
+        eprintln!("agentctl mcp: clients send the bearer token saved in {}", options.token_file.display());
+    }
+
+    let token: Arc<str> = token.into();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = slots.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors, say: wait a little, do not spin.
+                    eprintln!("agentctl mcp: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let _ = stream.set_nodelay(true);
+        let (mcp, token, tls) = (mcp.clone(), token.clone(), tls.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (mcp, token) = (mcp.clone(), token.clone());
+                async move {
+                    if !authorized(request.headers().get(http::header::AUTHORIZATION), &token) {
+                        return Ok::<_, std::convert::Infallible>(plain(
+                            http::StatusCode::UNAUTHORIZED,
+                            "a bearer token is needed (Authorization: Bearer <the token agentctl mcp --http saved>)\n",
+                        ));
+                    }
+                    if request.uri().path() != MCP_PATH {
+                        return Ok(plain(http::StatusCode::NOT_FOUND, "MCP is served at /mcp\n"));
+                    }
+                    Ok(mcp.handle(request).await)
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+            match tls {
+                Some(tls) => {
+                    let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await else { return };
+                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                }
+                None => {
+                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                }
+            }
+        });
+    }
+}
+
+/// A TLS acceptor for the certificate chain and key in these PEM files.
+fn acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect())
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("the TLS certificate and key: {e}"))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_bearer_token_is_authorized() {
+        let token = "a".repeat(64);
+        let ok = http::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+        assert!(authorized(Some(&ok), &token));
+        for bad in [
+            format!("Bearer {}", "a".repeat(63)),
+            format!("Bearer {token}a"),
+            format!("bearer {token}"),
+            token.clone(),
+            "Bearer ".into(),
+        ] {
+            let bad = http::HeaderValue::from_str(&bad).unwrap();
+            assert!(!authorized(Some(&bad), &token), "{bad:?}");
+        }
+        assert!(!authorized(None, &token));
+    }
+
+    #[test]
+    fn a_token_is_made_once_private_and_a_readable_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("token");
+        let (first, made) = token(&path).unwrap();
+        assert!(made);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let (again, made) = token(&path).unwrap();
+        assert!(!made);
+        assert_eq!(first, again);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(token(&path).unwrap_err().contains("others may read it"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&path, "short\n").unwrap();
+        assert!(token(&path).unwrap_err().contains("not a token"));
+    }
+}

@@ -1,0 +1,281 @@
+//! What `agentctl mcp` serves beside tools (the workspace's files as
+//! resources, skills as prompts, events as logs, path completion), over
+//! stdio and over streamable HTTP, driven by the official MCP Python SDK's
+//! client (`tests/mcp/served_client.py`); the HTTP face's token, `Host` and
+//! `Origin` checks with raw requests; and the official conformance suite's
+//! server scenarios (`scripts/mcp-conformance-server.sh`).
+
+use std::io::{BufRead as _, Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use agentd_tests::{RawConn, StandaloneDaemon, agentctl};
+use serde_json::{Value, json};
+
+fn required(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
+        None => {
+            eprintln!("skipped: {var} is not set (see .ci/run)");
+            None
+        }
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// A workspace with text, bytes, files Read rules deny, a file outside it
+/// and a skill.
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(dir.path()).unwrap();
+    let ws = top.join("ws");
+    for (path, content) in [
+        ("hello.txt", &b"hello resource\n"[..]),
+        ("bin.dat", &[0xff, 0x00, 0xfe][..]),
+        ("secret.env", b"TOKEN=1\n"),
+        ("private/key.txt", b"key\n"),
+        ("sub/a.txt", b"a\n"),
+        ("sub/b.txt", b"b\n"),
+        (".claude/skills/greet/SKILL.md", b"---\nname: greet\ndescription: Greets someone\n---\nGreet them warmly.\n"),
+    ] {
+        let p = ws.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    std::fs::write(top.join("outside.txt"), "outside\n").unwrap();
+    (dir, ws)
+}
+
+const DENY: [&str; 4] = ["--deny", "Read(./secret.env)", "--deny", "Read(./private/**)"];
+
+fn served_client(python: &Path, socket: &Path, ws: &Path, transport: &str, bridge: &[&str]) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/served_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(agentd_tests::bin_path("agentctl"))
+        .arg(socket)
+        .arg(ws)
+        .arg(transport)
+        .args(bridge)
+        .env_remove("AGENTD_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{transport}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// What the client saw, whichever the transport.
+fn check_served(seen: &[Value], ws: &Path) {
+    let find = |key: &str| seen.iter().filter(|v| v.get(key).is_some()).cloned().collect::<Vec<_>>();
+    assert_eq!(
+        find("capabilities")[0]["capabilities"],
+        json!({ "resources": true, "prompts": true, "logging": true, "completions": true })
+    );
+    let listed: Vec<&str> =
+        find("resources")[0]["resources"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    // Hidden (.claude) and Read-denied files are not listed.
+    assert_eq!(listed, ["bin.dat", "hello.txt", "sub/a.txt", "sub/b.txt"], "{seen:?}");
+    let reads = find("read");
+    assert_eq!(reads[0]["text"], "hello resource\n");
+    assert_eq!(reads[0]["mime"], "text/plain");
+    assert_eq!(reads[1]["blob"], "/wD+", "bytes that are not UTF-8 come as base64");
+    let refused = find("refused");
+    assert_eq!(refused.len(), 5);
+    for r in &refused {
+        assert_eq!(r["ok"], true, "must be refused: {r}");
+    }
+    assert!(refused[0]["error"].as_str().unwrap().contains("secret.env"), "{:?}", refused[0]);
+    let completion = &find("completions")[0];
+    assert_eq!(completion["template"], "file://{+path}");
+    let want: Vec<String> = ["sub/a.txt", "sub/b.txt"].iter().map(|f| ws.join(f).display().to_string()).collect();
+    assert_eq!(completion["completions"], json!(want));
+    assert_eq!(find("prompts")[0]["prompts"], json!([["greet", "Greets someone", ["args"]]]));
+    let prompt = find("prompt")[0]["prompt"][0].as_str().unwrap().to_owned();
+    assert!(prompt.contains("Greet them warmly."), "{prompt}");
+    assert_eq!(find("bad_prompt")[0]["bad_prompt"], true);
+    let logs = find("logs")[0]["logs"].as_array().unwrap().clone();
+    assert!(
+        logs.iter().any(|l| l["level"] == "info" && l["data"]["event"] == "tool/result" && l["data"]["tool"] == "Read"),
+        "{logs:?}"
+    );
+    assert!(logs.iter().all(|l| l["level"] != "debug"), "below the level set: {logs:?}");
+    let hello = url_of(&ws.join("hello.txt"));
+    assert_eq!(find("updated")[0]["updated"], json!([hello]), "a subscription says the file changed");
+}
+
+fn url_of(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// `agentctl mcp --http ADDR ARGS`, started; its port once it serves.
+fn http_bridge(socket: &Path, args: &[&str]) -> (std::process::Child, u16) {
+    let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("mcp")
+        .args(args)
+        .env_remove("AGENTD_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "agentctl mcp --http ended before serving");
+        if let Some(rest) = line.split("serving MCP at http://127.0.0.1:").nth(1) {
+            let port = rest.split('/').next().unwrap().parse().unwrap();
+            // Keep reading its stderr so it never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return (child, port);
+        }
+    }
+}
+
+/// One raw HTTP/1.1 request; the status code.
+fn status(port: u16, request: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(agentd_tests::STEP)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+fn initialize(host: &str, extra: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+async fn sessions(c: &mut RawConn) -> usize {
+    c.ok("session/list", json!({})).await["sessions"].as_array().unwrap().len()
+}
+
+#[test]
+fn agentctl_mcp_serves_files_skills_logs_and_completion_over_stdio_and_http() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let (_dir, ws) = workspace();
+    let cwd = ws.to_str().unwrap();
+
+    let mut stdio = vec!["--cwd", cwd];
+    stdio.extend(DENY);
+    let seen = served_client(&python, &d.socket, &ws, "stdio", &stdio);
+    check_served(&seen, &ws);
+    std::fs::write(ws.join("hello.txt"), "hello resource\n").unwrap();
+
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let mut args = vec!["--http", "127.0.0.1:0", "--cwd", cwd, "--token-file", token_file.to_str().unwrap()];
+    args.extend(DENY);
+    let (mut bridge, port) = http_bridge(&d.socket, &args);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64);
+
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        // Without the token, with a wrong one, or with a rebinding Host or
+        // a foreign Origin: refused, and no session is opened.
+        let host = format!("127.0.0.1:{port}");
+        let bearer = format!("Authorization: Bearer {token}\r\n");
+        assert_eq!(status(port, &initialize(&host, "")), 401);
+        assert_eq!(status(port, &initialize(&host, &format!("Authorization: Bearer {}\r\n", "0".repeat(64)))), 401);
+        assert_eq!(status(port, &initialize(&host, &format!("Authorization: Basic {token}\r\n"))), 401);
+        assert_eq!(status(port, &initialize("evil.example.com", &bearer)), 403);
+        assert_eq!(status(port, &initialize(&format!("evil.example.com:{port}"), &bearer)), 403);
+        assert_eq!(status(port, &initialize(&host, &format!("{bearer}Origin: http://evil.example.com\r\n"))), 403);
+        assert_eq!(status(port, &initialize(&host, &bearer).replace("POST /mcp ", "POST /other ")), 404);
+        assert_eq!(sessions(&mut c).await, 0, "a refused request opens nothing");
+        // The right token, Host and Origin: served.
+        assert_eq!(status(port, &initialize(&host, &format!("{bearer}Origin: http://localhost:{port}\r\n"))), 200);
+
+        let transport = format!("http:http://127.0.0.1:{port}/mcp:{}", token_file.display());
+        let seen = served_client(&python, &d.socket, &ws, &transport, &[]);
+        check_served(&seen, &ws);
+        // The client's MCP session ended (DELETE): its daemon session is
+        // closed; the raw initialize above keeps one until it times out or
+        // the bridge goes.
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        while sessions(&mut c).await > 1 {
+            assert!(std::time::Instant::now() < deadline, "the ended MCP session's daemon session stays open");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        bridge.kill().unwrap();
+        bridge.wait().unwrap();
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        while sessions(&mut c).await > 0 {
+            assert!(std::time::Instant::now() < deadline, "a killed bridge's sessions stay open");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+
+    // A second start reuses the token and does not print it.
+    let (mut again, _) = http_bridge(&d.socket, &args);
+    again.kill().unwrap();
+    again.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&token_file).unwrap().trim(), token);
+}
+
+#[test]
+fn agentctl_mcp_http_refuses_other_machines_without_tls_and_a_readable_token() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    let t = token.to_str().unwrap();
+    let (code, _, err) = agentctl(&d.socket, &["mcp", "--http", "0.0.0.0:0", "--cwd", "/", "--token-file", t]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not a loopback address") && err.contains("--listen-public"), "{err}");
+    let (code, _, err) =
+        agentctl(&d.socket, &["mcp", "--http", "0.0.0.0:0", "--listen-public", "--cwd", "/", "--token-file", t]);
+    assert_ne!(code, 0);
+    assert!(err.contains("needs TLS"), "{err}");
+    assert!(!token.exists(), "nothing is made when it cannot serve");
+    std::fs::write(&token, format!("{}\n", "a".repeat(64))).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, _, err) = agentctl(&d.socket, &["mcp", "--http", "127.0.0.1:0", "--cwd", "/", "--token-file", t]);
+    assert_ne!(code, 0);
+    assert!(err.contains("others may read it"), "{err}");
+}
+
+#[test]
+fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
+    let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["agentd", "agentd-sandbox", "agentctl"] {
+        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance-server.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--bin")
+        .arg(bin.path())
+        .arg("--out")
+        .arg(out_dir.path())
+        .env_remove("AGENTD_SOCKET")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("served: 11 passed, 0 failed"), "{text}");
+    for scenario in
+        ["server-initialize", "resources-list", "prompts-list", "logging-set-level", "dns-rebinding-protection"]
+    {
+        assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
+    }
+}
