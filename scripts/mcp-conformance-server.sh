@@ -4,12 +4,13 @@
 # script pins it) against `agentctl mcp --http`, and prints a table
 # scenario -> pass/fail.
 #
-#   scripts/mcp-conformance-server.sh [--tools DIR] [--bin DIR] [--out DIR]
+#   scripts/mcp-conformance-server.sh [--tools DIR] [--bin DIR] [--out DIR] [--only-served]
 #
 #   --tools DIR   where the pinned npm packages are (default target/ci-tools/conformance;
 #                 installed there when missing)
 #   --bin DIR     where agentd, agentd-sandbox and agentctl are (default target/debug)
 #   --out DIR     the suite's output, one log a scenario (default target/mcp-conformance-server)
+#   --only-served skip the scenarios that need the suite's own fixtures
 #
 # The suite speaks streamable HTTP only and cannot send a header, so it
 # reaches agentctl mcp --http through tests/mcp/bearer_proxy.py, which adds
@@ -33,12 +34,14 @@ NODE_VERSION=22.23.3
 tools=$top/target/ci-tools/conformance
 bin=$top/target/debug
 out=$top/target/mcp-conformance-server
+only_served=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tools) tools=$(realpath -m "$2"); shift 2 ;;
     --bin) bin=$(realpath -m "$2"); shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    --only-served) only_served=1; shift ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "mcp-conformance-server: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -110,6 +113,10 @@ served_ok=0 served_bad=0 fixture_ok=0 fixture_bad=0 unknown=0
 report=""
 for s in $scenarios; do
   why=$(reason "$s")
+  if [ -n "$why" ] && [ "$why" != "?" ] && [ "$only_served" = 1 ]; then
+    report+=$(printf '\n  %-32s %s (%s)' "$s" "skipped" "$why")
+    continue
+  fi
   rc=0
   "$node" "$suite" server --url "$url" --scenario "$s" >"$out/$s.log" 2>&1 || rc=$?
   verdict=$([ $rc = 0 ] && echo pass || echo FAIL)
@@ -124,7 +131,7 @@ done
 echo "MCP conformance suite $CONFORMANCE_VERSION, server scenarios, against agentctl mcp --http:$report"
 echo "served: $served_ok passed, $served_bad failed; fixtures: $fixture_ok passed, $fixture_bad failed; unclassified: $unknown"
 for s in $scenarios; do
-  if [ -z "$(reason "$s")" ] && ! grep -q "Passed:.* 0 failed" "$out/$s.log"; then
+  if [ -z "$(reason "$s")" ] && [ -f "$out/$s.log" ] && ! grep -q "Passed:.* 0 failed" "$out/$s.log"; then
     echo "--- $s:"; sed 's/\x1b\[[0-9;]*m//g' "$out/$s.log" | tail -20
   fi
 done

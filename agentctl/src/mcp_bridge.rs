@@ -63,7 +63,7 @@ pub enum SessionSource {
     Existing(String),
     /// One opened with these parameters when first needed, closed with
     /// the bridge.
-    Open(agentd_protocol::session::SessionCreateParams),
+    Open(Box<agentd_protocol::session::SessionCreateParams>),
 }
 
 /// A bridge's session, followed.
@@ -124,7 +124,7 @@ impl Bridge {
         let (session, owned) = match &self.source {
             SessionSource::Existing(id) => (id.clone(), false),
             SessionSource::Open(params) => {
-                (self.client.session_create(params.clone()).await.map_err(|e| e.to_string())?.session_id, true)
+                (self.client.session_create((**params).clone()).await.map_err(|e| e.to_string())?.session_id, true)
             }
         };
         let info = self.client.session_get(&session).await.map_err(|e| e.to_string());
@@ -476,7 +476,7 @@ impl rmcp::ServerHandler for Bridge {
     ) -> Result<(), rmcp::ErrorData> {
         // Events flow once the session is followed.
         self.session().await?;
-        let level = serde_json::to_value(&request.level).map_err(internal)?;
+        let level = serde_json::to_value(request.level).map_err(internal)?;
         lock(&self.log).set(context.peer, &level);
         Ok(())
     }

@@ -76,8 +76,8 @@ fn check_served(seen: &[Value], ws: &Path) {
         find("capabilities")[0]["capabilities"],
         json!({ "resources": true, "prompts": true, "logging": true, "completions": true })
     );
-    let listed: Vec<&str> =
-        find("resources")[0]["resources"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let resources = find("resources");
+    let listed: Vec<&str> = resources[0]["resources"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     // Hidden (.claude) and Read-denied files are not listed.
     assert_eq!(listed, ["bin.dat", "hello.txt", "sub/a.txt", "sub/b.txt"], "{seen:?}");
     let reads = find("read");
@@ -127,16 +127,20 @@ fn http_bridge(socket: &Path, args: &[&str]) -> (std::process::Child, u16) {
         .unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "agentctl mcp --http ended before serving");
+    let mut said = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
         if let Some(rest) = line.split("serving MCP at http://127.0.0.1:").nth(1) {
             let port = rest.split('/').next().unwrap().parse().unwrap();
             // Keep reading its stderr so it never blocks on a full pipe.
             std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
             return (child, port);
         }
+        said.push_str(&line);
+        line.clear();
     }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("agentctl mcp --http ended before serving: {said}");
 }
 
 /// One raw HTTP/1.1 request; the status code.
@@ -267,6 +271,7 @@ fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
         .arg(bin.path())
         .arg("--out")
         .arg(out_dir.path())
+        .arg("--only-served")
         .env_remove("AGENTD_SOCKET")
         .output()
         .unwrap();

@@ -46,13 +46,13 @@ async fn mcp_serve_http(
         Some(id) => SessionSource::Existing(client.session_get(id).await?.session_id),
         None => {
             let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
-            SessionSource::Open(SessionCreateParams {
+            SessionSource::Open(Box::new(SessionCreateParams {
                 mode: args.mode.map(Into::into),
                 permissions: (rules != PermissionRules::default()).then_some(rules),
                 // A bridge that dies takes its sessions with it.
                 close_with_connection: Some(true),
                 ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
-            })
+            }))
         }
     };
     let token_file = match args.token_file.clone().or_else(http::default_token_file) {

@@ -279,10 +279,14 @@ fn log_line(event: &EventKind) -> Option<(&'static str, Value)> {
     })
 }
 
+/// What was last seen of a watched file: its modification time and size
+/// (`None`: gone, or refused).
+type Seen = Option<(u64, u64)>;
+
 /// Watched resources: each URI's path and what was last seen of it.
 #[derive(Default)]
 pub struct Watched {
-    files: HashMap<String, (String, Option<(u64, u64)>)>,
+    files: HashMap<String, (String, Seen)>,
     polling: bool,
 }
 
@@ -324,7 +328,7 @@ pub fn unsubscribe(watched: &Mutex<Watched>, uri: &str) {
     lock(watched).files.remove(uri);
 }
 
-async fn stat(client: &Client, session: &str, path: &str) -> Option<(u64, u64)> {
+async fn stat(client: &Client, session: &str, path: &str) -> Seen {
     let params = WorkspaceReadParams { session_id: session.to_owned(), path: path.to_owned(), content: false };
     client.call::<WorkspaceRead>(params).await.ok().map(|r| (r.modified_ms, r.size))
 }
@@ -333,7 +337,7 @@ async fn poll(watched: Weak<Mutex<Watched>>, client: Arc<Client>, session: Strin
     loop {
         tokio::time::sleep(POLL).await;
         let Some(strong) = watched.upgrade() else { return };
-        let files: Vec<(String, String, Option<(u64, u64)>)> =
+        let files: Vec<(String, String, Seen)> =
             lock(&strong).files.iter().map(|(u, (p, s))| (u.clone(), p.clone(), *s)).collect();
         drop(strong);
         if peer.is_transport_closed() {

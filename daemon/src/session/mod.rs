@@ -23,6 +23,7 @@ use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
 
 mod children;
+mod files;
 mod restore;
 mod settings;
 pub use settings::user_network_allow_all;
