@@ -617,7 +617,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         Command::Mcp(McpArgs { command: Some(McpCommand::Prompt { session, server, name, args }), .. }) => {
             mcp_prompt(cli, &client, session, server, name, args).await?
         }
-        Command::Mcp(args) => mcp_serve(client, args).await?,
+        Command::Mcp(args) => mcp_serve(client, endpoint, args).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
         Command::Call { tool, input, args, session, cwd, mode } => {
             let input = call_input(input.as_deref(), args)?;

@@ -42,7 +42,8 @@ struct Route {
 
 /// The MCP server: one session of the daemon.
 pub struct Bridge {
-    client: Arc<Client>,
+    /// The daemon connection, or how to make one of the bridge's own.
+    link: Link,
     /// The session and its workspace, once attached.
     attached: tokio::sync::OnceCell<Attached>,
     /// How to get a session: one to serve, or one to open on first use
@@ -54,6 +55,18 @@ pub struct Bridge {
     watched: Arc<Mutex<served::Watched>>,
     next: AtomicU64,
     prefix: String,
+}
+
+/// How a bridge reaches the daemon.
+pub enum Link {
+    /// Over this connection (stdio: one bridge a process). A lost
+    /// connection ends the process.
+    Shared(Arc<Client>),
+    /// Over a connection of its own, made when it attaches, holding one of
+    /// these slots while it lives (HTTP: a bridge a client; one client's
+    /// requests cannot break another's connection, and a lost connection
+    /// ends only that bridge).
+    Own(agentd_client::Endpoint, Arc<tokio::sync::Semaphore>),
 }
 
 /// Where a bridge's session comes from.
@@ -68,12 +81,15 @@ pub enum SessionSource {
 
 /// A bridge's session, followed.
 struct Attached {
+    client: Arc<Client>,
     session: String,
     root: String,
     owned: bool,
     follower: tokio::task::JoinHandle<()>,
     /// Said when the follower ends (the session closed, or the daemon went).
     closed: Arc<tokio::sync::Notify>,
+    /// The bridge's place among those served at once (HTTP).
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Drop for Bridge {
@@ -83,7 +99,7 @@ impl Drop for Bridge {
         if a.owned
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            let (client, id) = (self.client.clone(), a.session.clone());
+            let (client, id) = (a.client.clone(), a.session.clone());
             rt.spawn(async move {
                 let _ = client.session_close(&id).await;
             });
@@ -96,10 +112,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Bridge {
-    /// A bridge to the session `source` names (or opens) over `client`.
-    pub fn new(client: Arc<Client>, source: SessionSource) -> Self {
+    /// A bridge to the session `source` names (or opens), reached by `link`.
+    pub fn new(link: Link, source: SessionSource) -> Self {
         Bridge {
-            client,
+            link,
             attached: tokio::sync::OnceCell::new(),
             source,
             calls: Arc::default(),
@@ -116,23 +132,40 @@ impl Bridge {
         self.attached.get_or_try_init(|| self.attach()).await.map_err(internal)
     }
 
-    async fn session(&self) -> Result<String, rmcp::ErrorData> {
-        Ok(self.attached().await?.session.clone())
+    /// The connection and the session.
+    async fn session(&self) -> Result<(Arc<Client>, String), rmcp::ErrorData> {
+        let a = self.attached().await?;
+        Ok((a.client.clone(), a.session.clone()))
     }
 
     async fn attach(&self) -> Result<Attached, String> {
+        let (client, slot) = match &self.link {
+            Link::Shared(client) => (client.clone(), None),
+            Link::Own(endpoint, slots) => {
+                let slot = slots.clone().try_acquire_owned().map_err(|_| {
+                    format!(
+                        "agentctl mcp serves at most {} MCP sessions at once: end one (DELETE) first",
+                        http::MAX_SESSIONS
+                    )
+                })?;
+                let client = Client::connect_endpoint(endpoint, agentd_client::DEFAULT_REQUEST_TIMEOUT)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                (Arc::new(client), Some(slot))
+            }
+        };
         let (session, owned) = match &self.source {
             SessionSource::Existing(id) => (id.clone(), false),
             SessionSource::Open(params) => {
-                (self.client.session_create((**params).clone()).await.map_err(|e| e.to_string())?.session_id, true)
+                (client.session_create((**params).clone()).await.map_err(|e| e.to_string())?.session_id, true)
             }
         };
-        let info = self.client.session_get(&session).await.map_err(|e| e.to_string());
+        let info = client.session_get(&session).await.map_err(|e| e.to_string());
         let root = match info {
             Ok(info) => info.cwd.to_string_lossy().into_owned(),
             Err(e) => {
                 if owned {
-                    let _ = self.client.session_close(&session).await;
+                    let _ = client.session_close(&session).await;
                 }
                 return Err(e);
             }
@@ -151,29 +184,27 @@ impl Bridge {
         ];
         // It answers the elicitations of agentd's own MCP servers: passed
         // on to this bridge's client (declined when it cannot ask).
-        let events = self
-            .client
-            .stream_with(&session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY])
-            .await;
+        let events =
+            client.stream_with(&session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY]).await;
         let events = match events {
             Ok(events) => events,
             Err(e) => {
                 if owned {
-                    let _ = self.client.session_close(&session).await;
+                    let _ = client.session_close(&session).await;
                 }
                 return Err(e.to_string());
             }
         };
         let closed = Arc::new(tokio::sync::Notify::new());
         let follower = tokio::spawn({
-            let (closed, client, id) = (closed.clone(), self.client.clone(), session.clone());
+            let (closed, client, id) = (closed.clone(), client.clone(), session.clone());
             let (calls, asking, log) = (self.calls.clone(), self.asking.clone(), self.log.clone());
             async move {
                 follow(events, client, id, calls, asking, log).await;
                 closed.notify_one();
             }
         });
-        Ok(Attached { session, root, owned, follower, closed })
+        Ok(Attached { client, session, root, owned, follower, closed, _slot: slot })
     }
 
     /// Serves MCP on stdin/stdout until the client goes away (or the
@@ -386,8 +417,9 @@ impl rmcp::ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
-        let params = ToolsListParams { session_id: self.session().await?, hints: true };
-        let list = self.client.call::<ToolsList>(params).await.map_err(internal)?;
+        let (client, session) = self.session().await?;
+        let params = ToolsListParams { session_id: session, hints: true };
+        let list = client.call::<ToolsList>(params).await.map_err(internal)?;
         let mut tools = Vec::with_capacity(list.tools.len());
         for t in &list.tools {
             let hints = list.hints.get(&t.name).copied().unwrap_or_default();
@@ -412,8 +444,8 @@ impl rmcp::ServerHandler for Bridge {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
-        let session = self.session().await?;
-        served::list_resources(&self.client, &session, request.and_then(|r| r.cursor)).await
+        let (client, session) = self.session().await?;
+        served::list_resources(&client, &session, request.and_then(|r| r.cursor)).await
     }
 
     async fn list_resource_templates(
@@ -429,8 +461,8 @@ impl rmcp::ServerHandler for Bridge {
         request: rmcp::model::ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
-        let session = self.session().await?;
-        Ok(served::read_resource(&self.client, &session, &request.uri).await?.into())
+        let (client, session) = self.session().await?;
+        Ok(served::read_resource(&client, &session, &request.uri).await?.into())
     }
 
     async fn subscribe(
@@ -438,8 +470,8 @@ impl rmcp::ServerHandler for Bridge {
         request: rmcp::model::SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        let session = self.session().await?;
-        served::subscribe(&self.watched, &self.client, &session, request.uri, context.peer).await
+        let (client, session) = self.session().await?;
+        served::subscribe(&self.watched, &client, &session, request.uri, context.peer).await
     }
 
     async fn unsubscribe(
@@ -456,8 +488,8 @@ impl rmcp::ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
-        let session = self.session().await?;
-        served::list_prompts(&self.client, &session).await
+        let (client, session) = self.session().await?;
+        served::list_prompts(&client, &session).await
     }
 
     async fn get_prompt(
@@ -465,8 +497,8 @@ impl rmcp::ServerHandler for Bridge {
         request: rmcp::model::GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
-        let session = self.session().await?;
-        Ok(served::get_prompt(&self.client, &session, &request.name, request.arguments.as_ref()).await?.into())
+        let (client, session) = self.session().await?;
+        Ok(served::get_prompt(&client, &session, &request.name, request.arguments.as_ref()).await?.into())
     }
 
     async fn set_level(
@@ -488,7 +520,7 @@ impl rmcp::ServerHandler for Bridge {
     ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
         let attached = self.attached().await?;
         let request = serde_json::to_value(&request).map_err(internal)?;
-        served::complete(&self.client, &attached.session, &attached.root, &request).await
+        served::complete(&attached.client, &attached.session, &attached.root, &request).await
     }
 
     async fn call_tool(
@@ -504,7 +536,7 @@ impl rmcp::ServerHandler for Bridge {
                 None,
             ));
         }
-        let session = self.session().await?;
+        let (client, session) = self.session().await?;
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
         let elicit = context.peer.peer_info().is_some_and(|info| {
             serde_json::to_value(&info.capabilities).map(|c| !c["elicitation"].is_null()).unwrap_or(false)
@@ -518,18 +550,18 @@ impl rmcp::ServerHandler for Bridge {
             input: arguments,
             tool_use_id: Some(id.clone()),
         };
-        let call = self.client.call::<ToolCall>(params);
+        let call = client.call::<ToolCall>(params);
         tokio::pin!(call);
         let result = tokio::select! {
             r = &mut call => r,
             _ = context.ct.cancelled() => {
                 let cancel = TurnCancelParams { session_id: session.clone(), turn_id: None, tool_use_id: Some(id.clone()) };
-                let _ = self.client.call::<TurnCancel>(cancel).await;
+                let _ = client.call::<TurnCancel>(cancel).await;
                 call.await
             }
         };
         lock(&self.calls).remove(&id);
-        if result.is_err() && !self.client.is_connected() {
+        if result.is_err() && !client.is_connected() && matches!(self.link, Link::Shared(_)) {
             // Nothing more can be done for any call: end, so the client
             // sees the server go (the daemon closes the bridge's session).
             eprintln!("agentctl mcp: the connection to agentd is gone");

@@ -284,3 +284,117 @@ fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
         assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
     }
 }
+
+/// The daemon's side of resources, straight on its socket: a PreToolUse
+/// hook on Read decides as for a Read call, text that is mostly control
+/// characters comes as base64 (it would grow sixfold as JSON), a session
+/// without Read lists nothing, cursors page through everything.
+#[test]
+fn workspace_read_obeys_read_hooks_and_files_follow_the_tool_set() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let (dir, ws) = workspace();
+    std::fs::write(ws.join("server.pem"), "-----BEGIN KEY-----\n").unwrap();
+    std::fs::write(ws.join("ctrl.txt"), vec![1u8; 4096]).unwrap();
+    let hook = dir.path().join("no-pem.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nif grep -q '\\.pem\"'; then echo 'no keys through tools' >&2; exit 2; fi\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let hooks = json!({ "PreToolUse": [{ "matcher": "Read", "hooks": [{ "type": "command", "command": hook }] }] });
+        let sid = c.ok("session/create", json!({ "cwd": ws, "hooks": hooks })).await["session_id"].clone();
+        // The Read tool is refused by the hook; so is the resource.
+        let call = c
+            .ok("tool/call", json!({ "session_id": sid, "name": "Read", "input": { "file_path": "server.pem" } }))
+            .await;
+        assert_eq!(call["is_error"], true, "{call}");
+        let read = c.request("workspace/read", json!({ "session_id": sid, "path": "server.pem" })).await;
+        let message = read["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("denied by a PreToolUse hook") && message.contains("no keys"), "{read}");
+        let ok = c.ok("workspace/read", json!({ "session_id": sid, "path": "hello.txt" })).await;
+        assert_eq!(ok["text"], "hello resource\n");
+        let ctrl = c.ok("workspace/read", json!({ "session_id": sid, "path": "ctrl.txt" })).await;
+        assert!(ctrl.get("text").is_none() && ctrl["blob"].as_str().unwrap().len() < 6000, "{}", ctrl["mime_type"]);
+        assert_eq!(ctrl["mime_type"], "application/octet-stream");
+        // Stat only: no content.
+        let stat = c.ok("workspace/read", json!({ "session_id": sid, "path": "hello.txt", "content": false })).await;
+        assert!(
+            stat.get("text").is_none() && stat["size"] == 15 && stat["modified_ms"].as_u64().unwrap() > 0,
+            "{stat}"
+        );
+
+        // Pages of one file each cover everything once, then end.
+        let mut seen = Vec::new();
+        let mut cursor = Value::Null;
+        loop {
+            let mut params = json!({ "session_id": sid, "limit": 1 });
+            if !cursor.is_null() {
+                params["cursor"] = cursor.clone();
+            }
+            let page = c.ok("workspace/files", params).await;
+            seen.extend(page["files"].as_array().unwrap().iter().map(|f| f["relative"].as_str().unwrap().to_owned()));
+            cursor = page["next_cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "bin.dat",
+                "ctrl.txt",
+                "hello.txt",
+                "private/key.txt",
+                "secret.env",
+                "server.pem",
+                "sub/a.txt",
+                "sub/b.txt"
+            ]
+        );
+        for bad in
+            [json!({ "cursor": "../x" }), json!({ "cursor": "/etc" }), json!({ "limit": 0 }), json!({ "limit": 5000 })]
+        {
+            let mut params = bad.clone();
+            params["session_id"] = sid.clone();
+            let r = c.request("workspace/files", params).await;
+            assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
+        }
+
+        // Without Read, nothing is listed or read.
+        let no_read =
+            c.ok("session/create", json!({ "cwd": ws, "tools": { "disabled": ["Read"] } })).await["session_id"].clone();
+        let r = c.request("workspace/files", json!({ "session_id": no_read })).await;
+        assert!(r["error"]["message"].as_str().unwrap().contains("Read"), "{r}");
+        let r = c.request("workspace/read", json!({ "session_id": no_read, "path": "hello.txt" })).await;
+        assert!(r.get("error").is_some(), "{r}");
+        // A skill list; none in a session without skills.
+        let skills = c.ok("skills/list", json!({ "session_id": sid })).await;
+        assert_eq!(skills["skills"][0]["name"], "greet");
+    });
+}
+
+/// Idle connections that never send a request cannot lock clients out of
+/// `agentctl mcp --http`: a new connection ends the oldest that has not
+/// made an authorized request.
+#[test]
+fn idle_connections_do_not_lock_clients_out_of_the_http_bridge() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let (_dir, ws) = workspace();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let args = ["--http", "127.0.0.1:0", "--cwd", ws.to_str().unwrap(), "--token-file", token_file.to_str().unwrap()];
+    let (mut bridge, port) = http_bridge(&d.socket, &args);
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    let idle: Vec<std::net::TcpStream> =
+        (0..200).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    let host = format!("127.0.0.1:{port}");
+    let answered = status(port, &initialize(&host, &format!("Authorization: Bearer {token}\r\n")));
+    assert_eq!(answered, 200);
+    drop(idle);
+    bridge.kill().unwrap();
+    bridge.wait().unwrap();
+}

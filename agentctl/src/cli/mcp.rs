@@ -6,10 +6,10 @@ use super::*;
 /// `agentctl mcp`: opens (or attaches to) a session and serves it over
 /// MCP on stdin/stdout until the client goes away; a session it opened is
 /// closed then.
-pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Failure> {
+pub(super) async fn mcp_serve(client: Client, endpoint: &Endpoint, args: &McpArgs) -> Result<(), Failure> {
     let client = std::sync::Arc::new(client);
     if let Some(addr) = args.http {
-        return mcp_serve_http(client, args, addr).await;
+        return mcp_serve_http(client, endpoint, args, addr).await;
     }
     let (session, owned) = match &args.session {
         Some(id) => (client.session_get(id).await?.session_id, false),
@@ -27,7 +27,8 @@ pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Fail
         }
     };
     let source = crate::mcp_bridge::SessionSource::Existing(session.clone());
-    let served = crate::mcp_bridge::Bridge::new(client.clone(), source).serve_stdio().await;
+    let link = crate::mcp_bridge::Link::Shared(client.clone());
+    let served = crate::mcp_bridge::Bridge::new(link, source).serve_stdio().await;
     if owned {
         let _ = client.session_close(&session).await;
     }
@@ -38,6 +39,7 @@ pub(super) async fn mcp_serve(client: Client, args: &McpArgs) -> Result<(), Fail
 /// (closed when it ends), or all serve `--session`.
 async fn mcp_serve_http(
     client: std::sync::Arc<Client>,
+    endpoint: &Endpoint,
     args: &McpArgs,
     addr: std::net::SocketAddr,
 ) -> Result<(), Failure> {
@@ -66,7 +68,8 @@ async fn mcp_serve_http(
         token_file,
         hosts: args.allow_host.clone(),
     };
-    http::serve(client, source, options).await.map_err(|e| Failure::Local(format!("mcp: {e}")))
+    // Each MCP session reaches the daemon over a connection of its own.
+    http::serve(endpoint.clone(), source, options).await.map_err(|e| Failure::Local(format!("mcp: {e}")))
 }
 
 /// `agentctl mcp prompts`: one line a prompt, as a slash command with its

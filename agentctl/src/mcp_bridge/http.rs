@@ -15,20 +15,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentd_client::Client;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{Bridge, SessionSource};
+use super::{Bridge, Link, SessionSource};
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
 /// How long an MCP session lives without requests.
-const SESSION_IDLE: Duration = Duration::from_secs(3600);
-/// Connections served at once; more wait to be accepted.
-const MAX_CONNECTIONS: usize = 64;
+const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// MCP sessions served at once (each a daemon connection and session).
+pub const MAX_SESSIONS: usize = 64;
+/// Connections served at once. When all are taken, a new one ends the
+/// oldest that has not yet made an authorized request (idle connections
+/// cannot lock clients out); when every one has, the new one is closed.
+const MAX_CONNECTIONS: usize = 128;
 /// A request's head must arrive within this.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request body (a tool call's arguments are at most 8 MiB).
@@ -60,14 +63,26 @@ pub fn default_token_file() -> Option<PathBuf> {
 }
 
 /// The token in `path`, or a new one written there (0600, never replacing
-/// a file) and returned with `true`. A token file others may read is
-/// refused.
+/// a file) and returned with `true`. A token file that is not a regular
+/// file of this user's, or that others may read, is refused; it is read
+/// from the descriptor that was checked (a link swapped in is not
+/// followed).
 pub fn token(path: &Path) -> Result<(String, bool), String> {
+    use std::io::Read as _;
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => {
+    let shown = |e: std::io::Error| format!("{}: {e}", path.display());
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path);
+    match opened {
+        Ok(mut file) => {
+            let meta = file.metadata().map_err(shown)?;
             if !meta.is_file() {
                 return Err(format!("{}: not a regular file", path.display()));
+            }
+            if meta.uid() != nix::unistd::geteuid().as_raw() {
+                return Err(format!("{}: another user's file", path.display()));
             }
             if meta.mode() & 0o077 != 0 {
                 return Err(format!(
@@ -76,7 +91,8 @@ pub fn token(path: &Path) -> Result<(String, bool), String> {
                     meta.mode() & 0o777
                 ));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut text = String::new();
+            (&mut file).take(4096).read_to_string(&mut text).map_err(shown)?;
             let token = text.trim().to_owned();
             if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return Err(format!("{}: not a token (at least 32 letters, digits, - or _)", path.display()));
@@ -96,16 +112,15 @@ pub fn token(path: &Path) -> Result<(String, bool), String> {
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
                 .map_err(|e| format!("no randomness for a token: {e}"))?;
             let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            file.write_all(format!("{token}\n").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut file =
+                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(shown)?;
+            file.write_all(format!("{token}\n").as_bytes()).map_err(shown)?;
             Ok((token, true))
         }
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            Err(format!("{}: a symbolic link (give the file itself)", path.display()))
+        }
+        Err(e) => Err(shown(e)),
     }
 }
 
@@ -135,7 +150,11 @@ fn plain(
 
 /// Serves until interrupted. `source` says where each MCP session's daemon
 /// session comes from.
-pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOptions) -> Result<(), String> {
+pub async fn serve(
+    endpoint: agentd_client::Endpoint,
+    source: SessionSource,
+    options: HttpOptions,
+) -> Result<(), String> {
     let ip = options.addr.ip();
     if !ip.is_loopback() && !options.public {
         return Err(format!(
@@ -176,12 +195,10 @@ pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOpti
         .with_max_request_body_bytes(MAX_BODY);
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
-    let factory = {
-        let client = client.clone();
-        // Cheap and without effects: rmcp makes throwaway instances too;
-        // a bridge opens its daemon session on first use.
-        move || Ok(Bridge::new(client.clone(), source.clone()))
-    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
+    // Cheap and without effects: rmcp makes throwaway instances too; a
+    // bridge connects and opens its daemon session on first use.
+    let factory = move || Ok(Bridge::new(Link::Own(endpoint.clone(), slots.clone()), source.clone()));
     let mcp = StreamableHttpService::new(factory, Arc::new(sessions), config);
 
     eprintln!("agentctl mcp: serving MCP at {scheme}://{local}{MCP_PATH} (streamable HTTP)");
@@ -196,9 +213,8 @@ pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOpti
     }
 
     let token: Arc<str> = token.into();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let conns = Arc::new(Conns::default());
     loop {
-        let permit = slots.clone().acquire_owned().await.map_err(|e| e.to_string())?;
         let (stream, _peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -211,12 +227,12 @@ pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOpti
             },
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
+        let Some((id, authorized_once)) = conns.admit() else { continue };
         let _ = stream.set_nodelay(true);
-        let (mcp, token, tls) = (mcp.clone(), token.clone(), tls.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
+        let (mcp, token, tls, done) = (mcp.clone(), token.clone(), tls.clone(), conns.clone());
+        let task = tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let (mcp, token) = (mcp.clone(), token.clone());
+                let (mcp, token, authorized_once) = (mcp.clone(), token.clone(), authorized_once.clone());
                 async move {
                     if !authorized(request.headers().get(http::header::AUTHORIZATION), &token) {
                         return Ok::<_, std::convert::Infallible>(plain(
@@ -224,6 +240,7 @@ pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOpti
                             "a bearer token is needed (Authorization: Bearer <the token agentctl mcp --http saved>)\n",
                         ));
                     }
+                    authorized_once.store(true, std::sync::atomic::Ordering::Relaxed);
                     if request.uri().path() != MCP_PATH {
                         return Ok(plain(http::StatusCode::NOT_FOUND, "MCP is served at /mcp\n"));
                     }
@@ -234,14 +251,64 @@ pub async fn serve(client: Arc<Client>, source: SessionSource, options: HttpOpti
             builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
             match tls {
                 Some(tls) => {
-                    let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await else { return };
-                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                    if let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
+                        let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                    }
                 }
                 None => {
                     let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
                 }
             }
+            done.end(id);
         });
+        conns.started(id, task.abort_handle());
+    }
+}
+
+/// The connections being served, oldest first.
+#[derive(Default)]
+struct Conns {
+    live: std::sync::Mutex<(u64, std::collections::BTreeMap<u64, Conn>)>,
+}
+
+struct Conn {
+    /// It made an authorized request.
+    authorized: Arc<std::sync::atomic::AtomicBool>,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Conns {
+    /// A place for a new connection: when all are taken, the oldest that
+    /// never made an authorized request is ended; `None` when every one
+    /// has (the new one is then closed).
+    fn admit(&self) -> Option<(u64, Arc<std::sync::atomic::AtomicBool>)> {
+        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let (next, live) = &mut *guard;
+        if live.len() >= MAX_CONNECTIONS {
+            let idle = live
+                .iter()
+                .find(|(_, c)| !c.authorized.load(std::sync::atomic::Ordering::Relaxed))
+                .map(|(id, _)| *id)?;
+            if let Some(task) = live.remove(&idle).and_then(|c| c.task) {
+                task.abort();
+            }
+        }
+        *next += 1;
+        let authorized = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        live.insert(*next, Conn { authorized: authorized.clone(), task: None });
+        Some((*next, authorized))
+    }
+
+    fn started(&self, id: u64, task: tokio::task::AbortHandle) {
+        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        // Gone already when it ended (or was ended) first.
+        if let Some(conn) = guard.1.get_mut(&id) {
+            conn.task = Some(task);
+        }
+    }
+
+    fn end(&self, id: u64) {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&id);
     }
 }
 
@@ -304,5 +371,11 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(&path, "short\n").unwrap();
         assert!(token(&path).unwrap_err().contains("not a token"));
+        // A link is not followed, even to a good token.
+        std::fs::write(&path, format!("{}\n", "b".repeat(64))).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(token(&link).unwrap_err().contains("symbolic link"));
+        assert!(token(dir.path()).unwrap_err().contains("not a regular file"));
     }
 }

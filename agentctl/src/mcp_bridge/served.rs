@@ -24,6 +24,8 @@ const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 const LOG_PER_SECOND: u32 = 50;
 /// The resource template: any file of the workspace by its absolute path.
 pub const FILE_TEMPLATE: &str = "file://{+path}";
+/// Longest `args` of a prompt.
+const MAX_PROMPT_ARGS: usize = 64 << 10;
 /// Values one completion answers at most (MCP's own limit).
 const MAX_COMPLETIONS: usize = 100;
 
@@ -140,12 +142,16 @@ pub async fn get_prompt(
         ));
     };
     let mut input = json!({ "skill": name });
-    if let Some(args) = arguments.and_then(|a| a.get("args")) {
-        match args {
-            Value::String(s) => input["args"] = json!(s),
-            Value::Null => {}
-            other => input["args"] = json!(other.to_string()),
+    match arguments.and_then(|a| a.get("args")) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.len() <= MAX_PROMPT_ARGS => input["args"] = json!(s),
+        Some(Value::String(_)) => {
+            return Err(rmcp::ErrorData::invalid_params(
+                format!("args is longer than {} KiB", MAX_PROMPT_ARGS >> 10),
+                None,
+            ));
         }
+        Some(_) => return Err(rmcp::ErrorData::invalid_params("args must be a string (prompt arguments are)", None)),
     }
     let params = ToolCallParams { session_id: session.to_owned(), name: "Skill".into(), input, tool_use_id: None };
     let result = client.call::<ToolCall>(params).await.map_err(internal)?;

@@ -365,11 +365,14 @@ impl SessionExecutor {
 impl SessionExecutor {
     /// Whether a Read of `file_path` would run now without asking: the
     /// checks of admission (the tool offered, the input valid, agentd's
-    /// state and secret files, the rules, the policy), without the hooks a
-    /// real call runs. `Ok` is the path such a call would open. What
-    /// `workspace/read` (MCP resources) serves.
-    pub fn readable_unasked(&self, file_path: &str) -> Result<crate::fs::WsPath, String> {
+    /// state and secret files, the rules, the policy), then the session's
+    /// PreToolUse hooks for Read (a deny, an ask or a rewritten input
+    /// refuses). `Ok` is the path such a call would open. What
+    /// `workspace/read` (MCP resources) serves; a question is never asked
+    /// here (the Read tool asks).
+    pub async fn readable_unasked(&self, file_path: &str) -> Result<crate::fs::WsPath, String> {
         const READ: &str = "Read";
+        let use_read = "ask for it with the Read tool";
         let tool = self.tools.find(READ).ok_or("this session has no Read tool")?.clone();
         let input = serde_json::json!({ "file_path": file_path });
         let call = tool.prepare(input.clone()).map_err(|e| format!("invalid path: {e}"))?;
@@ -385,34 +388,84 @@ impl SessionExecutor {
             live: Arc::default(),
             waiter: None,
             render_use: String::new(),
-            input: Some(input),
+            input: Some(input.clone()),
             sandbox: None,
             network: None,
         };
         match self.admit(&slot, call.as_ref(), &context, &ctx, &mut Grant::default(), false) {
-            Ok(None) => ctx.resolve(file_path).map_err(|e| e.to_string()),
-            Ok(Some(ask)) => Err(format!("reading it asks first ({}): use the Read tool", ask.reason)),
-            Err(outcome) => Err(outcome
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n")),
+            Ok(None) => {}
+            // Not the reason: it would name where a link leads.
+            Ok(Some(_)) => return Err(format!("not readable without asking: {use_read}")),
+            Err(outcome) => {
+                return Err(outcome
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"));
+            }
+        }
+        let path = ctx.resolve(file_path).map_err(|e| e.to_string())?;
+        let hooks = &self.services.hooks;
+        if !hooks.wants(agentd_protocol::hooks::HookEvent::PreToolUse, READ) {
+            return Ok(path);
+        }
+        let mode = crate::hooks::mode_name(context.mode.unwrap_or(self.services.info.mode));
+        let id = format!("resource-{}", uuid::Uuid::new_v4().simple());
+        let hook_input = serde_json::json!({
+            "tool_name": READ,
+            "tool_input": input,
+            "tool_use_id": id,
+            "permission_mode": mode,
+            "cwd": ctx.cwd.display().to_string(),
+        });
+        let about = crate::hooks::About { turn_id: None, tool_use_id: Some(id), tool_name: Some(READ.to_owned()) };
+        let token = tokio_util::sync::CancellationToken::new();
+        let said =
+            hooks.run_deferred(agentd_protocol::hooks::HookEvent::PreToolUse, READ, hook_input, &about, &token).await;
+        {
+            let _order = self.lock();
+            for event in said.events {
+                self.events.push(event);
+            }
+        }
+        let reason = said.reason.unwrap_or_else(|| "(no reason given)".into());
+        match said.decision {
+            Some(crate::hooks::Decision::Deny | crate::hooks::Decision::Stop) => {
+                Err(format!("denied by a PreToolUse hook: {reason}"))
+            }
+            Some(crate::hooks::Decision::Ask) => Err(format!("a PreToolUse hook asks ({reason}): {use_read}")),
+            _ if said.updated_input.is_some() => Err(format!("a PreToolUse hook rewrites the call: {use_read}")),
+            _ => Ok(path),
         }
     }
 
     /// Whether a file found by a walk of the workspace may be listed: what
     /// [`SessionExecutor::readable_unasked`] checks that depends on the
-    /// path alone, cheaply (no tool, no policy: a listed file is still
-    /// checked in full when read).
+    /// path alone, cheaply (no hooks, no policy: a listed file is still
+    /// checked in full when read). Also what an opened file's real path
+    /// must pass (a link swapped after the check).
     pub fn listable(&self, real: &Path) -> bool {
         let facts = Facts::Path(real.to_path_buf());
         !crate::fs::in_state_dir(real)
             && !crate::fs::is_secret(real)
             && self.services.rules.read_denied(real).is_none()
             && !self.services.rules.decide("Read", &facts).is_some_and(|r| r.kind != RuleKind::Allow)
+    }
+
+    /// Whether `real` is inside the session's workspace (or an added
+    /// directory), as calls see it now.
+    pub fn inside_workspace(&self, real: &Path) -> bool {
+        let context = self.context();
+        let (cwd, info) = self.workspace(&context);
+        crate::fs::is_inside(&cwd, &info.add_dirs, real)
+    }
+
+    /// Whether the session offers the tool `name` now.
+    pub fn offers(&self, name: &str) -> bool {
+        self.with_context(|c| self.tools.resolve_for_call(name, c).is_ok())
     }
 }

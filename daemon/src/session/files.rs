@@ -15,19 +15,40 @@ use super::Session;
 /// early (with a cursor) rather than walking it all.
 const MAX_VISITED: usize = 200_000;
 
+/// Reads of one session served at once (each up to 8 MiB).
+pub(super) const READ_SLOTS: usize = 2;
+
 impl Session {
     /// A page of the workspace's files the session may Read unasked
-    /// (blocking: it walks the file system).
-    pub fn files(&self, cursor: Option<&Path>, prefix: &str, limit: usize) -> WorkspaceFilesResult {
+    /// (blocking: it walks the file system). Nothing when the session does
+    /// not offer Read.
+    pub fn files(&self, cursor: Option<&Path>, prefix: &str, limit: usize) -> Result<WorkspaceFilesResult, String> {
+        if !self.executor.offers("Read") {
+            return Err("this session does not offer the Read tool".into());
+        }
         let root = self.executor.workspace_dir();
-        page(&root, cursor, prefix, limit, &|p| self.executor.listable(p))
+        Ok(page(&root, cursor, prefix, limit, &|p| self.executor.listable(p)))
     }
 
-    /// A file a Read call would read unasked, or why not (blocking).
-    pub fn read_file(&self, path: &str, content: bool) -> Result<WorkspaceReadResult, (ErrorCode, String)> {
-        let admitted =
-            self.executor.readable_unasked(path).map_err(|e| (ErrorCode::PermissionDenied, format!("{path}: {e}")))?;
-        read(&admitted, content)
+    /// A file a Read call would read unasked, or why not: admitted (with
+    /// the session's PreToolUse hooks for Read), opened, and the opened
+    /// file's real path checked again (a link swapped meanwhile).
+    pub async fn read_file(
+        self: std::sync::Arc<Self>,
+        path: String,
+        content: bool,
+    ) -> Result<WorkspaceReadResult, (ErrorCode, String)> {
+        let admitted = self
+            .executor
+            .readable_unasked(&path)
+            .await
+            .map_err(|e| (ErrorCode::PermissionDenied, format!("{path}: {e}")))?;
+        let _slot = self.read_slots.acquire().await.map_err(|_| (ErrorCode::ShuttingDown, "closed".to_owned()))?;
+        let session = self.clone();
+        let recheck = move |real: &Path| session.executor.listable(real) && session.executor.inside_workspace(real);
+        tokio::task::spawn_blocking(move || read(&admitted, content, &recheck))
+            .await
+            .map_err(|e| (ErrorCode::InternalError, format!("failed: {e}")))?
     }
 }
 
@@ -98,9 +119,23 @@ fn page(
 
 /// A file `readable_unasked` admitted, opened by agentd's checked open
 /// (no secret file, whatever path led to it).
-fn read(path: &crate::fs::WsPath, content: bool) -> Result<WorkspaceReadResult, (ErrorCode, String)> {
+fn read(
+    path: &crate::fs::WsPath,
+    content: bool,
+    recheck: &dyn Fn(&Path) -> bool,
+) -> Result<WorkspaceReadResult, (ErrorCode, String)> {
     let refused = |e: String| (ErrorCode::PermissionDenied, e);
     let (file, meta) = crate::fs::open_file(path).map_err(|e| refused(e.to_string()))?;
+    // What was opened, whatever the path led to by now.
+    use std::os::fd::AsRawFd as _;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|e| refused(format!("cannot tell what was opened: {e}")))?;
+    if !recheck(&opened) {
+        return Err(refused(format!(
+            "{}: changed while it was checked (not readable without asking)",
+            path.abs().display()
+        )));
+    }
     if !meta.is_file() {
         return Err((ErrorCode::InvalidParams, "not a regular file".into()));
     }
@@ -109,7 +144,7 @@ fn read(path: &crate::fs::WsPath, content: bool) -> Result<WorkspaceReadResult, 
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as u64);
-    let real = crate::fs::real_path(&path.abs()).unwrap_or_else(|| path.abs());
+    let real = opened;
     let mut result = WorkspaceReadResult {
         path: real.to_string_lossy().into_owned(),
         mime_type: mime_type(&real, None).to_owned(),
@@ -133,8 +168,12 @@ fn read(path: &crate::fs::WsPath, content: bool) -> Result<WorkspaceReadResult, 
         return Err((ErrorCode::RequestTooLarge, "the file grew past the limit while it was read".into()));
     }
     result.mime_type = mime_type(&real, Some(&bytes)).to_owned();
+    // Text that is mostly control characters would grow sixfold as JSON
+    // (`\u0001`): it goes as base64 like other bytes.
+    let controls = bytes.iter().filter(|&&b| (b < 0x20 && !b"\t\n\r\x0c\x1b".contains(&b)) || b == 0x7f).count();
     match String::from_utf8(bytes) {
-        Ok(text) => result.text = Some(text),
+        Ok(text) if controls * 100 <= text.len() => result.text = Some(text),
+        Ok(text) => result.blob = Some(crate::tools::read::base64(text.as_bytes())),
         Err(e) => result.blob = Some(crate::tools::read::base64(e.as_bytes())),
     }
     Ok(result)
@@ -165,8 +204,11 @@ fn mime_type(path: &Path, bytes: Option<&[u8]>) -> &'static str {
         Some("wasm") => "application/wasm",
         _ => "",
     };
+    let binary = |b: &[u8]| {
+        std::str::from_utf8(b).is_err() || b.iter().filter(|&&c| c < 0x09 || c == 0x7f).count() * 100 > b.len()
+    };
     match (known, bytes) {
-        ("", Some(b)) if std::str::from_utf8(b).is_err() => "application/octet-stream",
+        ("", Some(b)) if binary(b) => "application/octet-stream",
         ("", _) => "text/plain",
         (k, _) => k,
     }
@@ -222,6 +264,22 @@ mod tests {
         let dir = tree(&["src/main.rs", "src/lib.rs", "srcx/a", "docs/x"]);
         assert_eq!(all_pages(dir.path(), 10, "src/m", &|_| true).concat(), ["src/main.rs"]);
         assert_eq!(all_pages(dir.path(), 10, "src", &|_| true).concat(), ["src/lib.rs", "src/main.rs", "srcx/a"]);
+    }
+
+    #[test]
+    fn a_file_whose_opened_path_fails_the_recheck_is_refused() {
+        let dir = tree(&["a", "b"]);
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let path = crate::fs::resolve(&root, &root, "a").unwrap();
+        let read_ok = read(&path, true, &|p| p.ends_with("a")).unwrap();
+        assert_eq!(read_ok.text.as_deref(), Some("a"));
+        // What was opened is checked, not the path asked for: a link
+        // swapped in leads to `b`, which the check refuses.
+        std::fs::remove_file(root.join("a")).unwrap();
+        std::os::unix::fs::symlink("b", root.join("a")).unwrap();
+        let (code, message) = read(&path, true, &|p| p.ends_with("a")).unwrap_err();
+        assert_eq!(code, ErrorCode::PermissionDenied);
+        assert!(message.contains("changed while it was checked"), "{message}");
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub struct Session {
     mcp: crate::mcp::SessionMcp,
     /// Its skills, as found when it opened (what the Skill tool offers).
     skills: Vec<agentd_protocol::workspace::SkillInfo>,
+    /// `workspace/read`s of it served at once.
+    read_slots: tokio::sync::Semaphore,
 }
 
 impl Session {
@@ -590,6 +592,7 @@ impl SessionManager {
             removed,
             mcp,
             skills: skill_list,
+            read_slots: tokio::sync::Semaphore::new(files::READ_SLOTS),
         };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
         info

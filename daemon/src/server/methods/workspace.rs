@@ -27,17 +27,23 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             return Err(RpcError::invalid_params("cursor", "not a cursor this method gave"));
         }
         let prefix = params.prefix.unwrap_or_default();
-        blocking(move || Ok(session.files(cursor.as_deref(), &prefix, limit))).await
+        blocking(move || {
+            session.files(cursor.as_deref(), &prefix, limit).map_err(|e| RpcError::new(ErrorCode::PermissionDenied, e))
+        })
+        .await
     });
     rpc::register_async::<WorkspaceRead, _, _, _>(module, |params, state| async move {
         let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
-        blocking(move || {
-            session.read_file(&params.path, params.content).map_err(|(code, message)| match code {
+        // Hooks may run first (each within its own timeout); the file
+        // system within the deadline.
+        let read = session.read_file(params.path, params.content);
+        match tokio::time::timeout(DEADLINE * 7, read).await {
+            Ok(done) => done.map_err(|(code, message)| match code {
                 ErrorCode::InvalidParams => RpcError::invalid_params("path", message),
                 code => RpcError::new(code, message),
-            })
-        })
-        .await
+            }),
+            Err(_) => Err(RpcError::new(ErrorCode::InternalError, "the read did not finish within 70 s")),
+        }
     });
     rpc::register::<SkillsList, _, _>(module, |params, state| {
         let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
