@@ -329,6 +329,13 @@ pub fn read_all(path: &WsPath) -> Result<(Vec<u8>, std::fs::Metadata), FsError> 
     Ok((bytes, meta))
 }
 
+/// The real path of what `file` is open on (what a path led to when it
+/// was opened, whatever it leads to now).
+pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd as _;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
 /// What an atomic write replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {

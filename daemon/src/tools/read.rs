@@ -164,10 +164,11 @@ impl Tool for Read {
         // the blocking pool, so the runtime's threads are not held.
         let small = std::fs::metadata(path.abs()).is_ok_and(|m| m.len() <= INLINE_READ_BYTES);
         let lines = Lines { offset: input.offset, limit: input.limit, large: input.allow_large };
+        let check = recheck(&ctx);
         let read = if small {
-            read(&path, lines)?
+            read(&path, lines, &*check)?
         } else {
-            tokio::task::spawn_blocking(move || read(&path, lines))
+            tokio::task::spawn_blocking(move || read(&path, lines, &*check))
                 .await
                 .map_err(|e| ToolError::new(format!("read failed: {e}")))??
         };
@@ -236,6 +237,17 @@ impl Tool for Read {
             many => format!("Reading {} files", many.len()),
         }
     }
+}
+
+/// What a call's opened file must pass: no `Read` deny rule names it, and
+/// it is inside the workspace or the one file approved outside it.
+fn recheck(ctx: &ToolContext) -> std::sync::Arc<Recheck> {
+    let (rules, approved) = (ctx.rules.clone(), ctx.approved_outside.clone());
+    let (cwd, add_dirs) = (ctx.cwd.clone(), ctx.info.add_dirs.clone());
+    std::sync::Arc::new(move |real: &std::path::Path| {
+        rules.read_denied(real).is_none()
+            && (fs::is_inside(&cwd, &add_dirs, real) || approved.as_deref().is_some_and(|a| a.as_path() == real))
+    })
 }
 
 fn image_type(head: &[u8]) -> Option<&'static str> {
@@ -364,9 +376,43 @@ async fn pdf_text(
     Ok((ReadOutput::rendered(path.to_path_buf(), text), state))
 }
 
-fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
-    let err = |e: fs::FsError| ToolError::new(e.to_string());
-    let (mut file, meta) = fs::open_file(path).map_err(err)?;
+/// Whether an opened file (its real path) may be read: what admission
+/// checked of the path, checked again of what was opened (a link swapped
+/// in between the two is refused).
+type Recheck = dyn Fn(&std::path::Path) -> bool + Send + Sync;
+
+/// `fs::open_file`, then the recheck of what was opened.
+fn open_checked(path: &fs::WsPath, check: &Recheck) -> Result<(std::fs::File, std::fs::Metadata), ToolError> {
+    let (file, meta) = fs::open_file(path).map_err(|e| ToolError::new(e.to_string()))?;
+    let opened = fs::opened_path(&file).map_err(|e| ToolError::new(format!("read {}: {e}", path.abs().display())))?;
+    if !check(&opened) {
+        return Err(ToolError::new(format!(
+            "{} changed while it was checked: it now leads to a file this call may not read",
+            path.abs().display()
+        )));
+    }
+    Ok((file, meta))
+}
+
+/// `fs::read_all` through [`open_checked`].
+fn read_all_checked(path: &fs::WsPath, check: &Recheck) -> Result<(Vec<u8>, std::fs::Metadata), ToolError> {
+    use std::io::Read as _;
+    let (mut file, meta) = open_checked(path, check)?;
+    if meta.len() > fs::MAX_EDIT_BYTES {
+        return Err(ToolError::new(format!(
+            "{}: {} bytes, larger than the {} bytes this tool handles",
+            path.abs().display(),
+            meta.len(),
+            fs::MAX_EDIT_BYTES
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).map_err(|e| ToolError::new(format!("read {}: {e}", path.abs().display())))?;
+    Ok((bytes, meta))
+}
+
+fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolError> {
+    let (mut file, meta) = open_checked(path, check)?;
     let abs = path.abs();
     let mut head = vec![0u8; 8192];
     let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
@@ -400,7 +446,7 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
                 meta.len()
             )));
         }
-        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        let (bytes, meta) = read_all_checked(path, check)?;
         let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
         let out = ReadOutput {
             path: abs,
@@ -421,7 +467,7 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
         )));
     }
     if abs.extension().is_some_and(|e| e == "ipynb") && meta.len() <= fs::MAX_EDIT_BYTES {
-        let (bytes, meta) = fs::read_all(path).map_err(err)?;
+        let (bytes, meta) = read_all_checked(path, check)?;
         if let Some(text) = render_notebook(&bytes) {
             let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
             return Ok(Read_::Done(ReadOutput::rendered(abs, text), state));
@@ -452,7 +498,7 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
     if meta.len() <= fs::MAX_EDIT_BYTES {
         // A file that fit in the first read is not opened again.
         let whole = n < head.capacity() && n as u64 == meta.len();
-        let (bytes, meta) = if whole { (std::mem::take(&mut head), meta) } else { fs::read_all(path).map_err(err)? };
+        let (bytes, meta) = if whole { (std::mem::take(&mut head), meta) } else { read_all_checked(path, check)? };
         let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
         let content = String::from_utf8_lossy(&bytes);
         let body = content.strip_suffix('\n').unwrap_or(&content);
@@ -478,7 +524,7 @@ fn read(path: &fs::WsPath, lines: Lines) -> Result<Read_, ToolError> {
     }
     // Too large to hash: stream just the lines asked for, keeping at most a
     // displayable prefix of each line (a 10 GB line must not fill memory).
-    let (file, meta) = fs::open_file(path).map_err(err)?;
+    let (file, meta) = open_checked(path, check)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let keep = MAX_LINE_CHARS * 4 + 4;
     let mut line: Vec<u8> = Vec::new();
@@ -612,6 +658,23 @@ pub fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_was_opened_is_checked_not_the_path_that_was_admitted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a"), "fine\n").unwrap();
+        std::fs::write(root.join("secret"), "no\n").unwrap();
+        let path = fs::resolve(&root, &root, "a").unwrap();
+        let check = |p: &std::path::Path| !p.ends_with("secret");
+        let lines = Lines { offset: None, limit: None, large: false };
+        assert!(matches!(read(&path, lines, &check), Ok(Read_::Done(..))));
+        // The admitted name now leads to the denied file.
+        std::fs::remove_file(root.join("a")).unwrap();
+        std::os::unix::fs::symlink("secret", root.join("a")).unwrap();
+        let Err(e) = read(&path, lines, &check) else { panic!("the swapped link was read") };
+        assert!(e.to_string().contains("changed while it was checked"), "{e}");
+    }
 
     #[test]
     fn base64_matches_the_rfc_vectors() {
