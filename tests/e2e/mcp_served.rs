@@ -129,7 +129,8 @@ fn http_bridge(socket: &Path, args: &[&str]) -> (std::process::Child, u16) {
     let mut line = String::new();
     let mut said = String::new();
     while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-        if let Some(rest) = line.split("serving MCP at http://127.0.0.1:").nth(1) {
+        let served = line.split("serving MCP at http://127.0.0.1:").nth(1);
+        if let Some(rest) = served.or_else(|| line.split("serving MCP at https://127.0.0.1:").nth(1)) {
             let port = rest.split('/').next().unwrap().parse().unwrap();
             // Keep reading its stderr so it never blocks on a full pipe.
             std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
@@ -395,6 +396,72 @@ fn idle_connections_do_not_lock_clients_out_of_the_http_bridge() {
     let answered = status(port, &initialize(&host, &format!("Authorization: Bearer {token}\r\n")));
     assert_eq!(answered, 200);
     drop(idle);
+    bridge.kill().unwrap();
+    bridge.wait().unwrap();
+}
+
+/// `--listen-public` serves only over TLS: a client that trusts the
+/// certificate gets MCP (with the token), plain HTTP gets nothing.
+#[test]
+fn listen_public_serves_mcp_over_tls_only() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let (dir, ws) = workspace();
+    let pki = dir.path();
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"])
+        .args(["-keyout", "key.pem", "-out", "cert.pem", "-days", "2", "-subj", "/CN=agentctl"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .current_dir(pki)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the openssl command (Debian package openssl) runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token_file = pki.join("token");
+    let (cert, key) = (pki.join("cert.pem"), pki.join("key.pem"));
+    let args = [
+        "--http",
+        "127.0.0.1:0",
+        "--listen-public",
+        "--http-tls-cert",
+        cert.to_str().unwrap(),
+        "--http-tls-key",
+        key.to_str().unwrap(),
+        "--cwd",
+        ws.to_str().unwrap(),
+        "--token-file",
+        token_file.to_str().unwrap(),
+    ];
+    let (mut bridge, port) = http_bridge(&d.socket, &args);
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    // Python's standard library as the TLS client, trusting the certificate.
+    let client = r#"
+import http.client, json, ssl, sys
+port, cafile, token = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+for auth in ([], [("Authorization", "Bearer " + token)]):
+    c = http.client.HTTPSConnection("127.0.0.1", port, context=ssl.create_default_context(cafile=cafile), timeout=10)
+    c.request("POST", "/mcp", body, dict([("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")] + auth))
+    r = c.getresponse()
+    print(r.status, r.read().decode()[:200].replace("\n", " "))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", client, &port.to_string(), cert.to_str().unwrap(), &token])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(lines[0].starts_with("401"), "{said}");
+    assert!(lines[1].starts_with("200") && lines[1].contains("protocolVersion"), "{said}");
+    // Plain HTTP to the TLS port: no HTTP answer.
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    plain.set_read_timeout(Some(agentd_tests::STEP)).unwrap();
+    plain
+        .write_all(initialize(&format!("127.0.0.1:{port}"), &format!("Authorization: Bearer {token}\r\n")).as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(!got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
     bridge.kill().unwrap();
     bridge.wait().unwrap();
 }
