@@ -38,6 +38,8 @@ struct Route {
     progress: Option<rmcp::model::ProgressToken>,
     steps: u64,
     elicit: bool,
+    /// Its MCP client declared sampling.
+    sample: bool,
 }
 
 /// The MCP server: one session of the daemon.
@@ -177,6 +179,7 @@ impl Bridge {
             "permission/request",
             "permission/resolved",
             "mcp/elicitation",
+            "mcp/sampling",
             "tool/started",
             "tool/result",
             "sandbox/network",
@@ -184,8 +187,10 @@ impl Bridge {
         ];
         // It answers the elicitations of agentd's own MCP servers: passed
         // on to this bridge's client (declined when it cannot ask).
-        let events =
-            client.stream_with(&session, None, Some(&kinds), &[agentd_protocol::mcp::ELICITATION_CAPABILITY]).await;
+        // Sampling requests too: passed on to a client that declares
+        // sampling (which asks its user), refused otherwise.
+        let answers = [agentd_protocol::mcp::ELICITATION_CAPABILITY, agentd_protocol::mcp::SAMPLING_CAPABILITY];
+        let events = client.stream_with(&session, None, Some(&kinds), &answers).await;
         let events = match events {
             Ok(events) => events,
             Err(e) => {
@@ -304,6 +309,34 @@ async fn follow(
                         content,
                     };
                     let _ = client.call::<agentd_protocol::methods::McpElicitationRespond>(params).await;
+                });
+            }
+            EventKind::McpSampling { request_id, server, request, .. } => {
+                let peer = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone());
+                let client = client.clone();
+                let session = session.clone();
+                tokio::spawn(async move {
+                    use agentd_protocol::mcp::McpSamplingDecision as Decision;
+                    let (result, error) = match peer {
+                        Some(peer) => match serde_json::from_value(request) {
+                            #[allow(deprecated)]
+                            Ok(params) => match peer.create_message(params).await {
+                                Ok(result) => (serde_json::to_value(result).ok(), None),
+                                Err(e) => (None, Some(format!("{server}: the MCP client of agentctl mcp: {e}"))),
+                            },
+                            Err(e) => (None, Some(format!("{server}: not a sampling request: {e}"))),
+                        },
+                        None => (None, Some("the MCP client of agentctl mcp does not support sampling".to_owned())),
+                    };
+                    let params = agentd_protocol::mcp::McpSamplingRespondParams {
+                        session_id: session,
+                        request_id,
+                        // The MCP client asks its user (MCP's human in the loop).
+                        decision: Decision::Allow,
+                        result,
+                        error,
+                    };
+                    let _ = client.call::<agentd_protocol::methods::McpSamplingRespond>(params).await;
                 });
             }
             EventKind::PermissionResolved { request_id, .. } => {
@@ -538,11 +571,14 @@ impl rmcp::ServerHandler for Bridge {
         }
         let (client, session) = self.session().await?;
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
-        let elicit = context.peer.peer_info().is_some_and(|info| {
-            serde_json::to_value(&info.capabilities).map(|c| !c["elicitation"].is_null()).unwrap_or(false)
-        });
+        let declared = |what: &str| {
+            context.peer.peer_info().is_some_and(|info| {
+                serde_json::to_value(&info.capabilities).map(|c| !c[what].is_null()).unwrap_or(false)
+            })
+        };
+        let (elicit, sample) = (declared("elicitation"), declared("sampling"));
         let progress = context.meta.get_progress_token();
-        lock(&self.calls).insert(id.clone(), Route { peer: context.peer.clone(), progress, steps: 0, elicit });
+        lock(&self.calls).insert(id.clone(), Route { peer: context.peer.clone(), progress, steps: 0, elicit, sample });
         let name = request.name.to_string();
         let params = ToolCallParams {
             session_id: session.clone(),

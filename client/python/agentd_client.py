@@ -254,6 +254,42 @@ class Agentd:
         """
         return _ElicitationServer(self, session_id, handler)
 
+    def serve_sampling(self, session_id, handler):
+        """Answers the session's MCP servers' sampling requests from now on: returns once subscribed.
+
+        agentd has no model: a server's `sampling/createMessage` becomes an
+        mcp/sampling event, and `handler(event)` is called on a thread of
+        its own (`event["server"]`, `event["request"]` with MCP's
+        `messages`, `maxTokens`, `systemPrompt`…, and
+        `event["needs_approval"]`, false once the user allowed the server
+        always). It asks the user when needed, calls the harness's model and
+        returns `("allow", result)` or `("allow_always", result)`, result
+        being MCP's CreateMessageResult (`{"role": "assistant", "content":
+        {"type": "text", "text": ...}, "model": ...}`), or `"deny"`; an
+        exception tells the server the model failed. Call `.close()` on the
+        returned object to stop.
+        """
+        params = {"kinds": ["mcp/sampling"], "capabilities": ["sampling"]}
+        return _StreamServer(
+            self, session_id, params, "mcp/sampling", lambda e: self._answer_sampling(session_id, e, handler)
+        )
+
+    def _answer_sampling(self, session_id, event, handler):
+        params = {"session_id": session_id, "request_id": event["request_id"]}
+        try:
+            answer = handler(event)
+            decision, result = (answer[0], answer[1]) if isinstance(answer, tuple) else (answer, None)
+            params["decision"] = decision
+            if result is not None:
+                params["result"] = result
+        except Exception as e:  # the model failed: the server is told why
+            params.update(decision="allow", error=str(e) or type(e).__name__)
+        try:
+            with Agentd(self.path, *self._tls) as d:
+                d.call("mcp/sampling_respond", **params)
+        except AgentdError:
+            pass  # timed out meanwhile, or the result was not a completion
+
     def _answer_elicitation(self, session_id, event, handler):
         try:
             answer = handler(event)

@@ -244,6 +244,54 @@ pub struct McpGetPromptResult {
 /// attached, a server's elicitation is declined at once.
 pub const ELICITATION_CAPABILITY: &str = "elicitation";
 
+/// The capability a `turn/stream` subscriber declares when it answers MCP
+/// servers' sampling requests (`capabilities: ["sampling"]`): the harness
+/// asks the user, then calls its model. While none is attached, a
+/// server's `sampling/createMessage` is refused at once.
+pub const SAMPLING_CAPABILITY: &str = "sampling";
+
+/// How a harness answered an `mcp/sampling` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpSamplingDecision {
+    /// The user allowed it; `result` is the completion (or `error` why
+    /// the model failed).
+    Allow,
+    /// As allow, and this server's later requests in the session do not
+    /// need the user's approval (`needs_approval: false`).
+    AllowAlways,
+    /// The user refused: the server is told so.
+    Deny,
+}
+
+/// Params of `mcp/sampling_respond`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpSamplingRespondParams {
+    /// The session.
+    pub session_id: String,
+    /// The `mcp/sampling` event's `request_id`.
+    pub request_id: String,
+    /// The user's decision.
+    pub decision: McpSamplingDecision,
+    /// With allow: MCP's `CreateMessageResult`: `{role: "assistant",
+    /// content: {type: "text", text} | {type: "image" | "audio", data,
+    /// mimeType}, model, stopReason?}` (checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// With allow, instead of `result`: why no completion came (the
+    /// server is told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Result of `mcp/sampling_respond`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpSamplingRespondResult {
+    /// The request answered.
+    pub request_id: String,
+}
+
 /// How a user answered an elicitation (MCP's actions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -81,6 +81,7 @@ method_list!(
     WorkspaceFiles,
     WorkspaceRead,
     SkillsList,
+    McpSamplingRespond,
 );
 
 method!(
@@ -157,6 +158,14 @@ method!(
     /// `hook/respond`: answer a `hook/request` event with the hook's output.
     HookRespond, "hook/respond",
     crate::hooks::HookRespondParams => crate::hooks::HookRespondResult
+);
+
+method!(
+    /// `mcp/sampling_respond`: answers an `mcp/sampling` event (a server
+    /// asking for a completion during a call): the user's decision, and
+    /// with allow the harness's model's completion.
+    McpSamplingRespond, "mcp/sampling_respond",
+    crate::mcp::McpSamplingRespondParams => crate::mcp::McpSamplingRespondResult
 );
 
 method!(

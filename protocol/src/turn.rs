@@ -351,6 +351,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_use_id: Option<String>,
     },
+    /// An MCP server asks for a completion (`sampling/createMessage`)
+    /// during a call of this session: the harness asks the user (unless
+    /// `needs_approval` is false: allowed always for this server), calls
+    /// its model and answers with `mcp/sampling_respond`. Sent only while a
+    /// `turn/stream` subscriber declares `capabilities: ["sampling"]`;
+    /// unanswered within the session's `permission_timeout_ms`, the server
+    /// is told no completion came.
+    #[serde(rename = "mcp/sampling")]
+    McpSampling {
+        /// Answer with this.
+        request_id: String,
+        /// The server (its entry's name).
+        server: String,
+        /// MCP's `CreateMessageRequest` params as the server sent them:
+        /// `messages`, `maxTokens`, `systemPrompt`, `temperature`,
+        /// `stopSequences`, `modelPreferences`, `metadata`.
+        request: serde_json::Value,
+        /// Whether the user must approve it (false once allowed always).
+        needs_approval: bool,
+    },
     /// A confined command's connection through the network gate, when it
     /// was refused or when it ended (at most 256 per call; the result
     /// counts the rest).
@@ -482,6 +502,7 @@ impl EventKind {
             EventKind::SandboxNetwork { .. } => "sandbox/network",
             EventKind::McpLog { .. } => "mcp/log",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
+            EventKind::McpSampling { .. } => "mcp/sampling",
             EventKind::HookRequest { .. } => "hook/request",
             EventKind::HookStarted { .. } => "hook/started",
             EventKind::HookCompleted { .. } => "hook/completed",

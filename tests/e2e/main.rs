@@ -17,6 +17,7 @@ mod grep_vs_rg;
 mod hooks;
 mod lifecycle;
 mod mcp;
+mod mcp_sampling;
 mod mcp_served;
 mod nvim;
 mod pdf;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use agentd_tests::{EventStream, RawConn, StandaloneDaemon, agentctl, eventually, none_left, tool_use, within};
 use serde_json::{Value, json};
 
-fn required(var: &str) -> Option<PathBuf> {
+pub(crate) fn required(var: &str) -> Option<PathBuf> {
     match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
         Some(p) => Some(p),
         None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
@@ -28,23 +28,23 @@ fn test_server() -> PathBuf {
 }
 
 /// A stdio entry for the Python test server with `args`.
-fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
+pub(crate) fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
     let mut all = vec![test_server().display().to_string()];
     all.extend(args.iter().map(|a| (*a).to_owned()));
     json!({ "command": python, "args": all, "env": env })
 }
 
-async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value {
+pub(crate) async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value {
     let mut params = json!({ "cwd": cwd });
     params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     c.ok("session/create", params).await
 }
 
-async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
+pub(crate) async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
     within(name, c.ok("tool/call", json!({ "session_id": sid, "name": name, "input": input }))).await
 }
 
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
@@ -54,7 +54,7 @@ async fn load(c: &mut RawConn, sid: &str, names: &[&str]) {
     assert_eq!(r["is_error"], false, "{r}");
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
@@ -145,7 +145,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 14, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 15, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];
@@ -528,7 +528,7 @@ fn a_repository_cannot_approve_mcp_tools_and_server_rules_bind_the_resource_tool
 
 /// Runs the Python SDK client `tests/mcp/bridge_client.py` against
 /// `agentctl mcp`; returns the JSON lines it printed.
-fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
+pub(crate) fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/bridge_client.py");
     let out = std::process::Command::new(python)
         .arg(script)

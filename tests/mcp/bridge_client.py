@@ -12,6 +12,9 @@ Scenarios:
     attach SESSION        serve an existing session; call Read
     server-elicit SESSION serve an existing session; call its MCP server's
                           `ask` tool, whose elicitation this client answers
+    server-sample SESSION the same with its `sample` tool, whose sampling
+                          request this client answers; then a client
+                          without sampling
     readme ARGS           start `agentctl ARGS` (a JSON list, as README's
                           mcpServers entry has them); call Read
     bench FILE N          read FILE N times; print per-call latencies
@@ -128,6 +131,27 @@ async def server_elicit(session):
             say(is_error=res.is_error, text=text_of(res), asked=asked)
 
 
+async def server_sample(session):
+    asked = []
+
+    async def on_sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="from the bridge's client"), model="bridge-model"
+        )
+
+    async with stdio_client(server(["--session", session])) as (r, w):
+        async with ClientSession(r, w, sampling_callback=on_sample) as s:
+            await s.initialize()
+            res = await s.call_tool("mcp__t__sample", {"prompt": "through the bridge?"})
+            say(is_error=res.is_error, text=text_of(res), asked=asked)
+    async with stdio_client(server(["--session", session])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("mcp__t__sample", {"prompt": "no sampling here"})
+            say(is_error=res.is_error, text=text_of(res))
+
+
 async def readme(args):
     params = StdioServerParameters(command=agentctl, args=["--socket", socket] + json.loads(args), cwd=workspace)
     async with stdio_client(params) as (r, w):
@@ -166,6 +190,7 @@ scenarios = {
     "no-elicit": no_elicit,
     "attach": attach,
     "server-elicit": server_elicit,
+    "server-sample": server_sample,
     "readme": readme,
     "bench": lambda path, n: bench(path, int(n)),
     "bench-fs": lambda fs, path, n: bench_fs(fs, path, int(n)),

@@ -13,7 +13,8 @@ garbage), so the tests exercise a real server, not a mock.
 
 It declares logging (each `logging/setLevel` it is sent is appended to
 $MCP_TEST_LEVELS when set), offers prompts, and has tools that log, flood
-the log, list the client's roots, and ask the user (an elicitation).
+the log, list the client's roots, ask the user (an elicitation) and ask
+the client's model (sampling).
 
 Every start appends a line "<pid>" to $MCP_TEST_STARTS when it is set, so
 tests can count how many processes a pool started.
@@ -164,6 +165,27 @@ async def ask(question: str, ctx: Context) -> str:
     if result.action == "accept" and result.data is not None:
         return f"accepted: {result.data.name} x{result.data.count}"
     return f"answer: {result.action}"
+
+
+@server.tool()
+async def sample(prompt: str, ctx: Context) -> str:
+    """Asks the client's model for a completion (sampling); says what came back."""
+    import warnings
+
+    from mcp.types import SamplingMessage, TextContent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = await ctx.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+                max_tokens=50,
+                system_prompt="Be brief.",
+            )
+        except Exception as e:
+            return f"sampling failed: {e}"
+    text = getattr(result.content, "text", "")
+    return f"model {result.model} said: {text}"
 
 
 @server.prompt(title="Review a file")

@@ -479,7 +479,10 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         EventKind::HookRequest { turn_id, .. }
         | EventKind::HookStarted { turn_id, .. }
         | EventKind::HookCompleted { turn_id, .. } => turn_id.as_deref(),
-        EventKind::SessionClosed {} | EventKind::McpLog { .. } | EventKind::McpElicitation { .. } => None,
+        EventKind::SessionClosed {}
+        | EventKind::McpLog { .. }
+        | EventKind::McpElicitation { .. }
+        | EventKind::McpSampling { .. } => None,
     }
 }
 
@@ -539,6 +542,9 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         }
         EventKind::McpElicitation { server, message, request_id, .. } => {
             format!("mcp asks {server}: {message} (answer with mcp/elicitation_respond {session} {request_id})")
+        }
+        EventKind::McpSampling { server, request_id, .. } => {
+            format!("mcp asks {server} for a completion (answer with mcp/sampling_respond {session} {request_id})")
         }
         EventKind::McpLog { server, level, logger, data, dropped } => {
             let text = match data {

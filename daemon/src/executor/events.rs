@@ -99,6 +99,9 @@ pub struct EventLog {
     /// Streams whose client answers MCP elicitations
     /// (`capabilities: ["elicitation"]`).
     elicitors: std::sync::atomic::AtomicUsize,
+    /// Streams whose client answers MCP sampling requests
+    /// (`capabilities: ["sampling"]`).
+    samplers: std::sync::atomic::AtomicUsize,
 }
 
 impl EventLog {
@@ -126,6 +129,7 @@ impl EventLog {
             batches: Default::default(),
             agent_runners: Default::default(),
             elicitors: Default::default(),
+            samplers: Default::default(),
         }
     }
 
@@ -302,7 +306,19 @@ impl EventLog {
     /// returned guard lives.
     pub fn elicitor(self: &Arc<Self>) -> Elicitor {
         self.elicitors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Elicitor(self.clone())
+        Elicitor(self.clone(), false)
+    }
+
+    /// Counts a stream whose client answers MCP sampling requests while
+    /// the returned guard lives.
+    pub fn sampler(self: &Arc<Self>) -> Elicitor {
+        self.samplers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Elicitor(self.clone(), true)
+    }
+
+    /// Whether a client that answers MCP sampling requests follows the log.
+    pub fn has_sampler(&self) -> bool {
+        self.samplers.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
     /// Whether a client that answers MCP elicitations follows the log.
@@ -393,12 +409,14 @@ impl Follow {
 /// A stream that runs sub-agents, counted while it lives.
 pub struct AgentRunner(Arc<EventLog>);
 
-/// A subscriber that answers MCP elicitations, counted while it lives.
-pub struct Elicitor(Arc<EventLog>);
+/// A subscriber that answers MCP elicitations (or, `true`, sampling
+/// requests), counted while it lives.
+pub struct Elicitor(Arc<EventLog>, bool);
 
 impl Drop for Elicitor {
     fn drop(&mut self) {
-        self.0.elicitors.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let count = if self.1 { &self.0.samplers } else { &self.0.elicitors };
+        count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -5,6 +5,11 @@
 //! `mcp/elicitation_respond`. Without a client that declares it answers
 //! elicitations, or without an answer within the session's permission
 //! timeout, the server is told the user declined.
+//!
+//! A server's `sampling/createMessage` (it asks for a completion) takes the
+//! same route as an `mcp/sampling` event: the harness asks the user (per
+//! server; "allow always" holds for the session), calls its own model and
+//! answers with `mcp/sampling_respond`. agentd owns tools, not the model.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,12 +47,20 @@ struct Pending {
     answer: tokio::sync::oneshot::Sender<Answer>,
 }
 
-/// One session's side of elicitations.
+/// What a harness answered a sampling request: MCP's
+/// `CreateMessageResult`, or why there is none.
+pub type Sampled = Result<Value, String>;
+
+/// One session's side of elicitations and sampling requests.
 pub struct Elicitations {
     session_id: String,
     events: Weak<EventLog>,
     timeout: Duration,
     pending: Mutex<HashMap<String, Pending>>,
+    /// Waiting sampling requests: the server, where the answer goes.
+    samples: Mutex<HashMap<String, (String, tokio::sync::oneshot::Sender<Sampled>)>>,
+    /// Servers the user allowed always to sample.
+    sampling_allowed: Mutex<std::collections::HashSet<String>>,
     next: AtomicU64,
 }
 
@@ -59,8 +72,76 @@ impl Elicitations {
             events: Arc::downgrade(events),
             timeout,
             pending: Mutex::new(HashMap::new()),
+            samples: Mutex::new(HashMap::new()),
+            sampling_allowed: Mutex::new(Default::default()),
             next: AtomicU64::new(1),
         }
+    }
+
+    /// Asks the session's client for a completion (`request` is MCP's
+    /// `CreateMessageRequest` params): refused when nobody can answer, too
+    /// many wait, the user declines, or no answer comes in time.
+    pub async fn sample(&self, server: &str, request: Value) -> Sampled {
+        let Some(events) = self.events.upgrade() else { return Err("the session closed".into()) };
+        if !events.has_sampler() {
+            return Err(
+                "no client of the agentd session answers sampling requests (capabilities: [\"sampling\"])".into()
+            );
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let request_id = format!("sample-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        {
+            let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+            if samples.len() >= MAX_PENDING {
+                return Err(format!("{MAX_PENDING} sampling requests of this session already wait for an answer"));
+            }
+            samples.insert(request_id.clone(), (server.to_owned(), tx));
+        }
+        let needs_approval = !self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).contains(server);
+        events.push(agentd_protocol::turn::EventKind::McpSampling {
+            request_id: request_id.clone(),
+            server: server.to_owned(),
+            request,
+            needs_approval,
+        });
+        drop(events);
+        let answer = tokio::time::timeout(self.timeout, rx).await;
+        self.samples.lock().unwrap_or_else(|e| e.into_inner()).remove(&request_id);
+        match answer {
+            Ok(Ok(answer)) => answer,
+            _ => Err(format!("no completion within {} ms", self.timeout.as_millis())),
+        }
+    }
+
+    /// `mcp/sampling_respond`: with allow, the completion must be MCP's
+    /// `CreateMessageResult` (or an `error`); a bad one is refused and the
+    /// request keeps waiting.
+    pub fn respond_sample(
+        &self,
+        request_id: &str,
+        decision: agentd_protocol::mcp::McpSamplingDecision,
+        result: Option<Value>,
+        error: Option<String>,
+    ) -> Result<(), String> {
+        use agentd_protocol::mcp::McpSamplingDecision as D;
+        let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        if !samples.contains_key(request_id) {
+            return Err(format!("no sampling request {request_id:?} waits for an answer in this session"));
+        }
+        let answer = match (decision, result, error) {
+            (D::Deny, ..) => Err("the user declined the sampling request".to_owned()),
+            (_, Some(result), None) => Ok(completion(result)?),
+            (_, None, Some(error)) => {
+                Err(format!("the client's model failed: {}", error.chars().take(1000).collect::<String>()))
+            }
+            _ => return Err("with allow, give either result or error".into()),
+        };
+        let Some((server, waiting)) = samples.remove(request_id) else { return Err("answered already".into()) };
+        if decision == D::AllowAlways {
+            self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).insert(server);
+        }
+        let _ = waiting.send(answer);
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
@@ -128,6 +209,35 @@ impl Elicitations {
         let _ = waiting.answer.send(Answer { action, content });
         Ok(())
     }
+}
+
+/// Largest completion passed on to a server.
+const MAX_COMPLETION_BYTES: usize = 4 << 20;
+
+/// `result` checked as MCP's `CreateMessageResult`: an assistant message
+/// with text, image or audio content, the model that made it.
+fn completion(result: Value) -> Result<Value, String> {
+    if serde_json::to_string(&result).map_or(true, |t| t.len() > MAX_COMPLETION_BYTES) {
+        return Err(format!("result: larger than {} MiB", MAX_COMPLETION_BYTES >> 20));
+    }
+    if result.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Err("result: role must be \"assistant\"".into());
+    }
+    if !result.get("model").is_some_and(Value::is_string) {
+        return Err("result: model (the model that answered) is required".into());
+    }
+    let content = result.get("content").ok_or("result: content is required")?;
+    let ok = match content.get("type").and_then(Value::as_str) {
+        Some("text") => content.get("text").is_some_and(Value::is_string),
+        Some("image" | "audio") => {
+            content.get("data").is_some_and(Value::is_string) && content.get("mimeType").is_some_and(Value::is_string)
+        }
+        _ => false,
+    };
+    if !ok {
+        return Err("result: content must be {type: text, text} or {type: image|audio, data, mimeType}".into());
+    }
+    Ok(result)
 }
 
 /// Whether `schema` is what MCP lets a server ask for: an object whose

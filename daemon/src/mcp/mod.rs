@@ -120,6 +120,15 @@ impl SessionMcp {
         }
     }
 
+    /// `mcp/sampling_respond`.
+    pub fn respond_sampling(&self, params: agentd_protocol::mcp::McpSamplingRespondParams) -> Result<(), String> {
+        let elicitations = self.elicitations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(e) = elicitations else {
+            return Err(format!("no sampling request {:?} waits for an answer in this session", params.request_id));
+        };
+        e.respond_sample(&params.request_id, params.decision, params.result, params.error)
+    }
+
     /// Listens to each server's log messages at `level` or above; they
     /// become `mcp/log` events of the session once it is attached, until
     /// it closes.

@@ -634,6 +634,32 @@ impl rmcp::ClientHandler for Handler {
         serde_json::from_value(result).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
 
+    /// A completion, from the harness of the session whose call is in
+    /// flight (agentd has no model): refused when no client can answer or
+    /// the user declines.
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let request = serde_json::to_value(&params).unwrap_or_default();
+        let Some(target) = self.elicit.route() else {
+            return Err(rmcp::ErrorData::invalid_request(
+                "no agentd session's call to this server is in flight to answer sampling",
+                None,
+            ));
+        };
+        match target.sample(&self.name, request).await {
+            Ok(result) => serde_json::from_value(result)
+                .map_err(|e| rmcp::ErrorData::internal_error(format!("the client's completion: {e}"), None)),
+            Err(e) => {
+                tracing::info!(server = %self.name, "MCP sampling refused: {e}");
+                Err(rmcp::ErrorData::invalid_request(e, None))
+            }
+        }
+    }
+
     /// The workspace the server serves (servers are pooled per workspace).
     #[allow(deprecated)]
     async fn list_roots(
@@ -654,7 +680,8 @@ impl rmcp::ClientHandler for Handler {
             // Roots (the workspace). Not listChanged: a server's workspace
             // does not change (a session in a worktree uses its own pool
             // entries).
-            serde_json::from_value(serde_json::json!({ "roots": {}, "elicitation": {} })).unwrap_or_default(),
+            serde_json::from_value(serde_json::json!({ "roots": {}, "elicitation": {}, "sampling": {} }))
+                .unwrap_or_default(),
             rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)

@@ -193,6 +193,17 @@ impl Session {
         self.executor.events().elicitor()
     }
 
+    /// Counts a subscriber that answers MCP sampling requests while the
+    /// guard lives.
+    pub fn sampler(&self) -> crate::executor::events::Elicitor {
+        self.executor.events().sampler()
+    }
+
+    /// `mcp/sampling_respond`.
+    pub fn respond_sampling(&self, params: agentd_protocol::mcp::McpSamplingRespondParams) -> Result<(), String> {
+        self.mcp.respond_sampling(params)
+    }
+
     /// `mcp/elicitation_respond`.
     pub fn respond_elicitation(&self, params: agentd_protocol::mcp::McpElicitationRespondParams) -> Result<(), String> {
         self.mcp.respond_elicitation(&params.request_id, params.action, params.content)

@@ -63,6 +63,12 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         session.respond_elicitation(p).map_err(|e| RpcError::invalid_params("request_id", e))?;
         Ok(agentd_protocol::mcp::McpElicitationRespondResult { request_id })
     });
+    rpc::register::<agentd_protocol::methods::McpSamplingRespond, _, _>(module, |p, state| {
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let request_id = p.request_id.clone();
+        session.respond_sampling(p).map_err(|e| RpcError::invalid_params("request_id", e))?;
+        Ok(agentd_protocol::mcp::McpSamplingRespondResult { request_id })
+    });
     rpc::register::<PermissionRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let rule_added = session.respond(&p).map_err(|e| match e {
@@ -101,11 +107,14 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         .capabilities
         .as_ref()
         .is_some_and(|c| c.iter().any(|c| c == agentd_protocol::mcp::ELICITATION_CAPABILITY));
+    let answers_sampling =
+        params.capabilities.as_ref().is_some_and(|c| c.iter().any(|c| c == agentd_protocol::mcp::SAMPLING_CAPABILITY));
     let (mut follow, _runner) = match session.follow(params.after_seq, runs_agents) {
         Ok(f) => f,
         Err(e) => return pending.reject(ErrorObjectOwned::from(RpcError::invalid_params("after_seq", e))).await,
     };
     let _elicitor = answers_elicitation.then(|| session.elicitor());
+    let _sampler = answers_sampling.then(|| session.sampler());
     drop(session);
     let Ok(sink) = pending.accept().await else { return };
     loop {
@@ -117,7 +126,8 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
         // A client that runs agents always gets their requests.
         let always = matches!(event.kind, EventKind::SessionClosed {})
             || (runs_agents && matches!(event.kind, EventKind::AgentRequest { .. }))
-            || (answers_elicitation && matches!(event.kind, EventKind::McpElicitation { .. }));
+            || (answers_elicitation && matches!(event.kind, EventKind::McpElicitation { .. }))
+            || (answers_sampling && matches!(event.kind, EventKind::McpSampling { .. }));
         if !always
             && let Some(kinds) = &params.kinds
             && !kinds.iter().any(|k| k == event.kind.type_name())

@@ -1,0 +1,151 @@
+//! A server's sampling request (`sampling/createMessage`) goes to the
+//! harness: the `mcp/sampling` event to a client that declares it answers
+//! them, the user's decision (allow always holds for the session), the
+//! harness's completion back to the server; refused without such a
+//! client, on a denial, a bad completion, or no answer in time. With the
+//! Python SDK's test server (`tests/mcp/test_server.py`, tool `sample`).
+
+use agentd_tests::{RawConn, StandaloneDaemon, within};
+use serde_json::{Value, json};
+
+use super::mcp::{bridge_client, call, py_entry, required, rt, session, text};
+
+async fn next_sampling(stream: &mut RawConn) -> Value {
+    within("the sampling request", async {
+        loop {
+            let note = stream.recv().await.expect("the stream goes on");
+            let event = note["params"]["result"].clone();
+            if event["type"] == "mcp/sampling" {
+                return event;
+            }
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_it() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let options = json!({ "mcp_servers": entry, "mode": "bypass", "permission_timeout_ms": 1500,
+            "tools": { "defer": { "mode": "never" } } });
+        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        // Nobody declared they answer sampling requests: refused at once.
+        let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "hi?" })).await;
+        assert!(text(&r).contains("sampling failed") && text(&r).contains("no client"), "{r}");
+
+        let mut stream = RawConn::connect(&d.socket).await;
+        let sub = stream
+            .request("turn/stream", json!({ "session_id": sid, "kinds": ["tool/result"], "capabilities": ["sampling"] }))
+            .await;
+        assert!(sub["result"].is_string(), "{sub}");
+        let start = |prompt: &str| {
+            let (socket, sid, prompt) = (d.socket.clone(), sid.clone(), prompt.to_owned());
+            tokio::spawn(async move {
+                let mut c = RawConn::connect(&socket).await;
+                call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": prompt })).await
+            })
+        };
+        let respond = |request_id: &Value, answer: Value| {
+            let mut params = answer;
+            params["session_id"] = json!(sid);
+            params["request_id"] = request_id.clone();
+            params
+        };
+        let good = json!({ "role": "assistant", "content": { "type": "text", "text": "hi there" }, "model": "harness-1", "stopReason": "endTurn" });
+
+        // The first asks the user; a completion that is not one is
+        // refused and the request still waits; allow always.
+        let pending = start("say hi");
+        let event = next_sampling(&mut stream).await;
+        assert_eq!(event["server"], "t", "{event}");
+        assert_eq!(event["needs_approval"], true, "{event}");
+        assert_eq!(event["request"]["messages"][0]["content"]["text"], "say hi", "{event}");
+        assert_eq!(event["request"]["systemPrompt"], "Be brief.", "{event}");
+        assert_eq!(event["request"]["maxTokens"], 50, "{event}");
+        let id = event["request_id"].clone();
+        for bad in [
+            json!({ "decision": "allow", "result": { "role": "user", "content": { "type": "text", "text": "x" }, "model": "m" } }),
+            json!({ "decision": "allow", "result": { "role": "assistant", "content": { "type": "text", "text": "x" } } }),
+            json!({ "decision": "allow", "result": { "role": "assistant", "content": { "type": "video" }, "model": "m" } }),
+            json!({ "decision": "allow" }),
+        ] {
+            let r = c.request("mcp/sampling_respond", respond(&id, bad.clone())).await;
+            assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
+        }
+        c.ok("mcp/sampling_respond", respond(&id, json!({ "decision": "allow_always", "result": good }))).await;
+        let r = within("the call", pending).await.unwrap();
+        assert_eq!(text(&r), "model harness-1 said: hi there", "{r}");
+        let again = c.request("mcp/sampling_respond", respond(&id, json!({ "decision": "deny" }))).await;
+        assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
+
+        // Allowed always: the next one needs no approval; a denial.
+        let pending = start("again");
+        let event = next_sampling(&mut stream).await;
+        assert_eq!(event["needs_approval"], false, "{event}");
+        c.ok("mcp/sampling_respond", respond(&event["request_id"], json!({ "decision": "deny" }))).await;
+        let r = within("the call", pending).await.unwrap();
+        assert!(text(&r).contains("declined"), "{r}");
+
+        // The harness's model failed: the server is told why.
+        let pending = start("fail");
+        let event = next_sampling(&mut stream).await;
+        c.ok("mcp/sampling_respond", respond(&event["request_id"], json!({ "decision": "allow", "error": "rate limited" })))
+            .await;
+        let r = within("the call", pending).await.unwrap();
+        assert!(text(&r).contains("rate limited"), "{r}");
+
+        // No answer within the permission timeout.
+        let pending = start("silence");
+        let _ = next_sampling(&mut stream).await;
+        let r = within("the call", pending).await.unwrap();
+        assert!(text(&r).contains("no completion within"), "{r}");
+        drop(stream);
+
+        // The Python client's handler answers them.
+        let script = r#"
+import os, sys
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd
+with Agentd(os.environ["SOCK"]) as d:
+    sid = os.environ["SID"]
+    def handler(event):
+        said = event["request"]["messages"][0]["content"]["text"]
+        return ("allow", {"role": "assistant", "content": {"type": "text", "text": said.upper()}, "model": "py"})
+    server = d.serve_sampling(sid, handler)
+    r = d.tool(sid, "mcp__t__sample", prompt="from python")
+    print(r["content"][0]["text"])
+    server.close()
+"#;
+        let out = tokio::process::Command::new("python3")
+            .args(["-c", script])
+            .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+            .env("SOCK", &d.socket)
+            .env("SID", &sid)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "model py said: FROM PYTHON\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // agentctl mcp passes them on to its own MCP client when it
+        // declares sampling; otherwise the server is told it cannot.
+        let seen = tokio::task::spawn_blocking({
+            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
+            move || bridge_client(&python, &socket, &work, &["server-sample", &sid])
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen[0]["text"], "model bridge-model said: from the bridge's client", "{seen:?}");
+        assert_eq!(seen[0]["asked"], json!(["through the bridge?"]), "{seen:?}");
+        assert!(seen[1]["text"].as_str().unwrap().contains("does not support sampling"), "{seen:?}");
+    });
+}
