@@ -624,7 +624,10 @@ fn convert(result: ToolCallResult) -> rmcp::model::CallToolResult {
             }
         })
         .collect();
-    let value = json!({ "content": content, "isError": result.is_error });
+    let mut value = json!({ "content": content, "isError": result.is_error });
+    if let Some(structured) = &result.structured_content {
+        value["structuredContent"] = structured.clone();
+    }
     serde_json::from_value(value)
         .unwrap_or_else(|_| rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(result.render)]))
 }

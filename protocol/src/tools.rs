@@ -185,4 +185,9 @@ pub struct ToolCallResult {
     /// The network a Bash command had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::session::NetworkAccess>,
+    /// An MCP tool's `structuredContent`, checked against the tool's
+    /// `outputSchema` when it declares one (its JSON is also the text
+    /// content when the server sent no other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<serde_json::Value>,
 }

@@ -179,6 +179,9 @@ pub enum EventKind {
         /// The network a Bash command had.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         network: Option<crate::session::NetworkAccess>,
+        /// An MCP tool's `structuredContent` (see `tool/call`'s result).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured_content: Option<serde_json::Value>,
     },
     /// A call needs the user's approval before it runs. Answer with
     /// `permission/respond`; until then the call waits (calls behind an

@@ -4,6 +4,7 @@
 //! harness's completion back to the server; refused without such a
 //! client, on a denial, a bad completion, or no answer in time. With the
 //! Python SDK's test server (`tests/mcp/test_server.py`, tool `sample`).
+//! And a tool's `structuredContent`, passed on as its own field.
 
 use agentd_tests::{RawConn, StandaloneDaemon, within};
 use serde_json::{Value, json};
@@ -147,5 +148,30 @@ with Agentd(os.environ["SOCK"]) as d:
         assert_eq!(seen[0]["text"], "model bridge-model said: from the bridge's client", "{seen:?}");
         assert_eq!(seen[0]["asked"], json!(["through the bridge?"]), "{seen:?}");
         assert!(seen[1]["text"].as_str().unwrap().contains("does not support sampling"), "{seen:?}");
+        // A structured result reaches the bridge's client as structuredContent.
+        assert_eq!(seen[2]["structured"], json!({ "city": "Bergen", "celsius": 21, "sunny": true }), "{seen:?}");
+    });
+}
+
+#[test]
+fn a_tools_structured_content_is_its_own_field() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let options = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        let r = call(&mut c, &sid, "mcp__t__weather", json!({ "city": "Oslo" })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert_eq!(r["structured_content"], json!({ "city": "Oslo", "celsius": 21, "sunny": true }), "{r}");
+        // The SDK wraps a plain return value as {"result": …}, with a
+        // schema saying so: it goes through the check as well.
+        let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "x" })).await;
+        assert_eq!(r["structured_content"], json!({ "result": "x" }), "{r}");
+        // Other tools (agentd's own) have none.
+        let r = call(&mut c, &sid, "Glob", json!({ "pattern": "*" })).await;
+        assert!(r.get("structured_content").is_none(), "{r}");
     });
 }

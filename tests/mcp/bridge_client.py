@@ -14,7 +14,7 @@ Scenarios:
                           `ask` tool, whose elicitation this client answers
     server-sample SESSION the same with its `sample` tool, whose sampling
                           request this client answers; then a client
-                          without sampling
+                          without sampling, and a structured result
     readme ARGS           start `agentctl ARGS` (a JSON list, as README's
                           mcpServers entry has them); call Read
     bench FILE N          read FILE N times; print per-call latencies
@@ -150,6 +150,8 @@ async def server_sample(session):
             await s.initialize()
             res = await s.call_tool("mcp__t__sample", {"prompt": "no sampling here"})
             say(is_error=res.is_error, text=text_of(res))
+            res = await s.call_tool("mcp__t__weather", {"city": "Bergen"})
+            say(is_error=res.is_error, structured=res.structured_content)
 
 
 async def readme(args):

@@ -188,6 +188,12 @@ async def sample(prompt: str, ctx: Context) -> str:
     return f"model {result.model} said: {text}"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def weather(city: str) -> dict[str, object]:
+    """Structured output: the SDK declares an output schema and sends structuredContent."""
+    return {"city": city, "celsius": 21, "sunny": True}
+
+
 @server.prompt(title="Review a file")
 def review(file: str, style: str = "short") -> str:
     """Asks for a review of `file`."""

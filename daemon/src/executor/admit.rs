@@ -150,7 +150,13 @@ impl SessionExecutor {
             }
             Verdict::Refuse { message } => {
                 let render = call.render_rejected(&message);
-                Err(CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None })
+                Err(CallOutcome {
+                    content: vec![ContentBlock::text(message)],
+                    is_error: true,
+                    render,
+                    modifier: None,
+                    structured: None,
+                })
             }
         }
     }

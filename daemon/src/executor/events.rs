@@ -447,7 +447,9 @@ fn approx_size(kind: &EventKind) -> usize {
     };
     EVENT_OVERHEAD
         + match kind {
-            EventKind::ToolResult { content: blocks, render, .. } => content(blocks) + render.len(),
+            EventKind::ToolResult { content: blocks, render, structured_content, .. } => {
+                content(blocks) + render.len() + structured_content.as_ref().map_or(0, value_size)
+            }
             EventKind::ToolProgress { data, render, .. } => value_size(data) + render.len(),
             EventKind::PermissionRequest { input, reason, render, suggestions, .. } => {
                 value_size(input) + reason.len() + render.len() + suggestions.iter().map(String::len).sum::<usize>()
@@ -527,6 +529,7 @@ mod tests {
             render: String::new(),
             sandbox: None,
             network: None,
+            structured_content: None,
         };
         for i in 0..100 {
             log.push(big(i));

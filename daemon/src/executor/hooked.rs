@@ -148,7 +148,13 @@ impl SessionExecutor {
         let completed = std::mem::take(&mut said.events);
         let refuse = |call: &dyn PreparedCall, message: String| {
             let render = call.render_rejected(&message);
-            CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None }
+            CallOutcome {
+                content: vec![ContentBlock::text(message)],
+                is_error: true,
+                render,
+                modifier: None,
+                structured: None,
+            }
         };
         let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());
         let mut refusal = match said.decision {

@@ -670,6 +670,7 @@ impl SessionExecutor {
             render_use: name.to_owned(),
             sandbox: None,
             network: None,
+            structured_content: None,
         }))
     }
 
@@ -919,6 +920,7 @@ impl SessionExecutor {
             render: outcome.render.clone(),
             sandbox: slot.sandbox,
             network: slot.network,
+            structured_content: outcome.structured.clone(),
         });
         if let Some(worktree) = worktree_changed {
             self.events.push(EventKind::WorktreeChanged {
@@ -943,6 +945,7 @@ impl SessionExecutor {
                 render_use: slot.render_use.clone(),
                 sandbox: slot.sandbox,
                 network: slot.network,
+                structured_content: outcome.structured,
             });
         }
     }

@@ -165,6 +165,7 @@ impl SessionExecutor {
                                     is_error: true,
                                     render,
                                     modifier: None,
+                                    structured: None,
                                 };
                                 if let Some(me) = guard.me.take() {
                                     me.finished(i, outcome, false);

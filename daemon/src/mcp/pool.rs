@@ -61,6 +61,9 @@ pub struct ServerTool {
     /// offered, and a call that names it says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+    /// Its `outputSchema`: what its `structuredContent` must fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// The daemon's servers.
@@ -718,6 +721,7 @@ fn check_tool(server: &str, tool: Value) -> ServerTool {
         idempotent: hint("idempotentHint"),
         open_world: hint("openWorldHint"),
         unusable,
+        output_schema: tool.get("outputSchema").filter(|s| s.is_object()).cloned(),
     }
 }
 

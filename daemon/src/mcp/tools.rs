@@ -139,6 +139,7 @@ impl DynTool for McpTool {
             server: self.server.clone(),
             tool: self.tool.name.clone(),
             read_only: self.tool.read_only,
+            output_schema: self.tool.output_schema.clone(),
             arguments,
         }))
     }
@@ -153,6 +154,7 @@ struct McpCall {
     server: Arc<Server>,
     tool: String,
     read_only: bool,
+    output_schema: Option<Value>,
     arguments: serde_json::Map<String, Value>,
 }
 
@@ -198,13 +200,22 @@ impl PreparedCall for McpCall {
 
     fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
         Box::pin(async move {
-            let McpCall { full_name, server, tool, arguments, .. } = *self;
+            let McpCall { full_name, server, tool, arguments, output_schema, .. } = *self;
             let timeout = Duration::from_millis(ctx.info.mcp_tool_timeout_ms);
             match call_tool(&server, &tool, arguments, timeout, &ctx, progress).await {
-                Ok((content, is_error)) => {
+                Ok((content, is_error, structured)) => {
+                    let structured = match structured_checked(structured, output_schema.as_ref(), is_error) {
+                        Ok(structured) => structured,
+                        Err(why) => {
+                            return CallOutcome::error(format!(
+                                "MCP server {}: {tool} answered with structured content that {why}",
+                                server.name
+                            ));
+                        }
+                    };
                     let render =
                         if is_error { format!("{tool} ({}) failed", server.name) } else { format!("{full_name} done") };
-                    CallOutcome { content, is_error, render, modifier: None }
+                    CallOutcome { content, is_error, render, modifier: None, structured }
                 }
                 Err(message) => CallOutcome::error(message),
             }
@@ -242,7 +253,7 @@ async fn call_tool(
     timeout: Duration,
     ctx: &ToolContext,
     progress: Option<ProgressReporter>,
-) -> Result<(Vec<ContentBlock>, bool), String> {
+) -> Result<(Vec<ContentBlock>, bool, Option<Value>), String> {
     let name = &server.name;
     let peer = tokio::select! {
         peer = server.peer() => peer.map_err(|e| format!("MCP server {name} is not available: {e}"))?,
@@ -275,7 +286,8 @@ async fn call_tool(
     match answer {
         Ok(ServerResult::CallToolResult(result)) => {
             let value = serde_json::to_value(&result).unwrap_or_default();
-            Ok(convert_result(&value))
+            let (content, is_error) = convert_result(&value);
+            Ok((content, is_error, value.get("structuredContent").cloned()))
         }
         Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
         Err(rmcp::ServiceError::McpError(e)) => Err(redact(format!("MCP server {name}: {tool} failed: {}", e.message))),
@@ -284,6 +296,133 @@ async fn call_tool(
             Err(format!("MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"))
         }
         Err(e) => Err(redact(format!("MCP server {name}: {tool} failed: {e}"))),
+    }
+}
+
+/// Largest `structuredContent` kept, serialised.
+const MAX_STRUCTURED_BYTES: usize = 1 << 20;
+
+/// A result's `structuredContent` as MCP requires it of a tool with an
+/// `outputSchema`: present (unless the call failed) and fitting it; a
+/// tool without one may send any, up to [`MAX_STRUCTURED_BYTES`].
+/// `Err` says what is wrong.
+fn structured_checked(
+    structured: Option<Value>,
+    schema: Option<&Value>,
+    is_error: bool,
+) -> Result<Option<Value>, String> {
+    let Some(value) = structured else {
+        return match schema {
+            Some(_) if !is_error => Err("is missing (the tool declares an output schema)".into()),
+            _ => Ok(None),
+        };
+    };
+    if serde_json::to_string(&value).map_or(true, |t| t.len() > MAX_STRUCTURED_BYTES) {
+        return Err(format!("is larger than {} MiB", MAX_STRUCTURED_BYTES >> 20));
+    }
+    if let Some(schema) = schema
+        && !is_error
+    {
+        fits(&value, schema, "structuredContent", 0)?;
+    }
+    Ok(Some(value))
+}
+
+/// Whether `value` fits `schema`, for JSON Schema's common keywords
+/// (`type`, `enum`, `const`, `properties`, `required`,
+/// `additionalProperties: false`, `items`, `anyOf`/`oneOf`/`allOf`);
+/// others (`$ref`, formats, bounds) are not checked. `Err` names where.
+fn fits(value: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), String> {
+    let Some(schema) = schema.as_object() else {
+        return if schema == &Value::Bool(false) {
+            Err(format!("does not fit its output schema at {at}"))
+        } else {
+            Ok(())
+        };
+    };
+    if depth > 32 {
+        return Ok(());
+    }
+    let wrong = |what: String| Err(format!("does not fit its output schema at {at}: {what}"));
+    if let Some(types) = schema.get("type") {
+        let names: Vec<&str> = match types {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let is = |t: &str| match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !names.is_empty() && !names.iter().any(|t| is(t)) {
+            return wrong(format!("{} is not of type {}", short(value), names.join(" or ")));
+        }
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array)
+        && !values.contains(value)
+    {
+        return wrong(format!("{} is not one of {}", short(value), short(&Value::Array(values.clone()))));
+    }
+    if let Some(want) = schema.get("const")
+        && want != value
+    {
+        return wrong(format!("{} is not {}", short(value), short(want)));
+    }
+    if let Some(object) = value.as_object() {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for required in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+        {
+            if !object.contains_key(required) {
+                return wrong(format!("{required} is required"));
+            }
+        }
+        for (key, v) in object {
+            match properties.and_then(|p| p.get(key)) {
+                Some(sub) => fits(v, sub, &format!("{at}.{key}"), depth + 1)?,
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    return wrong(format!("{key} is not allowed"));
+                }
+                None => {
+                    if let Some(extra) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+                        fits(v, extra, &format!("{at}.{key}"), depth + 1)?;
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items").filter(|i| i.is_object()), value.as_array()) {
+        for (i, v) in array.iter().enumerate() {
+            fits(v, items, &format!("{at}[{i}]"), depth + 1)?;
+        }
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        for sub in all {
+            fits(value, sub, at, depth + 1)?;
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(any) = schema.get(key).and_then(Value::as_array)
+            && !any.is_empty()
+            && !any.iter().any(|sub| fits(value, sub, at, depth + 1).is_ok())
+        {
+            return wrong(format!("{} fits none of its {key}", short(value)));
+        }
+    }
+    Ok(())
+}
+
+/// A value in a message: its JSON, cut at 80 characters.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }
 
@@ -686,5 +825,43 @@ mod tests {
         let big = "x".repeat(MAX_RESULT_CHARS + 10);
         let (blocks, _) = convert_result(&serde_json::json!({"content": [{"type": "text", "text": big}]}));
         assert!(matches!(&blocks[0], ContentBlock::Text { text } if text.contains("output cut")));
+    }
+
+    #[test]
+    fn structured_content_must_fit_the_output_schema() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "celsius": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "kind": {"enum": ["a", "b"]},
+                "either": {"anyOf": [{"type": "string"}, {"type": "null"}]}
+            },
+            "required": ["city"],
+            "additionalProperties": false
+        });
+        let ok = serde_json::json!({"city": "Oslo", "celsius": 3, "tags": ["x"], "kind": "a", "either": null});
+        assert_eq!(structured_checked(Some(ok.clone()), Some(&schema), false), Ok(Some(ok)));
+        for (bad, says) in [
+            (serde_json::json!({"celsius": 3}), "city is required"),
+            (serde_json::json!({"city": 1}), "structuredContent.city: 1 is not of type string"),
+            (serde_json::json!({"city": "x", "celsius": 2.5}), "not of type integer"),
+            (serde_json::json!({"city": "x", "tags": ["a", 2]}), "structuredContent.tags[1]"),
+            (serde_json::json!({"city": "x", "kind": "c"}), "is not one of"),
+            (serde_json::json!({"city": "x", "either": 3}), "fits none of its anyOf"),
+            (serde_json::json!({"city": "x", "extra": 1}), "extra is not allowed"),
+            (serde_json::json!([1]), "is not of type object"),
+        ] {
+            let e = structured_checked(Some(bad.clone()), Some(&schema), false).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert!(structured_checked(None, Some(&schema), false).unwrap_err().contains("missing"));
+        // A failed call need not fit; a tool without a schema sends any.
+        assert_eq!(structured_checked(None, Some(&schema), true), Ok(None));
+        let any = serde_json::json!({"anything": [1, 2]});
+        assert_eq!(structured_checked(Some(any.clone()), None, false), Ok(Some(any)));
+        let huge = serde_json::json!({"x": "y".repeat(2 << 20)});
+        assert!(structured_checked(Some(huge), None, false).unwrap_err().contains("larger"));
     }
 }

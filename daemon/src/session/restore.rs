@@ -129,6 +129,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
             render: WHY.into(),
             sandbox: None,
             network: None,
+            structured_content: None,
         });
     }
     for turn_id in turns {

@@ -45,6 +45,8 @@ pub struct CallOutcome {
     pub render: String,
     /// A change to the session, applied after the call in request order.
     pub modifier: Option<ContextModifier>,
+    /// An MCP tool's `structuredContent`, checked.
+    pub structured: Option<serde_json::Value>,
 }
 
 impl CallOutcome {
@@ -56,6 +58,7 @@ impl CallOutcome {
             is_error: true,
             render: message,
             modifier: None,
+            structured: None,
         }
     }
 }
@@ -317,12 +320,14 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     is_error: false,
                     render: tool.render_result(&out.output),
                     modifier: out.modifier,
+                    structured: None,
                 },
                 Ok(Err(err)) => CallOutcome {
                     content: vec![ContentBlock::text(err.message.clone())],
                     is_error: true,
                     render: tool.render_error(&kept, &err),
                     modifier: None,
+                    structured: None,
                 },
                 Err(panic) => {
                     let what = panic

@@ -178,6 +178,7 @@ impl PreparedCall for SyntheticCall {
                 is_error: false,
                 render: format!("{} done", self.tool),
                 modifier: None,
+                structured: None,
             }
         })
     }
