@@ -161,8 +161,15 @@ fn a_tools_structured_content_is_its_own_field() {
     let entry = json!({ "t": py_entry(&python, &[], json!({})) });
     rt().block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let options = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        let extra_dir = tempfile::tempdir().unwrap();
+        let extra = extra_dir.path().canonicalize().unwrap();
+        let options = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } },
+            "add_dirs": [extra] });
         let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        // Roots: the workspace, and the session's added directories.
+        let r = call(&mut c, &sid, "mcp__t__roots", json!({})).await;
+        let want = format!("file://{}/\nfile://{}/", work.path().canonicalize().unwrap().display(), extra.display());
+        assert_eq!(text(&r), want, "{r}");
         let r = call(&mut c, &sid, "mcp__t__weather", json!({ "city": "Oslo" })).await;
         assert_eq!(r["is_error"], false, "{r}");
         assert_eq!(r["structured_content"], json!({ "city": "Oslo", "celsius": 21, "sunny": true }), "{r}");

@@ -61,12 +61,25 @@ pub struct Elicitations {
     samples: Mutex<HashMap<String, (String, tokio::sync::oneshot::Sender<Sampled>)>>,
     /// Servers the user allowed always to sample.
     sampling_allowed: Mutex<std::collections::HashSet<String>>,
+    /// The session's added directories (`add_dirs`), offered as roots
+    /// beside the workspace while its call is in flight.
+    add_dirs: Vec<std::path::PathBuf>,
     next: AtomicU64,
 }
 
 impl Elicitations {
     /// For the session `session_id`, whose events go to `events`.
     pub fn new(session_id: &str, events: &Arc<EventLog>, timeout: Duration) -> Self {
+        Self::with_dirs(session_id, events, timeout, Vec::new())
+    }
+
+    /// As [`Elicitations::new`], for a session with added directories.
+    pub fn with_dirs(
+        session_id: &str,
+        events: &Arc<EventLog>,
+        timeout: Duration,
+        add_dirs: Vec<std::path::PathBuf>,
+    ) -> Self {
         Elicitations {
             session_id: session_id.to_owned(),
             events: Arc::downgrade(events),
@@ -74,6 +87,7 @@ impl Elicitations {
             pending: Mutex::new(HashMap::new()),
             samples: Mutex::new(HashMap::new()),
             sampling_allowed: Mutex::new(Default::default()),
+            add_dirs,
             next: AtomicU64::new(1),
         }
     }
@@ -151,6 +165,11 @@ impl Elicitations {
     /// The session's id.
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The session's added directories.
+    pub fn add_dirs(&self) -> &[std::path::PathBuf] {
+        &self.add_dirs
     }
 
     /// Asks the session's client; declines when nobody can answer, too

@@ -98,9 +98,10 @@ impl SessionMcp {
         session_id: &str,
         events: &Arc<crate::executor::events::EventLog>,
         timeout: std::time::Duration,
+        add_dirs: &[std::path::PathBuf],
     ) {
         let _ = self.events.set(Arc::downgrade(events));
-        let elicitations = Arc::new(elicit::Elicitations::new(session_id, events, timeout));
+        let elicitations = Arc::new(elicit::Elicitations::with_dirs(session_id, events, timeout, add_dirs.to_vec()));
         let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
         self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
         *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);

@@ -663,7 +663,8 @@ impl rmcp::ClientHandler for Handler {
         }
     }
 
-    /// The workspace the server serves (servers are pooled per workspace).
+    /// The workspace the server serves (servers are pooled per workspace),
+    /// and the added directories of the session whose call is in flight.
     #[allow(deprecated)]
     async fn list_roots(
         &self,
@@ -675,7 +676,18 @@ impl rmcp::ClientHandler for Handler {
         let name = self.workspace.file_name().map(|n| n.to_string_lossy().into_owned());
         let mut root = rmcp::model::Root::new(uri);
         root.name = name;
-        Ok(rmcp::model::ListRootsResult::new(vec![root]))
+        let mut roots = vec![root];
+        // And the added directories of the session whose call is in flight.
+        if let Some(target) = self.elicit.route() {
+            for dir in target.add_dirs() {
+                if let Ok(uri) = url::Url::from_directory_path(dir) {
+                    let mut root = rmcp::model::Root::new(uri.to_string());
+                    root.name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                    roots.push(root);
+                }
+            }
+        }
+        Ok(rmcp::model::ListRootsResult::new(roots))
     }
 
     fn get_info(&self) -> rmcp::model::ClientConfig {

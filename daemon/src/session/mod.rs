@@ -589,7 +589,8 @@ impl SessionManager {
             executor.share_net_slots(&parent.executor);
             executor.hooks().set_parent(parent.executor.hooks().clone());
         }
-        mcp.attach(&info.session_id, executor.events(), std::time::Duration::from_millis(info.permission_timeout_ms));
+        let timeout = std::time::Duration::from_millis(info.permission_timeout_ms);
+        mcp.attach(&info.session_id, executor.events(), timeout, &info.add_dirs);
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session {
