@@ -200,3 +200,56 @@ fn a_long_call_shows_its_progress_on_the_terminal() {
     let out = std::fs::read_to_string(work.path().join("out.txt")).unwrap();
     assert!(out.contains("done-ticking") && !out.contains('…'), "stdout keeps the result only: {out}");
 }
+
+/// An MCP server's elicitation during `agentctl run`: a form at the
+/// terminal, field by field (a wrong integer is asked again).
+#[test]
+fn an_mcp_servers_elicitation_is_a_form_at_the_terminal() {
+    let Some(python) = super::mcp::required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let server = serde_json::json!({ "t": super::mcp::py_entry(&python, &[], serde_json::json!({})) });
+    let sid = super::mcp::rt().block_on(async {
+        let mut c = agentd_tests::RawConn::connect(&d.socket).await;
+        let options =
+            serde_json::json!({ "mcp_servers": server, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        super::mcp::session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned()
+    });
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(
+        &blocks,
+        "{\"id\": \"q\", \"name\": \"mcp__t__ask\", \"input\": {\"question\": \"who are you?\"}}\n",
+    )
+    .unwrap();
+    let command = format!(
+        "{} --socket {} run --session {sid} {}; echo EXIT=$?; sleep 60",
+        agentd_tests::bin_path("agentctl").display(),
+        d.socket.display(),
+        blocks.display()
+    );
+    let tmux = Tmux::shell("elicit", &command, 200);
+    tmux.wait_for("t asks: who are you?");
+    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+    // Fields by name; Pydantic's titles.
+    tmux.wait_for("Count (integer; Enter: 1)");
+    tmux.run(&["send-keys", "-t", "t", "three", "Enter"]);
+    tmux.wait_for("Name (string)");
+    tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
+    // Refused by the daemon (not an integer): the form again.
+    let again = |text: &str| {
+        let deadline = Instant::now() + agentd_tests::STEP;
+        while tmux.screen().matches(text).count() < 2 {
+            assert!(Instant::now() < deadline, "{text:?} not asked again:\n{}", tmux.screen());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    again("t asks: who are you?");
+    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+    again("Count (integer");
+    tmux.run(&["send-keys", "-t", "t", "3", "Enter"]);
+    again("Name (string)");
+    tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("accepted: Ada x3"), "{screen}");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+}

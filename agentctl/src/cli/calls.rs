@@ -182,8 +182,13 @@ pub(super) async fn run_turn(
         .map_err(|e| Failure::Local(format!("listening for Ctrl+C: {e}")))?;
     // agentctl runs no model, but it shows an agent/request with how to
     // answer it (agentctl respond-agent) and waits for the answer.
-    let mut events =
-        client.stream_with(session, None, None, &[agentd_client::protocol::agent::AGENTS_CAPABILITY]).await?;
+    // At a terminal it answers the session's MCP servers' elicitations
+    // too (a form, field by field).
+    let mut answers = vec![agentd_client::protocol::agent::AGENTS_CAPABILITY];
+    if matches!(answering, Answering::Prompt) {
+        answers.push(agentd_client::protocol::mcp::ELICITATION_CAPABILITY);
+    }
+    let mut events = client.stream_with(session, None, None, &answers).await?;
     let params = agentd_client::protocol::turn::TurnSubmitParams {
         session_id: session.to_owned(),
         turn_id: None,
@@ -221,6 +226,35 @@ pub(super) async fn run_turn(
         };
         let Some(event) = next else { break };
         let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
+        if let EventKind::McpElicitation { request_id, server, message, requested_schema, .. } = &event.kind
+            && matches!(answering, Answering::Prompt)
+        {
+            let (server, message, schema) = (server.clone(), message.clone(), requested_schema.clone());
+            let multi = live.as_ref().map(|l| l.multi.clone());
+            let (client, session, request_id) = (client, session.to_owned(), request_id.clone());
+            // Asked again while the values do not fit (the daemon says why).
+            for _ in 0..3 {
+                let (server, message, schema) = (server.clone(), message.clone(), schema.clone());
+                let multi = multi.clone();
+                let asked = tokio::task::spawn_blocking(move || match multi {
+                    Some(m) => m.suspend(|| elicit_prompt(&server, &message, &schema)),
+                    None => elicit_prompt(&server, &message, &schema),
+                })
+                .await
+                .map_err(|e| Failure::Local(format!("prompt: {e}")))?;
+                let params = agentd_client::protocol::mcp::McpElicitationRespondParams {
+                    session_id: session.clone(),
+                    request_id: request_id.clone(),
+                    action: asked.0,
+                    content: asked.1,
+                };
+                match client.call::<agentd_client::protocol::methods::McpElicitationRespond>(params).await {
+                    Ok(_) => break,
+                    Err(e) => eprintln!("agentctl: {e}"),
+                }
+            }
+            continue;
+        }
         let ours = event_turn(&event.kind).is_some_and(|t| t == turn);
         if !ours && !matches!(event.kind, EventKind::SessionClosed {}) {
             continue;
@@ -435,6 +469,79 @@ pub(super) fn prompt(
         _ => PermissionDecision::Deny,
     };
     (decision, None)
+}
+
+/// An MCP server's elicitation at the terminal: accept, decline or
+/// cancel, then each field of its (flat) form: its title or name, its
+/// description, its choices; Enter keeps the default (or leaves out an
+/// optional field).
+pub(super) fn elicit_prompt(
+    server: &str,
+    message: &str,
+    schema: &serde_json::Value,
+) -> (agentd_client::protocol::mcp::McpElicitationAction, Option<serde_json::Map<String, serde_json::Value>>) {
+    use agentd_client::protocol::mcp::McpElicitationAction as Action;
+    use serde_json::Value;
+    use std::io::Write;
+    let read = || {
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        line.trim().to_owned()
+    };
+    println!("? {server} asks: {message}");
+    print!("  answer? [y]es, [n]o (decline, Enter), [c]ancel: ");
+    let _ = std::io::stdout().flush();
+    match read().to_lowercase().as_str() {
+        "y" | "yes" => {}
+        "c" | "cancel" => return (Action::Cancel, None),
+        _ => return (Action::Decline, None),
+    }
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut content = serde_json::Map::new();
+    for (name, field) in schema["properties"].as_object().into_iter().flatten() {
+        let title = field["title"].as_str().unwrap_or(name);
+        let kind = field["type"].as_str().unwrap_or("string");
+        let choices: Vec<&str> = field["enum"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let mut hint = match kind {
+            "boolean" => "y/n".to_owned(),
+            _ if !choices.is_empty() => {
+                choices.iter().enumerate().map(|(i, c)| format!("{}. {c}", i + 1)).collect::<Vec<_>>().join("  ")
+            }
+            other => other.to_owned(),
+        };
+        if let Some(default) = field.get("default") {
+            hint.push_str(&format!("; Enter: {default}"));
+        } else if !required.contains(&name.as_str()) {
+            hint.push_str("; Enter: leave out");
+        }
+        if let Some(about) = field["description"].as_str() {
+            println!("  {about}");
+        }
+        print!("  {title} ({hint}): ");
+        let _ = std::io::stdout().flush();
+        let line = read();
+        let value = if line.is_empty() {
+            match field.get("default") {
+                Some(default) => default.clone(),
+                None => continue,
+            }
+        } else {
+            match kind {
+                "boolean" => Value::Bool(matches!(line.to_lowercase().as_str(), "y" | "yes" | "true")),
+                "integer" => line.parse::<i64>().map(Value::from).unwrap_or(Value::String(line)),
+                "number" => line.parse::<f64>().map(Value::from).unwrap_or(Value::String(line)),
+                _ if !choices.is_empty() => {
+                    match line.parse::<usize>().ok().and_then(|n| choices.get(n.wrapping_sub(1))) {
+                        Some(choice) => Value::String((*choice).to_owned()),
+                        None => Value::String(line),
+                    }
+                }
+                _ => Value::String(line),
+            }
+        };
+        content.insert(name.clone(), value);
+    }
+    (Action::Accept, Some(content))
 }
 
 /// Colour for people: only on a terminal, never with `NO_COLOR` set.
