@@ -526,22 +526,71 @@ fn a_repository_cannot_approve_mcp_tools_and_server_rules_bind_the_resource_tool
     });
 }
 
+/// Runs `script` (Python, with agentd's Python client importable) with
+/// `SOCK` and `SID` set; what it printed (it must succeed).
+pub(crate) async fn python_client(script: &str, socket: &Path, sid: &str) -> String {
+    let out = tokio::process::Command::new("python3")
+        .args(["-c", script])
+        .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+        .env("SOCK", socket)
+        .env("SID", sid)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `scripts/<script>` (one of the conformance suite's runners) with
+/// the suite in `tools` and the binaries `bins`, plus `flag`; its output
+/// (it must succeed).
+pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flag: &str) -> String {
+    let bin = tempfile::tempdir().unwrap();
+    for name in bins {
+        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(script);
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--tools")
+        .arg(tools)
+        .arg("--bin")
+        .arg(bin.path())
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg(flag)
+        .env_remove("AGENTD_SOCKET")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    text
+}
+
 /// Runs the Python SDK client `tests/mcp/bridge_client.py` against
 /// `agentctl mcp`; returns the JSON lines it printed.
 pub(crate) fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/bridge_client.py");
+    sdk_client(python, "bridge_client.py", socket, workspace, scenario)
+}
+
+/// Runs `tests/mcp/<script>` (an MCP SDK client driving agentctl: its
+/// arguments are agentctl, the socket, the workspace, then `args`);
+/// returns the JSON lines it printed (it must succeed).
+pub(crate) fn sdk_client(python: &Path, script: &str, socket: &Path, workspace: &Path, args: &[&str]) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join(script);
     let out = std::process::Command::new(python)
-        .arg(script)
+        .arg(path)
         .arg(agentd_tests::bin_path("agentctl"))
         .arg(socket)
         .arg(workspace)
-        .args(scenario)
+        .args(args)
         .env_remove("AGENTD_SOCKET")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{scenario:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script} {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
@@ -908,20 +957,7 @@ with Agentd(os.environ["SOCK"]) as d:
     print(r["content"][0]["text"])
     server.close()
 "#;
-        let out = tokio::process::Command::new("python3")
-            .args(["-c", script])
-            .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
-            .env("SOCK", &d.socket)
-            .env("SID", &sid)
-            .output()
-            .await
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "accepted: Py x2\n",
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(python_client(script, &d.socket, &sid).await, "accepted: Py x2\n");
         // agentctl mcp passes them on to its own MCP client.
         let seen = tokio::task::spawn_blocking({
             let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
@@ -952,26 +988,7 @@ fn the_conformance_suites_client_scenarios_that_agentd_declares_pass() {
     // a daemon of its own; the scenarios of what agentd does not declare
     // (OAuth) are left out here and listed in the README.
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
-    let bin = tempfile::tempdir().unwrap();
-    for name in ["agentd", "agentd-sandbox"] {
-        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
-    }
-    let out_dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--bin")
-        .arg(bin.path())
-        .arg("--out")
-        .arg(out_dir.path())
-        .arg("--only-declared")
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
+    let text = conformance("mcp-conformance.sh", &tools, &["agentd", "agentd-sandbox"], "--only-declared");
     assert!(text.contains("declared: 4 passed, 0 failed"), "{text}");
     for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
         assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");

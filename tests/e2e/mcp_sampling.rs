@@ -9,7 +9,7 @@
 use agentd_tests::{RawConn, StandaloneDaemon, within};
 use serde_json::{Value, json};
 
-use super::mcp::{bridge_client, call, py_entry, required, rt, session, text};
+use super::mcp::{bridge_client, call, py_entry, python_client, required, rt, session, text};
 
 async fn next_sampling(stream: &mut RawConn) -> Value {
     within("the sampling request", async {
@@ -122,20 +122,7 @@ with Agentd(os.environ["SOCK"]) as d:
     print(r["content"][0]["text"])
     server.close()
 "#;
-        let out = tokio::process::Command::new("python3")
-            .args(["-c", script])
-            .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
-            .env("SOCK", &d.socket)
-            .env("SID", &sid)
-            .output()
-            .await
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "model py said: FROM PYTHON\n",
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(python_client(script, &d.socket, &sid).await, "model py said: FROM PYTHON\n");
 
         // agentctl mcp passes them on to its own MCP client when it
         // declares sampling; otherwise the server is told it cannot.

@@ -11,20 +11,7 @@ use std::path::{Path, PathBuf};
 use agentd_tests::{RawConn, StandaloneDaemon, agentctl};
 use serde_json::{Value, json};
 
-fn required(var: &str) -> Option<PathBuf> {
-    match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
-        Some(p) => Some(p),
-        None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
-        None => {
-            eprintln!("skipped: {var} is not set (see .ci/run)");
-            None
-        }
-    }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
+use super::mcp::{required, rt};
 
 /// A workspace with text, bytes, files Read rules deny, a file outside it
 /// and a skill.
@@ -52,21 +39,8 @@ fn workspace() -> (tempfile::TempDir, PathBuf) {
 const DENY: [&str; 4] = ["--deny", "Read(./secret.env)", "--deny", "Read(./private/**)"];
 
 fn served_client(python: &Path, socket: &Path, ws: &Path, transport: &str, bridge: &[&str]) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/served_client.py");
-    let out = std::process::Command::new(python)
-        .arg(script)
-        .arg(agentd_tests::bin_path("agentctl"))
-        .arg(socket)
-        .arg(ws)
-        .arg(transport)
-        .args(bridge)
-        .env_remove("AGENTD_SOCKET")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{transport}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let args: Vec<&str> = std::iter::once(transport).chain(bridge.iter().copied()).collect();
+    super::mcp::sdk_client(python, "served_client.py", socket, ws, &args)
 }
 
 /// What the client saw, whichever the transport.
@@ -258,26 +232,8 @@ fn agentctl_mcp_http_refuses_other_machines_without_tls_and_a_readable_token() {
 #[test]
 fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
-    let bin = tempfile::tempdir().unwrap();
-    for name in ["agentd", "agentd-sandbox", "agentctl"] {
-        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
-    }
-    let out_dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance-server.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--bin")
-        .arg(bin.path())
-        .arg("--out")
-        .arg(out_dir.path())
-        .arg("--only-served")
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
+    let bins = ["agentd", "agentd-sandbox", "agentctl"];
+    let text = super::mcp::conformance("mcp-conformance-server.sh", &tools, &bins, "--only-served");
     assert!(text.contains("served: 11 passed, 0 failed"), "{text}");
     for scenario in
         ["server-initialize", "resources-list", "prompts-list", "logging-set-level", "dns-rebinding-protection"]
