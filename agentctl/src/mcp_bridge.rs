@@ -312,21 +312,21 @@ async fn follow(
                 });
             }
             EventKind::McpSampling { request_id, server, request, .. } => {
-                let peer = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone());
+                // Only while a call of this bridge's runs for a client that
+                // samples; otherwise left to the session's other clients
+                // (or to the daemon's timeout).
+                let Some(peer) = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone()) else { continue };
                 let client = client.clone();
                 let session = session.clone();
                 tokio::spawn(async move {
                     use agentd_protocol::mcp::McpSamplingDecision as Decision;
-                    let (result, error) = match peer {
-                        Some(peer) => match serde_json::from_value(request) {
-                            #[allow(deprecated)]
-                            Ok(params) => match peer.create_message(params).await {
-                                Ok(result) => (serde_json::to_value(result).ok(), None),
-                                Err(e) => (None, Some(format!("{server}: the MCP client of agentctl mcp: {e}"))),
-                            },
-                            Err(e) => (None, Some(format!("{server}: not a sampling request: {e}"))),
+                    let (result, error) = match serde_json::from_value(request) {
+                        #[allow(deprecated)]
+                        Ok(params) => match peer.create_message(params).await {
+                            Ok(result) => (serde_json::to_value(result).ok(), None),
+                            Err(e) => (None, Some(format!("{server}: the MCP client of agentctl mcp: {e}"))),
                         },
-                        None => (None, Some("the MCP client of agentctl mcp does not support sampling".to_owned())),
+                        Err(e) => (None, Some(format!("{server}: not a sampling request: {e}"))),
                     };
                     let params = agentd_protocol::mcp::McpSamplingRespondParams {
                         session_id: session,

@@ -100,6 +100,32 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
         let r = within("the call", pending).await.unwrap();
         assert!(text(&r).contains("rate limited"), "{r}");
 
+        // Over 1 MiB: refused before any event is made.
+        let big = "x".repeat(1_100_000);
+        let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": big })).await;
+        assert!(text(&r).contains("larger than 1024 KiB"), "{}", &text(&r)[..200.min(text(&r).len())]);
+
+        // While a call of another session on the same (pooled) server is in
+        // flight, which session asked cannot be told: refused, shown to
+        // neither session's client.
+        let other = session(&mut c, work.path(), json!({ "mcp_servers": entry, "mode": "bypass",
+            "tools": { "defer": { "mode": "never" } } }))
+        .await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let busy = {
+            let (socket, other) = (d.socket.clone(), other.clone());
+            tokio::spawn(async move {
+                let mut c = RawConn::connect(&socket).await;
+                call(&mut c, &other, "mcp__t__slow", json!({ "steps": 4, "delay_ms": 500 })).await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "whose?", "delay_ms": 200 })).await;
+        assert!(text(&r).contains("sampling failed") && text(&r).contains("no one agentd session"), "{r}");
+        within("the other call", busy).await.unwrap();
+
         // No answer within the permission timeout.
         let pending = start("silence");
         let _ = next_sampling(&mut stream).await;
@@ -125,7 +151,8 @@ with Agentd(os.environ["SOCK"]) as d:
         assert_eq!(python_client(script, &d.socket, &sid).await, "model py said: FROM PYTHON\n");
 
         // agentctl mcp passes them on to its own MCP client when it
-        // declares sampling; otherwise the server is told it cannot.
+        // declares sampling; otherwise it leaves them to the session's
+        // other clients (none here: no answer in time).
         let seen = tokio::task::spawn_blocking({
             let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
             move || bridge_client(&python, &socket, &work, &["server-sample", &sid])
@@ -134,7 +161,7 @@ with Agentd(os.environ["SOCK"]) as d:
         .unwrap();
         assert_eq!(seen[0]["text"], "model bridge-model said: from the bridge's client", "{seen:?}");
         assert_eq!(seen[0]["asked"], json!(["through the bridge?"]), "{seen:?}");
-        assert!(seen[1]["text"].as_str().unwrap().contains("does not support sampling"), "{seen:?}");
+        assert!(seen[1]["text"].as_str().unwrap().contains("no completion within"), "{seen:?}");
         // A structured result reaches the bridge's client as structuredContent.
         assert_eq!(seen[2]["structured"], json!({ "city": "Bergen", "celsius": 21, "sunny": true }), "{seen:?}");
     });

@@ -168,9 +168,11 @@ async def ask(question: str, ctx: Context) -> str:
 
 
 @server.tool()
-async def sample(prompt: str, ctx: Context) -> str:
-    """Asks the client's model for a completion (sampling); says what came back."""
+async def sample(prompt: str, ctx: Context, delay_ms: int = 0) -> str:
+    """Asks the client's model for a completion (sampling), after `delay_ms`; says what came back."""
     import warnings
+
+    await asyncio.sleep(delay_ms / 1000)
 
     from mcp.types import SamplingMessage, TextContent
 

@@ -464,6 +464,11 @@ fn approx_size(kind: &EventKind) -> usize {
                     + instructions.as_ref().map_or(0, String::len)
                     + tools.iter().map(String::len).sum::<usize>()
             }
+            EventKind::McpSampling { request, server, .. } => value_size(request) + server.len(),
+            EventKind::McpElicitation { message, requested_schema, server, .. } => {
+                message.len() + value_size(requested_schema) + server.len()
+            }
+            EventKind::McpLog { data, server, .. } => value_size(data) + server.len(),
             _ => 0,
         }
 }

@@ -95,8 +95,13 @@ impl Elicitations {
     /// Asks the session's client for a completion (`request` is MCP's
     /// `CreateMessageRequest` params): refused when nobody can answer, too
     /// many wait, the user declines, or no answer comes in time.
-    pub async fn sample(&self, server: &str, request: Value) -> Sampled {
+    /// `in_flight`: a call of the session to the server is running (else
+    /// the user is asked whatever they allowed before).
+    pub async fn sample(&self, server: &str, request: Value, in_flight: bool) -> Sampled {
         let Some(events) = self.events.upgrade() else { return Err("the session closed".into()) };
+        if serde_json::to_string(&request).map_or(true, |t| t.len() > MAX_SAMPLING_REQUEST_BYTES) {
+            return Err(format!("the request is larger than {} KiB", MAX_SAMPLING_REQUEST_BYTES >> 10));
+        }
         if !events.has_sampler() {
             return Err(
                 "no client of the agentd session answers sampling requests (capabilities: [\"sampling\"])".into()
@@ -111,7 +116,8 @@ impl Elicitations {
             }
             samples.insert(request_id.clone(), (server.to_owned(), tx));
         }
-        let needs_approval = !self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).contains(server);
+        let needs_approval =
+            !in_flight || !self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).contains(server);
         events.push(agentd_protocol::turn::EventKind::McpSampling {
             request_id: request_id.clone(),
             server: server.to_owned(),
@@ -229,6 +235,10 @@ impl Elicitations {
         Ok(())
     }
 }
+
+/// Largest sampling request passed on to a harness (it goes into the
+/// session's event log).
+const MAX_SAMPLING_REQUEST_BYTES: usize = 1 << 20;
 
 /// Largest completion passed on to a server.
 const MAX_COMPLETION_BYTES: usize = 4 << 20;
@@ -353,14 +363,20 @@ impl Targets {
         FlightGuard { targets: self.clone(), session_id: session_id.to_owned() }
     }
 
-    /// Where an elicitation goes: the session of the latest call in
-    /// flight, else the only session there is.
-    pub fn route(&self) -> Option<Arc<Elicitations>> {
+    /// Where a server's request goes: the session with a call to it in
+    /// flight (`true`), else the only session using it (`false`). Nowhere
+    /// when calls of two sessions are in flight: which one made the
+    /// request cannot be told (guessing would show one session's request
+    /// to another's client, and answer it with another's approvals).
+    pub fn route(&self) -> Option<(Arc<Elicitations>, bool)> {
         let inner = self.lock();
-        if let Some(latest) = inner.in_flight.last() {
-            return inner.sessions.get(latest).cloned();
+        if let Some(first) = inner.in_flight.first() {
+            if inner.in_flight.iter().any(|s| s != first) {
+                return None;
+            }
+            return inner.sessions.get(first).cloned().map(|t| (t, true));
         }
-        (inner.sessions.len() == 1).then(|| inner.sessions.values().next().cloned()).flatten()
+        (inner.sessions.len() == 1).then(|| inner.sessions.values().next().cloned().map(|t| (t, false))).flatten()
     }
 }
 
@@ -423,13 +439,18 @@ mod tests {
         let log = Arc::new(EventLog::new(16));
         let targets = Arc::new(Targets::default());
         let a = targets.add(Arc::new(Elicitations::new("a", &log, Duration::from_secs(1))));
-        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("a"), "the only one");
+        let routed = |t: &Targets| t.route().map(|(t, in_flight)| (t.session_id().to_owned(), in_flight));
+        assert_eq!(routed(&targets), Some(("a".into(), false)), "the only one");
         let _b = targets.add(Arc::new(Elicitations::new("b", &log, Duration::from_secs(1))));
         assert!(targets.route().is_none(), "two sessions, no call: nobody can tell");
         let flight = targets.in_flight("b");
-        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("b"));
-        drop(flight);
+        assert_eq!(routed(&targets), Some(("b".into(), true)));
+        let second = targets.in_flight("b");
+        assert_eq!(routed(&targets), Some(("b".into(), true)), "two calls of one session");
+        let other = targets.in_flight("a");
+        assert!(targets.route().is_none(), "calls of two sessions: nobody can tell which asked");
+        drop((other, second, flight));
         drop(a);
-        assert_eq!(targets.route().map(|t| t.session_id().to_owned()).as_deref(), Some("b"));
+        assert_eq!(routed(&targets), Some(("b".into(), false)));
     }
 }

@@ -624,8 +624,8 @@ impl rmcp::ClientHandler for Handler {
         let schema = request.get("requestedSchema").cloned().unwrap_or_default();
         super::elicit::check_schema(&schema).map_err(|e| rmcp::ErrorData::invalid_params(e, None))?;
         let message = request.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let Some(target) = self.elicit.route() else {
-            tracing::info!(server = %self.name, "MCP elicitation declined: no session's call to it is in flight");
+        let Some((target, _)) = self.elicit.route() else {
+            tracing::info!(server = %self.name, "MCP elicitation declined: no one session's call to it is in flight");
             return decline();
         };
         let answer = target.ask(&self.name, &message, schema).await;
@@ -647,17 +647,17 @@ impl rmcp::ClientHandler for Handler {
         _cx: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let request = serde_json::to_value(&params).unwrap_or_default();
-        let Some(target) = self.elicit.route() else {
+        let Some((target, in_flight)) = self.elicit.route() else {
             return Err(rmcp::ErrorData::invalid_request(
-                "no agentd session's call to this server is in flight to answer sampling",
+                "no one agentd session's call to this server is in flight to answer sampling",
                 None,
             ));
         };
-        match target.sample(&self.name, request).await {
+        match target.sample(&self.name, request, in_flight).await {
             Ok(result) => serde_json::from_value(result)
                 .map_err(|e| rmcp::ErrorData::internal_error(format!("the client's completion: {e}"), None)),
             Err(e) => {
-                tracing::info!(server = %self.name, "MCP sampling refused: {e}");
+                tracing::debug!(server = %self.name, "MCP sampling refused: {e}");
                 Err(rmcp::ErrorData::invalid_request(e, None))
             }
         }
@@ -678,7 +678,7 @@ impl rmcp::ClientHandler for Handler {
         root.name = name;
         let mut roots = vec![root];
         // And the added directories of the session whose call is in flight.
-        if let Some(target) = self.elicit.route() {
+        if let Some((target, true)) = self.elicit.route() {
             for dir in target.add_dirs() {
                 if let Ok(uri) = url::Url::from_directory_path(dir) {
                     let mut root = rmcp::model::Root::new(uri.to_string());

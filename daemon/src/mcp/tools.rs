@@ -301,6 +301,9 @@ async fn call_tool(
 
 /// Largest `structuredContent` kept, serialised.
 const MAX_STRUCTURED_BYTES: usize = 1 << 20;
+/// Schema nodes and enum values one check may visit: a check that would
+/// take more (a huge schema, `anyOf` over long arrays) fails closed.
+const CHECK_BUDGET: usize = 200_000;
 
 /// A result's `structuredContent` as MCP requires it of a tool with an
 /// `outputSchema`: present (unless the call failed) and fitting it; a
@@ -323,19 +326,44 @@ fn structured_checked(
     if let Some(schema) = schema
         && !is_error
     {
-        fits(&value, schema, "structuredContent", 0)?;
+        let mut budget = CHECK_BUDGET;
+        if let Err(misfit) = fits(&value, schema, &mut budget, 0) {
+            return Err(match misfit {
+                Misfit::At(path, what) => format!("does not fit its output schema at structuredContent{path}: {what}"),
+                Misfit::TooCostly => "is too costly to check against its output schema".into(),
+            });
+        }
     }
     Ok(Some(value))
 }
 
+/// Why a value does not fit: where (a path built on the way out, so a
+/// failed `anyOf` branch costs no text) and what; or the check ran out
+/// of budget.
+#[derive(Debug)]
+enum Misfit {
+    At(String, String),
+    TooCostly,
+}
+
+impl Misfit {
+    fn under(self, step: impl FnOnce() -> String) -> Misfit {
+        match self {
+            Misfit::At(path, what) => Misfit::At(format!("{}{path}", step()), what),
+            costly => costly,
+        }
+    }
+}
+
 /// Whether `value` fits `schema`, for JSON Schema's common keywords
 /// (`type`, `enum`, `const`, `properties`, `required`,
-/// `additionalProperties: false`, `items`, `anyOf`/`oneOf`/`allOf`);
-/// others (`$ref`, formats, bounds) are not checked. `Err` names where.
-fn fits(value: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), String> {
+/// `additionalProperties`, `items`, `anyOf`/`oneOf`/`allOf`); others
+/// (`$ref`, formats, bounds) are not checked.
+fn fits(value: &Value, schema: &Value, budget: &mut usize, depth: usize) -> Result<(), Misfit> {
+    *budget = budget.checked_sub(1).ok_or(Misfit::TooCostly)?;
     let Some(schema) = schema.as_object() else {
         return if schema == &Value::Bool(false) {
-            Err(format!("does not fit its output schema at {at}"))
+            Err(Misfit::At(String::new(), "nothing fits".into()))
         } else {
             Ok(())
         };
@@ -343,7 +371,7 @@ fn fits(value: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), Str
     if depth > 32 {
         return Ok(());
     }
-    let wrong = |what: String| Err(format!("does not fit its output schema at {at}: {what}"));
+    let wrong = |what: String| Err(Misfit::At(String::new(), what));
     if let Some(types) = schema.get("type") {
         let names: Vec<&str> = match types {
             Value::String(t) => vec![t.as_str()],
@@ -364,15 +392,16 @@ fn fits(value: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), Str
             return wrong(format!("{} is not of type {}", short(value), names.join(" or ")));
         }
     }
-    if let Some(values) = schema.get("enum").and_then(Value::as_array)
-        && !values.contains(value)
-    {
-        return wrong(format!("{} is not one of {}", short(value), short(&Value::Array(values.clone()))));
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        *budget = budget.checked_sub(values.len()).ok_or(Misfit::TooCostly)?;
+        if !values.contains(value) {
+            return wrong(format!("{} is not one of its enum's {} values", short(value), values.len()));
+        }
     }
     if let Some(want) = schema.get("const")
         && want != value
     {
-        return wrong(format!("{} is not {}", short(value), short(want)));
+        return wrong(format!("{} is not its const", short(value)));
     }
     if let Some(object) = value.as_object() {
         let properties = schema.get("properties").and_then(Value::as_object);
@@ -382,47 +411,62 @@ fn fits(value: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), Str
                 return wrong(format!("{required} is required"));
             }
         }
+        let extra = schema.get("additionalProperties");
         for (key, v) in object {
-            match properties.and_then(|p| p.get(key)) {
-                Some(sub) => fits(v, sub, &format!("{at}.{key}"), depth + 1)?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return wrong(format!("{key} is not allowed"));
-                }
-                None => {
-                    if let Some(extra) = schema.get("additionalProperties").filter(|s| s.is_object()) {
-                        fits(v, extra, &format!("{at}.{key}"), depth + 1)?;
-                    }
-                }
-            }
+            let sub = match properties.and_then(|p| p.get(key)) {
+                Some(sub) => sub,
+                None if extra == Some(&Value::Bool(false)) => return wrong(format!("{key} is not allowed")),
+                None => match extra.filter(|s| s.is_object()) {
+                    Some(sub) => sub,
+                    None => continue,
+                },
+            };
+            fits(v, sub, budget, depth + 1).map_err(|m| m.under(|| format!(".{key}")))?;
         }
     }
     if let (Some(items), Some(array)) = (schema.get("items").filter(|i| i.is_object()), value.as_array()) {
         for (i, v) in array.iter().enumerate() {
-            fits(v, items, &format!("{at}[{i}]"), depth + 1)?;
+            fits(v, items, budget, depth + 1).map_err(|m| m.under(|| format!("[{i}]")))?;
         }
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for sub in all {
-            fits(value, sub, at, depth + 1)?;
+            fits(value, sub, budget, depth + 1)?;
         }
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(any) = schema.get(key).and_then(Value::as_array)
             && !any.is_empty()
-            && !any.iter().any(|sub| fits(value, sub, at, depth + 1).is_ok())
         {
-            return wrong(format!("{} fits none of its {key}", short(value)));
+            let mut fitted = false;
+            for sub in any {
+                match fits(value, sub, budget, depth + 1) {
+                    Ok(()) => {
+                        fitted = true;
+                        break;
+                    }
+                    Err(Misfit::TooCostly) => return Err(Misfit::TooCostly),
+                    Err(Misfit::At(..)) => {}
+                }
+            }
+            if !fitted {
+                return wrong(format!("{} fits none of its {key}", short(value)));
+            }
         }
     }
     Ok(())
 }
 
-/// A value in a message: its JSON, cut at 80 characters.
+/// A value in a message, briefly: a scalar as JSON (a string cut at 60
+/// characters), an array or object by its size (never serialised whole).
 fn short(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
+    match value {
+        Value::Array(a) => format!("an array of {} items", a.len()),
+        Value::Object(o) => format!("an object of {} properties", o.len()),
+        Value::String(s) if s.chars().count() > 60 => {
+            format!("{:?}…", s.chars().take(60).collect::<String>())
+        }
+        other => other.to_string(),
     }
 }
 
@@ -848,10 +892,10 @@ mod tests {
             (serde_json::json!({"city": 1}), "structuredContent.city: 1 is not of type string"),
             (serde_json::json!({"city": "x", "celsius": 2.5}), "not of type integer"),
             (serde_json::json!({"city": "x", "tags": ["a", 2]}), "structuredContent.tags[1]"),
-            (serde_json::json!({"city": "x", "kind": "c"}), "is not one of"),
+            (serde_json::json!({"city": "x", "kind": "c"}), "is not one of its enum's 2 values"),
             (serde_json::json!({"city": "x", "either": 3}), "fits none of its anyOf"),
             (serde_json::json!({"city": "x", "extra": 1}), "extra is not allowed"),
-            (serde_json::json!([1]), "is not of type object"),
+            (serde_json::json!([1]), "an array of 1 items is not of type object"),
         ] {
             let e = structured_checked(Some(bad.clone()), Some(&schema), false).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
@@ -863,5 +907,12 @@ mod tests {
         assert_eq!(structured_checked(Some(any.clone()), None, false), Ok(Some(any)));
         let huge = serde_json::json!({"x": "y".repeat(2 << 20)});
         assert!(structured_checked(Some(huge), None, false).unwrap_err().contains("larger"));
+        // A check that would take long fails closed, at once.
+        let names: Vec<String> = (0..10_000).map(|i| format!("n{i}")).collect();
+        let costly = serde_json::json!({"properties": {"a": {"items": {"anyOf": [{"enum": names}, {}]}}}});
+        let started = std::time::Instant::now();
+        let e = structured_checked(Some(serde_json::json!({"a": vec![1; 5000]})), Some(&costly), false).unwrap_err();
+        assert!(e.contains("too costly"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 }
