@@ -128,6 +128,19 @@ fn status(port: u16, request: &str) -> u16 {
     String::from_utf8_lossy(&head[9..12]).parse().unwrap()
 }
 
+/// One raw HTTP/1.1 request; the response's head.
+fn response_head(port: u16, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(agentd_tests::STEP)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
 fn initialize(host: &str, extra: &str) -> String {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     format!(
@@ -184,11 +197,31 @@ fn agentctl_mcp_serves_files_skills_logs_and_completion_over_stdio_and_http() {
         let seen = served_client(&python, &d.socket, &ws, &transport, &[]);
         check_served(&seen, &ws);
         // The client's MCP session ended (DELETE): its daemon session is
-        // closed; the raw initialize above keeps one until it times out or
-        // the bridge goes.
+        // closed (an initialize alone opened none: a bridge attaches on
+        // first use).
         let deadline = std::time::Instant::now() + agentd_tests::STEP;
-        while sessions(&mut c).await > 1 {
+        while sessions(&mut c).await > 0 {
             assert!(std::time::Instant::now() < deadline, "the ended MCP session's daemon session stays open");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // One left open (initialize, initialized, a request), then the
+        // bridge killed: its daemon session goes too.
+        let head = response_head(port, &initialize(&host, &bearer));
+        let id = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("mcp-session-id:").map(|v| v.trim().to_owned()))
+            .unwrap_or_else(|| panic!("no session id: {head}"));
+        let post = |body: &str| {
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{bearer}Mcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        assert_eq!(status(port, &post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)), 202);
+        assert_eq!(status(port, &post(r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#)), 200);
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        while sessions(&mut c).await != 1 {
+            assert!(std::time::Instant::now() < deadline, "the open MCP session has no daemon session");
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         bridge.kill().unwrap();
