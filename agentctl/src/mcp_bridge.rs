@@ -76,6 +76,9 @@ pub enum Link {
 pub enum SessionSource {
     /// This session, kept open when the bridge goes.
     Existing(String),
+    /// This session, opened for this bridge alone (its caller closes it):
+    /// the bridge answers its servers' requests as its only client.
+    Made(String),
     /// One opened with these parameters when first needed, closed with
     /// the bridge.
     Open(Box<agentd_protocol::session::SessionCreateParams>),
@@ -157,7 +160,7 @@ impl Bridge {
             }
         };
         let (session, owned) = match &self.source {
-            SessionSource::Existing(id) => (id.clone(), false),
+            SessionSource::Existing(id) | SessionSource::Made(id) => (id.clone(), false),
             SessionSource::Open(params) => {
                 (client.session_create((**params).clone()).await.map_err(|e| e.to_string())?.session_id, true)
             }
@@ -185,10 +188,11 @@ impl Bridge {
             "sandbox/network",
             "mcp/log",
         ];
-        // It answers the elicitations of agentd's own MCP servers: passed
-        // on to this bridge's client (declined when it cannot ask).
-        // Sampling requests too: passed on to a client that declares
-        // sampling (which asks its user), refused otherwise.
+        // It answers the elicitations and sampling requests of agentd's
+        // own MCP servers: passed on to this bridge's client while one of
+        // its calls runs for a client that can answer; otherwise refused
+        // at once in a session of its own, and left to the session's
+        // other clients in one it serves (`--session`).
         let answers = [agentd_protocol::mcp::ELICITATION_CAPABILITY, agentd_protocol::mcp::SAMPLING_CAPABILITY];
         let events = client.stream_with(&session, None, Some(&kinds), &answers).await;
         let events = match events {
@@ -200,12 +204,13 @@ impl Bridge {
                 return Err(e.to_string());
             }
         };
+        let only_client = owned || matches!(self.source, SessionSource::Made(_));
         let closed = Arc::new(tokio::sync::Notify::new());
         let follower = tokio::spawn({
             let (closed, client, id) = (closed.clone(), client.clone(), session.clone());
             let (calls, asking, log) = (self.calls.clone(), self.asking.clone(), self.log.clone());
             async move {
-                follow(events, client, id, calls, asking, log).await;
+                follow(events, client, id, only_client, calls, asking, log).await;
                 closed.notify_one();
             }
         });
@@ -233,6 +238,7 @@ async fn follow(
     mut events: jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>,
     client: Arc<Client>,
     session: String,
+    only_client: bool,
     calls: Arc<Mutex<HashMap<String, Route>>>,
     asking: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
     log: Arc<Mutex<served::LogTarget>>,
@@ -295,6 +301,9 @@ async fn follow(
                 // The bridge's calls are the session's calls: ask the
                 // client of one in flight.
                 let peer = lock(&calls).values().find(|r| r.elicit).map(|r| r.peer.clone());
+                if peer.is_none() && !only_client {
+                    continue;
+                }
                 let client = client.clone();
                 let session = session.clone();
                 tokio::spawn(async move {
@@ -312,21 +321,24 @@ async fn follow(
                 });
             }
             EventKind::McpSampling { request_id, server, request, .. } => {
-                // Only while a call of this bridge's runs for a client that
-                // samples; otherwise left to the session's other clients
-                // (or to the daemon's timeout).
-                let Some(peer) = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone()) else { continue };
+                let peer = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone());
+                if peer.is_none() && !only_client {
+                    continue;
+                }
                 let client = client.clone();
                 let session = session.clone();
                 tokio::spawn(async move {
                     use agentd_protocol::mcp::McpSamplingDecision as Decision;
-                    let (result, error) = match serde_json::from_value(request) {
+                    let (result, error) = match (peer, serde_json::from_value(request)) {
                         #[allow(deprecated)]
-                        Ok(params) => match peer.create_message(params).await {
+                        (Some(peer), Ok(params)) => match peer.create_message(params).await {
                             Ok(result) => (serde_json::to_value(result).ok(), None),
                             Err(e) => (None, Some(format!("{server}: the MCP client of agentctl mcp: {e}"))),
                         },
-                        Err(e) => (None, Some(format!("{server}: not a sampling request: {e}"))),
+                        (Some(_), Err(e)) => (None, Some(format!("{server}: not a sampling request: {e}"))),
+                        (None, _) => {
+                            (None, Some("the MCP client of agentctl mcp does not support sampling".to_owned()))
+                        }
                     };
                     let params = agentd_protocol::mcp::McpSamplingRespondParams {
                         session_id: session,

@@ -26,7 +26,11 @@ pub(super) async fn mcp_serve(client: Client, endpoint: &Endpoint, args: &McpArg
             (client.session_create(params).await?.session_id, true)
         }
     };
-    let source = crate::mcp_bridge::SessionSource::Existing(session.clone());
+    let source = if owned {
+        crate::mcp_bridge::SessionSource::Made(session.clone())
+    } else {
+        crate::mcp_bridge::SessionSource::Existing(session.clone())
+    };
     let link = crate::mcp_bridge::Link::Shared(client.clone());
     let served = crate::mcp_bridge::Bridge::new(link, source).serve_stdio().await;
     if owned {
