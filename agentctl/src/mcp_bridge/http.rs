@@ -4,9 +4,10 @@
 //! time; 401 otherwise, before anything else is looked at); rmcp's own
 //! checks then refuse (403) a `Host` that is not this server's (DNS
 //! rebinding) and an `Origin` that is not one of its own. Each MCP session
-//! (`Mcp-Session-Id`) is a bridge of its own, with a daemon session opened
-//! on first use and closed when the MCP session ends (DELETE, or an hour
-//! without requests). Only loopback addresses are served unless
+//! (`Mcp-Session-Id`) is a bridge of its own, with a daemon connection and
+//! session opened on first use and closed when the MCP session ends
+//! (DELETE, or 30 minutes without requests). Only loopback addresses (and
+//! the names `--allow-host` gives) are served unless
 //! `--listen-public` is given, and then only over TLS.
 
 use std::io::Write as _;
