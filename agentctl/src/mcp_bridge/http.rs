@@ -6,9 +6,8 @@
 //! rebinding) and an `Origin` that is not one of its own. Each MCP session
 //! (`Mcp-Session-Id`) is a bridge of its own, with a daemon connection and
 //! session opened on first use and closed when the MCP session ends
-//! (DELETE, or 30 minutes without requests). Only loopback addresses (and
-//! the names `--allow-host` gives) are served unless
-//! `--listen-public` is given, and then only over TLS.
+//! (DELETE, or 30 minutes without requests). It listens only on loopback
+//! addresses unless `--listen-public` is given, and then only over TLS.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
