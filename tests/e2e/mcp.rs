@@ -7,55 +7,17 @@
 //! executable). Without them these tests say so and pass, except under CI,
 //! where a missing server is a failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use agentd_tests::{EventStream, RawConn, StandaloneDaemon, agentctl, eventually, none_left, tool_use, within};
 use serde_json::{Value, json};
 
-pub(crate) fn required(var: &str) -> Option<PathBuf> {
-    match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
-        Some(p) => Some(p),
-        None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
-        None => {
-            eprintln!("skipped: {var} is not set (see .ci/run)");
-            None
-        }
-    }
-}
-
-fn test_server() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/test_server.py")
-}
-
-/// A stdio entry for the Python test server with `args`.
-pub(crate) fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
-    let mut all = vec![test_server().display().to_string()];
-    all.extend(args.iter().map(|a| (*a).to_owned()));
-    json!({ "command": python, "args": all, "env": env })
-}
-
-pub(crate) async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value {
-    let mut params = json!({ "cwd": cwd });
-    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    c.ok("session/create", params).await
-}
-
-pub(crate) async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
-    within(name, c.ok("tool/call", json!({ "session_id": sid, "name": name, "input": input }))).await
-}
-
-pub(crate) fn text(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
-}
+use super::mcp_support::{bridge_client, call, conformance, py_entry, required, rt, session, test_server, text};
 
 async fn load(c: &mut RawConn, sid: &str, names: &[&str]) {
     let query = format!("select:{}", names.join(","));
     let r = call(c, sid, "ToolSearch", json!({ "query": query })).await;
     assert_eq!(r["is_error"], false, "{r}");
-}
-
-pub(crate) fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
 #[test]
@@ -526,74 +488,6 @@ fn a_repository_cannot_approve_mcp_tools_and_server_rules_bind_the_resource_tool
     });
 }
 
-/// Runs `script` (Python, with agentd's Python client importable) with
-/// `SOCK` and `SID` set; what it printed (it must succeed).
-pub(crate) async fn python_client(script: &str, socket: &Path, sid: &str) -> String {
-    let out = tokio::process::Command::new("python3")
-        .args(["-c", script])
-        .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
-        .env("SOCK", socket)
-        .env("SID", sid)
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `scripts/<script>` (one of the conformance suite's runners) with
-/// the suite in `tools` and the binaries `bins`, plus `flag`; its output
-/// (it must succeed).
-pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flag: &str) -> String {
-    let bin = tempfile::tempdir().unwrap();
-    for name in bins {
-        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
-    }
-    let out_dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(script);
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .arg("--tools")
-        .arg(tools)
-        .arg("--bin")
-        .arg(bin.path())
-        .arg("--out")
-        .arg(out_dir.path())
-        .arg(flag)
-        .env_remove("AGENTD_SOCKET")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    text
-}
-
-/// Runs the Python SDK client `tests/mcp/bridge_client.py` against
-/// `agentctl mcp`; returns the JSON lines it printed.
-pub(crate) fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
-    sdk_client(python, "bridge_client.py", socket, workspace, scenario)
-}
-
-/// Runs `tests/mcp/<script>` (an MCP SDK client driving agentctl: its
-/// arguments are agentctl, the socket, the workspace, then `args`);
-/// returns the JSON lines it printed (it must succeed).
-pub(crate) fn sdk_client(python: &Path, script: &str, socket: &Path, workspace: &Path, args: &[&str]) -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join(script);
-    let out = std::process::Command::new(python)
-        .arg(path)
-        .arg(agentd_tests::bin_path("agentctl"))
-        .arg(socket)
-        .arg(workspace)
-        .args(args)
-        .env_remove("AGENTD_SOCKET")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{script} {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 #[test]
 fn agentctl_mcp_serves_a_session_to_the_python_sdk_client() {
     let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
@@ -879,115 +773,6 @@ fn servers_get_the_workspace_as_root_their_logs_reach_sessions_and_their_prompts
     let (code, _, err) = agentctl(&d.socket, &["mcp", "prompt", "--session", &chatty, "t", "review"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("file"), "{err}");
-}
-
-#[test]
-fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_without_one() {
-    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
-    let d = StandaloneDaemon::start(&[], &[]);
-    let work = tempfile::tempdir().unwrap();
-    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
-    rt().block_on(async {
-        let mut c = RawConn::connect(&d.socket).await;
-        let options = json!({ "mcp_servers": entry, "mode": "bypass", "permission_timeout_ms": 1500,
-            "tools": { "defer": { "mode": "never" } } });
-        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
-        // Nobody declared they answer elicitations: declined at once.
-        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
-        assert_eq!(text(&r), "answer: decline", "{r}");
-
-        // A client that answers them.
-        let mut stream = RawConn::connect(&d.socket).await;
-        let sub = stream
-            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
-            .await;
-        assert!(sub["result"].is_string(), "{sub}");
-        for (answer, expect) in [
-            (json!({ "action": "accept", "content": { "name": "Ada", "count": 3 } }), "accepted: Ada x3"),
-            (json!({ "action": "decline" }), "answer: decline"),
-            (json!({ "action": "cancel" }), "answer: cancel"),
-        ] {
-            let socket = d.socket.clone();
-            let sid2 = sid.clone();
-            let pending = tokio::spawn(async move {
-                let mut c = RawConn::connect(&socket).await;
-                call(&mut c, &sid2, "mcp__t__ask", json!({ "question": "who are you?" })).await
-            });
-            let event = within("the elicitation", async {
-                loop {
-                    let note = stream.recv().await.expect("the stream goes on");
-                    let event = note["params"]["result"].clone();
-                    if event["type"] == "mcp/elicitation" {
-                        return event;
-                    }
-                }
-            })
-            .await;
-            assert_eq!(event["server"], "t", "{event}");
-            assert_eq!(event["message"], "who are you?", "{event}");
-            assert_eq!(event["requested_schema"]["properties"]["count"]["type"], "integer", "{event}");
-            let request_id = event["request_id"].as_str().unwrap().to_owned();
-            if answer["action"] == "accept" {
-                // Values that do not fit the schema are refused, and the
-                // request still waits.
-                let bad = c
-                    .request(
-                        "mcp/elicitation_respond",
-                        json!({ "session_id": sid, "request_id": request_id, "action": "accept", "content": { "name": "Ada", "count": "three" } }),
-                    )
-                    .await;
-                assert_eq!(bad["error"]["code"], -32602, "{bad}");
-            }
-            let mut params = answer.clone();
-            params["session_id"] = json!(sid);
-            params["request_id"] = json!(request_id);
-            let ok = c.ok("mcp/elicitation_respond", params).await;
-            assert_eq!(ok["request_id"], json!(request_id), "{ok}");
-            let r = within("the call", pending).await.unwrap();
-            assert_eq!(text(&r), expect, "{r}");
-            let again = c
-                .request("mcp/elicitation_respond", json!({ "session_id": sid, "request_id": request_id, "action": "decline" }))
-                .await;
-            assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
-        }
-        drop(stream);
-        // The Python client's handler answers them too.
-        let script = r#"
-import os, sys, time
-sys.path.insert(0, os.environ["CLIENT_DIR"])
-from agentd_client import Agentd
-with Agentd(os.environ["SOCK"]) as d:
-    sid = os.environ["SID"]
-    def handler(event):
-        assert "name" in event["requested_schema"]["properties"], event
-        return ("accept", {"name": "Py", "count": 2})
-    server = d.serve_elicitations(sid, handler)
-    r = d.tool(sid, "mcp__t__ask", question="from python?")
-    print(r["content"][0]["text"])
-    server.close()
-"#;
-        assert_eq!(python_client(script, &d.socket, &sid).await, "accepted: Py x2\n");
-        // agentctl mcp passes them on to its own MCP client.
-        let seen = tokio::task::spawn_blocking({
-            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
-            move || bridge_client(&python, &socket, &work, &["server-elicit", &sid])
-        })
-        .await
-        .unwrap();
-        assert_eq!(seen[0]["text"], "accepted: Bridge x5", "{seen:?}");
-        assert_eq!(seen[0]["asked"], json!(["t: through the bridge?"]), "{seen:?}");
-        // Unanswered by a client that says it answers: declined after the
-        // session's permission timeout.
-        let mut silent = RawConn::connect(&d.socket).await;
-        let sub = silent
-            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
-            .await;
-        assert!(sub["result"].is_string(), "{sub}");
-        let started = std::time::Instant::now();
-        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "still there?" })).await;
-        assert_eq!(text(&r), "answer: decline", "{r}");
-        assert!(started.elapsed() >= std::time::Duration::from_millis(1400), "{:?}", started.elapsed());
-    });
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use agentd_tests::{RawConn, StandaloneDaemon, agentctl};
 use serde_json::{Value, json};
 
-use super::mcp::{required, rt};
+use super::mcp_support::{required, rt};
 
 /// A workspace with text, bytes, files Read rules deny, a file outside it
 /// and a skill.
@@ -40,7 +40,7 @@ const DENY: [&str; 4] = ["--deny", "Read(./secret.env)", "--deny", "Read(./priva
 
 fn served_client(python: &Path, socket: &Path, ws: &Path, transport: &str, bridge: &[&str]) -> Vec<Value> {
     let args: Vec<&str> = std::iter::once(transport).chain(bridge.iter().copied()).collect();
-    super::mcp::sdk_client(python, "served_client.py", socket, ws, &args)
+    super::mcp_support::sdk_client(python, "served_client.py", socket, ws, &args)
 }
 
 /// What the client saw, whichever the transport.
@@ -266,7 +266,7 @@ fn agentctl_mcp_http_refuses_other_machines_without_tls_and_a_readable_token() {
 fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
     let bins = ["agentd", "agentd-sandbox", "agentctl"];
-    let text = super::mcp::conformance("mcp-conformance-server.sh", &tools, &bins, "--only-served");
+    let text = super::mcp_support::conformance("mcp-conformance-server.sh", &tools, &bins, "--only-served");
     assert!(text.contains("served: 11 passed, 0 failed"), "{text}");
     for scenario in
         ["server-initialize", "resources-list", "prompts-list", "logging-set-level", "dns-rebinding-protection"]

@@ -205,15 +205,15 @@ fn a_long_call_shows_its_progress_on_the_terminal() {
 /// terminal, field by field (a wrong integer is asked again).
 #[test]
 fn an_mcp_servers_elicitation_is_a_form_at_the_terminal() {
-    let Some(python) = super::mcp::required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let Some(python) = super::mcp_support::required("AGENTD_TEST_MCP_PYTHON") else { return };
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
-    let server = serde_json::json!({ "t": super::mcp::py_entry(&python, &[], serde_json::json!({})) });
-    let sid = super::mcp::rt().block_on(async {
+    let server = serde_json::json!({ "t": super::mcp_support::py_entry(&python, &[], serde_json::json!({})) });
+    let sid = super::mcp_support::rt().block_on(async {
         let mut c = agentd_tests::RawConn::connect(&d.socket).await;
         let options =
             serde_json::json!({ "mcp_servers": server, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
-        super::mcp::session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned()
+        super::mcp_support::session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned()
     });
     let blocks = work.path().join("turn.jsonl");
     std::fs::write(

@@ -1,4 +1,6 @@
-//! A server's sampling request (`sampling/createMessage`) goes to the
+//! What a server asks of agentd during a call: elicitations go to the
+//! client that answers them (declined without one); a sampling request
+//! (`sampling/createMessage`) goes to the
 //! harness: the `mcp/sampling` event to a client that declares it answers
 //! them, the user's decision (allow always holds for the session), the
 //! harness's completion back to the server; refused without such a
@@ -9,7 +11,16 @@
 use agentd_tests::{RawConn, StandaloneDaemon, within};
 use serde_json::{Value, json};
 
-use super::mcp::{bridge_client, call, py_entry, python_client, required, rt, session, text};
+use super::mcp_support::{bridge_client, call, py_entry, python_client, required, rt, session, text};
+
+/// A session on `work` with the Python test server as `t` (every tool
+/// offered, bypass mode) and `extra` options: its id.
+async fn with_t(c: &mut RawConn, work: &std::path::Path, python: &std::path::Path, extra: Value) -> String {
+    let mut options = json!({ "mcp_servers": { "t": py_entry(python, &[], json!({})) }, "mode": "bypass",
+        "tools": { "defer": { "mode": "never" } } });
+    options.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    session(c, work, options).await["session_id"].as_str().unwrap().to_owned()
+}
 
 async fn next_sampling(stream: &mut RawConn) -> Value {
     within("the sampling request", async {
@@ -29,12 +40,9 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
     let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
-    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
     rt().block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let options = json!({ "mcp_servers": entry, "mode": "bypass", "permission_timeout_ms": 1500,
-            "tools": { "defer": { "mode": "never" } } });
-        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        let sid = with_t(&mut c, work.path(), &python, json!({ "permission_timeout_ms": 1500 })).await;
         // Nobody declared they answer sampling requests: refused at once.
         let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "hi?" })).await;
         assert!(text(&r).contains("sampling failed") && text(&r).contains("no client"), "{r}");
@@ -108,12 +116,7 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
         // While a call of another session on the same (pooled) server is in
         // flight, which session asked cannot be told: refused, shown to
         // neither session's client.
-        let other = session(&mut c, work.path(), json!({ "mcp_servers": entry, "mode": "bypass",
-            "tools": { "defer": { "mode": "never" } } }))
-        .await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let other = with_t(&mut c, work.path(), &python, json!({})).await;
         let busy = {
             let (socket, other) = (d.socket.clone(), other.clone());
             tokio::spawn(async move {
@@ -172,14 +175,11 @@ fn a_tools_structured_content_is_its_own_field() {
     let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
-    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
     rt().block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
         let extra_dir = tempfile::tempdir().unwrap();
         let extra = extra_dir.path().canonicalize().unwrap();
-        let options = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } },
-            "add_dirs": [extra] });
-        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        let sid = with_t(&mut c, work.path(), &python, json!({ "add_dirs": [extra] })).await;
         // Roots: the workspace, and the session's added directories.
         let r = call(&mut c, &sid, "mcp__t__roots", json!({})).await;
         let want = format!("file://{}/\nfile://{}/", work.path().canonicalize().unwrap().display(), extra.display());
@@ -194,5 +194,111 @@ fn a_tools_structured_content_is_its_own_field() {
         // Other tools (agentd's own) have none.
         let r = call(&mut c, &sid, "Glob", json!({ "pattern": "*" })).await;
         assert!(r.get("structured_content").is_none(), "{r}");
+    });
+}
+
+#[test]
+fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_without_one() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let sid = with_t(&mut c, work.path(), &python, json!({ "permission_timeout_ms": 1500 })).await;
+        // Nobody declared they answer elicitations: declined at once.
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
+        assert_eq!(text(&r), "answer: decline", "{r}");
+
+        // A client that answers them.
+        let mut stream = RawConn::connect(&d.socket).await;
+        let sub = stream
+            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
+            .await;
+        assert!(sub["result"].is_string(), "{sub}");
+        for (answer, expect) in [
+            (json!({ "action": "accept", "content": { "name": "Ada", "count": 3 } }), "accepted: Ada x3"),
+            (json!({ "action": "decline" }), "answer: decline"),
+            (json!({ "action": "cancel" }), "answer: cancel"),
+        ] {
+            let socket = d.socket.clone();
+            let sid2 = sid.clone();
+            let pending = tokio::spawn(async move {
+                let mut c = RawConn::connect(&socket).await;
+                call(&mut c, &sid2, "mcp__t__ask", json!({ "question": "who are you?" })).await
+            });
+            let event = within("the elicitation", async {
+                loop {
+                    let note = stream.recv().await.expect("the stream goes on");
+                    let event = note["params"]["result"].clone();
+                    if event["type"] == "mcp/elicitation" {
+                        return event;
+                    }
+                }
+            })
+            .await;
+            assert_eq!(event["server"], "t", "{event}");
+            assert_eq!(event["message"], "who are you?", "{event}");
+            assert_eq!(event["requested_schema"]["properties"]["count"]["type"], "integer", "{event}");
+            let request_id = event["request_id"].as_str().unwrap().to_owned();
+            if answer["action"] == "accept" {
+                // Values that do not fit the schema are refused, and the
+                // request still waits.
+                let bad = c
+                    .request(
+                        "mcp/elicitation_respond",
+                        json!({ "session_id": sid, "request_id": request_id, "action": "accept", "content": { "name": "Ada", "count": "three" } }),
+                    )
+                    .await;
+                assert_eq!(bad["error"]["code"], -32602, "{bad}");
+            }
+            let mut params = answer.clone();
+            params["session_id"] = json!(sid);
+            params["request_id"] = json!(request_id);
+            let ok = c.ok("mcp/elicitation_respond", params).await;
+            assert_eq!(ok["request_id"], json!(request_id), "{ok}");
+            let r = within("the call", pending).await.unwrap();
+            assert_eq!(text(&r), expect, "{r}");
+            let again = c
+                .request("mcp/elicitation_respond", json!({ "session_id": sid, "request_id": request_id, "action": "decline" }))
+                .await;
+            assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
+        }
+        drop(stream);
+        // The Python client's handler answers them too.
+        let script = r#"
+import os, sys, time
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd
+with Agentd(os.environ["SOCK"]) as d:
+    sid = os.environ["SID"]
+    def handler(event):
+        assert "name" in event["requested_schema"]["properties"], event
+        return ("accept", {"name": "Py", "count": 2})
+    server = d.serve_elicitations(sid, handler)
+    r = d.tool(sid, "mcp__t__ask", question="from python?")
+    print(r["content"][0]["text"])
+    server.close()
+"#;
+        assert_eq!(python_client(script, &d.socket, &sid).await, "accepted: Py x2\n");
+        // agentctl mcp passes them on to its own MCP client.
+        let seen = tokio::task::spawn_blocking({
+            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
+            move || bridge_client(&python, &socket, &work, &["server-elicit", &sid])
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen[0]["text"], "accepted: Bridge x5", "{seen:?}");
+        assert_eq!(seen[0]["asked"], json!(["t: through the bridge?"]), "{seen:?}");
+        // Unanswered by a client that says it answers: declined after the
+        // session's permission timeout.
+        let mut silent = RawConn::connect(&d.socket).await;
+        let sub = silent
+            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
+            .await;
+        assert!(sub["result"].is_string(), "{sub}");
+        let started = std::time::Instant::now();
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "still there?" })).await;
+        assert_eq!(text(&r), "answer: decline", "{r}");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(1400), "{:?}", started.elapsed());
     });
 }

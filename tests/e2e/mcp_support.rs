@@ -1,0 +1,118 @@
+//! What the MCP tests share: the Python test server's entry, a session,
+//! a call, and runners for the scripts that drive agentd from outside (the
+//! MCP SDK's clients, agentd's Python client, the conformance suite).
+
+use std::path::{Path, PathBuf};
+
+use agentd_tests::{RawConn, within};
+use serde_json::{Value, json};
+
+/// The path in `var`, when it names something that exists; a failure
+/// under CI (which sets them), a skip elsewhere.
+pub(crate) fn required(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("{var} is not set under CI (.ci/run sets it)"),
+        None => {
+            eprintln!("skipped: {var} is not set (see .ci/run)");
+            None
+        }
+    }
+}
+
+pub(crate) fn test_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/test_server.py")
+}
+
+/// A stdio entry for the Python test server with `args`.
+pub(crate) fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
+    let mut all = vec![test_server().display().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    json!({ "command": python, "args": all, "env": env })
+}
+
+pub(crate) async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value {
+    let mut params = json!({ "cwd": cwd });
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    c.ok("session/create", params).await
+}
+
+pub(crate) async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
+    within(name, c.ok("tool/call", json!({ "session_id": sid, "name": name, "input": input }))).await
+}
+
+pub(crate) fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+pub(crate) fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Runs `script` (Python, with agentd's Python client importable) with
+/// `SOCK` and `SID` set; what it printed (it must succeed).
+pub(crate) async fn python_client(script: &str, socket: &Path, sid: &str) -> String {
+    let out = tokio::process::Command::new("python3")
+        .args(["-c", script])
+        .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
+        .env("SOCK", socket)
+        .env("SID", sid)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `scripts/<script>` (one of the conformance suite's runners) with
+/// the suite in `tools` and the binaries `bins`, plus `flag`; its output
+/// (it must succeed).
+pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flag: &str) -> String {
+    let bin = tempfile::tempdir().unwrap();
+    for name in bins {
+        std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts").join(script);
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--tools")
+        .arg(tools)
+        .arg("--bin")
+        .arg(bin.path())
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg(flag)
+        .env_remove("AGENTD_SOCKET")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// Runs the Python SDK client `tests/mcp/bridge_client.py` against
+/// `agentctl mcp`; returns the JSON lines it printed.
+pub(crate) fn bridge_client(python: &Path, socket: &Path, workspace: &Path, scenario: &[&str]) -> Vec<Value> {
+    sdk_client(python, "bridge_client.py", socket, workspace, scenario)
+}
+
+/// Runs `tests/mcp/<script>` (an MCP SDK client driving agentctl: its
+/// arguments are agentctl, the socket, the workspace, then `args`);
+/// returns the JSON lines it printed (it must succeed).
+pub(crate) fn sdk_client(python: &Path, script: &str, socket: &Path, workspace: &Path, args: &[&str]) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join(script);
+    let out = std::process::Command::new(python)
+        .arg(path)
+        .arg(agentd_tests::bin_path("agentctl"))
+        .arg(socket)
+        .arg(workspace)
+        .args(args)
+        .env_remove("AGENTD_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script} {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
