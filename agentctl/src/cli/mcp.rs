@@ -13,18 +13,7 @@ pub(super) async fn mcp_serve(client: Client, endpoint: &Endpoint, args: &McpArg
     }
     let (session, owned) = match &args.session {
         Some(id) => (client.session_get(id).await?.session_id, false),
-        None => {
-            let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
-            let params = SessionCreateParams {
-                mode: args.mode.map(Into::into),
-                permissions: (rules != PermissionRules::default()).then_some(rules),
-                // Whatever ends the bridge (EOF, a signal, a crash) ends
-                // the session and what it runs.
-                close_with_connection: Some(true),
-                ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
-            };
-            (client.session_create(params).await?.session_id, true)
-        }
+        None => (client.session_create(bridge_session(args)?).await?.session_id, true),
     };
     let source = if owned {
         crate::mcp_bridge::SessionSource::Made(session.clone())
@@ -39,6 +28,19 @@ pub(super) async fn mcp_serve(client: Client, endpoint: &Endpoint, args: &McpArg
     served.map_err(|e| Failure::Local(format!("mcp: {e}")))
 }
 
+/// The session a bridge opens: `--cwd`, `--mode`, `--allow`, `--deny`;
+/// whatever ends the bridge's connection (EOF, a signal, a crash) ends the
+/// session and what it runs.
+fn bridge_session(args: &McpArgs) -> Result<SessionCreateParams, Failure> {
+    let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
+    Ok(SessionCreateParams {
+        mode: args.mode.map(Into::into),
+        permissions: (rules != PermissionRules::default()).then_some(rules),
+        close_with_connection: Some(true),
+        ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
+    })
+}
+
 /// `agentctl mcp --http`: each MCP session opens a session of its own
 /// (closed when it ends), or all serve `--session`.
 async fn mcp_serve_http(
@@ -50,16 +52,7 @@ async fn mcp_serve_http(
     use crate::mcp_bridge::{SessionSource, http};
     let source = match &args.session {
         Some(id) => SessionSource::Existing(client.session_get(id).await?.session_id),
-        None => {
-            let rules = PermissionRules { allow: args.allow.clone(), deny: args.deny.clone(), ask: Vec::new() };
-            SessionSource::Open(Box::new(SessionCreateParams {
-                mode: args.mode.map(Into::into),
-                permissions: (rules != PermissionRules::default()).then_some(rules),
-                // A bridge that dies takes its sessions with it.
-                close_with_connection: Some(true),
-                ..SessionCreateParams::new(workspace(args.cwd.as_deref())?)
-            }))
-        }
+        None => SessionSource::Open(Box::new(bridge_session(args)?)),
     };
     let token_file = match args.token_file.clone().or_else(http::default_token_file) {
         Some(f) => f,

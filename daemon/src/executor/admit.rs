@@ -382,8 +382,6 @@ impl SessionExecutor {
         let tool = self.tools.find(READ).ok_or("this session has no Read tool")?.clone();
         let input = serde_json::json!({ "file_path": file_path });
         let call = tool.prepare(input.clone()).map_err(|e| format!("invalid path: {e}"))?;
-        let context = self.context();
-        let ctx = self.tool_context(tokio_util::sync::CancellationToken::new(), &context);
         let slot = Slot {
             tool_use_id: String::new(),
             name: READ.to_owned(),
@@ -398,36 +396,26 @@ impl SessionExecutor {
             sandbox: None,
             network: None,
         };
-        match self.admit(&slot, call.as_ref(), &context, &ctx, &mut Grant::default(), false) {
-            Ok(None) => {}
-            // Not the reason: it would name where a link leads.
-            Ok(Some(_)) => return Err(format!("not readable without asking: {use_read}")),
-            Err(outcome) => {
-                return Err(outcome
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"));
+        // Against the session as it is now, as a call's admission is.
+        let (ctx, mode) = {
+            let inner = self.lock();
+            let ctx = self.tool_context(tokio_util::sync::CancellationToken::new(), &inner.context);
+            match self.admit(&slot, call.as_ref(), &inner.context, &ctx, &mut Grant::default(), false) {
+                Ok(None) => {}
+                // Not the reason: it would name where a link leads.
+                Ok(Some(_)) => return Err(format!("not readable without asking: {use_read}")),
+                Err(outcome) => return Err(super::hooked::text_of(&outcome.content)),
             }
-        }
+            (ctx, crate::hooks::mode_name(inner.context.mode.unwrap_or(self.services.info.mode)))
+        };
         let path = ctx.resolve(file_path).map_err(|e| e.to_string())?;
         let hooks = &self.services.hooks;
         if !hooks.wants(agentd_protocol::hooks::HookEvent::PreToolUse, READ) {
             return Ok(path);
         }
-        let mode = crate::hooks::mode_name(context.mode.unwrap_or(self.services.info.mode));
         let id = format!("resource-{}", uuid::Uuid::new_v4().simple());
-        let hook_input = serde_json::json!({
-            "tool_name": READ,
-            "tool_input": input,
-            "tool_use_id": id,
-            "permission_mode": mode,
-            "cwd": ctx.cwd.display().to_string(),
-        });
+        let hook_input =
+            super::hooked::pre_tool_use_json(READ, &input, Some(&id), mode, &ctx.cwd.display().to_string());
         let about = crate::hooks::About { turn_id: None, tool_use_id: Some(id), tool_name: Some(READ.to_owned()) };
         let token = tokio_util::sync::CancellationToken::new();
         let said =
@@ -465,9 +453,10 @@ impl SessionExecutor {
     /// Whether `real` is inside the session's workspace (or an added
     /// directory), as calls see it now.
     pub fn inside_workspace(&self, real: &Path) -> bool {
-        let context = self.context();
-        let (cwd, info) = self.workspace(&context);
-        crate::fs::is_inside(&cwd, &info.add_dirs, real)
+        self.with_context(|context| {
+            let (cwd, info) = self.workspace(context);
+            crate::fs::is_inside(&cwd, &info.add_dirs, real)
+        })
     }
 
     /// Whether the session offers the tool `name` now.

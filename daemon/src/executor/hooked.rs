@@ -136,13 +136,8 @@ impl SessionExecutor {
         token: CancellationToken,
         asked: Asked,
     ) {
-        let input = json!({
-            "tool_name": asked.name,
-            "tool_input": asked.input,
-            "tool_use_id": asked.about.tool_use_id,
-            "permission_mode": asked.mode,
-            "cwd": asked.cwd,
-        });
+        let input =
+            pre_tool_use_json(&asked.name, &asked.input, asked.about.tool_use_id.as_deref(), asked.mode, &asked.cwd);
         let mut said =
             self.services.hooks.run_deferred(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token).await;
         let completed = std::mem::take(&mut said.events);
@@ -372,7 +367,19 @@ pub(super) fn with_context(mut outcome: CallOutcome, event: &str, context: &[Str
     outcome
 }
 
-fn text_of(content: &[ContentBlock]) -> String {
+/// What a PreToolUse hook is given on stdin (Claude Code's fields).
+pub(super) fn pre_tool_use_json(name: &str, input: &Value, tool_use_id: Option<&str>, mode: &str, cwd: &str) -> Value {
+    json!({
+        "tool_name": name,
+        "tool_input": input,
+        "tool_use_id": tool_use_id,
+        "permission_mode": mode,
+        "cwd": cwd,
+    })
+}
+
+/// The text blocks of `content`, one a line.
+pub(super) fn text_of(content: &[ContentBlock]) -> String {
     let texts: Vec<&str> = content
         .iter()
         .filter_map(|b| match b {

@@ -127,9 +127,7 @@ fn read(
     let refused = |e: String| (ErrorCode::PermissionDenied, e);
     let (file, meta) = crate::fs::open_file(path).map_err(|e| refused(e.to_string()))?;
     // What was opened, whatever the path led to by now.
-    use std::os::fd::AsRawFd as _;
-    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .map_err(|e| refused(format!("cannot tell what was opened: {e}")))?;
+    let opened = crate::fs::opened_path(&file).map_err(|e| refused(format!("cannot tell what was opened: {e}")))?;
     if !recheck(&opened) {
         return Err(refused(format!(
             "{}: changed while it was checked (not readable without asking)",
