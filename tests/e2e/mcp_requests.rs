@@ -128,6 +128,12 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
         let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "whose?", "delay_ms": 200 })).await;
         assert!(text(&r).contains("sampling failed") && text(&r).contains("no one agentd session"), "{r}");
         within("the other call", busy).await.unwrap();
+        // A request handled within 2 s of another session's call ending may
+        // have been sent during it: refused too. Past that, this session's
+        // requests go to its client again.
+        let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "just after" })).await;
+        assert!(text(&r).contains("no one agentd session"), "{r}");
+        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
 
         // No answer within the permission timeout.
         let pending = start("silence");

@@ -343,7 +343,15 @@ struct TargetsInner {
     sessions: HashMap<String, Arc<Elicitations>>,
     /// Sessions with a call in flight, one entry a call, latest last.
     in_flight: Vec<String>,
+    /// Sessions whose call ended within [`RECENT`], when: a request the
+    /// server sent during that call may be handled after it ended (rmcp
+    /// hands each message to a task of its own).
+    ended: Vec<(String, std::time::Instant)>,
 }
+
+/// How long a session whose call ended still counts when a request is
+/// routed.
+const RECENT: Duration = Duration::from_secs(2);
 
 impl Targets {
     fn lock(&self) -> std::sync::MutexGuard<'_, TargetsInner> {
@@ -368,13 +376,19 @@ impl Targets {
     /// when calls of two sessions are in flight: which one made the
     /// request cannot be told (guessing would show one session's request
     /// to another's client, and answer it with another's approvals).
+    /// A session whose call ended within [`RECENT`] counts as one with a
+    /// call in flight for telling sessions apart (but not for approvals).
     pub fn route(&self) -> Option<(Arc<Elicitations>, bool)> {
-        let inner = self.lock();
-        if let Some(first) = inner.in_flight.first() {
-            if inner.in_flight.iter().any(|s| s != first) {
+        let mut inner = self.lock();
+        let now = std::time::Instant::now();
+        inner.ended.retain(|(_, at)| now.duration_since(*at) < RECENT);
+        let mut active = inner.in_flight.iter().chain(inner.ended.iter().map(|(s, _)| s));
+        if let Some(first) = active.next() {
+            if active.any(|s| s != first) {
                 return None;
             }
-            return inner.sessions.get(first).cloned().map(|t| (t, true));
+            let in_flight = !inner.in_flight.is_empty();
+            return inner.sessions.get(first).cloned().map(|t| (t, in_flight));
         }
         (inner.sessions.len() == 1).then(|| inner.sessions.values().next().cloned().map(|t| (t, false))).flatten()
     }
@@ -404,6 +418,8 @@ impl Drop for FlightGuard {
         if let Some(i) = inner.in_flight.iter().rposition(|s| *s == self.session_id) {
             inner.in_flight.remove(i);
         }
+        inner.ended.retain(|(s, _)| *s != self.session_id);
+        inner.ended.push((self.session_id.clone(), std::time::Instant::now()));
     }
 }
 
@@ -449,8 +465,13 @@ mod tests {
         assert_eq!(routed(&targets), Some(("b".into(), true)), "two calls of one session");
         let other = targets.in_flight("a");
         assert!(targets.route().is_none(), "calls of two sessions: nobody can tell which asked");
-        drop((other, second, flight));
+        drop(other);
+        // a's call just ended: a request it sent may be handled now.
+        assert!(targets.route().is_none(), "a session whose call just ended still counts");
+        drop((second, flight));
         drop(a);
+        assert!(targets.route().is_none(), "within the window");
+        targets.lock().ended.clear();
         assert_eq!(routed(&targets), Some(("b".into(), false)));
     }
 }

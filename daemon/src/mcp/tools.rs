@@ -407,12 +407,14 @@ fn fits(value: &Value, schema: &Value, budget: &mut usize, depth: usize) -> Resu
         let properties = schema.get("properties").and_then(Value::as_object);
         for required in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
         {
+            *budget = budget.checked_sub(1).ok_or(Misfit::TooCostly)?;
             if !object.contains_key(required) {
                 return wrong(format!("{required} is required"));
             }
         }
         let extra = schema.get("additionalProperties");
         for (key, v) in object {
+            *budget = budget.checked_sub(1).ok_or(Misfit::TooCostly)?;
             let sub = match properties.and_then(|p| p.get(key)) {
                 Some(sub) => sub,
                 None if extra == Some(&Value::Bool(false)) => return wrong(format!("{key} is not allowed")),
@@ -912,6 +914,19 @@ mod tests {
         let costly = serde_json::json!({"properties": {"a": {"items": {"anyOf": [{"enum": names}, {}]}}}});
         let started = std::time::Instant::now();
         let e = structured_checked(Some(serde_json::json!({"a": vec![1; 5000]})), Some(&costly), false).unwrap_err();
+        assert!(e.contains("too costly"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        // Keys the schema does not name cost too: many anyOf branches that
+        // each walk 80,000 keys before failing on the last.
+        let mut value = serde_json::Map::new();
+        for i in 0..80_000 {
+            value.insert(format!("k{i:05}"), serde_json::json!(1));
+        }
+        value.insert("zzzz".into(), serde_json::json!(1));
+        let branches = vec![serde_json::json!({"properties": {"zzzz": false}}); 2000];
+        let keys = serde_json::json!({"type": "object", "anyOf": branches});
+        let started = std::time::Instant::now();
+        let e = structured_checked(Some(Value::Object(value)), Some(&keys), false).unwrap_err();
         assert!(e.contains("too costly"), "{e}");
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
