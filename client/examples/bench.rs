@@ -118,6 +118,13 @@ impl Drop for Server {
     }
 }
 
+/// A workspace directory `ws` in `dir`, canonical.
+fn workspace(dir: &Path) -> PathBuf {
+    let ws = std::fs::canonicalize(dir).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    ws
+}
+
 fn wait_for(socket: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
@@ -235,6 +242,9 @@ fn bash(args: &[String]) {
     let socket = dir.path().join("agentd.sock");
     let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
     wait_for(&socket);
+    // The workspace apart from the daemon's state directory (a workspace
+    // holding it makes every unsandboxed command ask).
+    let ws = workspace(dir.path());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (direct, rows) = rt.block_on(async {
         let mut direct = Vec::with_capacity(calls);
@@ -258,7 +268,7 @@ fn bash(args: &[String]) {
             ),
             ("agentd, sandbox off", serde_json::json!({"sandbox": {"mode": "off"}}), "true", "off"),
         ] {
-            rows.push((label, bash_calls(&socket, dir.path(), params, command, profile, calls).await));
+            rows.push((label, bash_calls(&socket, &ws, params, command, profile, calls).await));
         }
         (direct, rows)
     });

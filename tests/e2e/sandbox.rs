@@ -758,3 +758,64 @@ async fn without_the_sandbox_a_walk_that_follows_links_asks() {
     assert_eq!(r["is_error"], false, "{r}");
     assert!(text(&r).contains("INSIDE-MARK") && !text(&r).contains("OUTSIDE-MARK"), "{r}");
 }
+
+/// The daemon's children that are sandbox helpers waiting for a call.
+fn waiting_helpers(daemon: i32) -> Vec<i32> {
+    procs("agentd-sandbox --warm")
+        .into_iter()
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+            ppid == Some(daemon)
+        })
+        .collect()
+}
+
+#[test]
+fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_and_a_dead_one_is_passed_over() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let call = |command: &str| json!({ "session_id": id, "name": "Bash", "input": { "command": command } });
+        // The first call starts the next one's helper.
+        let r = c.ok("tool/call", call("echo $AGENTD_PROCESS; echo one")).await;
+        assert!(text(&r).contains("one"), "{r}");
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        // The thread that started it is not one that ends when idle (the
+        // blocking pool's end after 10 s): the helper, and the call it
+        // then runs, are not killed by its death signal.
+        tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+        let waiting = waiting_helpers(d.pid());
+        assert_eq!(waiting.len(), 1, "the waiting helper survived");
+        let r = c.ok("tool/call", call("sleep 0.2; echo two; echo $AGENTD_PROCESS")).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(text(&r).starts_with("two\n"), "{r}");
+        // Each call has its own marker, not the helper's.
+        let marker = text(&r).lines().nth(1).unwrap_or_default().to_owned();
+        let helper_env = std::fs::read(format!("/proc/{}/environ", waiting[0])).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&helper_env).contains(&marker), "{marker}");
+        // A waiting helper that died is passed over.
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        for pid in waiting_helpers(d.pid()) {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        }
+        let r = c.ok("tool/call", call("echo three")).await;
+        assert_eq!(text(&r), "three\n", "{r}");
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+    });
+    // The daemon killed: its waiting helper goes with it.
+    let waiting = waiting_helpers(d.pid());
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = d.child.wait();
+    rt.block_on(agentd_tests::eventually("the waiting helper is gone", || {
+        let live = procs("agentd-sandbox --warm");
+        waiting.iter().all(|pid| !live.contains(pid))
+    }));
+}

@@ -131,8 +131,9 @@ pub struct ProcessTree {
     pgid: Pid,
     marker: String,
     ended: bool,
-    /// Where the sandbox helper reports (`None`: no helper).
-    report: Option<PathBuf>,
+    /// The socket the sandbox helper got its call on and reports on
+    /// (`None`: no helper).
+    report: Option<std::os::unix::net::UnixStream>,
     /// The call's network gate: serves its connections while the tree
     /// lives.
     _gate: Option<crate::sandbox::gate::Gate>,
@@ -151,8 +152,8 @@ pub enum Launch<'a> {
     },
     /// Through the sandbox helper with this spec (its report file set).
     Helper {
-        /// The helper executable.
-        helper: &'a Path,
+        /// The helpers started ahead of their calls.
+        pool: &'a std::sync::Arc<WarmPool>,
         /// What it is told.
         spec: Box<crate::sandbox::Spec>,
         /// The call's network gate and the helper's end of its control
@@ -174,50 +175,31 @@ pub fn spawn_bash(
 ) -> std::io::Result<ProcessTree> {
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
-    let mut gate = None;
-    let mut stdin = std::process::Stdio::null();
-    let (mut cmd, report) = match launch {
-        Launch::Direct { tmp, scrub_env } => {
-            let mut cmd = tokio::process::Command::new(bash[0]);
-            cmd.args(&bash[1..]);
-            if scrub_env {
-                plain_env(&mut cmd);
-            }
-            if let Some(tmp) = tmp {
-                cmd.env("TMPDIR", tmp);
-            }
-            (cmd, None)
+    let (tmp, scrub_env) = match launch {
+        Launch::Helper { pool, spec, gate } => {
+            let plain = spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly;
+            let request = crate::sandbox::WarmRequest {
+                command: bash.iter().map(|a| (*a).to_owned()).collect(),
+                cwd: cwd.to_owned(),
+                env: command_env(plain, Some(&spec.tmp), env, marker),
+                spec: *spec,
+            };
+            return pool.run(request, marker, gate);
         }
-        Launch::Helper { helper, spec, gate: call_gate } => {
-            if let Some((g, control)) = call_gate {
-                gate = Some(g);
-                stdin = std::process::Stdio::from(control);
-            }
-            let json = serde_json::to_string(&spec).map_err(std::io::Error::other)?;
-            let mut cmd = tokio::process::Command::new(helper);
-            cmd.arg("--spec").arg(json).arg("--").args(bash);
-            if spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly {
-                plain_env(&mut cmd);
-            }
-            cmd.env("TMPDIR", &spec.tmp);
-            (cmd, spec.report)
-        }
+        Launch::Direct { tmp, scrub_env } => (tmp, scrub_env),
     };
-    cmd.envs(env)
+    let mut cmd = tokio::process::Command::new(bash[0]);
+    cmd.args(&bash[1..])
+        .env_clear()
+        .envs(command_env(scrub_env, tmp.as_deref(), env, marker).into_iter().map(|(k, v)| {
+            use std::os::unix::ffi::OsStringExt;
+            (std::ffi::OsString::from_vec(k), std::ffi::OsString::from_vec(v))
+        }))
         .current_dir(cwd)
         .process_group(0)
-        .stdin(stdin)
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .env(MARKER_VAR, marker);
-    for var in PRIVATE_ENV {
-        cmd.env_remove(var);
-    }
-    for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("AGENTD_") && var != MARKER_VAR {
-            cmd.env_remove(var);
-        }
-    }
+        .stderr(std::process::Stdio::piped());
     // Holding the set while spawning: the child is known as ours before it
     // could possibly exit and be mistaken for an adopted one.
     let mut owned = owned();
@@ -226,19 +208,258 @@ pub fn spawn_bash(
     owned.insert(pid);
     drop(owned);
     ledger::record(pid, marker);
-    Ok(ProcessTree { child, pgid: Pid::from_raw(pid), marker: marker.to_owned(), ended: false, report, _gate: gate })
+    Ok(ProcessTree {
+        child,
+        pgid: Pid::from_raw(pid),
+        marker: marker.to_owned(),
+        ended: false,
+        report: None,
+        _gate: None,
+    })
 }
 
-/// What runs unasked gets no secrets (`printenv` or /proc/self/environ
-/// would hand API keys to the model): only the plain environment.
-fn plain_env(cmd: &mut tokio::process::Command) {
-    cmd.env_clear();
-    for (var, value) in std::env::vars_os() {
-        let name = var.to_string_lossy();
-        if PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_") {
-            cmd.env(&var, value);
+/// A command's whole environment: the daemon's (only the plain part when
+/// `plain`: what runs unasked gets no secrets, which `printenv` or
+/// /proc/self/environ would hand the model), its `TMPDIR`, the session's
+/// `env` on top, its marker; never the daemon's own variables.
+fn command_env(
+    plain: bool,
+    tmp: Option<&Path>,
+    env: &std::collections::BTreeMap<String, String>,
+    marker: &str,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut vars: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            !plain || PLAIN_ENV.contains(&name.as_ref()) || name.starts_with("LC_")
+        })
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    if let Some(tmp) = tmp {
+        vars.insert(b"TMPDIR".to_vec(), tmp.as_os_str().as_bytes().to_vec());
+    }
+    for (k, v) in env {
+        vars.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    }
+    vars.insert(MARKER_VAR.as_bytes().to_vec(), marker.as_bytes().to_vec());
+    vars.retain(|name, _| {
+        let name = String::from_utf8_lossy(name);
+        !PRIVATE_ENV.contains(&name.as_ref()) && (!name.starts_with("AGENTD_") || name == MARKER_VAR)
+    });
+    vars.into_iter().collect()
+}
+
+/// Sandbox helpers started ahead of their calls (`agentd-sandbox --warm`):
+/// one waits, already past its `exec`, its loader and its runtime's start,
+/// for the next call, and a new one is started as soon as it is taken.
+/// A helper serves one call and exits, so no call sees another's state;
+/// it is started with the plain environment (the call's own comes with
+/// the call), in its own process group, recorded in the ledger.
+pub struct WarmPool {
+    helper: PathBuf,
+    idle: std::sync::Mutex<Option<Warm>>,
+    /// Helpers started, and calls that found none waiting.
+    started: std::sync::atomic::AtomicU64,
+    cold: std::sync::atomic::AtomicU64,
+    /// Asks the thread that starts waiting helpers for one.
+    spawner: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<()>>>,
+}
+
+impl std::fmt::Debug for WarmPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmPool").field("helper", &self.helper).finish_non_exhaustive()
+    }
+}
+
+/// One helper waiting for its call.
+struct Warm {
+    /// `None` once handed to its call's tree.
+    child: Option<tokio::process::Child>,
+    /// The daemon's end of the helper's stdin.
+    control: std::os::unix::net::UnixStream,
+    pid: i32,
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        // Unused: it ends (EOF on its stdin), and is killed besides.
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+            ledger::forget(self.pid);
         }
     }
+}
+
+impl WarmPool {
+    /// A pool of `helper`; nothing is started until the first call.
+    pub fn new(helper: PathBuf) -> WarmPool {
+        WarmPool {
+            helper,
+            idle: std::sync::Mutex::new(None),
+            started: std::sync::atomic::AtomicU64::new(0),
+            cold: std::sync::atomic::AtomicU64::new(0),
+            spawner: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Helpers started so far, and calls that had to start their own.
+    pub fn counts(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.started.load(Relaxed), self.cold.load(Relaxed))
+    }
+
+    /// Starts a helper that waits for its call.
+    fn start(&self) -> std::io::Result<Warm> {
+        let (control, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let mut cmd = tokio::process::Command::new(&self.helper);
+        cmd.arg("--warm")
+            .env_clear()
+            .envs(command_env(true, None, &Default::default(), &marker).into_iter().map(|(k, v)| {
+                use std::os::unix::ffi::OsStringExt;
+                (std::ffi::OsString::from_vec(k), std::ffi::OsString::from_vec(v))
+            }))
+            .current_dir("/")
+            .process_group(0)
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut owned = owned();
+        let child = cmd.spawn()?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        owned.insert(pid);
+        drop(owned);
+        ledger::record(pid, &marker);
+        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A call that waits on a helper that died is told so, not hung.
+        control.set_write_timeout(Some(Duration::from_secs(5)))?;
+        Ok(Warm { child: Some(child), control, pid })
+    }
+
+    /// A waiting helper, or a new one; a new one is started for the next
+    /// call meanwhile.
+    fn take(self: &WarmPool) -> std::io::Result<Warm> {
+        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Still waiting: not exited (`try_wait` also reaps one that died).
+        let alive = waiting.and_then(|mut w| match w.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(None)) => Some(w),
+            _ => None,
+        });
+        match alive {
+            Some(w) => Ok(w),
+            None => {
+                self.cold.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.start()
+            }
+        }
+    }
+
+    /// Starts the next waiting helper, where none waits (off the caller's
+    /// path). Always on one thread that lives as long as the pool: a
+    /// helper's `PR_SET_PDEATHSIG` fires when the thread that started it
+    /// ends (a blocking-pool thread ends after 10 s idle, and would take
+    /// the helper — and the call it runs — with it).
+    fn refill(self: &std::sync::Arc<Self>) {
+        let spawner = self.spawner.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let pool = std::sync::Arc::downgrade(self);
+            let runtime = tokio::runtime::Handle::try_current().ok();
+            let started = std::thread::Builder::new().name("agentd-warm".into()).spawn(move || {
+                let Some(runtime) = runtime else { return };
+                let _entered = runtime.enter();
+                while rx.recv().is_ok() {
+                    let Some(pool) = pool.upgrade() else { return };
+                    pool.fill();
+                }
+            });
+            if let Err(e) = started {
+                tracing::warn!("cannot start the thread that starts sandbox helpers ahead of their calls: {e}");
+            }
+            std::sync::Mutex::new(tx)
+        });
+        let _ = spawner.lock().unwrap_or_else(|e| e.into_inner()).send(());
+    }
+
+    /// Starts a waiting helper if none waits.
+    fn fill(&self) {
+        if self.idle.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        match self.start() {
+            Ok(w) => {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.is_none() {
+                    *idle = Some(w);
+                }
+            }
+            Err(e) => tracing::warn!("cannot start a sandbox helper ahead of its call: {e}"),
+        }
+    }
+
+    /// Runs `request` in a helper: a waiting one, or a new one.
+    fn run(
+        self: &std::sync::Arc<Self>,
+        request: crate::sandbox::WarmRequest,
+        marker: &str,
+        gate: Option<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd)>,
+    ) -> std::io::Result<ProcessTree> {
+        let body = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
+        if body.len() > crate::sandbox::WARM_REQUEST_MAX {
+            return Err(std::io::Error::other("the sandbox spec is too large"));
+        }
+        let (gate, control_fd) = match gate {
+            Some((g, fd)) => (Some(g), Some(fd)),
+            None => (None, None),
+        };
+        let mut warm = self.take()?;
+        self.refill();
+        // Dead before its call, or wedged: dropped (killed), never left
+        // half-told; one that died just now is replaced once.
+        if send_request(&warm.control, &body, control_fd.as_ref()).is_err() {
+            warm = self.start()?;
+            send_request(&warm.control, &body, control_fd.as_ref())
+                .map_err(|e| std::io::Error::other(format!("the sandbox helper did not take the call: {e}")))?;
+        }
+        drop(control_fd);
+        let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
+        let control = warm.control.try_clone()?;
+        Ok(ProcessTree {
+            child,
+            pgid: Pid::from_raw(warm.pid),
+            marker: marker.to_owned(),
+            ended: false,
+            report: Some(control),
+            _gate: gate,
+        })
+    }
+}
+/// Sends a helper its call: the length, then the JSON, the gate's
+/// control socket alongside the first bytes.
+fn send_request(
+    control: &std::os::unix::net::UnixStream,
+    body: &[u8],
+    fd: Option<&std::os::fd::OwnedFd>,
+) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let head = u32::try_from(body.len()).map_err(std::io::Error::other)?.to_le_bytes();
+    let fds: Vec<std::os::fd::RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+    let cmsgs: Vec<ControlMessage<'_>> =
+        if fds.is_empty() { Vec::new() } else { vec![ControlMessage::ScmRights(&fds)] };
+    let iov = [std::io::IoSlice::new(&head)];
+    let sent = loop {
+        match sendmsg::<()>(control.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other.map_err(std::io::Error::from)?,
+        }
+    };
+    let mut rest = control;
+    if sent < head.len() {
+        rest.write_all(&head[sent..])?;
+    }
+    rest.write_all(body)
 }
 
 /// Spawns a long-lived server program (an MCP server) in `cwd`, in a new
@@ -354,19 +575,13 @@ impl ProcessTree {
     /// helper, or when it left no report).
     pub fn report(&self) -> Option<crate::sandbox::Report> {
         use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = self.report.as_ref()?;
-        // The file is where a command may write (a workspace holding the
-        // state directory): never follow a link, never wait on a FIFO, read
-        // a small regular file only.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(path);
-        let _ = std::fs::remove_file(path);
-        let file = file.ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+        let socket = self.report.as_ref()?;
+        // Whatever it wrote before it exited is there; never wait for more
+        // (nothing of the command holds the socket, but a wedged helper
+        // must not hold the call).
+        socket.set_nonblocking(true).ok()?;
         let mut bytes = Vec::new();
-        file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
+        let _ = (&mut &*socket).take(64 * 1024).read_to_end(&mut bytes);
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -610,24 +825,43 @@ pub fn reap_adopted() {
 }
 
 /// What the daemon started, recorded in the state directory
-/// (`<state-dir>/procs/<pgid>`: the leader's start time and the command's
-/// marker) from its start until it is over, so that a daemon that starts
-/// after one that died ends whatever it left running. The start time is
-/// checked before a group is signalled, so a reused pid is never hit.
+/// (`<state-dir>/procs/ledger`: one line appended when a group starts —
+/// its leader's pid and start time and the command's marker — and one
+/// when it is over) from its start until it is over, so that a daemon that
+/// starts after one that died ends whatever it left running. The start
+/// time is checked before a group is signalled, so a reused pid is never
+/// hit. Appending a line costs no file creation (a file per group did:
+/// ~0.1 ms of a Bash call on ext4); the ledger is rewritten with only the
+/// live groups when it grows past [`COMPACT_AT`](ledger) bytes.
 pub mod ledger {
     use std::collections::HashMap;
+    use std::io::Write;
     use std::path::{Path, PathBuf};
-    use std::sync::{LazyLock, Mutex, OnceLock};
+    use std::sync::{LazyLock, Mutex};
 
     use nix::sys::signal::{Signal, kill, killpg};
     use nix::unistd::Pid;
 
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    /// The groups running now, with their markers.
-    static LIVE: LazyLock<Mutex<HashMap<i32, String>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+    /// The ledger rewritten with only what is live past this size.
+    const COMPACT_AT: u64 = 256 * 1024;
 
-    fn live() -> std::sync::MutexGuard<'static, HashMap<i32, String>> {
+    /// The open ledger: its path, the file, its size.
+    struct Open {
+        path: PathBuf,
+        file: std::fs::File,
+        bytes: u64,
+    }
+
+    static FILE: Mutex<Option<Open>> = Mutex::new(None);
+    /// The groups running now: their markers and the lines recording them.
+    static LIVE: LazyLock<Mutex<HashMap<i32, (String, String)>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+    fn live() -> std::sync::MutexGuard<'static, HashMap<i32, (String, String)>> {
         LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn file() -> std::sync::MutexGuard<'static, Option<Open>> {
+        FILE.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The start time of `pid` (field 22 of `/proc/<pid>/stat`, in ticks since boot).
@@ -636,20 +870,47 @@ pub mod ledger {
         stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
     }
 
+    /// The groups a ledger's text leaves live: `+ pgid start marker` not
+    /// followed by `- pgid`.
+    fn live_in(text: &str) -> Vec<(i32, String, String)> {
+        let mut open: Vec<(i32, String, String)> = Vec::new();
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            match (parts.next(), parts.next().and_then(|p| p.parse::<i32>().ok())) {
+                (Some("+"), Some(pgid)) => {
+                    if let (Some(started), Some(marker)) = (parts.next(), parts.next()) {
+                        open.retain(|(p, _, _)| *p != pgid);
+                        open.push((pgid, started.to_owned(), marker.to_owned()));
+                    }
+                }
+                (Some("-"), Some(pgid)) => open.retain(|(p, _, _)| *p != pgid),
+                _ => {}
+            }
+        }
+        open
+    }
+
     /// Sets the ledger's directory and ends what a dead predecessor left
     /// running; returns how many groups it ended.
     pub fn init(state_dir: &Path) -> usize {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = state_dir.join("procs");
         if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
             return 0;
         }
-        let mut ended = 0;
+        let path = dir.join("ledger");
+        let mut left = live_in(&std::fs::read_to_string(&path).unwrap_or_default());
+        // A file per group: what a daemon of an earlier version left.
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let pgid = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok());
+            let Some(pgid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             let _ = std::fs::remove_file(entry.path());
-            let (Some(pgid), Some((started, marker))) = (pgid, text.trim().split_once(' ')) else { continue };
+            if let Some((started, marker)) = text.trim().split_once(' ') {
+                left.push((pgid, started.to_owned(), marker.to_owned()));
+            }
+        }
+        let mut ended = 0;
+        for (pgid, started, marker) in left {
             if pgid <= 1 {
                 continue;
             }
@@ -660,7 +921,7 @@ pub mod ledger {
             // escapees, which carry the (random) marker.
             let mut hit = false;
             match start_time(pgid) {
-                Some(t) if t.to_string() == started && carries(pgid, marker) => {
+                Some(t) if t.to_string() == started && carries(pgid, &marker) => {
                     for pid in super::descendants(pgid) {
                         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                     }
@@ -669,7 +930,7 @@ pub mod ledger {
                 Some(_) => continue,
                 None => {}
             }
-            for pid in super::marked(marker) {
+            for pid in super::marked(&marker) {
                 hit |= kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok();
             }
             if hit {
@@ -677,7 +938,19 @@ pub mod ledger {
                 ended += 1;
             }
         }
-        let _ = DIR.set(dir);
+        // Emptied: what it named is over. Not through a link a command
+        // (of a workspace holding the state directory) put there.
+        let _ = std::fs::remove_file(&path);
+        let opened = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path);
+        match opened {
+            Ok(opened) => *file() = Some(Open { path, file: opened, bytes: 0 }),
+            Err(e) => tracing::warn!("cannot keep the process ledger {}: {e}", path.display()),
+        }
         ended
     }
 
@@ -688,26 +961,66 @@ pub mod ledger {
             .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
     }
 
+    /// Appends `line` to the ledger (one `write(2)`), rewriting it with
+    /// only the live groups once it has grown past [`COMPACT_AT`].
+    fn append(line: &str) {
+        let mut guard = file();
+        let Some(open) = guard.as_mut() else { return };
+        if open.file.write_all(line.as_bytes()).is_ok() {
+            open.bytes += line.len() as u64;
+        }
+        if open.bytes > COMPACT_AT {
+            compact(open);
+        }
+    }
+
+    /// Writes the live groups' lines to a new ledger and renames it over
+    /// the old one.
+    fn compact(open: &mut Open) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let body: String = live().values().map(|(_, line)| line.as_str()).collect();
+        let tmp = open.path.with_extension("new");
+        let _ = std::fs::remove_file(&tmp);
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(body.as_bytes()).map(|()| f));
+        if let Ok(file) = written
+            && std::fs::rename(&tmp, &open.path).is_ok()
+        {
+            open.file = file;
+            open.bytes = body.len() as u64;
+        }
+    }
+
     /// Records a group just started.
     pub fn record(pgid: i32, marker: &str) {
-        live().insert(pgid, marker.to_owned());
-        if let (Some(dir), Some(started)) = (DIR.get(), start_time(pgid)) {
-            let _ = std::fs::write(dir.join(pgid.to_string()), format!("{started} {marker}"));
+        let line = match start_time(pgid) {
+            Some(started) => format!("+ {pgid} {started} {marker}\n"),
+            None => String::new(),
+        };
+        live().insert(pgid, (marker.to_owned(), line.clone()));
+        if !line.is_empty() {
+            append(&line);
         }
     }
 
     /// Forgets a group that is over.
     pub fn forget(pgid: i32) {
-        live().remove(&pgid);
-        if let Some(dir) = DIR.get() {
-            let _ = std::fs::remove_file(dir.join(pgid.to_string()));
+        if let Some((_, line)) = live().remove(&pgid)
+            && !line.is_empty()
+        {
+            append(&format!("- {pgid}\n"));
         }
     }
 
     /// SIGKILL to every group running now and to every process marked as
     /// one of its commands (a daemon exiting without its clean shutdown).
     pub fn kill_all() {
-        let groups: Vec<(i32, String)> = live().iter().map(|(p, m)| (*p, m.clone())).collect();
+        let groups: Vec<(i32, String)> = live().iter().map(|(p, (m, _))| (*p, m.clone())).collect();
         for (pgid, marker) in groups {
             if pgid > 1 && killpg(Pid::from_raw(pgid), None).is_ok() {
                 for pid in super::descendants(pgid) {
@@ -718,6 +1031,24 @@ pub mod ledger {
             for pid in super::marked(&marker) {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::live_in;
+
+        #[test]
+        fn the_live_groups_of_a_ledger() {
+            let text = "+ 10 111 aaa\n+ 11 112 bbb\n- 10\n+ 12 113 ccc\n+ 10 114 ddd\ngarbage\n- 99\n+ 13\n- 12\n";
+            let live = live_in(text);
+            let mut pgids: Vec<(i32, &str, &str)> = live.iter().map(|(p, s, m)| (*p, s.as_str(), m.as_str())).collect();
+            pgids.sort();
+            // 10 ended and was started again (a reused pid), 12 ended, 13's
+            // line is torn.
+            assert_eq!(pgids, vec![(10, "114", "ddd"), (11, "112", "bbb")]);
+            // A torn last line (a crash mid-write) names nothing.
+            assert_eq!(live_in("+ 20 1 m\n+ 21 2").len(), 1);
         }
     }
 }

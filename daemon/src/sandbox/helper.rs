@@ -52,7 +52,8 @@ extern "C" fn on_term(_: nix::libc::c_int) {
 }
 
 /// The helper's `main`: `--probe`, `--pdf-text …` (Read's PDF text: see
-/// [`super::pdf`]), or `--spec JSON -- program args…`.
+/// [`super::pdf`]), `--warm` (started ahead of its call, which comes on
+/// stdin: see [`warm`]), or `--spec JSON -- program args…`.
 pub fn main() -> std::process::ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "--probe") {
@@ -65,6 +66,9 @@ pub fn main() -> std::process::ExitCode {
     }
     if args.get(1).is_some_and(|a| a == "--pdf-text") {
         return super::pdf::helper_main(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == "--warm") {
+        std::process::exit(warm());
     }
     let (spec, command) = match parse_args(&args) {
         Ok(v) => v,
@@ -88,6 +92,117 @@ fn parse_args(args: &[OsString]) -> Result<(Spec, Vec<CString>), String> {
         .map(|a| CString::new(a.as_bytes()).map_err(|_| "an argument holds a NUL byte".to_owned()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((spec, command))
+}
+
+/// Where the report goes instead of [`Spec::report`]'s file: the socket
+/// a warm helper got its call on (-1: none).
+static REPORT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// A helper started ahead of its call: waits for the call on stdin (a
+/// Unix socket: see [`super::WarmRequest`]), takes its working directory,
+/// environment and stdin (the gate's control socket, or `/dev/null`), then
+/// runs it exactly as `--spec` does. Nothing of another call is in this
+/// process: it serves one call and exits.
+fn warm() -> i32 {
+    // Not outliving the daemon while it waits (`run` sets the call's own).
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
+        return SETUP_FAILED;
+    }
+    let (request, gate) = match receive_request() {
+        Ok(Some(r)) => r,
+        // The daemon closed the socket unused: nothing to do.
+        Ok(None) => return 0,
+        Err(e) => {
+            eprintln!("agentd-sandbox: {e}");
+            return SETUP_FAILED;
+        }
+    };
+    let spec = request.spec;
+    // The socket becomes the report's way back, out of the command's
+    // reach (close-on-exec, above what a shell uses).
+    match nix::fcntl::fcntl(std::io::stdin(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(64)) {
+        Ok(fd) => REPORT_FD.store(fd, Ordering::SeqCst),
+        Err(e) => return fail(&spec, &format!("keep the control socket: {e}")),
+    }
+    let stdin = match gate {
+        Some(fd) => fd,
+        None => match std::fs::File::open("/dev/null") {
+            Ok(f) => OwnedFd::from(f),
+            Err(e) => return fail(&spec, &format!("open /dev/null: {e}")),
+        },
+    };
+    if let Err(e) = nix::unistd::dup2_stdin(&stdin) {
+        return fail(&spec, &format!("stdin: {e}"));
+    }
+    drop(stdin);
+    if let Err(e) = std::env::set_current_dir(&request.cwd) {
+        return fail(&spec, &format!("cannot run in {}: {e}", request.cwd.display()));
+    }
+    // The call's environment, whole.
+    let old: Vec<OsString> = std::env::vars_os().map(|(k, _)| k).collect();
+    for name in old {
+        // SAFETY: this process has one thread.
+        unsafe { std::env::remove_var(name) };
+    }
+    for (name, value) in &request.env {
+        if name.is_empty() || name.contains(&b'=') || name.contains(&0) || value.contains(&0) {
+            continue;
+        }
+        // SAFETY: this process has one thread.
+        unsafe {
+            std::env::set_var(std::ffi::OsStr::from_bytes(name), std::ffi::OsStr::from_bytes(value));
+        }
+    }
+    let command: Result<Vec<CString>, _> = request.command.iter().map(|a| CString::new(a.as_bytes())).collect();
+    match command {
+        Ok(command) if !command.is_empty() => run(&spec, &command),
+        _ => fail(&spec, "bad command"),
+    }
+}
+
+/// The call, from stdin: its length, then its JSON (the gate's control
+/// socket alongside); `None` at once-closed.
+fn receive_request() -> Result<Option<(super::WarmRequest, Option<OwnedFd>)>, String> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let mut head = [0u8; 4];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let (got, mut fds) = loop {
+        let mut iov = [std::io::IoSliceMut::new(&mut head)];
+        match recvmsg::<()>(0, &mut iov, Some(space.as_mut_slice()), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Ok(msg) => {
+                let mut fds = Vec::new();
+                for c in msg.cmsgs().map_err(|e| format!("control message: {e}"))? {
+                    if let ControlMessageOwned::ScmRights(list) = c {
+                        // SAFETY: the kernel just gave these descriptors.
+                        fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                    }
+                }
+                break (msg.bytes, fds);
+            }
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(format!("read the call: {e}")),
+        }
+    };
+    if got == 0 {
+        return Ok(None);
+    }
+    let mut stdin = std::io::stdin().lock();
+    if got < head.len() {
+        stdin.read_exact(&mut head[got..]).map_err(|e| format!("read the call: {e}"))?;
+    }
+    let len = u32::from_le_bytes(head) as usize;
+    if len > super::WARM_REQUEST_MAX {
+        return Err("the call is too large".into());
+    }
+    let mut body = vec![0u8; len];
+    stdin.read_exact(&mut body).map_err(|e| format!("read the call: {e}"))?;
+    let request: super::WarmRequest = serde_json::from_slice(&body).map_err(|e| format!("bad call: {e}"))?;
+    if fds.len() > 1 {
+        return Err("more than one descriptor came with the call".into());
+    }
+    Ok(Some((request, fds.pop())))
 }
 
 fn run(spec: &Spec, command: &[CString]) -> i32 {
@@ -153,6 +268,21 @@ fn fail(spec: &Spec, why: &str) -> i32 {
 
 fn write_report(spec: &Spec, report: &Report) {
     use std::os::unix::fs::OpenOptionsExt;
+    let fd = REPORT_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: the socket this process keeps open until it exits.
+        let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let body = serde_json::to_vec(report).unwrap_or_default();
+        let mut written = 0;
+        while written < body.len() {
+            match nix::unistd::write(socket, &body[written..]) {
+                Ok(n) => written += n,
+                Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        return;
+    }
     if let Some(path) = &spec.report {
         // Not through a link or into a FIFO a command put there.
         let _ = std::fs::remove_file(path);

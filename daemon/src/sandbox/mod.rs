@@ -100,6 +100,26 @@ pub struct Spec {
     pub gate: bool,
 }
 
+/// What a helper started ahead of its call (`agentd-sandbox --warm`) is
+/// sent once the call is known, on its stdin (a Unix socket): a 4-byte
+/// little-endian length, then this as JSON, with the gate's control socket
+/// passed alongside (`SCM_RIGHTS`) when the network is gated. The helper
+/// writes its [`Report`] back on the same socket instead of a file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WarmRequest {
+    /// What the call's helper is told.
+    pub spec: Spec,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The command's whole environment, names and values as bytes.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The largest [`WarmRequest`] a helper accepts.
+pub const WARM_REQUEST_MAX: usize = 64 * 1024 * 1024;
+
 /// What the helper tells the daemon after the call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Report {
@@ -294,6 +314,8 @@ pub struct Facility {
     /// The daemon's state directory: read-only to a call whose workspace
     /// holds it (but its own temp directory).
     pub state_dir: Option<PathBuf>,
+    /// Helpers started ahead of their calls (with [`Facility::helper`]).
+    pub warm: Option<std::sync::Arc<crate::process::WarmPool>>,
 }
 
 impl Facility {
@@ -322,6 +344,7 @@ impl Facility {
                     network_allow_all: false,
                     level: agentd_protocol::methods::SandboxLevel::None,
                 },
+                warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h))),
                 helper,
                 hide: Vec::new(),
                 state_dir: None,
@@ -407,6 +430,7 @@ impl Facility {
                 network_allow_all: false,
                 level,
             },
+            warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone()))),
             helper: Some(path),
             hide: Vec::new(),
             state_dir: None,
@@ -433,6 +457,7 @@ impl Facility {
             status: SandboxStatus::default(),
             hide: Vec::new(),
             state_dir: None,
+            warm: None,
         }
     }
 }

@@ -111,7 +111,7 @@ pub(super) fn launch<'a>(
     // runs the call: the subreaper of its processes, it ends one that left
     // the group and cleared its environment (`setsid env -i`), which the
     // daemon could not tell from another call's.
-    let Some(helper) = ctx.sandbox.helper.as_deref() else {
+    let Some(pool) = ctx.sandbox.warm.as_ref() else {
         return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.scrub_env }, None));
     };
     let access = network_of(ctx, profile);
@@ -205,7 +205,7 @@ pub(super) fn launch<'a>(
         pin.dedup();
         spec.pin = pin;
     }
-    Ok((Launch::Helper { helper, spec: Box::new(spec), gate }, shared))
+    Ok((Launch::Helper { pool, spec: Box::new(spec), gate }, shared))
 }
 
 /// `~/x` or an absolute path, as the session's options name them.
