@@ -540,3 +540,34 @@ fn what_the_daemon_acknowledged_survives_a_kill_9_right_after() {
         assert_eq!(gone["error"]["code"], -32001, "round {round}: a closed session came back: {gone}");
     }
 }
+
+#[test]
+fn placeholders_and_groups_a_killed_daemon_left_are_gone_after_the_next_start() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let t = tag();
+    let rt = rt();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        // A job in workspace_write: placeholders for the absent protected
+        // paths while it runs, and a group in the process ledger.
+        let input = json!({ "command": format!("X=1 sleep 1000{t}"), "run_in_background": true });
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+        assert!(r["job_id"].is_string() || text(&r).contains("job"), "{r}");
+        agentd_tests::eventually("the job runs", || !procs(&format!("sleep 1000{t}")).is_empty()).await;
+        assert!(ws.join(".claude").is_dir() && ws.join(".vscode").is_dir(), "placeholders while it runs");
+        let ledger = std::fs::read_to_string(d.dir.path().join("state/placeholders/ledger")).unwrap();
+        assert!(ledger.contains(".claude"), "{ledger}");
+    });
+    // Placeholders stay when the daemon dies (nobody removes them) ...
+    kill9(&mut d);
+    assert!(ws.join(".claude").is_dir());
+    // ... and the next daemon removes them, and ends what the ledger names.
+    d.restart();
+    assert!(!ws.join(".claude").exists() && !ws.join(".vscode").exists(), "placeholders removed at start");
+    rt.block_on(none_left(&format!("sleep 1000{t}")));
+    let ledger = std::fs::read_to_string(d.dir.path().join("state/placeholders/ledger")).unwrap();
+    assert!(ledger.is_empty(), "a new ledger: {ledger}");
+}

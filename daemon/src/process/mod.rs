@@ -134,6 +134,8 @@ pub struct ProcessTree {
     /// The socket the sandbox helper got its call on and reports on
     /// (`None`: no helper).
     report: Option<std::os::unix::net::UnixStream>,
+    /// What it reported, once read.
+    reported: std::sync::OnceLock<Option<crate::sandbox::Report>>,
     /// The call's network gate: serves its connections while the tree
     /// lives.
     _gate: Option<crate::sandbox::gate::Gate>,
@@ -214,6 +216,7 @@ pub fn spawn_bash(
         marker: marker.to_owned(),
         ended: false,
         report: None,
+        reported: Default::default(),
         _gate: None,
     })
 }
@@ -279,6 +282,8 @@ struct Warm {
     /// The daemon's end of the helper's stdin.
     control: std::os::unix::net::UnixStream,
     pid: i32,
+    /// The marker the helper itself carries.
+    marker: String,
 }
 
 impl Drop for Warm {
@@ -334,7 +339,7 @@ impl WarmPool {
         self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A call that waits on a helper that died is told so, not hung.
         control.set_write_timeout(Some(Duration::from_secs(5)))?;
-        Ok(Warm { child: Some(child), control, pid })
+        Ok(Warm { child: Some(child), control, pid, marker })
     }
 
     /// A waiting helper, or a new one; a new one is started for the next
@@ -422,6 +427,8 @@ impl WarmPool {
                 .map_err(|e| std::io::Error::other(format!("the sandbox helper did not take the call: {e}")))?;
         }
         drop(control_fd);
+        // Its command's processes carry the call's marker.
+        ledger::record_as(warm.pid, &warm.marker, marker);
         let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
         let control = warm.control.try_clone()?;
         Ok(ProcessTree {
@@ -430,6 +437,7 @@ impl WarmPool {
             marker: marker.to_owned(),
             ended: false,
             report: Some(control),
+            reported: Default::default(),
             _gate: gate,
         })
     }
@@ -502,6 +510,7 @@ pub fn spawn_server(
         marker: marker.to_owned(),
         ended: false,
         report: None,
+        reported: Default::default(),
         _gate: None,
     })
 }
@@ -574,6 +583,10 @@ impl ProcessTree {
     /// What the sandbox helper reported once it exited (`None` without a
     /// helper, or when it left no report).
     pub fn report(&self) -> Option<crate::sandbox::Report> {
+        self.reported.get_or_init(|| self.read_report()).clone()
+    }
+
+    fn read_report(&self) -> Option<crate::sandbox::Report> {
         use std::io::Read;
         let socket = self.report.as_ref()?;
         // Whatever it wrote before it exited is there; never wait for more
@@ -591,7 +604,9 @@ impl ProcessTree {
     pub fn end_leftovers(&mut self) -> usize {
         // The sandbox helper ended them before it exited; a sweep of every
         // process's environment would only cost time.
-        let left = if self.report.is_some() { Vec::new() } else { marked(&self.marker) };
+        // Without a report (no helper, or one killed before it could end
+        // them: with the sandbox off a command may kill its own helper).
+        let left = if self.report().is_some() { Vec::new() } else { marked(&self.marker) };
         let group = self.group_alive();
         self.ended = true;
         if left.is_empty() && !group {
@@ -737,6 +752,22 @@ fn parent_of(pid: i32) -> Option<i32> {
     rest.split_whitespace().nth(1)?.parse::<i32>().ok()
 }
 
+/// Every live process (of the machine, not only this daemon's: what a
+/// dead daemon left) whose environment carries a marker, with it.
+pub fn carrying_markers() -> Vec<(i32, String)> {
+    let prefix = format!("{MARKER_VAR}=");
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let value = env.split(|b| *b == 0).find_map(|entry| entry.strip_prefix(prefix.as_bytes()))?;
+            Some((pid, String::from_utf8_lossy(value).into_owned()))
+        })
+        .collect()
+}
+
 /// Pids of live processes whose environment carries `MARKER_VAR=marker`.
 pub fn marked(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
@@ -824,231 +855,4 @@ pub fn reap_adopted() {
     }
 }
 
-/// What the daemon started, recorded in the state directory
-/// (`<state-dir>/procs/ledger`: one line appended when a group starts —
-/// its leader's pid and start time and the command's marker — and one
-/// when it is over) from its start until it is over, so that a daemon that
-/// starts after one that died ends whatever it left running. The start
-/// time is checked before a group is signalled, so a reused pid is never
-/// hit. Appending a line costs no file creation (a file per group did:
-/// ~0.1 ms of a Bash call on ext4); the ledger is rewritten with only the
-/// live groups when it grows past [`COMPACT_AT`](ledger) bytes.
-pub mod ledger {
-    use std::collections::HashMap;
-    use std::io::Write;
-    use std::path::{Path, PathBuf};
-    use std::sync::{LazyLock, Mutex};
-
-    use nix::sys::signal::{Signal, kill, killpg};
-    use nix::unistd::Pid;
-
-    /// The ledger rewritten with only what is live past this size.
-    const COMPACT_AT: u64 = 256 * 1024;
-
-    /// The open ledger: its path, the file, its size.
-    struct Open {
-        path: PathBuf,
-        file: std::fs::File,
-        bytes: u64,
-    }
-
-    static FILE: Mutex<Option<Open>> = Mutex::new(None);
-    /// The groups running now: their markers and the lines recording them.
-    static LIVE: LazyLock<Mutex<HashMap<i32, (String, String)>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-    fn live() -> std::sync::MutexGuard<'static, HashMap<i32, (String, String)>> {
-        LIVE.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn file() -> std::sync::MutexGuard<'static, Option<Open>> {
-        FILE.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The start time of `pid` (field 22 of `/proc/<pid>/stat`, in ticks since boot).
-    fn start_time(pid: i32) -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
-    }
-
-    /// The groups a ledger's text leaves live: `+ pgid start marker` not
-    /// followed by `- pgid`.
-    fn live_in(text: &str) -> Vec<(i32, String, String)> {
-        let mut open: Vec<(i32, String, String)> = Vec::new();
-        for line in text.lines() {
-            let mut parts = line.split(' ');
-            match (parts.next(), parts.next().and_then(|p| p.parse::<i32>().ok())) {
-                (Some("+"), Some(pgid)) => {
-                    if let (Some(started), Some(marker)) = (parts.next(), parts.next()) {
-                        open.retain(|(p, _, _)| *p != pgid);
-                        open.push((pgid, started.to_owned(), marker.to_owned()));
-                    }
-                }
-                (Some("-"), Some(pgid)) => open.retain(|(p, _, _)| *p != pgid),
-                _ => {}
-            }
-        }
-        open
-    }
-
-    /// Sets the ledger's directory and ends what a dead predecessor left
-    /// running; returns how many groups it ended.
-    pub fn init(state_dir: &Path) -> usize {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = state_dir.join("procs");
-        if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
-            return 0;
-        }
-        let path = dir.join("ledger");
-        let mut left = live_in(&std::fs::read_to_string(&path).unwrap_or_default());
-        // A file per group: what a daemon of an earlier version left.
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let Some(pgid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            let _ = std::fs::remove_file(entry.path());
-            if let Some((started, marker)) = text.trim().split_once(' ') {
-                left.push((pgid, started.to_owned(), marker.to_owned()));
-            }
-        }
-        let mut ended = 0;
-        for (pgid, started, marker) in left {
-            if pgid <= 1 {
-                continue;
-            }
-            // Only the group it recorded: same start time, and the leader
-            // carries the command's marker (a forged record names neither).
-            // A live process of that pid that is not it: the pid was reused,
-            // nothing of the record is touched. A gone leader: only its
-            // escapees, which carry the (random) marker.
-            let mut hit = false;
-            match start_time(pgid) {
-                Some(t) if t.to_string() == started && carries(pgid, &marker) => {
-                    for pid in super::descendants(pgid) {
-                        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                    }
-                    hit = killpg(Pid::from_raw(pgid), Signal::SIGKILL).is_ok();
-                }
-                Some(_) => continue,
-                None => {}
-            }
-            for pid in super::marked(&marker) {
-                hit |= kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok();
-            }
-            if hit {
-                tracing::warn!(pgid, "ended a command a previous daemon left running");
-                ended += 1;
-            }
-        }
-        // Emptied: what it named is over. Not through a link a command
-        // (of a workspace holding the state directory) put there.
-        let _ = std::fs::remove_file(&path);
-        let opened = std::fs::OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&path);
-        match opened {
-            Ok(opened) => *file() = Some(Open { path, file: opened, bytes: 0 }),
-            Err(e) => tracing::warn!("cannot keep the process ledger {}: {e}", path.display()),
-        }
-        ended
-    }
-
-    /// Whether `pid`'s environment holds the marker `marker`.
-    fn carries(pid: i32, marker: &str) -> bool {
-        let needle = format!("{}={marker}", super::MARKER_VAR);
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
-    }
-
-    /// Appends `line` to the ledger (one `write(2)`), rewriting it with
-    /// only the live groups once it has grown past [`COMPACT_AT`].
-    fn append(line: &str) {
-        let mut guard = file();
-        let Some(open) = guard.as_mut() else { return };
-        if open.file.write_all(line.as_bytes()).is_ok() {
-            open.bytes += line.len() as u64;
-        }
-        if open.bytes > COMPACT_AT {
-            compact(open);
-        }
-    }
-
-    /// Writes the live groups' lines to a new ledger and renames it over
-    /// the old one.
-    fn compact(open: &mut Open) {
-        use std::os::unix::fs::OpenOptionsExt;
-        let body: String = live().values().map(|(_, line)| line.as_str()).collect();
-        let tmp = open.path.with_extension("new");
-        let _ = std::fs::remove_file(&tmp);
-        let written = std::fs::OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(body.as_bytes()).map(|()| f));
-        if let Ok(file) = written
-            && std::fs::rename(&tmp, &open.path).is_ok()
-        {
-            open.file = file;
-            open.bytes = body.len() as u64;
-        }
-    }
-
-    /// Records a group just started.
-    pub fn record(pgid: i32, marker: &str) {
-        let line = match start_time(pgid) {
-            Some(started) => format!("+ {pgid} {started} {marker}\n"),
-            None => String::new(),
-        };
-        live().insert(pgid, (marker.to_owned(), line.clone()));
-        if !line.is_empty() {
-            append(&line);
-        }
-    }
-
-    /// Forgets a group that is over.
-    pub fn forget(pgid: i32) {
-        if let Some((_, line)) = live().remove(&pgid)
-            && !line.is_empty()
-        {
-            append(&format!("- {pgid}\n"));
-        }
-    }
-
-    /// SIGKILL to every group running now and to every process marked as
-    /// one of its commands (a daemon exiting without its clean shutdown).
-    pub fn kill_all() {
-        let groups: Vec<(i32, String)> = live().iter().map(|(p, (m, _))| (*p, m.clone())).collect();
-        for (pgid, marker) in groups {
-            if pgid > 1 && killpg(Pid::from_raw(pgid), None).is_ok() {
-                for pid in super::descendants(pgid) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                }
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-            }
-            for pid in super::marked(&marker) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::live_in;
-
-        #[test]
-        fn the_live_groups_of_a_ledger() {
-            let text = "+ 10 111 aaa\n+ 11 112 bbb\n- 10\n+ 12 113 ccc\n+ 10 114 ddd\ngarbage\n- 99\n+ 13\n- 12\n";
-            let live = live_in(text);
-            let mut pgids: Vec<(i32, &str, &str)> = live.iter().map(|(p, s, m)| (*p, s.as_str(), m.as_str())).collect();
-            pgids.sort();
-            // 10 ended and was started again (a reused pid), 12 ended, 13's
-            // line is torn.
-            assert_eq!(pgids, vec![(10, "114", "ddd"), (11, "112", "bbb")]);
-            // A torn last line (a crash mid-write) names nothing.
-            assert_eq!(live_in("+ 20 1 m\n+ 21 2").len(), 1);
-        }
-    }
-}
+pub mod ledger;

@@ -12,47 +12,117 @@
 //! - Shared: calls on one workspace take a count on each placeholder; the
 //!   last one to end removes it (`rmdir`, so anything a process outside the
 //!   sandbox put there stays), and the parents it had to make.
-//! - Recorded in `<state-dir>/placeholders/` before it is made, so the next
-//!   daemon removes what a killed one left.
+//! - Recorded in `<state-dir>/placeholders/ledger` before it is made (a
+//!   line appended: its id and what is made for it; another when it is
+//!   removed), so the next daemon removes what a killed one left. One file
+//!   for all: a record file per placeholder cost a Bash call in
+//!   `workspace_write` six inodes made and removed.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 static LIVE: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
-static LEDGER: OnceLock<PathBuf> = OnceLock::new();
+/// The open ledger, and the next record's id.
+static LEDGER: Mutex<Option<Ledger>> = Mutex::new(None);
+
+struct Ledger {
+    path: PathBuf,
+    file: std::fs::File,
+    bytes: u64,
+    next: u64,
+    /// The records not yet removed, by id: their lines (what compaction
+    /// keeps; here and not from [`LIVE`], which is locked around calls in).
+    open: HashMap<u64, String>,
+}
+
+/// The ledger rewritten with only the live records past this size.
+const COMPACT_AT: u64 = 256 * 1024;
 
 struct Entry {
     count: usize,
     /// What was made for it, deepest first (the placeholder, then the
     /// parents that did not exist).
     made: Vec<PathBuf>,
-    record: Option<PathBuf>,
+    /// Its record's id in the ledger.
+    record: Option<u64>,
+}
+
+/// What a ledger's text leaves made and not removed: `+ id [paths]` not
+/// followed by `- id`.
+fn live_in(text: &str) -> Vec<(u64, Vec<PathBuf>)> {
+    let mut open: HashMap<u64, (usize, Vec<PathBuf>)> = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut parts = line.splitn(3, ' ');
+        match (parts.next(), parts.next().and_then(|p| p.parse::<u64>().ok()), parts.next()) {
+            (Some("+"), Some(id), Some(json)) => {
+                if let Ok(paths) = serde_json::from_str::<Vec<PathBuf>>(json) {
+                    open.insert(id, (n, paths));
+                }
+            }
+            (Some("-"), Some(id), None) => {
+                open.remove(&id);
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<(u64, (usize, Vec<PathBuf>))> = open.into_iter().collect();
+    out.sort_by_key(|(_, (n, _))| *n);
+    out.into_iter().map(|(id, (_, paths))| (id, paths)).collect()
 }
 
 /// Sets the ledger's directory and removes what a previous daemon left;
 /// returns how many placeholders were removed.
 pub fn init(state_dir: &Path) -> usize {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = state_dir.join("placeholders");
     if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
         return 0;
     }
-    let mut removed = 0;
+    let path = dir.join("ledger");
+    // Bounded: a forged or runaway ledger cannot stall a start.
+    let mut text = String::new();
+    if let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(&path) {
+        use std::io::Read;
+        let _ = f.take(16 * 1024 * 1024).read_to_string(&mut text);
+    }
+    let mut left: Vec<Vec<PathBuf>> = live_in(&text).into_iter().map(|(_, p)| p).take(10_000).collect();
+    // A record file per placeholder: what a daemon of an earlier version left.
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if entry.path() == path {
+            continue;
+        }
         if let Ok(text) = std::fs::read_to_string(entry.path()) {
-            for made in text.lines().map(PathBuf::from) {
-                if remove_if_empty(&made) {
-                    removed += 1;
-                }
-            }
+            left.push(text.lines().map(PathBuf::from).collect());
         }
         let _ = std::fs::remove_file(entry.path());
+    }
+    let mut removed = 0;
+    for made in left {
+        for path in made {
+            if remove_if_empty(&path) {
+                removed += 1;
+            }
+        }
     }
     if removed > 0 {
         tracing::info!("removed {removed} placeholder(s) of protected paths a previous daemon left");
     }
-    let _ = LEDGER.set(dir);
+    // Emptied: what it named is gone. Not through a link put there.
+    let _ = std::fs::remove_file(&path);
+    let opened = std::fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path);
+    match opened {
+        Ok(file) => {
+            *LEDGER.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Ledger { path, file, bytes: 0, next: 1, open: HashMap::new() })
+        }
+        Err(e) => tracing::warn!("cannot keep the placeholder ledger {}: {e}", path.display()),
+    }
     removed
 }
 
@@ -134,18 +204,52 @@ pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
     Held(held)
 }
 
-fn record(made: &[PathBuf]) -> Option<PathBuf> {
-    let dir = LEDGER.get()?;
-    let name = format!("{}", uuid::Uuid::new_v4().simple());
-    let mut text = String::new();
-    // Deepest first, as they are removed.
-    for d in made.iter().rev() {
-        text.push_str(&d.to_string_lossy());
-        text.push('\n');
+/// Appends the record of `made` (deepest first, as they are removed) to
+/// the ledger; its id.
+fn record(made: &[PathBuf]) -> Option<u64> {
+    let mut guard = LEDGER.lock().unwrap_or_else(|e| e.into_inner());
+    let ledger = guard.as_mut()?;
+    let id = ledger.next;
+    ledger.next += 1;
+    let deepest_first: Vec<&PathBuf> = made.iter().rev().collect();
+    let line = format!("+ {id} {}\n", serde_json::to_string(&deepest_first).ok()?);
+    ledger.open.insert(id, line.clone());
+    append(ledger, &line).then_some(id)
+}
+
+/// Appends `line` (one `write(2)`); past [`COMPACT_AT`] the ledger is
+/// rewritten with the live records only.
+fn append(ledger: &mut Ledger, line: &str) -> bool {
+    use std::io::Write;
+    let ok = ledger.file.write_all(line.as_bytes()).is_ok();
+    if ok {
+        ledger.bytes += line.len() as u64;
     }
-    let file = dir.join(name);
-    std::fs::write(&file, text).ok()?;
-    Some(file)
+    if ledger.bytes > COMPACT_AT {
+        compact(ledger);
+    }
+    ok
+}
+
+fn compact(ledger: &mut Ledger) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let body: String = ledger.open.values().map(String::as_str).collect();
+    let tmp = ledger.path.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(body.as_bytes()).map(|()| f));
+    if let Ok(file) = written
+        && std::fs::rename(&tmp, &ledger.path).is_ok()
+    {
+        ledger.file = file;
+        ledger.bytes = body.len() as u64;
+    }
 }
 
 /// Removes the placeholder `path` while it is still empty (an empty
@@ -158,14 +262,17 @@ fn remove_if_empty(path: &Path) -> bool {
     }
 }
 
-fn remove(made: &[PathBuf], record: Option<PathBuf>) {
+fn remove(made: &[PathBuf], record: Option<u64>) {
     for d in made {
         if !remove_if_empty(d) {
             break;
         }
     }
-    if let Some(r) = record {
-        let _ = std::fs::remove_file(r);
+    if let Some(id) = record
+        && let Some(ledger) = LEDGER.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        && ledger.open.remove(&id).is_some()
+    {
+        append(ledger, &format!("- {id}\n"));
     }
 }
 
@@ -193,6 +300,20 @@ impl Drop for Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_ledger_leaves_made() {
+        let text = "+ 1 [\"/w/.claude\"]\n+ 2 [\"/w/.config/systemd\",\"/w/.config\"]\n- 1\n+ 3 [\"/w/a b\"]\n- 3 x\nbad\n+ 4 [\"/w/torn";
+        let live = live_in(text);
+        // 1 removed; 3's removal line is malformed (kept, to be safe); 4 torn.
+        assert_eq!(
+            live,
+            vec![
+                (2, vec![PathBuf::from("/w/.config/systemd"), PathBuf::from("/w/.config")]),
+                (3, vec![PathBuf::from("/w/a b")])
+            ]
+        );
+    }
 
     #[test]
     fn made_for_the_calls_and_gone_after_the_last() {
