@@ -277,6 +277,23 @@ pub struct SandboxStatus {
     /// and needs it asks), `none` (nothing is confined).
     #[serde(default)]
     pub level: SandboxLevel,
+    /// The helpers started ahead of their calls (absent without a helper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_helpers: Option<WarmHelpers>,
+}
+
+/// The sandbox helpers started ahead of their calls: at most one waits at
+/// a time; each serves one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct WarmHelpers {
+    /// Helpers waiting now (0 or 1).
+    pub waiting: u32,
+    /// The resident memory of the waiting helper, in KiB.
+    pub waiting_rss_kib: u64,
+    /// Helpers started since the daemon started.
+    pub started: u64,
+    /// Calls that found none waiting and started their own.
+    pub cold_starts: u64,
 }
 
 /// How whole the sandbox is (`daemon/info`'s `sandbox.level`).

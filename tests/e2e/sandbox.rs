@@ -788,6 +788,13 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         let r = c.ok("tool/call", call("echo $AGENTD_PROCESS; echo one")).await;
         assert!(text(&r).contains("one"), "{r}");
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        // daemon/info says so, with its memory.
+        let info = c.ok("daemon/info", json!({})).await;
+        let warm = &info["sandbox"]["warm_helpers"];
+        assert_eq!(warm["waiting"], 1, "{info}");
+        assert!(warm["started"].as_u64().unwrap() >= 2 && warm["cold_starts"] == 1, "{info}");
+        let rss = warm["waiting_rss_kib"].as_u64().unwrap();
+        assert!(rss > 100 && rss < 64 * 1024, "{info}");
         // The thread that started it is not one that ends when idle (the
         // blocking pool's end after 10 s): the helper, and the call it
         // then runs, are not killed by its death signal.

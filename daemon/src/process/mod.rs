@@ -308,10 +308,20 @@ impl WarmPool {
         }
     }
 
-    /// Helpers started so far, and calls that had to start their own.
-    pub fn counts(&self) -> (u64, u64) {
+    /// What `daemon/info` says of the pool.
+    pub fn status(&self) -> agentd_protocol::methods::WarmHelpers {
         use std::sync::atomic::Ordering::Relaxed;
-        (self.started.load(Relaxed), self.cold.load(Relaxed))
+        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|w| w.pid);
+        let rss = waiting.and_then(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+        });
+        agentd_protocol::methods::WarmHelpers {
+            waiting: u32::from(waiting.is_some()),
+            waiting_rss_kib: rss.unwrap_or(0),
+            started: self.started.load(Relaxed),
+            cold_starts: self.cold.load(Relaxed),
+        }
     }
 
     /// Starts a helper that waits for its call.

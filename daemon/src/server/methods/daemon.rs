@@ -25,6 +25,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             features: crate::BUILD_FEATURES.iter().map(|f| (*f).to_owned()).collect(),
             sandbox: agentd_protocol::methods::SandboxStatus {
                 network_allow_all: crate::session::user_network_allow_all(),
+                warm_helpers: state.sandbox.warm.as_ref().map(|w| w.status()),
                 ..state.sandbox.status.clone()
             },
             store_bytes: state.sessions.store_size(),
