@@ -826,3 +826,30 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         waiting.iter().all(|pid| !live.contains(pid))
     }));
 }
+
+/// What a confined command might try on the sandbox's own machinery (an
+/// attack review's attempts, kept): an x32 syscall number (refused as a
+/// whole, ahead of the native table) and a descriptor of its helper's
+/// control socket (the call's and the report's way back: close-on-exec,
+/// never the command's).
+#[tokio::test]
+async fn a_command_gets_neither_x32_calls_nor_its_helpers_socket() {
+    let d = TestDaemon::start().await;
+    let probe = "python3 -c 'import ctypes, os\n\
+                 libc = ctypes.CDLL(None, use_errno=True)\n\
+                 for nr in (39, 101, 165):\n\
+                 \x20   r = libc.syscall(0x40000000 | nr); print(\"x32\", nr, r, ctypes.get_errno())\n\
+                 print(\"fds\", sorted(int(f) for f in os.listdir(\"/proc/self/fd\")))'";
+    for mode in ["read_only", "workspace_write"] {
+        let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": mode } })).await;
+        let r = s.run(probe).await;
+        let out = text(&r);
+        // getpid, ptrace, mount in x32 numbering: EPERM (1), whatever the
+        // kernel would say of x32.
+        for nr in [39, 101, 165] {
+            assert!(out.contains(&format!("x32 {nr} -1 1\n")), "{mode}: {r}");
+        }
+        // stdin, stdout, stderr and the listing's own directory: nothing else.
+        assert!(out.contains("fds [0, 1, 2, 3]"), "{mode}: {r}");
+    }
+}

@@ -8,6 +8,8 @@
 //! The file-state cache (what Read saw: mtime, size, content hash) lives in
 //! the session context; [`FileState`] is its entry.
 
+pub mod append_log;
+
 use std::fs::File;
 use std::hash::Hasher;
 use std::io::{Read, Write};

@@ -9,38 +9,27 @@
 //!   per group cost an ext4 inode per Bash call, ~0.1 ms).
 //! - The start time is checked before a group is signalled, so a reused
 //!   pid is never hit; a leader must carry its marker too.
-//! - Past [`COMPACT_AT`] bytes the ledger is rewritten with the live
-//!   groups only. What is read at start is bounded ([`READ_AT_MOST`],
-//!   [`GROUPS_AT_MOST`]), and the processes are looked through once for
-//!   every marker, so a forged or runaway ledger cannot stall a start.
+//! - Kept as a [`crate::fs::append_log`] (compacted as it grows). What is
+//!   read at start is bounded (16 MiB, [`GROUPS_AT_MOST`]), and the
+//!   processes are looked through once for every marker, so a forged or
+//!   runaway ledger cannot stall a start.
 //! - Locks: [`LIVE`] (the markers, for [`kill_all`]) and [`FILE`] (the
 //!   open ledger and the lines of live groups) are never held together.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{LazyLock, Mutex};
+
+use crate::fs::append_log::{AppendLog, read_left};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-/// The ledger is rewritten with only the live groups past this size.
-const COMPACT_AT: u64 = 256 * 1024;
-/// At most this much of a ledger is read at start.
-const READ_AT_MOST: u64 = 16 * 1024 * 1024;
 /// At most this many groups of a ledger are ended at start.
 const GROUPS_AT_MOST: usize = 10_000;
 
-/// The open ledger: its path, the file, its size, the lines of the groups
-/// not yet over.
-struct Open {
-    path: PathBuf,
-    file: std::fs::File,
-    bytes: u64,
-    lines: HashMap<i32, String>,
-}
-
-static FILE: Mutex<Option<Open>> = Mutex::new(None);
+/// The open ledger (the lines of the groups not yet over).
+static FILE: Mutex<Option<AppendLog<i32>>> = Mutex::new(None);
 /// The groups running now: the marker their processes carry.
 static LIVE: LazyLock<Mutex<HashMap<i32, String>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
@@ -48,7 +37,7 @@ fn live() -> std::sync::MutexGuard<'static, HashMap<i32, String>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn file() -> std::sync::MutexGuard<'static, Option<Open>> {
+fn file() -> std::sync::MutexGuard<'static, Option<AppendLog<i32>>> {
     FILE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -97,16 +86,13 @@ fn live_in(text: &str) -> Vec<Left> {
 /// Sets the ledger's directory and ends what a dead predecessor left
 /// running; returns how many groups it ended.
 pub fn init(state_dir: &Path) -> usize {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir.join("procs");
     if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
         return 0;
     }
     let path = dir.join("ledger");
-    let mut text = String::new();
-    if let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(&path) {
-        let _ = f.take(READ_AT_MOST).read_to_string(&mut text);
-    }
+    let text = read_left(&path);
     let mut left = live_in(&text);
     // A file per group: what a daemon of an earlier version left.
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -125,15 +111,8 @@ pub fn init(state_dir: &Path) -> usize {
     let ended = end_left(&left);
     // Emptied: what it named is over. Not through a link a command (of a
     // workspace holding the state directory) put there.
-    let _ = std::fs::remove_file(&path);
-    let opened = std::fs::OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path);
-    match opened {
-        Ok(opened) => *file() = Some(Open { path, file: opened, bytes: 0, lines: HashMap::new() }),
+    match AppendLog::start(path.clone()) {
+        Ok(log) => *file() = Some(log),
         Err(e) => tracing::warn!("cannot keep the process ledger {}: {e}", path.display()),
     }
     ended
@@ -187,41 +166,6 @@ fn carries(pid: i32, marker: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
 }
 
-/// Appends `line` (one `write(2)`), rewriting the ledger with only the
-/// live groups once it has grown past [`COMPACT_AT`].
-fn append(open: &mut Open, line: &str) {
-    if open.file.write_all(line.as_bytes()).is_ok() {
-        open.bytes += line.len() as u64;
-    }
-    if open.bytes > COMPACT_AT {
-        compact(open);
-    }
-}
-
-/// Writes the live groups' lines to a new ledger and renames it over the
-/// old one.
-fn compact(open: &mut Open) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let body: String = open.lines.values().map(String::as_str).collect();
-    let tmp = open.path.with_extension("new");
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(body.as_bytes()).map(|()| f));
-    match written {
-        Ok(new) if std::fs::rename(&tmp, &open.path).is_ok() => {
-            open.file = new;
-            open.bytes = body.len() as u64;
-        }
-        // Not rewritten: tried again only after as much again.
-        _ => open.bytes = body.len() as u64,
-    }
-}
-
 /// Records a group just started whose leader and processes carry
 /// `marker`.
 pub fn record(pgid: i32, marker: &str) {
@@ -234,19 +178,16 @@ pub fn record_as(pgid: i32, leader: &str, sweep: &str) {
     live().insert(pgid, sweep.to_owned());
     let Some(started) = start_time(pgid) else { return };
     let line = format!("+ {pgid} {started} {leader} {sweep}\n");
-    if let Some(open) = file().as_mut() {
-        open.lines.insert(pgid, line.clone());
-        append(open, &line);
+    if let Some(log) = file().as_mut() {
+        log.open(pgid, line);
     }
 }
 
 /// Forgets a group that is over.
 pub fn forget(pgid: i32) {
     live().remove(&pgid);
-    if let Some(open) = file().as_mut()
-        && open.lines.remove(&pgid).is_some()
-    {
-        append(open, &format!("- {pgid}\n"));
+    if let Some(log) = file().as_mut() {
+        log.close(&pgid, &format!("- {pgid}\n"));
     }
 }
 

@@ -202,14 +202,7 @@ pub fn spawn_bash(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // Holding the set while spawning: the child is known as ours before it
-    // could possibly exit and be mistaken for an adopted one.
-    let mut owned = owned();
-    let child = cmd.spawn()?;
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
-    owned.insert(pid);
-    drop(owned);
-    ledger::record(pid, marker);
+    let (child, pid) = spawn_recorded(&mut cmd, marker)?;
     Ok(ProcessTree {
         child,
         pgid: Pid::from_raw(pid),
@@ -219,6 +212,19 @@ pub fn spawn_bash(
         reported: Default::default(),
         _gate: None,
     })
+}
+
+/// Spawns `cmd`, known as the daemon's own child (held in the owned set
+/// while spawning: it could otherwise exit and be taken for an adopted
+/// one) and recorded in the ledger with `marker`; its pid.
+fn spawn_recorded(cmd: &mut tokio::process::Command, marker: &str) -> std::io::Result<(tokio::process::Child, i32)> {
+    let mut owned = owned();
+    let child = cmd.spawn()?;
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    owned.insert(pid);
+    drop(owned);
+    ledger::record(pid, marker);
+    Ok((child, pid))
 }
 
 /// A command's whole environment: the daemon's (only the plain part when
@@ -340,12 +346,7 @@ impl WarmPool {
             .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let mut owned = owned();
-        let child = cmd.spawn()?;
-        let pid = child.id().map(|p| p as i32).unwrap_or(0);
-        owned.insert(pid);
-        drop(owned);
-        ledger::record(pid, &marker);
+        let (child, pid) = spawn_recorded(&mut cmd, &marker)?;
         self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A call that waits on a helper that died is told so, not hung.
         control.set_write_timeout(Some(Duration::from_secs(5)))?;
@@ -354,7 +355,7 @@ impl WarmPool {
 
     /// A waiting helper, or a new one; a new one is started for the next
     /// call meanwhile.
-    fn take(self: &WarmPool) -> std::io::Result<Warm> {
+    fn take(&self) -> std::io::Result<Warm> {
         let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).take();
         // Still waiting: not exited (`try_wait` also reaps one that died).
         let alive = waiting.and_then(|mut w| match w.child.as_mut().map(|c| c.try_wait()) {
@@ -508,12 +509,7 @@ pub fn spawn_server(
         }
     }
     cmd.envs(env).env(MARKER_VAR, marker);
-    let mut owned = owned();
-    let child = cmd.spawn()?;
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
-    owned.insert(pid);
-    drop(owned);
-    ledger::record(pid, marker);
+    let (child, pid) = spawn_recorded(&mut cmd, marker)?;
     Ok(ProcessTree {
         child,
         pgid: Pid::from_raw(pid),

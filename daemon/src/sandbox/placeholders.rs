@@ -22,22 +22,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::fs::append_log::{AppendLog, read_left};
+
 static LIVE: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
-/// The open ledger, and the next record's id.
-static LEDGER: Mutex<Option<Ledger>> = Mutex::new(None);
-
-struct Ledger {
-    path: PathBuf,
-    file: std::fs::File,
-    bytes: u64,
-    next: u64,
-    /// The records not yet removed, by id: their lines (what compaction
-    /// keeps; here and not from [`LIVE`], which is locked around calls in).
-    open: HashMap<u64, String>,
-}
-
-/// The ledger rewritten with only the live records past this size.
-const COMPACT_AT: u64 = 256 * 1024;
+/// The open ledger (the records not yet removed: here and not in
+/// [`LIVE`], which is locked around calls in), and the next record's id.
+static LEDGER: Mutex<Option<(AppendLog<u64>, u64)>> = Mutex::new(None);
 
 struct Entry {
     count: usize,
@@ -74,18 +64,14 @@ fn live_in(text: &str) -> Vec<(u64, Vec<PathBuf>)> {
 /// Sets the ledger's directory and removes what a previous daemon left;
 /// returns how many placeholders were removed.
 pub fn init(state_dir: &Path) -> usize {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir.join("placeholders");
     if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
         return 0;
     }
     let path = dir.join("ledger");
     // Bounded: a forged or runaway ledger cannot stall a start.
-    let mut text = String::new();
-    if let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(&path) {
-        use std::io::Read;
-        let _ = f.take(16 * 1024 * 1024).read_to_string(&mut text);
-    }
+    let text = read_left(&path);
     let mut left: Vec<Vec<PathBuf>> = live_in(&text).into_iter().map(|(_, p)| p).take(10_000).collect();
     // A record file per placeholder: what a daemon of an earlier version left.
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -109,18 +95,8 @@ pub fn init(state_dir: &Path) -> usize {
         tracing::info!("removed {removed} placeholder(s) of protected paths a previous daemon left");
     }
     // Emptied: what it named is gone. Not through a link put there.
-    let _ = std::fs::remove_file(&path);
-    let opened = std::fs::OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path);
-    match opened {
-        Ok(file) => {
-            *LEDGER.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(Ledger { path, file, bytes: 0, next: 1, open: HashMap::new() })
-        }
+    match AppendLog::start(path.clone()) {
+        Ok(log) => *LEDGER.lock().unwrap_or_else(|e| e.into_inner()) = Some((log, 1)),
         Err(e) => tracing::warn!("cannot keep the placeholder ledger {}: {e}", path.display()),
     }
     removed
@@ -208,48 +184,12 @@ pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
 /// the ledger; its id.
 fn record(made: &[PathBuf]) -> Option<u64> {
     let mut guard = LEDGER.lock().unwrap_or_else(|e| e.into_inner());
-    let ledger = guard.as_mut()?;
-    let id = ledger.next;
-    ledger.next += 1;
+    let (log, next) = guard.as_mut()?;
+    let id = *next;
+    *next += 1;
     let deepest_first: Vec<&PathBuf> = made.iter().rev().collect();
     let line = format!("+ {id} {}\n", serde_json::to_string(&deepest_first).ok()?);
-    ledger.open.insert(id, line.clone());
-    append(ledger, &line).then_some(id)
-}
-
-/// Appends `line` (one `write(2)`); past [`COMPACT_AT`] the ledger is
-/// rewritten with the live records only.
-fn append(ledger: &mut Ledger, line: &str) -> bool {
-    use std::io::Write;
-    let ok = ledger.file.write_all(line.as_bytes()).is_ok();
-    if ok {
-        ledger.bytes += line.len() as u64;
-    }
-    if ledger.bytes > COMPACT_AT {
-        compact(ledger);
-    }
-    ok
-}
-
-fn compact(ledger: &mut Ledger) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let body: String = ledger.open.values().map(String::as_str).collect();
-    let tmp = ledger.path.with_extension("new");
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(body.as_bytes()).map(|()| f));
-    if let Ok(file) = written
-        && std::fs::rename(&tmp, &ledger.path).is_ok()
-    {
-        ledger.file = file;
-        ledger.bytes = body.len() as u64;
-    }
+    log.open(id, line).then_some(id)
 }
 
 /// Removes the placeholder `path` while it is still empty (an empty
@@ -269,10 +209,9 @@ fn remove(made: &[PathBuf], record: Option<u64>) {
         }
     }
     if let Some(id) = record
-        && let Some(ledger) = LEDGER.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
-        && ledger.open.remove(&id).is_some()
+        && let Some((log, _)) = LEDGER.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
     {
-        append(ledger, &format!("- {id}\n"));
+        log.close(&id, &format!("- {id}\n"));
     }
 }
 
