@@ -187,6 +187,7 @@ impl Bridge {
             "tool/result",
             "sandbox/network",
             "mcp/log",
+            "tools/changed",
         ];
         // It answers the elicitations and sampling requests of agentd's
         // own MCP servers: passed on to this bridge's client while one of
@@ -296,6 +297,13 @@ async fn follow(
                     let _ = client.call::<PermissionRespond>(params).await;
                 });
                 lock(&asking).insert(request_id, task.abort_handle());
+            }
+            EventKind::ToolsChanged { .. } => {
+                // An MCP server of the session added or removed tools.
+                let lister = lock(&log).lister();
+                if let Some(peer) = lister {
+                    let _ = peer.notify_tool_list_changed().await;
+                }
             }
             EventKind::McpElicitation { request_id, server, message, requested_schema, .. } => {
                 // The bridge's calls are the session's calls: ask the
@@ -460,9 +468,10 @@ impl rmcp::ServerHandler for Bridge {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
         let (client, session) = self.session().await?;
+        lock(&self.log).listed(context.peer.clone());
         let params = ToolsListParams { session_id: session, hints: true };
         let list = client.call::<ToolsList>(params).await.map_err(internal)?;
         let mut tools = Vec::with_capacity(list.tools.len());

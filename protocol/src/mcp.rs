@@ -127,6 +127,18 @@ pub struct McpListResult {
     pub servers: Vec<McpPoolServer>,
 }
 
+/// A list of an MCP server's that it may say changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum McpList {
+    /// Its tools (the session's tool list follows: `tools/changed`).
+    Tools,
+    /// Its resources.
+    Resources,
+    /// Its prompts.
+    Prompts,
+}
+
 /// An MCP logging level (RFC 5424's, as MCP names them), least severe
 /// first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]

@@ -374,6 +374,35 @@ pub enum EventKind {
         /// Whether the user must approve it (false once allowed always).
         needs_approval: bool,
     },
+    /// The session's tools changed: an MCP server said its tool list
+    /// changed (`notifications/tools/list_changed`) and the list read again
+    /// differs. `tools/list` (and ToolSearch) give the new list; a deferred
+    /// tool the session loaded and the server removed is gone from it.
+    /// Servers are read again at most once a second.
+    #[serde(rename = "tools/changed")]
+    ToolsChanged {
+        /// The server (its entry's name).
+        server: String,
+        /// Full names of the tools it added (`mcp__server__tool`), sorted.
+        added: Vec<String>,
+        /// Full names of the tools it removed, sorted.
+        removed: Vec<String>,
+        /// Full names of the tools it kept whose definition changed, sorted.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed: Vec<String>,
+    },
+    /// An MCP server of the session said its resources or prompts changed
+    /// (`notifications/resources/list_changed`,
+    /// `notifications/prompts/list_changed`): ask again
+    /// (`ListMcpResources`, `mcp/prompts`). At most one a second per server
+    /// and list.
+    #[serde(rename = "mcp/list_changed")]
+    McpListChanged {
+        /// The server (its entry's name).
+        server: String,
+        /// Which list: `resources` or `prompts`.
+        list: crate::mcp::McpList,
+    },
     /// A confined command's connection through the network gate, when it
     /// was refused or when it ended (at most 256 per call; the result
     /// counts the rest).
@@ -504,6 +533,8 @@ impl EventKind {
             EventKind::AgentRequest { .. } => "agent/request",
             EventKind::SandboxNetwork { .. } => "sandbox/network",
             EventKind::McpLog { .. } => "mcp/log",
+            EventKind::ToolsChanged { .. } => "tools/changed",
+            EventKind::McpListChanged { .. } => "mcp/list_changed",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",
             EventKind::HookRequest { .. } => "hook/request",

@@ -107,7 +107,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 16, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 19, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];
@@ -787,4 +787,83 @@ fn the_conformance_suites_client_scenarios_that_agentd_declares_pass() {
     for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
         assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
     }
+}
+
+#[test]
+fn a_tool_a_server_adds_or_removes_at_run_time_reaches_every_session_using_it_once_per_burst() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let entry = json!({ "t": py_entry(&python, &[], json!({})) });
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        // Two sessions on the same workspace share the pooled server; the
+        // MCP tools are deferred (the default).
+        let options = json!({ "mcp_servers": entry, "mode": "bypass" });
+        let a = session(&mut c, work.path(), options.clone()).await["session_id"].as_str().unwrap().to_owned();
+        let b = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        let mut events_a = EventStream::open(&d.socket, &a, None).await.unwrap();
+        let mut events_b = EventStream::open(&d.socket, &b, None).await.unwrap();
+        let deferred = |list: &Value| -> Vec<String> {
+            list["deferred"].as_array().unwrap().iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+        };
+        let before = c.ok("tools/list", json!({ "session_id": b })).await;
+        assert!(!deferred(&before).contains(&"mcp__t__late".to_owned()), "{before}");
+        load(&mut c, &a, &["mcp__t__grow", "mcp__t__shrink", "mcp__t__lists_changed"]).await;
+
+        // 50 notifications in a burst: the tools are read again, and each
+        // session is told once.
+        let r = call(&mut c, &a, "mcp__t__grow", json!({ "name": "late", "times": 50 })).await;
+        assert_eq!(text(&r), "added late", "{r}");
+        for events in [&mut events_a, &mut events_b] {
+            let seen = within("tools/changed", events.until(|e| e["type"] == "tools/changed")).await;
+            let changed = seen.last().unwrap();
+            assert_eq!(changed["server"], "t", "{changed}");
+            assert_eq!(changed["added"], json!(["mcp__t__late"]), "{changed}");
+            assert_eq!(changed["removed"], json!([]), "{changed}");
+        }
+        for sid in [&a, &b] {
+            let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+            assert!(deferred(&list).contains(&"mcp__t__late".to_owned()), "{list}");
+        }
+        // The pool's cache of the server's tools has it too.
+        let cache = std::fs::read_dir(d.dir.path().join("state/mcp-tools")).unwrap();
+        let cached: String = cache.map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+        assert!(cached.contains("\"late\""), "{cached}");
+        // The new tool is found, loaded and called like any other.
+        load(&mut c, &b, &["mcp__t__late"]).await;
+        let r = call(&mut c, &b, "mcp__t__late", json!({ "text": "hi" })).await;
+        assert_eq!(text(&r), "late: hi", "{r}");
+
+        // Removed: gone from the list and from calls, in both sessions.
+        let r = call(&mut c, &a, "mcp__t__shrink", json!({ "name": "late" })).await;
+        assert_eq!(text(&r), "removed late", "{r}");
+        for events in [&mut events_a, &mut events_b] {
+            let seen = within("tools/changed", events.until(|e| e["type"] == "tools/changed")).await;
+            let changed = seen.last().unwrap();
+            assert_eq!(changed["added"], json!([]), "{changed}");
+            assert_eq!(changed["removed"], json!(["mcp__t__late"]), "{changed}");
+            // Nothing between the two changes said the tools changed again
+            // (the burst of 50 was one).
+            assert_eq!(seen.iter().filter(|e| e["type"] == "tools/changed").count(), 1, "{seen:?}");
+        }
+        let list = c.ok("tools/list", json!({ "session_id": b })).await;
+        assert!(!list.to_string().contains("mcp__t__late"), "{list}");
+        let r = call(&mut c, &b, "mcp__t__late", json!({ "text": "hi" })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(text(&r).contains("no tool named"), "{r}");
+
+        // Resources and prompts: the sessions' clients are told.
+        let r = call(&mut c, &a, "mcp__t__lists_changed", json!({})).await;
+        assert_eq!(text(&r), "told", "{r}");
+        let mut lists = Vec::new();
+        while lists.len() < 2 {
+            let seen = within("mcp/list_changed", events_b.until(|e| e["type"] == "mcp/list_changed")).await;
+            let e = seen.last().unwrap();
+            assert_eq!(e["server"], "t", "{e}");
+            lists.push(e["list"].as_str().unwrap().to_owned());
+        }
+        lists.sort();
+        assert_eq!(lists, ["prompts", "resources"]);
+    });
 }

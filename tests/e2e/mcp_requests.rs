@@ -308,3 +308,21 @@ with Agentd(os.environ["SOCK"]) as d:
         assert!(started.elapsed() >= std::time::Duration::from_millis(1400), "{:?}", started.elapsed());
     });
 }
+
+#[test]
+fn agentctl_mcp_tells_its_client_when_a_server_of_the_session_adds_a_tool() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let sid = with_t(&mut c, work.path(), &python, json!({})).await;
+        let seen = tokio::task::spawn_blocking({
+            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
+            move || bridge_client(&python, &socket, &work, &["server-grow", &sid])
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen[0], json!({ "text": "added bridged", "before": false, "after": true }), "{seen:?}");
+    });
+}

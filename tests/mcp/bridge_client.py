@@ -15,6 +15,8 @@ Scenarios:
     server-sample SESSION the same with its `sample` tool, whose sampling
                           request this client answers; then a client
                           without sampling, and a structured result
+    server-grow SESSION   serve an existing session; call its MCP server's
+                          `grow` tool, and wait to be told the tools changed
     readme ARGS           start `agentctl ARGS` (a JSON list, as README's
                           mcpServers entry has them); call Read
     bench FILE N          read FILE N times; print per-call latencies
@@ -154,6 +156,23 @@ async def server_sample(session):
             say(is_error=res.is_error, structured=res.structured_content)
 
 
+async def server_grow(session):
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with stdio_client(server(["--session", session])) as (r, w):
+        async with ClientSession(r, w, message_handler=on_message) as s:
+            await s.initialize()
+            before = sorted(t.name for t in (await s.list_tools()).tools)
+            res = await s.call_tool("mcp__t__grow", {"name": "bridged"})
+            await asyncio.wait_for(changed.wait(), 30)
+            after = sorted(t.name for t in (await s.list_tools()).tools)
+            say(text=text_of(res), before="mcp__t__bridged" in before, after="mcp__t__bridged" in after)
+
+
 async def readme(args):
     params = StdioServerParameters(command=agentctl, args=["--socket", socket] + json.loads(args), cwd=workspace)
     async with stdio_client(params) as (r, w):
@@ -193,6 +212,7 @@ scenarios = {
     "attach": attach,
     "server-elicit": server_elicit,
     "server-sample": server_sample,
+    "server-grow": server_grow,
     "readme": readme,
     "bench": lambda path, n: bench(path, int(n)),
     "bench-fs": lambda fs, path, n: bench_fs(fs, path, int(n)),

@@ -14,7 +14,8 @@ garbage), so the tests exercise a real server, not a mock.
 It declares logging (each `logging/setLevel` it is sent is appended to
 $MCP_TEST_LEVELS when set), offers prompts, and has tools that log, flood
 the log, list the client's roots, ask the user (an elicitation) and ask
-the client's model (sampling).
+the client's model (sampling), and tools that add and remove tools at run
+time (each says the tool list changed).
 
 Every start appends a line "<pid>" to $MCP_TEST_STARTS when it is set, so
 tests can count how many processes a pool started.
@@ -194,6 +195,36 @@ async def sample(prompt: str, ctx: Context, delay_ms: int = 0) -> str:
 def weather(city: str) -> dict[str, object]:
     """Structured output: the SDK declares an output schema and sends structuredContent."""
     return {"city": city, "celsius": 21, "sunny": True}
+
+
+@server.tool()
+async def grow(name: str, ctx: Context, times: int = 1) -> str:
+    """Adds a tool `name` (it echoes) and says the tool list changed, `times` times."""
+
+    def added(text: str) -> str:
+        return f"{name}: {text}"
+
+    added.__doc__ = f"A tool added at run time ({name})."
+    server.add_tool(added, name=name)
+    for _ in range(times):
+        await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@server.tool()
+async def shrink(name: str, ctx: Context) -> str:
+    """Removes the tool `name` and says the tool list changed."""
+    server.remove_tool(name)
+    await ctx.session.send_tool_list_changed()
+    return f"removed {name}"
+
+
+@server.tool()
+async def lists_changed(ctx: Context) -> str:
+    """Says its resources and prompts changed (they did not)."""
+    await ctx.session.send_resource_list_changed()
+    await ctx.session.send_prompt_list_changed()
+    return "told"
 
 
 @server.prompt(title="Review a file")

@@ -589,7 +589,9 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         EventKind::SessionClosed {}
         | EventKind::McpLog { .. }
         | EventKind::McpElicitation { .. }
-        | EventKind::McpSampling { .. } => None,
+        | EventKind::McpSampling { .. }
+        | EventKind::ToolsChanged { .. }
+        | EventKind::McpListChanged { .. } => None,
     }
 }
 
@@ -661,6 +663,18 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             let logger = logger.as_deref().map(|l| format!(" {l}")).unwrap_or_default();
             let dropped = if *dropped > 0 { format!(" ({dropped} dropped before)") } else { String::new() };
             format!("mcp log   {server}{logger} {}: {text}{dropped}", super::wire(level))
+        }
+        EventKind::ToolsChanged { server, added, removed, changed } => {
+            let mut parts = Vec::new();
+            for (what, names) in [("added", added), ("removed", removed), ("changed", changed)] {
+                if !names.is_empty() {
+                    parts.push(format!("{what} {}", names.join(", ")));
+                }
+            }
+            format!("tools     MCP server {server}: {}", parts.join("; "))
+        }
+        EventKind::McpListChanged { server, list } => {
+            format!("mcp       {server}: its {} changed", super::wire(list))
         }
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })

@@ -215,11 +215,13 @@ fn rank(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).unwrap_or(0)
 }
 
-/// Where the session's events go as log messages: the client that last
-/// set a level, at that level.
+/// Where the session's events go unasked: as log messages, to the client
+/// that last set a level, at that level; that its tools changed, to the
+/// client that last listed them.
 #[derive(Default)]
 pub struct LogTarget {
     peer: Option<Peer<RoleServer>>,
+    lister: Option<Peer<RoleServer>>,
     level: usize,
     second: Option<std::time::Instant>,
     sent: u32,
@@ -231,6 +233,16 @@ impl LogTarget {
     pub fn set(&mut self, peer: Peer<RoleServer>, level: &Value) {
         self.peer = Some(peer);
         self.level = rank(level.as_str().unwrap_or("info"));
+    }
+
+    /// `tools/list`: `peer` is told when the list changes.
+    pub fn listed(&mut self, peer: Peer<RoleServer>) {
+        self.lister = Some(peer);
+    }
+
+    /// The client to tell that the tools changed.
+    pub fn lister(&self) -> Option<Peer<RoleServer>> {
+        self.lister.clone().filter(|p| !p.is_transport_closed())
     }
 
     /// The message to send for `event`, if it is at or above the level and

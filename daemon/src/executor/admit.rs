@@ -30,7 +30,7 @@ impl SessionExecutor {
         grant: &mut Grant,
         hook_allows: bool,
     ) -> Result<Option<AskFor>, CallOutcome> {
-        if let Err(e) = self.tools.resolve_for_call(&slot.name, context) {
+        if let Err(e) = self.tools().resolve_for_call(&slot.name, context) {
             return Err(CallOutcome::error(e.to_string()));
         }
         if let Err(e) = call.validate(ctx) {
@@ -379,7 +379,7 @@ impl SessionExecutor {
     pub async fn readable_unasked(&self, file_path: &str) -> Result<crate::fs::WsPath, String> {
         const READ: &str = "Read";
         let use_read = "ask for it with the Read tool";
-        let tool = self.tools.find(READ).ok_or("this session has no Read tool")?.clone();
+        let tool = self.tools().find(READ).ok_or("this session has no Read tool")?.clone();
         let input = serde_json::json!({ "file_path": file_path });
         let call = tool.prepare(input.clone()).map_err(|e| format!("invalid path: {e}"))?;
         let slot = Slot {
@@ -461,6 +461,6 @@ impl SessionExecutor {
 
     /// Whether the session offers the tool `name` now.
     pub fn offers(&self, name: &str) -> bool {
-        self.with_context(|c| self.tools.resolve_for_call(name, c).is_ok())
+        self.with_context(|c| self.tools().resolve_for_call(name, c).is_ok())
     }
 }

@@ -469,6 +469,9 @@ fn approx_size(kind: &EventKind) -> usize {
                 message.len() + value_size(requested_schema) + server.len()
             }
             EventKind::McpLog { data, server, .. } => value_size(data) + server.len(),
+            EventKind::ToolsChanged { server, added, removed, changed } => {
+                server.len() + added.iter().chain(removed).chain(changed).map(String::len).sum::<usize>()
+            }
             _ => 0,
         }
 }

@@ -163,7 +163,7 @@ impl SessionExecutor {
         if refusal.is_none()
             && let Some(updated) = said.updated_input
         {
-            match self.tools.find(&asked.name).map(|t| t.prepare(updated.clone())) {
+            match self.tools().find(&asked.name).map(|t| t.prepare(updated.clone())) {
                 Some(Ok(new)) => {
                     call = new;
                     rewritten = Some(updated);
@@ -285,7 +285,7 @@ impl SessionExecutor {
         i: super::CallIdx,
     ) -> Result<(Box<dyn PreparedCall>, Option<AskFor>), String> {
         let bad = |e: String| format!("a PermissionRequest hook's updatedInput is not valid input for {name}: {e}");
-        let tool = self.tools.find(name).ok_or_else(|| format!("no tool named {name:?}"))?;
+        let tool = self.tools().find(name).cloned().ok_or_else(|| format!("no tool named {name:?}"))?;
         let call = tool.prepare(updated.clone()).map_err(|e| bad(e.to_string()))?;
         let mut inner = self.lock();
         inner.slots[i].input = Some(updated);

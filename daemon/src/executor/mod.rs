@@ -365,7 +365,8 @@ pub struct SessionExecutor {
     events: Arc<EventLog>,
     session_id: Arc<str>,
     cwd: Arc<PathBuf>,
-    tools: Arc<ToolSet>,
+    /// The session's tools: replaced when an MCP server's list changes.
+    tools: std::sync::RwLock<Arc<ToolSet>>,
     services: SessionServices,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -487,7 +488,7 @@ impl SessionExecutor {
             events,
             session_id: Arc::from(info.session_id.as_str()),
             cwd: Arc::new(info.cwd.clone()),
-            tools,
+            tools: std::sync::RwLock::new(tools),
             services: SessionServices {
                 info: Arc::new(info.clone()),
                 output_dir: Arc::new(output_dir),
@@ -686,7 +687,7 @@ impl SessionExecutor {
     ) -> Vec<Action> {
         let turn_slot = &inner.turns[turn];
         let token = turn_slot.token.child_token();
-        let parsed = match self.tools.find(&tu.name) {
+        let parsed = match self.tools().find(&tu.name) {
             None => Err((tu.name.clone(), tu.name.clone(), self.unknown_tool(&tu.name, &inner.context))),
             Some(tool) => match tool.prepare(tu.input.clone()) {
                 Ok(call) => Ok((tool.name().to_owned(), call, tool.cancels_siblings_on_failure())),
@@ -730,7 +731,7 @@ impl SessionExecutor {
     }
 
     fn unknown_tool(&self, name: &str, context: &SessionContext) -> CallOutcome {
-        match self.tools.resolve_for_call(name, context) {
+        match self.tools().resolve_for_call(name, context) {
             Err(e) => CallOutcome::error(e.to_string()),
             Ok(_) => CallOutcome::error(format!("no tool named {name:?}")),
         }
@@ -753,6 +754,17 @@ impl SessionExecutor {
         }
     }
 
+    /// The session's tools now.
+    pub fn tools(&self) -> Arc<ToolSet> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the session's tools (an MCP server's list changed); calls
+    /// admitted before keep the tool they resolved. Returns the old set.
+    pub fn replace_tools(&self, tools: Arc<ToolSet>) -> Arc<ToolSet> {
+        std::mem::replace(&mut *self.tools.write().unwrap_or_else(|e| e.into_inner()), tools)
+    }
+
     /// The session's workspace as calls see it now (a worktree's, once
     /// EnterWorktree moved there).
     pub fn workspace_dir(&self) -> PathBuf {
@@ -765,7 +777,7 @@ impl SessionExecutor {
             session_id: self.session_id.clone(),
             cwd,
             cancel,
-            tools: self.tools.clone(),
+            tools: self.tools(),
             session: Arc::new(context.clone()),
             info,
             output_dir: self.services.output_dir.clone(),

@@ -2,6 +2,7 @@
 //! `mcpServers` configuration (`config`), one pool of running servers per
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
+pub mod changes;
 pub mod config;
 pub mod elicit;
 pub mod logs;
@@ -14,19 +15,20 @@ use std::sync::{Arc, Mutex};
 
 use agentd_protocol::mcp::McpServerStatus;
 
-use crate::tool::ExternalToolSource;
 pub use config::ServerSpec;
-pub use pool::{Lease, Pool, Server};
+pub use pool::{Lease, Pool};
 
 /// A session's MCP servers: what it was configured with, what could not be
 /// used, and its leases on the pool's servers (given back on close).
 #[derive(Default)]
 pub struct SessionMcp {
     specs: Vec<ServerSpec>,
-    servers: Vec<Arc<Server>>,
+    servers: tools::Servers,
     leases: Mutex<Vec<Lease>>,
     /// The session listens to its servers' log messages while these live.
     logs: Mutex<Vec<logs::LogGuard>>,
+    /// The session hears of its servers' list changes while these live.
+    lists: Mutex<Vec<changes::ListGuard>>,
     /// The session's event log, once it exists.
     events: Arc<std::sync::OnceLock<std::sync::Weak<crate::executor::events::EventLog>>>,
     /// Its servers' elicitations, and its place among their targets.
@@ -50,12 +52,13 @@ impl SessionMcp {
     ) -> Self {
         let leases: Vec<Lease> =
             specs.iter().map(|s| pool.acquire(&s.name, workspace, &s.transport, &s.secrets)).collect();
-        let servers = leases.iter().map(|l| l.server.clone()).collect();
+        let servers = tools::Servers(Arc::new(leases.iter().map(|l| l.server.clone()).collect()));
         let mcp = SessionMcp {
             specs,
             servers,
             leases: Mutex::new(leases),
             logs: Mutex::new(Vec::new()),
+            lists: Mutex::new(Vec::new()),
             events: Arc::default(),
             elicitations: Mutex::new(None),
             targets: Mutex::new(Vec::new()),
@@ -72,7 +75,7 @@ impl SessionMcp {
 
     /// The prompts of the session's servers (`mcp/prompts`).
     pub async fn prompts(&self) -> (Vec<agentd_protocol::mcp::McpPrompt>, Vec<String>) {
-        prompts::list(&self.servers).await
+        prompts::list(&self.servers.0).await
     }
 
     /// One prompt of one of the session's servers (`mcp/get_prompt`).
@@ -150,41 +153,30 @@ impl SessionMcp {
         self.logs.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
     }
 
+    /// Tells `sink` when one of its servers' lists changes (tools: once the
+    /// pool has read the new list), until the session closes.
+    pub fn watch_lists(&self, sink: changes::ListSink) {
+        let guards = self.servers.iter().map(|s| s.lists().watch(sink.clone()));
+        self.lists.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
+    }
+
+    /// Its servers, to make its tool set from (again, when one's tools
+    /// change).
+    pub fn servers(&self) -> tools::Servers {
+        self.servers.clone()
+    }
+
     /// Starts the servers whose tools were never seen (in parallel, each
     /// within the start-up timeout), so the session's tool list has them.
     pub async fn discover(&self) {
         futures_util::future::join_all(self.servers.iter().map(|s| s.discover())).await;
     }
 
-    /// The session's tool sources: each server's tools, and the resource
-    /// tools when there is any server.
-    pub fn sources(&self) -> Vec<Arc<dyn ExternalToolSource>> {
-        let mut out: Vec<Arc<dyn ExternalToolSource>> = self
-            .servers
-            .iter()
-            .map(|s| Arc::new(tools::ServerSource::new(s.clone())) as Arc<dyn ExternalToolSource>)
-            .collect();
-        if !self.servers.is_empty() {
-            out.push(Arc::new(tools::ResourceTools::new(tools::Servers(Arc::new(self.servers.clone())))));
-        }
-        out
-    }
-
-    /// What makes two sessions' MCP tools the same (for sharing tool sets):
-    /// the same servers with the same tool lists.
-    pub fn identity(&self) -> String {
-        self.servers
-            .iter()
-            .map(|s| format!("{:p}/{:?}", Arc::as_ptr(s), s.tools().map(|t| Arc::as_ptr(&t))))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
     /// How each server stands.
     pub fn status(&self) -> Vec<McpServerStatus> {
         self.specs
             .iter()
-            .zip(&self.servers)
+            .zip(self.servers.iter())
             .map(|(spec, server)| {
                 let (state, last_error) = server.state();
                 McpServerStatus {
@@ -202,6 +194,7 @@ impl SessionMcp {
     /// Gives the leases back: a server no other session uses stops.
     pub fn release(&self) {
         self.logs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.lists.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.targets.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.leases.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }

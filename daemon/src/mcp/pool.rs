@@ -98,7 +98,8 @@ impl Pool {
                     format!("{:016x}{:016x}", fnv(&key, 0xcbf2_9ce4_8422_2325), fnv(&key, 0x6c62_272e_07bb_0142));
                 let cache_file = self.cache_dir.as_ref().map(|d| d.join(format!("{hash}.json")));
                 let tools = cache_file.as_ref().and_then(|f| read_cache(f, &hash));
-                Arc::new(Server {
+                Arc::new_cyclic(|me| Server {
+                    me: me.clone(),
                     key: key.clone(),
                     name: name.to_owned(),
                     workspace: workspace.to_owned(),
@@ -109,6 +110,7 @@ impl Pool {
                     progress: Arc::new(Mutex::new(HashMap::new())),
                     logs: Arc::new(super::logs::LogRouter::default()),
                     elicit: Arc::new(super::elicit::Targets::default()),
+                    lists: Arc::new(super::changes::ListRouter::default()),
                     log_level: Mutex::new(None),
                     cache_file,
                     hash,
@@ -188,6 +190,7 @@ struct Status {
 
 /// One server of the pool.
 pub struct Server {
+    me: std::sync::Weak<Server>,
     key: String,
     /// Its name.
     pub name: String,
@@ -202,6 +205,8 @@ pub struct Server {
     logs: Arc<super::logs::LogRouter>,
     /// The sessions its elicitations may go to.
     elicit: Arc<super::elicit::Targets>,
+    /// The sessions told when its lists change.
+    lists: Arc<super::changes::ListRouter>,
     /// The level last asked of the running server (`logging/setLevel`).
     log_level: Mutex<Option<agentd_protocol::mcp::McpLogLevel>>,
     cache_file: Option<PathBuf>,
@@ -319,14 +324,21 @@ impl Server {
                     write_cache(file, &self.hash, &tools);
                 }
                 let mut status = self.status();
+                // A list seen before (or cached) that differs: sessions
+                // that offer the old one are told.
+                let changed = status.tools.as_deref().is_some_and(|old| *old != tools);
                 status.state = Some(McpServerState::Running);
                 status.tools = Some(Arc::new(tools));
                 status.last_error = None;
                 status.starts += 1;
                 status.pid = pid;
                 status.peer = Some(peer.clone());
+                drop(status);
                 *conn = Some(c);
                 tracing::info!(server = %self.name, workspace = %self.workspace.display(), "MCP server started");
+                if changed {
+                    self.lists.tell(&self.name, agentd_protocol::mcp::McpList::Tools);
+                }
                 Ok(peer)
             }
             Err(why) => {
@@ -356,7 +368,9 @@ impl Server {
     }
 
     async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
+        let (signal, signals) = super::changes::channel();
         let handler = Handler {
+            changes: signal,
             progress: self.progress.clone(),
             tapped: false,
             name: self.name.clone(),
@@ -439,6 +453,7 @@ impl Server {
             }
         };
         let tools = listed.into_iter().map(|t| check_tool(&self.name, t)).collect();
+        super::changes::spawn(signals, self.me.clone(), conn.service.peer().clone());
         // Its log messages at the level the sessions want (MCP's servers
         // send everything until told).
         let logs = conn.service.peer().peer_info().is_some_and(|i| i.capabilities.logging.is_some());
@@ -540,6 +555,35 @@ impl Server {
         guard
     }
 
+    /// The sessions told when its lists change.
+    pub fn lists(&self) -> &Arc<super::changes::ListRouter> {
+        &self.lists
+    }
+
+    /// After the server said its tools changed: reads them again, and if
+    /// they differ keeps them (and in the cache file) and tells the
+    /// sessions. A failed read keeps the list as it was.
+    pub async fn read_tools_again(&self, peer: &Peer<RoleClient>) {
+        let listed = match tokio::time::timeout(STARTUP_TIMEOUT, list_tools(peer)).await {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(e)) => return tracing::warn!(server = %self.name, "MCP server's tools could not be read again: {e}"),
+            Err(_) => return tracing::warn!(server = %self.name, "MCP server's tools could not be read again in time"),
+        };
+        let tools: Vec<ServerTool> = listed.into_iter().map(|t| check_tool(&self.name, t)).collect();
+        {
+            let mut status = self.status();
+            if status.tools.as_deref() == Some(&tools) {
+                return;
+            }
+            status.tools = Some(Arc::new(tools.clone()));
+        }
+        if let Some(file) = &self.cache_file {
+            write_cache(file, &self.hash, &tools);
+        }
+        tracing::info!(server = %self.name, tools = tools.len(), "MCP server's tools changed");
+        self.lists.tell(&self.name, agentd_protocol::mcp::McpList::Tools);
+    }
+
     /// The sessions its elicitations may go to.
     pub fn elicit_targets(&self) -> &Arc<super::elicit::Targets> {
         &self.elicit
@@ -585,9 +629,23 @@ struct Handler {
     workspace: PathBuf,
     logs: Arc<super::logs::LogRouter>,
     elicit: Arc<super::elicit::Targets>,
+    /// Its lists changed.
+    changes: super::changes::Signal,
 }
 
 impl rmcp::ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        self.changes.send(agentd_protocol::mcp::McpList::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        self.changes.send(agentd_protocol::mcp::McpList::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        self.changes.send(agentd_protocol::mcp::McpList::Prompts);
+    }
+
     async fn on_progress(&self, params: rmcp::model::ProgressNotificationParam, _cx: NotificationContext<RoleClient>) {
         if self.tapped {
             return;

@@ -559,6 +559,31 @@ fn str_of(v: &Value, key: &str) -> String {
 pub struct Servers(pub Arc<Vec<Arc<Server>>>);
 
 impl Servers {
+    /// The servers, in the session's order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Arc<Server>> {
+        self.0.iter()
+    }
+
+    /// The session's tool sources: each server's tools as last seen, and
+    /// the resource tools when there is any server.
+    pub fn sources(&self) -> Vec<Arc<dyn ExternalToolSource>> {
+        let mut out: Vec<Arc<dyn ExternalToolSource>> =
+            self.iter().map(|s| Arc::new(ServerSource::new(s.clone())) as Arc<dyn ExternalToolSource>).collect();
+        if !self.0.is_empty() {
+            out.push(Arc::new(ResourceTools::new(self.clone())));
+        }
+        out
+    }
+
+    /// What makes two sessions' MCP tools the same (for sharing tool sets):
+    /// the same servers with the same tool lists.
+    pub fn identity(&self) -> String {
+        self.iter()
+            .map(|s| format!("{:p}/{:?}", Arc::as_ptr(s), s.tools().map(|t| Arc::as_ptr(&t))))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     fn find(&self, name: &str) -> Result<&Arc<Server>, ToolError> {
         self.0.iter().find(|s| s.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.0.iter().map(|s| s.name.as_str()).collect();

@@ -159,7 +159,7 @@ impl SessionManager {
         let mut disabled = vec![crate::tools::task::NAME.to_owned()];
         disabled.extend(disallowed.iter().cloned());
         if let Some(keep) = tools {
-            let offered = handle.tools.listed_names().into_iter().chain(handle.tools.deferred_names());
+            let offered = handle.tools().listed_names().into_iter().chain(handle.tools().deferred_names());
             disabled.extend(offered.filter(|n| !keep.iter().any(|k| k == n)));
         }
         drop(handle);
@@ -171,8 +171,9 @@ impl SessionManager {
         let prepared = self.prepare(params).map_err(|e| e.to_string())?;
         let info = self.commit(prepared).map_err(|e| e.to_string())?;
         let child = self.handle(&info.session_id).map_err(|e| e.to_string())?;
-        let mut names = child.tools.listed_names();
-        names.extend(child.tools.deferred_names());
+        let tools = child.tools();
+        let mut names = tools.listed_names();
+        names.extend(tools.deferred_names());
         Ok((info.session_id, names))
     }
 

@@ -19,13 +19,13 @@ use tokio_util::sync::CancellationToken;
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
 use crate::executor::{Restored, SessionExecutor, Storage};
 use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
-use crate::tool::toolset::ToolSetOptions;
-use crate::tool::{DeferralSettings, ExternalToolSource, Registry, SessionContext, ToolSet};
+use crate::tool::{ExternalToolSource, Registry, SessionContext, ToolSet};
 
 mod children;
 mod files;
 mod restore;
 mod settings;
+mod toolsets;
 pub use settings::user_network_allow_all;
 use settings::{
     bypass_disabled_by, check_env, session_env, session_hooks, session_rules, user_sandbox_settings,
@@ -62,9 +62,6 @@ pub struct Session {
     seq: u64,
     /// Cancelled when the session closes; the parent of its turns and calls.
     pub cancel: CancellationToken,
-    /// The session's tools, computed once (the list must not change under
-    /// a prompt cache).
-    pub tools: Arc<ToolSet>,
     /// Runs the session's tool calls; owns the session context.
     pub executor: Arc<SessionExecutor>,
     /// Background jobs of the daemon that ran it before a restart.
@@ -211,14 +208,22 @@ impl Session {
 
     /// The MCP-style hints of one of the session's tools.
     pub fn hints(&self, name: &str) -> Option<agentd_protocol::tools::ToolHints> {
-        self.tools.find(name).map(|t| t.hints())
+        self.tools().find(name).map(|t| t.hints())
     }
 
     /// `tools/list` for this session: Task only while a client that runs
     /// sub-agents follows it.
     pub fn tools_list(&self) -> ToolsListResult {
         let runner = self.executor.events().has_agent_runner();
-        self.executor.with_context(|ctx| self.tools.list_where(ctx, |name| runner || name != crate::tools::task::NAME))
+        let tools = self.tools();
+        self.executor.with_context(|ctx| tools.list_where(ctx, |name| runner || name != crate::tools::task::NAME))
+    }
+
+    /// The session's tools now: fixed when it opens (the list must not
+    /// change under a prompt cache), except when one of its MCP servers
+    /// says its list changed.
+    pub fn tools(&self) -> Arc<ToolSet> {
+        self.executor.tools()
     }
 }
 
@@ -238,14 +243,11 @@ pub struct SessionManager {
     root: CancellationToken,
     store: Arc<dyn Store>,
     default_concurrency: u32,
-    registry: Arc<Registry>,
-    external: Vec<Arc<dyn ExternalToolSource>>,
     tracker: tokio_util::task::TaskTracker,
     state_dir: PathBuf,
     sandbox: Arc<crate::sandbox::Facility>,
-    /// Tool sets by the options that made them: sessions with the same
-    /// options share one (its definitions are most of a session's memory).
-    toolsets: Mutex<HashMap<String, std::sync::Weak<ToolSet>>>,
+    /// Makes sessions' tool sets.
+    toolsets: Arc<toolsets::ToolSets>,
     /// Held while sessions are saved and while one is deleted, so a save
     /// never brings back a session just closed.
     saving: Mutex<()>,
@@ -289,12 +291,10 @@ impl SessionManager {
             root,
             store,
             default_concurrency,
-            registry,
-            external,
             tracker,
             state_dir,
             sandbox,
-            toolsets: Mutex::new(HashMap::new()),
+            toolsets: Arc::new(toolsets::ToolSets::new(registry, external)),
             saving: Mutex::new(()),
             owned: Mutex::new(Owned::default()),
             agent_host: std::sync::OnceLock::new(),
@@ -554,18 +554,13 @@ impl SessionManager {
             })
             .collect();
         skill_list.sort_by(|a, b| a.name.cmp(&b.name));
-        let skills = crate::tools::skill::SkillSource::new(skills);
+        let skills = Arc::new(crate::tools::skill::SkillSource::new(skills));
         // Sub-agent definitions, likewise.
         let (agents, agent_errors) = crate::agents::discover(&info.cwd, &rules);
         info.agent_errors = agent_errors;
-        let agents = crate::tools::task::AgentSource::new(agents);
-        let options = ToolSetOptions {
-            simple: info.tools.simple,
-            disabled: &info.tools.disabled,
-            deny_rules: &info.permissions.deny,
-            deferral: DeferralSettings::from(info.tools.defer.as_ref()),
-        };
-        let tools = self.toolset(options, &mcp, skills, agents);
+        let agents = Arc::new(crate::tools::task::AgentSource::new(agents));
+        let sources = toolsets::Sources { mcp: mcp.servers(), skills, agents };
+        let tools = self.toolsets.get(toolsets::options(&info), &sources);
         let seq = self.next_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cancel = self.root.child_token();
         let storage = Storage {
@@ -591,13 +586,13 @@ impl SessionManager {
         }
         let timeout = std::time::Duration::from_millis(info.permission_timeout_ms);
         mcp.attach(&info.session_id, executor.events(), timeout, &info.add_dirs);
+        mcp.watch_lists(self.on_list_changed(&info, sources, &executor));
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session {
             info: info.clone(),
             seq,
             cancel,
-            tools,
             executor,
             past_jobs,
             saved,
@@ -641,37 +636,27 @@ impl SessionManager {
         self.store.size()
     }
 
-    /// The tool set for `options`: the one a live session already has,
-    /// or a new one.
-    fn toolset(
+    /// What a session does when one of its MCP servers says a list
+    /// changed: its tools are made again (tools), or its clients are told
+    /// (resources, prompts).
+    fn on_list_changed(
         &self,
-        options: ToolSetOptions<'_>,
-        mcp: &crate::mcp::SessionMcp,
-        skills: crate::tools::skill::SkillSource,
-        agents: crate::tools::task::AgentSource,
-    ) -> Arc<ToolSet> {
-        let key = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
-            options.simple,
-            options.disabled,
-            options.deny_rules,
-            options.deferral,
-            mcp.identity(),
-            skills.identity(),
-            agents.identity()
-        );
-        let mut sets = self.toolsets.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(set) = sets.get(&key).and_then(std::sync::Weak::upgrade) {
-            return set;
-        }
-        let mut external = self.external.clone();
-        external.extend(mcp.sources());
-        external.push(Arc::new(skills));
-        external.push(Arc::new(agents));
-        let set = Arc::new(ToolSet::build(&self.registry, &external, options));
-        sets.retain(|_, weak| weak.strong_count() > 0);
-        sets.insert(key, Arc::downgrade(&set));
-        set
+        info: &SessionInfo,
+        sources: toolsets::Sources,
+        executor: &Arc<SessionExecutor>,
+    ) -> crate::mcp::changes::ListSink {
+        let sets = self.toolsets.clone();
+        let info = info.clone();
+        let executor = Arc::downgrade(executor);
+        Arc::new(move |server: &str, list: agentd_protocol::mcp::McpList| {
+            let Some(executor) = executor.upgrade() else { return };
+            match list {
+                agentd_protocol::mcp::McpList::Tools => sets.refresh(&info, &sources, &executor, server),
+                list => {
+                    executor.events().push(EventKind::McpListChanged { server: server.to_owned(), list });
+                }
+            }
+        })
     }
 
     /// Every open session, oldest first.

@@ -226,6 +226,11 @@ impl ToolSet {
         self.deferred.iter().map(|e| e.definition.name.clone()).collect()
     }
 
+    /// The definitions of the tools offered (listed and deferred).
+    pub fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
+        self.listed.iter().chain(&self.deferred).map(|e| &e.definition)
+    }
+
     /// Names of the tools listed in full, sorted.
     pub fn listed_names(&self) -> Vec<String> {
         self.listed.iter().map(|e| e.definition.name.clone()).collect()

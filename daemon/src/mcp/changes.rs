@@ -1,0 +1,110 @@
+//! A server's lists changing (`notifications/tools/list_changed`, and the
+//! same for resources and prompts). The connection's handler only signals;
+//! one task per connection acts on the signals: it waits a moment so a
+//! burst counts once, and acts at most once a second per server, so a
+//! server that floods these notifications costs one `tools/list` a second
+//! at most. Tools are read again and kept by the pool (and its cache file);
+//! the sessions using the server are told of every list that changed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use agentd_protocol::mcp::McpList;
+use rmcp::service::{Peer, RoleClient};
+
+use super::pool::Server;
+
+/// A burst of notifications closer together than this is one change.
+const SETTLE: Duration = Duration::from_millis(200);
+/// At most one round of work a second per server.
+const INTERVAL: Duration = Duration::from_secs(1);
+/// Signals that may wait (more are dropped: one of each kind is enough).
+const WAITING: usize = 8;
+
+/// Where a session hears that one of a server's lists changed: the
+/// server's name and the list (for tools, after the pool read them again
+/// and they differ).
+pub type ListSink = Arc<dyn Fn(&str, McpList) + Send + Sync>;
+
+/// The sessions listening to one server's list changes.
+#[derive(Default)]
+pub struct ListRouter {
+    sinks: Mutex<HashMap<u64, ListSink>>,
+    next: AtomicU64,
+}
+
+impl ListRouter {
+    fn sinks(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ListSink>> {
+        self.sinks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a listener; it listens while the guard lives.
+    pub fn watch(self: &Arc<Self>, sink: ListSink) -> ListGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.sinks().insert(id, sink);
+        ListGuard { router: self.clone(), id }
+    }
+
+    /// Tells every listener that `server`'s `list` changed.
+    pub fn tell(&self, server: &str, list: McpList) {
+        let sinks: Vec<ListSink> = self.sinks().values().cloned().collect();
+        for sink in sinks {
+            sink(server, list);
+        }
+    }
+}
+
+/// Stops a listener when dropped.
+pub struct ListGuard {
+    router: Arc<ListRouter>,
+    id: u64,
+}
+
+impl Drop for ListGuard {
+    fn drop(&mut self) {
+        self.router.sinks().remove(&self.id);
+    }
+}
+
+/// The handler's side: signals that a list changed, never blocking.
+#[derive(Clone)]
+pub struct Signal(tokio::sync::mpsc::Sender<McpList>);
+
+impl Signal {
+    /// `list` changed.
+    pub fn send(&self, list: McpList) {
+        let _ = self.0.try_send(list);
+    }
+}
+
+/// The signal a connection's handler holds, and what its task reads.
+pub fn channel() -> (Signal, tokio::sync::mpsc::Receiver<McpList>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(WAITING);
+    (Signal(tx), rx)
+}
+
+/// Acts on one connection's signals until the connection ends (its
+/// handler, which holds the signal, is dropped with it).
+pub fn spawn(mut signals: tokio::sync::mpsc::Receiver<McpList>, server: Weak<Server>, peer: Peer<RoleClient>) {
+    tokio::spawn(async move {
+        let mut last: Option<Instant> = None;
+        while let Some(first) = signals.recv().await {
+            let since = last.map_or(INTERVAL, |t| t.elapsed());
+            tokio::time::sleep(SETTLE.max(INTERVAL.saturating_sub(since))).await;
+            let mut lists = BTreeSet::from([first]);
+            while let Ok(list) = signals.try_recv() {
+                lists.insert(list);
+            }
+            last = Some(Instant::now());
+            let Some(server) = server.upgrade() else { return };
+            for list in lists {
+                match list {
+                    McpList::Tools => server.read_tools_again(&peer).await,
+                    other => server.lists().tell(&server.name, other),
+                }
+            }
+        }
+    });
+}
