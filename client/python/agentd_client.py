@@ -222,6 +222,23 @@ class Agentd:
             params["is_error"] = True
         return self.call("agent/respond", **params)
 
+    def mcp_login(self, session_id, server, redirect_uri):
+        """Starts the OAuth login of an HTTP MCP server: {login_id, authorization_url}.
+
+        Open `authorization_url` in the user's browser and listen on
+        `redirect_uri` (http on the loopback interface, with a port); give the
+        address the browser is sent back to to `mcp_login_complete`.
+        """
+        return self.call("mcp/login", session_id=session_id, server=server, redirect_uri=redirect_uri)
+
+    def mcp_login_complete(self, login_id, callback_url):
+        """Completes a login with the browser's redirect: {server, scopes, state, last_error?}."""
+        return self.call("mcp/login_complete", login_id=login_id, callback_url=callback_url)
+
+    def mcp_logout(self, session_id, server):
+        """Forgets an HTTP MCP server's OAuth tokens: {forgotten}."""
+        return self.call("mcp/logout", session_id=session_id, server=server)
+
     def _run_agent(self, session_id, event, handler):
         with Agentd(self.path, *self._tls) as d:
             try:

@@ -67,7 +67,7 @@ pub fn compose_sessions(
         config.state_dir.clone(),
         sandbox,
     )
-    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.join("mcp-tools")))));
+    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()))));
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();
     Ok(sessions)

@@ -43,6 +43,29 @@ pub struct McpServerEntry {
     /// HTTP headers sent with every request (http).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// OAuth client registered ahead with the server's authorization
+    /// server (http; without it the client registers itself when the
+    /// server allows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuthEntry>,
+}
+
+/// An entry's `oauth`: a client registered ahead (Claude Code's names).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpOAuthEntry {
+    /// The client's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (`${VAR}` expanded, never
+    /// shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The port `agentctl mcp login` listens on for the redirect (a
+    /// client registered ahead names its redirect address; default: any
+    /// free port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_port: Option<u16>,
 }
 
 /// Where a server's entry came from.
@@ -88,6 +111,9 @@ pub struct McpServerStatus {
     /// What went wrong last, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Its OAuth authorization (HTTP servers that asked for one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<McpAuthState>,
 }
 
 /// Params of `mcp/list`.
@@ -118,6 +144,88 @@ pub struct McpPoolServer {
     /// What went wrong last, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Its OAuth authorization (HTTP servers that asked for one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<McpAuthState>,
+}
+
+/// An HTTP server's OAuth authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpAuthState {
+    /// It answered 401 (or 403, more scope): a user must log in
+    /// (`mcp/login`, `agentctl mcp login`).
+    Required,
+    /// Tokens are kept for it (refreshed when they expire).
+    Authorized,
+}
+
+/// Params of `mcp/login`: starts an OAuth authorization of a session's
+/// HTTP server (discovery, client registration when needed, PKCE).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpLoginParams {
+    /// The session.
+    pub session_id: String,
+    /// The server (its entry's name; an HTTP one).
+    pub server: String,
+    /// Where the user's browser is sent back: an `http://` address on the
+    /// loopback interface with a port (`http://127.0.0.1:PORT/callback`),
+    /// where the client listens.
+    pub redirect_uri: String,
+}
+
+/// Result of `mcp/login`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpLoginResult {
+    /// Give this to `mcp/login_complete` (valid 10 minutes, once).
+    pub login_id: String,
+    /// Open this in the user's browser.
+    pub authorization_url: String,
+}
+
+/// Params of `mcp/login_complete`: the address the browser was sent back
+/// to (with `code` and `state`); the daemon checks the state, exchanges
+/// the code for tokens and keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpLoginCompleteParams {
+    /// From `mcp/login`.
+    pub login_id: String,
+    /// The whole redirect address the browser was sent to.
+    pub callback_url: String,
+}
+
+/// Result of `mcp/login_complete`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpLoginCompleteResult {
+    /// The server (its entry's name).
+    pub server: String,
+    /// The scopes granted, when the server said.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The server's state after starting again with its tokens.
+    pub state: McpServerState,
+    /// Why it did not start, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Params of `mcp/logout`: forgets a session's HTTP server's tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpLogoutParams {
+    /// The session.
+    pub session_id: String,
+    /// The server (its entry's name).
+    pub server: String,
+}
+
+/// Result of `mcp/logout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpLogoutResult {
+    /// Whether tokens were kept for it.
+    pub forgotten: bool,
 }
 
 /// Result of `mcp/list`.

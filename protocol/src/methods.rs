@@ -82,6 +82,9 @@ method_list!(
     WorkspaceRead,
     SkillsList,
     McpSamplingRespond,
+    McpLogin,
+    McpLoginComplete,
+    McpLogout,
 );
 
 method!(
@@ -337,6 +340,21 @@ method!(
     /// server asking the user for values during a call).
     McpElicitationRespond, "mcp/elicitation_respond",
     crate::mcp::McpElicitationRespondParams => crate::mcp::McpElicitationRespondResult
+);
+method!(
+    /// `mcp/login`: starts an OAuth authorization of a session's HTTP MCP
+    /// server; the client opens the URL and listens on its redirect address.
+    McpLogin, "mcp/login", crate::mcp::McpLoginParams => crate::mcp::McpLoginResult
+);
+method!(
+    /// `mcp/login_complete`: the browser's redirect back; the daemon gets
+    /// and keeps the tokens and starts the server again.
+    McpLoginComplete, "mcp/login_complete",
+    crate::mcp::McpLoginCompleteParams => crate::mcp::McpLoginCompleteResult
+);
+method!(
+    /// `mcp/logout`: forgets an HTTP MCP server's tokens.
+    McpLogout, "mcp/logout", crate::mcp::McpLogoutParams => crate::mcp::McpLogoutResult
 );
 method!(
     /// `mcp/get_prompt`: one prompt's messages, with its arguments filled in.

@@ -391,6 +391,17 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changed: Vec<String>,
     },
+    /// An HTTP MCP server of the session needs an OAuth authorization: it
+    /// answered 401 (or 403 for more scope). Log in with `mcp/login`
+    /// (`agentctl mcp login SERVER`); until then its tools fail with this
+    /// message.
+    #[serde(rename = "mcp/auth_required")]
+    McpAuthRequired {
+        /// The server (its entry's name).
+        server: String,
+        /// What it said, and what to do.
+        message: String,
+    },
     /// An MCP server of the session said its resources or prompts changed
     /// (`notifications/resources/list_changed`,
     /// `notifications/prompts/list_changed`): ask again
@@ -535,6 +546,7 @@ impl EventKind {
             EventKind::McpLog { .. } => "mcp/log",
             EventKind::ToolsChanged { .. } => "tools/changed",
             EventKind::McpListChanged { .. } => "mcp/list_changed",
+            EventKind::McpAuthRequired { .. } => "mcp/auth_required",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",
             EventKind::HookRequest { .. } => "hook/request",

@@ -26,6 +26,9 @@ import os
 import sys
 import tempfile
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
 
@@ -61,9 +64,18 @@ def server_tools(d, sid):
     return sorted(n[len(PREFIX):] for n in loaded + deferred)
 
 
+LOGINS = {"left": 2}  # a server that keeps asking for more scope is not followed forever
+
+
 def call(d, sid, tool, **arguments):
     log(f"calling {tool} {json.dumps(arguments)}")
     result = d.tool(sid, PREFIX + tool, **arguments)
+    while result.get("is_error") and "needs an OAuth login" in text_of(result) and LOGINS["left"] > 0:
+        # More scope asked for (403): the user logs in again; the call is
+        # made again.
+        LOGINS["left"] -= 1
+        login(d, sid, os.environ.get("MCP_CONFORMANCE_SCENARIO", ""))
+        result = d.tool(sid, PREFIX + tool, **arguments)
     log(f"{tool} -> is_error={result.get('is_error')} {text_of(result)[:500]!r}")
     if result.get("is_error"):
         raise Failed(f"{tool} failed: {text_of(result)[:1000]}")
@@ -87,6 +99,51 @@ def elicitation_handler(asked):
         return ("accept", content)
 
     return handler
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def browse(address):
+    """What a user's browser does at the authorization address: the suite's
+    authorization server approves at once and redirects back; where to."""
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        opener.open(address, timeout=10)
+    except urllib.error.HTTPError as e:
+        if e.code in (301, 302, 303, 307) and e.headers.get("Location"):
+            return e.headers["Location"]
+        raise Failed(f"the authorization address answered {e.code}")
+    raise Failed("the authorization address did not redirect back")
+
+
+def login(d, sid, scenario):
+    """The user logs in (agentctl mcp login does this with a real browser
+    and a listener on the redirect address)."""
+    redirect = "http://127.0.0.1:33418/callback"
+    started = d.mcp_login(sid, SERVER, redirect)
+    log(f"login: {started['authorization_url']}")
+    back = browse(started["authorization_url"])
+    if not back.startswith(redirect):
+        raise Failed(f"sent back to {back}, not {redirect}")
+    if scenario == "auth/metadata-default":
+        # A redirect whose state is not the login's is refused (and the
+        # login is used up).
+        forged = urllib.parse.urlsplit(back)
+        query = [(k, "forged" if k == "state" else v) for k, v in urllib.parse.parse_qsl(forged.query)]
+        try:
+            d.mcp_login_complete(started["login_id"], forged._replace(query=urllib.parse.urlencode(query)).geturl())
+            raise Failed("a redirect with a forged state was accepted")
+        except AgentdError as e:
+            log(f"forged state refused: {e}")
+        started = d.mcp_login(sid, SERVER, redirect)
+        back = browse(started["authorization_url"])
+    done = d.mcp_login_complete(started["login_id"], back)
+    log(f"logged in: {json.dumps(done)}")
+    if done.get("state") != "running":
+        raise Failed(f"the server did not start after the login: {json.dumps(done)}")
 
 
 def run(d, sid, scenario):
@@ -129,17 +186,19 @@ def main():
     log(f"scenario {scenario}, server {url}")
     status = 0
     with tempfile.TemporaryDirectory(prefix="agentd-conformance-") as work, Agentd(os.environ.get("AGENTD_SOCKET")) as d:
-        created = d.call(
-            "session/create",
-            cwd=work,
-            mode="bypass",
-            mcp_servers={SERVER: {"type": "http", "url": url}},
-        )
+        entry = {"type": "http", "url": url}
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+        if scenario == "auth/pre-registration":
+            entry["oauth"] = {"clientId": context.get("client_id"), "clientSecret": context.get("client_secret")}
+        created = d.call("session/create", cwd=work, mode="bypass", mcp_servers={SERVER: entry})
         sid = created["session_id"]
         mcp = created.get("session", {}).get("mcp", [])
         log(f"session {sid}: mcp {json.dumps(mcp)} errors {json.dumps(created.get('session', {}).get('mcp_errors', []))}")
         try:
             state = next((s for s in mcp if s.get("name") == SERVER), {})
+            if state.get("auth") == "required":
+                login(d, sid, scenario)
+                state = next((s for s in d.call("session/get", session_id=sid)["mcp"] if s.get("name") == SERVER), {})
             if state.get("state") != "running":
                 raise Failed(f"agentd could not use the server: {json.dumps(state)}")
             run(d, sid, scenario)

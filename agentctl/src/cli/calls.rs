@@ -591,7 +591,8 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::McpElicitation { .. }
         | EventKind::McpSampling { .. }
         | EventKind::ToolsChanged { .. }
-        | EventKind::McpListChanged { .. } => None,
+        | EventKind::McpListChanged { .. }
+        | EventKind::McpAuthRequired { .. } => None,
     }
 }
 
@@ -676,6 +677,7 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         EventKind::McpListChanged { server, list } => {
             format!("mcp       {server}: its {} changed", super::wire(list))
         }
+        EventKind::McpAuthRequired { message, .. } => format!("mcp       {message}"),
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })
         }

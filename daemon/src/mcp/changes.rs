@@ -4,7 +4,8 @@
 //! burst counts once, and acts at most once a second per server, so a
 //! server that floods these notifications costs one `tools/list` a second
 //! at most. Tools are read again and kept by the pool (and its cache file);
-//! the sessions using the server are told of every list that changed.
+//! the sessions using the server are told of every list that changed
+//! ([`Notices`], which also carry a server's need for an authorization).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,46 +24,55 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// Signals that may wait (more are dropped: one of each kind is enough).
 const WAITING: usize = 8;
 
-/// Where a session hears that one of a server's lists changed: the
-/// server's name and the list (for tools, after the pool read them again
-/// and they differ).
-pub type ListSink = Arc<dyn Fn(&str, McpList) + Send + Sync>;
+/// What a server's sessions are told unasked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// One of its lists changed (tools: after the pool read them again and
+    /// they differ).
+    List(McpList),
+    /// It needs an OAuth authorization: why, and what to do.
+    AuthRequired(String),
+}
 
-/// The sessions listening to one server's list changes.
+/// Where a session hears of a server's notices: the server's name and
+/// the notice.
+pub type NoticeSink = Arc<dyn Fn(&str, Notice) + Send + Sync>;
+
+/// The sessions listening to one server's notices.
 #[derive(Default)]
-pub struct ListRouter {
-    sinks: Mutex<HashMap<u64, ListSink>>,
+pub struct Notices {
+    sinks: Mutex<HashMap<u64, NoticeSink>>,
     next: AtomicU64,
 }
 
-impl ListRouter {
-    fn sinks(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ListSink>> {
+impl Notices {
+    fn sinks(&self) -> std::sync::MutexGuard<'_, HashMap<u64, NoticeSink>> {
         self.sinks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Adds a listener; it listens while the guard lives.
-    pub fn watch(self: &Arc<Self>, sink: ListSink) -> ListGuard {
+    pub fn watch(self: &Arc<Self>, sink: NoticeSink) -> NoticeGuard {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.sinks().insert(id, sink);
-        ListGuard { router: self.clone(), id }
+        NoticeGuard { router: self.clone(), id }
     }
 
-    /// Tells every listener that `server`'s `list` changed.
-    pub fn tell(&self, server: &str, list: McpList) {
-        let sinks: Vec<ListSink> = self.sinks().values().cloned().collect();
+    /// Tells every listener `notice` of `server`.
+    pub fn tell(&self, server: &str, notice: Notice) {
+        let sinks: Vec<NoticeSink> = self.sinks().values().cloned().collect();
         for sink in sinks {
-            sink(server, list);
+            sink(server, notice.clone());
         }
     }
 }
 
 /// Stops a listener when dropped.
-pub struct ListGuard {
-    router: Arc<ListRouter>,
+pub struct NoticeGuard {
+    router: Arc<Notices>,
     id: u64,
 }
 
-impl Drop for ListGuard {
+impl Drop for NoticeGuard {
     fn drop(&mut self) {
         self.router.sinks().remove(&self.id);
     }
@@ -102,7 +112,7 @@ pub fn spawn(mut signals: tokio::sync::mpsc::Receiver<McpList>, server: Weak<Ser
             for list in lists {
                 match list {
                     McpList::Tools => server.read_tools_again(&peer).await,
-                    other => server.lists().tell(&server.name, other),
+                    other => server.notices().tell(&server.name, Notice::List(other)),
                 }
             }
         }

@@ -44,6 +44,8 @@ pub enum Transport {
         url: String,
         /// Headers sent with every request.
         headers: BTreeMap<String, String>,
+        /// The OAuth client registered ahead, if any.
+        client: super::auth::Client,
     },
 }
 
@@ -238,7 +240,15 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
                 http::HeaderValue::from_str(&v).map_err(|_| format!("headers: the value of {k:?} is not valid"))?;
                 headers.insert(k.clone(), v);
             }
-            Transport::Http { url, headers }
+            let oauth = entry.oauth.clone().unwrap_or_default();
+            let client = super::auth::Client {
+                id: oauth.client_id.as_deref().map(&expand).transpose()?,
+                secret: oauth.client_secret.as_deref().map(&expand).transpose()?,
+            };
+            if let Some(secret) = &client.secret {
+                secrets.borrow_mut().push(secret.clone());
+            }
+            Transport::Http { url, headers, client }
         }
         "sse" => return Err("the SSE transport is deprecated and not supported; use \"type\": \"http\"".into()),
         other => return Err(format!("unknown type {other:?} (stdio or http)")),

@@ -2,6 +2,7 @@
 //! `mcpServers` configuration (`config`), one pool of running servers per
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
+pub mod auth;
 pub mod changes;
 pub mod config;
 pub mod elicit;
@@ -28,7 +29,7 @@ pub struct SessionMcp {
     /// The session listens to its servers' log messages while these live.
     logs: Mutex<Vec<logs::LogGuard>>,
     /// The session hears of its servers' list changes while these live.
-    lists: Mutex<Vec<changes::ListGuard>>,
+    lists: Mutex<Vec<changes::NoticeGuard>>,
     /// The session's event log, once it exists.
     events: Arc<std::sync::OnceLock<std::sync::Weak<crate::executor::events::EventLog>>>,
     /// Its servers' elicitations, and its place among their targets.
@@ -154,10 +155,24 @@ impl SessionMcp {
     }
 
     /// Tells `sink` when one of its servers' lists changes (tools: once the
-    /// pool has read the new list), until the session closes.
-    pub fn watch_lists(&self, sink: changes::ListSink) {
-        let guards = self.servers.iter().map(|s| s.lists().watch(sink.clone()));
+    /// pool has read the new list) or one needs a login (now, for those
+    /// that already do), until the session closes.
+    pub fn watch_notices(&self, sink: changes::NoticeSink) {
+        for server in self.servers.iter() {
+            if let Some(why) = server.auth_required() {
+                sink(&server.name, changes::Notice::AuthRequired(why));
+            }
+        }
+        let guards = self.servers.iter().map(|s| s.notices().watch(sink.clone()));
         self.lists.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
+    }
+
+    /// One of its servers, by name.
+    pub fn server(&self, name: &str) -> Result<&Arc<pool::Server>, String> {
+        self.servers.iter().find(|s| s.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+            format!("this session has no MCP server {name:?} (it has: {})", names.join(", "))
+        })
     }
 
     /// Its servers, to make its tool set from (again, when one's tools
@@ -186,6 +201,7 @@ impl SessionMcp {
                     state,
                     tools: server.tools().map_or(0, |t| t.len() as u32),
                     last_error,
+                    auth: server.auth_state(),
                 }
             })
             .collect()

@@ -70,15 +70,72 @@ pub struct ServerTool {
 pub struct Pool {
     servers: Mutex<HashMap<String, Arc<Server>>>,
     cache_dir: Option<PathBuf>,
+    /// Where OAuth tokens are kept (`None`: in memory).
+    auth_dir: Option<PathBuf>,
+    /// Tokens by server address, shared by the pool's entries for it.
+    credentials: Mutex<HashMap<String, super::auth::Credentials>>,
+    /// Logins waiting for their redirect.
+    logins: super::auth::Logins,
 }
 
 impl Pool {
-    /// A pool that keeps tool lists under `cache_dir` (`None`: in memory).
-    pub fn new(cache_dir: Option<PathBuf>) -> Self {
+    /// A pool that keeps tool lists under `<dir>/mcp-tools` and OAuth
+    /// tokens under `<dir>/mcp-auth` (`None`: in memory).
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        let cache_dir = dir.as_ref().map(|d| d.join("mcp-tools"));
         if let Some(dir) = &cache_dir {
             let _ = std::fs::create_dir_all(dir);
         }
-        Pool { servers: Mutex::new(HashMap::new()), cache_dir }
+        // Made now, 0700: the sandbox hides it from commands, and a
+        // directory must exist to be hidden.
+        if let Some(dir) = &dir {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("mcp-auth"));
+        }
+        Pool {
+            servers: Mutex::new(HashMap::new()),
+            cache_dir,
+            auth_dir: dir.map(|d| d.join("mcp-auth")),
+            credentials: Mutex::new(HashMap::new()),
+            logins: super::auth::Logins::default(),
+        }
+    }
+
+    /// The tokens kept for the server at `url`.
+    fn credentials(&self, url: &str) -> super::auth::Credentials {
+        let mut all = self.credentials.lock().unwrap_or_else(|e| e.into_inner());
+        all.entry(url.to_owned())
+            .or_insert_with(|| super::auth::Credentials::new(self.auth_dir.as_deref(), url))
+            .clone()
+    }
+
+    /// `mcp/login`: starts the authorization of `server` (an HTTP one);
+    /// the login's id and the address for the user's browser.
+    pub async fn login(&self, server: &Arc<Server>, redirect_uri: &str) -> Result<(String, String), String> {
+        let Transport::Http { url, client, .. } = &server.transport else {
+            return Err(format!("MCP server {} is not an HTTP server: it has no OAuth login", server.name));
+        };
+        let credentials = server.credentials.clone().unwrap_or_else(|| self.credentials(url));
+        let challenge = server.auth().challenge.clone();
+        self.logins
+            .begin(&server.key, url, &credentials, client, challenge, redirect_uri)
+            .await
+            .map_err(|e| server.redact(e))
+    }
+
+    /// `mcp/login_complete`: the tokens are kept; the server starts again
+    /// with them (its sessions follow its tools). The server, the scopes
+    /// granted.
+    pub async fn complete_login(
+        &self,
+        login_id: &str,
+        callback_url: &str,
+    ) -> Result<(Arc<Server>, Vec<String>), String> {
+        let (key, scopes) = self.logins.complete(login_id, callback_url).await?;
+        let server =
+            self.lock().get(&key).cloned().ok_or("the server of this login is no longer used by any session")?;
+        server.authorized().await;
+        Ok((server, scopes))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Server>>> {
@@ -94,11 +151,16 @@ impl Pool {
             .entry(key.clone())
             .or_insert_with(|| {
                 // The key holds expanded secrets: files keep only its hash.
-                let hash =
-                    format!("{:016x}{:016x}", fnv(&key, 0xcbf2_9ce4_8422_2325), fnv(&key, 0x6c62_272e_07bb_0142));
+                let hash = file_key(&key);
                 let cache_file = self.cache_dir.as_ref().map(|d| d.join(format!("{hash}.json")));
                 let tools = cache_file.as_ref().and_then(|f| read_cache(f, &hash));
+                let credentials = match transport {
+                    Transport::Http { url, .. } => Some(self.credentials(url)),
+                    Transport::Stdio { .. } => None,
+                };
                 Arc::new_cyclic(|me| Server {
+                    credentials,
+                    auth: Mutex::new(AuthStatus::default()),
                     me: me.clone(),
                     key: key.clone(),
                     name: name.to_owned(),
@@ -110,7 +172,7 @@ impl Pool {
                     progress: Arc::new(Mutex::new(HashMap::new())),
                     logs: Arc::new(super::logs::LogRouter::default()),
                     elicit: Arc::new(super::elicit::Targets::default()),
-                    lists: Arc::new(super::changes::ListRouter::default()),
+                    notices: Arc::new(super::changes::Notices::default()),
                     log_level: Mutex::new(None),
                     cache_file,
                     hash,
@@ -188,9 +250,23 @@ struct Status {
     peer: Option<Peer<RoleClient>>,
 }
 
+/// An HTTP server's OAuth standing.
+#[derive(Default)]
+struct AuthStatus {
+    /// `None`: it never asked for an authorization.
+    state: Option<agentd_protocol::mcp::McpAuthState>,
+    /// Its last `WWW-Authenticate` challenge (where discovery starts).
+    challenge: Option<String>,
+    /// What its sessions were told.
+    message: Option<String>,
+}
+
 /// One server of the pool.
 pub struct Server {
     me: std::sync::Weak<Server>,
+    /// Its OAuth tokens (HTTP servers).
+    credentials: Option<super::auth::Credentials>,
+    auth: Mutex<AuthStatus>,
     key: String,
     /// Its name.
     pub name: String,
@@ -205,8 +281,8 @@ pub struct Server {
     logs: Arc<super::logs::LogRouter>,
     /// The sessions its elicitations may go to.
     elicit: Arc<super::elicit::Targets>,
-    /// The sessions told when its lists change.
-    lists: Arc<super::changes::ListRouter>,
+    /// The sessions told when its lists change or it needs a login.
+    notices: Arc<super::changes::Notices>,
     /// The level last asked of the running server (`logging/setLevel`).
     log_level: Mutex<Option<agentd_protocol::mcp::McpLogLevel>>,
     cache_file: Option<PathBuf>,
@@ -272,6 +348,7 @@ impl Server {
             pid: if state == McpServerState::Running { status.pid } else { None },
             starts: status.starts,
             last_error,
+            auth: self.auth_state(),
         }
     }
 
@@ -324,9 +401,9 @@ impl Server {
                     write_cache(file, &self.hash, &tools);
                 }
                 let mut status = self.status();
-                // A list seen before (or cached) that differs: sessions
-                // that offer the old one are told.
-                let changed = status.tools.as_deref().is_some_and(|old| *old != tools);
+                // A list not seen before, or seen (or cached) and
+                // different: sessions that offer the old one are told.
+                let changed = status.tools.as_deref() != Some(&tools);
                 status.state = Some(McpServerState::Running);
                 status.tools = Some(Arc::new(tools));
                 status.last_error = None;
@@ -337,7 +414,7 @@ impl Server {
                 *conn = Some(c);
                 tracing::info!(server = %self.name, workspace = %self.workspace.display(), "MCP server started");
                 if changed {
-                    self.lists.tell(&self.name, agentd_protocol::mcp::McpList::Tools);
+                    self.notices.tell(&self.name, super::changes::Notice::List(agentd_protocol::mcp::McpList::Tools));
                 }
                 Ok(peer)
             }
@@ -425,7 +502,7 @@ impl Server {
                     }
                 }
             }
-            Transport::Http { url, headers } => {
+            Transport::Http { url, headers, .. } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let mut map = HashMap::new();
@@ -437,8 +514,22 @@ impl Server {
                     map.insert(k, v);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let service = handler.serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                let started = match self.authorized_manager(url).await? {
+                    Some(manager) => {
+                        let client = rmcp::transport::auth::AuthClient::new(reqwest::Client::new(), manager);
+                        handler.serve(StreamableHttpClientTransport::with_client(client, config)).await
+                    }
+                    None => handler.serve(StreamableHttpClientTransport::from_config(config)).await,
+                };
+                let service = match started {
+                    Ok(service) => service,
+                    Err(rmcp::service::ClientInitializeError::TransportError { error, .. })
+                        if let Some(challenge) = super::auth::challenge_in(&error) =>
+                    {
+                        return Err(self.needs_login(challenge));
+                    }
+                    Err(e) => return Err(format!("cannot connect to {url}: {e}")),
+                };
                 (service, None)
             }
         };
@@ -446,8 +537,12 @@ impl Server {
         let mut conn = Conn { service, process, stderr };
         let listed = match listed {
             Ok(listed) => listed,
+            Err(ListFailure { challenge: Some(challenge), .. }) => {
+                Self::end(conn).await;
+                return Err(self.needs_login(challenge));
+            }
             Err(e) => {
-                let why = format!("listing its tools failed: {e}");
+                let why = format!("listing its tools failed: {}", e.message);
                 Self::end(conn).await;
                 return Err(why);
             }
@@ -555,9 +650,92 @@ impl Server {
         guard
     }
 
-    /// The sessions told when its lists change.
-    pub fn lists(&self) -> &Arc<super::changes::ListRouter> {
-        &self.lists
+    fn auth(&self) -> std::sync::MutexGuard<'_, AuthStatus> {
+        self.auth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Its OAuth standing (`None`: it never asked for an authorization).
+    pub fn auth_state(&self) -> Option<agentd_protocol::mcp::McpAuthState> {
+        self.auth().state
+    }
+
+    /// Why it needs a login, when it does.
+    pub fn auth_required(&self) -> Option<String> {
+        let auth = self.auth();
+        (auth.state == Some(agentd_protocol::mcp::McpAuthState::Required)).then(|| auth.message.clone()).flatten()
+    }
+
+    /// An authorization manager with its kept tokens, when it has some.
+    async fn authorized_manager(
+        &self,
+        url: &str,
+    ) -> Result<Option<rmcp::transport::auth::AuthorizationManager>, String> {
+        let Some(credentials) = self.credentials.as_ref().filter(|c| c.has_tokens()) else { return Ok(None) };
+        let mut manager = super::auth::manager(url, credentials).await?;
+        match manager.initialize_from_store().await {
+            Ok(true) => {
+                self.auth().state = Some(agentd_protocol::mcp::McpAuthState::Authorized);
+                Ok(Some(manager))
+            }
+            Ok(false) => Ok(None),
+            Err(e) => Err(format!("its OAuth tokens could not be used: {e}")),
+        }
+    }
+
+    /// The server answered 401 (or 403 for more scope): it needs a login;
+    /// its sessions are told. The message to fail with.
+    fn needs_login(&self, challenge: String) -> String {
+        let message = format!(
+            "MCP server {} needs an OAuth login: run `agentctl mcp login {}` (or the mcp/login method), then call again",
+            self.name, self.name
+        );
+        {
+            let mut auth = self.auth();
+            auth.state = Some(agentd_protocol::mcp::McpAuthState::Required);
+            auth.challenge = Some(challenge);
+            auth.message = Some(message.clone());
+        }
+        tracing::info!(server = %self.name, "MCP server needs an OAuth login");
+        self.notices.tell(&self.name, super::changes::Notice::AuthRequired(message.clone()));
+        message
+    }
+
+    /// When `error` (of a request to the server) carries an OAuth
+    /// challenge, the server needs a login (its sessions are told): the
+    /// message to fail with.
+    pub fn auth_failure(&self, error: &rmcp::ServiceError) -> Option<String> {
+        super::auth::challenge_in(error).map(|challenge| self.needs_login(challenge))
+    }
+
+    /// After a login: its tokens are kept; it starts again with them (a
+    /// running connection without them ends first).
+    async fn authorized(&self) {
+        {
+            let mut auth = self.auth();
+            auth.state = Some(agentd_protocol::mcp::McpAuthState::Authorized);
+            auth.message = None;
+        }
+        if let Some(conn) = self.conn.lock().await.take() {
+            Self::end(conn).await;
+        }
+        let _ = self.peer().await;
+    }
+
+    /// `mcp/logout`: forgets its tokens and ends its connection; whether
+    /// there were tokens.
+    pub async fn logout(&self) -> bool {
+        let forgotten = self.credentials.as_ref().is_some_and(super::auth::Credentials::forget);
+        *self.auth() = AuthStatus::default();
+        if let Some(conn) = self.conn.lock().await.take() {
+            Self::end(conn).await;
+        }
+        self.status().state = Some(McpServerState::Idle);
+        forgotten
+    }
+
+    /// The sessions told when its lists change or it needs a login.
+    pub fn notices(&self) -> &Arc<super::changes::Notices> {
+        &self.notices
     }
 
     /// After the server said its tools changed: reads them again, and if
@@ -566,7 +744,9 @@ impl Server {
     pub async fn read_tools_again(&self, peer: &Peer<RoleClient>) {
         let listed = match tokio::time::timeout(STARTUP_TIMEOUT, list_tools(peer)).await {
             Ok(Ok(listed)) => listed,
-            Ok(Err(e)) => return tracing::warn!(server = %self.name, "MCP server's tools could not be read again: {e}"),
+            Ok(Err(e)) => {
+                return tracing::warn!(server = %self.name, "MCP server's tools could not be read again: {}", e.message);
+            }
             Err(_) => return tracing::warn!(server = %self.name, "MCP server's tools could not be read again in time"),
         };
         let tools: Vec<ServerTool> = listed.into_iter().map(|t| check_tool(&self.name, t)).collect();
@@ -581,7 +761,7 @@ impl Server {
             write_cache(file, &self.hash, &tools);
         }
         tracing::info!(server = %self.name, tools = tools.len(), "MCP server's tools changed");
-        self.lists.tell(&self.name, agentd_protocol::mcp::McpList::Tools);
+        self.notices.tell(&self.name, super::changes::Notice::List(agentd_protocol::mcp::McpList::Tools));
     }
 
     /// The sessions its elicitations may go to.
@@ -869,23 +1049,46 @@ fn write_cache(file: &Path, hash: &str, tools: &[ServerTool]) {
     }
 }
 
+/// A file name for `text` (which may hold secrets): two FNV-1a hashes.
+pub fn file_key(text: &str) -> String {
+    format!("{:016x}{:016x}", fnv(text, 0xcbf2_9ce4_8422_2325), fnv(text, 0x6c62_272e_07bb_0142))
+}
+
 /// FNV-1a from `seed`: two of them name a cache file (and are checked on
 /// read).
 fn fnv(text: &str, seed: u64) -> u64 {
     text.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// Why a `tools/list` failed, and the server's OAuth challenge when it
+/// answered 401 or 403.
+struct ListFailure {
+    message: String,
+    challenge: Option<String>,
+}
+
 /// Every page of a server's `tools/list`, as JSON, within bounds.
-async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, String> {
-    paginate(
-        |cursor| async move {
-            let params = cursor.map(|c| serde_json::from_value(serde_json::json!({ "cursor": c }))).transpose();
-            let page = peer.list_tools(params.map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
-            serde_json::to_value(&page).map_err(|e| e.to_string())
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, ListFailure> {
+    let challenge = Mutex::new(None);
+    let listed = paginate(
+        |cursor| {
+            let challenge = &challenge;
+            async move {
+                let params = cursor.map(|c| serde_json::from_value(serde_json::json!({ "cursor": c }))).transpose();
+                let page = peer.list_tools(params.map_err(|e| e.to_string())?).await.map_err(|e| {
+                    *challenge.lock().unwrap_or_else(|e| e.into_inner()) = super::auth::challenge_in(&e);
+                    e.to_string()
+                })?;
+                serde_json::to_value(&page).map_err(|e| e.to_string())
+            }
         },
         "tools",
     )
-    .await
+    .await;
+    listed.map_err(|message| ListFailure {
+        message,
+        challenge: challenge.into_inner().unwrap_or_else(|e| e.into_inner()),
+    })
 }
 
 /// Follows `nextCursor` through pages of `key` items: at most

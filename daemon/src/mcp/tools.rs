@@ -265,10 +265,9 @@ async fn call_tool(
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(arguments);
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = peer
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-        .map_err(|e| redact(format!("MCP server {name}: sending the call failed: {e}")))?;
+    let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await.map_err(|e| {
+        server.auth_failure(&e).unwrap_or_else(|| redact(format!("MCP server {name}: sending the call failed: {e}")))
+    })?;
     let _progress = progress.map(|report| server.watch_progress(&handle.progress_token, report));
     let mut guard = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()), reason: "cancelled by the user" };
     let answer = tokio::select! {
@@ -291,6 +290,7 @@ async fn call_tool(
         }
         Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
         Err(rmcp::ServiceError::McpError(e)) => Err(redact(format!("MCP server {name}: {tool} failed: {}", e.message))),
+        Err(e) if let Some(why) = server.auth_failure(&e) => Err(why),
         Err(rmcp::ServiceError::TransportClosed) | Err(rmcp::ServiceError::TransportSend(_)) => {
             let why = server.died().await;
             Err(format!("MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"))

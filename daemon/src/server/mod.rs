@@ -165,6 +165,10 @@ impl Daemon {
             {
                 use std::os::unix::fs::DirBuilderExt;
                 let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("plans"));
+                // MCP servers' OAuth tokens: never a command's.
+                if config.persist {
+                    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("mcp-auth"));
+                }
             }
             let private = [
                 Some("plans"),
@@ -173,6 +177,7 @@ impl Daemon {
                 Some("sessions"),
                 config.persist.then_some("store"),
                 config.persist.then_some("mcp-tools"),
+                config.persist.then_some("mcp-auth"),
             ];
             for dir in private.into_iter().flatten().map(|d| state.join(d)) {
                 // A directory under one already hidden is gone with it.

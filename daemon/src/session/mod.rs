@@ -586,7 +586,7 @@ impl SessionManager {
         }
         let timeout = std::time::Duration::from_millis(info.permission_timeout_ms);
         mcp.attach(&info.session_id, executor.events(), timeout, &info.add_dirs);
-        mcp.watch_lists(self.on_list_changed(&info, sources, &executor));
+        mcp.watch_notices(self.on_notice(&info, sources, &executor));
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
         let session = Session {
@@ -638,24 +638,27 @@ impl SessionManager {
 
     /// What a session does when one of its MCP servers says a list
     /// changed: its tools are made again (tools), or its clients are told
-    /// (resources, prompts).
-    fn on_list_changed(
+    /// (resources, prompts, a login needed).
+    fn on_notice(
         &self,
         info: &SessionInfo,
         sources: toolsets::Sources,
         executor: &Arc<SessionExecutor>,
-    ) -> crate::mcp::changes::ListSink {
+    ) -> crate::mcp::changes::NoticeSink {
         let sets = self.toolsets.clone();
         let info = info.clone();
         let executor = Arc::downgrade(executor);
-        Arc::new(move |server: &str, list: agentd_protocol::mcp::McpList| {
+        Arc::new(move |server: &str, notice: crate::mcp::changes::Notice| {
+            use crate::mcp::changes::Notice;
             let Some(executor) = executor.upgrade() else { return };
-            match list {
-                agentd_protocol::mcp::McpList::Tools => sets.refresh(&info, &sources, &executor, server),
-                list => {
-                    executor.events().push(EventKind::McpListChanged { server: server.to_owned(), list });
+            let event = match notice {
+                Notice::List(agentd_protocol::mcp::McpList::Tools) => {
+                    return sets.refresh(&info, &sources, &executor, server);
                 }
-            }
+                Notice::List(list) => EventKind::McpListChanged { server: server.to_owned(), list },
+                Notice::AuthRequired(message) => EventKind::McpAuthRequired { server: server.to_owned(), message },
+            };
+            executor.events().push(event);
         })
     }
 

@@ -4,7 +4,8 @@
 
 use agentd_protocol::mcp::{McpListResult, McpPromptsResult};
 use agentd_protocol::methods::{
-    McpGetPrompt, McpList, McpPrompts, SessionClose, SessionCreate, SessionGet, SessionList,
+    McpGetPrompt, McpList, McpLogin, McpLoginComplete, McpLogout, McpPrompts, SessionClose, SessionCreate, SessionGet,
+    SessionList,
 };
 use agentd_protocol::session::{SessionCloseResult, SessionCreateResult, SessionListResult};
 use jsonrpsee::RpcModule;
@@ -77,6 +78,34 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             .get_prompt(&params.server, &params.name, &params.arguments)
             .await
             .map_err(|e| RpcError::new(ErrorCode::McpServerFailed, e))
+    });
+    rpc::register_async::<McpLogin, _, _, _>(module, |params, state| async move {
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        let server = session.mcp().server(&params.server).map_err(|e| RpcError::invalid_params("server", e))?.clone();
+        crate::mcp::auth::check_redirect(&params.redirect_uri)
+            .map_err(|e| RpcError::invalid_params("redirect_uri", e))?;
+        let (login_id, authorization_url) = state
+            .sessions
+            .mcp_pool()
+            .login(&server, &params.redirect_uri)
+            .await
+            .map_err(|e| RpcError::new(ErrorCode::McpServerFailed, e))?;
+        Ok(agentd_protocol::mcp::McpLoginResult { login_id, authorization_url })
+    });
+    rpc::register_async::<McpLoginComplete, _, _, _>(module, |params, state| async move {
+        let (server, scopes) = state
+            .sessions
+            .mcp_pool()
+            .complete_login(&params.login_id, &params.callback_url)
+            .await
+            .map_err(|e| RpcError::new(ErrorCode::McpServerFailed, e))?;
+        let (state, last_error) = server.state();
+        Ok(agentd_protocol::mcp::McpLoginCompleteResult { server: server.name.clone(), scopes, state, last_error })
+    });
+    rpc::register_async::<McpLogout, _, _, _>(module, |params, state| async move {
+        let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        let server = session.mcp().server(&params.server).map_err(|e| RpcError::invalid_params("server", e))?.clone();
+        Ok(agentd_protocol::mcp::McpLogoutResult { forgotten: server.logout().await })
     });
     rpc::register::<SessionList, _, _>(module, |_params, state| {
         Ok(SessionListResult { sessions: state.sessions.list() })
