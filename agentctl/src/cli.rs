@@ -267,6 +267,39 @@ enum McpCommand {
         #[arg(long)]
         session: String,
     },
+    /// Log in to an HTTP MCP server that asks for OAuth: opens the
+    /// authorization address in the browser and waits for it to come back
+    /// to a listener on 127.0.0.1; agentd keeps the tokens
+    Login {
+        /// The server (its entry's name)
+        server: String,
+        /// A session that uses it [default: one opened on --cwd for the
+        /// login, then closed]
+        #[arg(long)]
+        session: Option<String>,
+        /// The workspace whose servers to use without --session
+        /// [default: the current directory]
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The port to listen on (for a client registered ahead with a fixed
+        /// redirect address) [default: any free one]
+        #[arg(long)]
+        port: Option<u16>,
+        /// Only print the address (no browser is started)
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget an HTTP MCP server's OAuth tokens
+    Logout {
+        /// The server (its entry's name)
+        server: String,
+        /// A session that uses it [default: one opened on --cwd, then closed]
+        #[arg(long)]
+        session: Option<String>,
+        /// The workspace whose servers to use without --session
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
     /// Print one prompt's messages, its arguments filled in
     Prompt {
         /// The session
@@ -616,6 +649,19 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         }
         Command::Mcp(McpArgs { command: Some(McpCommand::Prompt { session, server, name, args }), .. }) => {
             mcp_prompt(cli, &client, session, server, name, args).await?
+        }
+        Command::Mcp(McpArgs {
+            command: Some(McpCommand::Login { server, session, cwd, port, no_browser }), ..
+        }) => {
+            let login = mcp::Login { server, port: *port, browser: !no_browser };
+            mcp::with_session(&client, session.as_deref(), cwd.as_deref(), |sid| {
+                mcp::mcp_login(cli, &client, sid, &login)
+            })
+            .await?
+        }
+        Command::Mcp(McpArgs { command: Some(McpCommand::Logout { server, session, cwd }), .. }) => {
+            mcp::with_session(&client, session.as_deref(), cwd.as_deref(), |sid| mcp::mcp_logout(&client, sid, server))
+                .await?
         }
         Command::Mcp(args) => mcp_serve(client, endpoint, args).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,

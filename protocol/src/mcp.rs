@@ -61,11 +61,6 @@ pub struct McpOAuthEntry {
     /// shown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
-    /// The port `agentctl mcp login` listens on for the redirect (a
-    /// client registered ahead names its redirect address; default: any
-    /// free port).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub callback_port: Option<u16>,
 }
 
 /// Where a server's entry came from.

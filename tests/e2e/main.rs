@@ -17,6 +17,7 @@ mod grep_vs_rg;
 mod hooks;
 mod lifecycle;
 mod mcp;
+mod mcp_oauth;
 mod mcp_requests;
 mod mcp_served;
 mod mcp_support;

@@ -1,5 +1,6 @@
-//! `agentctl mcp`: serving a session over MCP, and the `list`, `prompts`
-//! and `prompt` subcommands about a session's MCP servers.
+//! `agentctl mcp`: serving a session over MCP, and the `list`, `prompts`,
+//! `prompt`, `login` and `logout` subcommands about a session's MCP
+//! servers.
 
 use super::*;
 
@@ -183,5 +184,159 @@ pub(super) async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) 
     for e in &info.mcp_errors {
         println!("not used: {e}");
     }
+    Ok(())
+}
+
+/// Runs `work` with a session: `session`, or one opened on `cwd` for it
+/// and closed after.
+pub(super) async fn with_session<'a, F, Fut>(
+    client: &Client,
+    session: Option<&str>,
+    cwd: Option<&std::path::Path>,
+    work: F,
+) -> Result<(), Failure>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Failure>> + 'a,
+{
+    if let Some(id) = session {
+        return work(id.to_owned()).await;
+    }
+    let made = client.session_create(SessionCreateParams::new(workspace(cwd)?)).await?.session_id;
+    let done = work(made.clone()).await;
+    let _ = client.session_close(&made).await;
+    done
+}
+
+/// What `agentctl mcp login` was asked.
+pub(super) struct Login<'a> {
+    pub server: &'a str,
+    pub port: Option<u16>,
+    pub browser: bool,
+}
+
+/// How long `agentctl mcp login` waits for the browser to come back.
+const LOGIN_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `agentctl mcp login`: a listener on 127.0.0.1, `mcp/login` with its
+/// address, the browser sent to the authorization address, and the first
+/// request to `/callback` given to `mcp/login_complete`.
+pub(super) async fn mcp_login(cli: &Cli, client: &Client, session: String, login: &Login<'_>) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::{McpLoginCompleteParams, McpLoginParams};
+    use agentd_client::protocol::methods::{McpLogin, McpLoginComplete};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", login.port.unwrap_or(0)))
+        .await
+        .map_err(|e| Failure::Local(format!("mcp login: cannot listen on 127.0.0.1: {e}")))?;
+    let port = listener.local_addr().map_err(|e| Failure::Local(e.to_string()))?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let params =
+        McpLoginParams { session_id: session, server: login.server.to_owned(), redirect_uri: redirect_uri.clone() };
+    let started = client.call::<McpLogin>(params).await?;
+    eprintln!("Log in to {} in your browser:\n\n  {}\n", login.server, started.authorization_url);
+    if login.browser {
+        open_browser(&started.authorization_url);
+    }
+    let target = tokio::time::timeout(LOGIN_WAIT, callback(&listener, login.server))
+        .await
+        .map_err(|_| {
+            Failure::Local(format!("mcp login: the browser did not come back within {} s", LOGIN_WAIT.as_secs()))
+        })?
+        .map_err(Failure::Local)?;
+    let callback_url = format!("http://127.0.0.1:{port}{target}");
+    let done =
+        client.call::<McpLoginComplete>(McpLoginCompleteParams { login_id: started.login_id, callback_url }).await?;
+    if cli.json {
+        print_json(&done);
+        return Ok(());
+    }
+    let scopes = if done.scopes.is_empty() { String::new() } else { format!(" (scopes: {})", done.scopes.join(" ")) };
+    println!("logged in to {}{scopes}; it is {}", done.server, wire(&done.state));
+    match done.last_error {
+        Some(e) => Err(Failure::Local(format!("mcp login: {} did not start: {e}", done.server))),
+        None => Ok(()),
+    }
+}
+
+/// Starts the user's browser on `address` ($BROWSER, else xdg-open or
+/// open), without waiting; the address is printed anyway.
+fn open_browser(address: &str) {
+    let browser = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty());
+    let candidates: Vec<String> = match browser {
+        Some(b) => vec![b],
+        None => vec!["xdg-open".into(), "open".into()],
+    };
+    for program in candidates {
+        let started = std::process::Command::new(&program)
+            .arg(address)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(mut child) = started {
+            // Reaped in the background (xdg-open ends at once).
+            std::thread::spawn(move || child.wait());
+            return;
+        }
+    }
+}
+
+/// Waits for the browser's request to `/callback`; answers it (and any
+/// other request, with 404) and returns its target (path and query).
+async fn callback(listener: &tokio::net::TcpListener, server: &str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let (mut stream, _) = listener.accept().await.map_err(|e| format!("mcp login: {e}"))?;
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                let n = stream.read(&mut buf).await.ok()?;
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            Some(())
+        })
+        .await;
+        if !matches!(read, Ok(Some(()))) {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned();
+        let target = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["GET", target, _] if target.starts_with("/callback?") => target.to_owned(),
+            _ => {
+                let _ =
+                    stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+                continue;
+            }
+        };
+        let body = format!("agentd: back from logging in to {server}; you can close this window.\n");
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        return Ok(target);
+    }
+}
+
+/// `agentctl mcp logout`.
+pub(super) async fn mcp_logout(client: &Client, session: String, server: &str) -> Result<(), Failure> {
+    use agentd_client::protocol::mcp::McpLogoutParams;
+    let done = client
+        .call::<agentd_client::protocol::methods::McpLogout>(McpLogoutParams {
+            session_id: session,
+            server: server.to_owned(),
+        })
+        .await?;
+    println!(
+        "{}",
+        if done.forgotten {
+            format!("forgot the tokens of {server}")
+        } else {
+            format!("no tokens were kept for {server}")
+        }
+    );
     Ok(())
 }
