@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 
 use super::mcp_support::{call, required, rt, session, text};
 
-/// The OAuth test server, tokens living `expires_in` seconds; its port.
-fn oauth_server(python: &Path, dir: &Path, expires_in: u32) -> (Child, u16) {
+/// The OAuth test server, tokens living `expires_in` seconds (killed when
+/// dropped); its port.
+fn oauth_server(python: &Path, dir: &Path, expires_in: u32) -> (Killed, u16) {
     let port_file = dir.join("port");
     let child = Command::new(python)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/mcp/oauth_server.py"))
@@ -23,9 +24,10 @@ fn oauth_server(python: &Path, dir: &Path, expires_in: u32) -> (Child, u16) {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
+    let server = Killed(child);
     for _ in 0..200 {
         if let Ok(port) = std::fs::read_to_string(&port_file) {
-            return (child, port.trim().parse().unwrap());
+            return (server, port.trim().parse().unwrap());
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -68,8 +70,7 @@ fn login(socket: &Path, dir: &Path, sid: &str) -> (i32, String, String) {
 fn a_server_behind_oauth_is_logged_in_to_with_agentctl_its_tokens_kept_private_refreshed_and_forgotten() {
     let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (server, port) = oauth_server(&python, dir.path(), 2);
-    let _server = Killed(server);
+    let (_server, port) = oauth_server(&python, dir.path(), 2);
     let mut d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/mcp");
