@@ -50,6 +50,11 @@ pub struct ToolOptions {
     /// Names of tools not to offer.
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// When given, only tools these names answer to are offered (a
+    /// sub-agent's `tools:`), whatever is added later (an MCP server's
+    /// tools added at run time included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
     /// Deferred discovery (ToolSearch) settings; daemon defaults when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defer: Option<crate::tools::DeferralOptions>,

@@ -17,7 +17,7 @@ async fn create_list_get_close_round_trip() {
     let mut p = params(work.path());
     p.mode = Some(PermissionMode::AcceptEdits);
     p.permissions = Some(PermissionRules { allow: vec!["Bash(ls:*)".into()], deny: vec![], ask: vec![] });
-    p.tools = Some(ToolOptions { defer: None, simple: true, disabled: vec!["Write".into()] });
+    p.tools = Some(ToolOptions { defer: None, simple: true, disabled: vec!["Write".into()], only: None });
     p.max_concurrency = Some(4);
     let a = within("create a", c.session_create(p)).await.unwrap();
     let b = within("create b", c.session_create(params(work.path()))).await.unwrap();

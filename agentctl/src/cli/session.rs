@@ -10,7 +10,7 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
             // where "relative" means something.
             let cwd = workspace(cwd.as_deref())?;
             let rules = PermissionRules { allow: allow.clone(), deny: deny.clone(), ask: ask.clone() };
-            let tools = ToolOptions { defer: None, simple: *simple, disabled: disable.clone() };
+            let tools = ToolOptions { defer: None, simple: *simple, disabled: disable.clone(), only: None };
             let params = SessionCreateParams {
                 mode: mode.map(Into::into),
                 permissions: (rules != PermissionRules::default()).then_some(rules),

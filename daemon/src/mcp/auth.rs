@@ -39,15 +39,25 @@ const MAX_FILE: u64 = 256 * 1024;
 pub struct Credentials(Arc<Inner>);
 
 struct Inner {
+    /// The server address the tokens are for (kept in the file and
+    /// checked on read: a file copied or renamed is not used for another).
+    url: String,
     file: Option<PathBuf>,
     memory: Mutex<Option<StoredCredentials>>,
+}
+
+/// A tokens file: the address and what rmcp keeps.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Kept {
+    url: String,
+    credentials: StoredCredentials,
 }
 
 impl Credentials {
     /// Tokens of `url` kept under `dir` (`None`: in memory).
     pub fn new(dir: Option<&Path>, url: &str) -> Self {
         let file = dir.map(|d| d.join(format!("{}.json", super::pool::file_key(url))));
-        Credentials(Arc::new(Inner { file, memory: Mutex::new(None) }))
+        Credentials(Arc::new(Inner { url: url.to_owned(), file, memory: Mutex::new(None) }))
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Option<StoredCredentials>> {
@@ -59,8 +69,12 @@ impl Credentials {
     pub fn stored(&self) -> Option<StoredCredentials> {
         let Some(file) = &self.0.file else { return self.memory().clone() };
         let bytes = read_private(file)?;
-        match serde_json::from_slice::<StoredCredentials>(&bytes) {
-            Ok(c) => Some(c),
+        match serde_json::from_slice::<Kept>(&bytes) {
+            Ok(kept) if kept.url == self.0.url => Some(kept.credentials),
+            Ok(_) => {
+                tracing::warn!(file = %file.display(), "MCP tokens file ignored: it is another server's");
+                None
+            }
             Err(e) => {
                 tracing::warn!(file = %file.display(), "MCP tokens file is not readable: {e}");
                 None
@@ -78,7 +92,11 @@ impl Credentials {
             *self.memory() = Some(credentials);
             return Ok(());
         };
-        let json = serde_json::to_vec(&credentials).map_err(|e| e.to_string())?;
+        let kept = Kept { url: self.0.url.clone(), credentials };
+        let json = serde_json::to_vec(&kept).map_err(|e| e.to_string())?;
+        if json.len() as u64 > MAX_FILE {
+            return Err(format!("the authorization server's tokens take over {} KiB: not kept", MAX_FILE / 1024));
+        }
         write_private(file, &json).map_err(|e| format!("cannot keep the tokens in {}: {e}", file.display()))
     }
 
@@ -141,12 +159,29 @@ fn read_private(file: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let mut bytes = Vec::new();
-    f.take(MAX_FILE).read_to_end(&mut bytes).ok()?;
+    f.take(MAX_FILE + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > MAX_FILE {
+        tracing::warn!(file = %file.display(), "MCP tokens file ignored: over {} KiB", MAX_FILE / 1024);
+        return None;
+    }
     Some(bytes)
 }
 
 fn libc_nofollow() -> i32 {
     nix::fcntl::OFlag::O_NOFOLLOW.bits()
+}
+
+/// Removes what a write cut short left in `dir` (a daemon stopped between
+/// writing a new tokens file and renaming it), and makes `dir` 0700.
+pub fn tidy(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().contains(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Writes `bytes` to `file` whole: a new 0600 file beside it, renamed over
@@ -388,6 +423,20 @@ mod tests {
         std::fs::rename(&real, &files[0]).unwrap();
         assert!(creds.forget());
         assert!(!files[0].exists() && creds.stored().is_none());
+        // Tokens too large to read back are refused, not kept half.
+        let huge = StoredCredentials::new("x".repeat(300 * 1024), None, vec![], None);
+        assert!(creds.save_now(huge).unwrap_err().contains("KiB"));
+        assert!(!files[0].exists());
+        // A file renamed to another address's name is not used for it.
+        creds.save_now(StoredCredentials::new("client-1".into(), None, vec![], None)).unwrap();
+        let other = Credentials::new(Some(&auth), "https://other.example/mcp");
+        let other_file = auth.join(format!("{}.json", super::super::pool::file_key("https://other.example/mcp")));
+        std::fs::rename(&files[0], &other_file).unwrap();
+        assert!(other.stored().is_none());
+        // What a write cut short left is removed.
+        std::fs::write(auth.join("x.tmp1-2"), "half").unwrap();
+        tidy(&auth);
+        assert_eq!(std::fs::read_dir(&auth).unwrap().count(), 1);
         // In memory (an ephemeral daemon): clones share.
         let memory = Credentials::new(None, "https://mcp.example/mcp");
         memory.clone().save_now(StoredCredentials::new("c".into(), None, vec![], None)).unwrap();

@@ -19,8 +19,13 @@ use super::pool::Server;
 
 /// A burst of notifications closer together than this is one change.
 const SETTLE: Duration = Duration::from_millis(200);
-/// At most one round of work a second per server.
+/// At most one round of work a second per server...
 const INTERVAL: Duration = Duration::from_secs(1);
+/// ...and one every ten seconds for a server that changed more than
+/// [`BUSY`] times in the last minute (each round may read 10,000 tools
+/// and remake every session's set).
+const SLOW_INTERVAL: Duration = Duration::from_secs(10);
+const BUSY: usize = 10;
 /// Signals that may wait (more are dropped: one of each kind is enough).
 const WAITING: usize = 8;
 
@@ -100,9 +105,13 @@ pub fn channel() -> (Signal, tokio::sync::mpsc::Receiver<McpList>) {
 pub fn spawn(mut signals: tokio::sync::mpsc::Receiver<McpList>, server: Weak<Server>, peer: Peer<RoleClient>) {
     tokio::spawn(async move {
         let mut last: Option<Instant> = None;
+        let mut rounds: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
         while let Some(first) = signals.recv().await {
-            let since = last.map_or(INTERVAL, |t| t.elapsed());
-            tokio::time::sleep(SETTLE.max(INTERVAL.saturating_sub(since))).await;
+            rounds.retain(|t| t.elapsed() < Duration::from_secs(60));
+            let interval = if rounds.len() > BUSY { SLOW_INTERVAL } else { INTERVAL };
+            let since = last.map_or(interval, |t| t.elapsed());
+            tokio::time::sleep(SETTLE.max(interval.saturating_sub(since))).await;
+            rounds.push_back(Instant::now());
             let mut lists = BTreeSet::from([first]);
             while let Ok(list) = signals.try_recv() {
                 lists.insert(list);

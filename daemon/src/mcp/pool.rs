@@ -91,6 +91,7 @@ impl Pool {
         if let Some(dir) = &dir {
             use std::os::unix::fs::DirBuilderExt;
             let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir.join("mcp-auth"));
+            super::auth::tidy(&dir.join("mcp-auth"));
         }
         Pool {
             servers: Mutex::new(HashMap::new()),
@@ -757,11 +758,18 @@ impl Server {
             }
             status.tools = Some(Arc::new(tools.clone()));
         }
-        if let Some(file) = &self.cache_file {
-            write_cache(file, &self.hash, &tools);
-        }
         tracing::info!(server = %self.name, tools = tools.len(), "MCP server's tools changed");
-        self.notices.tell(&self.name, super::changes::Notice::List(agentd_protocol::mcp::McpList::Tools));
+        // The cache file and the sessions' sets are work for the blocking
+        // pool, not the runtime.
+        let (file, hash, notices, name) =
+            (self.cache_file.clone(), self.hash.clone(), self.notices.clone(), self.name.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(file) = &file {
+                write_cache(file, &hash, &tools);
+            }
+            notices.tell(&name, super::changes::Notice::List(agentd_protocol::mcp::McpList::Tools));
+        })
+        .await;
     }
 
     /// The sessions its elicitations may go to.

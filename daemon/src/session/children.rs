@@ -92,6 +92,11 @@ impl SessionManager {
         if let Some(t) = &asked.tools {
             tools.simple |= t.simple;
             tools.disabled.extend(t.disabled.iter().cloned());
+            // A child narrows its parent's list, never widens it.
+            tools.only = match (tools.only.take(), &t.only) {
+                (Some(parent), Some(child)) => Some(parent.into_iter().filter(|n| child.contains(n)).collect()),
+                (parent, child) => parent.or_else(|| child.clone()),
+            };
         }
         // Sub-agents do not make sub-agents.
         tools.disabled.push(crate::tools::task::NAME.to_owned());
@@ -164,7 +169,11 @@ impl SessionManager {
         }
         drop(handle);
         let params = SessionCreateParams {
-            tools: Some(agentd_protocol::session::ToolOptions { disabled, ..Default::default() }),
+            tools: Some(agentd_protocol::session::ToolOptions {
+                disabled,
+                only: tools.map(<[String]>::to_vec),
+                ..Default::default()
+            }),
             parent_session_id: Some(parent.to_owned()),
             ..SessionCreateParams::new(cwd)
         };

@@ -653,7 +653,7 @@ impl SessionManager {
             let Some(executor) = executor.upgrade() else { return };
             let event = match notice {
                 Notice::List(agentd_protocol::mcp::McpList::Tools) => {
-                    return sets.refresh(&info, &sources, &executor, server);
+                    return sets.refresh(&info, &sources, &executor);
                 }
                 Notice::List(list) => EventKind::McpListChanged { server: server.to_owned(), list },
                 Notice::AuthRequired(message) => EventKind::McpAuthRequired { server: server.to_owned(), message },

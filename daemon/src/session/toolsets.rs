@@ -40,6 +40,7 @@ pub fn options(info: &SessionInfo) -> ToolSetOptions<'_> {
     ToolSetOptions {
         simple: info.tools.simple,
         disabled: &info.tools.disabled,
+        only: info.tools.only.as_deref(),
         deny_rules: &info.permissions.deny,
         deferral: DeferralSettings::from(info.tools.defer.as_ref()),
     }
@@ -56,9 +57,10 @@ impl ToolSets {
     /// already has, or a new one.
     pub fn get(&self, options: ToolSetOptions<'_>, sources: &Sources) -> Arc<ToolSet> {
         let key = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{}\u{0}{}",
             options.simple,
             options.disabled,
+            options.only,
             options.deny_rules,
             options.deferral,
             sources.mcp.identity(),
@@ -79,31 +81,44 @@ impl ToolSets {
         set
     }
 
-    /// After `server`'s tool list changed: the session's tools made again;
-    /// when its tools of that server differ, they replace the old ones
-    /// and the session gets a `tools/changed` event.
-    pub fn refresh(&self, info: &SessionInfo, sources: &Sources, executor: &SessionExecutor, server: &str) {
+    /// After an MCP server's tool list changed: the session's tools made
+    /// again; when its MCP tools differ, they replace the old ones and the
+    /// session gets a `tools/changed` event for each server whose tools
+    /// differ (another server's change taken in meanwhile is said too).
+    pub fn refresh(&self, info: &SessionInfo, sources: &Sources, executor: &SessionExecutor) {
         let _one = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
         let new = self.get(options(info), sources);
-        let prefix = format!("mcp__{server}__");
-        let before = of_server(&executor.tools(), &prefix);
-        let after = of_server(&new, &prefix);
-        let old = executor.replace_tools(new);
-        let added: Vec<String> = after.keys().filter(|n| !before.contains_key(*n)).cloned().collect();
-        let removed: Vec<String> = before.keys().filter(|n| !after.contains_key(*n)).cloned().collect();
-        let changed: Vec<String> =
-            after.iter().filter(|(n, d)| before.get(*n).is_some_and(|b| b != *d)).map(|(n, _)| n.clone()).collect();
-        drop(old);
-        if added.is_empty() && removed.is_empty() && changed.is_empty() {
-            return;
+        let before = mcp_tools(&executor.tools());
+        let after = mcp_tools(&new);
+        drop(executor.replace_tools(new));
+        let mut by_server: BTreeMap<&str, [Vec<String>; 3]> = BTreeMap::new();
+        for (name, (server, definition)) in &after {
+            match before.get(name) {
+                None => by_server.entry(server).or_default()[0].push(name.clone()),
+                Some((_, old)) if old != definition => by_server.entry(server).or_default()[2].push(name.clone()),
+                Some(_) => {}
+            }
         }
-        tracing::info!(session_id = %info.session_id, server, added = added.len(), removed = removed.len(),
-            changed = changed.len(), "the session's MCP tools changed");
-        executor.events().push(EventKind::ToolsChanged { server: server.to_owned(), added, removed, changed });
+        for (name, (server, _)) in &before {
+            if !after.contains_key(name) {
+                by_server.entry(server).or_default()[1].push(name.clone());
+            }
+        }
+        for (server, [added, removed, changed]) in by_server {
+            tracing::info!(session_id = %info.session_id, server, added = added.len(), removed = removed.len(),
+                changed = changed.len(), "the session's MCP tools changed");
+            executor.events().push(EventKind::ToolsChanged { server: server.to_owned(), added, removed, changed });
+        }
     }
 }
 
-/// The definitions of a set's tools whose names start with `prefix`.
-fn of_server(set: &ToolSet, prefix: &str) -> BTreeMap<String, ToolDefinition> {
-    set.definitions().filter(|d| d.name.starts_with(prefix)).map(|d| (d.name.clone(), d.clone())).collect()
+/// The MCP tools a set offers (`mcp__<server>__<tool>`), by name, with
+/// their server and definition.
+fn mcp_tools(set: &ToolSet) -> BTreeMap<String, (String, ToolDefinition)> {
+    set.definitions()
+        .filter_map(|d| {
+            let (server, _) = d.name.strip_prefix("mcp__")?.split_once("__")?;
+            Some((d.name.clone(), (server.to_owned(), d.clone())))
+        })
+        .collect()
 }

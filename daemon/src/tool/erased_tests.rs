@@ -212,6 +212,7 @@ async fn tool_search_loads_deferred_tools_through_its_context_modifier() {
         ToolSetOptions {
             simple: false,
             disabled: &[],
+            only: None,
             deny_rules: &[],
             deferral: DeferralSettings { mode: DeferralMode::Always, ..DeferralSettings::from(None) },
         },

@@ -81,6 +81,8 @@ pub struct ToolSetOptions<'a> {
     pub simple: bool,
     /// Tool names the session does not want offered.
     pub disabled: &'a [String],
+    /// When given, the only names whose tools may be offered.
+    pub only: Option<&'a [String]>,
     /// The session's deny rules (only blanket ones matter here).
     pub deny_rules: &'a [String],
     /// Deferral.
@@ -154,9 +156,10 @@ impl ToolSet {
             if options.simple && !SIMPLE_MODE_TOOLS.contains(&tool.name()) {
                 return false;
             }
-            // 2. blanket deny and disabled
+            // 2. blanket deny, disabled, and not among the only ones
             if options.deny_rules.iter().any(|rule| blanket_rule_matches(rule, tool.as_ref()))
                 || options.disabled.iter().any(|name| tool.answers_to(name.trim()))
+                || options.only.is_some_and(|only| !only.iter().any(|name| tool.answers_to(name.trim())))
             {
                 return false;
             }

@@ -138,11 +138,12 @@ struct Opts {
     simple: bool,
     disabled: Vec<String>,
     deny: Vec<String>,
+    only: Option<Vec<String>>,
     deferral: DeferralSettings,
 }
 
 fn opts() -> Opts {
-    Opts { simple: false, disabled: vec![], deny: vec![], deferral: DeferralSettings::from(None) }
+    Opts { simple: false, disabled: vec![], deny: vec![], only: None, deferral: DeferralSettings::from(None) }
 }
 
 fn build(builtin: Vec<Fake>, external: Vec<Fake>, o: &Opts) -> ToolSet {
@@ -150,7 +151,13 @@ fn build(builtin: Vec<Fake>, external: Vec<Fake>, o: &Opts) -> ToolSet {
     ToolSet::build(
         &registry(builtin),
         &sources,
-        ToolSetOptions { simple: o.simple, disabled: &o.disabled, deny_rules: &o.deny, deferral: o.deferral },
+        ToolSetOptions {
+            simple: o.simple,
+            disabled: &o.disabled,
+            only: o.only.as_deref(),
+            deny_rules: &o.deny,
+            deferral: o.deferral,
+        },
     )
 }
 
@@ -370,4 +377,18 @@ fn search_keywords_rank_name_over_description_and_plus_requires() {
 fn name_parts_split_snake_and_camel_case() {
     assert_eq!(name_parts("mcp__slack__send_message"), ["mcp", "slack", "send", "message"]);
     assert_eq!(name_parts("NotebookEdit"), ["notebook", "edit"]);
+}
+
+#[test]
+fn only_the_names_a_session_keeps_are_offered_even_tools_added_later() {
+    let o = Opts { only: Some(vec!["Read".into(), "mcp__srv__x".into()]), ..opts() };
+    let set = build(vec![fake("Read"), fake("Edit")], vec![mcp("x")], &o);
+    let mut all = listed(&set);
+    all.extend(set.deferred_names());
+    all.sort();
+    assert_eq!(all, ["Read", "mcp__srv__x"]);
+    // A tool the source adds later is not among them.
+    let later = build(vec![fake("Read"), fake("Edit")], vec![mcp("x"), mcp("sneaky")], &o);
+    assert!(later.find("mcp__srv__sneaky").is_none());
+    assert!(later.find("mcp__srv__x").is_some());
 }
