@@ -881,3 +881,73 @@ fn a_tool_a_server_adds_or_removes_at_run_time_reaches_every_session_using_it_on
         assert_eq!(lists, ["prompts", "resources"]);
     });
 }
+
+/// Found by an attack review: a sub-agent limited to some tools gained a
+/// tool its MCP server added at run time (its limit was a list of what
+/// was offered when it opened, not kept).
+#[test]
+fn a_sub_agent_limited_to_some_tools_gets_no_tool_its_server_adds_later() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    // The server is the user's (children read the settings files; a
+    // session's own mcp_servers are its own).
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config");
+    std::fs::create_dir_all(config.join("agentd")).unwrap();
+    let user = json!({ "mcpServers": { "t": py_entry(&python, &[], json!({})) } });
+    std::fs::write(config.join("agentd/settings.json"), user.to_string()).unwrap();
+    let (home_s, config_s) = (home.path().display().to_string(), config.display().to_string());
+    let d = StandaloneDaemon::start(&[], &[("HOME", home_s.as_str()), ("XDG_CONFIG_HOME", config_s.as_str())]);
+    let work = tempfile::tempdir().unwrap();
+    let agents = work.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("echoer.md"),
+        "---\nname: echoer\ndescription: Echoes\ntools: Read, mcp__t__echo\n---\nEcho.\n",
+    )
+    .unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let options = json!({ "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        let sid = session(&mut c, work.path(), options.clone()).await["session_id"].as_str().unwrap().to_owned();
+        // Another session on the pooled server adds the tools (the parent
+        // waits on its Task).
+        let other = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        let mut runner = RawConn::connect(&d.socket).await;
+        let reply = runner.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
+        assert!(reply["result"].is_string(), "{reply}");
+        let uses =
+            vec![tool_use("a", "Task", json!({ "description": "e", "prompt": "echo", "subagent_type": "echoer" }))];
+        c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
+        let request = within("agent/request", async {
+            loop {
+                let e = runner.recv().await.expect("the stream goes on")["params"]["result"].clone();
+                if e["type"] == "agent/request" {
+                    return e;
+                }
+            }
+        })
+        .await;
+        let child = request["child_session_id"].as_str().unwrap().to_owned();
+        let names = |list: &Value| -> Vec<String> {
+            list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+        };
+        assert_eq!(names(&c.ok("tools/list", json!({ "session_id": child })).await), ["Read", "mcp__t__echo"]);
+        let mut parent_events = EventStream::open(&d.socket, &sid, None).await.unwrap();
+        let mut child_events = EventStream::open(&d.socket, &child, None).await.unwrap();
+        let r = call(&mut c, &other, "mcp__t__grow", json!({ "name": "sneaky" })).await;
+        assert_eq!(text(&r), "added sneaky", "{r}");
+        within("the parent's tools/changed", parent_events.until(|e| e["type"] == "tools/changed")).await;
+        assert!(names(&c.ok("tools/list", json!({ "session_id": sid })).await).contains(&"mcp__t__sneaky".to_owned()));
+        // The child remade its set too (same server), without the new tool.
+        let r = call(&mut c, &other, "mcp__t__grow", json!({ "name": "marker" })).await;
+        assert_eq!(text(&r), "added marker", "{r}");
+        within("the parent's second tools/changed", parent_events.until(|e| e["type"] == "tools/changed")).await;
+        assert_eq!(names(&c.ok("tools/list", json!({ "session_id": child })).await), ["Read", "mcp__t__echo"]);
+        let r = call(&mut c, &child, "mcp__t__sneaky", json!({ "text": "hi" })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+        // It was told nothing: none of its tools changed.
+        c.ok("session/close", json!({ "session_id": child })).await;
+        let seen = within("the child's close", child_events.until(|e| e["type"] == "session/closed")).await;
+        assert!(!seen.iter().any(|e| e["type"] == "tools/changed"), "{seen:?}");
+    });
+}
