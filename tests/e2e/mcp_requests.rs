@@ -197,6 +197,20 @@ fn a_tools_structured_content_is_its_own_field() {
         // schema saying so: it goes through the check as well.
         let r = call(&mut c, &sid, "mcp__t__echo", json!({ "text": "x" })).await;
         assert_eq!(r["structured_content"], json!({ "result": "x" }), "{r}");
+        // Binary content (audio, a PDF) is kept as files of the call, which
+        // Read reads.
+        let r = call(&mut c, &sid, "mcp__t__record", json!({})).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        let said: Vec<String> =
+            r["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap_or_default().to_owned()).collect();
+        assert!(said[0].starts_with("[audio (audio/wav, 14 bytes) saved to "), "{said:?}");
+        assert!(said[1].starts_with("[resource file:///report.pdf (application/pdf, 13 bytes) saved to "), "{said:?}");
+        let sound = said[0].trim_end_matches(']').rsplit(" saved to ").next().unwrap().to_owned();
+        assert_eq!(std::fs::read(&sound).unwrap(), b"RIFF-test-WAVE");
+        let pdf = said[1].trim_end_matches(']').rsplit(" saved to ").next().unwrap().to_owned();
+        assert_eq!(std::fs::read(&pdf).unwrap(), b"%PDF-1.4 test");
+        let read = call(&mut c, &sid, "Read", json!({ "file_path": sound })).await;
+        assert_eq!(read["is_error"], false, "Read reads it: {read}");
         // Other tools (agentd's own) have none.
         let r = call(&mut c, &sid, "Glob", json!({ "pattern": "*" })).await;
         assert!(r.get("structured_content").is_none(), "{r}");

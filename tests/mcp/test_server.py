@@ -198,6 +198,20 @@ def weather(city: str) -> dict[str, object]:
 
 
 @server.tool()
+def record() -> list:
+    """Returns binary content: a short sound and a PDF."""
+    import base64
+
+    from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource
+
+    sound = AudioContent(type="audio", data=base64.b64encode(b"RIFF-test-WAVE").decode(), mime_type="audio/wav")
+    pdf = BlobResourceContents(
+        uri="file:///report.pdf", blob=base64.b64encode(b"%PDF-1.4 test").decode(), mime_type="application/pdf"
+    )
+    return [sound, EmbeddedResource(type="resource", resource=pdf)]
+
+
+@server.tool()
 async def grow(name: str, ctx: Context, times: int = 1) -> str:
     """Adds a tool `name` (it echoes) and says the tool list changed, `times` times."""
 

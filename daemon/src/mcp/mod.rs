@@ -3,6 +3,7 @@
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
 pub mod auth;
+pub mod binary;
 pub mod changes;
 pub mod config;
 pub mod elicit;

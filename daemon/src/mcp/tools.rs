@@ -285,7 +285,9 @@ async fn call_tool(
     match answer {
         Ok(ServerResult::CallToolResult(result)) => {
             let value = serde_json::to_value(&result).unwrap_or_default();
-            let (content, is_error) = convert_result(&value);
+            let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+            let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
+            let (content, is_error) = convert_result(&value, &mut |b| saver.save(b));
             Ok((content, is_error, value.get("structuredContent").cloned()))
         }
         Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
@@ -483,7 +485,10 @@ fn server_rule(ctx: &ToolContext, server: &str) -> Option<crate::permission::rul
 /// images as images, embedded resources as their text, links as a line;
 /// `structuredContent` when there is no content. Text beyond
 /// [`MAX_RESULT_CHARS`] is cut with a note.
-pub fn convert_result(result: &Value) -> (Vec<ContentBlock>, bool) {
+pub fn convert_result(
+    result: &Value,
+    save: &mut dyn FnMut(super::binary::Binary<'_>) -> String,
+) -> (Vec<ContentBlock>, bool) {
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
     let mut blocks = Vec::new();
     for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
@@ -506,13 +511,22 @@ pub fn convert_result(result: &Value) -> (Vec<ContentBlock>, bool) {
             }
             Some("resource") => {
                 let r = block.get("resource").cloned().unwrap_or_default();
+                let (media_type, blob) = (str_of(&r, "mimeType"), str_of(&r, "blob"));
                 match r.get("text").and_then(Value::as_str) {
                     Some(text) => blocks.push(ContentBlock::text(text)),
-                    None => blocks.push(ContentBlock::text(format!(
-                        "[binary resource {} ({}), not shown]",
-                        str_of(&r, "uri"),
-                        str_of(&r, "mimeType")
-                    ))),
+                    // An image the model can see is an image block.
+                    None if IMAGE_TYPES.contains(&media_type.as_str()) && blob.len() <= MAX_IMAGE_BASE64 => blocks
+                        .push(ContentBlock::Image {
+                            source: ImageSource { kind: "base64".into(), media_type, data: blob },
+                        }),
+                    None => {
+                        let what = format!("resource {}", str_of(&r, "uri"));
+                        blocks.push(ContentBlock::text(save(super::binary::Binary {
+                            what: &what,
+                            media_type: &media_type,
+                            data: &blob,
+                        })))
+                    }
                 }
             }
             Some("resource_link") => blocks.push(ContentBlock::text(format!(
@@ -521,7 +535,12 @@ pub fn convert_result(result: &Value) -> (Vec<ContentBlock>, bool) {
                 str_of(block, "uri")
             ))),
             Some("audio") => {
-                blocks.push(ContentBlock::text(format!("[audio ({}), not shown]", str_of(block, "mimeType"))))
+                let (media_type, data) = (str_of(block, "mimeType"), str_of(block, "data"));
+                blocks.push(ContentBlock::text(save(super::binary::Binary {
+                    what: "audio",
+                    media_type: &media_type,
+                    data: &data,
+                })))
             }
             _ => blocks.push(ContentBlock::text(block.to_string())),
         }
@@ -874,27 +893,36 @@ impl ExternalToolSource for ResourceTools {
 mod tests {
     use super::*;
 
+    /// `convert_result` with binary content said, not kept.
+    fn convert_result_kept(result: &Value) -> (Vec<ContentBlock>, bool) {
+        convert_result(result, &mut |b| format!("[{} kept]", b.what))
+    }
+
     #[test]
     fn results_become_content_blocks() {
-        let (blocks, err) = convert_result(&serde_json::json!({"content": [
+        let (blocks, err) = convert_result_kept(&serde_json::json!({"content": [
             {"type": "text", "text": "hello"},
             {"type": "image", "data": "AAAA", "mimeType": "image/png"},
             {"type": "resource", "resource": {"uri": "file:///a", "text": "inside"}},
             {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA", "mimeType": "x/y"}},
-            {"type": "resource_link", "uri": "file:///c", "name": "c"}
+            {"type": "resource_link", "uri": "file:///c", "name": "c"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "file:///d.png", "blob": "AAAA", "mimeType": "image/png"}}
         ], "isError": false}));
         assert!(!err);
         assert_eq!(blocks[0], ContentBlock::text("hello"));
         assert!(matches!(&blocks[1], ContentBlock::Image { source } if source.media_type == "image/png"));
         assert_eq!(blocks[2], ContentBlock::text("inside"));
-        assert!(matches!(&blocks[3], ContentBlock::Text { text } if text.contains("binary resource file:///b")));
+        assert_eq!(blocks[3], ContentBlock::text("[resource file:///b kept]"));
         assert!(matches!(&blocks[4], ContentBlock::Text { text } if text.contains("file:///c")));
+        assert_eq!(blocks[5], ContentBlock::text("[audio kept]"));
+        assert!(matches!(&blocks[6], ContentBlock::Image { source } if source.data == "AAAA"));
         let (blocks, err) =
-            convert_result(&serde_json::json!({"content": [], "structuredContent": {"a": 1}, "isError": true}));
+            convert_result_kept(&serde_json::json!({"content": [], "structuredContent": {"a": 1}, "isError": true}));
         assert!(err);
         assert_eq!(blocks, vec![ContentBlock::text("{\"a\":1}")]);
         let big = "x".repeat(MAX_RESULT_CHARS + 10);
-        let (blocks, _) = convert_result(&serde_json::json!({"content": [{"type": "text", "text": big}]}));
+        let (blocks, _) = convert_result_kept(&serde_json::json!({"content": [{"type": "text", "text": big}]}));
         assert!(matches!(&blocks[0], ContentBlock::Text { text } if text.contains("output cut")));
     }
 
