@@ -201,8 +201,12 @@ fn a_tools_structured_content_is_its_own_field() {
         // Read reads.
         let r = call(&mut c, &sid, "mcp__t__record", json!({})).await;
         assert_eq!(r["is_error"], false, "{r}");
-        let said: Vec<String> =
-            r["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap_or_default().to_owned()).collect();
+        let said: Vec<String> = r["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["text"].as_str().unwrap_or_default().to_owned())
+            .collect();
         assert!(said[0].starts_with("[audio (audio/wav, 14 bytes) saved to "), "{said:?}");
         assert!(said[1].starts_with("[resource file:///report.pdf (application/pdf, 13 bytes) saved to "), "{said:?}");
         let sound = said[0].trim_end_matches(']').rsplit(" saved to ").next().unwrap().to_owned();
@@ -338,5 +342,56 @@ fn agentctl_mcp_tells_its_client_when_a_server_of_the_session_adds_a_tool() {
         .await
         .unwrap();
         assert_eq!(seen[0], json!({ "text": "added bridged", "before": false, "after": true }), "{seen:?}");
+    });
+}
+
+#[test]
+fn the_reference_everything_server_gets_its_roots_elicitation_and_sampling_through_a_session() {
+    let Some(everything) = required("AGENTD_TEST_MCP_EVERYTHING") else { return };
+    let Some(conformance) = required("AGENTD_TEST_CONFORMANCE") else { return };
+    // It needs Node 22: the one the conformance suite brings.
+    let node = conformance.join("node_modules/node/bin/node");
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let entry = json!({ "everything": { "command": node, "args": [everything, "stdio"] } });
+        let options = json!({ "mcp_servers": entry, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
+        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+        // Its tools for roots, elicitation and sampling are added once it
+        // knows the client declares them.
+        let list = c.ok("tools/list", json!({ "session_id": sid })).await;
+        for tool in ["get-roots-list", "trigger-elicitation-request", "trigger-sampling-request"] {
+            assert!(list.to_string().contains(&format!("mcp__everything__{tool}")), "{tool}: {list}");
+        }
+        let r = call(&mut c, &sid, "mcp__everything__get-roots-list", json!({})).await;
+        let root = format!("file://{}/", work.path().canonicalize().unwrap().display());
+        assert!(text(&r).contains(&root), "{r}");
+        // Its form has every kind MCP 2025-11-25 allows (formats, titled
+        // single and multiple choices); the harness accepts the defaults.
+        let script = r#"
+import json, os, sys
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd
+d = Agentd(os.environ["SOCK"]); sid = os.environ["SID"]
+def form(event):
+    s = event["requested_schema"]["properties"]
+    content = {k: v["default"] for k, v in s.items() if "default" in v}
+    content["name"] = "Ada"
+    return ("accept", content)
+served = d.serve_elicitations(sid, form)
+r = d.tool(sid, "mcp__everything__trigger-elicitation-request")
+served.close()
+print(json.dumps([c["text"] for c in r["content"]]))
+served = d.serve_sampling(sid, lambda e: ("allow", {"role": "assistant", "content": {"type": "text", "text": "from the harness"}, "model": "h"}))
+r = d.tool(sid, "mcp__everything__trigger-sampling-request", prompt="hello")
+served.close()
+print(json.dumps([c["text"] for c in r["content"]]))
+"#;
+        let out = python_client(script, &d.socket, &sid).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].contains("User provided the requested information") && lines[0].contains("Name: Ada"), "{out}");
+        assert!(lines[0].contains(r#"\"titledMultipleSelectEnum\": [\n      \"fish-1\"\n    ]"#), "{out}");
+        assert!(lines[1].contains("from the harness"), "{out}");
     });
 }

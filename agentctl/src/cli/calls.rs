@@ -501,11 +501,15 @@ pub(super) fn elicit_prompt(
     for (name, field) in schema["properties"].as_object().into_iter().flatten() {
         let title = field["title"].as_str().unwrap_or(name);
         let kind = field["type"].as_str().unwrap_or("string");
-        let choices: Vec<&str> = field["enum"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        // Choices: `enum`, or `oneOf`/`anyOf` of `{const, title}`; of the
+        // items for several choices (an array).
+        let (choices, labels) = form_choices(if kind == "array" { &field["items"] } else { field });
         let mut hint = match kind {
             "boolean" => "y/n".to_owned(),
             _ if !choices.is_empty() => {
-                choices.iter().enumerate().map(|(i, c)| format!("{}. {c}", i + 1)).collect::<Vec<_>>().join("  ")
+                let list = labels.iter().enumerate().map(|(i, c)| format!("{}. {c}", i + 1)).collect::<Vec<_>>();
+                let several = if kind == "array" { "; several: 1,3" } else { "" };
+                format!("{}{several}", list.join("  "))
             }
             other => other.to_owned(),
         };
@@ -530,6 +534,16 @@ pub(super) fn elicit_prompt(
                 "boolean" => Value::Bool(matches!(line.to_lowercase().as_str(), "y" | "yes" | "true")),
                 "integer" => line.parse::<i64>().map(Value::from).unwrap_or(Value::String(line)),
                 "number" => line.parse::<f64>().map(Value::from).unwrap_or(Value::String(line)),
+                "array" => Value::Array(
+                    line.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(|p| match p.parse::<usize>().ok().and_then(|n| choices.get(n.wrapping_sub(1))) {
+                            Some(choice) => Value::String((*choice).to_owned()),
+                            None => Value::String(p.to_owned()),
+                        })
+                        .collect(),
+                ),
                 _ if !choices.is_empty() => {
                     match line.parse::<usize>().ok().and_then(|n| choices.get(n.wrapping_sub(1))) {
                         Some(choice) => Value::String((*choice).to_owned()),
@@ -566,6 +580,32 @@ impl Paint {
     fn green(&self, text: &str) -> String {
         self.wrap("32", text)
     }
+}
+
+/// The values a form field offers and how to show each: `enum` (with
+/// `enumNames`), or `oneOf`/`anyOf` of `{const, title}`.
+fn form_choices(field: &serde_json::Value) -> (Vec<&str>, Vec<String>) {
+    if let Some(values) = field["enum"].as_array() {
+        let values: Vec<&str> = values.iter().filter_map(serde_json::Value::as_str).collect();
+        let names = field["enumNames"].as_array();
+        let labels = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match names.and_then(|n| n.get(i)).and_then(serde_json::Value::as_str) {
+                Some(name) => format!("{name} ({v})"),
+                None => (*v).to_owned(),
+            })
+            .collect();
+        return (values, labels);
+    }
+    let options = field["oneOf"].as_array().or_else(|| field["anyOf"].as_array()).into_iter().flatten();
+    let pairs: Vec<(&str, String)> = options
+        .filter_map(|o| {
+            let value = o["const"].as_str()?;
+            Some((value, o["title"].as_str().map_or_else(|| value.to_owned(), |t| format!("{t} ({value})"))))
+        })
+        .collect();
+    pairs.into_iter().unzip()
 }
 
 pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {

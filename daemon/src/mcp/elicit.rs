@@ -282,23 +282,50 @@ pub fn check_schema(schema: &Value) -> Result<(), String> {
     }
     for (name, p) in &properties {
         match p.get("type").and_then(Value::as_str) {
+            // A string, or a single choice: `enum`, or `oneOf` of
+            // `{const, title}`.
             Some("string") => {
-                if let Some(values) = p.get("enum")
-                    && !values.as_array().is_some_and(|v| v.iter().all(Value::is_string))
-                {
-                    return Err(format!("property {name}: enum must list strings"));
-                }
+                choices(p).map_err(|e| format!("property {name}: {e}"))?;
             }
             Some("number" | "integer" | "boolean") => {}
+            // Several choices (MCP 2025-11-25): `items` with `enum`, or
+            // `anyOf` of `{const, title}`.
+            Some("array") => {
+                let items = p.get("items").ok_or_else(|| format!("property {name}: an array needs items"))?;
+                if items.get("type").is_some_and(|t| t != "string") || !matches!(choices(items), Ok(Some(_))) {
+                    return Err(format!(
+                        "property {name}: an array must list choices of strings (items.enum or items.anyOf)"
+                    ));
+                }
+            }
             other => {
                 return Err(format!(
-                    "property {name}: type {} is not one MCP allows (string, number, integer, boolean)",
+                    "property {name}: type {} is not one MCP allows (string, number, integer, boolean, array of choices)",
                     other.unwrap_or("(none)")
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// The choices a schema offers (`enum`, or `oneOf`/`anyOf` of `{const}`),
+/// strings all; `None` when it offers none.
+fn choices(schema: &Value) -> Result<Option<Vec<&Value>>, String> {
+    if let Some(values) = schema.get("enum") {
+        let values = values.as_array().filter(|v| v.iter().all(Value::is_string)).ok_or("enum must list strings")?;
+        return Ok(Some(values.iter().collect()));
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(options) = schema.get(key) {
+            let consts: Option<Vec<&Value>> = options
+                .as_array()
+                .map(|o| o.iter().map(|c| c.get("const").filter(|v| v.is_string())).collect::<Option<Vec<_>>>())
+                .unwrap_or(None);
+            return consts.map(Some).ok_or_else(|| format!("{key} must list {{const, title}} of strings"));
+        }
+    }
+    Ok(None)
 }
 
 /// `content` checked against `schema`: required properties present, each
@@ -314,9 +341,12 @@ fn fits(schema: &Value, content: Map<String, Value>) -> Result<Map<String, Value
         let Some(p) = properties.get(name) else {
             return Err(format!("content: {name} is not asked for"));
         };
+        let among = |schema: &Value, v: &Value| matches!(choices(schema), Ok(Some(c)) if c.contains(&v));
         let ok = match p.get("type").and_then(Value::as_str) {
-            Some("string") => {
-                value.is_string() && p.get("enum").and_then(Value::as_array).is_none_or(|values| values.contains(value))
+            Some("string") => value.is_string() && (matches!(choices(p), Ok(None)) || among(p, value)),
+            Some("array") => {
+                let items = p.get("items").cloned().unwrap_or_default();
+                value.as_array().is_some_and(|picked| picked.iter().all(|v| among(&items, v)))
             }
             Some("number") => value.is_number(),
             Some("integer") => value.is_i64() || value.is_u64(),
@@ -448,6 +478,25 @@ mod tests {
         assert!(fits(&ok, c(json!({"name": "a", "n": 3.5}))).is_err());
         assert!(fits(&ok, c(json!({"name": "a", "color": "green"}))).is_err());
         assert!(fits(&ok, c(json!({"name": "a", "extra": 1}))).unwrap_err().contains("not asked for"));
+        // MCP 2025-11-25's choices: titled single choice, multiple choices.
+        let choices = json!({"type": "object", "properties": {
+            "one": {"type": "string", "oneOf": [{"const": "a", "title": "A"}, {"const": "b", "title": "B"}]},
+            "many": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
+            "titled": {"type": "array", "items": {"anyOf": [{"const": "p", "title": "P"}]}}}});
+        assert_eq!(check_schema(&choices), Ok(()));
+        assert!(fits(&choices, c(json!({"one": "a", "many": ["x", "y"], "titled": ["p"]}))).is_ok());
+        assert!(fits(&choices, c(json!({"one": "c"}))).is_err());
+        assert!(fits(&choices, c(json!({"many": ["x", "z"]}))).is_err());
+        assert!(fits(&choices, c(json!({"many": "x"}))).is_err());
+        assert!(fits(&choices, c(json!({"titled": [1]}))).is_err());
+        for bad in [
+            json!({"type": "object", "properties": {"x": {"type": "array", "items": {"type": "integer", "enum": [1]}}}}),
+            json!({"type": "object", "properties": {"x": {"type": "array", "items": {"anyOf": [{"title": "no const"}]}}}}),
+            json!({"type": "object", "properties": {"x": {"type": "string", "oneOf": [{"const": 1}]}}}),
+            json!({"type": "object", "properties": {"x": {"type": "array"}}}),
+        ] {
+            assert!(check_schema(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
