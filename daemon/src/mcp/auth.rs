@@ -56,7 +56,7 @@ struct Kept {
 impl Credentials {
     /// Tokens of `url` kept under `dir` (`None`: in memory).
     pub fn new(dir: Option<&Path>, url: &str) -> Self {
-        let file = dir.map(|d| d.join(format!("{}.json", super::pool::file_key(url))));
+        let file = dir.map(|d| d.join(format!("{}.json", super::listing::file_key(url))));
         Credentials(Arc::new(Inner { url: url.to_owned(), file, memory: Mutex::new(None) }))
     }
 
@@ -430,7 +430,7 @@ mod tests {
         // A file renamed to another address's name is not used for it.
         creds.save_now(StoredCredentials::new("client-1".into(), None, vec![], None)).unwrap();
         let other = Credentials::new(Some(&auth), "https://other.example/mcp");
-        let other_file = auth.join(format!("{}.json", super::super::pool::file_key("https://other.example/mcp")));
+        let other_file = auth.join(format!("{}.json", super::super::listing::file_key("https://other.example/mcp")));
         std::fs::rename(&files[0], &other_file).unwrap();
         assert!(other.stored().is_none());
         // What a write cut short left is removed.

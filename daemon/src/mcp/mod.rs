@@ -7,6 +7,7 @@ pub mod binary;
 pub mod changes;
 pub mod config;
 pub mod elicit;
+pub mod listing;
 pub mod logs;
 pub mod pool;
 pub mod progress;

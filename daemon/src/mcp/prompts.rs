@@ -45,7 +45,7 @@ async fn list_one(server: &Server) -> Result<Vec<McpPrompt>, String> {
         if !offers_prompts(&peer) {
             return Ok(Vec::new());
         }
-        super::pool::paginate(
+        super::listing::paginate(
             |cursor| {
                 let peer = peer.clone();
                 async move {

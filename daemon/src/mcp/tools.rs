@@ -723,7 +723,7 @@ impl Tool for ListMcpResources {
 async fn list_resources(server: &Server) -> Result<Vec<Value>, String> {
     let name = &server.name;
     let peer = server.peer().await.map_err(|e| format!("MCP server {name} is not available: {e}"))?;
-    let list = super::pool::paginate(
+    let list = super::listing::paginate(
         |cursor| {
             let peer = peer.clone();
             async move {
