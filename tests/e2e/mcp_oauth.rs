@@ -12,15 +12,16 @@ use serde_json::{Value, json};
 
 use super::mcp_support::{call, required, rt, session, text};
 
-/// The OAuth test server, tokens living `expires_in` seconds (killed when
-/// dropped); its port.
-fn oauth_server(python: &Path, dir: &Path, expires_in: u32) -> (Killed, u16) {
+/// The OAuth test server, tokens living `expires_in` seconds, with `env`
+/// (killed when dropped); its port.
+fn oauth_server(python: &Path, dir: &Path, expires_in: u32, env: &[(&str, &str)]) -> (Killed, u16) {
     let port_file = dir.join("port");
     let child = Command::new(python)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/mcp/oauth_server.py"))
         .arg(&port_file)
         .arg(expires_in.to_string())
         .env("OAUTH_LOG", dir.join("grants"))
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
@@ -70,7 +71,7 @@ fn login(socket: &Path, dir: &Path, sid: &str) -> (i32, String, String) {
 fn a_server_behind_oauth_is_logged_in_to_with_agentctl_its_tokens_kept_private_refreshed_and_forgotten() {
     let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = oauth_server(&python, dir.path(), 2);
+    let (_server, port) = oauth_server(&python, dir.path(), 2, &[]);
     let mut d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/mcp");
@@ -164,4 +165,59 @@ fn a_server_behind_oauth_is_logged_in_to_with_agentctl_its_tokens_kept_private_r
         let got: Value = c.ok("session/get", json!({ "session_id": sid })).await;
         assert_eq!(got["mcp"][0]["auth"], "required", "{got}");
     });
+}
+
+/// An authorization server whose metadata sends the client to a cloud
+/// metadata address or a link-local one is not followed there (SSRF).
+#[test]
+fn metadata_pointing_at_link_local_or_cloud_metadata_addresses_is_refused() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    for (var, target) in [
+        ("OAUTH_REGISTRATION_ENDPOINT", "http://169.254.169.254/latest/meta-data/register"),
+        ("OAUTH_REGISTRATION_ENDPOINT", "http://[::ffff:169.254.169.254]/register"),
+        ("OAUTH_TOKEN_ENDPOINT", "http://metadata.google.internal/token"),
+        ("OAUTH_TOKEN_ENDPOINT", "http://169.254.170.2/token"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_server, port) = oauth_server(&python, dir.path(), 3600, &[(var, target)]);
+        rt().block_on(async {
+            let mut c = RawConn::connect(&d.socket).await;
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let options = json!({ "mcp_servers": { "t": { "type": "http", "url": url } }, "mode": "bypass" });
+            let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+            let login = json!({ "session_id": sid, "server": "t", "redirect_uri": "http://127.0.0.1:9/callback" });
+            let r = c.request("mcp/login", login).await;
+            if var == "OAUTH_TOKEN_ENDPOINT" {
+                // The token endpoint is reached when the code comes back.
+                let started = &r["result"];
+                let back = approve(started["authorization_url"].as_str().unwrap());
+                let done = json!({ "login_id": started["login_id"], "callback_url": back });
+                let r = c.request("mcp/login_complete", done).await;
+                // (Refused at once; rmcp says only "Request failed".)
+                assert!(r.get("error").is_some(), "{var}={target}: {r}");
+            } else {
+                let message = r["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("address not allowed"), "{var}={target}: {r}");
+            }
+            c.ok("session/close", json!({ "session_id": sid })).await;
+        });
+        // Nothing reached a registration or token endpoint of its own.
+        assert!(!dir.path().join("grants").exists(), "{var}={target}");
+    }
+}
+
+/// What a browser is sent back to from the test server's authorization
+/// address (it approves at once): the `Location` of its answer.
+fn approve(address: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = address.strip_prefix("http://").unwrap();
+    let (host, target) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(stream, "GET {target} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let location = answer.lines().find_map(|l| l.strip_prefix("Location: ")).unwrap_or_else(|| panic!("{answer}"));
+    location.trim().to_owned()
 }

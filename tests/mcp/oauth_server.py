@@ -9,7 +9,9 @@ Writes its port to PORTFILE once it listens. `/mcp` answers 401 with a
 a valid bearer token comes; the authorization server registers clients
 (`/register`), approves at once at `/authorize` (as a user clicking "allow"
 would) and checks PKCE (S256) at `/token`, which also refreshes. Tokens
-live EXPIRES_IN seconds (default 3600). Each token grant is appended to
+live EXPIRES_IN seconds (default 3600). $OAUTH_TOKEN_ENDPOINT and
+$OAUTH_REGISTRATION_ENDPOINT replace those endpoints in its metadata (to
+point them where a client must not go). Each token grant is appended to
 $OAUTH_LOG ("authorization_code" or "refresh_token") when it is set.
 
 The MCP side is the least a streamable HTTP server must do: JSON answers
@@ -81,8 +83,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, {
                 "issuer": base,
                 "authorization_endpoint": f"{base}/authorize",
-                "token_endpoint": f"{base}/token",
-                "registration_endpoint": f"{base}/register",
+                "token_endpoint": os.environ.get("OAUTH_TOKEN_ENDPOINT", f"{base}/token"),
+                "registration_endpoint": os.environ.get("OAUTH_REGISTRATION_ENDPOINT", f"{base}/register"),
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "code_challenge_methods_supported": ["S256"],
