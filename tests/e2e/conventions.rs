@@ -18,7 +18,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_rust_file_opens_with_a_module_doc_comment() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    for crate_dir in ["protocol", "daemon", "client", "agentctl", "tests"] {
+    // (client/ holds agentctl's crate too.)
+    for crate_dir in ["protocol", "daemon", "client", "tests"] {
         rust_files(&root.join(crate_dir), &mut files);
     }
     assert!(files.len() > 10, "found only {} files", files.len());
