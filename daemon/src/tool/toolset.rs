@@ -171,8 +171,11 @@ impl ToolSet {
 
         // 4. merge, sort, dedupe (built-ins first, so they win).
         let mut merged: Vec<Arc<dyn DynTool>> = Vec::with_capacity(builtin.len() + external.len());
+        // (A set: a server may list 10,000 tools, and sets are remade when
+        // its list changes.)
+        let mut names = std::collections::HashSet::with_capacity(builtin.len() + external.len());
         for tool in builtin.into_iter().chain(external) {
-            if merged.iter().any(|t| t.name() == tool.name()) {
+            if !names.insert(tool.name().to_owned()) {
                 tracing::warn!(tool = tool.name(), "an external tool has the name of another tool; it is not offered");
                 continue;
             }
