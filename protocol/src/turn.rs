@@ -519,7 +519,7 @@ pub enum EventKind {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SiblingCancel {
-    /// A failing Bash call cancels the other calls of its turn (the seed's rule).
+    /// A failing Bash call cancels the other calls of its turn (as in Claude Code).
     #[default]
     BashFailure,
     /// Failures never cancel other calls.

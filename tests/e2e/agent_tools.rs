@@ -1,6 +1,7 @@
-//! The seed's session tools through the socket: the task list (TaskCreate,
+//! The agent's session tools through the socket: the task list (TaskCreate,
 //! TaskGet, TaskList, TaskUpdate) with its `tasks/changed` events and
-//! `session/get` view.
+//! `session/get` view, Brief, Skill and Config; and a session that closes
+//! with its connection.
 
 use agentd_tests::{EventStream, TestDaemon, tool_use};
 use serde_json::{Value, json};

@@ -1,6 +1,7 @@
 //! The streaming executor through the socket: every invariant of
-//! `daemon/src/executor/mod.rs`, the seed's vectors, cancellation at each
-//! level, discard, resume with `after_seq`, and many clients at once.
+//! `daemon/src/executor/mod.rs`, the two reference cases of partitioning
+//! (`daemon/src/executor/partition.rs`), cancellation at each level,
+//! discard, resume with `after_seq`, and many clients at once.
 
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,7 @@ fn text(result: &Value) -> String {
 }
 
 #[tokio::test]
-async fn invariant_2_seed_vector_read_read_bash_read() {
+async fn invariant_2_reference_case_read_read_bash_read() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
     let uses = vec![sleep("a", 150, true), sleep("b", 150, true), sleep("ls", 50, false), sleep("c", 50, true)];
@@ -48,7 +49,7 @@ async fn invariant_2_seed_vector_read_read_bash_read() {
 }
 
 #[tokio::test]
-async fn invariant_2_seed_vector_glob_grep_bash_read_edit_glob() {
+async fn invariant_2_reference_case_glob_grep_bash_read_edit_glob() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
     let uses = vec![

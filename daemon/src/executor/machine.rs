@@ -1,7 +1,9 @@
-//! The streaming executor's state machine (seed §3.4, StreamingToolExecutor),
-//! kept free of I/O: [`Machine::apply`] takes an event and returns the actions
-//! the driver must carry out. The rules are the numbered invariants in
-//! `executor/mod.rs`; each has a unit test named after it at the bottom.
+//! The streaming executor's state machine (after Claude Code's
+//! StreamingToolExecutor), kept free of I/O: [`Machine::apply`] takes an
+//! event and returns the actions the driver must carry out. The rules are the
+//! numbered invariants in `executor/mod.rs`; each but 8 (context modifiers,
+//! which the driver applies) has a unit test named after it in
+//! `machine_tests.rs`.
 
 /// Index of a call in the session's request order.
 pub type CallIdx = usize;

@@ -1,4 +1,5 @@
-//! One test per invariant of `executor/mod.rs`, on the pure machine.
+//! Tests named after the invariants of `executor/mod.rs`, on the pure machine:
+//! all but 8, which the driver carries out (`tests/e2e/turns.rs` checks it).
 
 use super::*;
 
@@ -61,9 +62,9 @@ fn invariant_1_each_call_moves_forward_through_its_states_once() {
 
 #[test]
 fn invariant_2_safe_calls_run_together_unsafe_alone_in_request_order_under_the_cap() {
-    // Seed vector 1: [Read a, Read b, Bash ls, Read c] → [a,b] [ls] [c].
+    // Reference case 1: [Read a, Read b, Bash ls, Read c] → [a,b] [ls] [c].
     assert_eq!(waves(&[true, true, false, true], 10), vec![vec![0, 1], vec![2], vec![3]]);
-    // Seed vector 2: [Glob, Grep, Bash, Read, Edit, Glob] → [Glob,Grep] [Bash] [Read] [Edit] [Glob].
+    // Reference case 2: [Glob, Grep, Bash, Read, Edit, Glob] → [Glob,Grep] [Bash] [Read] [Edit] [Glob].
     assert_eq!(
         waves(&[true, true, false, true, false, true], 10),
         vec![vec![0, 1], vec![2], vec![3], vec![4], vec![5]]

@@ -1,5 +1,6 @@
-//! The streaming executor (seed §3.4): a session's tool calls, submitted as
-//! the model streams them, scheduled, run, and yielded in order.
+//! The streaming executor (after Claude Code's StreamingToolExecutor): a
+//! session's tool calls, submitted as the model streams them, scheduled,
+//! run, and yielded in order.
 //!
 //! [`machine`] is the state machine, a pure function of (state, event);
 //! [`SessionExecutor`] drives it: it prepares calls, carries out the
@@ -8,8 +9,9 @@
 //! [`events::EventLog`].
 //!
 //! # Invariants
-//! Each has a test named after it in `machine_tests.rs` (and through the
-//! socket in `tests/e2e/turns.rs`).
+//! Each but 8 has a test named after it in `machine_tests.rs`, on the machine
+//! (8 is the driver's: the machine only says when a result is yielded); each
+//! but 1 has one through the socket in `tests/e2e/turns.rs`.
 //! 1. Every call moves queued → executing → completed → yielded (or is
 //!    discarded), forward only, each step once.
 //! 2. A queued call starts when nothing is executing, or when it and every
@@ -49,7 +51,8 @@ pub mod events;
 mod hooked;
 pub mod machine;
 mod run;
-// The seed's batch partitioning, the reference the machine is checked against.
+// The partitioning of Claude Code's batch path, the reference the machine is
+// checked against.
 #[cfg(test)]
 pub mod partition;
 

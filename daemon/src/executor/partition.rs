@@ -1,7 +1,8 @@
-//! The batch path's partitioning (seed §3.4, `runTools`): consecutive
-//! concurrency-safe calls form one parallel batch; each unsafe call is a
-//! serial batch of its own. The streaming machine, given every call at
-//! once, runs exactly these batches (a test checks it).
+//! The partitioning of Claude Code's batch path (`runTools`, which is given
+//! all of a response's tool calls at once): consecutive concurrency-safe
+//! calls form one parallel batch; each unsafe call is a serial batch of its
+//! own. The streaming machine, given every call at once, runs exactly these
+//! batches (a test checks it).
 
 use std::ops::Range;
 
@@ -22,7 +23,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_seed_vectors() {
+    fn the_reference_cases() {
         // [Read a, Read b, Bash ls, Read c]
         assert_eq!(partition(&[true, true, false, true]), vec![0..2, 2..3, 3..4]);
         // [Glob, Grep, Bash, Read, Edit, Glob]: the Read batch is a safe batch of one.

@@ -1,4 +1,4 @@
-//! MCP client (seed §3.2's external tools): servers from Claude Code's
+//! MCP client (a session's external tools): servers from Claude Code's
 //! `mcpServers` configuration (`config`), one pool of running servers per
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 

@@ -1,7 +1,8 @@
-//! Type erasure (the seed's `buildTool`): any [`Tool`] becomes an
-//! `Arc<dyn DynTool>` the registry can hold. JSON input is parsed into the
-//! tool's `Input` once, into a [`PreparedCall`] that answers the per-input
-//! questions (concurrency safety, permissions, render text) and then runs.
+//! Type erasure (the role of Claude Code's `buildTool`): any [`Tool`]
+//! becomes an `Arc<dyn DynTool>` the registry can hold. JSON input is parsed
+//! into the tool's `Input` once, into a [`PreparedCall`] that answers the
+//! per-input questions (concurrency safety, permissions, render text) and
+//! then runs.
 
 use std::any::Any;
 use std::future::Future;

@@ -1,10 +1,10 @@
-//! The tool protocol (seed §3.1): the `Tool` trait with its five elements —
+//! The tool protocol: the `Tool` trait with its five elements —
 //! name and aliases, input schema, permission layers, execution with a
 //! context modifier, and render text — plus the type-erased form the
 //! registry holds (`erased`), the registry (`registry`), and the per-session
 //! filter pipeline with deferred discovery (`toolset`).
 //!
-//! Defaults are fail-closed, as the seed's `buildTool`: a tool that says
+//! Defaults are fail-closed, as in Claude Code's `buildTool`: a tool that says
 //! nothing is not concurrency safe, not read-only, destructive, and asks
 //! before it runs.
 
@@ -29,7 +29,7 @@ pub use toolset::{DeferralSettings, ExternalToolSource, ToolSet};
 
 use crate::permission::Decision;
 
-/// What a tool does when the user interrupts the turn (seed §3.3, BashTool).
+/// What a tool does when the user interrupts the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InterruptBehavior {
@@ -93,7 +93,7 @@ impl<O> ToolOutput<O> {
 }
 
 /// A tool. Implement this in one file under `tools/`, then add one line to
-/// [`registry::Registry::builtin`].
+/// [`crate::tools::builtin_registry`].
 pub trait Tool: Send + Sync + Sized + 'static {
     /// The input, as the model writes it. Its doc comments become the field
     /// descriptions of the input schema: write them for a model.
@@ -158,7 +158,7 @@ pub trait Tool: Send + Sync + Sized + 'static {
     }
 
     /// Does a failed call of this tool cancel the other calls of its turn?
-    /// The seed says Bash's does (its commands tend to depend on each
+    /// Bash's does, as in Claude Code (its commands tend to depend on each
     /// other); other tools' failures are local. Default: no.
     fn cancels_siblings_on_failure(&self) -> bool {
         false

@@ -1,7 +1,7 @@
-//! The registry of built-in tools (the seed's `getAllBaseTools()`): every
+//! The registry of built-in tools (Claude Code's `getAllBaseTools()`): every
 //! tool this build carries, looked up by name or alias. Which tools a build
-//! carries is decided at compile time (cargo features), as the seed's
-//! dead-code elimination; the list itself is `tools::builtin_registry`.
+//! carries is decided at compile time (cargo features): a tool left out is
+//! not in the binary at all; the list itself is `tools::builtin_registry`.
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! A session's tools: the filter pipeline (seed §3.2) and deferred discovery.
+//! A session's tools: the filter pipeline and deferred discovery.
 //!
 //! Pipeline, in this order:
 //! 1. **mode**: simple mode keeps Bash, Read and Edit only;
@@ -193,7 +193,7 @@ impl ToolSet {
         let over = entries.len() as u64 > u64::from(options.deferral.max_tools)
             || total_tokens > u64::from(options.deferral.max_tokens);
         // External (MCP) tools are deferred in auto mode whatever their
-        // number (the seed's rule); built-ins that say `should_defer` only
+        // number (as in Claude Code); built-ins that say `should_defer` only
         // once the session is over a threshold.
         let deferrable = |e: &Entry| {
             !e.tool.always_load()

@@ -1,6 +1,6 @@
 //! The built-in tools, one file each (schema, validation, permission view,
-//! call, render — the seed's five elements, in that order). Adding a tool is
-//! one file here and one line in [`builtin_registry`].
+//! call, render — in the order of the `Tool` trait's elements). Adding a tool
+//! is one file here and one line in [`builtin_registry`].
 
 pub mod ask_user_question;
 pub mod bash;
@@ -34,8 +34,8 @@ use crate::tool::{ExternalToolSource, Registry};
 
 /// Every built-in tool this build carries.
 ///
-/// Tools behind cargo features are absent from builds without them (the
-/// seed's compile-time dead-code elimination): `test-tools` adds the
+/// Tools behind cargo features are absent from builds without them (left
+/// out at compile time, not hidden at run time): `test-tools` adds the
 /// deterministic tools the tests drive, never part of a default build.
 pub fn builtin_registry() -> Registry {
     let mut registry = Registry::default();

@@ -1,6 +1,6 @@
-//! ToolSearch: loads the full definitions of deferred tools on demand (seed
-//! §3.2, deferred discovery). `select:A,B` loads exactly those; any other
-//! query ranks the deferred tools by name and description.
+//! ToolSearch: loads the full definitions of deferred tools on demand
+//! (deferred discovery, see `tool::toolset`). `select:A,B` loads exactly
+//! those; any other query ranks the deferred tools by name and description.
 
 use agentd_protocol::tools::{ContentBlock, ToolDefinition};
 use schemars::JsonSchema;

@@ -1,4 +1,4 @@
-//! Bash: runs a shell command in the session's workspace (seed §3.3).
+//! Bash: runs a shell command in the session's workspace.
 //!
 //! - Each call is `bash -c` in a process group of its own, marked in its
 //!   environment; cancel and timeout end the whole tree (see `process`).
