@@ -105,3 +105,30 @@ fn the_call_context_does_not_import_the_tool_set() {
     let text = std::fs::read_to_string(file).unwrap();
     assert!(!text.contains("toolset"), "tool/context.rs imports the tool set again");
 }
+
+/// The crates live under `daemon`, `protocol`, `client` and `tests`, and
+/// the sandbox helper's crate (`daemon/sandbox`) depends on no part of the
+/// daemon: the daemon depends on it.
+#[test]
+fn crates_live_under_four_directories_and_the_sandbox_stands_apart() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut top: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["client", "daemon", "protocol", "tests"]);
+    let manifest = std::fs::read_to_string(root.join("daemon/sandbox/Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"agentd-sandbox\""), "{manifest}");
+    let deps = manifest.split("[dependencies]").nth(1).unwrap_or_default();
+    assert!(!deps.lines().any(|l| l.trim_start().starts_with("agentd ") || l.trim_start().starts_with("agentd.")));
+    let mut files = Vec::new();
+    rust_files(&root.join("daemon/sandbox"), &mut files);
+    assert!(files.len() >= 5, "{files:?}");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains("agentd::"), "{} names the daemon's crate", f.display());
+    }
+}

@@ -1,6 +1,7 @@
 //! `agentd-sandbox`: the helper agentd starts every Bash command through
-//! (Landlock, seccomp, namespaces); see [`agentd::sandbox::helper`].
+//! (Landlock, seccomp, namespaces), built beside `agentd`; its code is the
+//! `agentd-sandbox` crate (`daemon/sandbox`, see [`agentd_sandbox::helper`]).
 
 fn main() -> std::process::ExitCode {
-    agentd::sandbox::helper::main()
+    agentd_sandbox::helper::main()
 }

@@ -663,26 +663,7 @@ fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
     }
 }
 
-/// Pids of every live descendant of `root` (children, their children, …),
-/// from one scan of `/proc`.
-pub fn descendants(root: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let parents: Vec<(i32, i32)> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, parent_of(pid)?)))
-        .collect();
-    let mut out = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for (pid, _) in parents.iter().filter(|(_, ppid)| *ppid == p) {
-            if !out.contains(pid) && *pid != root {
-                out.push(*pid);
-                frontier.push(*pid);
-            }
-        }
-    }
-    out
-}
+pub use agentd_sandbox::descendants;
 
 /// Whether the process `pid` is a tool's: its parent chain passes through
 /// a process the daemon started for a command (a shell, or the sandbox
@@ -707,7 +688,7 @@ pub fn is_tool_process(pid: i32, strict: bool) -> bool {
         if current <= 1 {
             return false;
         }
-        match parent_of(current) {
+        match agentd_sandbox::parent_of(current) {
             Some(ppid) => current = ppid,
             // Gone before it could be judged (a child that connected and
             // exited, leaving the socket to its parent): refused.
@@ -750,12 +731,6 @@ pub fn pidfd_alive(pidfd: &std::os::fd::OwnedFd) -> bool {
         Ok(_) => !fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP)),
         Err(_) => true,
     }
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
-    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
 }
 
 /// Every live process (of the machine, not only this daemon's: what a

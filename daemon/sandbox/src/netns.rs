@@ -1,5 +1,5 @@
 //! The helper's half of the network gate (the daemon's half is
-//! [`super::gate`]): a call whose network is gated runs in a network
+//! the daemon's `sandbox/gate`): a call whose network is gated runs in a network
 //! namespace of its own, where only loopback exists. Its one way out is the
 //! endpoint the supervisor (PID 1 of the call) listens on, at
 //! `127.0.0.1:<port>` inside that namespace: each connection accepted

@@ -682,7 +682,7 @@ fn signal_all(spec: &Spec, sig: Signal) {
         // PID 1 of the namespace: -1 is every other process in it.
         let _ = signal::kill(Pid::from_raw(-1), sig);
     } else {
-        for pid in crate::process::descendants(std::process::id() as i32) {
+        for pid in crate::descendants(std::process::id() as i32) {
             let _ = signal::kill(Pid::from_raw(pid), sig);
         }
     }
@@ -713,7 +713,7 @@ fn end_leftovers(spec: &Spec) -> usize {
         // Kill until none is left: one that forked between the scan and
         // the kill is found on the next round.
         for _ in 0..100 {
-            let left = crate::process::descendants(std::process::id() as i32);
+            let left = crate::descendants(std::process::id() as i32);
             if left.is_empty() {
                 break;
             }
