@@ -79,6 +79,8 @@ pub(super) struct Asked {
 /// What a call's PostToolUse hooks are given.
 pub(super) struct After {
     name: String,
+    /// A shell's result is also its `stdout`.
+    kind: crate::tool::ToolKind,
     /// The input that ran (a PermissionRequest hook may rewrite it).
     pub(super) input: Value,
     about: About,
@@ -110,7 +112,12 @@ impl SessionExecutor {
 
     /// What the PostToolUse hooks of the call in slot `i` will need, if it
     /// has any.
-    pub(super) fn after_call_input(&self, inner: &Inner, i: super::CallIdx) -> Option<After> {
+    pub(super) fn after_call_input(
+        &self,
+        inner: &Inner,
+        i: super::CallIdx,
+        kind: crate::tool::ToolKind,
+    ) -> Option<After> {
         let slot = &inner.slots[i];
         let hooks = &self.services.hooks;
         if !hooks.wants(HookEvent::PostToolUse, &slot.name) && !hooks.wants(HookEvent::PostToolUseFailure, &slot.name) {
@@ -119,6 +126,7 @@ impl SessionExecutor {
         let (mode, cwd) = self.mode_and_cwd(inner);
         Some(After {
             name: slot.name.clone(),
+            kind,
             input: slot.input.clone().unwrap_or_default(),
             about: about(slot),
             mode,
@@ -331,7 +339,7 @@ impl SessionExecutor {
             if let Some(path) = after.input.get("file_path").or_else(|| after.input.get("notebook_path")) {
                 response["filePath"] = path.clone();
             }
-            if after.name == crate::tools::bash::NAME {
+            if after.kind == crate::tool::ToolKind::Shell {
                 response["stdout"] = response["content"].clone();
             }
             input["tool_response"] = response;

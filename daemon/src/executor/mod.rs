@@ -75,21 +75,11 @@ use tracing::Instrument;
 use crate::permission::ask::{self, Answer, Asks};
 use crate::permission::rules::RuleSet;
 
-/// Tools whose calls `accept_edits` mode allows.
-const EDIT_TOOLS: &[&str] = &["Edit", "Write", "NotebookEdit", "MultiEdit"];
-/// Tools that only read files.
-const READ_TOOLS: &[&str] = &["Read", "Grep", "Glob", "LS"];
 use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
 use events::EventLog;
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx, Window};
-
-/// A path as the rules judge it: `..` removed lexically, then symlinks
-/// resolved (of the file, or of its directory for a file not there yet).
-fn real_path(abs: &std::path::Path) -> PathBuf {
-    crate::fs::real_path(abs).unwrap_or_else(|| crate::fs::normalize(abs))
-}
 
 /// How long a permission request waits for a first client on the stream
 /// (one that submits, then subscribes) before it is denied for want of one.
@@ -747,7 +737,7 @@ impl SessionExecutor {
             return (self.cwd.clone(), self.services.info.clone());
         }
         let mut info = (*self.services.info).clone();
-        crate::tools::config::apply(&mut info, &context.settings);
+        context.apply_settings(&mut info);
         match &context.worktree {
             None => (self.cwd.clone(), Arc::new(info)),
             Some(w) => {
@@ -908,9 +898,7 @@ impl SessionExecutor {
             None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };
         // The task list's tools: what they changed is sent after their result.
-        let tasks_before = (outcome.modifier.is_some()
-            && crate::tools::tasks::CHANGING.contains(&inner.slots[i].name.as_str()))
-        .then(|| inner.context.tasks.clone());
+        let tasks_before = outcome.modifier.is_some().then(|| inner.context.tasks.clone());
         let worktree_before = inner.context.worktree.clone();
         if let Some(modifier) = outcome.modifier.take() {
             modifier(&mut inner.context);

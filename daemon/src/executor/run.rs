@@ -2,6 +2,7 @@
 //! the sandbox profile it runs in, its future and what it yields.
 
 use super::*;
+use crate::tool::ToolKind;
 
 impl SessionExecutor {
     /// Admits the call in slot `i` and starts it (or its permission
@@ -33,7 +34,8 @@ impl SessionExecutor {
                 return self.carry_out(inner, actions);
             }
         };
-        let after = self.after_call_input(inner, i);
+        let kind = call.kind();
+        let after = self.after_call_input(inner, i, kind);
         inner.slots[i].input = None;
         ctx.approved_outside = approved_outside.map(Arc::new);
         let slot = &inner.slots[i];
@@ -61,7 +63,7 @@ impl SessionExecutor {
             }
             Some(ask) => hooked::Gate::Ask(self.open_request(&ids, ask, None)),
         };
-        if slot.name == crate::tools::task::NAME
+        if kind == ToolKind::Agents
             && let Some(host) = self.agent_host.get()
         {
             let log = self.events.clone();
@@ -93,7 +95,7 @@ impl SessionExecutor {
                 },
             });
         }
-        if slot.name == crate::tools::bash::NAME {
+        if kind == ToolKind::Shell {
             ctx.channel = Some(Arc::new(channel::CallPort {
                 executor: self.me.clone(),
                 call: ids.clone(),
@@ -101,7 +103,7 @@ impl SessionExecutor {
                 notes: std::sync::atomic::AtomicUsize::new(0),
             }));
         }
-        if slot.name == crate::tools::brief::NAME {
+        if kind == ToolKind::Messages {
             let log = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
             ctx.message = Some(Arc::new(move |message: String| {

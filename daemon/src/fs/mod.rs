@@ -176,6 +176,13 @@ pub fn normalize(abs: &Path) -> PathBuf {
     normal
 }
 
+/// A path as permission rules judge it: symlinks resolved (of the file,
+/// or of its directory for a file not there yet), or `..` removed
+/// lexically when it cannot be resolved.
+pub fn judged_path(abs: &Path) -> PathBuf {
+    real_path(abs).unwrap_or_else(|| normalize(abs))
+}
+
 /// Where `abs` really is: `..` removed, symlinks resolved (of the file, or
 /// of its directory for a file not there yet). `None` when neither exists.
 pub fn real_path(abs: &Path) -> Option<PathBuf> {

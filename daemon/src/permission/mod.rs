@@ -2,6 +2,10 @@
 //! the permissions issue; this module defines the decision every layer
 //! returns, so tools can already say what they think of a call.
 
+/// The tool whose rules say which files may be read (`Read(path)`): what
+/// an MCP resource read is judged as.
+pub const READ_TOOL: &str = "Read";
+
 pub mod ask;
 pub mod policy;
 pub mod rules;

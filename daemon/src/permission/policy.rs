@@ -43,6 +43,10 @@ pub struct BashFacts {
     /// What the sandbox cannot hide from any command of the session (the
     /// TLS face's key): the command asks whatever a rule says.
     pub exposes: Option<String>,
+    /// Every output redirection is an edit `accept_edits` allows (a literal
+    /// target inside the workspace, not protected): admission lets an
+    /// allow rule for the rest of the command cover it.
+    pub redirects_edit_inside: bool,
 }
 
 /// Everything the policy looks at.

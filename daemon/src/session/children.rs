@@ -101,7 +101,7 @@ impl SessionManager {
         // Sub-agents do not make sub-agents.
         tools.disabled.push(crate::tools::task::NAME.to_owned());
         let mut bash = info.bash;
-        crate::tools::config::apply_to_bash(&mut bash, &context.settings);
+        context.apply_bash_settings(&mut bash);
         Ok(SessionCreateParams {
             cwd,
             mode: Some(context.mode.unwrap_or(info.mode)),

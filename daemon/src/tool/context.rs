@@ -41,6 +41,26 @@ pub struct SessionContext {
     pub settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
+impl SessionContext {
+    /// The session's settings with the model's changes (Config) applied.
+    pub fn apply_settings(&self, info: &mut agentd_protocol::session::SessionInfo) {
+        self.apply_bash_settings(&mut info.bash);
+    }
+
+    /// The Bash limits with the model's changes applied: it may lower
+    /// them, never raise them past the session's.
+    pub fn apply_bash_settings(&self, bash: &mut agentd_protocol::session::BashOptions) {
+        for (setting, value) in &self.settings {
+            let Some(n) = value.as_u64() else { continue };
+            match setting.as_str() {
+                "bash.default_timeout_ms" => bash.default_timeout_ms = n.min(bash.max_timeout_ms),
+                "bash.max_output_chars" => bash.max_output_chars = n.min(bash.max_output_chars),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// The session's tools as a call sees them: what ToolSearch needs, and no
 /// more (the tool set itself lives above calls).
 pub trait ToolCatalogue: Send + Sync {
@@ -195,6 +215,11 @@ impl<P: Serialize> ProgressSink<P> {
 }
 
 impl ToolContext {
+    /// What the Bash sandbox can do here.
+    pub fn sandbox(&self) -> &crate::sandbox::Facility {
+        &self.sandbox
+    }
+
     /// Whether a (canonical) path is inside the workspace.
     pub fn inside(&self, path: &Path) -> bool {
         crate::fs::is_inside(&self.cwd, &self.info.add_dirs, path)

@@ -137,6 +137,14 @@ pub trait PreparedCall: Send + Sync {
     fn interrupt_behavior(&self) -> InterruptBehavior {
         InterruptBehavior::Cancel
     }
+    /// What the executor and the permission policy treat it as.
+    fn kind(&self) -> super::ToolKind {
+        super::ToolKind::Other
+    }
+    /// The facts of a shell command (see [`super::Tool::shell_facts`]).
+    fn shell_facts(&self, _ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {
+        None
+    }
     /// What permission rules look at.
     fn permission_target(&self) -> crate::permission::PermissionTarget {
         crate::permission::PermissionTarget::None
@@ -298,6 +306,14 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
 
     fn permission_target(&self) -> crate::permission::PermissionTarget {
         self.tool.permission_target(&self.input)
+    }
+
+    fn kind(&self) -> super::ToolKind {
+        T::KIND
+    }
+
+    fn shell_facts(&self, ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {
+        self.tool.shell_facts(&self.input, ctx)
     }
 
     fn render_use(&self) -> String {

@@ -39,6 +39,35 @@ pub enum InterruptBehavior {
     Block,
 }
 
+/// What the executor and the permission policy treat a tool as, whatever
+/// its name: a tool declares it ([`Tool::KIND`]), so neither names a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolKind {
+    /// Nothing treated apart.
+    #[default]
+    Other,
+    /// Reads the one file it names (Read): the session's own output and
+    /// plan file are open to it.
+    ReadsFile,
+    /// Reads the files of a tree (Grep, Glob, LS): the session's own output
+    /// is open to it.
+    Searches,
+    /// Changes the one file it names (Edit, Write, NotebookEdit): protected
+    /// files ask, and the session's plan file may be written in plan mode.
+    EditsFile,
+    /// Asks the user (AskUserQuestion): only a person answers it, and the
+    /// answers come with the approval.
+    Question,
+    /// Runs a shell command (Bash): it has [`Tool::shell_facts`], runs in a
+    /// sandbox profile, and gets a line back to its session for what it
+    /// asks while it runs (the network gate).
+    Shell,
+    /// Starts sub-agents (Task): it gets the session's agent host.
+    Agents,
+    /// Sends the user messages (Brief): it gets a way to send them.
+    Messages,
+}
+
 /// A call's input was legal JSON of the right shape but is not acceptable
 /// (first permission layer, before any rule is consulted).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,6 +137,15 @@ pub trait Tool: Send + Sync + Sized + 'static {
     /// The tool's name, as the model calls it.
     const NAME: &'static str;
 
+    /// What the executor and the permission policy treat this tool as.
+    /// Default: nothing apart.
+    const KIND: ToolKind = ToolKind::Other;
+
+    /// May its calls run beside other concurrency-safe calls, whatever
+    /// their input? Default: no ([`Tool::is_concurrency_safe`] says it per
+    /// input when that depends on the input).
+    const CONCURRENCY_SAFE: bool = false;
+
     /// Old names that still reach this tool after a rename.
     fn aliases(&self) -> &'static [&'static str] {
         &[]
@@ -137,19 +175,27 @@ pub trait Tool: Send + Sync + Sized + 'static {
         crate::permission::PermissionTarget::None
     }
 
-    /// May this call run beside other concurrency-safe calls? Default: no.
+    /// The facts the permission policy decides a shell command on, from
+    /// one parse of it (tools of [`ToolKind::Shell`] only).
+    fn shell_facts(&self, _input: &Self::Input, _ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {
+        None
+    }
+
+    /// May this call run beside other concurrency-safe calls? Default:
+    /// [`Tool::CONCURRENCY_SAFE`].
     fn is_concurrency_safe(&self, _input: &Self::Input) -> bool {
-        false
+        Self::CONCURRENCY_SAFE
     }
 
-    /// Does this call only read? Default: no.
+    /// Does this call only read? Default: what [`Tool::hints`] says.
     fn is_read_only(&self, _input: &Self::Input) -> bool {
-        false
+        self.hints().read_only
     }
 
-    /// Could this call destroy something? Unknown counts as yes.
+    /// Could this call destroy something? Default: what [`Tool::hints`]
+    /// says (unknown counts as yes).
     fn is_destructive(&self, _input: &Self::Input) -> bool {
-        true
+        self.hints().destructive
     }
 
     /// What an interrupt does to a running call. Default: cancel it.
@@ -193,8 +239,9 @@ pub trait Tool: Send + Sync + Sized + 'static {
         false
     }
 
-    /// What the tool does whatever its input (MCP tool annotations).
-    /// Default: fail-closed (may destroy).
+    /// What the tool does whatever its input (MCP tool annotations): the one
+    /// place a tool says it only reads or may destroy. Default: fail-closed
+    /// (may destroy).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::default()
     }

@@ -91,6 +91,7 @@ impl Tool for AskUserQuestion {
     type Progress = ();
 
     const NAME: &'static str = NAME;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Question;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -131,14 +132,6 @@ impl Tool for AskUserQuestion {
     fn check_permissions(&self, input: &AskUserQuestionInput, _ctx: &ToolContext) -> Decision {
         let first = input.questions.first().map(|q| q.question.as_str()).unwrap_or_default();
         Decision::ask(format!("the model asks: {first}"))
-    }
-
-    fn is_read_only(&self, _input: &AskUserQuestionInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &AskUserQuestionInput) -> bool {
-        false
     }
 
     async fn call(

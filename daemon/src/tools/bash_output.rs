@@ -78,6 +78,7 @@ impl Tool for BashOutput {
     type Progress = ();
 
     const NAME: &'static str = "BashOutput";
+    const CONCURRENCY_SAFE: bool = true;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -95,18 +96,6 @@ impl Tool for BashOutput {
 
     fn check_permissions(&self, _input: &BashOutputInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &BashOutputInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &BashOutputInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &BashOutputInput) -> bool {
-        false
     }
 
     async fn call(
@@ -138,6 +127,7 @@ impl Tool for TaskOutput {
     type Progress = ();
 
     const NAME: &'static str = "TaskOutput";
+    const CONCURRENCY_SAFE: bool = true;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -159,18 +149,6 @@ impl Tool for TaskOutput {
 
     fn check_permissions(&self, _input: &TaskOutputInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &TaskOutputInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &TaskOutputInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &TaskOutputInput) -> bool {
-        false
     }
 
     async fn call(

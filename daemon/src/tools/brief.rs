@@ -40,6 +40,8 @@ impl Tool for Brief {
     type Progress = ();
 
     const NAME: &'static str = NAME;
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Messages;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
@@ -63,18 +65,6 @@ impl Tool for Brief {
 
     fn check_permissions(&self, _input: &BriefInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &BriefInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &BriefInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &BriefInput) -> bool {
-        false
     }
 
     async fn call(

@@ -5,8 +5,6 @@
 //! fine, changing it is refused with the reason. Changes are context
 //! modifiers (in request order) and last for the session.
 
-use std::collections::BTreeMap;
-
 use agentd_protocol::session::SessionInfo;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -116,23 +114,6 @@ fn check(base: &SessionInfo, setting: &str, value: &Value) -> Result<Value, Stri
     Ok(Value::from(n))
 }
 
-/// Applies the model's changes to a session's settings.
-pub fn apply(info: &mut SessionInfo, overrides: &BTreeMap<String, Value>) {
-    apply_to_bash(&mut info.bash, overrides);
-}
-
-/// Applies the model's changes to the Bash limits.
-pub fn apply_to_bash(bash: &mut agentd_protocol::session::BashOptions, overrides: &BTreeMap<String, Value>) {
-    for (setting, value) in overrides {
-        let Some(n) = value.as_u64() else { continue };
-        match setting.as_str() {
-            "bash.default_timeout_ms" => bash.default_timeout_ms = n.min(bash.max_timeout_ms),
-            "bash.max_output_chars" => bash.max_output_chars = n.min(bash.max_output_chars),
-            _ => {}
-        }
-    }
-}
-
 impl Tool for Config {
     type Input = ConfigInput;
     type Output = ConfigOutput;
@@ -177,10 +158,6 @@ impl Tool for Config {
 
     fn is_concurrency_safe(&self, input: &ConfigInput) -> bool {
         input.value.is_none()
-    }
-
-    fn is_destructive(&self, _input: &ConfigInput) -> bool {
-        false
     }
 
     async fn call(

@@ -55,6 +55,7 @@ impl Tool for Edit {
     type Progress = ();
 
     const NAME: &'static str = "Edit";
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }
@@ -207,6 +208,7 @@ impl Tool for MultiEdit {
     type Progress = ();
 
     const NAME: &'static str = "MultiEdit";
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
 
     fn description(&self) -> String {
         "Makes several exact-string replacements in one file, in order, all or none (as Edit does one).".to_owned()

@@ -57,6 +57,8 @@ impl Tool for Glob {
     type Progress = ();
 
     const NAME: &'static str = "Glob";
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -91,18 +93,6 @@ impl Tool for Glob {
             Some(p) if !ctx.outside_note(p).is_empty() => Decision::ask(format!("search {p}, outside the workspace")),
             _ => Decision::Allow,
         }
-    }
-
-    fn is_concurrency_safe(&self, _input: &GlobInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &GlobInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &GlobInput) -> bool {
-        false
     }
 
     async fn call(

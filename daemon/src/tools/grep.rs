@@ -125,6 +125,8 @@ impl Tool for Grep {
     type Progress = ();
 
     const NAME: &'static str = "Grep";
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -156,18 +158,6 @@ impl Tool for Grep {
             Some(p) if !ctx.outside_note(p).is_empty() => Decision::ask(format!("search {p}, outside the workspace")),
             _ => Decision::Allow,
         }
-    }
-
-    fn is_concurrency_safe(&self, _input: &GrepInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &GrepInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &GrepInput) -> bool {
-        false
     }
 
     async fn call(

@@ -46,6 +46,8 @@ impl Tool for Ls {
     type Progress = ();
 
     const NAME: &'static str = "LS";
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -74,18 +76,6 @@ impl Tool for Ls {
         } else {
             Decision::ask(format!("list {}, outside the workspace", input.path))
         }
-    }
-
-    fn is_concurrency_safe(&self, _input: &LsInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &LsInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &LsInput) -> bool {
-        false
     }
 
     async fn call(

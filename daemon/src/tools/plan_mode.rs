@@ -51,7 +51,7 @@ impl Tool for EnterPlanMode {
     const NAME: &'static str = "EnterPlanMode";
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
+        agentd_protocol::tools::ToolHints::READ_ONLY
     }
 
     fn description(&self) -> String {
@@ -71,14 +71,6 @@ impl Tool for EnterPlanMode {
     fn check_permissions(&self, _input: &EnterPlanModeInput, _ctx: &ToolContext) -> Decision {
         // It only narrows what may run.
         Decision::Allow
-    }
-
-    fn is_read_only(&self, _input: &EnterPlanModeInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &EnterPlanModeInput) -> bool {
-        false
     }
 
     async fn call(
@@ -200,8 +192,10 @@ impl Tool for ExitPlanMode {
 
     const NAME: &'static str = "ExitPlanMode";
 
+    /// Read-only: it must run in plan mode, where only read-only tools do;
+    /// it changes nothing but the mode, once the user agreed.
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
+        agentd_protocol::tools::ToolHints::READ_ONLY
     }
 
     fn aliases(&self) -> &'static [&'static str] {
@@ -243,16 +237,6 @@ impl Tool for ExitPlanMode {
             (_, true) => Decision::ask("leave plan mode (no plan was written)"),
             (None, false) => Decision::ask("approve the plan and leave plan mode"),
         }
-    }
-
-    /// It must run in plan mode, where only read-only tools do; it changes
-    /// nothing but the mode, once the user agreed.
-    fn is_read_only(&self, _input: &ExitPlanModeInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &ExitPlanModeInput) -> bool {
-        false
     }
 
     async fn call(

@@ -89,6 +89,8 @@ impl Tool for Read {
     type Progress = ();
 
     const NAME: &'static str = "Read";
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::ReadsFile;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -139,18 +141,6 @@ impl Tool for Read {
             }
             _ => Decision::ask(format!("read {}, outside the workspace", input.file_path)),
         }
-    }
-
-    fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &ReadInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &ReadInput) -> bool {
-        false
     }
 
     async fn call(

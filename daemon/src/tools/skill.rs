@@ -270,6 +270,7 @@ impl Tool for SkillTool {
     type Progress = ();
 
     const NAME: &'static str = "Skill";
+    const CONCURRENCY_SAFE: bool = true;
 
     /// Claude Code's older name for it.
     fn aliases(&self) -> &'static [&'static str] {
@@ -307,18 +308,6 @@ impl Tool for SkillTool {
     fn check_permissions(&self, _input: &SkillInput, _ctx: &ToolContext) -> Decision {
         // Only files the user or the workspace put there as skills.
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &SkillInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &SkillInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &SkillInput) -> bool {
-        false
     }
 
     async fn call(

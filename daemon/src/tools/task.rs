@@ -136,6 +136,8 @@ impl Tool for TaskTool {
     type Progress = ();
 
     const NAME: &'static str = NAME;
+    const CONCURRENCY_SAFE: bool = true;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Agents;
 
     fn aliases(&self) -> &'static [&'static str] {
         ALIASES
@@ -198,14 +200,6 @@ impl Tool for TaskTool {
     fn check_permissions(&self, _input: &TaskInput, _ctx: &ToolContext) -> Decision {
         // The sub-agent's calls are checked in its session, by the parent's rules.
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &TaskInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &TaskInput) -> bool {
-        false
     }
 
     async fn call(

@@ -23,9 +23,6 @@ const MAX_SHORT: usize = 500;
 /// `tasks/changed` event).
 const MAX_LIST_BYTES: usize = 1024 * 1024;
 
-/// The tools that change the list (the executor reports their changes).
-pub const CHANGING: &[&str] = &["TaskCreate", "TaskUpdate"];
-
 /// The TaskCreate tool.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskCreate;
@@ -310,6 +307,7 @@ impl Tool for TaskGet {
     type Progress = ();
 
     const NAME: &'static str = "TaskGet";
+    const CONCURRENCY_SAFE: bool = true;
 
     list_tool_basics!();
 
@@ -326,14 +324,6 @@ impl Tool for TaskGet {
         find(ctx, &input.task_id)
             .map(|_| ())
             .ok_or_else(|| ValidationError::new(format!("no task {:?}", input.task_id)))
-    }
-
-    fn is_concurrency_safe(&self, _input: &TaskGetInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &TaskGetInput) -> bool {
-        true
     }
 
     async fn call(
@@ -363,6 +353,7 @@ impl Tool for TaskList {
     type Progress = ();
 
     const NAME: &'static str = "TaskList";
+    const CONCURRENCY_SAFE: bool = true;
 
     list_tool_basics!();
 
@@ -372,14 +363,6 @@ impl Tool for TaskList {
 
     fn description(&self) -> String {
         "Lists the session's tasks: ID, status, subject, owner and what blocks each.".to_owned()
-    }
-
-    fn is_concurrency_safe(&self, _input: &TaskListInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &TaskListInput) -> bool {
-        true
     }
 
     async fn call(

@@ -99,10 +99,6 @@ impl Tool for TodoWrite {
         Decision::Allow
     }
 
-    fn is_destructive(&self, _input: &TodoWriteInput) -> bool {
-        false
-    }
-
     async fn call(
         &self,
         input: TodoWriteInput,

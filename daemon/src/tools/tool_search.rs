@@ -48,6 +48,7 @@ impl Tool for ToolSearch {
     type Progress = ();
 
     const NAME: &'static str = crate::tool::toolset::TOOL_SEARCH;
+    const CONCURRENCY_SAFE: bool = true;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::READ_ONLY
@@ -77,18 +78,6 @@ impl Tool for ToolSearch {
     fn check_permissions(&self, _input: &ToolSearchInput, _ctx: &ToolContext) -> Decision {
         // It only reveals definitions of tools the session already has.
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &ToolSearchInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &ToolSearchInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &ToolSearchInput) -> bool {
-        false
     }
 
     fn always_load(&self) -> bool {

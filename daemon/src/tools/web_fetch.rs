@@ -473,6 +473,7 @@ impl Tool for WebFetch {
     type Progress = ();
 
     const NAME: &'static str = "WebFetch";
+    const CONCURRENCY_SAFE: bool = true;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
@@ -503,18 +504,6 @@ impl Tool for WebFetch {
     fn check_permissions(&self, input: &WebFetchInput, _ctx: &ToolContext) -> Decision {
         let host = parse(&input.url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
         Decision::Ask { reason: format!("fetch {host}"), suggestion: Some(format!("WebFetch(domain:{host})")) }
-    }
-
-    fn is_concurrency_safe(&self, _input: &WebFetchInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &WebFetchInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &WebFetchInput) -> bool {
-        false
     }
 
     async fn call(

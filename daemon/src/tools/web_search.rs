@@ -103,6 +103,7 @@ impl Tool for WebSearch {
     type Progress = ();
 
     const NAME: &'static str = "WebSearch";
+    const CONCURRENCY_SAFE: bool = true;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
@@ -133,18 +134,6 @@ impl Tool for WebSearch {
 
     fn check_permissions(&self, _input: &WebSearchInput, _ctx: &ToolContext) -> Decision {
         Decision::Ask { reason: "search the web".into(), suggestion: Some("WebSearch".into()) }
-    }
-
-    fn is_concurrency_safe(&self, _input: &WebSearchInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &WebSearchInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &WebSearchInput) -> bool {
-        false
     }
 
     async fn call(

@@ -64,6 +64,7 @@ impl Tool for Write {
     type Progress = ();
 
     const NAME: &'static str = "Write";
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }

@@ -28,6 +28,7 @@ use crate::process::{self, Capture};
 use crate::shell;
 use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
+mod facts;
 mod launch;
 use launch::{launch, network_of, object_staging, sandbox_roots, walls_missing};
 
@@ -44,11 +45,6 @@ pub struct Bash;
 
 /// Its name.
 pub const NAME: &str = "Bash";
-
-/// The command of a Bash input, on one line, for permission reasons.
-pub fn command_line(input: Option<&serde_json::Value>) -> String {
-    one_line(input.and_then(|i| i.get("command")).and_then(|c| c.as_str()).unwrap_or(""), 120)
-}
 
 /// What to do with a running command when the user interrupts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -90,7 +86,6 @@ pub struct BashInput {
     /// because the sandbox blocked it and it truly needs more (the result
     /// says so); the user is always asked.
     #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "dangerouslyDisableSandbox")]
-    #[expect(dead_code, reason = "the permission check reads it from the raw input, before parsing")]
     pub dangerously_disable_sandbox: bool,
 }
 
@@ -164,9 +159,14 @@ impl Tool for Bash {
     type Progress = BashProgress;
 
     const NAME: &'static str = NAME;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Shell;
 
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::default() }
+    }
+
+    fn shell_facts(&self, input: &BashInput, ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {
+        Some(facts::permission_facts(input, ctx))
     }
 
     fn description(&self) -> String {
@@ -692,53 +692,11 @@ fn word_inside(arg: &str, here: &Path, ctx: &ToolContext) -> bool {
 /// its directory is).
 fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
     let Ok(mut script) = shell::parse(command) else { return false };
-    if !redirects_edit_inside(&script, ctx) {
+    if !facts::redirects_edit_inside(&script, ctx) {
         return false;
     }
     script.commands.iter_mut().for_each(|c| c.writes_files.clear());
     shell::is_read_only(&script)
-}
-
-/// Whether `script` has output redirections and every one is an edit
-/// `accept_edits` allows: a literal target inside the workspace (a symlink
-/// counts where it points; a new file where its directory is) that is not
-/// a protected file (hooks, settings: those ask).
-pub fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
-    let targets: Vec<&String> = script.commands.iter().flat_map(|c| &c.writes_files).collect();
-    if targets.is_empty() {
-        return false;
-    }
-    // A `cd` (`builtin cd` too) would take a relative target elsewhere.
-    let moves = shell::changes_directory(script);
-    let workspace: &Path = &ctx.cwd;
-    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
-    let git_dir = crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
-    targets.iter().all(|target| {
-        if target.is_empty()
-            || target.contains(['$', '`', '~', '*', '?', '[', '{'])
-            || (moves && !target.starts_with('/'))
-        {
-            return false;
-        }
-        let raw = Path::new(target.as_str());
-        let abs = if raw.is_absolute() { raw.to_path_buf() } else { here.join(raw) };
-        let real = crate::fs::real_path(&abs);
-        // Never a protected file (hooks, settings): that asks.
-        real.is_some_and(|r| {
-            ctx.inside(&r)
-                && !crate::fs::in_state_dir(&r)
-                // An ask or deny rule on the file keeps it for the user.
-                && ["Edit", "Write"].iter().all(|tool| {
-                    ctx.rules.decide(tool, &crate::permission::rules::Facts::Path(r.clone())).is_none_or(|rule| {
-                        rule.kind == crate::permission::rules::RuleKind::Allow
-                    })
-                })
-                && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
-                && !crate::permission::is_protected_target(&ctx.cwd, &r)
-                && !crate::permission::is_user_protected(&r)
-                && git_dir.as_ref().is_none_or(|g| !r.starts_with(g))
-        })
-    })
 }
 
 /// Whether `command` parses and only reads.

@@ -27,6 +27,7 @@ impl Tool for TestBlock {
     type Progress = ();
 
     const NAME: &'static str = "TestBlock";
+    const CONCURRENCY_SAFE: bool = true;
 
     fn description(&self) -> String {
         "Runs for a while and cannot be interrupted (a test tool).".to_owned()
@@ -34,10 +35,6 @@ impl Tool for TestBlock {
 
     fn check_permissions(&self, _input: &TestBlockInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &TestBlockInput) -> bool {
-        true
     }
 
     fn interrupt_behavior(&self, _input: &TestBlockInput) -> InterruptBehavior {

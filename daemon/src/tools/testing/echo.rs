@@ -29,6 +29,11 @@ impl Tool for TestEcho {
     type Progress = ();
 
     const NAME: &'static str = "TestEcho";
+    const CONCURRENCY_SAFE: bool = true;
+
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
+    }
 
     fn aliases(&self) -> &'static [&'static str] {
         &["Echo"]
@@ -47,18 +52,6 @@ impl Tool for TestEcho {
 
     fn check_permissions(&self, _input: &TestEchoInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &TestEchoInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &TestEchoInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &TestEchoInput) -> bool {
-        false
     }
 
     async fn call(

@@ -53,6 +53,10 @@ impl Tool for TestSleep {
 
     const NAME: &'static str = "TestSleep";
 
+    fn hints(&self) -> agentd_protocol::tools::ToolHints {
+        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
+    }
+
     fn description(&self) -> String {
         "Sleeps for a while (a test tool).".to_owned()
     }
@@ -63,14 +67,6 @@ impl Tool for TestSleep {
 
     fn is_concurrency_safe(&self, input: &TestSleepInput) -> bool {
         input.safe
-    }
-
-    fn is_read_only(&self, _input: &TestSleepInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &TestSleepInput) -> bool {
-        false
     }
 
     async fn call(

@@ -1,0 +1,237 @@
+//! What the permission policy needs to know about a Bash command, from one
+//! parse of it: whether it writes files, whether git would run code from a
+//! repository's configuration, which deny rules its arguments and
+//! redirections run into, and whether its redirections are edits
+//! `accept_edits` allows.
+
+use std::path::{Path, PathBuf};
+
+use crate::permission::policy::BashFacts;
+use crate::permission::rules::{Facts, RuleKind};
+use crate::shell;
+use crate::tool::ToolContext;
+
+use super::{BashInput, one_line};
+
+/// Git subcommands that never print a file's contents from the
+/// repository's history (where no path of the workspace is opened, so a
+/// `Read` deny rule cannot be checked).
+const GIT_NO_CONTENT: &[&str] = &[
+    "status",
+    "branch",
+    "rev-parse",
+    "ls-files",
+    "worktree",
+    "remote",
+    "tag",
+    "describe",
+    "merge-base",
+    "name-rev",
+    "rev-list",
+    "count-objects",
+    "add",
+    "commit",
+    "push",
+    "fetch",
+    "pull",
+    "checkout",
+    "switch",
+    "restore",
+    "reset",
+    "init",
+    "clone",
+    "config",
+    "rm",
+    "mv",
+    "version",
+    "help",
+];
+
+/// Programs that write the files their arguments name (in-place editors,
+/// copies, moves): an Edit deny rule applies to those too.
+const WRITES_ARGS: &[&str] = &[
+    "sed", "perl", "tee", "cp", "mv", "ln", "install", "truncate", "touch", "rm", "dd", "chmod", "chown", "sort",
+    "patch", "rsync", "tar", "unzip", "git", "ex", "vi", "vim", "nvim", "ed", "nano", "emacs",
+];
+
+/// The facts of one call, from one parse of its command.
+pub(super) fn permission_facts(input: &BashInput, ctx: &ToolContext) -> BashFacts {
+    let parsed = shell::parse(&input.command).ok();
+    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| ctx.cwd.to_path_buf());
+    BashFacts {
+        command: one_line(&input.command, 120),
+        disable_sandbox: input.dangerously_disable_sandbox,
+        writes_files: parsed.as_ref().is_none_or(|s| s.commands.iter().any(|c| !c.writes_files.is_empty())),
+        git_runs_code: git_runs_code(parsed.as_ref(), &here),
+        redirect_denied: redirect_denied(parsed.as_ref(), ctx, &here),
+        read_denied: parsed.as_ref().and_then(|s| read_denied(s, ctx, &here)),
+        exposes: super::secret_exposure(&ctx.info, ctx.sandbox(), &ctx.cwd).map(str::to_owned),
+        redirects_edit_inside: parsed.as_ref().is_some_and(|s| redirects_edit_inside(s, ctx)),
+    }
+}
+
+/// What in a repository's git configuration would run a program, when the
+/// command runs git there (or a repository not checked: `-C`, a computed
+/// `cd`).
+fn git_runs_code(parsed: Option<&shell::Script>, here: &Path) -> Option<String> {
+    let parts = parsed.map(shell::effective).unwrap_or_default();
+    let gits: Vec<&shell::Effective> = parts.iter().filter(|e| e.program.as_deref() == Some("git")).collect();
+    if gits.is_empty() {
+        return None;
+    }
+    let elsewhere = gits
+        .iter()
+        .any(|e| e.args.iter().any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree")));
+    // Where the command's `cd`s take git (a nested repository).
+    let mut dirs = vec![here.to_path_buf()];
+    // A `cd` behind a wrapper (`builtin cd`) goes where the walk below
+    // does not look.
+    let mut computed_cd = parsed.is_some_and(shell::wrapped_cd);
+    for c in parsed.iter().flat_map(|s| &s.commands) {
+        if matches!(c.program.as_deref(), Some("cd" | "pushd" | "popd")) {
+            match c.args.iter().find(|a| !a.starts_with('-')) {
+                Some(t) if !shell::target_is_computed(t) && c.program.as_deref() != Some("popd") => {
+                    dirs.push(here.join(t))
+                }
+                // `cd` alone goes home, `cd -` back, `popd` anywhere.
+                _ => computed_cd = true,
+            }
+        }
+    }
+    if elsewhere || computed_cd {
+        return Some(
+            "-C, --git-dir, --work-tree or a computed cd name a repository whose configuration is not checked"
+                .to_owned(),
+        );
+    }
+    dirs.iter().find_map(|d| crate::permission::git_config_runs_code(d))
+}
+
+/// The `Read` deny rule an argument or input redirection of the command
+/// names (after symlinks), if any. Arguments computed at run time are not
+/// judged here: the sandbox hides the files such rules name.
+fn read_denied(script: &shell::Script, ctx: &ToolContext, here: &Path) -> Option<String> {
+    let rules = &ctx.rules;
+    let read_deny = rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read")?;
+    // Git prints files' contents from its own objects: only subcommands
+    // that never print contents run.
+    for e in shell::effective(script) {
+        if e.program.as_deref() == Some("git")
+            && let Some(sub) = e.args.iter().find(|a| !a.starts_with('-'))
+            && !GIT_NO_CONTENT.contains(&sub.as_str())
+        {
+            return Some(format!(
+                "git {sub} prints files from the repository's history, which the rule {} ({}) cannot be checked against",
+                read_deny.text, read_deny.origin.source
+            ));
+        }
+    }
+    for word in script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files)) {
+        let value = word.split_once('=').map(|(_, v)| v).unwrap_or(word);
+        if value.is_empty() || value.starts_with('-') || shell::target_is_computed(value) {
+            continue;
+        }
+        let path = crate::fs::judged_path(&absolute(here, value));
+        if let Some(r) = rules.read_denied(&path) {
+            return Some(format!("the rule {} ({}) denies reading {value}", r.text, r.origin.source));
+        }
+    }
+    None
+}
+
+/// The deny rule an output redirection of the command (or a file a
+/// writing program names) runs into, if any; a command that cannot be
+/// parsed cannot be checked, so it runs into the first Edit/Write deny
+/// rule.
+fn redirect_denied(parsed: Option<&shell::Script>, ctx: &ToolContext, here: &Path) -> Option<String> {
+    let rules = &ctx.rules;
+    let edit_deny =
+        rules.rules.iter().find(|r| r.kind == RuleKind::Deny && matches!(r.tool.as_str(), "Edit" | "Write"))?;
+    let Some(script) = parsed else {
+        return Some(format!("the command cannot be parsed, so the rule {} cannot be checked", edit_deny.text));
+    };
+    // Where a target lands is only known when it is written out and the
+    // command does not change directory first.
+    let moves = shell::changes_directory(script);
+    let writers: Vec<String> = shell::effective(script)
+        .iter()
+        .filter(|e| e.program.as_deref().is_some_and(|p| WRITES_ARGS.contains(&p)))
+        // `sed` without -i only reads.
+        .filter(|e| {
+            let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
+            !(e.program.as_deref() == Some("sed") && shell::program_reads("sed", &args))
+        })
+        .flat_map(|e| {
+            e.args
+                .iter()
+                .filter(|a| !a.starts_with('-'))
+                .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let redirects = script.commands.iter().flat_map(|c| c.writes_files.iter().cloned());
+    for target in redirects.chain(writers) {
+        if target.is_empty() {
+            continue;
+        }
+        if moves || shell::target_is_computed(&target) {
+            return Some(format!(
+                "the redirection to {target} cannot be checked against the rule {} ({})",
+                edit_deny.text, edit_deny.origin.source
+            ));
+        }
+        let facts = Facts::Path(crate::fs::judged_path(&absolute(here, &target)));
+        for tool in ["Edit", "Write"] {
+            if let Some(r) = rules.decide(tool, &facts).filter(|r| r.kind == RuleKind::Deny) {
+                return Some(format!("the rule {} ({}) denies writing {target}", r.text, r.origin.source));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `script` has output redirections and every one is an edit
+/// `accept_edits` allows: a literal target inside the workspace (a symlink
+/// counts where it points; a new file where its directory is) that is not
+/// a protected file (hooks, settings: those ask).
+pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
+    let targets: Vec<&String> = script.commands.iter().flat_map(|c| &c.writes_files).collect();
+    if targets.is_empty() {
+        return false;
+    }
+    // A `cd` (`builtin cd` too) would take a relative target elsewhere.
+    let moves = shell::changes_directory(script);
+    let workspace: &Path = &ctx.cwd;
+    let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
+    let git_dir = crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
+    targets.iter().all(|target| {
+        if target.is_empty()
+            || target.contains(['$', '`', '~', '*', '?', '[', '{'])
+            || (moves && !target.starts_with('/'))
+        {
+            return false;
+        }
+        let real = crate::fs::real_path(&absolute(&here, target));
+        // Never a protected file (hooks, settings): that asks.
+        real.is_some_and(|r| {
+            ctx.inside(&r)
+                && !crate::fs::in_state_dir(&r)
+                // An ask or deny rule on the file keeps it for the user.
+                && ["Edit", "Write"].iter().all(|tool| {
+                    ctx.rules
+                        .decide(tool, &Facts::Path(r.clone()))
+                        .is_none_or(|rule| rule.kind == RuleKind::Allow)
+                })
+                && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
+                && !crate::permission::is_protected_target(&ctx.cwd, &r)
+                && !crate::permission::is_user_protected(&r)
+                && git_dir.as_ref().is_none_or(|g| !r.starts_with(g))
+        })
+    })
+}
+
+/// `value` as an absolute path, relative ones from `here`.
+fn absolute(here: &Path, value: &str) -> PathBuf {
+    let raw = PathBuf::from(value);
+    if raw.is_absolute() { raw } else { here.join(raw) }
+}
