@@ -247,8 +247,8 @@ impl SessionExecutor {
                     }
                     Some(Decision::Allow) => match said.updated_input {
                         None => {
-                            ctx.may_write_protected = true;
-                            ctx.approved_outside = ask.outside.map(Arc::new);
+                            ctx.grant.may_write_protected = true;
+                            ctx.grant.approved_outside = ask.outside.map(Arc::new);
                             return Ok(None);
                         }
                         Some(updated) => {
@@ -275,9 +275,9 @@ impl SessionExecutor {
         };
         let outside = wait.outside.clone();
         let answers = self.wait_for_answer(wait, token).await?;
-        ctx.answers = answers.map(Arc::new);
-        ctx.may_write_protected = true;
-        ctx.approved_outside = outside.map(Arc::new);
+        ctx.grant.answers = answers.map(Arc::new);
+        ctx.grant.may_write_protected = true;
+        ctx.grant.approved_outside = outside.map(Arc::new);
         Ok(rewritten)
     }
 
@@ -301,8 +301,8 @@ impl SessionExecutor {
         let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, ctx, &mut grant, true);
         inner.slots[i].input = None;
         let asks = admitted.map_err(|refused| text_of(&refused.content))?;
-        ctx.approved_outside = grant.approved_outside.map(Arc::new);
-        ctx.scrub_env = grant.scrub_env;
+        ctx.grant.approved_outside = grant.approved_outside.map(Arc::new);
+        ctx.grant.scrub_env = grant.scrub_env;
         if let Some(profile) = grant.profile {
             self.confine(&mut inner, i, ctx, profile);
         }

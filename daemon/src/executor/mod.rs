@@ -766,6 +766,9 @@ impl SessionExecutor {
 
     fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
         let (cwd, info) = self.workspace(context);
+        let mut services = crate::tool::context::Services::default();
+        services.provide(self.services.jobs.clone());
+        services.provide(self.services.sandbox.clone());
         ToolContext {
             session_id: self.session_id.clone(),
             cwd,
@@ -774,17 +777,9 @@ impl SessionExecutor {
             session: Arc::new(context.clone()),
             info,
             output_dir: self.services.output_dir.clone(),
-            jobs: self.services.jobs.clone(),
-            answers: None,
-            approved_outside: None,
-            sandbox: self.services.sandbox.clone(),
             rules: self.services.rules.clone(),
-            sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
-            scrub_env: false,
-            may_write_protected: false,
-            message: None,
-            agent: None,
-            channel: None,
+            grant: crate::tool::context::CallGrant::default(),
+            services,
         }
     }
 

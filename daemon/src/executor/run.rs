@@ -20,8 +20,8 @@ impl SessionExecutor {
         let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant, pre.allows());
         let admitted = pre.overrule(admitted, &inner.slots[i]);
         let Grant { approved_outside, profile, scrub_env } = grant;
-        ctx.scrub_env = scrub_env;
-        ctx.may_write_protected =
+        ctx.grant.scrub_env = scrub_env;
+        ctx.grant.may_write_protected =
             inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {
             self.confine(inner, i, &mut ctx, profile);
@@ -37,7 +37,7 @@ impl SessionExecutor {
         let kind = call.kind();
         let after = self.after_call_input(inner, i, kind);
         inner.slots[i].input = None;
-        ctx.approved_outside = approved_outside.map(Arc::new);
+        ctx.grant.approved_outside = approved_outside.map(Arc::new);
         let slot = &inner.slots[i];
         let started = EventKind::ToolStarted {
             turn_id: slot.turn_id.to_string(),
@@ -69,7 +69,7 @@ impl SessionExecutor {
             let log = self.events.clone();
             let runners = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
-            ctx.agent = Some(crate::agents::AgentCall {
+            ctx.services.provide(Arc::new(crate::agents::AgentCall {
                 host: host.clone(),
                 announce: Arc::new(move |a: crate::agents::Announce| {
                     log.push(EventKind::AgentRequest {
@@ -93,26 +93,28 @@ impl SessionExecutor {
                     tool_use_id: Some(slot.tool_use_id.clone()),
                     tool_name: Some(slot.name.clone()),
                 },
-            });
+            }));
         }
         if kind == ToolKind::Shell {
-            ctx.channel = Some(Arc::new(channel::CallPort {
+            let line: crate::tool::context::CallLine = Arc::new(channel::CallPort {
                 executor: self.me.clone(),
                 call: ids.clone(),
                 token: ctx.cancel.clone(),
                 notes: std::sync::atomic::AtomicUsize::new(0),
-            }));
+            });
+            ctx.services.provide(Arc::new(line));
         }
         if kind == ToolKind::Messages {
             let log = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
-            ctx.message = Some(Arc::new(move |message: String| {
+            let messages: crate::tool::context::UserMessages = Arc::new(move |message: String| {
                 log.push(EventKind::UserMessage {
                     turn_id: turn_id.clone(),
                     tool_use_id: tool_use_id.clone(),
                     message,
                 });
-            }));
+            });
+            ctx.services.provide(Arc::new(messages));
         }
         let log = self.events.clone();
         let live = slot.live.clone();
@@ -221,7 +223,7 @@ impl SessionExecutor {
         ctx: &mut ToolContext,
         profile: agentd_protocol::session::SandboxProfile,
     ) {
-        ctx.sandbox_profile = profile;
+        ctx.grant.sandbox_profile = profile;
         inner.slots[i].sandbox = Some(profile);
         inner.slots[i].network = Some(crate::sandbox::gate::network_access(
             profile,

@@ -144,19 +144,27 @@ pub struct ToolContext {
     pub info: Arc<agentd_protocol::session::SessionInfo>,
     /// Where the call may keep files of its own (full command output).
     pub output_dir: Arc<PathBuf>,
-    /// The session's background jobs.
-    pub jobs: Arc<crate::process::jobs::JobTable>,
+    /// The session's permission rules (Glob and Grep skip what `Read` deny
+    /// rules forbid; the sandbox hides the files they name).
+    pub rules: Arc<crate::permission::rules::RuleSet>,
+    /// What the permission check and the user granted this call.
+    pub grant: CallGrant,
+    /// What a tool asks for by type: the session's background jobs, the
+    /// sandbox, and the lines a call of some kinds gets back to its session
+    /// (see [`Services`]).
+    pub services: Services,
+}
+
+/// What the permission check and the user granted one call (by default,
+/// nothing: no sandbox, which only a call judged to need none runs in).
+#[derive(Clone)]
+pub struct CallGrant {
     /// The user's answers given with the approval of this call
     /// (AskUserQuestion).
     pub answers: Option<Arc<crate::permission::ask::Answers>>,
     /// A file outside the workspace (canonical) that a rule, bypass mode or
     /// the user explicitly allowed this call to open (Read).
     pub approved_outside: Option<Arc<PathBuf>>,
-    /// What the Bash sandbox can do here.
-    pub sandbox: Arc<crate::sandbox::Facility>,
-    /// The session's permission rules (Glob and Grep skip what `Read` deny
-    /// rules forbid; the sandbox hides the files they name).
-    pub rules: Arc<crate::permission::rules::RuleSet>,
     /// The sandbox profile the permission check chose for this call (Bash).
     pub sandbox_profile: agentd_protocol::session::SandboxProfile,
     /// Nobody approved this call: a command gets no secrets.
@@ -164,14 +172,55 @@ pub struct ToolContext {
     /// The user approved this call (or the session is in bypass mode): a
     /// file tool may write a protected file it names.
     pub may_write_protected: bool,
-    /// Where a message for the user goes (a `user/message` event; given to
-    /// the Brief tool only).
-    pub message: Option<Arc<dyn Fn(String) + Send + Sync>>,
-    /// What the Task tool needs (given to it only).
-    pub agent: Option<crate::agents::AgentCall>,
-    /// The call's line back to its session (mid-call asks, events).
-    pub channel: Option<Arc<dyn CallChannel>>,
 }
+
+impl Default for CallGrant {
+    fn default() -> Self {
+        CallGrant {
+            answers: None,
+            approved_outside: None,
+            sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
+            scrub_env: false,
+            may_write_protected: false,
+        }
+    }
+}
+
+/// Services a tool asks its context for by type, which the executor
+/// provides: the session's background jobs and sandbox to every call, a
+/// line back to the session (a [`CallLine`], [`UserMessages`], the agent
+/// host) only to calls of the kinds that use one. The context itself names
+/// none of them.
+#[derive(Clone, Default)]
+pub struct Services {
+    items: Vec<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Services {
+    /// Provides `item` (in place of one of the same type).
+    pub fn provide<T: std::any::Any + Send + Sync>(&mut self, item: Arc<T>) {
+        self.items.retain(|i| !i.is::<T>());
+        self.items.push(item);
+    }
+
+    /// The service of type `T`, if provided.
+    pub fn get<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.items.iter().find_map(|i| i.downcast_ref::<T>())
+    }
+
+    /// The service of type `T`, shared, if provided.
+    pub fn shared<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.items.iter().find_map(|i| i.clone().downcast::<T>().ok())
+    }
+}
+
+/// A running call's line back to its session (mid-call asks, network
+/// events): provided to shell calls.
+pub type CallLine = Arc<dyn CallChannel>;
+
+/// Where a message for the user goes (a `user/message` event): provided to
+/// calls of [`super::ToolKind::Messages`].
+pub type UserMessages = Arc<dyn Fn(String) + Send + Sync>;
 
 /// One progress report, type-erased: the data and its render text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -215,9 +264,19 @@ impl<P: Serialize> ProgressSink<P> {
 }
 
 impl ToolContext {
-    /// What the Bash sandbox can do here.
+    /// What the Bash sandbox can do here: nothing when none was provided
+    /// (every command then asks).
     pub fn sandbox(&self) -> &crate::sandbox::Facility {
-        &self.sandbox
+        static NONE: std::sync::LazyLock<crate::sandbox::Facility> =
+            std::sync::LazyLock::new(crate::sandbox::Facility::none);
+        self.services.get::<crate::sandbox::Facility>().unwrap_or(&NONE)
+    }
+
+    /// The service of type `T`, or an error naming what is missing.
+    pub fn need<T: std::any::Any + Send + Sync>(&self) -> Result<&T, super::ToolError> {
+        self.services
+            .get::<T>()
+            .ok_or_else(|| super::ToolError::new(format!("this session has no {}", std::any::type_name::<T>())))
     }
 
     /// Whether a (canonical) path is inside the workspace.
@@ -237,7 +296,7 @@ impl ToolContext {
     /// The path a call works on: inside the workspace, or outside it only
     /// the path that was explicitly approved for this call.
     pub fn target_path(&self, input: &str) -> Result<crate::fs::WsPath, crate::fs::FsError> {
-        match &self.approved_outside {
+        match &self.grant.approved_outside {
             Some(approved) => Ok(crate::fs::approved_outside(approved)),
             None => self.resolve(input),
         }
@@ -307,6 +366,12 @@ impl ToolContext {
             env: Default::default(),
             created_at_ms: 0,
         };
+        let mut services = Services::default();
+        services.provide(Arc::new(crate::process::jobs::JobTable::new(
+            cancel.clone(),
+            tokio_util::task::TaskTracker::new(),
+        )));
+        services.provide(Arc::new(crate::sandbox::Facility::none()));
         ToolContext {
             session_id: Arc::from("test"),
             cwd: Arc::new(std::env::temp_dir()),
@@ -315,17 +380,9 @@ impl ToolContext {
             session: Arc::new(SessionContext::default()),
             info: Arc::new(info),
             output_dir: Arc::new(std::env::temp_dir().join("agentd-test-output")),
-            jobs: Arc::new(crate::process::jobs::JobTable::new(cancel, tokio_util::task::TaskTracker::new())),
-            answers: None,
-            approved_outside: None,
-            sandbox: Arc::new(crate::sandbox::Facility::none()),
             rules: Arc::new(crate::permission::rules::RuleSet::default()),
-            sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
-            scrub_env: false,
-            may_write_protected: true,
-            message: None,
-            agent: None,
-            channel: None,
+            grant: CallGrant { may_write_protected: true, ..CallGrant::default() },
+            services,
         }
     }
 }

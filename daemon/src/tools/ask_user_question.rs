@@ -140,7 +140,7 @@ impl Tool for AskUserQuestion {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<AskUserQuestionOutput>, ToolError> {
-        let given = ctx.answers.as_deref().cloned().unwrap_or_default();
+        let given = ctx.grant.answers.as_deref().cloned().unwrap_or_default();
         let mut answers = BTreeMap::new();
         for q in &input.questions {
             let answer = given.get(&q.question).or_else(|| given.get(q.question.trim())).map(|a| a.trim());

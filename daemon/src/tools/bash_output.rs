@@ -193,8 +193,9 @@ fn line_filter(filter: Option<&str>) -> Result<Option<grep_regex::RegexMatcher>,
 }
 
 fn find_job(ctx: &ToolContext, id: &str) -> Result<std::sync::Arc<crate::process::jobs::Job>, ToolError> {
-    ctx.jobs.get(id).ok_or_else(|| {
-        let known: Vec<String> = ctx.jobs.list().into_iter().map(|j| j.job_id).collect();
+    let jobs = ctx.need::<crate::process::jobs::JobTable>()?;
+    jobs.get(id).ok_or_else(|| {
+        let known: Vec<String> = jobs.list().into_iter().map(|j| j.job_id).collect();
         ToolError::new(format!("no background job {id:?}; this session's jobs: {}", known.join(", ")))
     })
 }

@@ -73,7 +73,7 @@ impl Tool for Brief {
         ctx: ToolContext,
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<BriefOutput>, ToolError> {
-        let sent = match &ctx.message {
+        let sent = match ctx.services.get::<crate::tool::context::UserMessages>() {
             Some(send) => {
                 send(input.message);
                 true

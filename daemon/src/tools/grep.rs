@@ -172,7 +172,7 @@ impl Tool for Grep {
         };
         let canonical =
             std::fs::canonicalize(&target).map_err(|e| ToolError::new(format!("{}: {e}", target.display())))?;
-        if !ctx.inside(&canonical) && ctx.approved_outside.as_deref() != Some(&canonical) {
+        if !ctx.inside(&canonical) && ctx.grant.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", target.display())));
         }
         let cancel = ctx.cancel.clone();

@@ -70,8 +70,10 @@ impl Tool for KillShell {
         _progress: ProgressSink<()>,
     ) -> Result<ToolOutput<String>, ToolError> {
         let id = input.id();
-        let job =
-            ctx.jobs.get(id).ok_or_else(|| ToolError::new(format!("no background job {id:?} in this session")))?;
+        let job = ctx
+            .need::<crate::process::jobs::JobTable>()?
+            .get(id)
+            .ok_or_else(|| ToolError::new(format!("no background job {id:?} in this session")))?;
         let before = job.status();
         job.kill().await;
         Ok(ToolOutput::new(match before {

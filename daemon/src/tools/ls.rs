@@ -86,7 +86,7 @@ impl Tool for Ls {
     ) -> Result<ToolOutput<LsOutput>, ToolError> {
         let dir = ctx.target_path(&input.path).map_err(|e| ToolError::new(e.to_string()))?.abs();
         let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;
-        if !ctx.inside(&canonical) && ctx.approved_outside.as_deref() != Some(&canonical) {
+        if !ctx.inside(&canonical) && ctx.grant.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", dir.display())));
         }
         if !canonical.is_dir() {

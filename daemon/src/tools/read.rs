@@ -232,7 +232,7 @@ impl Tool for Read {
 /// What a call's opened file must pass: no `Read` deny rule names it, and
 /// it is inside the workspace or the one file approved outside it.
 fn recheck(ctx: &ToolContext) -> std::sync::Arc<Recheck> {
-    let (rules, approved) = (ctx.rules.clone(), ctx.approved_outside.clone());
+    let (rules, approved) = (ctx.rules.clone(), ctx.grant.approved_outside.clone());
     let (cwd, add_dirs) = (ctx.cwd.clone(), ctx.info.add_dirs.clone());
     std::sync::Arc::new(move |real: &std::path::Path| {
         rules.read_denied(real).is_none()
@@ -291,7 +291,7 @@ async fn pdf_text(
     ctx: &ToolContext,
 ) -> Result<(ReadOutput, FileState), ToolError> {
     use crate::sandbox::pdf::{self, MAX_PAGES, WHOLE_PAGES, Want};
-    let Some(helper) = ctx.sandbox.helper.as_deref() else {
+    let Some(helper) = ctx.sandbox().helper.as_deref() else {
         return Err(ToolError::new(format!(
             "{} is a PDF: reading its text needs the helper {} installed beside agentd, which was not found",
             path.display(),

@@ -213,14 +213,17 @@ impl Tool for TaskTool {
         }
         // A runner must be there to start it; the job then fails as the
         // call would when the runner goes.
-        if !ctx.agent.as_ref().is_some_and(|a| (a.runner)()) {
+        if !ctx.services.get::<crate::agents::AgentCall>().is_some_and(|a| (a.runner)()) {
             return Err(ToolError::new(
                 "no client that runs sub-agents follows this session (turn/stream with capabilities [\"agents\"])",
             ));
         }
         let what = format!("{}: {}", input.subagent_type.trim(), input.description.trim());
         let tool = self.clone();
-        let jobs = ctx.jobs.clone();
+        let jobs = ctx
+            .services
+            .shared::<crate::process::jobs::JobTable>()
+            .ok_or_else(|| ToolError::new("this session has no background jobs"))?;
         let job = jobs
             .start_work(&what, move |token| {
                 let ctx = ToolContext { cancel: token, ..ctx };
@@ -257,7 +260,7 @@ impl Tool for TaskTool {
 impl TaskTool {
     /// Runs the sub-agent to its end (or `ctx.cancel`).
     async fn run(&self, input: TaskInput, ctx: ToolContext) -> Result<TaskOutput, ToolError> {
-        let Some(agent) = ctx.agent.clone() else {
+        let Some(agent) = ctx.services.shared::<crate::agents::AgentCall>() else {
             return Err(ToolError::new("sub-agents are not available in this session"));
         };
         if !(agent.runner)() {

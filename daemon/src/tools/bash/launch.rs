@@ -53,7 +53,7 @@ pub(super) fn walls_missing(ctx: &ToolContext, profile: SandboxProfile) -> Vec<S
     if profile == SandboxProfile::Off {
         return Vec::new();
     }
-    ctx.sandbox.missing_walls().into_iter().map(str::to_owned).collect()
+    ctx.sandbox().missing_walls().into_iter().map(str::to_owned).collect()
 }
 
 /// What git would obey of a worktree EnterWorktree made, bound read-only:
@@ -69,10 +69,10 @@ fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
 
 /// The network the call has (see [`crate::sandbox::gate::network_access`]).
 pub(super) fn network_of(ctx: &ToolContext, profile: SandboxProfile) -> agentd_protocol::session::NetworkAccess {
-    if ctx.sandbox.helper.is_none() {
+    if ctx.sandbox().helper.is_none() {
         return agentd_protocol::session::NetworkAccess::All;
     }
-    crate::sandbox::gate::network_access(profile, &ctx.info.sandbox, ctx.sandbox.gate && ctx.sandbox.namespaces)
+    crate::sandbox::gate::network_access(profile, &ctx.info.sandbox, ctx.sandbox().gate && ctx.sandbox().namespaces)
 }
 
 /// The network gate of one call, started: it and the helper's end of its
@@ -85,12 +85,13 @@ fn start_gate(
     let mode = ctx.session.mode.unwrap_or(ctx.info.mode);
     let (policy, _) =
         GatePolicy::from_options(&ctx.info.sandbox, mode == agentd_protocol::session::PermissionMode::Bypass);
-    let slots = match &ctx.channel {
+    let line = ctx.services.get::<crate::tool::context::CallLine>().cloned();
+    let slots = match &line {
         Some(c) => c.connection_slots(),
         None => std::sync::Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS)),
     };
     let shown = serde_json::json!({ "command": input.command, "description": input.description });
-    let shared = Shared::new(policy, ctx.rules.clone(), ctx.channel.clone(), shown, slots);
+    let shared = Shared::new(policy, ctx.rules.clone(), line, shown, slots);
     Gate::start(shared).map_err(|e| ToolError::new(format!("cannot start the network gate: {e}")))
 }
 
@@ -106,13 +107,13 @@ pub(super) fn launch<'a>(
     foreground: bool,
     guard: Option<&crate::sandbox::CallGuard>,
 ) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
-    let profile = ctx.sandbox_profile;
+    let profile = ctx.grant.sandbox_profile;
     // Without a helper, directly. With the sandbox off the helper still
     // runs the call: the subreaper of its processes, it ends one that left
     // the group and cleared its environment (`setsid env -i`), which the
     // daemon could not tell from another call's.
-    let Some(pool) = ctx.sandbox.warm.as_ref() else {
-        return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.scrub_env }, None));
+    let Some(pool) = ctx.sandbox().warm.as_ref() else {
+        return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.grant.scrub_env }, None));
     };
     let access = network_of(ctx, profile);
     let gate = match access {
@@ -150,12 +151,12 @@ pub(super) fn launch<'a>(
             );
             // The daemon's state (other calls' output, reports) when the
             // workspace holds it.
-            protect.extend(ctx.sandbox.state_dir.iter().filter(|s| roots.iter().any(|r| s.starts_with(r))).cloned());
+            protect.extend(ctx.sandbox().state_dir.iter().filter(|s| roots.iter().any(|r| s.starts_with(r))).cloned());
             protect
         } else {
             Vec::new()
         },
-        scrub_env: ctx.scrub_env,
+        scrub_env: ctx.grant.scrub_env,
         pin: Vec::new(),
         mask: {
             let mut mask = denied_reads(ctx);
@@ -175,18 +176,18 @@ pub(super) fn launch<'a>(
             mask
         },
         unix_wall: profile == SandboxProfile::WorkspaceWrite
-            && ctx.sandbox.unix_wall
+            && ctx.sandbox().unix_wall
             && !ctx.info.sandbox.allow_all_unix_sockets,
         allow_unix: allowed_unix_sockets(ctx, home.as_deref()),
         // The daemon's socket directory, unless it holds a root.
-        hide: ctx.sandbox.hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
+        hide: ctx.sandbox().hide.iter().filter(|h| !roots.iter().any(|r| r.starts_with(h))).cloned().collect(),
         roots,
         tmp: tmp.to_owned(),
         network: access != agentd_protocol::session::NetworkAccess::None,
         gate: gate.is_some(),
         // Off is off: no user namespace (sudo, file owners as they are);
         // the helper still reaps every process of the call.
-        namespaces: ctx.sandbox.namespaces && profile != SandboxProfile::Off,
+        namespaces: ctx.sandbox().namespaces && profile != SandboxProfile::Off,
         parent: std::process::id() as i32,
         foreground,
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
@@ -232,7 +233,7 @@ fn allowed_unix_sockets(ctx: &ToolContext, home: Option<&Path>) -> Vec<PathBuf> 
         .iter()
         .filter_map(|p| expand_home(p, home))
         .filter_map(|p| std::fs::canonicalize(p).ok())
-        .filter(|p| !ctx.sandbox.hide.iter().any(|h| p.starts_with(h)))
+        .filter(|p| !ctx.sandbox().hide.iter().any(|h| p.starts_with(h)))
         .collect()
 }
 

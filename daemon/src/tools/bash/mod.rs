@@ -205,9 +205,9 @@ impl Tool for Bash {
         // Where the kernel confines what runs unasked (the read_only
         // profile), inspecting commands run too: globs, loops, `cd`, `xargs`,
         // version queries. Without the sandbox only the strict judgement.
-        let confinable = confinable(&ctx.info, &ctx.sandbox);
+        let confinable = confinable(&ctx.info, ctx.sandbox());
         let reads = shell::is_read_only(&script) || (confinable && shell::is_inspection(&script));
-        if let Some(why) = exposure(&ctx.info, &ctx.sandbox, &ctx.cwd) {
+        if let Some(why) = exposure(&ctx.info, ctx.sandbox(), &ctx.cwd) {
             return Decision::ask(format!("run `{}` ({why})", one_line(&input.command, 120)));
         }
         // Without the sandbox a walk that follows links (`grep -R`) reads
@@ -271,7 +271,7 @@ impl Tool for Bash {
         let tmp = private_tmp(&ctx.output_dir, &marker)?;
         let cwd_file = tmp.join(".agentd-cwd");
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
-        let profile = ctx.sandbox_profile;
+        let profile = ctx.grant.sandbox_profile;
         if profile == SandboxProfile::Off
             && ctx.info.sandbox.network.gate().is_some_and(|g| g.allowed_domains.is_some())
         {
@@ -313,7 +313,7 @@ impl Tool for Bash {
                 let _ = std::fs::remove_dir_all(&tmp);
             })?;
             let job = ctx
-                .jobs
+                .need::<process::jobs::JobTable>()?
                 .start(
                     &input.command,
                     &script,

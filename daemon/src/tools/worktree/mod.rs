@@ -342,7 +342,7 @@ impl Tool for EnterWorktree {
         let cwd: &Path = &ctx.cwd;
         // A background command could be rewriting the repository's git
         // files while git reads them.
-        if ctx.jobs.list().iter().any(|j| j.status == "running") {
+        if ctx.need::<crate::process::jobs::JobTable>()?.list().iter().any(|j| j.status == "running") {
             return Err(ToolError::new(
                 "background commands of this session are still running; end them with KillShell first",
             ));
@@ -691,7 +691,7 @@ impl Tool for ExitWorktree {
         let kept = |why: String| {
             ToolError::new(format!("kept the worktree {} and the session is still in it: {why}", w.path.display()))
         };
-        if ctx.jobs.list().iter().any(|j| j.status == "running") {
+        if ctx.need::<crate::process::jobs::JobTable>()?.list().iter().any(|j| j.status == "running") {
             return Err(kept(
                 "background commands of this session are still running (one may be in the worktree); end them \
                  with KillShell first, or exit with action \"keep\""
