@@ -30,36 +30,12 @@ impl SessionExecutor {
         grant: &mut Grant,
         hook_allows: bool,
     ) -> Result<Option<AskFor>, CallOutcome> {
-        if let Err(e) = self.tools().resolve_for_call(&slot.name, context) {
-            return Err(CallOutcome::error(e.to_string()));
-        }
-        if let Err(e) = call.validate(ctx) {
-            return Err(CallOutcome::error(format!("invalid input for {}: {e}", slot.name)));
-        }
+        self.offered_and_valid(slot, call, context, ctx)?;
         let mode = context.mode.unwrap_or(self.services.info.mode);
         let target = call.permission_target();
         let facts = self.facts(ctx, target.clone());
-        // The session's own plan file, written by Write or Edit (or read).
         let kind = call.kind();
-        let plan_file = matches!(kind, ToolKind::ReadsFile | ToolKind::EditsFile)
-            && matches!(&facts, Facts::Path(p) if crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f));
-        // agentd's own state (every session's records, the ledgers) is off
-        // limits to every tool, in every mode (but that file).
-        if let Facts::Path(p) = &facts
-            && crate::fs::in_state_dir(p)
-            && !(matches!(kind, ToolKind::ReadsFile | ToolKind::Searches) && self.own_output(p))
-            && !plan_file
-        {
-            return Err(CallOutcome::error(format!(
-                "{} is in agentd's state directory, which no tool may read or change",
-                p.display()
-            )));
-        }
-        if let Facts::Path(p) = &facts
-            && crate::fs::is_secret(p)
-        {
-            return Err(CallOutcome::error(format!("{}: {}", p.display(), crate::fs::SECRET_REFUSAL)));
-        }
+        let plan_file = self.off_limits(kind, &facts, ctx)?;
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
         if rule.is_none() {
@@ -71,22 +47,7 @@ impl SessionExecutor {
             _ => None,
         };
         let edits = kind == ToolKind::EditsFile;
-        // The repository's git directory is protected wherever it is (a
-        // `.git` file may point anywhere).
-        let git_dir =
-            if edits { crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok()) } else { None };
-        let protected = match &facts {
-            Facts::Path(p)
-                if edits
-                    && (crate::permission::is_protected(p.strip_prefix(&*ctx.cwd).unwrap_or(p))
-                        || crate::permission::is_protected_target(&ctx.cwd, p)
-                        || crate::permission::is_user_protected(p)
-                        || git_dir.as_ref().is_some_and(|g| p.starts_with(g))) =>
-            {
-                Some(p.display().to_string())
-            }
-            _ => None,
-        };
+        let protected = if edits { protected_target(ctx, &facts) } else { None };
         let bash = call.shell_facts(ctx);
         // In accept_edits an output redirection into the workspace is an
         // edit: an allow rule for the rest of the command covers it.
@@ -97,18 +58,8 @@ impl SessionExecutor {
         {
             rule = self.services.rules.allow_but_for_redirects(command);
         }
-        // A PreToolUse hook's allow counts as an allow rule for this call:
-        // it answers what a rule would, not what only a person may
-        // (protected files, a repository's git configuration, running
-        // outside the sandbox), and a deny or ask rule still decides.
         let rule = rule.map(|r| RuleHit { kind: r.kind, text: r.text.clone(), source: r.origin.source.clone() });
-        let rule = rule.or_else(|| {
-            hook_allows.then(|| RuleHit {
-                kind: RuleKind::Allow,
-                text: "allow".into(),
-                source: "a PreToolUse hook".into(),
-            })
-        });
+        let rule = rule.or_else(|| hook_allows.then(hook_allow));
         let call_facts = CallFacts {
             tool: slot.name.clone(),
             mode,
@@ -138,25 +89,51 @@ impl SessionExecutor {
                 grant.profile = p;
                 let mut suggestions: Vec<String> = suggestion.into_iter().collect();
                 if suggest {
-                    for s in ask::suggestions(&slot.name, &target, &facts, &ctx.cwd) {
-                        if !suggestions.contains(&s) {
-                            suggestions.push(s);
-                        }
-                    }
+                    let more = ask::suggestions(&slot.name, &target, &facts, &ctx.cwd);
+                    suggestions.extend(more.into_iter().filter(|s| !suggestions.contains(s)).collect::<Vec<_>>());
                 }
                 Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))
             }
-            Verdict::Refuse { message } => {
-                let render = call.render_rejected(&message);
-                Err(CallOutcome {
-                    content: vec![ContentBlock::text(message)],
-                    is_error: true,
-                    render,
-                    modifier: None,
-                    structured: None,
-                })
-            }
+            Verdict::Refuse { message } => Err(refused(call, message)),
         }
+    }
+
+    /// The tool is offered now (a deferred one loaded) and the input valid.
+    fn offered_and_valid(
+        &self,
+        slot: &Slot,
+        call: &dyn PreparedCall,
+        context: &SessionContext,
+        ctx: &ToolContext,
+    ) -> Result<(), CallOutcome> {
+        if let Err(e) = self.tools().resolve_for_call(&slot.name, context) {
+            return Err(CallOutcome::error(e.to_string()));
+        }
+        call.validate(ctx).map_err(|e| CallOutcome::error(format!("invalid input for {}: {e}", slot.name)))
+    }
+
+    /// agentd's own state (every session's records, the ledgers) and its
+    /// secret files are off limits to every tool, in every mode, but for
+    /// the session's own plan file and output. `Ok(true)`: the call is
+    /// about the session's plan file.
+    fn off_limits(&self, kind: ToolKind, facts: &Facts, ctx: &ToolContext) -> Result<bool, CallOutcome> {
+        let Facts::Path(p) = facts else { return Ok(false) };
+        // The session's own plan file, written by Write or Edit (or read).
+        let plan_file = matches!(kind, ToolKind::ReadsFile | ToolKind::EditsFile)
+            && crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f);
+        if crate::fs::in_state_dir(p)
+            && !(matches!(kind, ToolKind::ReadsFile | ToolKind::Searches) && self.own_output(p))
+            && !plan_file
+        {
+            return Err(CallOutcome::error(format!(
+                "{} is in agentd's state directory, which no tool may read or change",
+                p.display()
+            )));
+        }
+        if crate::fs::is_secret(p) {
+            return Err(CallOutcome::error(format!("{}: {}", p.display(), crate::fs::SECRET_REFUSAL)));
+        }
+        Ok(plan_file)
     }
 
     /// Whether `path` is in this session's own output directory (where
@@ -283,4 +260,30 @@ impl SessionExecutor {
     pub fn offers(&self, name: &str) -> bool {
         self.with_context(|c| self.tools().resolve_for_call(name, c).is_ok())
     }
+}
+
+/// The protected file an edit names (hooks, settings, the repository's
+/// git directory wherever a `.git` file points), if it names one.
+fn protected_target(ctx: &ToolContext, facts: &Facts) -> Option<String> {
+    let Facts::Path(p) = facts else { return None };
+    let git_dir = || crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
+    let protected = crate::permission::is_protected(p.strip_prefix(&*ctx.cwd).unwrap_or(p))
+        || crate::permission::is_protected_target(&ctx.cwd, p)
+        || crate::permission::is_user_protected(p)
+        || git_dir().is_some_and(|g| p.starts_with(g));
+    protected.then(|| p.display().to_string())
+}
+
+/// The result of a call the permission check refused.
+pub(super) fn refused(call: &dyn PreparedCall, message: String) -> CallOutcome {
+    let render = call.render_rejected(&message);
+    CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None, structured: None }
+}
+
+/// A PreToolUse hook's allow counts as an allow rule for its call: it
+/// answers what a rule would, not what only a person may (protected files,
+/// a repository's git configuration, running outside the sandbox), and a
+/// deny or ask rule still decides.
+fn hook_allow() -> RuleHit {
+    RuleHit { kind: RuleKind::Allow, text: "allow".into(), source: "a PreToolUse hook".into() }
 }

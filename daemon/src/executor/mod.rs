@@ -45,12 +45,15 @@
 
 mod admit;
 mod asking;
+mod calls;
 mod cancelling;
 mod channel;
 pub mod events;
 mod hooked;
 pub mod machine;
 mod run;
+mod submit;
+mod yielding;
 // The partitioning of Claude Code's batch path, the reference the machine is
 // checked against.
 #[cfg(test)]
@@ -157,6 +160,29 @@ struct Forgotten {
 }
 
 impl Forgotten {
+    /// The calls and turns of a past daemon's events: every one of them
+    /// is over.
+    fn of_past(past: &[agentd_protocol::turn::Event]) -> Forgotten {
+        let mut forgotten = Forgotten::default();
+        for e in past {
+            match &e.kind {
+                EventKind::ToolQueued { tool_use_id, turn_id, .. } => {
+                    forgotten.call(tool_use_id.clone());
+                    if !forgotten.turn_set.contains(turn_id.as_str()) {
+                        forgotten.turn(Arc::from(turn_id.as_str()));
+                    }
+                }
+                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id }
+                    if !forgotten.turn_set.contains(turn_id.as_str()) =>
+                {
+                    forgotten.turn(Arc::from(turn_id.as_str()))
+                }
+                _ => {}
+            }
+        }
+        forgotten
+    }
+
     fn call(&mut self, id: String) {
         if self.calls.len() == FORGOTTEN_IDS
             && let Some(old) = self.calls.pop_front()
@@ -438,24 +464,7 @@ impl SessionExecutor {
             None => (SessionContext::default(), Vec::new(), Vec::new()),
         };
         let durable = Mutex::new(crate::store::Durable::of(&context, granted.clone()));
-        let mut forgotten = Forgotten::default();
-        for e in &past {
-            match &e.kind {
-                // Every turn of a past daemon is over.
-                EventKind::ToolQueued { tool_use_id, turn_id, .. } => {
-                    forgotten.call(tool_use_id.clone());
-                    if !forgotten.turn_set.contains(turn_id.as_str()) {
-                        forgotten.turn(Arc::from(turn_id.as_str()));
-                    }
-                }
-                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id }
-                    if !forgotten.turn_set.contains(turn_id.as_str()) =>
-                {
-                    forgotten.turn(Arc::from(turn_id.as_str()))
-                }
-                _ => {}
-            }
-        }
+        let forgotten = Forgotten::of_past(&past);
         let events = Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past));
         let hooks = crate::hooks::Hooks::new(
             hooks,
@@ -571,381 +580,6 @@ impl SessionExecutor {
     /// Runs `f` on the session context under the executor's lock.
     pub fn with_context<R>(&self, f: impl FnOnce(&SessionContext) -> R) -> R {
         f(&self.lock().context)
-    }
-
-    /// Adds `tool_uses` to a turn (a new one when `turn_id` is absent or
-    /// unknown); they start as soon as the rules allow. Returns the turn id.
-    /// Refused as a whole, changing nothing, when an id is a duplicate or
-    /// the turn has ended.
-    pub fn submit(&self, turn_id: Option<String>, tool_uses: Vec<ToolUse>, end: bool) -> Result<String, TurnError> {
-        let mut inner = self.lock();
-        if inner.closed {
-            return Err(TurnError::Closed);
-        }
-        let mut seen = std::collections::HashSet::new();
-        for tu in &tool_uses {
-            if tu.id.is_empty() {
-                return Err(TurnError::EmptyToolUseId);
-            }
-            if inner.tool_use_ids.contains_key(&tu.id)
-                || inner.forgotten.call_set.contains(&tu.id)
-                || !seen.insert(tu.id.as_str())
-            {
-                return Err(TurnError::DuplicateToolUse { id: tu.id.clone() });
-            }
-        }
-        if let Some(id) = turn_id.as_deref().filter(|id| inner.forgotten.turn_set.contains(*id)) {
-            return Err(TurnError::TurnEnded { turn_id: id.to_owned() });
-        }
-        let turn = match turn_id.as_deref().and_then(|id| inner.turn_ids.get(id).copied()) {
-            Some(t) if inner.machine.turn_ended(t) => {
-                return Err(TurnError::TurnEnded { turn_id: inner.turns[t].id.to_string() });
-            }
-            Some(t) => t,
-            None => self.new_turn(&mut inner, turn_id),
-        };
-        let turn_id = inner.turns[turn].id.clone();
-        for tu in tool_uses {
-            let actions = self.enqueue(&mut inner, turn, tu, None);
-            self.carry_out(&mut inner, actions);
-        }
-        if end {
-            let actions = inner.machine.apply(Event::EndTurn(turn));
-            self.carry_out(&mut inner, actions);
-        }
-        Ok(turn_id.to_string())
-    }
-
-    fn new_turn(&self, inner: &mut Inner, id: Option<String>) -> TurnIdx {
-        let id: Arc<str> = Arc::from(id.unwrap_or_else(|| self.fresh_id("turn")));
-        let t = inner.machine.new_turn();
-        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token(), failed: None });
-        inner.turn_ids.insert(id, t);
-        t
-    }
-
-    /// Runs one call in a turn of its own and waits for its result
-    /// (`tool/call`).
-    ///
-    /// # Cancellation safety
-    /// Dropping the future leaves the call running; its result still goes
-    /// to the event log.
-    pub async fn call(
-        &self,
-        name: &str,
-        input: serde_json::Value,
-        tool_use_id: Option<String>,
-    ) -> Result<ToolCallResult, TurnError> {
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut inner = self.lock();
-            if inner.closed {
-                return Err(TurnError::Closed);
-            }
-            let id = match tool_use_id {
-                Some(id) if id.is_empty() => return Err(TurnError::EmptyToolUseId),
-                Some(id) if inner.tool_use_ids.contains_key(&id) || inner.forgotten.call_set.contains(&id) => {
-                    return Err(TurnError::DuplicateToolUse { id });
-                }
-                Some(id) => id,
-                None => self.fresh_id("call"),
-            };
-            let turn = self.new_turn(&mut inner, None);
-            let tu = ToolUse { id, name: name.to_owned(), input };
-            let mut actions = self.enqueue(&mut inner, turn, tu, Some(tx));
-            actions.extend(inner.machine.apply(Event::EndTurn(turn)));
-            self.carry_out(&mut inner, actions);
-        }
-        Ok(rx.await.unwrap_or_else(|_| ToolCallResult {
-            name: name.to_owned(),
-            content: vec![ContentBlock::text("the call was discarded before it finished")],
-            is_error: true,
-            render: "discarded".into(),
-            render_use: name.to_owned(),
-            sandbox: None,
-            network: None,
-            structured_content: None,
-        }))
-    }
-
-    /// Looks the tool up and parses the input; what depends on the state
-    /// of the session when the call runs (a deferred tool being loaded,
-    /// validation, permission) is decided when it starts.
-    fn enqueue(
-        &self,
-        inner: &mut Inner,
-        turn: TurnIdx,
-        tu: ToolUse,
-        waiter: Option<oneshot::Sender<ToolCallResult>>,
-    ) -> Vec<Action> {
-        let turn_slot = &inner.turns[turn];
-        let token = turn_slot.token.child_token();
-        let parsed = match self.tools().find(&tu.name) {
-            None => Err((tu.name.clone(), tu.name.clone(), self.unknown_tool(&tu.name, &inner.context))),
-            Some(tool) => match tool.prepare(tu.input.clone()) {
-                Ok(call) => Ok((tool.name().to_owned(), call, tool.cancels_siblings_on_failure())),
-                Err(e) => Err((tool.name().to_owned(), tool.name().to_owned(), CallOutcome::error(e.to_string()))),
-            },
-        };
-        let idx = inner.machine.next_call();
-        inner.tool_use_ids.insert(tu.id.clone(), idx);
-        let (name, render_use, spec, refused, prepared) = match parsed {
-            Ok((name, call, cancels_siblings)) => {
-                let block = call.interrupt_behavior() == InterruptBehavior::Block;
-                let spec = CallSpec { turn, safe: call.is_concurrency_safe(), cancels_siblings, block };
-                (name, call.render_use(), Some(spec), None, Some(call))
-            }
-            Err((name, render_use, outcome)) => (name, render_use, None, Some(outcome), None),
-        };
-        self.events.push(EventKind::ToolQueued {
-            turn_id: turn_slot.id.to_string(),
-            tool_use_id: tu.id.clone(),
-            name: name.clone(),
-            render: render_use.clone(),
-        });
-        inner.slots.push(Slot {
-            tool_use_id: tu.id,
-            name,
-            turn_id: turn_slot.id.clone(),
-            prepared,
-            outcome: refused,
-            token: Some(token),
-            live: Arc::new(AtomicBool::new(true)),
-            waiter,
-            render_use,
-            input: Some(tu.input),
-            sandbox: None,
-            network: None,
-        });
-        match spec {
-            Some(spec) => inner.machine.apply(Event::Submit(spec)),
-            None => inner.machine.apply(Event::SubmitRefused { turn }),
-        }
-    }
-
-    fn unknown_tool(&self, name: &str, context: &SessionContext) -> CallOutcome {
-        match self.tools().resolve_for_call(name, context) {
-            Err(e) => CallOutcome::error(e.to_string()),
-            Ok(_) => CallOutcome::error(format!("no tool named {name:?}")),
-        }
-    }
-
-    /// The session's workspace as `context` has it: its directory and its
-    /// settings (a worktree EnterWorktree made replaces the directory).
-    fn workspace(&self, context: &SessionContext) -> (Arc<PathBuf>, Arc<SessionInfo>) {
-        if context.worktree.is_none() && context.settings.is_empty() {
-            return (self.cwd.clone(), self.services.info.clone());
-        }
-        let mut info = (*self.services.info).clone();
-        context.apply_settings(&mut info);
-        match &context.worktree {
-            None => (self.cwd.clone(), Arc::new(info)),
-            Some(w) => {
-                info.cwd = w.cwd.clone();
-                (Arc::new(w.cwd.clone()), Arc::new(info))
-            }
-        }
-    }
-
-    /// The session's tools now.
-    pub fn tools(&self) -> Arc<ToolSet> {
-        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Replaces the session's tools (an MCP server's list changed); calls
-    /// admitted before keep the tool they resolved. Returns the old set.
-    pub fn replace_tools(&self, tools: Arc<ToolSet>) -> Arc<ToolSet> {
-        std::mem::replace(&mut *self.tools.write().unwrap_or_else(|e| e.into_inner()), tools)
-    }
-
-    /// The session's workspace as calls see it now (a worktree's, once
-    /// EnterWorktree moved there).
-    pub fn workspace_dir(&self) -> PathBuf {
-        self.with_context(|c| (*self.workspace(c).0).clone())
-    }
-
-    fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
-        let (cwd, info) = self.workspace(context);
-        let mut services = crate::tool::context::Services::default();
-        services.provide(self.services.jobs.clone());
-        services.provide(self.services.sandbox.clone());
-        ToolContext {
-            session_id: self.session_id.clone(),
-            cwd,
-            cancel,
-            tools: self.tools(),
-            session: Arc::new(context.clone()),
-            info,
-            output_dir: self.services.output_dir.clone(),
-            rules: self.services.rules.clone(),
-            grant: crate::tool::context::CallGrant::default(),
-            services,
-        }
-    }
-
-    /// Carries out the machine's actions, under the lock.
-    fn carry_out(&self, inner: &mut Inner, actions: Vec<Action>) {
-        for action in actions {
-            match action {
-                Action::Start(i) => self.start(inner, i),
-                Action::Abort(i) => {
-                    if let Some(token) = &inner.slots[i].token {
-                        token.cancel();
-                    }
-                }
-                Action::Cancelled(_) => {}
-                Action::Yield(i, reason) => self.yield_result(inner, i, reason),
-                Action::Drop(i) => {
-                    let slot = &mut inner.slots[i];
-                    slot.live.store(false, Ordering::Relaxed);
-                    slot.prepared = None;
-                    slot.outcome = None;
-                    slot.waiter = None;
-                    // A running call's token must stay to be cancelled by
-                    // the turn's; it goes when the call reports back.
-                    if !inner.machine.is_running(i) {
-                        slot.token = None;
-                    }
-                }
-                Action::TurnCompleted(t) => {
-                    self.events.push(EventKind::TurnCompleted { turn_id: inner.turns[t].id.to_string() });
-                }
-                Action::TurnDiscarded(t) => {
-                    inner.turns[t].token.cancel();
-                    self.events.push(EventKind::TurnDiscarded { turn_id: inner.turns[t].id.to_string() });
-                }
-            }
-        }
-    }
-
-    fn start(&self, inner: &mut Inner, i: CallIdx) {
-        let Some(call) = inner.slots[i].prepared.take() else {
-            // Cannot happen (a call starts once); report it rather than hang.
-            let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
-            inner.slots[i].outcome = Some(CallOutcome::error("internal error: the call was started twice"));
-            return self.carry_out(inner, actions);
-        };
-        let token = inner.slots[i].token.clone().unwrap_or_default();
-        // The user's PreToolUse hooks come first: the call goes on once
-        // they have answered (see `hooked`).
-        if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PreToolUse, &inner.slots[i].name) {
-            let Some(me) = self.me.upgrade() else { return };
-            let guard = ReportOnDrop { me: Some(me.clone()), call: i };
-            let asked = self.pre_tool_use_input(inner, i);
-            inner.starts.push(Box::pin(me.before_call(guard, i, call, token, asked)));
-            return;
-        }
-        self.launch(inner, i, call, token, hooked::Pre::default());
-    }
-
-    fn finished(&self, i: CallIdx, outcome: CallOutcome, failed: bool) {
-        let mut inner = self.lock();
-        self.finished_locked(&mut inner, i, outcome, failed);
-    }
-
-    fn finished_locked(&self, inner: &mut Inner, i: CallIdx, outcome: CallOutcome, failed: bool) {
-        if failed && let Some(t) = inner.machine.turn_of(i) {
-            let who = (inner.slots[i].name.clone(), inner.slots[i].tool_use_id.clone());
-            if let Some(turn) = inner.turns.get_mut(t) {
-                turn.failed.get_or_insert(who);
-            }
-        }
-        if inner.machine.state(i) != Some(machine::CallState::Discarded) {
-            inner.slots[i].outcome = Some(outcome);
-        } else {
-            inner.slots[i].token = None;
-        }
-        let actions = inner.machine.apply(Event::Finished { call: i, failed });
-        self.carry_out(inner, actions);
-        self.report_closed(inner);
-    }
-
-    /// `session/closed` is the stream's last event: pushed once the session
-    /// is closed and no call is running any more (their cancelled results
-    /// come first).
-    fn report_closed(&self, inner: &mut Inner) {
-        if inner.closed && !inner.close_reported && inner.machine.running() == 0 {
-            inner.close_reported = true;
-            self.events.push(EventKind::SessionClosed {});
-        }
-    }
-
-    fn yield_result(&self, inner: &mut Inner, i: CallIdx, reason: Option<CancelReason>) {
-        let own = inner.slots[i].outcome.take();
-        let mut outcome = match reason {
-            Some(reason) => {
-                let mut message = self.cancel_message(inner, i, &reason);
-                // What a cancelled call had done so far (a command's output)
-                // is still worth showing.
-                if let Some(own) = own {
-                    for block in own.content {
-                        if let ContentBlock::Text { text } = block
-                            && !text.is_empty()
-                            && text != "cancelled"
-                        {
-                            message.push_str("\n\n");
-                            message.push_str(&text);
-                        }
-                    }
-                }
-                CallOutcome::error(message)
-            }
-            None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
-        };
-        // The task list's tools: what they changed is sent after their result.
-        let tasks_before = outcome.modifier.is_some().then(|| inner.context.tasks.clone());
-        let worktree_before = inner.context.worktree.clone();
-        if let Some(modifier) = outcome.modifier.take() {
-            modifier(&mut inner.context);
-        }
-        // Before the result that announces it.
-        self.changed(&inner.context);
-        let tasks_changed = tasks_before.filter(|b| *b != inner.context.tasks).map(|_| inner.context.tasks.clone());
-        // Sent with the result (and so journaled before anyone sees it): a
-        // restart restores the worktree from it even before the session's
-        // record is saved again.
-        let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
-        let slot = &mut inner.slots[i];
-        slot.prepared = None;
-        slot.token = None;
-        slot.live.store(false, Ordering::Relaxed);
-        self.events.push(EventKind::ToolResult {
-            turn_id: slot.turn_id.to_string(),
-            tool_use_id: slot.tool_use_id.clone(),
-            name: slot.name.clone(),
-            content: outcome.content.clone(),
-            is_error: outcome.is_error,
-            render: outcome.render.clone(),
-            sandbox: slot.sandbox,
-            network: slot.network,
-            structured_content: outcome.structured.clone(),
-        });
-        if let Some(worktree) = worktree_changed {
-            self.events.push(EventKind::WorktreeChanged {
-                turn_id: slot.turn_id.to_string(),
-                tool_use_id: slot.tool_use_id.clone(),
-                worktree,
-            });
-        }
-        if let Some(tasks) = tasks_changed {
-            self.events.push(EventKind::TasksChanged {
-                turn_id: slot.turn_id.to_string(),
-                tool_use_id: slot.tool_use_id.clone(),
-                tasks,
-            });
-        }
-        if let Some(waiter) = slot.waiter.take() {
-            let _ = waiter.send(ToolCallResult {
-                name: slot.name.clone(),
-                content: outcome.content,
-                is_error: outcome.is_error,
-                render: outcome.render,
-                render_use: slot.render_use.clone(),
-                sandbox: slot.sandbox,
-                network: slot.network,
-                structured_content: outcome.structured,
-            });
-        }
     }
 
     /// Closes the executor: cancels everything (block tools too), reports

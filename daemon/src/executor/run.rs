@@ -4,6 +4,20 @@
 use super::*;
 use crate::tool::ToolKind;
 
+/// An admitted call, ready to run: what its future needs.
+struct Admitted {
+    i: CallIdx,
+    call: Box<dyn PreparedCall>,
+    ctx: ToolContext,
+    token: CancellationToken,
+    wait: hooked::Gate,
+    started: EventKind,
+    after: Option<hooked::After>,
+    /// What its PreToolUse hooks added, appended to its result.
+    pre_context: Vec<String>,
+    reporter: ProgressReporter,
+}
+
 impl SessionExecutor {
     /// Admits the call in slot `i` and starts it (or its permission
     /// request): `pre` is what its PreToolUse hooks said.
@@ -63,6 +77,21 @@ impl SessionExecutor {
             }
             Some(ask) => hooked::Gate::Ask(self.open_request(&ids, ask, None)),
         };
+        self.provide_lines(&mut ctx, kind, slot, &ids);
+        let reporter = self.progress_reporter(slot);
+        // A strong reference: a closed session's executor lives until its
+        // last call has reported back (and `session/closed` is pushed).
+        let Some(me) = self.me.upgrade() else { return };
+        // Debug level: an enabled span costs a registry slot and formatted
+        // fields on every call.
+        let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        let admitted = Admitted { i, call, ctx, token, wait, started, after, pre_context: pre.context, reporter };
+        inner.starts.push(Box::pin(Self::drive(me, admitted).instrument(span)));
+    }
+
+    /// What a call of `kind` gets beside the session's services: a line
+    /// back to its session for what it does while it runs.
+    fn provide_lines(&self, ctx: &mut ToolContext, kind: ToolKind, slot: &Slot, ids: &CallIds) {
         if kind == ToolKind::Agents
             && let Some(host) = self.agent_host.get()
         {
@@ -116,10 +145,15 @@ impl SessionExecutor {
             });
             ctx.services.provide(Arc::new(messages));
         }
+    }
+
+    /// Where the call's progress goes: its session's events, while the
+    /// call is live (not discarded).
+    fn progress_reporter(&self, slot: &Slot) -> ProgressReporter {
         let log = self.events.clone();
         let live = slot.live.clone();
         let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
-        let reporter: ProgressReporter = Arc::new(move |p: ProgressReport| {
+        Arc::new(move |p: ProgressReport| {
             if live.load(Ordering::Relaxed) {
                 log.push(EventKind::ToolProgress {
                     turn_id: turn_id.clone(),
@@ -128,90 +162,77 @@ impl SessionExecutor {
                     render: p.render,
                 });
             }
-        });
-        // A strong reference: a closed session's executor lives until its
-        // last call has reported back (and `session/closed` is pushed).
-        let Some(me) = self.me.upgrade() else { return };
-        // Debug level: an enabled span costs a registry slot and formatted
-        // fields on every call.
-        let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
+        })
+    }
+
+    /// Runs an admitted call: waits for its approval if it needs one,
+    /// runs it (a grace period to stop on its own once cancelled), runs its
+    /// PostToolUse hooks, and reports it finished.
+    async fn drive(me: Arc<SessionExecutor>, admitted: Admitted) {
+        let Admitted { i, call, mut ctx, token, wait, started, after, pre_context, reporter } = admitted;
+        let events = me.events.clone();
         let mut guard = ReportOnDrop { me: Some(me), call: i };
-        let events = self.events.clone();
-        let pre_context = pre.context;
         let mut after = after;
-        inner.starts.push(Box::pin(
-            async move {
-                let mut call = call;
-                let mut started = started;
-                match wait {
-                    hooked::Gate::Run => {}
-                    gate => {
-                        let Some(me) = guard.me.clone() else { return };
-                        match me.approval(gate, &mut call, &mut ctx, i, &token).await {
-                            Ok(rewritten) => {
-                                // A PermissionRequest hook's rewrite is what
-                                // runs: what is shown and what PostToolUse
-                                // hooks get say so.
-                                if let Some(input) = rewritten {
-                                    if let EventKind::ToolStarted { render, .. } = &mut started {
-                                        *render = call.render_use();
-                                    }
-                                    if let Some(after) = &mut after {
-                                        after.input = input;
-                                    }
-                                }
-                                events.push(started);
+        let mut call = call;
+        let mut started = started;
+        match wait {
+            hooked::Gate::Run => {}
+            gate => {
+                let Some(me) = guard.me.clone() else { return };
+                match me.approval(gate, &mut call, &mut ctx, i, &token).await {
+                    Ok(rewritten) => {
+                        // A PermissionRequest hook's rewrite is what
+                        // runs: what is shown and what PostToolUse
+                        // hooks get say so.
+                        if let Some(input) = rewritten {
+                            if let EventKind::ToolStarted { render, .. } = &mut started {
+                                *render = call.render_use();
                             }
-                            Err(refusal) => {
-                                let render = call.render_rejected(&refusal);
-                                let outcome = CallOutcome {
-                                    content: vec![ContentBlock::text(refusal)],
-                                    is_error: true,
-                                    render,
-                                    modifier: None,
-                                    structured: None,
-                                };
-                                if let Some(me) = guard.me.take() {
-                                    me.finished(i, outcome, false);
-                                }
-                                return;
+                            if let Some(after) = &mut after {
+                                after.input = input;
                             }
                         }
+                        events.push(started);
                     }
-                }
-                let run = call.run(ctx, Some(reporter));
-                // The token is cancelled only when the machine aborts the
-                // call (or its turn or session ends). The tool gets a grace
-                // period to stop on its own (a command's processes are ended
-                // and its partial output kept); then it is dropped.
-                let mut run = std::pin::pin!(AssertUnwindSafe(run).catch_unwind());
-                let outcome = tokio::select! {
-                    outcome = &mut run => outcome,
-                    _ = token.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut run).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Ok(CallOutcome::error("cancelled")),
-                    },
-                };
-                let outcome =
-                    outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
-                let (outcome, completed) = match (&guard.me, after) {
-                    (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
-                    _ => (outcome, Vec::new()),
-                };
-                let outcome = hooked::with_context(outcome, "PreToolUse", &pre_context);
-                // A failure that is the cancellation itself blames nobody.
-                let failed = outcome.is_error && !token.is_cancelled();
-                if let Some(me) = guard.me.take() {
-                    let mut inner = me.lock();
-                    // The hooks' ends go out with the result, in one write.
-                    for event in completed {
-                        me.events.push(event);
+                    Err(refusal) => {
+                        let outcome = admit::refused(call.as_ref(), refusal);
+                        if let Some(me) = guard.me.take() {
+                            me.finished(i, outcome, false);
+                        }
+                        return;
                     }
-                    me.finished_locked(&mut inner, i, outcome, failed);
                 }
             }
-            .instrument(span),
-        ));
+        }
+        let run = call.run(ctx, Some(reporter));
+        // The token is cancelled only when the machine aborts the
+        // call (or its turn or session ends). The tool gets a grace
+        // period to stop on its own (a command's processes are ended
+        // and its partial output kept); then it is dropped.
+        let mut run = std::pin::pin!(AssertUnwindSafe(run).catch_unwind());
+        let outcome = tokio::select! {
+            outcome = &mut run => outcome,
+            _ = token.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut run).await {
+                Ok(outcome) => outcome,
+                Err(_) => Ok(CallOutcome::error("cancelled")),
+            },
+        };
+        let outcome = outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
+        let (outcome, completed) = match (&guard.me, after) {
+            (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
+            _ => (outcome, Vec::new()),
+        };
+        let outcome = hooked::with_context(outcome, "PreToolUse", &pre_context);
+        // A failure that is the cancellation itself blames nobody.
+        let failed = outcome.is_error && !token.is_cancelled();
+        if let Some(me) = guard.me.take() {
+            let mut inner = me.lock();
+            // The hooks' ends go out with the result, in one write.
+            for event in completed {
+                me.events.push(event);
+            }
+            me.finished_locked(&mut inner, i, outcome, failed);
+        }
     }
 
     /// Runs the call in slot `i` in the sandbox `profile` (Bash), with the

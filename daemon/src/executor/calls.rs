@@ -1,0 +1,67 @@
+//! What a call sees of its session: the workspace as the session's
+//! context has it (a worktree, the model's settings), the tools, and the
+//! [`ToolContext`] a call runs with.
+
+use super::*;
+
+impl SessionExecutor {
+    pub(super) fn unknown_tool(&self, name: &str, context: &SessionContext) -> CallOutcome {
+        match self.tools().resolve_for_call(name, context) {
+            Err(e) => CallOutcome::error(e.to_string()),
+            Ok(_) => CallOutcome::error(format!("no tool named {name:?}")),
+        }
+    }
+
+    /// The session's workspace as `context` has it: its directory and its
+    /// settings (a worktree EnterWorktree made replaces the directory).
+    pub(super) fn workspace(&self, context: &SessionContext) -> (Arc<PathBuf>, Arc<SessionInfo>) {
+        if context.worktree.is_none() && context.settings.is_empty() {
+            return (self.cwd.clone(), self.services.info.clone());
+        }
+        let mut info = (*self.services.info).clone();
+        context.apply_settings(&mut info);
+        match &context.worktree {
+            None => (self.cwd.clone(), Arc::new(info)),
+            Some(w) => {
+                info.cwd = w.cwd.clone();
+                (Arc::new(w.cwd.clone()), Arc::new(info))
+            }
+        }
+    }
+
+    /// The session's tools now.
+    pub fn tools(&self) -> Arc<ToolSet> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the session's tools (an MCP server's list changed); calls
+    /// admitted before keep the tool they resolved. Returns the old set.
+    pub fn replace_tools(&self, tools: Arc<ToolSet>) -> Arc<ToolSet> {
+        std::mem::replace(&mut *self.tools.write().unwrap_or_else(|e| e.into_inner()), tools)
+    }
+
+    /// The session's workspace as calls see it now (a worktree's, once
+    /// EnterWorktree moved there).
+    pub fn workspace_dir(&self) -> PathBuf {
+        self.with_context(|c| (*self.workspace(c).0).clone())
+    }
+
+    pub(super) fn tool_context(&self, cancel: CancellationToken, context: &SessionContext) -> ToolContext {
+        let (cwd, info) = self.workspace(context);
+        let mut services = crate::tool::context::Services::default();
+        services.provide(self.services.jobs.clone());
+        services.provide(self.services.sandbox.clone());
+        ToolContext {
+            session_id: self.session_id.clone(),
+            cwd,
+            cancel,
+            tools: self.tools(),
+            session: Arc::new(context.clone()),
+            info,
+            output_dir: self.services.output_dir.clone(),
+            rules: self.services.rules.clone(),
+            grant: crate::tool::context::CallGrant::default(),
+            services,
+        }
+    }
+}
