@@ -119,7 +119,7 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<A
         files.sort();
         for file in files {
             let shown = file.display();
-            let (pairs, body) = match crate::tools::skill::read_definition(&root, &file, rules, MAX_DEFINITION_BYTES) {
+            let (pairs, body) = match crate::definitions::read_definition(&root, &file, rules, MAX_DEFINITION_BYTES) {
                 Ok(x) => x,
                 Err(why) => {
                     errors.push(format!("{shown}: {why}"));

@@ -59,7 +59,7 @@ pub struct Config {
     /// in memory only).
     pub persist: bool,
     /// The network face (`--listen-tls`): the protocol over mutual TLS.
-    pub tls: Option<crate::server::tls::TlsConfig>,
+    pub tls: Option<TlsConfig>,
 }
 
 impl Config {
@@ -102,4 +102,18 @@ pub fn default_socket_path() -> PathBuf {
         nix::unistd::geteuid().as_raw(),
         &std::env::temp_dir(),
     )
+}
+
+/// `--listen-tls` and its files.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Address to listen on (`HOST:PORT`; port 0 picks a free one).
+    pub listen: String,
+    /// The server's certificate chain (PEM).
+    pub cert: std::path::PathBuf,
+    /// The server's private key (PEM; PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
+    /// The CA whose signature a client's certificate must carry (PEM; one
+    /// or more certificates).
+    pub client_ca: std::path::PathBuf,
 }

@@ -8,7 +8,9 @@
 pub(crate) mod agents;
 pub mod cli;
 pub mod config;
+pub(crate) mod definitions;
 pub mod error;
+pub(crate) mod events;
 pub(crate) mod executor;
 pub(crate) mod fs;
 pub(crate) mod hooks;

@@ -132,3 +132,170 @@ fn crates_live_under_four_directories_and_the_sandbox_stands_apart() {
         assert!(!text.contains("agentd::"), "{} names the daemon's crate", f.display());
     }
 }
+
+/// The shipped code of a file: its lines without comments, and without
+/// test code (files named `*_tests.rs`, and the item after `#[cfg(test)]`
+/// up to its closing brace).
+fn shipped_lines(path: &Path) -> Vec<String> {
+    if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with("_tests.rs")) {
+        return Vec::new();
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    let mut skipping: Option<usize> = None;
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(at) = skipping {
+            if line.trim_start().starts_with('}') && indent == at {
+                skipping = None;
+            }
+            continue;
+        }
+        if line.trim() == "#[cfg(test)]" {
+            let next = lines.peek().copied().unwrap_or_default();
+            if next.trim_end().ends_with('{') {
+                skipping = Some(indent);
+            } else {
+                lines.next();
+            }
+            continue;
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        out.push(code.to_owned());
+    }
+    out
+}
+
+/// The daemon's top-level modules and the others each one's shipped code
+/// names (`crate::other`).
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/src");
+    let mut modules = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if ["lib", "main", "bin"].contains(&name.as_str()) {
+            continue;
+        }
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else {
+            files.push(path);
+        }
+        modules.insert(name, files);
+    }
+    let mut graph = std::collections::BTreeMap::new();
+    for (name, files) in &modules {
+        let mut uses = std::collections::BTreeSet::new();
+        for line in files.iter().flat_map(|f| shipped_lines(f)) {
+            for part in line.split("crate::").skip(1) {
+                let other: String = part.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if other != *name && modules.contains_key(&other) {
+                    uses.insert(other);
+                }
+            }
+        }
+        graph.insert(name.clone(), uses);
+    }
+    graph
+}
+
+/// No top-level module of the daemon reaches itself through the modules
+/// it names: the layers stay layers (fs, permission, web, process,
+/// sandbox, tool, tools, hooks, events, store, agents, executor, session,
+/// server — each names only what lies below it).
+#[test]
+fn no_import_cycle_between_the_daemons_modules() {
+    let graph = module_graph();
+    assert!(graph.len() > 15, "{graph:?}");
+    assert!(graph["tools"].contains("tool"), "the scan finds nothing: {graph:?}");
+    // A depth-first walk from each module: a path back to it is a cycle.
+    let mut cycles = Vec::new();
+    for start in graph.keys() {
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in &graph[&at] {
+                if next == start {
+                    cycles.push(format!("{} -> {start}", path.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push((next.clone(), longer));
+                }
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles between the daemon's modules:\n{}", cycles.join("\n"));
+}
+
+/// The executor names no tool: tools declare their kind and build their
+/// own permission facts; its files and functions stay small.
+#[test]
+fn the_executor_names_no_tool_and_stays_small() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut names = Vec::new();
+    let mut tool_files = Vec::new();
+    rust_files(&root.join("daemon/src/tools"), &mut tool_files);
+    for f in &tool_files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            let line = line.trim();
+            if (line.starts_with("const NAME: &'static str = \"") || line.starts_with("pub const NAME: &str = \""))
+                && let Some(name) = line.split('"').nth(1)
+            {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    assert!(names.len() > 20 && names.iter().any(|n| n == "Bash"), "{names:?}");
+    let mut files = Vec::new();
+    rust_files(&root.join("daemon/src/executor"), &mut files);
+    assert!(files.len() > 5);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let shown = f.display();
+        assert!(text.lines().count() <= 700, "{shown} has {} lines", text.lines().count());
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            assert!(!code.contains("crate::tools::"), "{shown}:{} names a tool's module", i + 1);
+            assert!(!code.contains("shell::"), "{shown}:{} parses shell", i + 1);
+            for name in &names {
+                assert!(!code.contains(&format!("\"{name}\"")), "{shown}:{} names the tool {name}", i + 1);
+            }
+        }
+        // Functions: from `fn` to the closing brace at its indentation.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            let is_fn = ["fn ", "pub fn ", "pub(super) fn ", "pub(crate) fn ", "async fn ", "pub(super) async fn "]
+                .iter()
+                .any(|p| t.starts_with(p));
+            if !is_fn || t.ends_with(';') {
+                continue;
+            }
+            let indent = line.len() - t.len();
+            let end = lines[i..]
+                .iter()
+                .position(|l| l.len() - l.trim_start().len() == indent && l.trim_start().starts_with('}'))
+                .unwrap_or(0);
+            assert!(end < 80, "{shown}:{}: a function of {} lines", i + 1, end + 1);
+        }
+    }
+}
+
+/// What a call sees stays small, and names neither sub-agents nor
+/// processes: those are services a tool asks for.
+#[test]
+fn the_tool_context_has_at_most_ten_fields() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../daemon/src/tool/context.rs");
+    let text = std::fs::read_to_string(path).unwrap();
+    let body = text.split("pub struct ToolContext {").nth(1).unwrap().split("\n}").next().unwrap();
+    let fields: Vec<&str> = body.lines().map(str::trim).filter(|l| l.starts_with("pub ")).collect();
+    assert!(!fields.is_empty() && fields.len() <= 10, "{fields:?}");
+    for field in fields {
+        assert!(!field.contains("agents") && !field.contains("process"), "{field}");
+    }
+}

@@ -266,12 +266,7 @@ impl SessionExecutor {
 /// git directory wherever a `.git` file points), if it names one.
 fn protected_target(ctx: &ToolContext, facts: &Facts) -> Option<String> {
     let Facts::Path(p) = facts else { return None };
-    let git_dir = || crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
-    let protected = crate::permission::is_protected(p.strip_prefix(&*ctx.cwd).unwrap_or(p))
-        || crate::permission::is_protected_target(&ctx.cwd, p)
-        || crate::permission::is_user_protected(p)
-        || git_dir().is_some_and(|g| p.starts_with(g));
-    protected.then(|| p.display().to_string())
+    crate::permission::names_protected(&ctx.cwd, p).then(|| p.display().to_string())
 }
 
 /// The result of a call the permission check refused.

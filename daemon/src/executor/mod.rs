@@ -6,7 +6,7 @@
 //! [`SessionExecutor`] drives it: it prepares calls, carries out the
 //! machine's actions (start a task, abort a token, yield a result, apply a
 //! context modifier) and reports everything as events in the session's
-//! [`events::EventLog`].
+//! [`crate::events::EventLog`].
 //!
 //! # Invariants
 //! Each but 8 has a test named after it in `machine_tests.rs`, on the machine
@@ -48,7 +48,6 @@ mod asking;
 mod calls;
 mod cancelling;
 mod channel;
-pub mod events;
 mod hooked;
 pub mod machine;
 mod run;
@@ -78,10 +77,10 @@ use tracing::Instrument;
 use crate::permission::ask::{self, Answer, Asks};
 use crate::permission::rules::RuleSet;
 
+use crate::events::EventLog;
 use crate::process::jobs::JobTable;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
-use events::EventLog;
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx, Window};
 
 /// How long a permission request waits for a first client on the stream
@@ -299,7 +298,7 @@ struct Locked<'a> {
     guard: Option<std::sync::MutexGuard<'a, Inner>>,
     tracker: &'a TaskTracker,
     /// The events pushed meanwhile are written (and sent) together.
-    batch: Option<events::Batch<'a>>,
+    batch: Option<crate::events::Batch<'a>>,
 }
 
 impl std::ops::Deref for Locked<'_> {
@@ -465,7 +464,7 @@ impl SessionExecutor {
         };
         let durable = Mutex::new(crate::store::Durable::of(&context, granted.clone()));
         let forgotten = Forgotten::of_past(&past);
-        let events = Arc::new(EventLog::durable(events::DEFAULT_LOG_CAPACITY, journal, past));
+        let events = Arc::new(EventLog::durable(crate::events::DEFAULT_LOG_CAPACITY, journal, past));
         let hooks = crate::hooks::Hooks::new(
             hooks,
             events.clone(),

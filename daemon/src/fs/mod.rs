@@ -363,14 +363,18 @@ pub struct Written {
 /// created.
 #[cfg(test)]
 pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
-    write_atomic_guarded(path, content, true)
+    write_atomic_guarded(path, content, None)
 }
 
-/// [`write_atomic`], refusing (unless `allow_protected`) a file that turns
-/// out, once its directory is open, to be a protected one (`.git`,
-/// settings): a directory swapped for a symlink between the permission
-/// check and the write must not carry the write there.
-pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool) -> Result<Written, FsError> {
+/// What a guarded write refuses: whether the file `real` (its real path)
+/// in the workspace `root` is a protected one.
+pub type Protected<'a> = &'a dyn Fn(&Path, &Path) -> bool;
+
+/// [`write_atomic`], refusing a file that turns out, once its directory is
+/// open, to be one `protected` names (`.git`, settings): a directory
+/// swapped for a symlink between the permission check and the write must
+/// not carry the write there. `None` refuses nothing.
+pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Protected>) -> Result<Written, FsError> {
     let abs = path.abs();
     let Some(name) = path.rel.file_name().map(|n| n.to_owned()) else {
         return Err(FsError::NotAFile { path: abs.display().to_string(), what: "the workspace itself".into() });
@@ -397,18 +401,13 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
         }
     }
     let dir = open_beneath(&parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
-    if !allow_protected {
+    if let Some(protected) = protected {
         use std::os::fd::AsRawFd;
         // Where the open directory really is, as the kernel holds it.
         let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
             .map_err(|e| io_err("resolve", &abs, e))?
             .join(&name);
-        let git = crate::permission::git_dir(&path.root).and_then(|g| std::fs::canonicalize(g).ok());
-        if crate::permission::is_protected(real.strip_prefix(&path.root).unwrap_or(&real))
-            || crate::permission::is_protected_target(&path.root, &real)
-            || crate::permission::is_user_protected(&real)
-            || git.is_some_and(|g| real.starts_with(g))
-        {
+        if protected(&path.root, &real) {
             return Err(FsError::NotAFile {
                 path: abs.display().to_string(),
                 what: format!(
@@ -428,11 +427,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], allow_protected: bool
         let rel = target
             .strip_prefix(&path.root)
             .map_err(|_| FsError::Outside { path: abs.display().to_string(), root: path.root.display().to_string() })?;
-        return write_atomic_guarded(
-            &WsPath { root: path.root.clone(), rel: rel.to_owned() },
-            content,
-            allow_protected,
-        );
+        return write_atomic_guarded(&WsPath { root: path.root.clone(), rel: rel.to_owned() }, content, protected);
     }
     let old = existing.ok();
     if let Some(st) = &old {
@@ -579,7 +574,8 @@ mod tests {
         let ws_path = |rel: &str| WsPath { root: root.clone(), rel: PathBuf::from(rel) };
         // Reached through a directory link made after the start.
         std::os::unix::fs::symlink("certs", root.join("l")).unwrap();
-        let write = write_atomic_guarded(&ws_path("certs/secret.pem"), b"ATTACKER", false);
+        let write =
+            write_atomic_guarded(&ws_path("certs/secret.pem"), b"ATTACKER", Some(&crate::permission::names_protected));
         assert!(write.is_err(), "{write:?}");
         assert_eq!(std::fs::read_to_string(root.join("certs/secret.pem")).unwrap(), "KEY");
         let held =
@@ -688,16 +684,26 @@ mod tests {
         // `notes` swapped for a link to .git between the check and the write.
         std::os::unix::fs::symlink(".git", root.join("notes")).unwrap();
         let p = resolve(&root, &root, "notes/config").unwrap();
-        assert!(matches!(write_atomic_guarded(&p, b"[core]\n\tfsmonitor = x\n", false), Err(FsError::NotAFile { .. })));
+        assert!(matches!(
+            write_atomic_guarded(&p, b"[core]\n\tfsmonitor = x\n", Some(&crate::permission::names_protected)),
+            Err(FsError::NotAFile { .. })
+        ));
         let p = resolve(&root, &root, "notes/hooks/pre-commit").unwrap();
-        assert!(write_atomic_guarded(&p, b"x", false).is_err());
+        assert!(write_atomic_guarded(&p, b"x", Some(&crate::permission::names_protected)).is_err());
         assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
         assert!(!root.join(".git/hooks/pre-commit").exists());
         // Approved by name, it is written.
         let p = resolve(&root, &root, ".git/config").unwrap();
-        assert!(write_atomic_guarded(&p, b"[core]\n\tbare = false\n", true).is_ok());
+        assert!(write_atomic_guarded(&p, b"[core]\n\tbare = false\n", None).is_ok());
         // An ordinary file is written either way.
-        assert!(write_atomic_guarded(&resolve(&root, &root, "ok.txt").unwrap(), b"x", false).is_ok());
+        assert!(
+            write_atomic_guarded(
+                &resolve(&root, &root, "ok.txt").unwrap(),
+                b"x",
+                Some(&crate::permission::names_protected)
+            )
+            .is_ok()
+        );
     }
 
     #[test]

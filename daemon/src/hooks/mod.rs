@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::executor::events::EventLog;
+use crate::events::EventLog;
 
 pub use config::HookSet;
 pub use output::{Combined, Decision};

@@ -19,7 +19,7 @@ use std::time::Duration;
 use agentd_protocol::mcp::McpElicitationAction;
 use serde_json::{Map, Value};
 
-use crate::executor::events::EventLog;
+use crate::events::EventLog;
 
 /// Elicitations one session waits on at once; more are declined.
 const MAX_PENDING: usize = 4;

@@ -33,7 +33,7 @@ pub struct SessionMcp {
     /// The session hears of its servers' list changes while these live.
     lists: Mutex<Vec<changes::NoticeGuard>>,
     /// The session's event log, once it exists.
-    events: Arc<std::sync::OnceLock<std::sync::Weak<crate::executor::events::EventLog>>>,
+    events: Arc<std::sync::OnceLock<std::sync::Weak<crate::events::EventLog>>>,
     /// Its servers' elicitations, and its place among their targets.
     elicitations: Mutex<Option<Arc<elicit::Elicitations>>>,
     targets: Mutex<Vec<elicit::TargetGuard>>,
@@ -102,7 +102,7 @@ impl SessionMcp {
     pub fn attach(
         &self,
         session_id: &str,
-        events: &Arc<crate::executor::events::EventLog>,
+        events: &Arc<crate::events::EventLog>,
         timeout: std::time::Duration,
         add_dirs: &[std::path::PathBuf],
     ) {

@@ -39,6 +39,18 @@ pub fn is_protected(path: &std::path::Path) -> bool {
     path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
 }
 
+/// Whether `real` (a real path) in the workspace `root` is a file no tool
+/// writes unasked: a protected one (see [`is_protected`]), a link to one,
+/// the user's own (see [`is_user_protected`]), or in the repository's git
+/// directory wherever a `.git` file points.
+pub fn names_protected(root: &std::path::Path, real: &std::path::Path) -> bool {
+    let git_dir = || git_dir(root).and_then(|g| std::fs::canonicalize(g).ok());
+    is_protected(real.strip_prefix(root).unwrap_or(real))
+        || is_protected_target(root, real)
+        || is_user_protected(real)
+        || git_dir().is_some_and(|g| real.starts_with(g))
+}
+
 /// Whether `real` (a canonical path) is, or is inside, what one of the
 /// workspace's protected names (`.mcp.json`, `.claude`, …) at its top
 /// links to: writing through the link's target changes the protected file

@@ -10,7 +10,6 @@ use agentd_protocol::session::{PermissionMode, SandboxMode, SandboxOptions, Sand
 
 use super::Decision;
 use super::rules::RuleKind;
-use crate::sandbox::{AllowedBy, profile_for};
 
 /// The strongest rule that matched the call (deny > ask > allow; session
 /// and settings rules first, then rules granted by `allow_always`).
@@ -245,6 +244,31 @@ pub fn decide(f: &CallFacts) -> Verdict {
         Decision::Ask { reason, suggestion } => {
             Verdict::Ask { reason, suggestion, suggest: true, profile: profile(AllowedBy::Approval) }
         }
+    }
+}
+
+/// How a Bash call came to be allowed, for [`profile_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedBy {
+    /// The engine judged the command read-only (nobody approved it).
+    Judgement,
+    /// A rule, the mode, or the user approved it.
+    Approval,
+}
+
+/// The profile a Bash call runs in: a pure function of the session's
+/// choice, the call's `dangerouslyDisableSandbox`, how it was allowed, and
+/// whether the kernel can confine at all.
+pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by: AllowedBy) -> SandboxProfile {
+    if disable || !available {
+        return SandboxProfile::Off;
+    }
+    match (options.mode, by) {
+        (SandboxMode::Off, _) => SandboxProfile::Off,
+        // What runs unasked runs read-only, whatever the session's choice
+        // for approved commands (only `off` is off).
+        (SandboxMode::ReadOnly, _) | (_, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
+        (SandboxMode::WorkspaceWrite | SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
     }
 }
 

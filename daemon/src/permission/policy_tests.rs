@@ -633,3 +633,30 @@ fn invariants_hold_in_every_combination() {
         }
     }
 }
+
+fn opts(mode: agentd_protocol::session::SandboxMode) -> agentd_protocol::session::SandboxOptions {
+    agentd_protocol::session::SandboxOptions { mode, ..Default::default() }
+}
+
+#[test]
+fn profile_table() {
+    use crate::permission::policy::{AllowedBy::*, profile_for};
+    use SandboxProfile as P;
+    use agentd_protocol::session::SandboxMode::*;
+    use agentd_protocol::session::SandboxProfile;
+    // (mode, available, dangerouslyDisableSandbox, allowed by) -> profile
+    let rows = [
+        (Auto, true, false, Judgement, P::ReadOnly),
+        (Auto, true, false, Approval, P::WorkspaceWrite),
+        (Auto, true, true, Judgement, P::Off),
+        (Auto, false, false, Judgement, P::Off),
+        (WorkspaceWrite, true, false, Judgement, P::ReadOnly),
+        (WorkspaceWrite, true, false, Approval, P::WorkspaceWrite),
+        (ReadOnly, true, false, Approval, P::ReadOnly),
+        (ReadOnly, true, true, Approval, P::Off),
+        (Off, true, false, Judgement, P::Off),
+    ];
+    for (mode, available, disable, by, want) in rows {
+        assert_eq!(profile_for(&opts(mode), available, disable, by), want, "{mode:?} {available} {disable} {by:?}");
+    }
+}

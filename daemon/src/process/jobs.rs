@@ -21,6 +21,10 @@ const MAX_RUNNING_JOBS: usize = 32;
 /// Unread output a job keeps; older unread output is dropped (and counted).
 const MAX_UNREAD_BYTES: usize = 1024 * 1024;
 
+/// What runs when a job's processes are gone; its lines are added to the
+/// job's output.
+pub type AtEnd = Box<dyn FnOnce() -> Vec<String> + Send>;
+
 /// How a job stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
@@ -134,10 +138,10 @@ pub struct JobRun<'a> {
     pub env: &'a std::collections::BTreeMap<String, String>,
     /// The job's private temp directory, removed when it ends.
     pub tmp: Option<PathBuf>,
-    /// What the job's sandbox guards on its workspace (placeholders of
-    /// protected paths, settings present at the start): kept while it
-    /// runs; settings it created are moved aside when it ends.
-    pub settings_guard: Option<crate::sandbox::CallGuard>,
+    /// Run (on the blocking pool) when the job's processes are gone: what
+    /// its sandbox guarded on its workspace is checked, and what it says
+    /// goes to the job's output (settings it created moved aside).
+    pub at_end: Option<AtEnd>,
 }
 
 /// A session's jobs.
@@ -160,7 +164,7 @@ impl JobTable {
 
     /// Starts `script` (for `command`) in `cwd` as a job.
     pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, env, tmp, settings_guard } = run;
+        let JobRun { marker, output_file, launch, env, tmp, at_end } = run;
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(
@@ -182,7 +186,7 @@ impl JobTable {
             finished: tokio::sync::Notify::new(),
         });
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, tmp, settings_guard));
+        self.tracker.spawn(pump(job.clone(), tree, tmp, at_end));
         Ok(job)
     }
 
@@ -247,23 +251,11 @@ impl JobTable {
 
 /// Moves a job's output into its state until the job's process group is
 /// gone (not merely until EOF), or kills it when its token is cancelled.
-async fn pump(
-    job: Arc<Job>,
-    mut tree: ProcessTree,
-    tmp: Option<PathBuf>,
-    settings_guard: Option<crate::sandbox::CallGuard>,
-) {
+async fn pump(job: Arc<Job>, mut tree: ProcessTree, tmp: Option<PathBuf>, at_end: Option<AtEnd>) {
     pump_output(&job, &mut tree).await;
-    if let Some(guard) = settings_guard {
-        let finished = tokio::task::spawn_blocking(move || guard.finish()).await.unwrap_or_default();
-        for refused in &finished.objects_refused {
-            push(&job, format!("[an object the job wrote was not taken into the repository: {refused}]\n").as_bytes());
-        }
-        for moved in finished.moved {
-            push(
-                &job,
-                format!("[the job created {moved}: settings that would be obeyed later, moved aside]\n").as_bytes(),
-            );
+    if let Some(at_end) = at_end {
+        for line in tokio::task::spawn_blocking(at_end).await.unwrap_or_default() {
+            push(&job, format!("[{line}]\n").as_bytes());
         }
     }
     if let Some(report) = tree.report()

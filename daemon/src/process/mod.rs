@@ -30,6 +30,10 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
+/// What a process tree keeps alive while it lives (a call's network gate,
+/// which serves its connections), opaque to this module.
+pub type Kept = Box<dyn std::any::Any + Send + Sync>;
+
 /// Name of the environment variable that marks a call's processes.
 pub const MARKER_VAR: &str = "AGENTD_PROCESS";
 
@@ -135,10 +139,10 @@ pub struct ProcessTree {
     /// (`None`: no helper).
     report: Option<std::os::unix::net::UnixStream>,
     /// What it reported, once read.
-    reported: std::sync::OnceLock<Option<crate::sandbox::Report>>,
+    reported: std::sync::OnceLock<Option<agentd_sandbox::Report>>,
     /// The call's network gate: serves its connections while the tree
     /// lives.
-    _gate: Option<crate::sandbox::gate::Gate>,
+    _gate: Option<Kept>,
 }
 
 /// How to start a command.
@@ -157,10 +161,10 @@ pub enum Launch<'a> {
         /// The helpers started ahead of their calls.
         pool: &'a std::sync::Arc<WarmPool>,
         /// What it is told.
-        spec: Box<crate::sandbox::Spec>,
+        spec: Box<agentd_sandbox::Spec>,
         /// The call's network gate and the helper's end of its control
         /// socket (the helper's stdin), when the network is gated.
-        gate: Option<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd)>,
+        gate: Option<(Kept, std::os::fd::OwnedFd)>,
     },
 }
 
@@ -180,7 +184,7 @@ pub fn spawn_bash(
     let (tmp, scrub_env) = match launch {
         Launch::Helper { pool, spec, gate } => {
             let plain = spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly;
-            let request = crate::sandbox::WarmRequest {
+            let request = agentd_sandbox::WarmRequest {
                 command: bash.iter().map(|a| (*a).to_owned()).collect(),
                 cwd: cwd.to_owned(),
                 env: command_env(plain, Some(&spec.tmp), env, marker),
@@ -416,12 +420,12 @@ impl WarmPool {
     /// Runs `request` in a helper: a waiting one, or a new one.
     fn run(
         self: &std::sync::Arc<Self>,
-        request: crate::sandbox::WarmRequest,
+        request: agentd_sandbox::WarmRequest,
         marker: &str,
-        gate: Option<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd)>,
+        gate: Option<(Kept, std::os::fd::OwnedFd)>,
     ) -> std::io::Result<ProcessTree> {
         let body = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
-        if body.len() > crate::sandbox::WARM_REQUEST_MAX {
+        if body.len() > agentd_sandbox::WARM_REQUEST_MAX {
             return Err(std::io::Error::other("the sandbox spec is too large"));
         }
         let (gate, control_fd) = match gate {
@@ -588,11 +592,11 @@ impl ProcessTree {
 
     /// What the sandbox helper reported once it exited (`None` without a
     /// helper, or when it left no report).
-    pub fn report(&self) -> Option<crate::sandbox::Report> {
+    pub fn report(&self) -> Option<agentd_sandbox::Report> {
         self.reported.get_or_init(|| self.read_report()).clone()
     }
 
-    fn read_report(&self) -> Option<crate::sandbox::Report> {
+    fn read_report(&self) -> Option<agentd_sandbox::Report> {
         use std::io::Read;
         let socket = self.report.as_ref()?;
         // Whatever it wrote before it exited is there; never wait for more

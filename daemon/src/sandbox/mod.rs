@@ -6,7 +6,8 @@
 //!   seccomp, user/PID/mount namespaces) and then execs `bash -c`.
 //! - [`Facility`] is what the daemon found at start-up: the helper's path,
 //!   the Landlock ABI, whether namespaces work. `daemon/info` reports it.
-//! - [`profile_for`] is the pure choice of a profile for one call.
+//! - `permission::policy::profile_for` is the pure choice of a profile for
+//!   one call.
 //! - [`Spec`] is what one call's helper is told: the profile, the
 //!   workspace roots, the private temp directory, what to protect.
 
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub use guard::{CallGuard, Finished, parents_to_pin, quarantine_live};
 
 use agentd_protocol::methods::SandboxStatus;
-use agentd_protocol::session::{SandboxMode, SandboxOptions, SandboxProfile};
+use agentd_protocol::session::SandboxProfile;
 
 /// Files inside a workspace root that configure agentd or run code later:
 /// read-only even in `workspace_write`, so an approved command cannot plant
@@ -313,31 +314,6 @@ fn default_helper() -> Option<PathBuf> {
     [dir.join(own), dir.join(HELPER_NAME)].into_iter().find(|p| p.is_file())
 }
 
-/// How a Bash call came to be allowed, for [`profile_for`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllowedBy {
-    /// The engine judged the command read-only (nobody approved it).
-    Judgement,
-    /// A rule, the mode, or the user approved it.
-    Approval,
-}
-
-/// The profile a Bash call runs in: a pure function of the session's
-/// choice, the call's `dangerouslyDisableSandbox`, how it was allowed, and
-/// whether the kernel can confine at all.
-pub fn profile_for(options: &SandboxOptions, available: bool, disable: bool, by: AllowedBy) -> SandboxProfile {
-    if disable || !available {
-        return SandboxProfile::Off;
-    }
-    match (options.mode, by) {
-        (SandboxMode::Off, _) => SandboxProfile::Off,
-        // What runs unasked runs read-only, whatever the session's choice
-        // for approved commands (only `off` is off).
-        (SandboxMode::ReadOnly, _) | (_, AllowedBy::Judgement) => SandboxProfile::ReadOnly,
-        (SandboxMode::WorkspaceWrite | SandboxMode::Auto, AllowedBy::Approval) => SandboxProfile::WorkspaceWrite,
-    }
-}
-
 /// Where keys and tokens live in a home directory: hidden from every
 /// confined command (an empty directory or file in their place), in every
 /// profile. `~/.ssh` keeps `known_hosts` and `config` readable.
@@ -523,32 +499,6 @@ pub fn blocked_note(profile: SandboxProfile, output: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn opts(mode: SandboxMode) -> SandboxOptions {
-        SandboxOptions { mode, ..SandboxOptions::default() }
-    }
-
-    #[test]
-    fn profile_table() {
-        use AllowedBy::*;
-        use SandboxMode::*;
-        use SandboxProfile as P;
-        // (mode, available, dangerouslyDisableSandbox, allowed by) -> profile
-        let rows = [
-            (Auto, true, false, Judgement, P::ReadOnly),
-            (Auto, true, false, Approval, P::WorkspaceWrite),
-            (Auto, true, true, Judgement, P::Off),
-            (Auto, false, false, Judgement, P::Off),
-            (WorkspaceWrite, true, false, Judgement, P::ReadOnly),
-            (WorkspaceWrite, true, false, Approval, P::WorkspaceWrite),
-            (ReadOnly, true, false, Approval, P::ReadOnly),
-            (ReadOnly, true, true, Approval, P::Off),
-            (Off, true, false, Judgement, P::Off),
-        ];
-        for (mode, available, disable, by, want) in rows {
-            assert_eq!(profile_for(&opts(mode), available, disable, by), want, "{mode:?} {available} {disable} {by:?}");
-        }
-    }
 
     #[test]
     fn extra_reads_skip_key_stores() {

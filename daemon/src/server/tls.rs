@@ -10,7 +10,7 @@
 //! [`crate::fs::set_secret_files`]).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,19 +40,7 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEPALIVE_PROBES: u32 = 3;
 
-/// `--listen-tls` and its files.
-#[derive(Debug, Clone)]
-pub struct TlsConfig {
-    /// Address to listen on (`HOST:PORT`; port 0 picks a free one).
-    pub listen: String,
-    /// The server's certificate chain (PEM).
-    pub cert: PathBuf,
-    /// The server's private key (PEM; PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
-    /// The CA whose signature a client's certificate must carry (PEM; one
-    /// or more certificates).
-    pub client_ca: PathBuf,
-}
+pub use crate::config::TlsConfig;
 
 /// A bound TLS listener, ready to accept.
 pub(crate) struct TlsListener {

@@ -1,8 +1,8 @@
 //! Sessions: a workspace, its configuration, and the cancellation node under
 //! which all of its work runs (daemon → session → turn → call).
 
+pub use crate::events::{AgentRunner, Follow, ReplayError};
 pub use crate::executor::TurnError;
-pub use crate::executor::events::{AgentRunner, Follow, ReplayError};
 pub use crate::permission::ask::RespondError;
 
 use std::collections::HashMap;
@@ -186,13 +186,13 @@ impl Session {
 
     /// Counts a subscriber that answers MCP elicitations while the guard
     /// lives.
-    pub fn elicitor(&self) -> crate::executor::events::Elicitor {
+    pub fn elicitor(&self) -> crate::events::Elicitor {
         self.executor.events().elicitor()
     }
 
     /// Counts a subscriber that answers MCP sampling requests while the
     /// guard lives.
-    pub fn sampler(&self) -> crate::executor::events::Elicitor {
+    pub fn sampler(&self) -> crate::events::Elicitor {
         self.executor.events().sampler()
     }
 

@@ -50,7 +50,7 @@ impl Default for StoreLimits {
             max_sessions: 1000,
             max_log_bytes: 64 * 1024 * 1024,
             max_idle: Duration::from_secs(30 * 24 * 3600),
-            max_events: crate::executor::events::DEFAULT_LOG_CAPACITY,
+            max_events: super::DEFAULT_LOG_CAPACITY,
         }
     }
 }

@@ -18,6 +18,9 @@ pub use disk::DiskStore;
 
 use crate::tool::SessionContext;
 
+/// Events kept for replay per session.
+pub const DEFAULT_LOG_CAPACITY: usize = 10_000;
+
 /// A failure to read or write the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

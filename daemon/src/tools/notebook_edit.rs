@@ -140,8 +140,12 @@ impl Tool for NotebookEdit {
                 .map_err(|e| ToolError::new(format!("{} is not valid notebook JSON: {e}", abs.display())))?;
             let summary = apply(&mut nb, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
             let cells = nb["cells"].as_array().map(Vec::len).unwrap_or(0);
-            let written = fs::write_atomic_guarded(&path, &serialize(&nb), ctx.grant.may_write_protected)
-                .map_err(|e| ToolError::new(e.to_string()))?;
+            let written = fs::write_atomic_guarded(
+                &path,
+                &serialize(&nb),
+                (!ctx.grant.may_write_protected).then_some(&crate::permission::names_protected),
+            )
+            .map_err(|e| ToolError::new(e.to_string()))?;
             let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
             Ok((NotebookEditOutput { path: abs, summary, cells }, written.state, key))
         })

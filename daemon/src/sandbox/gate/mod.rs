@@ -24,6 +24,7 @@
 //! within [`HEAD_TIMEOUT`] (slowloris), [`MAX_ASKS`] questions per command,
 //! and relay buffers of [`RELAY_BUFFER`] bytes each way.
 
+pub mod line;
 mod relay;
 mod wire;
 
@@ -41,7 +42,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::permission::rules::{Facts, RuleKind, RuleSet, canonical_host, domain_covers, domain_rule};
-use crate::tool::{CallChannel, MidCallAsk, NetworkNote};
+use line::{CallChannel, MidCallAsk, NetworkNote};
 use relay::{Audit, SPLICE_RELAYS, relay};
 use wire::{absolute_http, authority, forward_head, one_line, parse_head, socks_reply};
 

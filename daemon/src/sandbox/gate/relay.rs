@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
+use super::line::NetworkNote;
 use super::{RELAY_BUFFER, Shared};
-use crate::tool::NetworkNote;
 
 /// Bytes a relay's pipe holds each way (pages are taken only as bytes
 /// pass).

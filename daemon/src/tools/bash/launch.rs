@@ -206,6 +206,7 @@ pub(super) fn launch<'a>(
         pin.dedup();
         spec.pin = pin;
     }
+    let gate = gate.map(|(g, fd)| (Box::new(g) as crate::process::Kept, fd));
     Ok((Launch::Helper { pool, spec: Box::new(spec), gate }, shared))
 }
 

@@ -312,25 +312,36 @@ impl Tool for Bash {
             let (launch, _gate) = launch(&ctx, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
                 let _ = std::fs::remove_dir_all(&tmp);
             })?;
-            let job = ctx
-                .need::<process::jobs::JobTable>()?
-                .start(
-                    &input.command,
-                    &script,
-                    &cwd,
-                    process::jobs::JobRun {
-                        marker: &marker,
-                        output_file: Some(&log_file),
-                        launch,
-                        env: &ctx.info.env,
-                        tmp: Some(tmp.clone()),
-                        settings_guard: guard,
-                    },
-                )
-                .map_err(|e| {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    ToolError::new(format!("cannot start bash: {e}"))
-                })?;
+            let job =
+                ctx.need::<process::jobs::JobTable>()?
+                    .start(
+                        &input.command,
+                        &script,
+                        &cwd,
+                        process::jobs::JobRun {
+                            marker: &marker,
+                            output_file: Some(&log_file),
+                            launch,
+                            env: &ctx.info.env,
+                            tmp: Some(tmp.clone()),
+                            at_end: guard.map(|guard| -> process::jobs::AtEnd {
+                                Box::new(move || {
+                                    let finished = guard.finish();
+                                    let refused = finished.objects_refused.iter().map(|r| {
+                                        format!("an object the job wrote was not taken into the repository: {r}")
+                                    });
+                                    let moved = finished.moved.iter().map(|m| {
+                                        format!("the job created {m}: settings that would be obeyed later, moved aside")
+                                    });
+                                    refused.chain(moved).collect()
+                                })
+                            }),
+                        },
+                    )
+                    .map_err(|e| {
+                        let _ = std::fs::remove_dir_all(&tmp);
+                        ToolError::new(format!("cannot start bash: {e}"))
+                    })?;
             return Ok(ToolOutput::new(BashResult {
                 exit_code: None,
                 killed: None,

@@ -15,8 +15,7 @@ use std::sync::{Arc, Mutex};
 use agentd_protocol::turn::{Event, EventKind};
 use tokio::sync::broadcast;
 
-/// Events kept for replay per session.
-pub const DEFAULT_LOG_CAPACITY: usize = 10_000;
+pub use crate::store::DEFAULT_LOG_CAPACITY;
 /// Bytes of events (their text, estimated) kept for replay per session.
 pub const DEFAULT_LOG_BYTES: usize = 4 * 1024 * 1024;
 /// Events a live subscriber may be behind before it catches up from the log.
