@@ -21,8 +21,6 @@ pub enum ErrorCode {
     InternalError,
     /// No open session has the given id.
     UnknownSession,
-    /// No tool of that name (or alias) is available to the session.
-    UnknownTool,
     /// The permission pipeline refused the request.
     PermissionDenied,
     /// A request line exceeded the size limit; the connection is closed after it.
@@ -41,14 +39,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and the generated schema.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
         ErrorCode::InvalidParams,
         ErrorCode::InternalError,
         ErrorCode::UnknownSession,
-        ErrorCode::UnknownTool,
         ErrorCode::PermissionDenied,
         ErrorCode::RequestTooLarge,
         ErrorCode::PeerNotAllowed,
@@ -66,7 +63,6 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
             ErrorCode::UnknownSession => -32001,
-            ErrorCode::UnknownTool => -32002,
             ErrorCode::PermissionDenied => -32003,
             ErrorCode::RequestTooLarge => -32004,
             ErrorCode::PeerNotAllowed => -32005,
@@ -90,7 +86,6 @@ impl ErrorCode {
             ErrorCode::InvalidParams => "invalid_params",
             ErrorCode::InternalError => "internal_error",
             ErrorCode::UnknownSession => "unknown_session",
-            ErrorCode::UnknownTool => "unknown_tool",
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::RequestTooLarge => "request_too_large",
             ErrorCode::PeerNotAllowed => "peer_not_allowed",

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use agentd_protocol::ErrorCode;
 use jsonrpsee::core::id_providers::RandomStringIdProvider;
-use jsonrpsee::types::{ErrorObject, Id, Params, Request};
+use jsonrpsee::types::{Id, Params, Request};
 use jsonrpsee::{
     BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink, Methods,
     SubscriptionState,
@@ -388,7 +388,7 @@ pub fn busy_reply(line: &str, limit: usize) -> Reply {
 
 /// An error reply with one of our codes.
 pub fn error_reply(id: Id<'_>, code: ErrorCode, message: impl Into<String>) -> Reply {
-    let err = ErrorObject::owned::<()>(code.code(), message.into(), None);
+    let err = jsonrpsee::types::ErrorObjectOwned::from(crate::server::rpc::RpcError::new(code, message));
     MethodResponse::error(id, err).into_json()
 }
 

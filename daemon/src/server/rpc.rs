@@ -13,7 +13,7 @@ use jsonrpsee::RpcModule;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::de::DeserializeOwned;
 
-use crate::session::SessionError;
+use crate::session::{RespondError, SessionError, TurnError};
 
 /// An error answer to a request: a stable code, a message a person can act
 /// on, and optional structured data.
@@ -49,6 +49,27 @@ impl RpcError {
 impl From<RpcError> for ErrorObjectOwned {
     fn from(e: RpcError) -> Self {
         ErrorObjectOwned::owned(e.code.code(), e.message, e.data)
+    }
+}
+
+impl From<TurnError> for RpcError {
+    fn from(e: TurnError) -> Self {
+        let field = match &e {
+            TurnError::TurnEnded { .. } | TurnError::UnknownTurn { .. } => "turn_id",
+            TurnError::DuplicateToolUse { .. } | TurnError::EmptyToolUseId => "tool_uses",
+            TurnError::UnknownToolUse { .. } => "tool_use_id",
+            TurnError::Closed => return RpcError::new(ErrorCode::UnknownSession, e.to_string()),
+        };
+        RpcError::invalid_params(field, e)
+    }
+}
+
+impl From<RespondError> for RpcError {
+    fn from(e: RespondError) -> Self {
+        match e {
+            RespondError::UnknownRequest(_) => RpcError::invalid_params("request_id", e),
+            RespondError::NoRule | RespondError::BadRule(_) => RpcError::invalid_params("rule", e),
+        }
     }
 }
 

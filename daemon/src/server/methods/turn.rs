@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use agentd_protocol::ErrorCode;
 use agentd_protocol::methods::{TURN_EVENT, TURN_STREAM, TURN_UNSTREAM, TurnCancel, TurnDiscard, TurnSubmit};
 use agentd_protocol::turn::{EventKind, TurnCancelResult, TurnDiscardResult, TurnStreamParams, TurnSubmitResult};
 use jsonrpsee::types::ErrorObjectOwned;
@@ -15,20 +14,6 @@ use agentd_protocol::permission::PermissionRespondResult;
 
 use crate::server::DaemonState;
 use crate::server::rpc::{self, RpcError};
-use crate::session::RespondError;
-use crate::session::TurnError;
-
-impl From<TurnError> for RpcError {
-    fn from(e: TurnError) -> Self {
-        let field = match &e {
-            TurnError::TurnEnded { .. } | TurnError::UnknownTurn { .. } => "turn_id",
-            TurnError::DuplicateToolUse { .. } | TurnError::EmptyToolUseId => "tool_uses",
-            TurnError::UnknownToolUse { .. } => "tool_use_id",
-            TurnError::Closed => return RpcError::new(ErrorCode::UnknownSession, e.to_string()),
-        };
-        RpcError::invalid_params(field, e)
-    }
-}
 
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register::<TurnSubmit, _, _>(module, |p, state| {
@@ -71,10 +56,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     });
     rpc::register::<PermissionRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let rule_added = session.respond(&p).map_err(|e| match e {
-            RespondError::UnknownRequest(_) => RpcError::invalid_params("request_id", e),
-            RespondError::NoRule | RespondError::BadRule(_) => RpcError::invalid_params("rule", e),
-        })?;
+        let rule_added = session.respond(&p).map_err(RpcError::from)?;
         Ok(PermissionRespondResult { request_id: p.request_id, rule_added })
     });
     let registered =
