@@ -69,10 +69,34 @@ pub enum FsError {
         op: &'static str,
         /// On what.
         path: String,
-        /// Why it failed.
+        /// Why it failed, as told to the model.
         why: String,
+        /// The system's error, when one caused it.
+        #[source]
+        source: Option<IoSource>,
     },
 }
+
+/// The system's error behind an [`FsError`], shared so the error stays
+/// cheap to clone; equal when of the same kind and text.
+#[derive(Debug, Clone)]
+pub struct IoSource(pub std::sync::Arc<std::io::Error>);
+
+impl PartialEq for IoSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoSource {}
+
+impl std::fmt::Display for IoSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoSource {}
 
 /// A path inside the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,8 +252,14 @@ fn open_root(root: &Path) -> Result<OwnedFd, FsError> {
         .map_err(|e| io_err("open workspace", root, e))
 }
 
-fn io_err(op: &'static str, path: &Path, e: impl std::fmt::Display) -> FsError {
-    FsError::Io { op, path: path.display().to_string(), why: e.to_string() }
+fn io_err<E: std::fmt::Display + Into<std::io::Error>>(op: &'static str, path: &Path, e: E) -> FsError {
+    let why = e.to_string();
+    FsError::Io { op, path: path.display().to_string(), why, source: Some(IoSource(std::sync::Arc::new(e.into()))) }
+}
+
+/// An [`FsError::Io`] that no system error caused: agentd refuses.
+fn refusal(op: &'static str, path: &Path, why: impl Into<String>) -> FsError {
+    FsError::Io { op, path: path.display().to_string(), why: why.into(), source: None }
 }
 
 /// Opens `path` beneath its workspace; symlinks are followed only while
@@ -265,12 +295,16 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
         in_state_dir(&opened) && !in_plans && !STATE_DIR.get().is_some_and(|s| opened.starts_with(s.join("sessions")))
     };
     if refused {
-        return Err(io_err("open", &path.abs(), "it is in agentd's state directory, which no tool may read or change"));
+        return Err(refusal(
+            "open",
+            &path.abs(),
+            "it is in agentd's state directory, which no tool may read or change",
+        ));
     }
     if SECRETS.get().is_some()
         && nix::sys::stat::fstat(&fd).is_ok_and(|st| secret_ids().contains(&(st.st_dev, st.st_ino)))
     {
-        return Err(io_err("open", &path.abs(), SECRET_REFUSAL));
+        return Err(refusal("open", &path.abs(), SECRET_REFUSAL));
     }
     Ok(fd)
 }
@@ -435,7 +469,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
         // directory swapped for a link since the checks): never agentd's
         // own secret files.
         if SECRETS.get().is_some() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
-            return Err(io_err("write", &abs, SECRET_REFUSAL));
+            return Err(refusal("write", &abs, SECRET_REFUSAL));
         }
         if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
             return Err(FsError::NotAFile { path: abs.display().to_string(), what: "not a regular file".into() });
@@ -493,11 +527,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
                 let same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime, now.st_mtime_nsec)
                     == (st.st_dev, st.st_ino, st.st_size, st.st_mtime, st.st_mtime_nsec);
                 if !same {
-                    return Err(FsError::Io {
-                        op: "replace",
-                        path: abs.display().to_string(),
-                        why: "the file changed while it was being written; read it again".into(),
-                    });
+                    return Err(refusal("replace", &abs, "the file changed while it was being written; read it again"));
                 }
                 nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
                     .map_err(|e| io_err("rename into place", &abs, e))?;
@@ -512,11 +542,11 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
                     nix::fcntl::RenameFlags::RENAME_NOREPLACE,
                 )
                 .map_err(|e| match e {
-                    nix::errno::Errno::EEXIST => FsError::Io {
-                        op: "create",
-                        path: abs.display().to_string(),
-                        why: "the file appeared while it was being written; Read it, then write again".into(),
-                    },
+                    nix::errno::Errno::EEXIST => refusal(
+                        "create",
+                        &abs,
+                        "the file appeared while it was being written; Read it, then write again",
+                    ),
                     other => io_err("rename into place", &abs, other),
                 })?;
             }

@@ -243,8 +243,12 @@ fn write_atomically(tmp: &Path, path: &Path, body: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
-fn backend(op: &'static str, session_id: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend { op, session_id: session_id.to_owned(), why: e.to_string() }
+fn backend<E: std::fmt::Display + Into<Box<dyn std::error::Error + Send + Sync>>>(
+    op: &'static str,
+    session_id: &str,
+    e: E,
+) -> StoreError {
+    StoreError::Backend { op, session_id: session_id.to_owned(), why: e.to_string(), source: e.into() }
 }
 
 impl Store for DiskStore {

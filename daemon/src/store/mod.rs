@@ -33,6 +33,9 @@ pub enum StoreError {
         session_id: String,
         /// Why it failed.
         why: String,
+        /// The error that caused it.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
