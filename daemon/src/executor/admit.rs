@@ -35,7 +35,7 @@ impl SessionExecutor {
         let target = call.permission_target();
         let facts = self.facts(ctx, target.clone());
         let kind = call.kind();
-        let plan_file = self.off_limits(kind, &facts, ctx)?;
+        let plan_file = self.off_limits(kind, &facts)?;
         let granted;
         let mut rule = self.services.rules.decide(&slot.name, &facts);
         if rule.is_none() {
@@ -46,7 +46,7 @@ impl SessionExecutor {
             Facts::Path(p) if !ctx.inside(p) => Some(p.clone()),
             _ => None,
         };
-        let edits = kind == ToolKind::EditsFile;
+        let edits = matches!(kind, ToolKind::EditsFile | ToolKind::EditsNotebook);
         let protected = if edits { protected_target(ctx, &facts) } else { None };
         let bash = call.shell_facts(ctx);
         // In accept_edits an output redirection into the workspace is an
@@ -116,11 +116,10 @@ impl SessionExecutor {
     /// secret files are off limits to every tool, in every mode, but for
     /// the session's own plan file and output. `Ok(true)`: the call is
     /// about the session's plan file.
-    fn off_limits(&self, kind: ToolKind, facts: &Facts, ctx: &ToolContext) -> Result<bool, CallOutcome> {
+    fn off_limits(&self, kind: ToolKind, facts: &Facts) -> Result<bool, CallOutcome> {
         let Facts::Path(p) = facts else { return Ok(false) };
         // The session's own plan file, written by Write or Edit (or read).
-        let plan_file = matches!(kind, ToolKind::ReadsFile | ToolKind::EditsFile)
-            && crate::fs::plan_file(&ctx.session_id).is_some_and(|f| *p == f);
+        let plan_file = matches!(kind, ToolKind::ReadsFile | ToolKind::EditsFile) && self.services.plan_file.0 == *p;
         if crate::fs::in_state_dir(p)
             && !(matches!(kind, ToolKind::ReadsFile | ToolKind::Searches) && self.own_output(p))
             && !plan_file

@@ -51,6 +51,7 @@ impl SessionExecutor {
         let mut services = crate::tool::context::Services::default();
         services.provide(self.services.jobs.clone());
         services.provide(self.services.sandbox.clone());
+        services.provide(self.services.plan_file.clone());
         ToolContext {
             session_id: self.session_id.clone(),
             cwd,

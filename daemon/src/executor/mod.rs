@@ -333,6 +333,8 @@ pub struct SessionServices {
     pub info: Arc<SessionInfo>,
     /// Where tools keep per-call files (full command output).
     pub output_dir: Arc<PathBuf>,
+    /// The session's plan file (plan mode).
+    pub plan_file: Arc<crate::tool::context::PlanFile>,
     /// The session's background jobs.
     pub jobs: Arc<JobTable>,
     /// The session's permission rules (session, project and user settings).
@@ -406,6 +408,8 @@ pub struct SessionExecutor {
 pub struct Storage {
     /// Where tools keep per-call files (full command output).
     pub output_dir: PathBuf,
+    /// The session's plan file (plan mode), in the daemon's state directory.
+    pub plan_file: PathBuf,
     /// Where events are written as they happen.
     pub journal: Option<Arc<dyn crate::store::Journal>>,
     /// The session as the store had it.
@@ -457,7 +461,7 @@ impl SessionExecutor {
         let Checks { rules, hooks } = checks;
         let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
         let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
-        let Storage { output_dir, journal, restored } = storage;
+        let Storage { output_dir, plan_file, journal, restored } = storage;
         let (context, past, granted) = match restored {
             Some(r) => (r.context, r.events, r.granted_rules),
             None => (SessionContext::default(), Vec::new(), Vec::new()),
@@ -493,6 +497,7 @@ impl SessionExecutor {
             services: SessionServices {
                 info: Arc::new(info.clone()),
                 output_dir: Arc::new(output_dir),
+                plan_file: Arc::new(crate::tool::context::PlanFile(plan_file)),
                 jobs,
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),

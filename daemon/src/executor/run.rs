@@ -7,6 +7,9 @@ use crate::tool::ToolKind;
 /// An admitted call, ready to run: what its future needs.
 struct Admitted {
     i: CallIdx,
+    /// Reports the call finished however its future ends, even dropped
+    /// before it first runs.
+    guard: ReportOnDrop,
     call: Box<dyn PreparedCall>,
     ctx: ToolContext,
     token: CancellationToken,
@@ -85,8 +88,10 @@ impl SessionExecutor {
         // Debug level: an enabled span costs a registry slot and formatted
         // fields on every call.
         let span = tracing::debug_span!("tool", name = %slot.name, tool_use_id = %slot.tool_use_id);
-        let admitted = Admitted { i, call, ctx, token, wait, started, after, pre_context: pre.context, reporter };
-        inner.starts.push(Box::pin(Self::drive(me, admitted).instrument(span)));
+        let guard = ReportOnDrop { me: Some(me), call: i };
+        let admitted =
+            Admitted { i, guard, call, ctx, token, wait, started, after, pre_context: pre.context, reporter };
+        inner.starts.push(Box::pin(Self::drive(admitted).instrument(span)));
     }
 
     /// What a call of `kind` gets beside the session's services: a line
@@ -168,10 +173,9 @@ impl SessionExecutor {
     /// Runs an admitted call: waits for its approval if it needs one,
     /// runs it (a grace period to stop on its own once cancelled), runs its
     /// PostToolUse hooks, and reports it finished.
-    async fn drive(me: Arc<SessionExecutor>, admitted: Admitted) {
-        let Admitted { i, call, mut ctx, token, wait, started, after, pre_context, reporter } = admitted;
-        let events = me.events.clone();
-        let mut guard = ReportOnDrop { me: Some(me), call: i };
+    async fn drive(admitted: Admitted) {
+        let Admitted { i, mut guard, call, mut ctx, token, wait, started, after, pre_context, reporter } = admitted;
+        let Some(events) = guard.me.as_ref().map(|me| me.events.clone()) else { return };
         let mut after = after;
         let mut call = call;
         let mut started = started;

@@ -288,11 +288,11 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     // The plans exception only for a path named as itself: no symlink
     // followed on the way (one swapped in after the exact-path check could
     // lead to another session's plan).
-    let in_plans = plans_dir().is_some_and(|p| opened.starts_with(p)) && opened == path.abs();
+    let in_plans = in_plans(&opened) && opened == path.abs();
     let refused = if flags.contains(OFlag::O_DIRECTORY) {
         in_state_dir(&opened) && !in_plans
     } else {
-        in_state_dir(&opened) && !in_plans && !STATE_DIR.get().is_some_and(|s| opened.starts_with(s.join("sessions")))
+        in_state_dir(&opened) && !in_plans && !state_dirs().iter().any(|s| opened.starts_with(s.join("sessions")))
     };
     if refused {
         return Err(refusal(
@@ -301,9 +301,7 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
             "it is in agentd's state directory, which no tool may read or change",
         ));
     }
-    if SECRETS.get().is_some()
-        && nix::sys::stat::fstat(&fd).is_ok_and(|st| secret_ids().contains(&(st.st_dev, st.st_ino)))
-    {
+    if has_secrets() && nix::sys::stat::fstat(&fd).is_ok_and(|st| secret_ids().contains(&(st.st_dev, st.st_ino))) {
         return Err(refusal("open", &path.abs(), SECRET_REFUSAL));
     }
     Ok(fd)
@@ -419,7 +417,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
     // (Not for a plan file: its directory is there, and the state
     // directory above it is not for tools to open.)
     let mut built = PathBuf::new();
-    let plans = plans_dir().is_some_and(|p| p == parent.abs());
+    let plans = state_dirs().iter().any(|s| s.join("plans") == parent.abs());
     for c in parent.rel.components().filter(|_| !plans) {
         let above = WsPath { root: path.root.clone(), rel: built.clone() };
         built.push(c);
@@ -468,7 +466,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
         // The file about to be replaced, whatever path led here (a
         // directory swapped for a link since the checks): never agentd's
         // own secret files.
-        if SECRETS.get().is_some() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
+        if has_secrets() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
             return Err(refusal("write", &abs, SECRET_REFUSAL));
         }
         if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
@@ -600,7 +598,7 @@ mod tests {
         let (_dir, root) = ws();
         std::fs::create_dir(root.join("certs")).unwrap();
         std::fs::write(root.join("certs/secret.pem"), "KEY").unwrap();
-        set_secret_files(&[root.join("certs/secret.pem")]);
+        let _secrets = guard_secret_files(&[root.join("certs/secret.pem")]);
         let ws_path = |rel: &str| WsPath { root: root.clone(), rel: PathBuf::from(rel) };
         // Reached through a directory link made after the start.
         std::os::unix::fs::symlink("certs", root.join("l")).unwrap();
@@ -639,7 +637,7 @@ mod tests {
         }
         std::fs::write(ws.join("state/store/s1/session.json"), "{}").unwrap();
         std::fs::write(ws.join("state/sessions/s1/output/bash-1.log"), "out").unwrap();
-        set_state_dir(&ws.join("state"));
+        let _state = guard_state_dir(&ws.join("state"));
         std::os::unix::fs::symlink("state/store/s1", ws.join("link")).unwrap();
         std::os::unix::fs::symlink("state/procs", ws.join("procs")).unwrap();
         std::os::unix::fs::symlink("state/sessions/s1/output", ws.join("out")).unwrap();
@@ -663,7 +661,7 @@ mod tests {
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir_all(ws.join("state/plans")).unwrap();
         std::fs::write(ws.join("state/plans/other.md"), "theirs").unwrap();
-        set_state_dir(&ws.join("state"));
+        let _state = guard_state_dir(&ws.join("state"));
         std::os::unix::fs::symlink("state/plans/other.md", ws.join("mine.md")).unwrap();
         std::os::unix::fs::symlink("state/plans", ws.join("plans")).unwrap();
         let at = |p: &str| resolve(&ws, &ws, p).unwrap();
@@ -871,26 +869,53 @@ pub mod pending {
     }
 }
 
-/// Why a tool may not touch a file of [`set_secret_files`].
+/// Why a tool may not touch a file of [`guard_secret_files`].
 pub const SECRET_REFUSAL: &str =
     "it is one of agentd's own secret files (its TLS key or certificates), which no tool may read or change";
 
-static STATE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The state directories (canonical) of the daemons of this process, each
+/// registered by its daemon for as long as it lives ([`guard_state_dir`]):
+/// no tool of any of them may touch any of them. One in a daemon's own
+/// process; several where tests run daemons side by side.
+static STATE_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-/// Sets agentd's state directory (canonical), which no tool may touch.
-pub fn set_state_dir(dir: &Path) {
-    if let Ok(canonical) = std::fs::canonicalize(dir) {
-        let _ = STATE_DIR.set(canonical);
+fn state_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    STATE_DIRS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A daemon's state directory, kept from every tool while this lives (the
+/// daemon holds it).
+#[derive(Debug)]
+pub struct StateDirGuard(Option<PathBuf>);
+
+impl Drop for StateDirGuard {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let mut dirs = state_dirs();
+            if let Some(i) = dirs.iter().position(|d| *d == dir) {
+                dirs.remove(i);
+            }
+        }
     }
+}
+
+/// Keeps agentd's state directory `dir` from every tool until the guard
+/// is dropped.
+pub fn guard_state_dir(dir: &Path) -> StateDirGuard {
+    let canonical = std::fs::canonicalize(dir).ok();
+    if let Some(c) = &canonical {
+        state_dirs().push(c.clone());
+    }
+    StateDirGuard(canonical)
 }
 
 /// Whether `path` (a real path: symlinks resolved) is agentd's state
 /// directory or inside it.
 pub fn in_state_dir(path: &Path) -> bool {
-    STATE_DIR.get().is_some_and(|s| path.starts_with(s))
+    state_dirs().iter().any(|s| path.starts_with(s))
 }
 
-/// The files of [`set_secret_files`]: as given (absolute), as they
+/// The files of [`guard_secret_files`]: as given (absolute), as they
 /// resolved at start, and the files they were then (device and inode). A
 /// file is secret by what it is, not only by its path: a hard link to it, or
 /// the key after its directory was renamed, is as secret as the key. A path
@@ -907,16 +932,41 @@ struct Secrets {
     _held: Vec<std::fs::File>,
 }
 
-static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
+/// The secret files of the daemons of this process, each set registered
+/// by its daemon for as long as it lives ([`guard_secret_files`]).
+static SECRETS: std::sync::Mutex<Vec<std::sync::Arc<Secrets>>> = std::sync::Mutex::new(Vec::new());
+/// How many sets [`SECRETS`] holds: checks cost nothing without a TLS face.
+static SECRET_SETS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn secret_sets() -> Vec<std::sync::Arc<Secrets>> {
+    if SECRET_SETS.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        return Vec::new();
+    }
+    SECRETS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// A daemon's secret files, kept from every tool while this lives (the
+/// daemon holds it).
+pub struct SecretsGuard(std::sync::Arc<Secrets>);
+
+impl Drop for SecretsGuard {
+    fn drop(&mut self) {
+        let mut sets = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = sets.iter().position(|s| std::sync::Arc::ptr_eq(s, &self.0)) {
+            sets.remove(i);
+            SECRET_SETS.fetch_sub(1, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
 
 fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (meta.dev(), meta.ino())
 }
 
-/// Sets the files agentd keeps from every tool besides its state directory
-/// (the TLS face's key and certificates).
-pub fn set_secret_files(files: &[PathBuf]) {
+/// Keeps `files` (the TLS face's key and certificates) from every tool
+/// besides the state directory, until the guard is dropped.
+pub fn guard_secret_files(files: &[PathBuf]) -> SecretsGuard {
     let here = std::env::current_dir().unwrap_or_default();
     let given: Vec<PathBuf> = files.iter().map(|f| here.join(f)).collect();
     let at_start = given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
@@ -928,16 +978,22 @@ pub fn set_secret_files(files: &[PathBuf]) {
             std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_PATH | nix::libc::O_CLOEXEC).open(f).ok()
         })
         .collect();
-    let _ = SECRETS.set(Secrets { given, at_start, ids_at_start, _held: held });
+    let secrets = std::sync::Arc::new(Secrets { given, at_start, ids_at_start, _held: held });
+    let mut sets = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+    sets.push(secrets.clone());
+    SECRET_SETS.fetch_add(1, std::sync::atomic::Ordering::Release);
+    SecretsGuard(secrets)
 }
 
-/// The real paths of [`set_secret_files`]' files that exist now (resolved
+/// The real paths of [`guard_secret_files`]' files that exist now (resolved
 /// now, and as they were at start), for the sandbox to mask and pin.
 /// Nothing, and no I/O, without a TLS face.
 pub fn secret_files() -> Vec<PathBuf> {
-    let Some(s) = SECRETS.get() else { return Vec::new() };
-    let mut out: Vec<PathBuf> = s.given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
-    out.extend(s.at_start.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned());
+    let mut out = Vec::new();
+    for s in secret_sets() {
+        out.extend(s.given.iter().filter_map(|f| std::fs::canonicalize(f).ok()));
+        out.extend(s.at_start.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned());
+    }
     out.sort();
     out.dedup();
     out
@@ -946,17 +1002,19 @@ pub fn secret_files() -> Vec<PathBuf> {
 /// The secret files' (device, inode), now and at start. A walk takes them
 /// once; empty without a TLS face.
 pub fn secret_ids() -> Vec<(u64, u64)> {
-    let Some(s) = SECRETS.get() else { return Vec::new() };
-    let mut out = s.ids_at_start.clone();
-    out.extend(s.given.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| file_id(&m)));
+    let mut out = Vec::new();
+    for s in secret_sets() {
+        out.extend(s.ids_at_start.iter().copied());
+        out.extend(s.given.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| file_id(&m)));
+    }
     out.sort();
     out.dedup();
     out
 }
 
-/// Whether `path` is (or leads to) one of [`set_secret_files`]' files.
+/// Whether `path` is (or leads to) one of [`guard_secret_files`]' files.
 pub fn is_secret(path: &Path) -> bool {
-    SECRETS.get().is_some()
+    has_secrets()
         && std::fs::metadata(path).is_ok_and(|m| {
             let id = file_id(&m);
             secret_ids().contains(&id)
@@ -988,7 +1046,7 @@ pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Re
     if (st.st_mode & libc_s_ifmt()) != libc_s_ifreg() {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
     }
-    if SECRETS.get().is_some() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
+    if has_secrets() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
         return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, SECRET_REFUSAL));
     }
     Ok(File::from(fd))
@@ -996,42 +1054,46 @@ pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Re
 
 /// Whether the daemon has secret files (a TLS face).
 pub fn has_secrets() -> bool {
-    SECRETS.get().is_some()
+    SECRET_SETS.load(std::sync::atomic::Ordering::Acquire) > 0
 }
 
 /// Whether a secret file lies under `dir` (a workspace holding the TLS
 /// key): where it is now, or was given or found at start (a key whose
 /// directory was renamed since is still in the workspace).
 pub fn holds_secret(dir: &Path) -> bool {
-    let Some(s) = SECRETS.get() else { return false };
-    secret_files().iter().chain(&s.given).chain(&s.at_start).any(|f| f.starts_with(dir))
+    let sets = secret_sets();
+    !sets.is_empty()
+        && (secret_files().iter().any(|f| f.starts_with(dir))
+            || sets.iter().any(|s| s.given.iter().chain(&s.at_start).any(|f| f.starts_with(dir))))
 }
 
 /// Whether agentd's state directory lies under `dir` (a workspace that
 /// is the home directory holds it).
 pub fn holds_state_dir(dir: &Path) -> bool {
-    STATE_DIR.get().is_some_and(|s| s.starts_with(dir))
+    state_dirs().iter().any(|s| s.starts_with(dir))
 }
 
-/// Where sessions' plan files are: the one part of the state directory
-/// file tools may write, each session its own file only (admission sees to
-/// that).
-pub fn plans_dir() -> Option<PathBuf> {
-    STATE_DIR.get().map(|s| s.join("plans"))
+/// Whether `path` is in the plans directory of a state directory: the one
+/// part of it file tools may write, each session its own file only
+/// (admission sees to that).
+fn in_plans(path: &Path) -> bool {
+    state_dirs().iter().any(|s| path.starts_with(s.join("plans")))
 }
 
-/// The plan file of `session_id` (Claude Code 2.1's plan mode: the model
-/// writes its plan there, ExitPlanMode presents it). No I/O: admission asks
-/// it of every path a call names.
-pub fn plan_file(session_id: &str) -> Option<PathBuf> {
-    Some(plans_dir()?.join(format!("{session_id}.md")))
+/// The plan file of `session_id` in the state directory `state_dir`
+/// (Claude Code 2.1's plan mode: the model writes its plan there,
+/// ExitPlanMode presents it). No I/O: admission asks it of every path a
+/// call names.
+pub fn plan_file(state_dir: &Path, session_id: &str) -> PathBuf {
+    let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+    state.join("plans").join(format!("{session_id}.md"))
 }
 
-/// Makes the plans directory (private) if it is not there: once a session
-/// enters plan mode, before its plan file is written.
-pub fn make_plans_dir() {
-    if let Some(dir) = plans_dir().filter(|d| !d.is_dir()) {
+/// Makes the directory of a plan file (private) if it is not there: once
+/// a session enters plan mode, before its plan file is written.
+pub fn make_plans_dir(plan_file: &Path) {
+    if let Some(dir) = plan_file.parent().filter(|d| !d.is_dir()) {
         use std::os::unix::fs::DirBuilderExt;
-        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
     }
 }

@@ -74,6 +74,9 @@ pub struct Daemon {
     config: Config,
     /// The state directory's lock, held while the daemon serves.
     _state_lock: nix::fcntl::Flock<std::fs::File>,
+    /// The state directory and the TLS face's files, kept from every tool
+    /// while the daemon lives.
+    _off_limits: (crate::fs::StateDirGuard, Option<crate::fs::SecretsGuard>),
 }
 
 impl Daemon {
@@ -89,7 +92,7 @@ impl Daemon {
         // Before anything reads or changes the state (restoring sessions,
         // ending what a previous daemon left): one daemon per directory.
         let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
-        crate::fs::set_state_dir(&config.state_dir);
+        let state_guard = crate::fs::guard_state_dir(&config.state_dir);
         crate::fs::pending::init(&config.state_dir);
         crate::sandbox::placeholders::init(&config.state_dir);
         crate::process::ledger::init(&config.state_dir);
@@ -105,9 +108,10 @@ impl Daemon {
         // leaves no socket behind. Its files are read now and hidden from
         // every tool from now on.
         let tls = config.tls.as_ref().map(tls::bind).transpose()?;
-        if let Some(t) = &config.tls {
-            crate::fs::set_secret_files(&[t.cert.clone(), t.key.clone(), t.client_ca.clone()]);
-        }
+        let secrets_guard = config
+            .tls
+            .as_ref()
+            .map(|t| crate::fs::guard_secret_files(&[t.cert.clone(), t.key.clone(), t.client_ca.clone()]));
         let mut socket = listen::open(&config.socket)?;
         socket.register_for_emergency();
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
@@ -213,7 +217,16 @@ impl Daemon {
             allowed_uid,
             refuse_descendants: config.refuse_descendants,
         });
-        Ok(Daemon { socket, listener, tls, shared, root, config, _state_lock: state_lock })
+        Ok(Daemon {
+            socket,
+            listener,
+            tls,
+            shared,
+            root,
+            config,
+            _state_lock: state_lock,
+            _off_limits: (state_guard, secrets_guard),
+        })
     }
 
     /// The socket path the daemon serves, when it has one.

@@ -565,6 +565,7 @@ impl SessionManager {
         let cancel = self.root.child_token();
         let storage = Storage {
             output_dir: self.state_dir.join("sessions").join(&info.session_id).join("output"),
+            plan_file: crate::fs::plan_file(&self.state_dir, &info.session_id),
             journal: self.store.journal(&info.session_id),
             restored,
         };
@@ -762,8 +763,8 @@ impl SessionManager {
             tracing::warn!(session_id, "could not remove {}: {e}", dir.display());
         }
         // And its plan file (where the file tools wrote it).
-        if let Some(plan) = crate::fs::plan_file(session_id)
-            && let Err(e) = std::fs::remove_file(&plan)
+        let plan = crate::fs::plan_file(&self.state_dir, session_id);
+        if let Err(e) = std::fs::remove_file(&plan)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(session_id, "could not remove {}: {e}", plan.display());

@@ -164,6 +164,11 @@ impl Services {
     }
 }
 
+/// The session's plan file (plan mode): the one file of agentd's state
+/// directory file tools may write, provided to every call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanFile(pub PathBuf);
+
 /// A running call's line back to its session (mid-call asks, network
 /// events): provided to shell calls.
 pub type CallLine = Arc<dyn CallChannel>;
@@ -215,7 +220,8 @@ impl<P: Serialize> ProgressSink<P> {
 
 impl ToolContext {
     /// What the Bash sandbox can do here: nothing when none was provided
-    /// (every command then asks).
+    /// (a command granted a sandbox profile is then refused: see the Bash
+    /// tool's launch).
     pub fn sandbox(&self) -> &crate::sandbox::Facility {
         static NONE: std::sync::LazyLock<crate::sandbox::Facility> =
             std::sync::LazyLock::new(crate::sandbox::Facility::none);

@@ -62,6 +62,19 @@ pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     opt_flag(d).map(|b| b.unwrap_or(false))
 }
 
+/// `deserialize_with` for a flag that weakens a wall
+/// (`dangerouslyDisableSandbox`): accepted as [`flag`] accepts it, but only
+/// the JSON literal `true` sets it. A string `"true"` keeps the wall up, as
+/// the permission check always judged it: leaving the sandbox must be meant.
+pub fn literal_true<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        Some(Value::Bool(b)) => Ok(b),
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") => Ok(false),
+        Some(other) => Err(D::Error::custom(format!("expected true or false, got {other}"))),
+    }
+}
+
 /// `deserialize_with` for an optional flag (see [`flag`]).
 pub fn opt_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
     match Option::<Value>::deserialize(d)? {

@@ -52,9 +52,12 @@ pub enum ToolKind {
     /// Reads the files of a tree (Grep, Glob, LS): the session's own output
     /// is open to it.
     Searches,
-    /// Changes the one file it names (Edit, Write, NotebookEdit): protected
+    /// Changes the text of the one file it names (Edit, Write): protected
     /// files ask, and the session's plan file may be written in plan mode.
     EditsFile,
+    /// Changes the one notebook it names (NotebookEdit): protected files
+    /// ask; never the plan file.
+    EditsNotebook,
     /// Asks the user (AskUserQuestion): only a person answers it, and the
     /// answers come with the approval.
     Question,

@@ -85,7 +85,7 @@ impl Tool for NotebookEdit {
     type Progress = ();
 
     const NAME: &'static str = "NotebookEdit";
-    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
+    const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsNotebook;
 
     fn description(&self) -> String {
         "Edits one cell of a Jupyter notebook: replace its source, insert a new cell after it, or delete \

@@ -85,9 +85,11 @@ impl Tool for EnterPlanMode {
                 s.mode = Some(PermissionMode::Plan);
             }
         });
-        crate::fs::make_plans_dir();
-        let out =
-            PlanModeOutput { mode: PermissionMode::Plan, plan_file: crate::fs::plan_file(&ctx.session_id), plan: None };
+        let plan_file = ctx.services.get::<crate::tool::context::PlanFile>().map(|p| p.0.clone());
+        if let Some(file) = &plan_file {
+            crate::fs::make_plans_dir(file);
+        }
+        let out = PlanModeOutput { mode: PermissionMode::Plan, plan_file, plan: None };
         Ok(ToolOutput::with_modifier(out, modifier))
     }
 
@@ -174,7 +176,9 @@ fn plan_of(input: &ExitPlanModeInput, ctx: &ToolContext) -> (String, Option<std:
     if let Some(plan) = &input.plan {
         return (plan.clone(), None);
     }
-    let Some(file) = crate::fs::plan_file(&ctx.session_id) else { return (String::new(), None) };
+    let Some(file) = ctx.services.get::<crate::tool::context::PlanFile>().map(|p| p.0.clone()) else {
+        return (String::new(), None);
+    };
     let text = std::fs::File::open(&file)
         .and_then(|f| {
             let mut text = String::new();

@@ -235,3 +235,100 @@ fn absolute(here: &Path, value: &str) -> PathBuf {
     let raw = PathBuf::from(value);
     if raw.is_absolute() { raw } else { here.join(raw) }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::permission::rules::{Origin, RuleSet};
+
+    struct NoTools;
+
+    impl crate::tool::context::ToolCatalogue for NoTools {
+        fn search(&self, _: &str, _: usize) -> (Vec<agentd_protocol::tools::ToolDefinition>, Vec<String>) {
+            (Vec::new(), Vec::new())
+        }
+        fn is_deferred(&self, _: &str) -> bool {
+            false
+        }
+        fn deferred_names(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn facts(input: serde_json::Value, deny: &[&str]) -> BashFacts {
+        let mut ctx = ToolContext::for_test(Arc::new(NoTools));
+        let mut rules = RuleSet::default();
+        let origin = Origin { source: "session".into(), base: ctx.cwd.to_path_buf() };
+        rules.add(&origin, &[], &deny.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[]);
+        ctx.rules = Arc::new(rules);
+        let input: BashInput = serde_json::from_value(input).unwrap();
+        permission_facts(&input, &ctx)
+    }
+
+    /// Each row: the input, the deny rules, then what the facts say:
+    /// writes files, git runs configured code, a redirect runs into a deny
+    /// rule, an argument names a denied file, leaves the sandbox, every
+    /// redirect is an edit inside the workspace.
+    #[test]
+    fn the_facts_of_a_command_from_one_parse() {
+        use serde_json::json;
+        type Row = (serde_json::Value, &'static [&'static str], [bool; 6]);
+        let rows: &[Row] = &[
+            (json!({"command": "ls -la"}), &[], [false, false, false, false, false, false]),
+            (json!({"command": "echo hi > out.txt"}), &[], [true, false, false, false, false, true]),
+            (json!({"command": "echo hi > $OUT"}), &[], [true, false, false, false, false, false]),
+            (json!({"command": "echo hi > /etc/out.txt"}), &[], [true, false, false, false, false, false]),
+            (json!({"command": "git -C /elsewhere status"}), &[], [false, true, false, false, false, false]),
+            (json!({"command": "cd \"$D\" && git log"}), &[], [false, true, false, false, false, false]),
+            (json!({"command": "git status"}), &[], [false, false, false, false, false, false]),
+            (
+                json!({"command": "echo x > secret.txt"}),
+                &["Edit(secret.txt)"],
+                [true, false, true, false, false, false],
+            ),
+            (
+                json!({"command": "sed -i s/a/b/ secret.txt"}),
+                &["Edit(secret.txt)"],
+                [false, false, true, false, false, false],
+            ),
+            (
+                json!({"command": "sed s/a/b/ secret.txt"}),
+                &["Edit(secret.txt)"],
+                [false, false, false, false, false, false],
+            ),
+            (json!({"command": "echo ((("}), &["Write(x)"], [true, false, true, false, false, false]),
+            (json!({"command": "cat secret.txt"}), &["Read(secret.txt)"], [false, false, false, true, false, false]),
+            (
+                json!({"command": "git show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (json!({"command": "git status"}), &["Read(secret.txt)"], [false, false, false, false, false, false]),
+            (
+                json!({"command": "ls", "dangerouslyDisableSandbox": true}),
+                &[],
+                [false, false, false, false, true, false],
+            ),
+            // Only the JSON literal leaves the sandbox (a string keeps it).
+            (
+                json!({"command": "ls", "dangerouslyDisableSandbox": "true"}),
+                &[],
+                [false, false, false, false, false, false],
+            ),
+        ];
+        for (input, deny, want) in rows {
+            let f = facts(input.clone(), deny);
+            let got = [
+                f.writes_files,
+                f.git_runs_code.is_some(),
+                f.redirect_denied.is_some(),
+                f.read_denied.is_some(),
+                f.disable_sandbox,
+                f.redirects_edit_inside,
+            ];
+            assert_eq!(&got, want, "{input} with {deny:?}: {f:?}");
+        }
+    }
+}

@@ -113,6 +113,13 @@ pub(super) fn launch<'a>(
     // the group and cleared its environment (`setsid env -i`), which the
     // daemon could not tell from another call's.
     let Some(pool) = ctx.sandbox().warm.as_ref() else {
+        // Only a call granted no sandbox runs without the helper: one
+        // whose profile confines it never runs unconfined (fail closed).
+        if profile != SandboxProfile::Off {
+            return Err(ToolError::new(
+                "the sandbox this command must run in is not available here (no sandbox helper); nothing ran",
+            ));
+        }
         return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.grant.scrub_env }, None));
     };
     let access = network_of(ctx, profile);

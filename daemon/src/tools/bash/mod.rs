@@ -85,7 +85,7 @@ pub struct BashInput {
     /// Run the command outside the sandbox. Only when a command failed
     /// because the sandbox blocked it and it truly needs more (the result
     /// says so); the user is always asked.
-    #[serde(default, deserialize_with = "crate::tool::input::flag", rename = "dangerouslyDisableSandbox")]
+    #[serde(default, deserialize_with = "crate::tool::input::literal_true", rename = "dangerouslyDisableSandbox")]
     pub dangerously_disable_sandbox: bool,
 }
 
