@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 /// Most definitions a session lists.
 const MAX_AGENTS: usize = 50;
@@ -205,15 +205,16 @@ pub struct AgentAnswer {
     pub is_error: bool,
 }
 
-type Pending = HashMap<String, (String, tokio::sync::oneshot::Sender<AgentAnswer>)>;
-static PENDING: LazyLock<Mutex<Pending>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-fn pending() -> std::sync::MutexGuard<'static, Pending> {
-    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+/// A session's open `agent/request`s, each waiting for its
+/// `agent/respond` (the session's executor holds them).
+#[derive(Default)]
+pub struct Requests {
+    open: Mutex<HashMap<String, tokio::sync::oneshot::Sender<AgentAnswer>>>,
 }
 
 /// A request waiting for its answer; forgotten when dropped.
 pub struct Waiting {
+    requests: Arc<Requests>,
     request_id: String,
     /// Where the answer arrives.
     pub answer: tokio::sync::oneshot::Receiver<AgentAnswer>,
@@ -221,28 +222,30 @@ pub struct Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        pending().remove(&self.request_id);
+        self.requests.lock().remove(&self.request_id);
     }
 }
 
-/// Opens request `request_id` of `session` for an answer.
-pub fn wait_for(session: &str, request_id: &str) -> Waiting {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    pending().insert(request_id.to_owned(), (session.to_owned(), tx));
-    Waiting { request_id: request_id.to_owned(), answer: rx }
-}
-
-/// Answers request `request_id` of `session`; an error when there is no
-/// such open request.
-pub fn respond(session: &str, request_id: &str, answer: AgentAnswer) -> Result<(), String> {
-    let mut open = pending();
-    let unknown = || format!("no open agent request {request_id:?} in session {session}");
-    let Some((owner, tx)) = open.remove(request_id) else { return Err(unknown()) };
-    if owner != session {
-        open.insert(request_id.to_owned(), (owner, tx));
-        return Err(unknown());
+impl Requests {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, tokio::sync::oneshot::Sender<AgentAnswer>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
-    tx.send(answer).map_err(|_| format!("agent request {request_id:?} is no longer waiting"))
+
+    /// Opens request `request_id` for an answer.
+    pub fn wait_for(self: &Arc<Self>, request_id: &str) -> Waiting {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.lock().insert(request_id.to_owned(), tx);
+        Waiting { requests: self.clone(), request_id: request_id.to_owned(), answer: rx }
+    }
+
+    /// Answers request `request_id` of the session `session`; an error
+    /// when the session has no such open request.
+    pub fn respond(&self, session: &str, request_id: &str, answer: AgentAnswer) -> Result<(), String> {
+        let Some(tx) = self.lock().remove(request_id) else {
+            return Err(format!("no open agent request {request_id:?} in session {session}"));
+        };
+        tx.send(answer).map_err(|_| format!("agent request {request_id:?} is no longer waiting"))
+    }
 }
 
 /// Shared handle on the daemon's agent host, set once the daemon's state
@@ -278,6 +281,8 @@ pub struct Announce {
 pub struct AgentCall {
     /// Makes and ends child sessions.
     pub host: Host,
+    /// The session's open requests, where the answer arrives.
+    pub requests: Arc<Requests>,
     /// Sends the `agent/request` event.
     pub announce: Arc<dyn Fn(Announce) + Send + Sync>,
     /// Whether a client that runs agents is subscribed.

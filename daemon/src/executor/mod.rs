@@ -401,6 +401,8 @@ pub struct SessionExecutor {
     durable: Mutex<crate::store::Durable>,
     /// Makes child sessions for the Task tool (set once by the manager).
     agent_host: std::sync::OnceLock<crate::agents::Host>,
+    /// The session's open `agent/request`s.
+    agent_requests: Arc<crate::agents::Requests>,
 }
 
 /// Where a session keeps what outlives a call: files, events, and (for a
@@ -513,6 +515,7 @@ impl SessionExecutor {
             revision: std::sync::atomic::AtomicU64::new(0),
             durable,
             agent_host: std::sync::OnceLock::new(),
+            agent_requests: Arc::default(),
         });
         executor.services.asks.restore_granted(&granted);
         executor
@@ -526,6 +529,11 @@ impl SessionExecutor {
     /// The session's permission rules (every origin, each with its base).
     pub fn rules(&self) -> Arc<RuleSet> {
         self.services.rules.clone()
+    }
+
+    /// The session's open `agent/request`s.
+    pub fn agent_requests(&self) -> &Arc<crate::agents::Requests> {
+        &self.agent_requests
     }
 
     /// Gives the executor what makes child sessions for the Task tool.

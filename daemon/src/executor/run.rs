@@ -105,6 +105,7 @@ impl SessionExecutor {
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());
             ctx.services.provide(Arc::new(crate::agents::AgentCall {
                 host: host.clone(),
+                requests: self.agent_requests.clone(),
                 announce: Arc::new(move |a: crate::agents::Announce| {
                     log.push(EventKind::AgentRequest {
                         turn_id: turn_id.clone(),

@@ -168,7 +168,8 @@ impl Session {
 
     /// `agent/respond`: answers one of this session's agent requests.
     pub fn respond_agent(&self, request_id: &str, result: String, is_error: bool) -> Result<(), String> {
-        crate::agents::respond(&self.info.session_id, request_id, crate::agents::AgentAnswer { result, is_error })
+        let answer = crate::agents::AgentAnswer { result, is_error };
+        self.executor.agent_requests().respond(&self.info.session_id, request_id, answer)
     }
 
     /// `turn/stream`: the session's events after `after_seq`, then live;

@@ -289,7 +289,7 @@ impl TaskTool {
         }
         let _close = Close(agent.host.clone(), child.clone());
         let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
-        let mut waiting = crate::agents::wait_for(&ctx.session_id, &request_id);
+        let mut waiting = agent.requests.wait_for(&request_id);
         // What SubagentStart hooks add is the sub-agent's to read.
         let mut instructions = def.instructions.clone();
         if agent.hooks.wants(HookEvent::SubagentStart, &def.name) {
