@@ -49,6 +49,7 @@ pub fn compose_sessions(
     root: CancellationToken,
     tracker: tokio_util::task::TaskTracker,
     sandbox: std::sync::Arc<sandbox::Facility>,
+    off_limits: std::sync::Arc<fs::OffLimits>,
 ) -> Result<std::sync::Arc<session::SessionManager>, DaemonError> {
     use std::sync::Arc;
     let store: Arc<dyn store::Store> = if config.persist {
@@ -69,7 +70,8 @@ pub fn compose_sessions(
         config.state_dir.clone(),
         sandbox,
     )
-    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()))));
+    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()))))
+    .with_off_limits(off_limits);
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();
     Ok(sessions)

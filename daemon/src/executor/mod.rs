@@ -335,6 +335,8 @@ pub struct SessionServices {
     pub output_dir: Arc<PathBuf>,
     /// The session's plan file (plan mode).
     pub plan_file: Arc<crate::tool::context::PlanFile>,
+    /// What no tool may touch, kept so while a call of the session runs.
+    pub _off_limits: Arc<crate::fs::OffLimits>,
     /// The session's background jobs.
     pub jobs: Arc<JobTable>,
     /// The session's permission rules (session, project and user settings).
@@ -412,6 +414,8 @@ pub struct Storage {
     pub output_dir: PathBuf,
     /// The session's plan file (plan mode), in the daemon's state directory.
     pub plan_file: PathBuf,
+    /// What no tool may touch, kept so while the session lives.
+    pub off_limits: Arc<crate::fs::OffLimits>,
     /// Where events are written as they happen.
     pub journal: Option<Arc<dyn crate::store::Journal>>,
     /// The session as the store had it.
@@ -463,7 +467,7 @@ impl SessionExecutor {
         let Checks { rules, hooks } = checks;
         let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
         let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
-        let Storage { output_dir, plan_file, journal, restored } = storage;
+        let Storage { output_dir, plan_file, off_limits, journal, restored } = storage;
         let (context, past, granted) = match restored {
             Some(r) => (r.context, r.events, r.granted_rules),
             None => (SessionContext::default(), Vec::new(), Vec::new()),
@@ -500,6 +504,7 @@ impl SessionExecutor {
                 info: Arc::new(info.clone()),
                 output_dir: Arc::new(output_dir),
                 plan_file: Arc::new(crate::tool::context::PlanFile(plan_file)),
+                _off_limits: off_limits,
                 jobs,
                 rules: Arc::new(rules),
                 asks: Arc::new(Asks::new(info.cwd.clone())),

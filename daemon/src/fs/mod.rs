@@ -652,6 +652,35 @@ mod tests {
         assert!(open_file(&at("state/sessions/s1/output/bash-1.log")).is_ok());
     }
 
+    /// Two daemons in one process: each one's state directory and secret
+    /// files are kept from every tool while it (or a session of it)
+    /// lives, not only the first one's.
+    #[test]
+    fn every_live_daemons_state_is_off_limits_and_only_while_it_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for d in ["a/state", "b/state"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("b/key.pem"), "KEY").unwrap();
+        let a = std::sync::Arc::new(OffLimits::guard(&root.join("a/state"), &[]));
+        let b = OffLimits::guard(&root.join("b/state"), &[root.join("b/key.pem")]);
+        assert!(in_state_dir(&root.join("a/state/store/x")) && in_state_dir(&root.join("b/state/procs")));
+        assert!(is_secret(&root.join("b/key.pem")));
+        assert_eq!(a.plan_file("s1"), root.join("a/state/plans/s1.md"));
+        let filter = state_dir_filter();
+        assert!(filter(&root.join("a/state/x")) && filter(&root.join("b/state/x")) && !filter(&root.join("a/x")));
+        // A session still holds a's: it stays off limits.
+        let session = a.clone();
+        drop(a);
+        assert!(in_state_dir(&root.join("a/state/store/x")));
+        drop(session);
+        assert!(!in_state_dir(&root.join("a/state/store/x")), "a's registration ends with its last holder");
+        assert!(in_state_dir(&root.join("b/state/procs")));
+        drop(b);
+        assert!(!in_state_dir(&root.join("b/state/procs")) && !is_secret(&root.join("b/key.pem")));
+    }
+
     /// Review: the plans exception is for a plan file named as itself, not
     /// one a symlink (swapped in after the permission check) leads to:
     /// another session's plan.
@@ -874,13 +903,48 @@ pub const SECRET_REFUSAL: &str =
     "it is one of agentd's own secret files (its TLS key or certificates), which no tool may read or change";
 
 /// The state directories (canonical) of the daemons of this process, each
-/// registered by its daemon for as long as it lives ([`guard_state_dir`]):
-/// no tool of any of them may touch any of them. One in a daemon's own
-/// process; several where tests run daemons side by side.
-static STATE_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// registered by its daemon for as long as it or any of its sessions
+/// lives ([`OffLimits`]): no tool of any of them may touch any of them. One
+/// in a daemon's own process; several where tests run daemons side by side.
+static STATE_DIRS: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
 
-fn state_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    STATE_DIRS.lock().unwrap_or_else(|e| e.into_inner())
+fn state_dirs() -> std::sync::RwLockReadGuard<'static, Vec<PathBuf>> {
+    STATE_DIRS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a daemon keeps from every tool — its state directory and its TLS
+/// face's files — for as long as this lives: the daemon and each of its
+/// sessions hold it, so a tool still running after the daemon stopped
+/// serving is still kept out.
+pub struct OffLimits {
+    state: StateDirGuard,
+    _secrets: Option<SecretsGuard>,
+    given: PathBuf,
+}
+
+impl OffLimits {
+    /// Keeps `state_dir` and `secret_files` from every tool.
+    pub fn guard(state_dir: &Path, secret_files: &[PathBuf]) -> OffLimits {
+        let state = guard_state_dir(state_dir);
+        let secrets = (!secret_files.is_empty()).then(|| guard_secret_files(secret_files));
+        OffLimits { state, _secrets: secrets, given: state_dir.to_owned() }
+    }
+
+    /// The plan file of `session_id` (Claude Code 2.1's plan mode: the
+    /// model writes its plan there, ExitPlanMode presents it), in the state
+    /// directory as it was resolved when it was guarded. No I/O.
+    pub fn plan_file(&self, session_id: &str) -> PathBuf {
+        let state = self.state.0.as_deref().unwrap_or(&self.given);
+        state.join("plans").join(format!("{session_id}.md"))
+    }
+}
+
+/// What a walk of many files checks each one against: the state
+/// directories as they are when it starts (one lock per walk, not per
+/// file).
+pub fn state_dir_filter() -> impl Fn(&Path) -> bool + Send + Sync + 'static {
+    let dirs = state_dirs().clone();
+    move |path: &Path| dirs.iter().any(|s| path.starts_with(s))
 }
 
 /// A daemon's state directory, kept from every tool while this lives (the
@@ -891,7 +955,7 @@ pub struct StateDirGuard(Option<PathBuf>);
 impl Drop for StateDirGuard {
     fn drop(&mut self) {
         if let Some(dir) = self.0.take() {
-            let mut dirs = state_dirs();
+            let mut dirs = STATE_DIRS.write().unwrap_or_else(|e| e.into_inner());
             if let Some(i) = dirs.iter().position(|d| *d == dir) {
                 dirs.remove(i);
             }
@@ -904,7 +968,7 @@ impl Drop for StateDirGuard {
 pub fn guard_state_dir(dir: &Path) -> StateDirGuard {
     let canonical = std::fs::canonicalize(dir).ok();
     if let Some(c) = &canonical {
-        state_dirs().push(c.clone());
+        STATE_DIRS.write().unwrap_or_else(|e| e.into_inner()).push(c.clone());
     }
     StateDirGuard(canonical)
 }
@@ -1078,15 +1142,6 @@ pub fn holds_state_dir(dir: &Path) -> bool {
 /// (admission sees to that).
 fn in_plans(path: &Path) -> bool {
     state_dirs().iter().any(|s| path.starts_with(s.join("plans")))
-}
-
-/// The plan file of `session_id` in the state directory `state_dir`
-/// (Claude Code 2.1's plan mode: the model writes its plan there,
-/// ExitPlanMode presents it). No I/O: admission asks it of every path a
-/// call names.
-pub fn plan_file(state_dir: &Path, session_id: &str) -> PathBuf {
-    let state = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
-    state.join("plans").join(format!("{session_id}.md"))
 }
 
 /// Makes the directory of a plan file (private) if it is not there: once

@@ -75,8 +75,8 @@ pub struct Daemon {
     /// The state directory's lock, held while the daemon serves.
     _state_lock: nix::fcntl::Flock<std::fs::File>,
     /// The state directory and the TLS face's files, kept from every tool
-    /// while the daemon lives.
-    _off_limits: (crate::fs::StateDirGuard, Option<crate::fs::SecretsGuard>),
+    /// while the daemon (or any of its sessions) lives.
+    _off_limits: Arc<crate::fs::OffLimits>,
 }
 
 impl Daemon {
@@ -92,7 +92,6 @@ impl Daemon {
         // Before anything reads or changes the state (restoring sessions,
         // ending what a previous daemon left): one daemon per directory.
         let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
-        let state_guard = crate::fs::guard_state_dir(&config.state_dir);
         crate::fs::pending::init(&config.state_dir);
         crate::sandbox::placeholders::init(&config.state_dir);
         crate::process::ledger::init(&config.state_dir);
@@ -108,10 +107,9 @@ impl Daemon {
         // leaves no socket behind. Its files are read now and hidden from
         // every tool from now on.
         let tls = config.tls.as_ref().map(tls::bind).transpose()?;
-        let secrets_guard = config
-            .tls
-            .as_ref()
-            .map(|t| crate::fs::guard_secret_files(&[t.cert.clone(), t.key.clone(), t.client_ca.clone()]));
+        let secret_files =
+            config.tls.as_ref().map(|t| vec![t.cert.clone(), t.key.clone(), t.client_ca.clone()]).unwrap_or_default();
+        let off_limits = Arc::new(crate::fs::OffLimits::guard(&config.state_dir, &secret_files));
         let mut socket = listen::open(&config.socket)?;
         socket.register_for_emergency();
         let path = socket.path.clone().unwrap_or_else(|| config.socket.path().to_owned());
@@ -197,7 +195,13 @@ impl Daemon {
             activated: socket.activated,
             tls: tls.as_ref().map(|t| t.local),
             state_dir: config.state_dir.clone(),
-            sessions: crate::compose_sessions(&config, root.clone(), tracker.clone(), sandbox.clone())?,
+            sessions: crate::compose_sessions(
+                &config,
+                root.clone(),
+                tracker.clone(),
+                sandbox.clone(),
+                off_limits.clone(),
+            )?,
             connections: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             tracker: tracker.clone(),
@@ -217,16 +221,7 @@ impl Daemon {
             allowed_uid,
             refuse_descendants: config.refuse_descendants,
         });
-        Ok(Daemon {
-            socket,
-            listener,
-            tls,
-            shared,
-            root,
-            config,
-            _state_lock: state_lock,
-            _off_limits: (state_guard, secrets_guard),
-        })
+        Ok(Daemon { socket, listener, tls, shared, root, config, _state_lock: state_lock, _off_limits: off_limits })
     }
 
     /// The socket path the daemon serves, when it has one.

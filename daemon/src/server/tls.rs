@@ -7,7 +7,7 @@
 //!
 //! The files (certificate, key, client CA) are read once at start-up and
 //! hidden from every tool like the state directory (see
-//! [`crate::fs::set_secret_files`]).
+//! [`crate::fs::OffLimits`]).
 
 use std::net::SocketAddr;
 use std::path::Path;

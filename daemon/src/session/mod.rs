@@ -259,6 +259,9 @@ pub struct SessionManager {
     agent_host: std::sync::OnceLock<crate::agents::Host>,
     /// The daemon's MCP servers.
     mcp: Arc<crate::mcp::Pool>,
+    /// What no tool may touch (the state directory, the TLS face's
+    /// files), kept so while any session lives.
+    off_limits: Arc<crate::fs::OffLimits>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -293,6 +296,7 @@ impl SessionManager {
             store,
             default_concurrency,
             tracker,
+            off_limits: Arc::new(crate::fs::OffLimits::guard(&state_dir, &[])),
             state_dir,
             sandbox,
             toolsets: Arc::new(toolsets::ToolSets::new(registry, external)),
@@ -307,6 +311,13 @@ impl SessionManager {
     /// its state directory).
     pub fn with_mcp_pool(mut self, pool: Arc<crate::mcp::Pool>) -> Self {
         self.mcp = pool;
+        self
+    }
+
+    /// Uses the daemon's [`crate::fs::OffLimits`] (with its TLS face's
+    /// files) in place of the state directory's alone.
+    pub fn with_off_limits(mut self, off_limits: Arc<crate::fs::OffLimits>) -> Self {
+        self.off_limits = off_limits;
         self
     }
 
@@ -566,7 +577,8 @@ impl SessionManager {
         let cancel = self.root.child_token();
         let storage = Storage {
             output_dir: self.state_dir.join("sessions").join(&info.session_id).join("output"),
-            plan_file: crate::fs::plan_file(&self.state_dir, &info.session_id),
+            plan_file: self.off_limits.plan_file(&info.session_id),
+            off_limits: self.off_limits.clone(),
             journal: self.store.journal(&info.session_id),
             restored,
         };
@@ -764,7 +776,7 @@ impl SessionManager {
             tracing::warn!(session_id, "could not remove {}: {e}", dir.display());
         }
         // And its plan file (where the file tools wrote it).
-        let plan = crate::fs::plan_file(&self.state_dir, session_id);
+        let plan = self.off_limits.plan_file(session_id);
         if let Err(e) = std::fs::remove_file(&plan)
             && e.kind() != std::io::ErrorKind::NotFound
         {

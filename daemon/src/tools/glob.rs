@@ -156,6 +156,7 @@ fn walker(
     rules: std::sync::Arc<crate::permission::rules::RuleSet>,
 ) -> ignore::WalkBuilder {
     let secrets = crate::fs::secret_ids();
+    let in_state = crate::fs::state_dir_filter();
     let mut walk = ignore::WalkBuilder::new(dir);
     walk.hidden(!input.include_hidden)
         .git_ignore(!input.include_ignored)
@@ -165,9 +166,7 @@ fn walker(
         .parents(!input.include_ignored)
         // What a Read deny rule forbids is never listed.
         .filter_entry(move |e| {
-            rules.read_denied(e.path()).is_none()
-                && !crate::fs::in_state_dir(e.path())
-                && !crate::fs::secret_entry(&secrets, e)
+            rules.read_denied(e.path()).is_none() && !in_state(e.path()) && !crate::fs::secret_entry(&secrets, e)
         });
     walk
 }

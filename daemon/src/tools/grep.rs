@@ -527,10 +527,9 @@ fn walk_builder(
     walk.git_global(super::global_gitignore_exists());
     // What a Read deny rule forbids is never searched (nor named).
     let secrets = crate::fs::secret_ids();
+    let in_state = crate::fs::state_dir_filter();
     walk.filter_entry(move |e| {
-        rules.read_denied(e.path()).is_none()
-            && !crate::fs::in_state_dir(e.path())
-            && !crate::fs::secret_entry(&secrets, e)
+        rules.read_denied(e.path()).is_none() && !in_state(e.path()) && !crate::fs::secret_entry(&secrets, e)
     });
     if let Some(t) = &input.file_type {
         let types = TYPES.get_or_try(t.clone(), || {

@@ -96,13 +96,14 @@ impl Tool for Ls {
         let rules = ctx.rules.clone();
         let cancel = ctx.cancel.clone();
         let secrets = crate::fs::secret_ids();
+        let in_state = crate::fs::state_dir_filter();
         tokio::task::spawn_blocking(move || {
             let walker = ignore::WalkBuilder::new(&canonical)
                 .git_global(super::global_gitignore_exists())
                 .sort_by_file_name(|a, b| a.cmp(b))
                 .filter_entry(move |e| {
                     rules.read_denied(e.path()).is_none()
-                        && !crate::fs::in_state_dir(e.path())
+                        && !in_state(e.path())
                         && !crate::fs::secret_entry(&secrets, e)
                         && !ignore.is_match(e.file_name())
                 })
