@@ -810,9 +810,19 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         assert!(!String::from_utf8_lossy(&helper_env).contains(&marker), "{marker}");
         // A waiting helper that died is passed over.
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
-        for pid in waiting_helpers(d.pid()) {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        let killed = waiting_helpers(d.pid());
+        for pid in &killed {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL).unwrap();
         }
+        // Dead (a zombie, or gone), not still dying: a helper killed while
+        // it takes its call is another case (the call then fails).
+        agentd_tests::eventually("the killed helper is dead", || {
+            killed.iter().all(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                stat.rsplit_once(')').is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+        })
+        .await;
         let r = c.ok("tool/call", call("echo three")).await;
         assert_eq!(text(&r), "three\n", "{r}");
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
