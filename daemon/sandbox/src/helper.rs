@@ -117,6 +117,10 @@ fn warm() -> i32 {
             return SETUP_FAILED;
         }
     };
+    // Taken: from here on the call is this helper's (see `TAKEN`).
+    if nix::unistd::write(std::io::stdin(), &[super::TAKEN]) != Ok(1) {
+        return SETUP_FAILED;
+    }
     let spec = request.spec;
     // The socket becomes the report's way back, out of the command's
     // reach (close-on-exec, above what a shell uses).

@@ -90,7 +90,8 @@ pub struct Spec {
 /// sent once the call is known, on its stdin (a Unix socket): a 4-byte
 /// little-endian length, then this as JSON, with the gate's control socket
 /// passed alongside (`SCM_RIGHTS`) when the network is gated. The helper
-/// writes its [`Report`] back on the same socket instead of a file.
+/// answers [`TAKEN`] once it holds it all, then writes its [`Report`] back
+/// on the same socket instead of a file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WarmRequest {
     /// What the call's helper is told.
@@ -102,6 +103,12 @@ pub struct WarmRequest {
     /// The command's whole environment, names and values as bytes.
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
 }
+
+/// What a helper started ahead of its call writes back first, once it
+/// holds the whole [`WarmRequest`] and before it does anything of it: a
+/// helper that dies before this byte never ran anything of the call, so
+/// the daemon may hand the call to another.
+pub const TAKEN: u8 = b'+';
 
 /// The largest [`WarmRequest`] a helper accepts.
 pub const WARM_REQUEST_MAX: usize = 64 * 1024 * 1024;

@@ -434,12 +434,20 @@ impl WarmPool {
         };
         let mut warm = self.take()?;
         self.refill();
-        // Dead before its call, or wedged: dropped (killed), never left
-        // half-told; one that died just now is replaced once.
-        if send_request(&warm.control, &body, control_fd.as_ref()).is_err() {
-            warm = self.start()?;
-            send_request(&warm.control, &body, control_fd.as_ref())
-                .map_err(|e| std::io::Error::other(format!("the sandbox helper did not take the call: {e}")))?;
+        // Dead before it took its call (killed while it waited, or as the
+        // call was handed over): replaced once. Wedged, or dead twice: the
+        // call fails. Either way it is dropped (killed), never left
+        // half-told, and it never ran anything of the call.
+        let not_taken =
+            |e: std::io::Error| std::io::Error::other(format!("the sandbox helper did not take the call: {e}"));
+        match hand_over(&warm.control, &body, control_fd.as_ref()) {
+            Ok(()) => {}
+            Err(HandOver::NotTaken(_)) => {
+                warm = self.start()?;
+                hand_over(&warm.control, &body, control_fd.as_ref()).map_err(|e| not_taken(e.into()))?;
+            }
+            // It may have the call: never given to a second helper.
+            Err(HandOver::Unknown(e)) => return Err(not_taken(e)),
         }
         drop(control_fd);
         // Its command's processes carry the call's marker.
@@ -457,6 +465,53 @@ impl WarmPool {
         })
     }
 }
+/// Why a helper has not taken its call.
+enum HandOver {
+    /// It has not: the call never reached it whole, or it ended before it
+    /// said it took it. Another helper may run the call.
+    NotTaken(std::io::Error),
+    /// Not known (wedged, or an answer that is not [`agentd_sandbox::TAKEN`]):
+    /// it may have the call, so no other helper may run it.
+    Unknown(std::io::Error),
+}
+
+impl From<HandOver> for std::io::Error {
+    fn from(h: HandOver) -> Self {
+        match h {
+            HandOver::NotTaken(e) | HandOver::Unknown(e) => e,
+        }
+    }
+}
+
+/// Sends a helper its call and waits for it to say it took it
+/// ([`agentd_sandbox::TAKEN`], written before it does anything of the
+/// call): a helper that died first gives an end of file or a reset.
+fn hand_over(
+    control: &std::os::unix::net::UnixStream,
+    body: &[u8],
+    fd: Option<&std::os::fd::OwnedFd>,
+) -> Result<(), HandOver> {
+    use std::io::{ErrorKind, Read};
+    send_request(control, body, fd).map_err(HandOver::NotTaken)?;
+    let unknown = HandOver::Unknown;
+    control.set_read_timeout(Some(Duration::from_secs(5))).map_err(unknown)?;
+    let mut taken = [0u8; 1];
+    let got = loop {
+        match (&*control).read(&mut taken) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    control.set_read_timeout(None).map_err(unknown)?;
+    match got {
+        Ok(1) if taken[0] == agentd_sandbox::TAKEN => Ok(()),
+        Ok(0) => Err(HandOver::NotTaken(std::io::Error::new(ErrorKind::UnexpectedEof, "it ended first"))),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => Err(HandOver::NotTaken(e)),
+        Err(e) => Err(HandOver::Unknown(e)),
+        Ok(_) => Err(HandOver::Unknown(std::io::Error::new(ErrorKind::InvalidData, "it answered nonsense"))),
+    }
+}
+
 /// Sends a helper its call: the length, then the JSON, the gate's
 /// control socket alongside the first bytes.
 fn send_request(
@@ -841,3 +896,52 @@ pub fn reap_adopted() {
 }
 
 pub mod ledger;
+
+#[cfg(test)]
+mod hand_over_tests {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    use super::{HandOver, hand_over};
+
+    /// A helper's side: reads the call whole, then does `then` with the
+    /// socket.
+    fn helper(then: impl FnOnce(UnixStream) + Send + 'static) -> (UnixStream, std::thread::JoinHandle<()>) {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let thread = std::thread::spawn(move || {
+            let mut head = [0u8; 4];
+            theirs.read_exact(&mut head).unwrap();
+            let mut body = vec![0u8; u32::from_le_bytes(head) as usize];
+            theirs.read_exact(&mut body).unwrap();
+            then(theirs);
+        });
+        (ours, thread)
+    }
+
+    /// Only a helper that said it took the call has it; one that ended
+    /// first (killed as it was handed the call) has not, and the call may
+    /// go to another; one that answered anything else may have it.
+    #[test]
+    fn a_call_is_taken_only_when_the_helper_says_so() {
+        let (ours, t) = helper(|mut s| s.write_all(&[agentd_sandbox::TAKEN, b'{']).unwrap());
+        assert!(hand_over(&ours, b"{}", None).is_ok());
+        t.join().unwrap();
+        // The report still follows on the same socket.
+        let mut rest = Vec::new();
+        (&ours).read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"{");
+
+        let (ours, t) = helper(drop);
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
+        t.join().unwrap();
+
+        let (ours, t) = helper(|mut s| s.write_all(b"{\"leftovers\":0}").unwrap());
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::Unknown(_))));
+        t.join().unwrap();
+
+        // Never read: the call does not reach it whole.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        drop(theirs);
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
+    }
+}
