@@ -181,6 +181,8 @@ async fn a_bad_pdf_is_a_clear_error_and_harms_nothing() {
     // The daemon is unharmed and no reader is left running.
     let (err, text) = read(&mut c, &id, json!({ "file_path": "locked.pdf", "pages": "1" })).await;
     assert!(err && text.contains("password-protected"), "{text}");
-    let out = std::process::Command::new("pgrep").args(["-f", "pdf-text"]).output().unwrap();
+    // This daemon's (it runs in this process): other tests read PDFs too.
+    let me = std::process::id().to_string();
+    let out = std::process::Command::new("pgrep").args(["-P", &me, "-f", "pdf-text"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "a PDF reader is left");
 }
