@@ -134,10 +134,10 @@ fn crates_live_under_four_directories_and_the_sandbox_stands_apart() {
 }
 
 /// The shipped code of a file: its lines without comments, and without
-/// test code (files named `*_tests.rs`, and the item after `#[cfg(test)]`
-/// up to its closing brace).
+/// test code (files named `tests.rs` or `*_tests.rs`, and the item after
+/// `#[cfg(test)]` up to its closing brace).
 fn shipped_lines(path: &Path) -> Vec<String> {
-    if path.file_name().is_some_and(|n| n.to_string_lossy().ends_with("_tests.rs")) {
+    if path.file_name().is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs")) {
         return Vec::new();
     }
     let text = std::fs::read_to_string(path).unwrap();
