@@ -731,7 +731,7 @@ impl Drop for StateDirGuard {
 
 /// Keeps agentd's state directory `dir` from every tool until the guard
 /// is dropped.
-pub fn guard_state_dir(dir: &Path) -> StateDirGuard {
+fn guard_state_dir(dir: &Path) -> StateDirGuard {
     let canonical = std::fs::canonicalize(dir).ok();
     if let Some(c) = &canonical {
         STATE_DIRS.write().unwrap_or_else(|e| e.into_inner()).push(c.clone());
@@ -796,7 +796,7 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
 
 /// Keeps `files` (the TLS face's key and certificates) from every tool
 /// besides the state directory, until the guard is dropped.
-pub fn guard_secret_files(files: &[PathBuf]) -> SecretsGuard {
+fn guard_secret_files(files: &[PathBuf]) -> SecretsGuard {
     let here = std::env::current_dir().unwrap_or_default();
     let given: Vec<PathBuf> = files.iter().map(|f| here.join(f)).collect();
     let at_start = given.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
