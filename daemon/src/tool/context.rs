@@ -277,6 +277,23 @@ impl ToolContext {
     }
 }
 
+/// A catalogue of no tools, for unit tests of tools that need none.
+#[cfg(test)]
+pub struct NoTools;
+
+#[cfg(test)]
+impl ToolCatalogue for NoTools {
+    fn search(&self, _: &str, _: usize) -> (Vec<agentd_protocol::tools::ToolDefinition>, Vec<String>) {
+        (Vec::new(), Vec::new())
+    }
+    fn is_deferred(&self, _: &str) -> bool {
+        false
+    }
+    fn deferred_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 impl ToolContext {
     /// A context for unit tests: a session in the temp dir with `tools`.

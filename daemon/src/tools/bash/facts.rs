@@ -203,7 +203,6 @@ pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -
     let moves = shell::changes_directory(script);
     let workspace: &Path = &ctx.cwd;
     let here = ctx.session.shell_cwd.clone().unwrap_or_else(|| workspace.to_owned());
-    let git_dir = crate::permission::git_dir(&ctx.cwd).and_then(|g| std::fs::canonicalize(g).ok());
     targets.iter().all(|target| {
         if target.is_empty()
             || target.contains(['$', '`', '~', '*', '?', '[', '{'])
@@ -222,10 +221,7 @@ pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -
                         .decide(tool, &Facts::Path(r.clone()))
                         .is_none_or(|rule| rule.kind == RuleKind::Allow)
                 })
-                && !crate::permission::is_protected(r.strip_prefix(&*ctx.cwd).unwrap_or(&r))
-                && !crate::permission::is_protected_target(&ctx.cwd, &r)
-                && !crate::permission::is_user_protected(&r)
-                && git_dir.as_ref().is_none_or(|g| !r.starts_with(g))
+                && !crate::permission::names_protected(&ctx.cwd, &r)
         })
     })
 }
@@ -242,20 +238,7 @@ mod tests {
 
     use super::*;
     use crate::permission::rules::{Origin, RuleSet};
-
-    struct NoTools;
-
-    impl crate::tool::context::ToolCatalogue for NoTools {
-        fn search(&self, _: &str, _: usize) -> (Vec<agentd_protocol::tools::ToolDefinition>, Vec<String>) {
-            (Vec::new(), Vec::new())
-        }
-        fn is_deferred(&self, _: &str) -> bool {
-            false
-        }
-        fn deferred_names(&self) -> Vec<String> {
-            Vec::new()
-        }
-    }
+    use crate::tool::context::NoTools;
 
     fn facts(input: serde_json::Value, deny: &[&str]) -> BashFacts {
         let mut ctx = ToolContext::for_test(Arc::new(NoTools));
@@ -329,6 +312,29 @@ mod tests {
                 f.redirects_edit_inside,
             ];
             assert_eq!(&got, want, "{input} with {deny:?}: {f:?}");
+        }
+    }
+
+    /// The review's fail-closed case: a call granted a sandbox profile
+    /// where no helper can run it is refused, and nothing of it runs
+    /// (never run unconfined instead).
+    #[tokio::test]
+    async fn a_call_granted_a_sandbox_without_a_helper_is_refused_not_run_unconfined() {
+        use crate::tool::{ProgressSink, Tool};
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        for profile in [
+            agentd_protocol::session::SandboxProfile::ReadOnly,
+            agentd_protocol::session::SandboxProfile::WorkspaceWrite,
+        ] {
+            let mut ctx = ToolContext::for_test(Arc::new(NoTools));
+            ctx.grant.sandbox_profile = profile;
+            let input: BashInput =
+                serde_json::from_value(serde_json::json!({ "command": format!("touch {}", ran.display()) })).unwrap();
+            let out = super::super::Bash.call(input, ctx, ProgressSink::discard()).await;
+            let Err(e) = out else { panic!("{profile:?}: it ran") };
+            assert!(e.message.contains("not available"), "{profile:?}: {e}");
+            assert!(!ran.exists(), "{profile:?}: the command ran");
         }
     }
 }
