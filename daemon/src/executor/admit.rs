@@ -30,6 +30,8 @@ impl SessionExecutor {
         grant: &mut Grant,
         hook_allows: bool,
     ) -> Result<Option<AskFor>, CallOutcome> {
+        // The call's path is resolved once for the facts and the tool's view.
+        let _paths = crate::fs::remember_canonical();
         self.offered_and_valid(slot, call, context, ctx)?;
         let mode = context.mode.unwrap_or(self.services.info.mode);
         let target = call.permission_target();
@@ -138,7 +140,7 @@ impl SessionExecutor {
     /// Whether `path` is in this session's own output directory (where
     /// Bash keeps a command's full output, for the model to Read).
     fn own_output(&self, path: &std::path::Path) -> bool {
-        std::fs::canonicalize(&*self.services.output_dir).is_ok_and(|dir| path.starts_with(dir))
+        crate::fs::canonical(&self.services.output_dir).is_ok_and(|dir| path.starts_with(dir))
     }
 
     /// What rules see of a call: its command, or its file resolved

@@ -217,7 +217,7 @@ pub fn real_path(abs: &Path) -> Option<PathBuf> {
 }
 
 fn real_path_within(abs: &Path, links: usize) -> Option<PathBuf> {
-    std::fs::canonicalize(abs).ok().or_else(|| {
+    canonical(abs).ok().or_else(|| {
         // A dangling symlink is where it points (a write creates that);
         // a chain longer than the budget is nowhere known (the kernel
         // follows 40 links: it is not a new file here).
@@ -227,9 +227,69 @@ fn real_path_within(abs: &Path, links: usize) -> Option<PathBuf> {
             return real_path_within(&next, links - 1);
         }
         let name = abs.file_name()?;
-        let dir = std::fs::canonicalize(abs.parent()?).ok()?;
+        let dir = canonical(abs.parent()?).ok()?;
         Some(dir.join(name))
     })
+}
+
+/// `std::fs::canonicalize` at a fixed cost: the path opened `O_PATH`
+/// (no read permission needed, nothing of a FIFO or device set off) and
+/// its descriptor's name read back — three system calls where `realpath`
+/// makes one per component. Where the kernel's name is not a path (no
+/// `/proc`, a file deleted meanwhile), `realpath` answers. Inside a
+/// [`remember_canonical`] scope each path is resolved once.
+pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    if let Some(known) = CANONICAL.with(|m| m.borrow().as_ref().and_then(|m| m.get(path).cloned())) {
+        return known.map_err(std::io::Error::from);
+    }
+    let found = canonical_now(path);
+    CANONICAL.with(|m| {
+        if let Some(m) = m.borrow_mut().as_mut()
+            && m.len() < 16
+        {
+            m.insert(path.to_owned(), found.as_ref().map(Clone::clone).map_err(std::io::Error::kind));
+        }
+    });
+    found
+}
+
+fn canonical_now(path: &Path) -> std::io::Result<PathBuf> {
+    let fd = nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
+    match std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        Ok(real) if real.is_absolute() && !real.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") => Ok(real),
+        _ => std::fs::canonicalize(path),
+    }
+}
+
+type Canonicals = std::collections::HashMap<PathBuf, Result<PathBuf, std::io::ErrorKind>>;
+
+thread_local! {
+    static CANONICAL: std::cell::RefCell<Option<Canonicals>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While the guard lives, [`canonical`] on this thread resolves each path
+/// once (admission judges a call's path, then the tool judges it again:
+/// microseconds apart, and what is opened is checked anew at the open).
+pub fn remember_canonical() -> RememberCanonical {
+    let outer = CANONICAL.with(|m| m.borrow().is_some());
+    if !outer {
+        CANONICAL.with(|m| *m.borrow_mut() = Some(Canonicals::new()));
+    }
+    RememberCanonical { outer }
+}
+
+/// See [`remember_canonical`].
+#[must_use]
+pub struct RememberCanonical {
+    outer: bool,
+}
+
+impl Drop for RememberCanonical {
+    fn drop(&mut self) {
+        if !self.outer {
+            CANONICAL.with(|m| *m.borrow_mut() = None);
+        }
+    }
 }
 
 /// Resolves `input` inside the workspace: `cwd`, then the added
@@ -265,6 +325,12 @@ fn refusal(op: &'static str, path: &Path, why: impl Into<String>) -> FsError {
 /// Opens `path` beneath its workspace; symlinks are followed only while
 /// they stay inside.
 fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsError> {
+    open_beneath_seen(path, flags, mode).map(|(fd, _)| fd)
+}
+
+/// [`open_beneath`], and where what it opened really is (as the kernel
+/// names the descriptor; an error when it cannot tell).
+fn open_beneath_seen(path: &WsPath, flags: OFlag, mode: Mode) -> Result<(OwnedFd, std::io::Result<PathBuf>), FsError> {
     let root = open_root(&path.root)?;
     let rel: &Path = if path.rel.as_os_str().is_empty() { Path::new(".") } else { &path.rel };
     let mut resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
@@ -284,15 +350,16 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     // since must not carry a tool into agentd's state. Directories are
     // opened to write in; files to read, where the sessions' command output
     // (also readable by their commands) is the one part allowed.
-    let opened = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default();
+    let seen = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    let opened = seen.as_deref().unwrap_or(Path::new(""));
     // The plans exception only for a path named as itself: no symlink
     // followed on the way (one swapped in after the exact-path check could
     // lead to another session's plan).
-    let in_plans = in_plans(&opened) && opened == path.abs();
+    let in_plans = in_plans(opened) && opened == path.abs();
     let refused = if flags.contains(OFlag::O_DIRECTORY) {
-        in_state_dir(&opened) && !in_plans
+        in_state_dir(opened) && !in_plans
     } else {
-        in_state_dir(&opened) && !in_plans && !state_dirs().iter().any(|s| opened.starts_with(s.join("sessions")))
+        in_state_dir(opened) && !in_plans && !state_dirs().iter().any(|s| opened.starts_with(s.join("sessions")))
     };
     if refused {
         return Err(refusal(
@@ -304,13 +371,26 @@ fn open_beneath(path: &WsPath, flags: OFlag, mode: Mode) -> Result<OwnedFd, FsEr
     if has_secrets() && nix::sys::stat::fstat(&fd).is_ok_and(|st| secret_ids().contains(&(st.st_dev, st.st_ino))) {
         return Err(refusal("open", &path.abs(), SECRET_REFUSAL));
     }
-    Ok(fd)
+    Ok((fd, seen))
 }
 
 /// Opens a regular file for reading. Directories, FIFOs, devices, sockets
 /// and `/proc`/`/sys` files are refused with a message that says what to
 /// use instead.
 pub fn open_file(path: &WsPath) -> Result<(File, std::fs::Metadata), FsError> {
+    open_regular(path).map(|(file, meta, _)| (file, meta))
+}
+
+/// [`open_file`], and where the file opened really is (symlinks resolved,
+/// as the kernel names the descriptor): what a caller rechecks against
+/// what it was allowed to open.
+pub fn open_file_seen(path: &WsPath) -> Result<(File, std::fs::Metadata, PathBuf), FsError> {
+    let (file, meta, seen) = open_regular(path)?;
+    let opened = seen.map_err(|e| io_err("tell what was opened of", &path.abs(), e))?;
+    Ok((file, meta, opened))
+}
+
+fn open_regular(path: &WsPath) -> Result<(File, std::fs::Metadata, std::io::Result<PathBuf>), FsError> {
     let abs = path.abs();
     if abs.starts_with("/proc") || abs.starts_with("/sys") || abs.starts_with("/dev") {
         return Err(FsError::NotAFile {
@@ -319,7 +399,7 @@ pub fn open_file(path: &WsPath) -> Result<(File, std::fs::Metadata), FsError> {
         });
     }
     // O_NONBLOCK: opening a FIFO must not wait for a writer.
-    let fd = open_beneath(path, OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK, Mode::empty())?;
+    let (fd, seen) = open_beneath_seen(path, OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK, Mode::empty())?;
     let file = File::from(fd);
     let meta = file.metadata().map_err(|e| io_err("stat", &abs, e))?;
     let ft = meta.file_type();
@@ -340,7 +420,7 @@ pub fn open_file(path: &WsPath) -> Result<(File, std::fs::Metadata), FsError> {
     }
     nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_SETFL(OFlag::empty()))
         .map_err(|e| io_err("set blocking", &abs, e))?;
-    Ok((file, meta))
+    Ok((file, meta, seen))
 }
 
 /// The state of a file as Read records it.
@@ -368,13 +448,6 @@ pub fn read_all(path: &WsPath) -> Result<(Vec<u8>, std::fs::Metadata), FsError> 
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes).map_err(|e| io_err("read", &path.abs(), e))?;
     Ok((bytes, meta))
-}
-
-/// The real path of what `file` is open on (what a path led to when it
-/// was opened, whatever it leads to now).
-pub fn opened_path(file: &File) -> std::io::Result<PathBuf> {
-    use std::os::fd::AsRawFd as _;
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
 /// What an atomic write replaced.

@@ -232,3 +232,48 @@ fn fifos_and_directories_are_refused_without_blocking() {
     let e = open_file(&resolve(&root, &root, "d").unwrap()).unwrap_err();
     assert!(e.to_string().contains("Glob"), "{e}");
 }
+
+#[test]
+fn canonical_agrees_with_realpath_on_links_missing_files_fifos_and_loops() {
+    let (_dir, root) = ws();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("a/b/f"), "x").unwrap();
+    std::os::unix::fs::symlink("a/b", root.join("l")).unwrap();
+    std::os::unix::fs::symlink(root.join("l/f"), root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+    std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
+    nix::unistd::mkfifo(&root.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::set_permissions(root.join("a/b/f"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    for rel in ["a/b/f", "l/f", "abs", "l/../b/f", "a/./b/", "fifo", "missing", "loop", "dangling", "a/b/f/", ""] {
+        let path = root.join(rel);
+        let want = std::fs::canonicalize(&path).map_err(|e| e.kind());
+        assert_eq!(canonical(&path).map_err(|e| e.kind()), want, "{rel}");
+    }
+    // A name the kernel gives that is not a path: realpath answers.
+    let (r, _w) = nix::unistd::pipe().unwrap();
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", r.as_raw_fd()));
+    assert_eq!(canonical(&fd_path).map_err(|e| e.kind()), std::fs::canonicalize(&fd_path).map_err(|e| e.kind()));
+}
+
+#[test]
+fn canonical_remembers_only_inside_its_scope() {
+    let (_dir, root) = ws();
+    std::fs::write(root.join("f"), "x").unwrap();
+    std::os::unix::fs::symlink("f", root.join("l")).unwrap();
+    {
+        let _scope = remember_canonical();
+        assert_eq!(canonical(&root.join("l")).unwrap(), root.join("f"));
+        // Within the scope (one admission) the first answer stands.
+        std::fs::remove_file(root.join("l")).unwrap();
+        std::fs::create_dir(root.join("g")).unwrap();
+        std::os::unix::fs::symlink("g", root.join("l")).unwrap();
+        assert_eq!(canonical(&root.join("l")).unwrap(), root.join("f"));
+        {
+            let _inner = remember_canonical();
+            assert_eq!(canonical(&root.join("l")).unwrap(), root.join("f"), "a nested scope shares the outer one");
+        }
+        assert_eq!(canonical(&root.join("l")).unwrap(), root.join("f"), "the nested scope did not end the outer");
+    }
+    // Outside it, every call looks again.
+    assert_eq!(canonical(&root.join("l")).unwrap(), root.join("g"));
+}

@@ -125,9 +125,8 @@ fn read(
     recheck: &dyn Fn(&Path) -> bool,
 ) -> Result<WorkspaceReadResult, (ErrorCode, String)> {
     let refused = |e: String| (ErrorCode::PermissionDenied, e);
-    let (file, meta) = crate::fs::open_file(path).map_err(|e| refused(e.to_string()))?;
     // What was opened, whatever the path led to by now.
-    let opened = crate::fs::opened_path(&file).map_err(|e| refused(format!("cannot tell what was opened: {e}")))?;
+    let (file, meta, opened) = crate::fs::open_file_seen(path).map_err(|e| refused(e.to_string()))?;
     if !recheck(&opened) {
         return Err(refused(format!(
             "{}: changed while it was checked (not readable without asking)",

@@ -106,7 +106,7 @@ impl Tool for Glob {
             Some(p) => ctx.target_path(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),
             None => ctx.cwd.to_path_buf(),
         };
-        let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;
+        let canonical = crate::fs::canonical(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;
         if !ctx.inside(&canonical) && ctx.grant.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", dir.display())));
         }

@@ -171,7 +171,7 @@ impl Tool for Grep {
             None => ctx.cwd.to_path_buf(),
         };
         let canonical =
-            std::fs::canonicalize(&target).map_err(|e| ToolError::new(format!("{}: {e}", target.display())))?;
+            crate::fs::canonical(&target).map_err(|e| ToolError::new(format!("{}: {e}", target.display())))?;
         if !ctx.inside(&canonical) && ctx.grant.approved_outside.as_deref() != Some(&canonical) {
             return Err(ToolError::new(format!("{} is outside the workspace", target.display())));
         }

@@ -129,11 +129,11 @@ impl Tool for Read {
         // Reads inside the workspace run; anything else asks (and, once
         // allowed, opens exactly the file that was approved).
         let real = match ctx.resolve(&input.file_path) {
-            Ok(p) => match std::fs::canonicalize(p.abs()) {
+            Ok(p) => match fs::canonical(&p.abs()) {
                 Ok(real) if !ctx.inside(&real) => Some(real),
                 _ => return Decision::Allow,
             },
-            Err(_) => std::fs::canonicalize(ctx.cwd.join(&input.file_path)).ok(),
+            Err(_) => fs::canonical(&ctx.cwd.join(&input.file_path)).ok(),
         };
         match real {
             Some(real) if real.as_os_str() != input.file_path.as_str() => {
@@ -150,26 +150,28 @@ impl Tool for Read {
         _p: ProgressSink<()>,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
         let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
-        // A small file is read here (tens of microseconds); a large one on
-        // the blocking pool, so the runtime's threads are not held.
-        let small = std::fs::metadata(path.abs()).is_ok_and(|m| m.len() <= INLINE_READ_BYTES);
         let lines = Lines { offset: input.offset, limit: input.limit, large: input.allow_large };
         let check = recheck(&ctx);
-        let read = if small {
-            read(&path, lines, &*check)?
+        // Opened here; a small file is read here too (tens of
+        // microseconds), a large one on the blocking pool, so the
+        // runtime's threads are not held.
+        let opened = open_checked(&path, &*check)?;
+        let read = if opened.1.len() <= INLINE_READ_BYTES {
+            read(&path, opened, lines)?
         } else {
-            tokio::task::spawn_blocking(move || read(&path, lines, &*check))
+            tokio::task::spawn_blocking(move || read(&path, opened, lines))
                 .await
                 .map_err(|e| ToolError::new(format!("read failed: {e}")))??
         };
-        let (output, state) = match read {
-            Read_::Done(output, state) => (output, state),
-            Read_::Pdf(path, bytes, meta) => {
+        // The file-state entry is keyed by where the file really is.
+        let (output, state, key) = match read {
+            Read_::Done(output, state, real) => (output, state, real),
+            Read_::Pdf(path, bytes, meta, real) => {
                 let pages = input.pages.as_deref().filter(|p| !p.trim().is_empty());
-                pdf_text(&path, bytes, &meta, pages, &ctx).await?
+                let (output, state) = pdf_text(&path, bytes, &meta, pages, &ctx).await?;
+                (output, state, real)
             }
         };
-        let key = std::fs::canonicalize(&output.path).unwrap_or_else(|_| output.path.clone());
         Ok(ToolOutput::with_modifier(
             output,
             Box::new(move |s| {
@@ -266,9 +268,9 @@ struct Lines {
 /// What the synchronous part of a read gave.
 enum Read_ {
     /// The output, and the file's state as read.
-    Done(ReadOutput, FileState),
-    /// A PDF, read whole, for its text.
-    Pdf(PathBuf, Vec<u8>, std::fs::Metadata),
+    Done(ReadOutput, FileState, PathBuf),
+    /// A PDF, read whole, for its text (and where it really is).
+    Pdf(PathBuf, Vec<u8>, std::fs::Metadata, PathBuf),
 }
 
 /// A size as people write it (`12.3 KB`).
@@ -372,37 +374,40 @@ async fn pdf_text(
 type Recheck = dyn Fn(&std::path::Path) -> bool + Send + Sync;
 
 /// `fs::open_file`, then the recheck of what was opened.
-fn open_checked(path: &fs::WsPath, check: &Recheck) -> Result<(std::fs::File, std::fs::Metadata), ToolError> {
-    let (file, meta) = fs::open_file(path).map_err(|e| ToolError::new(e.to_string()))?;
-    let opened = fs::opened_path(&file).map_err(|e| ToolError::new(format!("read {}: {e}", path.abs().display())))?;
+fn open_checked(path: &fs::WsPath, check: &Recheck) -> Result<Opened, ToolError> {
+    let (file, meta, opened) = fs::open_file_seen(path).map_err(|e| ToolError::new(e.to_string()))?;
     if !check(&opened) {
         return Err(ToolError::new(format!(
             "{} changed while it was checked: it now leads to a file this call may not read",
             path.abs().display()
         )));
     }
-    Ok((file, meta))
+    Ok((file, meta, opened))
 }
 
-/// `fs::read_all` through [`open_checked`].
-fn read_all_checked(path: &fs::WsPath, check: &Recheck) -> Result<(Vec<u8>, std::fs::Metadata), ToolError> {
-    use std::io::Read as _;
-    let (mut file, meta) = open_checked(path, check)?;
+/// A file [`open_checked`] opened: it, its metadata, where it really is.
+type Opened = (std::fs::File, std::fs::Metadata, PathBuf);
+
+/// The whole of a file [`open_checked`] opened, from its start again.
+fn read_whole(file: &mut std::fs::File, meta: &std::fs::Metadata, abs: &std::path::Path) -> Result<Vec<u8>, ToolError> {
+    use std::io::{Read as _, Seek as _};
     if meta.len() > fs::MAX_EDIT_BYTES {
         return Err(ToolError::new(format!(
             "{}: {} bytes, larger than the {} bytes this tool handles",
-            path.abs().display(),
+            abs.display(),
             meta.len(),
             fs::MAX_EDIT_BYTES
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut bytes).map_err(|e| ToolError::new(format!("read {}: {e}", path.abs().display())))?;
-    Ok((bytes, meta))
+    file.rewind()
+        .and_then(|()| file.read_to_end(&mut bytes))
+        .map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+    Ok(bytes)
 }
 
-fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolError> {
-    let (mut file, meta) = open_checked(path, check)?;
+fn read(path: &fs::WsPath, opened: Opened, lines: Lines) -> Result<Read_, ToolError> {
+    let (mut file, meta, real) = opened;
     let abs = path.abs();
     let mut head = vec![0u8; 8192];
     let n = read_up_to(&mut file, &mut head).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
@@ -425,7 +430,7 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
         file.take(max + 1 - n as u64)
             .read_to_end(&mut bytes)
             .map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
-        return Ok(Read_::Pdf(abs, bytes, meta));
+        return Ok(Read_::Pdf(abs, bytes, meta, real));
     }
     let (offset, limit) = (lines.offset, lines.limit);
     if let Some(media) = image_type(&head) {
@@ -436,7 +441,7 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
                 meta.len()
             )));
         }
-        let (bytes, meta) = read_all_checked(path, check)?;
+        let bytes = read_whole(&mut file, &meta, &abs)?;
         let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
         let out = ReadOutput {
             path: abs,
@@ -447,7 +452,7 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
             cut_lines: 0,
             image: Some((media.to_owned(), base64(&bytes))),
         };
-        return Ok(Read_::Done(out, state));
+        return Ok(Read_::Done(out, state, real));
     }
     if head.contains(&0) {
         return Err(ToolError::new(format!(
@@ -457,10 +462,10 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
         )));
     }
     if abs.extension().is_some_and(|e| e == "ipynb") && meta.len() <= fs::MAX_EDIT_BYTES {
-        let (bytes, meta) = read_all_checked(path, check)?;
+        let bytes = read_whole(&mut file, &meta, &abs)?;
         if let Some(text) = render_notebook(&bytes) {
             let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
-            return Ok(Read_::Done(ReadOutput::rendered(abs, text), state));
+            return Ok(Read_::Done(ReadOutput::rendered(abs, text), state, real));
         }
     }
     let first = offset.unwrap_or(1);
@@ -488,7 +493,7 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
     if meta.len() <= fs::MAX_EDIT_BYTES {
         // A file that fit in the first read is not opened again.
         let whole = n < head.capacity() && n as u64 == meta.len();
-        let (bytes, meta) = if whole { (std::mem::take(&mut head), meta) } else { read_all_checked(path, check)? };
+        let bytes = if whole { std::mem::take(&mut head) } else { read_whole(&mut file, &meta, &abs)? };
         let state = fs::state_of(&meta, Some(fs::hash_bytes(&bytes)));
         let content = String::from_utf8_lossy(&bytes);
         let body = content.strip_suffix('\n').unwrap_or(&content);
@@ -510,11 +515,11 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
             cut_lines,
             image: None,
         };
-        return Ok(Read_::Done(out, state));
+        return Ok(Read_::Done(out, state, real));
     }
     // Too large to hash: stream just the lines asked for, keeping at most a
     // displayable prefix of each line (a 10 GB line must not fill memory).
-    let (file, meta) = open_checked(path, check)?;
+    std::io::Seek::rewind(&mut file).map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let keep = MAX_LINE_CHARS * 4 + 4;
     let mut line: Vec<u8> = Vec::new();
@@ -564,7 +569,7 @@ fn read(path: &fs::WsPath, lines: Lines, check: &Recheck) -> Result<Read_, ToolE
         cut_lines,
         image: None,
     };
-    Ok(Read_::Done(out, state))
+    Ok(Read_::Done(out, state, real))
 }
 
 /// A notebook as its cells: each with its index, type and id, its source,
@@ -658,11 +663,12 @@ mod tests {
         let path = fs::resolve(&root, &root, "a").unwrap();
         let check = |p: &std::path::Path| !p.ends_with("secret");
         let lines = Lines { offset: None, limit: None, large: false };
-        assert!(matches!(read(&path, lines, &check), Ok(Read_::Done(..))));
+        let opened = open_checked(&path, &check).unwrap();
+        assert!(matches!(read(&path, opened, lines), Ok(Read_::Done(..))));
         // The admitted name now leads to the denied file.
         std::fs::remove_file(root.join("a")).unwrap();
         std::os::unix::fs::symlink("secret", root.join("a")).unwrap();
-        let Err(e) = read(&path, lines, &check) else { panic!("the swapped link was read") };
+        let Err(e) = open_checked(&path, &check) else { panic!("the swapped link was read") };
         assert!(e.to_string().contains("changed while it was checked"), "{e}");
     }
 
