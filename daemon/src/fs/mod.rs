@@ -937,8 +937,8 @@ pub fn secret_entry(ids: &[(u64, u64)], entry: &ignore::DirEntry) -> bool {
 /// Opens `rel` for reading beneath the directory `root` (a descriptor
 /// held from before a walk): however a directory on the way is swapped for
 /// a link meanwhile, the file opened lies beneath `root`. Only a regular
-/// file, and never one of the secret files.
-pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Result<File> {
+/// file, and never one of the secret files; it and its size.
+pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Result<(File, u64)> {
     use std::os::fd::AsFd;
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
@@ -952,7 +952,7 @@ pub fn open_read_beneath(root: &std::os::fd::OwnedFd, rel: &Path) -> std::io::Re
     if has_secrets() && secret_ids().contains(&(st.st_dev, st.st_ino)) {
         return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, SECRET_REFUSAL));
     }
-    Ok(File::from(fd))
+    Ok((File::from(fd), u64::try_from(st.st_size).unwrap_or(0)))
 }
 
 /// Whether the daemon has secret files (a TLS face).

@@ -452,12 +452,23 @@ impl Plan<'_> {
             .build()
     }
 
-    /// Searches one file. `Err` when it has a line over [`MAX_LINE_BYTES`]
-    /// (or cannot be read).
+    /// Opens one file beneath the searched directory (no secret file,
+    /// nothing but a regular file): it and its size.
+    fn open(&self, path: &Path) -> Result<(std::fs::File, u64), std::io::Error> {
+        let Some((root, root_fd)) = &self.root else {
+            return Err(std::io::Error::other("the searched directory could not be opened"));
+        };
+        let rel = path.strip_prefix(root).map_err(|_| std::io::Error::other("outside the searched directory"))?;
+        crate::fs::open_read_beneath(root_fd, rel)
+    }
+
+    /// Searches one file [`Plan::open`] opened. `Err` when it has a line
+    /// over [`MAX_LINE_BYTES`] (or cannot be read).
     fn file(
         &self,
         searcher: &mut Searcher,
         path: &Path,
+        (mut file, size): (std::fs::File, u64),
         collected: &std::sync::atomic::AtomicUsize,
     ) -> Result<Option<FileHits>, std::io::Error> {
         let mut sink = Collect {
@@ -476,12 +487,7 @@ impl Plan<'_> {
         // A named file is searched whole, as rg searches it (mapped): binary
         // data then hides only the matches on its own lines ("binary file
         // matches"), and line numbers count the file's own lines.
-        let Some((root, root_fd)) = &self.root else {
-            return Err(std::io::Error::other("the searched directory could not be opened"));
-        };
-        let rel = path.strip_prefix(root).map_err(|_| std::io::Error::other("outside the searched directory"))?;
-        let mut file = crate::fs::open_read_beneath(root_fd, rel)?;
-        let size = if self.explicit { file.metadata().map(|m| m.len()).unwrap_or(u64::MAX) } else { u64::MAX };
+        let size = if self.explicit { size } else { u64::MAX };
         if size <= MAX_LINE_BYTES as u64 {
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut file, &mut bytes)?;
@@ -612,12 +618,15 @@ fn search_small(
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
-        if bytes > SMALL_TREE_BYTES {
-            return Ok(None);
-        }
         found.searched += 1;
-        match plan.file(&mut searcher, entry.path(), &collected) {
+        let opened = plan.open(entry.path());
+        if let Ok((_, size)) = &opened {
+            bytes += size;
+            if bytes > SMALL_TREE_BYTES {
+                return Ok(None);
+            }
+        }
+        match opened.and_then(|opened| plan.file(&mut searcher, entry.path(), opened, &collected)) {
             Ok(Some(hits)) => found.hits.push(hits),
             Ok(None) => {}
             Err(_) => found.too_long += 1,
@@ -652,7 +661,8 @@ fn search(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return ignore::WalkState::Continue;
             }
-            let result = plan.file(&mut searcher, entry.path(), collected);
+            let result =
+                plan.open(entry.path()).and_then(|opened| plan.file(&mut searcher, entry.path(), opened, collected));
             let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
             found.searched += 1;
             match result {
