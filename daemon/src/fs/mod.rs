@@ -256,9 +256,17 @@ pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
 fn canonical_now(path: &Path) -> std::io::Result<PathBuf> {
     let fd = nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
     match std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
-        Ok(real) if real.is_absolute() && !real.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") => Ok(real),
+        // The name must still lead to what was opened: a file of a mount
+        // detached meanwhile, or renamed, is named as if it were elsewhere.
+        Ok(real) if real.is_absolute() && same_file(&fd, &real) => Ok(real),
         _ => std::fs::canonicalize(path),
     }
+}
+
+/// Whether `name` leads to the file `fd` is open on.
+fn same_file(fd: &OwnedFd, name: &Path) -> bool {
+    let (Ok(held), Ok(named)) = (nix::sys::stat::fstat(fd), nix::sys::stat::stat(name)) else { return false };
+    (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 }
 
 type Canonicals = std::collections::HashMap<PathBuf, Result<PathBuf, std::io::ErrorKind>>;
@@ -275,13 +283,15 @@ pub fn remember_canonical() -> RememberCanonical {
     if !outer {
         CANONICAL.with(|m| *m.borrow_mut() = Some(Canonicals::new()));
     }
-    RememberCanonical { outer }
+    RememberCanonical { outer, _here: std::marker::PhantomData }
 }
 
-/// See [`remember_canonical`].
+/// See [`remember_canonical`]. Not `Send`: it must end on the thread it
+/// began on.
 #[must_use]
 pub struct RememberCanonical {
     outer: bool,
+    _here: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for RememberCanonical {

@@ -400,9 +400,17 @@ fn read_whole(file: &mut std::fs::File, meta: &std::fs::Metadata, abs: &std::pat
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // No more than the limit, however the file grew since it was opened.
     file.rewind()
-        .and_then(|()| file.read_to_end(&mut bytes))
+        .and_then(|()| file.by_ref().take(fs::MAX_EDIT_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| ToolError::new(format!("read {}: {e}", abs.display())))?;
+    if bytes.len() as u64 > fs::MAX_EDIT_BYTES {
+        return Err(ToolError::new(format!(
+            "{}: it grew past the {} bytes this tool handles while it was read",
+            abs.display(),
+            fs::MAX_EDIT_BYTES
+        )));
+    }
     Ok(bytes)
 }
 
