@@ -238,7 +238,10 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
                 }
                 std::process::exit(supervise(spec, command))
             }
-            Ok(ForkResult::Parent { child }) => wait_forwarding(child),
+            Ok(ForkResult::Parent { child }) => {
+                let_go_of_output();
+                wait_forwarding(child)
+            }
         }
     } else {
         // Without namespaces: this process is the subreaper of the call.
@@ -246,6 +249,17 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
             return fail(spec, "cannot become a child subreaper");
         }
         supervise(spec, command)
+    }
+}
+
+/// Points this process's own stdout and stderr at `/dev/null` once the
+/// command holds the call's output pipes: they then end when the
+/// command's processes are gone, not when the helper is (whose report
+/// carries anything it has to say).
+fn let_go_of_output() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
     }
 }
 
@@ -265,7 +279,7 @@ pub(crate) fn mount_own_proc() -> nix::Result<()> {
 
 /// Writes why the sandbox could not be set up and returns the exit code.
 fn fail(spec: &Spec, why: &str) -> i32 {
-    write_report(spec, &Report { leftovers: 0, error: Some(why.to_owned()) });
+    write_report(spec, &Report { leftovers: 0, error: Some(why.to_owned()), status: None });
     eprintln!("agentd-sandbox: {why}");
     SETUP_FAILED
 }
@@ -516,6 +530,7 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
         }
         Ok(ForkResult::Parent { child }) => child,
     };
+    let_go_of_output();
     drop(writer);
     let (listener, why) = super::unix_wall::receive_setup(reader.as_raw_fd());
     drop(reader);
@@ -560,7 +575,7 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
         }
     }
     let leftovers = if spec.foreground { end_leftovers(spec) } else { 0 };
-    write_report(spec, &Report { leftovers, error: None });
+    write_report(spec, &Report { leftovers, error: None, status });
     status.unwrap_or(SETUP_FAILED)
 }
 

@@ -120,6 +120,11 @@ pub struct Report {
     pub leftovers: usize,
     /// The sandbox could not be applied: nothing ran.
     pub error: Option<String>,
+    /// How the shell ended (its exit code, or 128 + the signal), once
+    /// nothing of the call runs any more: sent before the helper exits,
+    /// so the daemon need not wait for its namespaces to be torn down.
+    #[serde(default)]
+    pub status: Option<i32>,
 }
 
 /// What the kernel offers, as the helper found it (`agentd-sandbox --probe`).

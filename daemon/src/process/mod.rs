@@ -137,9 +137,16 @@ pub struct ProcessTree {
     ended: bool,
     /// The socket the sandbox helper got its call on and reports on
     /// (`None`: no helper).
-    report: Option<std::os::unix::net::UnixStream>,
+    report: Option<tokio::net::UnixStream>,
     /// What it reported, once read.
     reported: std::sync::OnceLock<Option<agentd_sandbox::Report>>,
+    /// The report's bytes read so far.
+    report_bytes: Vec<u8>,
+    /// The call ends with the helper's report rather than its exit: its
+    /// PID namespace ended every process of the call before it reported.
+    ends_with_report: bool,
+    /// It did (the helper may still be tearing its namespaces down).
+    ended_by_report: bool,
     /// The call's network gate: serves its connections while the tree
     /// lives.
     _gate: Option<Kept>,
@@ -214,6 +221,9 @@ pub fn spawn_bash(
         ended: false,
         report: None,
         reported: Default::default(),
+        report_bytes: Vec::new(),
+        ends_with_report: false,
+        ended_by_report: false,
         _gate: None,
     })
 }
@@ -424,6 +434,11 @@ impl WarmPool {
         marker: &str,
         gate: Option<(Kept, std::os::fd::OwnedFd)>,
     ) -> std::io::Result<ProcessTree> {
+        // Confined in namespaces (seccomp keeps the command from the
+        // helper's memory): its report, sent once the call's PID namespace
+        // is empty, ends the call.
+        let ends_with_report =
+            request.spec.namespaces && request.spec.profile != agentd_protocol::session::SandboxProfile::Off;
         let body = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
         if body.len() > agentd_sandbox::WARM_REQUEST_MAX {
             return Err(std::io::Error::other("the sandbox spec is too large"));
@@ -454,6 +469,8 @@ impl WarmPool {
         ledger::record_as(warm.pid, &warm.marker, marker);
         let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
         let control = warm.control.try_clone()?;
+        control.set_nonblocking(true)?;
+        let control = tokio::net::UnixStream::from_std(control)?;
         Ok(ProcessTree {
             child,
             pgid: Pid::from_raw(warm.pid),
@@ -461,6 +478,9 @@ impl WarmPool {
             ended: false,
             report: Some(control),
             reported: Default::default(),
+            report_bytes: Vec::new(),
+            ends_with_report,
+            ended_by_report: false,
             _gate: gate,
         })
     }
@@ -576,6 +596,9 @@ pub fn spawn_server(
         ended: false,
         report: None,
         reported: Default::default(),
+        report_bytes: Vec::new(),
+        ends_with_report: false,
+        ended_by_report: false,
         _gate: None,
     })
 }
@@ -610,14 +633,37 @@ impl ProcessTree {
     }
 
     /// Whether any process of the group is still alive.
-    pub fn group_alive(&self) -> bool {
+    pub fn group_alive(&mut self) -> bool {
+        // A helper whose report ended the call is reaped here once it
+        // exited (nothing waits for it; a zombie counts as alive).
+        if self.ended_by_report && matches!(self.child.try_wait(), Ok(Some(_))) {
+            owned().remove(&self.pgid.as_raw());
+        }
         killpg(self.pgid, None).is_ok()
     }
 
     /// Waits for the shell itself to exit; returns its exit code (or
     /// 128+signal when a signal ended it).
     pub async fn wait_shell(&mut self) -> std::io::Result<i32> {
-        let status = self.child.wait().await?;
+        if let Some(status) = self.reported_status() {
+            return Ok(status);
+        }
+        let status = match (&self.report, self.ends_with_report) {
+            (Some(socket), true) => tokio::select! {
+                status = self.child.wait() => status?,
+                () = read_until_report(socket, &mut self.report_bytes) => {
+                    let report: Option<agentd_sandbox::Report> = serde_json::from_slice(&self.report_bytes).ok();
+                    let _ = self.reported.set(report);
+                    match self.reported_status() {
+                        Some(status) => return Ok(status),
+                        // A sandbox that could not be applied: the helper's
+                        // exit says the rest.
+                        None => self.child.wait().await?,
+                    }
+                }
+            },
+            _ => self.child.wait().await?,
+        };
         owned().remove(&self.pgid.as_raw());
         use std::os::unix::process::ExitStatusExt;
         Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1))
@@ -652,15 +698,30 @@ impl ProcessTree {
     }
 
     fn read_report(&self) -> Option<agentd_sandbox::Report> {
-        use std::io::Read;
         let socket = self.report.as_ref()?;
         // Whatever it wrote before it exited is there; never wait for more
         // (nothing of the command holds the socket, but a wedged helper
         // must not hold the call).
-        socket.set_nonblocking(true).ok()?;
-        let mut bytes = Vec::new();
-        let _ = (&mut &*socket).take(64 * 1024).read_to_end(&mut bytes);
+        let mut bytes = self.report_bytes.clone();
+        let mut chunk = [0u8; 4096];
+        while bytes.len() < REPORT_MAX {
+            match socket.try_read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            }
+        }
         serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The shell's status from a report that ends the call (see
+    /// [`ProcessTree::ends_with_report`]), once it came.
+    fn reported_status(&mut self) -> Option<i32> {
+        if !self.ends_with_report {
+            return None;
+        }
+        let status = self.reported.get()?.as_ref()?.status?;
+        self.ended_by_report = true;
+        Some(status)
     }
 
     /// After the shell exited by itself: ends whatever the command left
@@ -671,6 +732,12 @@ impl ProcessTree {
         // process's environment would only cost time.
         // Without a report (no helper, or one killed before it could end
         // them: with the sandbox off a command may kill its own helper).
+        if self.ended_by_report {
+            // Nothing of the call is left (its PID namespace is gone); the
+            // helper itself ends as it tears its namespaces down.
+            self.ended = true;
+            return 0;
+        }
         let left = if self.report().is_some() { Vec::new() } else { marked(&self.marker) };
         let group = self.group_alive();
         self.ended = true;
@@ -703,7 +770,37 @@ impl Drop for ProcessTree {
         }
         ledger::forget(self.pgid.as_raw());
         // tokio reaps the shell itself once it is gone; its pid stays in
-        // the owned set so `reap_adopted` never races tokio for it.
+        // the owned set so `reap_adopted` never races tokio for it. A
+        // helper the call ended without waiting for is every call's: its
+        // pid leaves the set (were `reap_adopted` to reap it first, tokio
+        // drops it from its orphans).
+        if self.ended_by_report {
+            owned().remove(&self.pgid.as_raw());
+        }
+    }
+}
+
+/// The most of a helper's report that is read.
+const REPORT_MAX: usize = 64 * 1024;
+
+/// Reads a helper's report into `bytes` until it is whole; pending for
+/// ever at the end of the socket (the helper's exit then ends the wait).
+/// Cancel-safe: what was read stays in `bytes`.
+async fn read_until_report(socket: &tokio::net::UnixStream, bytes: &mut Vec<u8>) {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if serde_json::from_slice::<agentd_sandbox::Report>(bytes).is_ok() {
+            return;
+        }
+        if bytes.len() >= REPORT_MAX || socket.readable().await.is_err() {
+            return std::future::pending().await;
+        }
+        match socket.try_read(&mut chunk) {
+            Ok(0) => return std::future::pending().await,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return std::future::pending().await,
+        }
     }
 }
 
@@ -943,5 +1040,43 @@ mod hand_over_tests {
         let (ours, theirs) = UnixStream::pair().unwrap();
         drop(theirs);
         assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use std::io::Write;
+    use std::time::Duration;
+
+    use super::read_until_report;
+
+    /// The report ends the wait only once it is whole, however it arrives
+    /// and however often the wait is dropped and begun again (the Bash
+    /// loop's `select!` does that on every line of output); a helper that
+    /// ends without one leaves the wait to its exit.
+    #[tokio::test]
+    async fn a_report_ends_the_wait_only_once_whole() {
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+        let mut bytes = Vec::new();
+        let body = br#"{"leftovers":2,"error":null,"status":3}"#;
+        theirs.write_all(&body[..17]).unwrap();
+        for _ in 0..3 {
+            let waited = tokio::time::timeout(Duration::from_millis(50), read_until_report(&ours, &mut bytes)).await;
+            assert!(waited.is_err(), "half a report ended the wait");
+        }
+        theirs.write_all(&body[17..]).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), read_until_report(&ours, &mut bytes)).await.expect("whole");
+        let report: agentd_sandbox::Report = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!((report.leftovers, report.status), (2, Some(3)));
+
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+        drop(theirs);
+        let mut bytes = Vec::new();
+        let waited = tokio::time::timeout(Duration::from_millis(100), read_until_report(&ours, &mut bytes)).await;
+        assert!(waited.is_err(), "an end without a report is not one");
     }
 }
