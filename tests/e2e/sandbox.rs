@@ -868,3 +868,38 @@ async fn a_command_gets_neither_x32_calls_nor_its_helpers_socket() {
         assert!(out.contains("fds [0, 1, 2, 3]"), "{mode}: {r}");
     }
 }
+
+/// A confined background job ends with its helper's report; what the
+/// command wrote last (a whole pipe's worth, just before it exited) is
+/// still read to the end, not cut when the job is declared over.
+#[tokio::test]
+async fn a_confined_job_s_last_output_is_not_lost_when_it_ends() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, json!({ "sandbox": { "auto_allow": true } })).await;
+    let expected: String = (1..=40_000).map(|i| format!("{i}\n")).collect();
+    let mut jobs = Vec::new();
+    for _ in 0..4 {
+        let r = s.bash(json!({ "command": "seq 1 40000", "run_in_background": true })).await;
+        jobs.push(text(&r).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned());
+    }
+    for job in jobs {
+        let mut seen = String::new();
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        loop {
+            assert!(std::time::Instant::now() < deadline, "job {job} never ended: {} bytes", seen.len());
+            let input = json!({ "task_id": job, "timeout": 1000 });
+            let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TaskOutput", "input": input })).await;
+            let t = text(&r);
+            match t.split_once(&format!("[job {job} ")) {
+                Some((out, "exited with code 0]")) => {
+                    seen.push_str(out);
+                    break;
+                }
+                Some((out, "is running]")) => seen.push_str(out),
+                _ => panic!("{r}"),
+            }
+        }
+        assert_eq!(seen.len(), expected.len(), "job {job} lost output");
+        assert!(seen == expected, "job {job}'s output differs");
+    }
+}

@@ -575,7 +575,11 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
         }
     }
     let leftovers = if spec.foreground { end_leftovers(spec) } else { 0 };
-    write_report(spec, &Report { leftovers, error: None, status });
+    // The report's status tells the daemon the call is over: only when no
+    // process of it is left (one stuck in the kernel may outlast the kill's
+    // wait; then the daemon waits for this process's exit instead).
+    let all_gone = matches!(waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)), Err(Errno::ECHILD));
+    write_report(spec, &Report { leftovers, error: None, status: status.filter(|_| all_gone) });
     status.unwrap_or(SETUP_FAILED)
 }
 

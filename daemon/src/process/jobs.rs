@@ -276,7 +276,9 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
     let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     let (mut out_open, mut err_open) = (true, true);
     let mut exit: Option<i32> = None;
-    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    // The first look at the group comes a period after the shell's end,
+    // not at once.
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + POLL, POLL);
     let status = loop {
         tokio::select! {
             n = out.read(&mut out_buf), if out_open => match n {
@@ -304,10 +306,40 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
             break JobStatus::Exited(exit.unwrap_or(-1));
         }
     };
+    // The group is gone, but what it wrote last may still be in the pipes:
+    // read them to their end (bounded: with the sandbox off, a process
+    // that left the group may still hold them).
+    if matches!(status, JobStatus::Exited(_)) {
+        let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+        if out_open {
+            drain(job, &mut out, &mut out_buf, deadline).await;
+        }
+        if err_open {
+            drain(job, &mut err, &mut err_buf, deadline).await;
+        }
+    }
     // Whatever the command left behind goes with it.
     tree.kill_now();
     job.lock().status = status;
 }
+
+/// Reads `pipe` into the job's output until its end or `deadline`.
+async fn drain(
+    job: &Job,
+    pipe: &mut (impl tokio::io::AsyncRead + Unpin),
+    buf: &mut [u8],
+    deadline: tokio::time::Instant,
+) {
+    while let Ok(Ok(n @ 1..)) = tokio::time::timeout_at(deadline, pipe.read(buf)).await {
+        push(job, &buf[..n]);
+    }
+}
+
+/// How often a job whose shell ended looks whether its group is gone.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a finished job's last output may take to be read.
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
 
 fn push(job: &Job, bytes: &[u8]) {
     let mut s = job.lock();

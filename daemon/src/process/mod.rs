@@ -634,12 +634,15 @@ impl ProcessTree {
         self.pgid.as_raw()
     }
 
-    /// Whether any process of the group is still alive.
+    /// Whether any process of the group is still alive. Once the helper's
+    /// report ended the call, none of the command's is: only the helper
+    /// itself, tearing its namespaces down (reaped here once it exited).
     pub fn group_alive(&mut self) -> bool {
-        // A helper whose report ended the call is reaped here once it
-        // exited (nothing waits for it; a zombie counts as alive).
-        if self.ended_by_report && matches!(self.child.try_wait(), Ok(Some(_))) {
-            owned().remove(&self.pgid.as_raw());
+        if self.ended_by_report {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                owned().remove(&self.pgid.as_raw());
+            }
+            return false;
         }
         killpg(self.pgid, None).is_ok()
     }
