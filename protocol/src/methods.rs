@@ -297,6 +297,27 @@ pub struct WarmHelpers {
     pub started: u64,
     /// Calls that found none waiting and started their own.
     pub cold_starts: u64,
+    /// The zygote that forks the helpers; `null` while none runs (before
+    /// the first call, or where it cannot: helpers are then spawned one by
+    /// one).
+    #[serde(default)]
+    pub zygote: Option<ZygoteStatus>,
+}
+
+/// The sandbox zygote: one small process that forks each helper, so a
+/// call's helper costs a `fork`, not an `exec`. It never sees a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct ZygoteStatus {
+    /// Its pid.
+    pub pid: u32,
+    /// Its resident memory, in KiB (it keeps nothing per call: this does
+    /// not grow with calls).
+    pub rss_kib: u64,
+    /// Zygotes started since the daemon started (more than one: one died
+    /// and was replaced).
+    pub starts: u64,
+    /// Helpers forked.
+    pub forks: u64,
 }
 
 /// How whole the sandbox is (`daemon/info`'s `sandbox.level`).

@@ -759,16 +759,27 @@ async fn without_the_sandbox_a_walk_that_follows_links_asks() {
     assert!(text(&r).contains("INSIDE-MARK") && !text(&r).contains("OUTSIDE-MARK"), "{r}");
 }
 
-/// The daemon's children that are sandbox helpers waiting for a call.
+/// The pid of `pid`'s parent.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
+}
+
+/// The daemon's sandbox zygotes (its children running `--zygote`).
+fn zygotes(daemon: i32) -> Vec<i32> {
+    procs("agentd-sandbox --zygote").into_iter().filter(|pid| parent_of(*pid) == Some(daemon)).collect()
+}
+
+/// The sandbox helpers waiting for a call: the zygote's children (or,
+/// without one, the daemon's children started as `--warm`).
 fn waiting_helpers(daemon: i32) -> Vec<i32> {
-    procs("agentd-sandbox --warm")
-        .into_iter()
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
-            ppid == Some(daemon)
-        })
-        .collect()
+    let zygotes = zygotes(daemon);
+    let forked = procs("agentd-sandbox --zygote").into_iter().filter(|pid| {
+        let parent = parent_of(*pid);
+        zygotes.iter().any(|z| Some(*z) == parent)
+    });
+    let spawned = procs("agentd-sandbox --warm").into_iter().filter(|pid| parent_of(*pid) == Some(daemon));
+    forked.chain(spawned).collect()
 }
 
 #[test]
@@ -784,10 +795,11 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
             .unwrap()
             .to_owned();
         let call = |command: &str| json!({ "session_id": id, "name": "Bash", "input": { "command": command } });
-        // The first call starts the next one's helper.
+        // The first call starts the zygote, which forks the next one's helper.
         let r = c.ok("tool/call", call("echo $AGENTD_PROCESS; echo one")).await;
         assert!(text(&r).contains("one"), "{r}");
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        assert_eq!(zygotes(d.pid()).len(), 1, "one zygote");
         // daemon/info says so, with its memory.
         let info = c.ok("daemon/info", json!({})).await;
         let warm = &info["sandbox"]["warm_helpers"];
@@ -795,9 +807,14 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         assert!(warm["started"].as_u64().unwrap() >= 2 && warm["cold_starts"] == 1, "{info}");
         let rss = warm["waiting_rss_kib"].as_u64().unwrap();
         assert!(rss > 100 && rss < 64 * 1024, "{info}");
-        // The thread that started it is not one that ends when idle (the
-        // blocking pool's end after 10 s): the helper, and the call it
-        // then runs, are not killed by its death signal.
+        let zygote = &warm["zygote"];
+        assert_eq!(zygote["pid"].as_i64(), Some(i64::from(zygotes(d.pid())[0])), "{info}");
+        assert_eq!((zygote["starts"].as_u64(), zygote["forks"].as_u64()), (Some(1), Some(1)), "{info}");
+        let zygote_rss = zygote["rss_kib"].as_u64().unwrap();
+        assert!(zygote_rss > 100 && zygote_rss < 64 * 1024, "{info}");
+        // The thread that started them is not one that ends when idle (the
+        // blocking pool's end after 10 s): the zygote, its helper, and the
+        // call it then runs, are not killed by a death signal.
         tokio::time::sleep(std::time::Duration::from_secs(12)).await;
         let waiting = waiting_helpers(d.pid());
         assert_eq!(waiting.len(), 1, "the waiting helper survived");
@@ -808,6 +825,14 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         let marker = text(&r).lines().nth(1).unwrap_or_default().to_owned();
         let helper_env = std::fs::read(format!("/proc/{}/environ", waiting[0])).unwrap_or_default();
         assert!(!String::from_utf8_lossy(&helper_env).contains(&marker), "{marker}");
+        // The zygote keeps nothing per call: its memory does not grow.
+        for _ in 0..20 {
+            c.ok("tool/call", call("true")).await;
+        }
+        let info = c.ok("daemon/info", json!({})).await;
+        let zygote = &info["sandbox"]["warm_helpers"]["zygote"];
+        assert!(zygote["forks"].as_u64().unwrap() >= 20, "{info}");
+        assert!(zygote["rss_kib"].as_u64().unwrap() <= zygote_rss + 256, "grew from {zygote_rss}: {info}");
         // A waiting helper that died is passed over, and one killed while
         // the call is handed to it (still dying: its end is seen only once
         // the call was sent) is replaced: it never said it took the call.
@@ -830,15 +855,34 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
             let r = c.ok("tool/call", call("echo three")).await;
             assert_eq!(text(&r), "three\n", "round {round}: {r}");
         }
+        // A zygote that died is replaced; a call meanwhile still runs.
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        let first = zygotes(d.pid());
+        for pid in &first {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        }
+        agentd_tests::eventually("its helper died with it", || waiting_helpers(d.pid()).is_empty()).await;
+        let r = c.ok("tool/call", call("echo four")).await;
+        assert_eq!(text(&r), "four\n", "{r}");
+        agentd_tests::eventually("another zygote runs", || {
+            let now = zygotes(d.pid());
+            now.len() == 1 && !first.contains(&now[0])
+        })
+        .await;
+        let r = c.ok("tool/call", call("echo five")).await;
+        assert_eq!(text(&r), "five\n", "{r}");
+        let info = c.ok("daemon/info", json!({})).await;
+        assert_eq!(info["sandbox"]["warm_helpers"]["zygote"]["starts"], 2, "{info}");
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
     });
-    // The daemon killed: its waiting helper goes with it.
-    let waiting = waiting_helpers(d.pid());
+    // The daemon killed: its zygote and waiting helper go with it.
+    let mut ours = waiting_helpers(d.pid());
+    ours.extend(zygotes(d.pid()));
     d.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = d.child.wait();
-    rt.block_on(agentd_tests::eventually("the waiting helper is gone", || {
-        let live = procs("agentd-sandbox --warm");
-        waiting.iter().all(|pid| !live.contains(pid))
+    rt.block_on(agentd_tests::eventually("the zygote and the waiting helper are gone", || {
+        let live = procs("agentd-sandbox");
+        ours.iter().all(|pid| !live.contains(pid))
     }));
 }
 

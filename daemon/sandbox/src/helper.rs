@@ -53,7 +53,8 @@ extern "C" fn on_term(_: nix::libc::c_int) {
 
 /// The helper's `main`: `--probe`, `--pdf-text …` (Read's PDF text: see
 /// [`super::pdf`]), `--warm` (started ahead of its call, which comes on
-/// stdin: see [`warm`]), or `--spec JSON -- program args…`.
+/// stdin: see [`warm`]), `--zygote DAEMON_PID` (forks such helpers: see
+/// [`super::zygote`]), or `--spec JSON -- program args…`.
 pub fn main() -> std::process::ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "--probe") {
@@ -69,6 +70,9 @@ pub fn main() -> std::process::ExitCode {
     }
     if args.get(1).is_some_and(|a| a == "--warm") {
         std::process::exit(warm());
+    }
+    if args.get(1).is_some_and(|a| a == "--zygote") {
+        std::process::exit(super::zygote::main(args.get(2).map(OsString::as_os_str)));
     }
     let (spec, command) = match parse_args(&args) {
         Ok(v) => v,
@@ -103,7 +107,7 @@ static REPORT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 /// environment and stdin (the gate's control socket, or `/dev/null`), then
 /// runs it exactly as `--spec` does. Nothing of another call is in this
 /// process: it serves one call and exits.
-fn warm() -> i32 {
+pub(crate) fn warm() -> i32 {
     // Not outliving the daemon while it waits (`run` sets the call's own).
     if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
         return SETUP_FAILED;
@@ -279,7 +283,7 @@ pub(crate) fn mount_own_proc() -> nix::Result<()> {
 
 /// Writes why the sandbox could not be set up and returns the exit code.
 fn fail(spec: &Spec, why: &str) -> i32 {
-    write_report(spec, &Report { leftovers: 0, error: Some(why.to_owned()), status: None });
+    write_report(spec, &Report { leftovers: 0, error: Some(why.to_owned()), status: None, ended: false });
     eprintln!("agentd-sandbox: {why}");
     SETUP_FAILED
 }
@@ -579,7 +583,7 @@ fn supervise(spec: &Spec, command: &[CString]) -> i32 {
     // process of it is left (one stuck in the kernel may outlast the kill's
     // wait; then the daemon waits for this process's exit instead).
     let all_gone = matches!(waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)), Err(Errno::ECHILD));
-    write_report(spec, &Report { leftovers, error: None, status: status.filter(|_| all_gone) });
+    write_report(spec, &Report { leftovers, error: None, status, ended: all_gone });
     status.unwrap_or(SETUP_FAILED)
 }
 

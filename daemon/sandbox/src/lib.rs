@@ -7,7 +7,9 @@
 //!   ([`confine`]), seccomp, user/PID/mount namespaces, the Unix-socket wall
 //!   ([`unix_wall`]), the network namespace whose one way out is the
 //!   daemon's gate ([`netns`]), then `exec` of the command; and Read's PDF
-//!   parser in a process of its own ([`pdf`]).
+//!   parser in a process of its own ([`pdf`]); [`zygote`] forks the
+//!   helpers that wait for their calls, so each costs a `fork`, not an
+//!   `exec`.
 //! - Its wire format with the daemon: [`Spec`] (what one call's helper is
 //!   told), [`WarmRequest`] (the call sent to a helper started ahead of
 //!   it), [`Report`] (what happened), [`Probe`] (what the kernel offers).
@@ -16,6 +18,7 @@ pub mod helper;
 pub mod netns;
 pub mod pdf;
 pub mod unix_wall;
+pub mod zygote;
 
 use std::path::PathBuf;
 
@@ -120,11 +123,16 @@ pub struct Report {
     pub leftovers: usize,
     /// The sandbox could not be applied: nothing ran.
     pub error: Option<String>,
-    /// How the shell ended (its exit code, or 128 + the signal), once
-    /// nothing of the call runs any more: sent before the helper exits,
-    /// so the daemon need not wait for its namespaces to be torn down.
+    /// How the shell ended (its exit code, or 128 + the signal): what the
+    /// helper's own exit code says too (a helper forked by the zygote is
+    /// not the daemon's child, whose exit code the daemon cannot read).
     #[serde(default)]
     pub status: Option<i32>,
+    /// No process of the call runs any more: the report, sent before the
+    /// helper exits, ends the call, so the daemon need not wait for its
+    /// namespaces to be torn down.
+    #[serde(default)]
+    pub ended: bool,
 }
 
 /// What the kernel offers, as the helper found it (`agentd-sandbox --probe`).

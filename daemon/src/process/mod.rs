@@ -18,11 +18,16 @@
 //! without the helper.
 
 mod capture;
+mod child;
 pub mod jobs;
 mod report;
+mod warm;
+mod zygote;
 use report::{REPORT_MAX, read_until_report};
 
 pub use capture::Capture;
+pub use child::Child;
+pub use warm::WarmPool;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -133,7 +138,7 @@ static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// everything the command started (SIGKILL at once, then a sweep).
 pub struct ProcessTree {
     /// The shell process (or the sandbox helper running it).
-    pub child: tokio::process::Child,
+    pub child: Child,
     pgid: Pid,
     marker: String,
     ended: bool,
@@ -217,7 +222,7 @@ pub fn spawn_bash(
         .stderr(std::process::Stdio::piped());
     let (child, pid) = spawn_recorded(&mut cmd, marker)?;
     Ok(ProcessTree {
-        child,
+        child: Child::spawned(child),
         pgid: Pid::from_raw(pid),
         marker: marker.to_owned(),
         ended: false,
@@ -275,293 +280,6 @@ fn command_env(
     vars.into_iter().collect()
 }
 
-/// Sandbox helpers started ahead of their calls (`agentd-sandbox --warm`):
-/// one waits, already past its `exec`, its loader and its runtime's start,
-/// for the next call, and a new one is started as soon as it is taken.
-/// A helper serves one call and exits, so no call sees another's state;
-/// it is started with the plain environment (the call's own comes with
-/// the call), in its own process group, recorded in the ledger.
-pub struct WarmPool {
-    helper: PathBuf,
-    idle: std::sync::Mutex<Option<Warm>>,
-    /// Helpers started, and calls that found none waiting.
-    started: std::sync::atomic::AtomicU64,
-    cold: std::sync::atomic::AtomicU64,
-    /// Asks the thread that starts waiting helpers for one.
-    spawner: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<()>>>,
-}
-
-impl std::fmt::Debug for WarmPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WarmPool").field("helper", &self.helper).finish_non_exhaustive()
-    }
-}
-
-/// One helper waiting for its call.
-struct Warm {
-    /// `None` once handed to its call's tree.
-    child: Option<tokio::process::Child>,
-    /// The daemon's end of the helper's stdin.
-    control: std::os::unix::net::UnixStream,
-    pid: i32,
-    /// The marker the helper itself carries.
-    marker: String,
-}
-
-impl Drop for Warm {
-    fn drop(&mut self) {
-        // Unused: it ends (EOF on its stdin), and is killed besides.
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.start_kill();
-            ledger::forget(self.pid);
-        }
-    }
-}
-
-impl WarmPool {
-    /// A pool of `helper`; nothing is started until the first call.
-    pub fn new(helper: PathBuf) -> WarmPool {
-        WarmPool {
-            helper,
-            idle: std::sync::Mutex::new(None),
-            started: std::sync::atomic::AtomicU64::new(0),
-            cold: std::sync::atomic::AtomicU64::new(0),
-            spawner: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// What `daemon/info` says of the pool.
-    pub fn status(&self) -> agentd_protocol::methods::WarmHelpers {
-        use std::sync::atomic::Ordering::Relaxed;
-        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|w| w.pid);
-        let rss = waiting.and_then(|pid| {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
-        });
-        agentd_protocol::methods::WarmHelpers {
-            waiting: u32::from(waiting.is_some()),
-            waiting_rss_kib: rss.unwrap_or(0),
-            started: self.started.load(Relaxed),
-            cold_starts: self.cold.load(Relaxed),
-        }
-    }
-
-    /// Starts a helper that waits for its call.
-    fn start(&self) -> std::io::Result<Warm> {
-        let (control, theirs) = std::os::unix::net::UnixStream::pair()?;
-        let marker = uuid::Uuid::new_v4().simple().to_string();
-        let mut cmd = tokio::process::Command::new(&self.helper);
-        cmd.arg("--warm")
-            .env_clear()
-            .envs(command_env(true, None, &Default::default(), &marker).into_iter().map(|(k, v)| {
-                use std::os::unix::ffi::OsStringExt;
-                (std::ffi::OsString::from_vec(k), std::ffi::OsString::from_vec(v))
-            }))
-            .current_dir("/")
-            .process_group(0)
-            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let (child, pid) = spawn_recorded(&mut cmd, &marker)?;
-        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // A call that waits on a helper that died is told so, not hung.
-        control.set_write_timeout(Some(Duration::from_secs(5)))?;
-        Ok(Warm { child: Some(child), control, pid, marker })
-    }
-
-    /// A waiting helper, or a new one; a new one is started for the next
-    /// call meanwhile.
-    fn take(&self) -> std::io::Result<Warm> {
-        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).take();
-        // Still waiting: not exited (`try_wait` also reaps one that died).
-        let alive = waiting.and_then(|mut w| match w.child.as_mut().map(|c| c.try_wait()) {
-            Some(Ok(None)) => Some(w),
-            _ => None,
-        });
-        match alive {
-            Some(w) => Ok(w),
-            None => {
-                self.cold.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.start()
-            }
-        }
-    }
-
-    /// Starts the next waiting helper, where none waits (off the caller's
-    /// path). Always on one thread that lives as long as the pool: a
-    /// helper's `PR_SET_PDEATHSIG` fires when the thread that started it
-    /// ends (a blocking-pool thread ends after 10 s idle, and would take
-    /// the helper — and the call it runs — with it).
-    fn refill(self: &std::sync::Arc<Self>) {
-        let spawner = self.spawner.get_or_init(|| {
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let pool = std::sync::Arc::downgrade(self);
-            let runtime = tokio::runtime::Handle::try_current().ok();
-            let started = std::thread::Builder::new().name("agentd-warm".into()).spawn(move || {
-                let Some(runtime) = runtime else { return };
-                let _entered = runtime.enter();
-                while rx.recv().is_ok() {
-                    let Some(pool) = pool.upgrade() else { return };
-                    pool.fill();
-                }
-            });
-            if let Err(e) = started {
-                tracing::warn!("cannot start the thread that starts sandbox helpers ahead of their calls: {e}");
-            }
-            std::sync::Mutex::new(tx)
-        });
-        let _ = spawner.lock().unwrap_or_else(|e| e.into_inner()).send(());
-    }
-
-    /// Starts a waiting helper if none waits.
-    fn fill(&self) {
-        if self.idle.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
-            return;
-        }
-        match self.start() {
-            Ok(w) => {
-                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-                if idle.is_none() {
-                    *idle = Some(w);
-                }
-            }
-            Err(e) => tracing::warn!("cannot start a sandbox helper ahead of its call: {e}"),
-        }
-    }
-
-    /// Runs `request` in a helper: a waiting one, or a new one.
-    fn run(
-        self: &std::sync::Arc<Self>,
-        request: agentd_sandbox::WarmRequest,
-        marker: &str,
-        gate: Option<(Kept, std::os::fd::OwnedFd)>,
-    ) -> std::io::Result<ProcessTree> {
-        // Confined in namespaces (seccomp keeps the command from the
-        // helper's memory): its report, sent once the call's PID namespace
-        // is empty, ends the call.
-        let ends_with_report =
-            request.spec.namespaces && request.spec.profile != agentd_protocol::session::SandboxProfile::Off;
-        let body = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
-        if body.len() > agentd_sandbox::WARM_REQUEST_MAX {
-            return Err(std::io::Error::other("the sandbox spec is too large"));
-        }
-        let (gate, control_fd) = match gate {
-            Some((g, fd)) => (Some(g), Some(fd)),
-            None => (None, None),
-        };
-        let mut warm = self.take()?;
-        self.refill();
-        // Dead before it took its call (killed while it waited, or as the
-        // call was handed over): replaced once. Wedged, or dead twice: the
-        // call fails. Either way it is dropped (killed), never left
-        // half-told, and it never ran anything of the call.
-        let not_taken =
-            |e: std::io::Error| std::io::Error::other(format!("the sandbox helper did not take the call: {e}"));
-        match hand_over(&warm.control, &body, control_fd.as_ref()) {
-            Ok(()) => {}
-            Err(HandOver::NotTaken(_)) => {
-                warm = self.start()?;
-                hand_over(&warm.control, &body, control_fd.as_ref()).map_err(|e| not_taken(e.into()))?;
-            }
-            // It may have the call: never given to a second helper.
-            Err(HandOver::Unknown(e)) => return Err(not_taken(e)),
-        }
-        drop(control_fd);
-        // Its command's processes carry the call's marker.
-        ledger::record_as(warm.pid, &warm.marker, marker);
-        let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
-        let control = warm.control.try_clone()?;
-        control.set_nonblocking(true)?;
-        let control = tokio::net::UnixStream::from_std(control)?;
-        Ok(ProcessTree {
-            child,
-            pgid: Pid::from_raw(warm.pid),
-            marker: marker.to_owned(),
-            ended: false,
-            report: Some(control),
-            reported: Default::default(),
-            report_bytes: Vec::new(),
-            ends_with_report,
-            ended_by_report: false,
-            _gate: gate,
-        })
-    }
-}
-/// Why a helper has not taken its call.
-enum HandOver {
-    /// It has not: the call never reached it whole, or it ended before it
-    /// said it took it. Another helper may run the call.
-    NotTaken(std::io::Error),
-    /// Not known (wedged, or an answer that is not [`agentd_sandbox::TAKEN`]):
-    /// it may have the call, so no other helper may run it.
-    Unknown(std::io::Error),
-}
-
-impl From<HandOver> for std::io::Error {
-    fn from(h: HandOver) -> Self {
-        match h {
-            HandOver::NotTaken(e) | HandOver::Unknown(e) => e,
-        }
-    }
-}
-
-/// Sends a helper its call and waits for it to say it took it
-/// ([`agentd_sandbox::TAKEN`], written before it does anything of the
-/// call): a helper that died first gives an end of file or a reset.
-fn hand_over(
-    control: &std::os::unix::net::UnixStream,
-    body: &[u8],
-    fd: Option<&std::os::fd::OwnedFd>,
-) -> Result<(), HandOver> {
-    use std::io::{ErrorKind, Read};
-    send_request(control, body, fd).map_err(HandOver::NotTaken)?;
-    let unknown = HandOver::Unknown;
-    control.set_read_timeout(Some(Duration::from_secs(5))).map_err(unknown)?;
-    let mut taken = [0u8; 1];
-    let got = loop {
-        match (&*control).read(&mut taken) {
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            other => break other,
-        }
-    };
-    control.set_read_timeout(None).map_err(unknown)?;
-    match got {
-        Ok(1) if taken[0] == agentd_sandbox::TAKEN => Ok(()),
-        Ok(0) => Err(HandOver::NotTaken(std::io::Error::new(ErrorKind::UnexpectedEof, "it ended first"))),
-        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => Err(HandOver::NotTaken(e)),
-        Err(e) => Err(HandOver::Unknown(e)),
-        Ok(_) => Err(HandOver::Unknown(std::io::Error::new(ErrorKind::InvalidData, "it answered nonsense"))),
-    }
-}
-
-/// Sends a helper its call: the length, then the JSON, the gate's
-/// control socket alongside the first bytes.
-fn send_request(
-    control: &std::os::unix::net::UnixStream,
-    body: &[u8],
-    fd: Option<&std::os::fd::OwnedFd>,
-) -> std::io::Result<()> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    let head = u32::try_from(body.len()).map_err(std::io::Error::other)?.to_le_bytes();
-    let fds: Vec<std::os::fd::RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
-    let cmsgs: Vec<ControlMessage<'_>> =
-        if fds.is_empty() { Vec::new() } else { vec![ControlMessage::ScmRights(&fds)] };
-    let iov = [std::io::IoSlice::new(&head)];
-    let sent = loop {
-        match sendmsg::<()>(control.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            other => break other.map_err(std::io::Error::from)?,
-        }
-    };
-    let mut rest = control;
-    if sent < head.len() {
-        rest.write_all(&head[sent..])?;
-    }
-    rest.write_all(body)
-}
-
 /// Spawns a long-lived server program (an MCP server) in `cwd`, in a new
 /// process group, marked with `marker`, stdin, stdout and stderr piped.
 /// Its environment is the plain one (where programs and toolchains are,
@@ -592,7 +310,7 @@ pub fn spawn_server(
     cmd.envs(env).env(MARKER_VAR, marker);
     let (child, pid) = spawn_recorded(&mut cmd, marker)?;
     Ok(ProcessTree {
-        child,
+        child: Child::spawned(child),
         pgid: Pid::from_raw(pid),
         marker: marker.to_owned(),
         ended: false,
@@ -670,6 +388,13 @@ impl ProcessTree {
             _ => self.child.wait().await?,
         };
         owned().remove(&self.pgid.as_raw());
+        // A helper the zygote forked: its report says how the shell ended
+        // (its exit code is the zygote's to read).
+        if !self.child.is_spawned()
+            && let Some(status) = self.report().and_then(|r| r.status)
+        {
+            return Ok(status);
+        }
         use std::os::unix::process::ExitStatusExt;
         Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1))
     }
@@ -724,7 +449,8 @@ impl ProcessTree {
         if !self.ends_with_report {
             return None;
         }
-        let status = self.reported.get()?.as_ref()?.status?;
+        let report = self.reported.get()?.as_ref()?;
+        let status = report.status.filter(|_| report.ended)?;
         self.ended_by_report = true;
         Some(status)
     }
@@ -801,6 +527,12 @@ fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
 }
 
 pub use agentd_sandbox::descendants;
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}
 
 /// Whether the process `pid` is a tool's: its parent chain passes through
 /// a process the daemon started for a command (a shell, or the sandbox
@@ -974,52 +706,3 @@ pub fn reap_adopted() {
 }
 
 pub mod ledger;
-
-#[cfg(test)]
-mod hand_over_tests {
-    use std::io::{Read, Write};
-    use std::os::unix::net::UnixStream;
-
-    use super::{HandOver, hand_over};
-
-    /// A helper's side: reads the call whole, then does `then` with the
-    /// socket.
-    fn helper(then: impl FnOnce(UnixStream) + Send + 'static) -> (UnixStream, std::thread::JoinHandle<()>) {
-        let (ours, mut theirs) = UnixStream::pair().unwrap();
-        let thread = std::thread::spawn(move || {
-            let mut head = [0u8; 4];
-            theirs.read_exact(&mut head).unwrap();
-            let mut body = vec![0u8; u32::from_le_bytes(head) as usize];
-            theirs.read_exact(&mut body).unwrap();
-            then(theirs);
-        });
-        (ours, thread)
-    }
-
-    /// Only a helper that said it took the call has it; one that ended
-    /// first (killed as it was handed the call) has not, and the call may
-    /// go to another; one that answered anything else may have it.
-    #[test]
-    fn a_call_is_taken_only_when_the_helper_says_so() {
-        let (ours, t) = helper(|mut s| s.write_all(&[agentd_sandbox::TAKEN, b'{']).unwrap());
-        assert!(hand_over(&ours, b"{}", None).is_ok());
-        t.join().unwrap();
-        // The report still follows on the same socket.
-        let mut rest = Vec::new();
-        (&ours).read_to_end(&mut rest).unwrap();
-        assert_eq!(rest, b"{");
-
-        let (ours, t) = helper(drop);
-        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
-        t.join().unwrap();
-
-        let (ours, t) = helper(|mut s| s.write_all(b"{\"leftovers\":0}").unwrap());
-        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::Unknown(_))));
-        t.join().unwrap();
-
-        // Never read: the call does not reach it whole.
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        drop(theirs);
-        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
-    }
-}

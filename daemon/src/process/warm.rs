@@ -1,0 +1,457 @@
+//! Sandbox helpers started ahead of their calls: forked by the zygote
+//! (see [`super::zygote`]), or, where it cannot run, spawned one by one
+//! (`agentd-sandbox --warm`).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use nix::unistd::Pid;
+
+use super::child::Child;
+use super::zygote::Zygote;
+use super::{Kept, ProcessTree, ledger};
+
+/// Sandbox helpers started ahead of their calls: one waits, already past
+/// its `exec`, its loader and its runtime's start, for the next call, and
+/// a new one is made as soon as it is taken — forked by the zygote, or
+/// spawned (`agentd-sandbox --warm`) where none runs. A helper serves one
+/// call and exits, so no call sees another's state; it starts with the
+/// plain environment (the call's own comes with the call), in its own
+/// process group, recorded in the ledger.
+pub struct WarmPool {
+    helper: PathBuf,
+    idle: Mutex<Option<Warm>>,
+    /// Helpers started, and calls that found none waiting.
+    started: AtomicU64,
+    cold: AtomicU64,
+    /// Asks the thread that starts waiting helpers for one.
+    spawner: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<()>>>,
+    zygote: Mutex<Zygotes>,
+}
+
+/// The zygote, and how it has fared.
+#[derive(Default)]
+struct Zygotes {
+    running: Option<Zygote>,
+    /// Zygotes started, helpers forked.
+    starts: u64,
+    forks: u64,
+    /// Failures since the last fork: at [`ZYGOTE_GIVE_UP`], helpers are
+    /// spawned instead (said once in the log).
+    failures: u32,
+}
+
+/// Failures in a row after which no zygote is started any more.
+const ZYGOTE_GIVE_UP: u32 = 3;
+
+impl std::fmt::Debug for WarmPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmPool").field("helper", &self.helper).finish_non_exhaustive()
+    }
+}
+
+/// One helper waiting for its call.
+struct Warm {
+    /// `None` once handed to its call's tree.
+    child: Option<Child>,
+    /// The daemon's end of the helper's stdin.
+    control: std::os::unix::net::UnixStream,
+    pid: i32,
+    /// The marker the helper itself carries.
+    marker: String,
+    /// Its parent (the daemon, or the zygote): what its call's spec says,
+    /// and the helper checks before it runs anything.
+    parent: i32,
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        // Unused: it ends (EOF on its stdin), and is killed besides.
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+            ledger::forget(self.pid);
+        }
+    }
+}
+
+impl WarmPool {
+    /// A pool of `helper`; nothing is started until the first call.
+    pub fn new(helper: PathBuf) -> WarmPool {
+        WarmPool {
+            helper,
+            idle: Mutex::new(None),
+            started: AtomicU64::new(0),
+            cold: AtomicU64::new(0),
+            spawner: std::sync::OnceLock::new(),
+            zygote: Mutex::new(Zygotes::default()),
+        }
+    }
+
+    /// What `daemon/info` says of the pool.
+    pub fn status(&self) -> agentd_protocol::methods::WarmHelpers {
+        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|w| w.pid);
+        let zygote = {
+            let z = self.zygotes();
+            z.running.as_ref().map(|running| agentd_protocol::methods::ZygoteStatus {
+                pid: running.pid() as u32,
+                rss_kib: running.rss_kib().unwrap_or(0),
+                starts: z.starts,
+                forks: z.forks,
+            })
+        };
+        agentd_protocol::methods::WarmHelpers {
+            waiting: u32::from(waiting.is_some()),
+            waiting_rss_kib: waiting.and_then(super::rss_kib).unwrap_or(0),
+            started: self.started.load(Relaxed),
+            cold_starts: self.cold.load(Relaxed),
+            zygote,
+        }
+    }
+
+    fn zygotes(&self) -> std::sync::MutexGuard<'_, Zygotes> {
+        self.zygote.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a helper that waits for its call: forked by the zygote (which
+    /// is started first where none runs, if `may_start_zygote`), else
+    /// spawned.
+    fn start(&self, may_start_zygote: bool) -> std::io::Result<Warm> {
+        let warm = match self.fork(may_start_zygote) {
+            Some(warm) => warm,
+            None => self.spawn()?,
+        };
+        self.started.fetch_add(1, Relaxed);
+        // A call that waits on a helper that died is told so, not hung.
+        warm.control.set_write_timeout(Some(Duration::from_secs(5)))?;
+        Ok(warm)
+    }
+
+    /// A helper forked by the zygote; `None` where there is none to fork
+    /// from (then the caller spawns one). A zygote that fails is replaced
+    /// once; after [`ZYGOTE_GIVE_UP`] failures in a row, none is started
+    /// any more.
+    fn fork(&self, may_start_zygote: bool) -> Option<Warm> {
+        let mut z = self.zygotes();
+        for _ in 0..2 {
+            if z.running.as_mut().is_some_and(|running| !running.alive()) {
+                tracing::warn!("the sandbox zygote died; another is started");
+                z.running = None;
+                z.failures += 1;
+            }
+            if z.running.is_none() {
+                if !may_start_zygote || z.failures >= ZYGOTE_GIVE_UP {
+                    return None;
+                }
+                match Zygote::start(&self.helper) {
+                    Ok(started) => {
+                        z.running = Some(started);
+                        z.starts += 1;
+                    }
+                    Err(e) => {
+                        z.failures += 1;
+                        tracing::warn!("cannot start the sandbox zygote ({e}); helpers are spawned one by one");
+                        return None;
+                    }
+                }
+            }
+            let running = z.running.as_mut()?;
+            let forked = running.fork().and_then(|f| {
+                ledger::record(f.pid, running.marker());
+                let child = Child::forked(f.pidfd, f.stdout, f.stderr)?;
+                Ok(Warm {
+                    child: Some(child),
+                    control: f.control,
+                    pid: f.pid,
+                    marker: running.marker().to_owned(),
+                    parent: running.pid(),
+                })
+            });
+            match forked {
+                Ok(warm) => {
+                    z.forks += 1;
+                    z.failures = 0;
+                    return Some(warm);
+                }
+                Err(e) => {
+                    z.failures += 1;
+                    if z.failures >= ZYGOTE_GIVE_UP {
+                        tracing::warn!("the sandbox zygote failed ({e}); helpers are spawned one by one from now on");
+                    } else {
+                        tracing::warn!("the sandbox zygote failed ({e}); another is started");
+                    }
+                    z.running = None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Spawns a helper (`agentd-sandbox --warm`).
+    fn spawn(&self) -> std::io::Result<Warm> {
+        let (control, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let mut cmd = tokio::process::Command::new(&self.helper);
+        cmd.arg("--warm")
+            .env_clear()
+            .envs(super::command_env(true, None, &Default::default(), &marker).into_iter().map(|(k, v)| {
+                use std::os::unix::ffi::OsStringExt;
+                (std::ffi::OsString::from_vec(k), std::ffi::OsString::from_vec(v))
+            }))
+            .current_dir("/")
+            .process_group(0)
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let (child, pid) = super::spawn_recorded(&mut cmd, &marker)?;
+        Ok(Warm { child: Some(Child::spawned(child)), control, pid, marker, parent: std::process::id() as i32 })
+    }
+
+    /// A waiting helper, or a new one; a new one is started for the next
+    /// call meanwhile.
+    fn take(&self) -> std::io::Result<Warm> {
+        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Still waiting: not exited (`try_wait` also reaps one that died).
+        let alive = waiting.and_then(|mut w| match w.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(None)) => Some(w),
+            _ => None,
+        });
+        match alive {
+            Some(w) => Ok(w),
+            None => {
+                self.cold.fetch_add(1, Relaxed);
+                self.start(false)
+            }
+        }
+    }
+
+    /// Starts the next waiting helper, where none waits (off the caller's
+    /// path). Always on one thread that lives as long as the pool, which
+    /// alone starts the zygote: a helper's (and the zygote's)
+    /// `PR_SET_PDEATHSIG` fires when the thread that started it ends (a
+    /// blocking-pool thread ends after 10 s idle, and would take the
+    /// helper — and the call it runs — with it).
+    fn refill(self: &std::sync::Arc<Self>) {
+        let spawner = self.spawner.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let pool = std::sync::Arc::downgrade(self);
+            let runtime = tokio::runtime::Handle::try_current().ok();
+            let started = std::thread::Builder::new().name("agentd-warm".into()).spawn(move || {
+                let Some(runtime) = runtime else { return };
+                let _entered = runtime.enter();
+                while rx.recv().is_ok() {
+                    let Some(pool) = pool.upgrade() else { return };
+                    pool.fill();
+                }
+            });
+            if let Err(e) = started {
+                tracing::warn!("cannot start the thread that starts sandbox helpers ahead of their calls: {e}");
+            }
+            std::sync::Mutex::new(tx)
+        });
+        let _ = spawner.lock().unwrap_or_else(|e| e.into_inner()).send(());
+    }
+
+    /// Starts a waiting helper if none waits.
+    fn fill(&self) {
+        if self.idle.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        match self.start(true) {
+            Ok(w) => {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.is_none() {
+                    *idle = Some(w);
+                }
+            }
+            Err(e) => tracing::warn!("cannot start a sandbox helper ahead of its call: {e}"),
+        }
+    }
+
+    /// Runs `request` in a helper: a waiting one, or a new one.
+    pub(super) fn run(
+        self: &std::sync::Arc<Self>,
+        mut request: agentd_sandbox::WarmRequest,
+        marker: &str,
+        gate: Option<(Kept, std::os::fd::OwnedFd)>,
+    ) -> std::io::Result<ProcessTree> {
+        // Confined in namespaces (seccomp keeps the command from the
+        // helper's memory): its report, sent once the call's PID namespace
+        // is empty, ends the call.
+        let ends_with_report =
+            request.spec.namespaces && request.spec.profile != agentd_protocol::session::SandboxProfile::Off;
+        // What the helper is sent names its parent, which it checks.
+        let mut body = |parent: i32| {
+            request.spec.parent = parent;
+            let body = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
+            if body.len() > agentd_sandbox::WARM_REQUEST_MAX {
+                return Err(std::io::Error::other("the sandbox spec is too large"));
+            }
+            Ok::<_, std::io::Error>(body)
+        };
+        let (gate, control_fd) = match gate {
+            Some((g, fd)) => (Some(g), Some(fd)),
+            None => (None, None),
+        };
+        let mut warm = self.take()?;
+        self.refill();
+        // Dead before it took its call (killed while it waited, or as the
+        // call was handed over): replaced once. Wedged, or dead twice: the
+        // call fails. Either way it is dropped (killed), never left
+        // half-told, and it never ran anything of the call.
+        let not_taken =
+            |e: std::io::Error| std::io::Error::other(format!("the sandbox helper did not take the call: {e}"));
+        match hand_over(&warm.control, &body(warm.parent)?, control_fd.as_ref()) {
+            Ok(()) => {}
+            Err(HandOver::NotTaken(_)) => {
+                warm = self.start(false)?;
+                hand_over(&warm.control, &body(warm.parent)?, control_fd.as_ref()).map_err(|e| not_taken(e.into()))?;
+            }
+            // It may have the call: never given to a second helper.
+            Err(HandOver::Unknown(e)) => return Err(not_taken(e)),
+        }
+        drop(control_fd);
+        // Its command's processes carry the call's marker.
+        ledger::record_as(warm.pid, &warm.marker, marker);
+        let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
+        let control = warm.control.try_clone()?;
+        control.set_nonblocking(true)?;
+        let control = tokio::net::UnixStream::from_std(control)?;
+        Ok(ProcessTree {
+            child,
+            pgid: Pid::from_raw(warm.pid),
+            marker: marker.to_owned(),
+            ended: false,
+            report: Some(control),
+            reported: Default::default(),
+            report_bytes: Vec::new(),
+            ends_with_report,
+            ended_by_report: false,
+            _gate: gate,
+        })
+    }
+}
+/// Why a helper has not taken its call.
+enum HandOver {
+    /// It has not: the call never reached it whole, or it ended before it
+    /// said it took it. Another helper may run the call.
+    NotTaken(std::io::Error),
+    /// Not known (wedged, or an answer that is not [`agentd_sandbox::TAKEN`]):
+    /// it may have the call, so no other helper may run it.
+    Unknown(std::io::Error),
+}
+
+impl From<HandOver> for std::io::Error {
+    fn from(h: HandOver) -> Self {
+        match h {
+            HandOver::NotTaken(e) | HandOver::Unknown(e) => e,
+        }
+    }
+}
+
+/// Sends a helper its call and waits for it to say it took it
+/// ([`agentd_sandbox::TAKEN`], written before it does anything of the
+/// call): a helper that died first gives an end of file or a reset.
+fn hand_over(
+    control: &std::os::unix::net::UnixStream,
+    body: &[u8],
+    fd: Option<&std::os::fd::OwnedFd>,
+) -> Result<(), HandOver> {
+    use std::io::{ErrorKind, Read};
+    send_request(control, body, fd).map_err(HandOver::NotTaken)?;
+    let unknown = HandOver::Unknown;
+    control.set_read_timeout(Some(Duration::from_secs(5))).map_err(unknown)?;
+    let mut taken = [0u8; 1];
+    let got = loop {
+        match (&*control).read(&mut taken) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    control.set_read_timeout(None).map_err(unknown)?;
+    match got {
+        Ok(1) if taken[0] == agentd_sandbox::TAKEN => Ok(()),
+        Ok(0) => Err(HandOver::NotTaken(std::io::Error::new(ErrorKind::UnexpectedEof, "it ended first"))),
+        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => Err(HandOver::NotTaken(e)),
+        Err(e) => Err(HandOver::Unknown(e)),
+        Ok(_) => Err(HandOver::Unknown(std::io::Error::new(ErrorKind::InvalidData, "it answered nonsense"))),
+    }
+}
+
+/// Sends a helper its call: the length, then the JSON, the gate's
+/// control socket alongside the first bytes.
+fn send_request(
+    control: &std::os::unix::net::UnixStream,
+    body: &[u8],
+    fd: Option<&std::os::fd::OwnedFd>,
+) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let head = u32::try_from(body.len()).map_err(std::io::Error::other)?.to_le_bytes();
+    let fds: Vec<std::os::fd::RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+    let cmsgs: Vec<ControlMessage<'_>> =
+        if fds.is_empty() { Vec::new() } else { vec![ControlMessage::ScmRights(&fds)] };
+    let iov = [std::io::IoSlice::new(&head)];
+    let sent = loop {
+        match sendmsg::<()>(control.as_raw_fd(), &iov, &cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other.map_err(std::io::Error::from)?,
+        }
+    };
+    let mut rest = control;
+    if sent < head.len() {
+        rest.write_all(&head[sent..])?;
+    }
+    rest.write_all(body)
+}
+
+#[cfg(test)]
+mod hand_over_tests {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    use super::{HandOver, hand_over};
+
+    /// A helper's side: reads the call whole, then does `then` with the
+    /// socket.
+    fn helper(then: impl FnOnce(UnixStream) + Send + 'static) -> (UnixStream, std::thread::JoinHandle<()>) {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let thread = std::thread::spawn(move || {
+            let mut head = [0u8; 4];
+            theirs.read_exact(&mut head).unwrap();
+            let mut body = vec![0u8; u32::from_le_bytes(head) as usize];
+            theirs.read_exact(&mut body).unwrap();
+            then(theirs);
+        });
+        (ours, thread)
+    }
+
+    /// Only a helper that said it took the call has it; one that ended
+    /// first (killed as it was handed the call) has not, and the call may
+    /// go to another; one that answered anything else may have it.
+    #[test]
+    fn a_call_is_taken_only_when_the_helper_says_so() {
+        let (ours, t) = helper(|mut s| s.write_all(&[agentd_sandbox::TAKEN, b'{']).unwrap());
+        assert!(hand_over(&ours, b"{}", None).is_ok());
+        t.join().unwrap();
+        // The report still follows on the same socket.
+        let mut rest = Vec::new();
+        (&ours).read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"{");
+
+        let (ours, t) = helper(drop);
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
+        t.join().unwrap();
+
+        let (ours, t) = helper(|mut s| s.write_all(b"{\"leftovers\":0}").unwrap());
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::Unknown(_))));
+        t.join().unwrap();
+
+        // Never read: the call does not reach it whole.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        drop(theirs);
+        assert!(matches!(hand_over(&ours, b"{}", None), Err(HandOver::NotTaken(_))));
+    }
+}
