@@ -17,17 +17,16 @@
 //! - Nothing here enters a namespace, applies Landlock or seccomp: the
 //!   walls are built per call in the child, as for any helper.
 //! - The zygote dies with the daemon (`PR_SET_PDEATHSIG`), and its
-//!   children with it. It reaps its children as they exit (a `signalfd`
-//!   for `SIGCHLD`), so none is left a zombie the daemon would count alive.
+//!   children with it. Its children are reaped by the kernel as they exit
+//!   (`SIGCHLD` ignored), so none is left a zombie in its process group
+//!   that the daemon would count alive once its pidfd says it exited.
 #![allow(unsafe_code)] // fork, in a single-threaded process
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal, sigaction, sigprocmask};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
 /// The byte that asks for a helper.
@@ -45,49 +44,24 @@ pub fn main(daemon: Option<&std::ffi::OsStr>) -> i32 {
     if nix::sys::prctl::set_dumpable(false).is_err() {
         return 1;
     }
-    let mut chld = SigSet::empty();
-    chld.add(Signal::SIGCHLD);
-    if sigprocmask(SigmaskHow::SIG_BLOCK, Some(&chld), None).is_err() {
+    // Children reaped as they exit: the daemon learns of their end from
+    // their pidfds, and their status from their reports.
+    if set_sigchld(SigHandler::SigIgn).is_err() {
         return 1;
     }
-    let Ok(signals) = SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) else {
-        return 1;
-    };
     loop {
-        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        let stdin = std::io::stdin();
-        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN), PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(Errno::EINTR) => continue,
+        match receive() {
+            Ok(Some(fds)) => answer(fork_helper(fds)),
+            // The daemon closed the socket: it is done with us.
+            Ok(None) => return 0,
             Err(_) => return 1,
-        }
-        let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
-        let (asked, reap) = (ready(&fds[0]), ready(&fds[1]));
-        if reap {
-            while let Ok(Some(_)) = signals.read_signal() {}
-            reap_exited();
-        }
-        if asked {
-            match receive() {
-                Ok(Some(fds)) => answer(fork_helper(fds)),
-                // The daemon closed the socket: it is done with us.
-                Ok(None) => return 0,
-                Err(_) => return 1,
-            }
         }
     }
 }
 
-/// Reaps every child that exited.
-fn reap_exited() {
-    loop {
-        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(_) => return,
-        }
-    }
+fn set_sigchld(handler: SigHandler) -> nix::Result<SigAction> {
+    // SAFETY: no handler function: ignored, or the default.
+    unsafe { sigaction(Signal::SIGCHLD, &SigAction::new(handler, SaFlags::empty(), SigSet::empty())) }
 }
 
 /// One request: its byte and three descriptors; `None` at the end of the
@@ -132,8 +106,9 @@ fn fork_helper(fds: Vec<OwnedFd>) -> Option<(i32, OwnedFd)> {
         Ok(ForkResult::Child) => std::process::exit(become_helper(&fds, zygote)),
         Ok(ForkResult::Parent { child }) => {
             drop(fds);
-            // Not reaped before this (only this thread reaps): the pidfd
-            // names this child, whatever happens to its pid later.
+            // The child waits for its call: it does not exit by itself
+            // before this, so the pidfd names it (its pid is reused only
+            // after the kernel's pid numbers went round).
             // SAFETY: a plain system call on a pid of our own child.
             let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, child.as_raw(), 0) };
             if fd < 0 {
@@ -147,7 +122,8 @@ fn fork_helper(fds: Vec<OwnedFd>) -> Option<(i32, OwnedFd)> {
 }
 
 /// In the child: dying with the zygote, its own process group, the
-/// zygote's mask and dumpable flag undone (as a spawned helper has them),
+/// zygote's `SIGCHLD` disposition and dumpable flag undone (as a spawned
+/// helper has them),
 /// the three descriptors as stdin, stdout and stderr and no other, then
 /// the helper's wait for its call. Returns its exit code.
 fn become_helper(fds: &[OwnedFd], zygote: Pid) -> i32 {
@@ -155,6 +131,7 @@ fn become_helper(fds: &[OwnedFd], zygote: Pid) -> i32 {
     if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
         || nix::unistd::getppid() != zygote
         || nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)).is_err()
+        || set_sigchld(SigHandler::SigDfl).is_err()
         || sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).is_err()
         || nix::sys::prctl::set_dumpable(true).is_err()
     {
