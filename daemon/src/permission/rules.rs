@@ -743,6 +743,14 @@ impl RuleSet {
         })
     }
 
+    /// The ask rule that keeps reading `path` for the user (a `Read(...)`
+    /// rule), if any.
+    pub fn read_asked(&self, path: &Path) -> Option<&Rule> {
+        self.rules.iter().find(|r| {
+            r.kind == RuleKind::Ask && r.tool == "Read" && matches!(&r.spec, Spec::Path(glob) if glob.is_match(path))
+        })
+    }
+
     /// Whether a `Read` allow rule covers `path` or what is inside it (the
     /// sandbox then shows a credential file or directory it would hide).
     pub fn read_allowed(&self, path: &Path) -> bool {

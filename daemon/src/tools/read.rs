@@ -231,13 +231,17 @@ impl Tool for Read {
     }
 }
 
-/// What a call's opened file must pass: no `Read` deny rule names it, and
-/// it is inside the workspace or the one file approved outside it.
+/// What a call's opened file must pass: no `Read` deny rule names it, no
+/// `Read` ask rule either unless the user approved the call (or the session
+/// is in bypass mode, where ask rules do not ask), and it is inside the
+/// workspace or the one file approved outside it.
 fn recheck(ctx: &ToolContext) -> std::sync::Arc<Recheck> {
     let (rules, approved) = (ctx.rules.clone(), ctx.grant.approved_outside.clone());
     let (cwd, add_dirs) = (ctx.cwd.clone(), ctx.info.add_dirs.clone());
+    let asked = ctx.grant.may_write_protected;
     std::sync::Arc::new(move |real: &std::path::Path| {
         rules.read_denied(real).is_none()
+            && (asked || rules.read_asked(real).is_none())
             && (fs::is_inside(&cwd, &add_dirs, real) || approved.as_deref().is_some_and(|a| a.as_path() == real))
     })
 }
@@ -678,6 +682,32 @@ mod tests {
         std::os::unix::fs::symlink("secret", root.join("a")).unwrap();
         let Err(e) = open_checked(&path, &check) else { panic!("the swapped link was read") };
         assert!(e.to_string().contains("changed while it was checked"), "{e}");
+    }
+
+    /// An attack review's attempt, kept: a link swapped after admission
+    /// to a workspace file an ask rule keeps for the user is not read
+    /// unasked; approved (or in bypass mode), it is.
+    #[test]
+    fn a_file_an_ask_rule_names_is_not_read_unasked_through_a_swapped_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a"), "fine\n").unwrap();
+        std::fs::write(root.join("kept"), "ask first\n").unwrap();
+        let mut ctx = ToolContext::for_test(std::sync::Arc::new(crate::tool::context::NoTools));
+        ctx.cwd = std::sync::Arc::new(root.clone());
+        let mut rules = crate::permission::rules::RuleSet::default();
+        let origin = crate::permission::rules::Origin { source: "session".into(), base: root.clone() };
+        rules.add(&origin, &[], &[], &["Read(kept)".to_owned()]);
+        ctx.rules = std::sync::Arc::new(rules);
+        let path = fs::resolve(&root, &root, "a").unwrap();
+        ctx.grant.may_write_protected = false;
+        assert!(open_checked(&path, &*recheck(&ctx)).is_ok());
+        std::fs::remove_file(root.join("a")).unwrap();
+        std::os::unix::fs::symlink("kept", root.join("a")).unwrap();
+        let Err(e) = open_checked(&path, &*recheck(&ctx)) else { panic!("read unasked") };
+        assert!(e.to_string().contains("changed while it was checked"), "{e}");
+        ctx.grant.may_write_protected = true;
+        assert!(open_checked(&path, &*recheck(&ctx)).is_ok(), "approved");
     }
 
     #[test]
