@@ -37,6 +37,23 @@ fn canonical_now(path: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
+/// Opens the directory whose real name is `dir` (`O_PATH`), as a root to
+/// work beneath: refused when what the name leads to now is not that
+/// directory (a directory on the way swapped for a link since `dir` was
+/// judged), so nothing opened beneath the descriptor lies elsewhere.
+pub fn open_dir_as(dir: &Path) -> std::io::Result<OwnedFd> {
+    let fd = nix::fcntl::open(dir, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    match std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        Ok(real) if real == dir => Ok(fd),
+        _ => Err(std::io::Error::other(format!("{} changed while it was checked", dir.display()))),
+    }
+}
+
+/// Whether the directory `fd` is open on is still the one at `dir`.
+pub fn still_at(fd: &OwnedFd, dir: &Path) -> bool {
+    same_file(fd, dir) && std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).is_ok_and(|real| real == dir)
+}
+
 /// Whether `name` leads to the file `fd` is open on.
 fn same_file(fd: &OwnedFd, name: &Path) -> bool {
     let (Ok(held), Ok(named)) = (nix::sys::stat::fstat(fd), nix::sys::stat::stat(name)) else { return false };
@@ -73,5 +90,36 @@ impl Drop for RememberCanonical {
         if !self.outer {
             CANONICAL.with(|m| *m.borrow_mut() = None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An attack review's attempt, kept: a directory judged by its real
+    /// name, then swapped for a link to another before it is opened (or
+    /// while it is walked), is not taken for the one judged.
+    #[test]
+    fn a_directory_swapped_for_a_link_after_it_was_judged_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (ws, elsewhere) = (base.join("ws"), base.join("elsewhere"));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        let judged = canonical(&ws.join("sub")).unwrap();
+        let held = open_dir_as(&judged).unwrap();
+        assert!(still_at(&held, &judged));
+        // Swapped: `sub` is now a link out of the workspace.
+        std::fs::rename(ws.join("sub"), ws.join("sub-away")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join("sub")).unwrap();
+        let e = open_dir_as(&judged).unwrap_err();
+        assert!(e.to_string().contains("changed while it was checked"), "{e}");
+        assert!(!still_at(&held, &judged), "the held directory is not at its name any more");
+        // Swapped back: the held one is at its name again.
+        std::fs::remove_file(ws.join("sub")).unwrap();
+        std::fs::rename(ws.join("sub-away"), ws.join("sub")).unwrap();
+        assert!(still_at(&held, &judged));
+        assert!(open_dir_as(&judged).is_ok());
     }
 }

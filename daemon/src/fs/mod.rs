@@ -21,7 +21,7 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 
 mod canonical;
-pub use canonical::{canonical, remember_canonical};
+pub use canonical::{canonical, open_dir_as, remember_canonical, still_at};
 
 /// Largest file Read hashes, Edit edits and Write replaces (bytes).
 pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;

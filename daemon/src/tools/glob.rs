@@ -113,17 +113,26 @@ impl Tool for Glob {
         if !canonical.is_dir() {
             return Err(ToolError::new(format!("{} is not a directory", dir.display())));
         }
+        // The directory judged, held: a directory on the way swapped for a
+        // link (before the walk, or while it ran) makes the listing an
+        // error, not a list of names elsewhere.
+        let held = crate::fs::open_dir_as(&canonical).map_err(|e| ToolError::new(e.to_string()))?;
+        let unchanged = |found: GlobOutput| match crate::fs::still_at(&held, &canonical) {
+            true => Ok(ToolOutput::new(found)),
+            false => Err(ToolError::new(format!("{} changed while it was searched", dir.display()))),
+        };
         let cancel = ctx.cancel.clone();
         let rules = ctx.rules.clone();
         // A small tree is walked here, with no thread started; a larger one
         // on the blocking pool by the parallel walker.
         if let Some(found) = glob_small(&canonical, &input, &search, rules.clone())? {
-            return Ok(ToolOutput::new(found));
+            return unchanged(found);
         }
-        tokio::task::spawn_blocking(move || glob(&canonical, &input, &search, &cancel, rules))
+        let root = canonical.clone();
+        let found = tokio::task::spawn_blocking(move || glob(&root, &input, &search, &cancel, rules))
             .await
-            .map_err(|e| ToolError::new(format!("glob failed: {e}")))?
-            .map(ToolOutput::new)
+            .map_err(|e| ToolError::new(format!("glob failed: {e}")))??;
+        unchanged(found)
     }
 
     fn result_content(&self, out: &GlobOutput) -> Vec<agentd_protocol::tools::ContentBlock> {

@@ -571,12 +571,12 @@ fn plan<'a>(target: &Path, input: &'a GrepInput) -> Result<Plan<'a>, ToolError> 
         after,
         numbers: input.line_numbers.unwrap_or(true),
         deadline: Instant::now() + Duration::from_millis(input.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        // The directory judged (`target` is its real name), held: every
+        // file is opened beneath it, whatever is swapped on the way.
         root: {
             let dir = if target.is_file() { target.parent().unwrap_or(target) } else { target };
-            use nix::fcntl::OFlag;
-            nix::fcntl::open(dir, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-                .ok()
-                .map(|fd| (dir.to_owned(), fd))
+            let fd = crate::fs::open_dir_as(dir).map_err(|e| ToolError::new(e.to_string()))?;
+            Some((dir.to_owned(), fd))
         },
     })
 }
