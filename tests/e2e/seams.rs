@@ -419,6 +419,18 @@ async fn what_git_obeys_stays_as_it_was() {
         assert_eq!(std::fs::read_to_string(ws.join("project.gitconfig")).unwrap(), "", "{what}: {out}");
         assert_eq!(std::fs::read_to_string(ws.join(".git/modules/sub/config")).unwrap(), "", "{what}: {out}");
     }
+    // A hooks path that does not exist yet: made empty for the call and
+    // bound read-only, so the hook the command writes there is refused.
+    let absent = tempfile::tempdir().unwrap();
+    let absent = std::fs::canonicalize(absent.path()).unwrap();
+    git(&absent, &["init", "-q"]);
+    git(&absent, &["config", "core.hooksPath", "hooks-later"]);
+    let id = session(&mut c, &absent, json!({ "sandbox": { "auto_allow": true } })).await;
+    let command = format!("cd {} && mkdir -p hooks-later; {}", absent.display(), plant("hooks-later/pre-commit", hook));
+    let (_, out) = bash(&mut c, &id, &command).await;
+    assert!(!out.contains("permission required"), "it did not run: {out}");
+    assert!(!absent.join("hooks-later/pre-commit").exists(), "{out}");
+    assert!(!absent.join("hooks-later").exists(), "the placeholder is gone after the call: {out}");
     // A repository the command makes, with a hook: moved aside; a plain
     // one stays.
     let make = "git init -q fresh && git init -q new && python3 -c 'import os\n\

@@ -125,7 +125,7 @@ fn absent_protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
         }
         out.extend(user.iter().filter(|p| p.starts_with(root) && *p != root).cloned());
     }
-    out.retain(|p| std::fs::symlink_metadata(p).is_err());
+    out.retain(|p| placeholders::absent(p));
     out.sort();
     out.dedup();
     out
@@ -216,7 +216,7 @@ impl CallGuard {
         let (before, git_before) = scan(roots);
         let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
         let obeyed = git_obeys(&git_dirs);
-        let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
+        let exists = |p: &PathBuf| !placeholders::absent(p);
         let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
         let mut absent = absent_protected_kinds(roots);
         // Hook directories are directories; included configuration files
@@ -253,6 +253,12 @@ impl CallGuard {
                 absent.push((target, true));
             }
         }
+        // Another call's placeholders among the settings found (a session
+        // on a directory inside these roots makes its own): held too.
+        absent.extend(before.iter().filter(|p| placeholders::is_live(p)).map(|p| {
+            let dir = std::fs::symlink_metadata(p).map_or(true, |m| m.is_dir());
+            (p.clone(), dir)
+        }));
         let held = placeholders::hold(&absent, roots);
         let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut live) = LIVE_GUARDS.lock() {
@@ -277,10 +283,12 @@ impl CallGuard {
         self
     }
 
-    /// Settings present at the start, and the nested repositories' hooks
-    /// and config: bound read-only with [`PROTECTED`].
+    /// Settings present at the start, the nested repositories' hooks and
+    /// config, and the placeholders it holds (a hook directory git is told
+    /// to use that does not exist is none of [`PROTECTED`]): bound
+    /// read-only with [`PROTECTED`].
     pub fn protect_too(&self) -> Vec<PathBuf> {
-        self.before.iter().chain(&self.git_protect).cloned().collect()
+        self.before.iter().chain(&self.git_protect).chain(self.held.paths()).cloned().collect()
     }
 
     /// The placeholders this call holds (they exist now).
@@ -505,4 +513,49 @@ fn rename_aside(roots: &[PathBuf], path: &Path, aside: &Path) -> std::io::Result
 fn symlink_beneath(roots: &[PathBuf], target: &Path, path: &Path) -> std::io::Result<()> {
     let (dir, name) = parent_beneath(roots, path)?;
     nix::unistd::symlinkat(target, &dir, name.as_os_str()).map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two calls on one workspace: the second finds the first's
+    /// placeholders. Taken for settings that exist, they would be bound by
+    /// a call that does not hold them, and gone (the first call ended)
+    /// before its sandbox is built: "protect …/.vscode: ENOENT".
+    #[test]
+    fn a_placeholder_another_call_made_is_held_by_the_next_too() {
+        let root = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(root.path()).unwrap();
+        let roots = vec![r.clone()];
+        let first = CallGuard::new(&roots);
+        assert!(first.placeholders().contains(&r.join(".vscode")) && r.join(".vscode").is_dir());
+        let second = CallGuard::new(&roots);
+        assert!(second.placeholders().contains(&r.join(".vscode")), "{:?}", second.placeholders());
+        first.finish();
+        let bound = crate::sandbox::protected_paths(&roots, &second.protect_too());
+        assert!(bound.contains(&r.join(".vscode")));
+        for path in &bound {
+            assert!(std::fs::symlink_metadata(path).is_ok(), "{} is bound and gone", path.display());
+        }
+        second.finish();
+        assert!(!r.join(".vscode").exists());
+    }
+
+    /// A hooks directory the configuration names and that does not exist
+    /// gets a placeholder, and the placeholder is bound.
+    #[test]
+    fn an_absent_hooks_path_is_held_and_bound() {
+        let root = tempfile::tempdir().unwrap();
+        let r = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir(r.join(".git")).unwrap();
+        std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = hooks-later\n").unwrap();
+        let roots = vec![r.clone()];
+        let guard = CallGuard::new(&roots);
+        assert!(r.join("hooks-later").is_dir());
+        let bound = crate::sandbox::protected_paths(&roots, &guard.protect_too());
+        assert!(bound.contains(&r.join("hooks-later")), "{bound:?}");
+        guard.finish();
+        assert!(!r.join("hooks-later").exists());
+    }
 }

@@ -107,6 +107,14 @@ pub fn is_live(path: &Path) -> bool {
     LIVE.lock().is_ok_and(|live| live.as_ref().is_some_and(|l| l.contains_key(path)))
 }
 
+/// Whether a call should hold a placeholder at `path`: nothing is there,
+/// or another call's placeholder is (which goes when that call ends: a
+/// call that took it for something that exists would bind a path that
+/// may be gone by the time its sandbox is built).
+pub fn absent(path: &Path) -> bool {
+    is_live(path) || std::fs::symlink_metadata(path).is_err()
+}
+
 /// The placeholders one call holds; they go when it is dropped (and no
 /// other call holds them).
 #[derive(Debug, Default)]
