@@ -81,11 +81,14 @@ pub struct ToolHints {
 
 impl Default for ToolHints {
     fn default() -> Self {
-        ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false }
+        ToolHints::FAIL_CLOSED
     }
 }
 
 impl ToolHints {
+    /// What a tool that says nothing may do: change and destroy.
+    pub const FAIL_CLOSED: ToolHints =
+        ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false };
     /// A tool that only reads, locally.
     pub const READ_ONLY: ToolHints =
         ToolHints { read_only: true, destructive: false, idempotent: true, open_world: false };

@@ -632,9 +632,8 @@ impl Tool for ListMcpResources {
 
     const NAME: &'static str = "ListMcpResources";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn aliases(&self) -> &'static [&'static str] {
         &["ListMcpResourcesTool"]
@@ -764,9 +763,8 @@ impl Tool for ReadMcpResource {
 
     const NAME: &'static str = "ReadMcpResource";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn aliases(&self) -> &'static [&'static str] {
         &["ReadMcpResourceTool"]

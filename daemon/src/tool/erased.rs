@@ -95,7 +95,7 @@ pub trait DynTool: Send + Sync + 'static {
     }
     /// What the tool does whatever its input (MCP tool annotations).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::default()
+        agentd_protocol::tools::ToolHints::FAIL_CLOSED
     }
     /// Parses `input` into a call of this tool.
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;

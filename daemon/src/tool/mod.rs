@@ -245,8 +245,12 @@ pub trait Tool: Send + Sync + Sized + 'static {
     /// What the tool does whatever its input (MCP tool annotations): the one
     /// place a tool says it only reads or may destroy. Default: fail-closed
     /// (may destroy).
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::FAIL_CLOSED;
+
+    /// [`Tool::HINTS`], for a tool whose hints are not fixed (an MCP
+    /// server's tool says them when it is listed).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::default()
+        Self::HINTS
     }
 
     // --- element four: execution ---

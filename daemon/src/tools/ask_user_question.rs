@@ -93,9 +93,7 @@ impl Tool for AskUserQuestion {
     const NAME: &'static str = NAME;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Question;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Asks the user 1 to 4 multiple-choice questions and waits for the answers. Use it when a choice \

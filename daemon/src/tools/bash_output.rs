@@ -80,9 +80,7 @@ impl Tool for BashOutput {
     const NAME: &'static str = "BashOutput";
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Returns the output a background job (started by Bash with run_in_background) has written \
@@ -129,9 +127,7 @@ impl Tool for TaskOutput {
     const NAME: &'static str = "TaskOutput";
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Returns a background job's output once it has ended (or its output so far, after `timeout` \

@@ -43,9 +43,8 @@ impl Tool for Brief {
     const CONCURRENCY_SAFE: bool = true;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Messages;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
 
     fn description(&self) -> String {
         "Sends a short message to the user, shown apart from tool results: what you found, what you are \

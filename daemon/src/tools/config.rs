@@ -121,9 +121,8 @@ impl Tool for Config {
 
     const NAME: &'static str = "Config";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
 
     fn description(&self) -> String {
         format!(

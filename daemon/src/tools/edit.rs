@@ -57,9 +57,8 @@ impl Tool for Edit {
     const NAME: &'static str = "Edit";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::FAIL_CLOSED };
 
     fn description(&self) -> String {
         "Replaces text in a file: old_string must match the file exactly (whitespace included) and \

@@ -60,9 +60,7 @@ impl Tool for Glob {
     const CONCURRENCY_SAFE: bool = true;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Finds files by name with a glob pattern, newest first: `*.rs` (no `/`) matches file names at \

@@ -128,9 +128,7 @@ impl Tool for Grep {
     const CONCURRENCY_SAFE: bool = true;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Searches file contents with a regular expression (ripgrep's engine, in-process). Respects \

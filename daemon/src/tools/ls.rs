@@ -49,9 +49,7 @@ impl Tool for Ls {
     const CONCURRENCY_SAFE: bool = true;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Searches;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Lists the files and directories under a path, as a tree.".to_owned()

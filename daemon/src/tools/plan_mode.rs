@@ -50,9 +50,7 @@ impl Tool for EnterPlanMode {
 
     const NAME: &'static str = "EnterPlanMode";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Switches the session to plan mode: only read-only tools run. Use it before a large or unclear \
@@ -198,9 +196,7 @@ impl Tool for ExitPlanMode {
 
     /// Read-only: it must run in plan mode, where only read-only tools do;
     /// it changes nothing but the mode, once the user agreed.
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn aliases(&self) -> &'static [&'static str] {
         &["exit_plan_mode"]

@@ -92,9 +92,7 @@ impl Tool for Read {
     const CONCURRENCY_SAFE: bool = true;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::ReadsFile;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Reads a file from the workspace. Lines are numbered like `cat -n`; by default up to 2000 lines \

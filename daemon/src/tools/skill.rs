@@ -189,9 +189,7 @@ impl Tool for SkillTool {
         ALIASES
     }
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         let mut text = String::from(

@@ -143,9 +143,8 @@ impl Tool for TaskTool {
         ALIASES
     }
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: true }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: true };
 
     fn description(&self) -> String {
         let mut text = String::from(

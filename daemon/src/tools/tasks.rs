@@ -232,9 +232,12 @@ impl Tool for TaskCreate {
 
     list_tool_basics!();
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
 
     fn description(&self) -> String {
         "Creates a task in the session's task list (subject, description, optional activeForm and \
@@ -311,9 +314,7 @@ impl Tool for TaskGet {
 
     list_tool_basics!();
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Gets one task of the session's task list by its ID, with its description, dependencies and metadata."
@@ -357,9 +358,7 @@ impl Tool for TaskList {
 
     list_tool_basics!();
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Lists the session's tasks: ID, status, subject, owner and what blocks each.".to_owned()
@@ -481,9 +480,8 @@ impl Tool for TaskUpdate {
 
     list_tool_basics!();
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
 
     fn description(&self) -> String {
         "Updates a task of the session's task list: status (pending, in_progress, completed, or deleted to \

@@ -73,9 +73,8 @@ impl Tool for TodoWrite {
 
     const NAME: &'static str = "TodoWrite";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
 
     fn description(&self) -> String {
         "Keeps your todo list for this task: send the whole list each time (content, status \

@@ -50,9 +50,7 @@ impl Tool for ToolSearch {
     const NAME: &'static str = crate::tool::toolset::TOOL_SEARCH;
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints::READ_ONLY
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
         "Loads the full definitions of deferred tools so you can call them. Some tools are listed \

@@ -475,9 +475,8 @@ impl Tool for WebFetch {
     const NAME: &'static str = "WebFetch";
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn description(&self) -> String {
         "Fetches a URL and returns its content as Markdown, with your prompt beside it: read the content \

@@ -105,9 +105,8 @@ impl Tool for WebSearch {
     const NAME: &'static str = "WebSearch";
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn description(&self) -> String {
         "Searches the web and returns results (title, URL, snippet), best first. Use it for information \

@@ -66,9 +66,8 @@ impl Tool for Write {
     const NAME: &'static str = "Write";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::default() }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::FAIL_CLOSED };
 
     fn description(&self) -> String {
         "Writes a file in the workspace, creating it (and its directories) or replacing it whole. To \

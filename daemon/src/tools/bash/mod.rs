@@ -161,9 +161,8 @@ impl Tool for Bash {
     const NAME: &'static str = NAME;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Shell;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::default() }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::FAIL_CLOSED };
 
     fn shell_facts(&self, input: &BashInput, ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {
         Some(facts::permission_facts(input, ctx))

@@ -31,9 +31,8 @@ impl Tool for TestEcho {
     const NAME: &'static str = "TestEcho";
     const CONCURRENCY_SAFE: bool = true;
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
 
     fn aliases(&self) -> &'static [&'static str] {
         &["Echo"]

@@ -53,9 +53,8 @@ impl Tool for TestSleep {
 
     const NAME: &'static str = "TestSleep";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
 
     fn description(&self) -> String {
         "Sleeps for a while (a test tool).".to_owned()

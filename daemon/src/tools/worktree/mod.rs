@@ -278,9 +278,12 @@ impl Tool for EnterWorktree {
 
     const NAME: &'static str = "EnterWorktree";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
 
     fn description(&self) -> String {
         "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree/<name> from \
@@ -596,9 +599,8 @@ impl Tool for ExitWorktree {
 
     const NAME: &'static str = "ExitWorktree";
 
-    fn hints(&self) -> agentd_protocol::tools::ToolHints {
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false }
-    }
+    const HINTS: agentd_protocol::tools::ToolHints =
+        agentd_protocol::tools::ToolHints { read_only: false, destructive: true, idempotent: false, open_world: false };
 
     fn description(&self) -> String {
         "Leaves the worktree EnterWorktree made and returns the session to its original directory. \
