@@ -60,6 +60,7 @@ pub fn compose_sessions(
     } else {
         Arc::new(store::MemoryStore::default())
     };
+    let ledger = sandbox.ledger.clone();
     let sessions = session::SessionManager::new(
         root,
         store,
@@ -70,7 +71,7 @@ pub fn compose_sessions(
         config.state_dir.clone(),
         sandbox,
     )
-    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()))))
+    .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()), ledger)))
     .with_off_limits(off_limits);
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();

@@ -913,6 +913,28 @@ async fn a_command_gets_neither_x32_calls_nor_its_helpers_socket() {
     }
 }
 
+/// A command gets every signal as a program expects it: SIGPIPE and
+/// SIGXFSZ are ignored in the daemon (Rust's runtime, the daemon's own
+/// file-size safety) and must not be in what it runs, or `yes | head -1`
+/// fails with EPIPE and a loop writing to a closed pipe never ends.
+#[tokio::test]
+async fn commands_get_default_signal_dispositions_in_every_profile() {
+    let d = TestDaemon::start().await;
+    let probe = "yes | head -1; echo \"pipe ${PIPESTATUS[*]}\"; \
+                 (ulimit -f 1; head -c 4096 /dev/zero > big 2>/dev/null); echo \"xfsz $?\"; rm -f big";
+    for mode in ["read_only", "workspace_write", "off"] {
+        let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": mode } })).await;
+        let r = s.run(probe).await;
+        let out = text(&r);
+        // 141: killed by SIGPIPE; 153: killed by SIGXFSZ (where the file
+        // could be written at all: read_only cannot).
+        assert!(out.starts_with("y\npipe 141 0\n"), "{mode}: {r}");
+        if mode != "read_only" {
+            assert!(out.contains("xfsz 153"), "{mode}: {r}");
+        }
+    }
+}
+
 /// A confined background job ends with its helper's report; what the
 /// command wrote last (a whole pipe's worth, just before it exited) is
 /// still read to the end, not cut when the job is declared over.

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sched::CloneFlags;
-use nix::sys::signal::{self, SigHandler, Signal};
+use nix::sys::signal::{self, SigHandler, SigmaskHow, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
@@ -659,15 +659,29 @@ fn wait_or_answer(
     Ok(WaitStatus::StillAlive)
 }
 
+/// Every catchable signal back to its default disposition, none blocked.
+pub(crate) fn default_signals() {
+    for sig in 1..=nix::libc::SIGRTMAX() {
+        if sig == nix::libc::SIGKILL || sig == nix::libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: restoring the default disposition installs no handler;
+        // the C library refuses the signals it keeps for itself (EINVAL).
+        unsafe { nix::libc::signal(sig, nix::libc::SIG_DFL) };
+    }
+    let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&signal::SigSet::empty()), None);
+}
+
 /// In the shell's child: confine, then exec the command. Never returns.
 fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd, gate_port: Option<u16>) -> ! {
     let result = (|| -> Result<(), String> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("pdeathsig: {e}"))?;
-        // Back to the default dispositions the supervisor changed.
-        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-            // SAFETY: restoring the default handler.
-            let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
-        }
+        // Every signal as a program expects it: the default disposition
+        // (the supervisor's handlers, and what is ignored from above —
+        // SIGPIPE by Rust's runtime, SIGXFSZ by the daemon — would be
+        // inherited, and `yes | head -1` would fail with EPIPE instead of
+        // ending quietly) and nothing blocked.
+        default_signals();
         // The working directory was resolved before the mounts: resolve it
         // again, or it stays on the read-only mount under the binds.
         if let Ok(cwd) = std::env::current_dir() {

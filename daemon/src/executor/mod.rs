@@ -482,6 +482,7 @@ impl SessionExecutor {
             info.cwd.clone(),
             tracker.clone(),
             cancel.child_token(),
+            sandbox.ledger.clone(),
         );
         let executor = Arc::new_cyclic(|me| SessionExecutor {
             inner: Mutex::new(Inner {

@@ -109,6 +109,8 @@ pub struct Hooks {
     /// A child session's parent's hooks: its clients' socket hooks guard
     /// the child's calls too (they are asked on the parent's stream).
     parent: std::sync::OnceLock<Arc<Hooks>>,
+    /// Where command hooks' processes are recorded.
+    ledger: Arc<crate::process::Ledger>,
 }
 
 /// Runs a command hook in `cwd` (also its project directory) and reads
@@ -119,9 +121,10 @@ async fn command(
     input: &[u8],
     cwd: &std::path::Path,
     env: &std::collections::BTreeMap<String, String>,
+    ledger: &Arc<crate::process::Ledger>,
     cancel: &CancellationToken,
 ) -> output::HookResult {
-    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash };
+    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash, ledger };
     let ran = run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await;
     // An `async` hook's failure blocks nothing: nobody waits for it.
     output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
@@ -140,7 +143,8 @@ pub fn mode_name(mode: agentd_protocol::session::PermissionMode) -> &'static str
 
 impl Hooks {
     /// The hooks of a session whose workspace is `cwd`; their events go to
-    /// `events`; `async` hooks run on `tracker` until `cancel`.
+    /// `events`; `async` hooks run on `tracker` until `cancel`; their
+    /// processes are recorded in `ledger`.
     pub fn new(
         set: HookSet,
         events: Arc<EventLog>,
@@ -148,6 +152,7 @@ impl Hooks {
         cwd: PathBuf,
         tracker: tokio_util::task::TaskTracker,
         cancel: CancellationToken,
+        ledger: Arc<crate::process::Ledger>,
     ) -> Arc<Hooks> {
         Arc::new_cyclic(|me| Hooks {
             set,
@@ -163,6 +168,7 @@ impl Hooks {
             background: cancel,
             me: me.clone(),
             parent: std::sync::OnceLock::new(),
+            ledger,
         })
     }
 
@@ -391,7 +397,8 @@ impl Hooks {
                 let Some(me) = self.me.upgrade() else { continue };
                 let (about, token, env) = (about.clone(), self.background.child_token(), self.set.env.clone());
                 self.tracker.spawn(async move {
-                    let run = async { command(event, &hook, &bytes, &cwd, &env, &token).await.without_effect() };
+                    let run =
+                        async { command(event, &hook, &bytes, &cwd, &env, &me.ledger, &token).await.without_effect() };
                     me.reported(event, &about, name, run, true, None).await;
                 });
                 continue;
@@ -400,7 +407,7 @@ impl Hooks {
                 event,
                 about,
                 name,
-                async move { command(event, &hook, &bytes, &cwd, &self.set.env, cancel).await },
+                async move { command(event, &hook, &bytes, &cwd, &self.set.env, &self.ledger, cancel).await },
                 true,
                 deferred,
             )));

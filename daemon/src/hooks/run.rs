@@ -48,6 +48,8 @@ pub struct Program<'a> {
     pub args: Option<&'a [String]>,
     /// `bash -c` rather than `sh -c`.
     pub bash: bool,
+    /// Where its processes are recorded while it runs.
+    pub ledger: &'a std::sync::Arc<crate::process::Ledger>,
 }
 
 /// Runs `program` with `input` (and a newline) on its stdin.
@@ -72,7 +74,7 @@ pub async fn command(
         Some(args) => (program.command, args.iter().map(|a| a.replace("${CLAUDE_PROJECT_DIR}", &project)).collect()),
         None => (if program.bash { "bash" } else { "/bin/sh" }, vec!["-c".to_owned(), program.command.to_owned()]),
     };
-    let mut tree = match crate::process::spawn_server(exe, &args, cwd, &env, &marker) {
+    let mut tree = match crate::process::spawn_server(exe, &args, cwd, &env, &marker, program.ledger) {
         Ok(t) => t,
         Err(e) => return Ran { failed: Some(format!("cannot start {exe}: {e}")), ..Ran::default() },
     };
@@ -171,7 +173,8 @@ mod tests {
 
     async fn run(cmd: &str, timeout_ms: u64) -> Ran {
         let dir = std::env::temp_dir();
-        let program = Program { command: cmd, args: None, bash: false };
+        let ledger = crate::process::Ledger::in_memory();
+        let program = Program { command: cmd, args: None, bash: false, ledger: &ledger };
         command(
             program,
             b"{\"x\":1}",
@@ -196,7 +199,8 @@ mod tests {
     #[tokio::test]
     async fn exec_form_runs_without_a_shell() {
         let args = ["${CLAUDE_PROJECT_DIR}/x".to_owned(), "$HOME".to_owned()];
-        let program = Program { command: "echo", args: Some(&args), bash: false };
+        let ledger = crate::process::Ledger::in_memory();
+        let program = Program { command: "echo", args: Some(&args), bash: false, ledger: &ledger };
         let dir = std::env::temp_dir();
         let (timeout, env) = (Duration::from_secs(10), Default::default());
         let ran = command(program, b"{}", &dir, Path::new("/proj"), timeout, &env, &CancellationToken::new()).await;

@@ -76,12 +76,15 @@ pub struct Pool {
     credentials: Mutex<HashMap<String, super::auth::Credentials>>,
     /// Logins waiting for their redirect.
     logins: super::auth::Logins,
+    /// Where stdio servers' processes are recorded.
+    ledger: Arc<crate::process::Ledger>,
 }
 
 impl Pool {
     /// A pool that keeps tool lists under `<dir>/mcp-tools` and OAuth
-    /// tokens under `<dir>/mcp-auth` (`None`: in memory).
-    pub fn new(dir: Option<PathBuf>) -> Self {
+    /// tokens under `<dir>/mcp-auth` (`None`: in memory), and records its
+    /// servers' processes in `ledger`.
+    pub fn new(dir: Option<PathBuf>, ledger: Arc<crate::process::Ledger>) -> Self {
         let cache_dir = dir.as_ref().map(|d| d.join("mcp-tools"));
         if let Some(dir) = &cache_dir {
             let _ = std::fs::create_dir_all(dir);
@@ -99,6 +102,7 @@ impl Pool {
             auth_dir: dir.map(|d| d.join("mcp-auth")),
             credentials: Mutex::new(HashMap::new()),
             logins: super::auth::Logins::default(),
+            ledger,
         }
     }
 
@@ -178,6 +182,7 @@ impl Pool {
                     cache_file,
                     hash,
                     secrets: secrets.to_vec(),
+                    ledger: self.ledger.clone(),
                 })
             })
             .clone();
@@ -289,6 +294,8 @@ pub struct Server {
     cache_file: Option<PathBuf>,
     hash: String,
     secrets: Vec<String>,
+    /// Where its process is recorded.
+    ledger: Arc<crate::process::Ledger>,
 }
 
 struct Conn {
@@ -460,7 +467,7 @@ impl Server {
         let (service, process) = match &self.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let marker = format!("mcp-{}", uuid::Uuid::new_v4().simple());
-                let mut tree = crate::process::spawn_server(command, args, cwd, env, &marker)
+                let mut tree = crate::process::spawn_server(command, args, cwd, env, &marker, &self.ledger)
                     .map_err(|e| format!("cannot start {command:?}: {e}"))?;
                 let (Some(stdin), Some(stdout)) = (tree.child.stdin.take(), tree.child.stdout.take()) else {
                     return Err("its pipes could not be opened".into());

@@ -13,12 +13,13 @@
 //!   read at start is bounded (16 MiB, [`GROUPS_AT_MOST`]), and the
 //!   processes are looked through once for every marker, so a forged or
 //!   runaway ledger cannot stall a start.
-//! - Locks: [`LIVE`] (the markers, for [`kill_all`]) and [`FILE`] (the
-//!   open ledger and the lines of live groups) are never held together.
+//! - Locks: a [`Ledger`]'s live groups (the markers, for [`kill_all`])
+//!   and its file (the open ledger and the lines of live groups) are never
+//!   held together.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::fs::append_log::{AppendLog, read_left};
 
@@ -28,18 +29,25 @@ use nix::unistd::Pid;
 /// At most this many groups of a ledger are ended at start.
 const GROUPS_AT_MOST: usize = 10_000;
 
-/// The open ledger (the lines of the groups not yet over).
-static FILE: Mutex<Option<AppendLog<i32>>> = Mutex::new(None);
-/// The groups running now: the marker their processes carry.
-static LIVE: LazyLock<Mutex<HashMap<i32, String>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-fn live() -> std::sync::MutexGuard<'static, HashMap<i32, String>> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+/// A daemon's ledger: the open file (the lines of the groups not yet
+/// over) and the groups running now. Each daemon has its own (several in
+/// one test process record each into their own state directory).
+#[derive(Default)]
+pub struct Ledger {
+    file: Mutex<Option<AppendLog<i32>>>,
+    /// The groups running now: the marker their processes carry.
+    live: Mutex<HashMap<i32, String>>,
 }
 
-fn file() -> std::sync::MutexGuard<'static, Option<AppendLog<i32>>> {
-    FILE.lock().unwrap_or_else(|e| e.into_inner())
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("live", &self.live().len()).finish_non_exhaustive()
+    }
 }
+
+/// Every ledger alive in this process, for [`kill_all`] (an exit without
+/// the clean shutdown knows no daemon object).
+static LEDGERS: Mutex<Vec<Weak<Ledger>>> = Mutex::new(Vec::new());
 
 /// The start time of `pid` (field 22 of `/proc/<pid>/stat`, in ticks since boot).
 fn start_time(pid: i32) -> Option<u64> {
@@ -83,39 +91,99 @@ fn live_in(text: &str) -> Vec<Left> {
     out.into_iter().map(|(_, l)| l).collect()
 }
 
-/// Sets the ledger's directory and ends what a dead predecessor left
-/// running; returns how many groups it ended.
-pub fn init(state_dir: &Path) -> usize {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = state_dir.join("procs");
-    if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
-        return 0;
+impl Ledger {
+    /// A ledger in memory only (no state directory: unit tests), still
+    /// known to [`kill_all`].
+    pub fn in_memory() -> Arc<Ledger> {
+        Ledger::default().registered()
     }
-    let path = dir.join("ledger");
-    let text = read_left(&path);
-    let mut left = live_in(&text);
-    // A file per group: what a daemon of an earlier version left.
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let Some(pgid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let _ = std::fs::remove_file(entry.path());
-        if let Some((started, marker)) = text.trim().split_once(' ') {
-            let (started, marker) = (started.to_owned(), marker.to_owned());
-            left.push(Left { pgid, started, leader: marker.clone(), sweep: marker });
+
+    /// The ledger of `state_dir`, after ending what a dead predecessor left
+    /// running there; with how many groups it ended.
+    pub fn open(state_dir: &Path) -> (Arc<Ledger>, usize) {
+        let ledger = Ledger::default();
+        let ended = ledger.take_over(state_dir);
+        (ledger.registered(), ended)
+    }
+
+    fn registered(self) -> Arc<Ledger> {
+        let me = Arc::new(self);
+        let mut all = LEDGERS.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|l| l.strong_count() > 0);
+        all.push(Arc::downgrade(&me));
+        me
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<i32, String>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn file(&self) -> std::sync::MutexGuard<'_, Option<AppendLog<i32>>> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends what the ledger of `state_dir` leaves running and opens it,
+    /// emptied; how many groups it ended.
+    fn take_over(&self, state_dir: &Path) -> usize {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = state_dir.join("procs");
+        if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+            return 0;
+        }
+        let path = dir.join("ledger");
+        let text = read_left(&path);
+        let mut left = live_in(&text);
+        // A file per group: what a daemon of an earlier version left.
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Some(pgid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let _ = std::fs::remove_file(entry.path());
+            if let Some((started, marker)) = text.trim().split_once(' ') {
+                let (started, marker) = (started.to_owned(), marker.to_owned());
+                left.push(Left { pgid, started, leader: marker.clone(), sweep: marker });
+            }
+        }
+        if left.len() > GROUPS_AT_MOST {
+            tracing::warn!(
+                "the process ledger names {} groups; only the first {GROUPS_AT_MOST} are looked at",
+                left.len()
+            );
+            left.truncate(GROUPS_AT_MOST);
+        }
+        let ended = end_left(&left);
+        // Emptied: what it named is over. Not through a link a command (of a
+        // workspace holding the state directory) put there.
+        match AppendLog::start(path.clone()) {
+            Ok(log) => *self.file() = Some(log),
+            Err(e) => tracing::warn!("cannot keep the process ledger {}: {e}", path.display()),
+        }
+        ended
+    }
+
+    /// Records a group just started whose leader and processes carry
+    /// `marker`.
+    pub fn record(&self, pgid: i32, marker: &str) {
+        self.record_as(pgid, marker, marker);
+    }
+
+    /// Records (again) a group whose leader carries `leader` and whose
+    /// command's processes carry `sweep` (a helper started ahead of its call).
+    pub fn record_as(&self, pgid: i32, leader: &str, sweep: &str) {
+        self.live().insert(pgid, sweep.to_owned());
+        let Some(started) = start_time(pgid) else { return };
+        let line = format!("+ {pgid} {started} {leader} {sweep}\n");
+        if let Some(log) = self.file().as_mut() {
+            log.open(pgid, line);
         }
     }
-    if left.len() > GROUPS_AT_MOST {
-        tracing::warn!("the process ledger names {} groups; only the first {GROUPS_AT_MOST} are looked at", left.len());
-        left.truncate(GROUPS_AT_MOST);
+
+    /// Forgets a group that is over.
+    pub fn forget(&self, pgid: i32) {
+        self.live().remove(&pgid);
+        if let Some(log) = self.file().as_mut() {
+            log.close(&pgid, &format!("- {pgid}\n"));
+        }
     }
-    let ended = end_left(&left);
-    // Emptied: what it named is over. Not through a link a command (of a
-    // workspace holding the state directory) put there.
-    match AppendLog::start(path.clone()) {
-        Ok(log) => *file() = Some(log),
-        Err(e) => tracing::warn!("cannot keep the process ledger {}: {e}", path.display()),
-    }
-    ended
 }
 
 /// Ends the groups `left` names: a leader with the recorded start time
@@ -166,35 +234,14 @@ fn carries(pid: i32, marker: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|entry| entry == needle.as_bytes()))
 }
 
-/// Records a group just started whose leader and processes carry
-/// `marker`.
-pub fn record(pgid: i32, marker: &str) {
-    record_as(pgid, marker, marker);
-}
-
-/// Records (again) a group whose leader carries `leader` and whose
-/// command's processes carry `sweep` (a helper started ahead of its call).
-pub fn record_as(pgid: i32, leader: &str, sweep: &str) {
-    live().insert(pgid, sweep.to_owned());
-    let Some(started) = start_time(pgid) else { return };
-    let line = format!("+ {pgid} {started} {leader} {sweep}\n");
-    if let Some(log) = file().as_mut() {
-        log.open(pgid, line);
-    }
-}
-
-/// Forgets a group that is over.
-pub fn forget(pgid: i32) {
-    live().remove(&pgid);
-    if let Some(log) = file().as_mut() {
-        log.close(&pgid, &format!("- {pgid}\n"));
-    }
-}
-
-/// SIGKILL to every group running now and to every process marked as one
-/// of its commands (a daemon exiting without its clean shutdown).
+/// SIGKILL to every group running now (of every ledger in this process)
+/// and to every process marked as one of its commands (a daemon exiting
+/// without its clean shutdown).
 pub fn kill_all() {
-    let groups: Vec<(i32, String)> = live().iter().map(|(p, m)| (*p, m.clone())).collect();
+    let ledgers: Vec<Arc<Ledger>> =
+        LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
+    let groups: Vec<(i32, String)> =
+        ledgers.iter().flat_map(|l| l.live().iter().map(|(p, m)| (*p, m.clone())).collect::<Vec<_>>()).collect();
     for (pgid, marker) in groups {
         if pgid > 1 && killpg(Pid::from_raw(pgid), None).is_ok() {
             for pid in super::descendants(pgid) {
@@ -230,6 +277,24 @@ mod tests {
         assert_eq!(live_in("+ 20 1 m\n+ 21 2").len(), 1);
     }
 
+    /// Two daemons in one process (as in tests): each records in its own
+    /// state directory, and ends only what its own predecessor left.
+    #[test]
+    fn each_daemon_keeps_its_own_ledger() {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, _) = super::Ledger::open(a_dir.path());
+        let (b, _) = super::Ledger::open(b_dir.path());
+        let me = std::process::id() as i32;
+        a.record(me, "of-a");
+        b.record(me, "of-b");
+        let text = |d: &tempfile::TempDir| std::fs::read_to_string(d.path().join("procs/ledger")).unwrap();
+        assert!(text(&a_dir).contains("of-a") && !text(&a_dir).contains("of-b"), "{}", text(&a_dir));
+        assert!(text(&b_dir).contains("of-b") && !text(&b_dir).contains("of-a"), "{}", text(&b_dir));
+        b.forget(me);
+        assert_eq!(live_in(&text(&a_dir)).len(), 1, "b's end is not a's");
+        assert!(live_in(&text(&b_dir)).is_empty());
+    }
+
     /// Compaction, whichever line crosses the limit, from several
     /// threads: it once locked the live set under the ledger while a
     /// group's end locked them the other way round (and itself, when its
@@ -237,17 +302,18 @@ mod tests {
     #[test]
     fn recording_across_compactions_never_hangs_and_keeps_what_is_live() {
         let dir = tempfile::tempdir().unwrap();
-        super::init(dir.path());
+        let (ledger, _) = super::Ledger::open(dir.path());
         let me = std::process::id() as i32;
         let (done, finished) = std::sync::mpsc::channel();
         for t in 0..4 {
             let done = done.clone();
+            let ledger = ledger.clone();
             std::thread::spawn(move || {
                 for i in 0..3_000 {
                     // Our own pid (a start time is needed), and others the
                     // live map alone keeps.
-                    super::record_as(me, "leader", &format!("m{t}-{i}"));
-                    super::forget(me);
+                    ledger.record_as(me, "leader", &format!("m{t}-{i}"));
+                    ledger.forget(me);
                 }
                 done.send(()).unwrap();
             });
@@ -255,7 +321,7 @@ mod tests {
         for _ in 0..4 {
             finished.recv_timeout(std::time::Duration::from_secs(120)).expect("the ledger hung");
         }
-        super::record(me, "last");
+        ledger.record(me, "last");
         let text = std::fs::read_to_string(dir.path().join("procs/ledger")).unwrap();
         assert!(text.len() < 300 * 1024, "compacted: {} bytes", text.len());
         let live = live_in(&text);

@@ -27,6 +27,7 @@ use report::{REPORT_MAX, read_until_report};
 
 pub use capture::Capture;
 pub use child::Child;
+pub use ledger::Ledger;
 pub use warm::WarmPool;
 
 use std::collections::HashSet;
@@ -157,6 +158,8 @@ pub struct ProcessTree {
     /// The call's network gate: serves its connections while the tree
     /// lives.
     _gate: Option<Kept>,
+    /// Where it is recorded until it is over.
+    ledger: std::sync::Arc<Ledger>,
 }
 
 /// How to start a command.
@@ -169,6 +172,8 @@ pub enum Launch<'a> {
         tmp: Option<PathBuf>,
         /// Nobody approved it: no secrets in its environment.
         scrub_env: bool,
+        /// Where it is recorded.
+        ledger: &'a std::sync::Arc<Ledger>,
     },
     /// Through the sandbox helper with this spec (its report file set).
     Helper {
@@ -195,7 +200,7 @@ pub fn spawn_bash(
 ) -> std::io::Result<ProcessTree> {
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
-    let (tmp, scrub_env) = match launch {
+    let (tmp, scrub_env, ledger) = match launch {
         Launch::Helper { pool, spec, gate } => {
             let plain = spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly;
             let request = agentd_sandbox::WarmRequest {
@@ -206,7 +211,7 @@ pub fn spawn_bash(
             };
             return pool.run(request, marker, gate);
         }
-        Launch::Direct { tmp, scrub_env } => (tmp, scrub_env),
+        Launch::Direct { tmp, scrub_env, ledger } => (tmp, scrub_env, ledger),
     };
     let mut cmd = tokio::process::Command::new(bash[0]);
     cmd.args(&bash[1..])
@@ -220,32 +225,43 @@ pub fn spawn_bash(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let (child, pid) = spawn_recorded(&mut cmd, marker)?;
-    Ok(ProcessTree {
-        child: Child::spawned(child),
-        pgid: Pid::from_raw(pid),
-        marker: marker.to_owned(),
-        ended: false,
-        report: None,
-        reported: Default::default(),
-        report_bytes: Vec::new(),
-        ends_with_report: false,
-        ended_by_report: false,
-        _gate: None,
-    })
+    default_sigxfsz(&mut cmd);
+    let (child, pid) = spawn_recorded(&mut cmd, marker, ledger)?;
+    Ok(ProcessTree::new(Child::spawned(child), pid, marker, ledger.clone()))
 }
 
 /// Spawns `cmd`, known as the daemon's own child (held in the owned set
 /// while spawning: it could otherwise exit and be taken for an adopted
 /// one) and recorded in the ledger with `marker`; its pid.
-fn spawn_recorded(cmd: &mut tokio::process::Command, marker: &str) -> std::io::Result<(tokio::process::Child, i32)> {
+fn spawn_recorded(
+    cmd: &mut tokio::process::Command,
+    marker: &str,
+    ledger: &Ledger,
+) -> std::io::Result<(tokio::process::Child, i32)> {
     let mut owned = owned();
     let child = cmd.spawn()?;
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
     owned.insert(pid);
     drop(owned);
-    ledger::record(pid, marker);
+    ledger.record(pid, marker);
     Ok((child, pid))
+}
+
+/// The daemon ignores SIGXFSZ (a file-size limit fails its write instead
+/// of killing it); what it runs gets the default back, as a program
+/// expects (ignored signals are inherited across `exec`). Rust's runtime
+/// already gives SIGPIPE back. (The sandbox helper gives its commands every
+/// default itself.)
+#[allow(unsafe_code)]
+fn default_sigxfsz(cmd: &mut tokio::process::Command) {
+    // SAFETY: between fork and exec, only `signal`, which is
+    // async-signal-safe, with the default disposition.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::libc::signal(nix::libc::SIGXFSZ, nix::libc::SIG_DFL);
+            Ok(())
+        });
+    }
 }
 
 /// A command's whole environment: the daemon's (only the plain part when
@@ -292,6 +308,7 @@ pub fn spawn_server(
     cwd: &Path,
     env: &std::collections::BTreeMap<String, String>,
     marker: &str,
+    ledger: &std::sync::Arc<Ledger>,
 ) -> std::io::Result<ProcessTree> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -308,19 +325,9 @@ pub fn spawn_server(
         }
     }
     cmd.envs(env).env(MARKER_VAR, marker);
-    let (child, pid) = spawn_recorded(&mut cmd, marker)?;
-    Ok(ProcessTree {
-        child: Child::spawned(child),
-        pgid: Pid::from_raw(pid),
-        marker: marker.to_owned(),
-        ended: false,
-        report: None,
-        reported: Default::default(),
-        report_bytes: Vec::new(),
-        ends_with_report: false,
-        ended_by_report: false,
-        _gate: None,
-    })
+    default_sigxfsz(&mut cmd);
+    let (child, pid) = spawn_recorded(&mut cmd, marker, ledger)?;
+    Ok(ProcessTree::new(Child::spawned(child), pid, marker, ledger.clone()))
 }
 
 /// Runs a short command of the daemon's own (git for the worktree tools)
@@ -347,6 +354,24 @@ pub async fn output_owned(mut cmd: tokio::process::Command) -> std::io::Result<s
 }
 
 impl ProcessTree {
+    /// The tree of a command started as `pid`, its group's leader, whose
+    /// processes carry `marker`, recorded in `ledger`.
+    fn new(child: Child, pid: i32, marker: &str, ledger: std::sync::Arc<Ledger>) -> ProcessTree {
+        ProcessTree {
+            child,
+            pgid: Pid::from_raw(pid),
+            marker: marker.to_owned(),
+            ended: false,
+            report: None,
+            reported: Default::default(),
+            report_bytes: Vec::new(),
+            ends_with_report: false,
+            ended_by_report: false,
+            _gate: None,
+            ledger,
+        }
+    }
+
     /// The process group id.
     pub fn pgid(&self) -> i32 {
         self.pgid.as_raw()
@@ -499,7 +524,7 @@ impl Drop for ProcessTree {
             signal_tree(self.pgid, &self.marker, Signal::SIGKILL);
             reap_adopted();
         }
-        ledger::forget(self.pgid.as_raw());
+        self.ledger.forget(self.pgid.as_raw());
         // tokio reaps the shell itself once it is gone; its pid stays in
         // the owned set so `reap_adopted` never races tokio for it. A
         // helper the call ended without waiting for is every call's: its

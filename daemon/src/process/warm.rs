@@ -7,11 +7,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use nix::unistd::Pid;
-
 use super::child::Child;
 use super::zygote::Zygote;
-use super::{Kept, ProcessTree, ledger};
+use super::{Kept, Ledger, ProcessTree};
 
 /// Sandbox helpers started ahead of their calls: one waits, already past
 /// its `exec`, its loader and its runtime's start, for the next call, and
@@ -22,6 +20,8 @@ use super::{Kept, ProcessTree, ledger};
 /// process group, recorded in the ledger.
 pub struct WarmPool {
     helper: PathBuf,
+    /// Where its helpers (and the zygote) are recorded.
+    ledger: std::sync::Arc<Ledger>,
     idle: Mutex<Option<Warm>>,
     /// Helpers started, and calls that found none waiting.
     started: AtomicU64,
@@ -64,6 +64,8 @@ struct Warm {
     /// Its parent (the daemon, or the zygote): what its call's spec says,
     /// and the helper checks before it runs anything.
     parent: i32,
+    /// Where it is recorded.
+    ledger: std::sync::Arc<Ledger>,
 }
 
 impl Drop for Warm {
@@ -71,16 +73,18 @@ impl Drop for Warm {
         // Unused: it ends (EOF on its stdin), and is killed besides.
         if let Some(child) = self.child.as_mut() {
             let _ = child.start_kill();
-            ledger::forget(self.pid);
+            self.ledger.forget(self.pid);
         }
     }
 }
 
 impl WarmPool {
-    /// A pool of `helper`; nothing is started until the first call.
-    pub fn new(helper: PathBuf) -> WarmPool {
+    /// A pool of `helper` whose processes are recorded in `ledger`;
+    /// nothing is started until the first call.
+    pub fn new(helper: PathBuf, ledger: std::sync::Arc<Ledger>) -> WarmPool {
         WarmPool {
             helper,
+            ledger,
             idle: Mutex::new(None),
             started: AtomicU64::new(0),
             cold: AtomicU64::new(0),
@@ -144,7 +148,7 @@ impl WarmPool {
                 if !may_start_zygote || z.failures >= ZYGOTE_GIVE_UP {
                     return None;
                 }
-                match Zygote::start(&self.helper) {
+                match Zygote::start(&self.helper, self.ledger.clone()) {
                     Ok(started) => {
                         z.running = Some(started);
                         z.starts += 1;
@@ -158,7 +162,7 @@ impl WarmPool {
             }
             let running = z.running.as_mut()?;
             let forked = running.fork().and_then(|f| {
-                ledger::record(f.pid, running.marker());
+                self.ledger.record(f.pid, running.marker());
                 let child = Child::forked(f.pidfd, f.stdout, f.stderr)?;
                 Ok(Warm {
                     child: Some(child),
@@ -166,6 +170,7 @@ impl WarmPool {
                     pid: f.pid,
                     marker: running.marker().to_owned(),
                     parent: running.pid(),
+                    ledger: self.ledger.clone(),
                 })
             });
             match forked {
@@ -204,8 +209,9 @@ impl WarmPool {
             .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let (child, pid) = super::spawn_recorded(&mut cmd, &marker)?;
-        Ok(Warm { child: Some(Child::spawned(child)), control, pid, marker, parent: std::process::id() as i32 })
+        let (child, pid) = super::spawn_recorded(&mut cmd, &marker, &self.ledger)?;
+        let parent = std::process::id() as i32;
+        Ok(Warm { child: Some(Child::spawned(child)), control, pid, marker, parent, ledger: self.ledger.clone() })
     }
 
     /// A waiting helper, or a new one; a new one is started for the next
@@ -313,23 +319,16 @@ impl WarmPool {
         }
         drop(control_fd);
         // Its command's processes carry the call's marker.
-        ledger::record_as(warm.pid, &warm.marker, marker);
+        self.ledger.record_as(warm.pid, &warm.marker, marker);
         let Some(child) = warm.child.take() else { return Err(std::io::Error::other("the helper is gone")) };
         let control = warm.control.try_clone()?;
         control.set_nonblocking(true)?;
         let control = tokio::net::UnixStream::from_std(control)?;
-        Ok(ProcessTree {
-            child,
-            pgid: Pid::from_raw(warm.pid),
-            marker: marker.to_owned(),
-            ended: false,
-            report: Some(control),
-            reported: Default::default(),
-            report_bytes: Vec::new(),
-            ends_with_report,
-            ended_by_report: false,
-            _gate: gate,
-        })
+        let mut tree = ProcessTree::new(child, warm.pid, marker, self.ledger.clone());
+        tree.report = Some(control);
+        tree.ends_with_report = ends_with_report;
+        tree._gate = gate;
+        Ok(tree)
     }
 }
 /// Why a helper has not taken its call.

@@ -19,6 +19,8 @@ pub(super) struct Zygote {
     pid: i32,
     /// The marker it (and each helper until its call) carries.
     marker: String,
+    /// Where it is recorded.
+    ledger: std::sync::Arc<super::Ledger>,
 }
 
 /// A helper the zygote forked, waiting for its call.
@@ -33,8 +35,8 @@ pub(super) struct Forked {
 }
 
 impl Zygote {
-    /// Starts a zygote of `helper`, recorded in the ledger.
-    pub fn start(helper: &Path) -> std::io::Result<Zygote> {
+    /// Starts a zygote of `helper`, recorded in `ledger`.
+    pub fn start(helper: &Path, ledger: std::sync::Arc<super::Ledger>) -> std::io::Result<Zygote> {
         let (channel, theirs) = UnixStream::pair()?;
         let marker = uuid::Uuid::new_v4().simple().to_string();
         let mut cmd = tokio::process::Command::new(helper);
@@ -50,10 +52,10 @@ impl Zygote {
             .stdin(std::process::Stdio::from(OwnedFd::from(theirs)))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        let (child, pid) = super::spawn_recorded(&mut cmd, &marker)?;
+        let (child, pid) = super::spawn_recorded(&mut cmd, &marker, &ledger)?;
         channel.set_read_timeout(Some(ANSWER_LIMIT))?;
         channel.set_write_timeout(Some(ANSWER_LIMIT))?;
-        Ok(Zygote { child, channel, pid, marker })
+        Ok(Zygote { child, channel, pid, marker, ledger })
     }
 
     /// Its pid.
@@ -136,7 +138,7 @@ impl Drop for Zygote {
     fn drop(&mut self) {
         // Its helpers die with it (their death signal).
         let _ = self.child.start_kill();
-        super::ledger::forget(self.pid);
+        self.ledger.forget(self.pid);
     }
 }
 

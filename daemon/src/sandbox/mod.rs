@@ -125,12 +125,20 @@ pub struct Facility {
     pub state_dir: Option<PathBuf>,
     /// Helpers started ahead of their calls (with [`Facility::helper`]).
     pub warm: Option<std::sync::Arc<crate::process::WarmPool>>,
+    /// The daemon's process ledger: where every command, helper and
+    /// server it starts is recorded until it is over.
+    pub ledger: std::sync::Arc<crate::process::Ledger>,
 }
 
 impl Facility {
     /// Finds the helper and asks it what the kernel offers. Logs a warning
-    /// once when commands cannot be confined.
-    pub fn probe(config: &SandboxConfig, scratch: Option<&std::path::Path>) -> Facility {
+    /// once when commands cannot be confined. What it starts is recorded in
+    /// `ledger`.
+    pub fn probe(
+        config: &SandboxConfig,
+        scratch: Option<&std::path::Path>,
+        ledger: std::sync::Arc<crate::process::Ledger>,
+    ) -> Facility {
         let helper = config.helper.clone().or_else(default_helper);
         let unavailable = |helper: Option<PathBuf>, reason: String, probe: Probe| {
             tracing::warn!(
@@ -154,10 +162,11 @@ impl Facility {
                     level: agentd_protocol::methods::SandboxLevel::None,
                     warm_helpers: None,
                 },
-                warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h))),
+                warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h, ledger.clone()))),
                 helper,
                 hide: Vec::new(),
                 state_dir: None,
+                ledger: ledger.clone(),
             }
         };
         let Some(path) = helper.filter(|h| h.is_file()) else {
@@ -241,10 +250,11 @@ impl Facility {
                 level,
                 warm_helpers: None,
             },
-            warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone()))),
+            warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone(), ledger.clone()))),
             helper: Some(path),
             hide: Vec::new(),
             state_dir: None,
+            ledger,
         }
     }
 
@@ -269,6 +279,7 @@ impl Facility {
             hide: Vec::new(),
             state_dir: None,
             warm: None,
+            ledger: crate::process::Ledger::in_memory(),
         }
     }
 }

@@ -94,7 +94,7 @@ impl Daemon {
         let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
         crate::fs::pending::init(&config.state_dir);
         crate::sandbox::placeholders::init(&config.state_dir);
-        crate::process::ledger::init(&config.state_dir);
+        let (ledger, _) = crate::process::Ledger::open(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {
             tracing::warn!(
                 "this build carries test-only tools (cargo feature test-tools); do not use it for real work"
@@ -130,7 +130,7 @@ impl Daemon {
         let scratch = config.state_dir.join("probe");
         let _ = std::fs::remove_dir_all(&scratch);
         let made = std::fs::DirBuilder::new().mode(0o700).create(&scratch).is_ok();
-        let mut facility = crate::sandbox::Facility::probe(&config.sandbox, made.then_some(scratch.as_path()));
+        let mut facility = crate::sandbox::Facility::probe(&config.sandbox, made.then_some(scratch.as_path()), ledger);
         if made {
             let _ = std::fs::remove_dir_all(&scratch);
         }

@@ -289,6 +289,7 @@ impl SessionManager {
         state_dir: PathBuf,
         sandbox: Arc<crate::sandbox::Facility>,
     ) -> Self {
+        let ledger = sandbox.ledger.clone();
         SessionManager {
             sessions: Mutex::new(HashMap::new()),
             next_seq: std::sync::atomic::AtomicU64::new(0),
@@ -303,7 +304,7 @@ impl SessionManager {
             saving: Mutex::new(()),
             owned: Mutex::new(Owned::default()),
             agent_host: std::sync::OnceLock::new(),
-            mcp: Arc::new(crate::mcp::Pool::new(None)),
+            mcp: Arc::new(crate::mcp::Pool::new(None, ledger)),
         }
     }
 

@@ -120,7 +120,10 @@ pub(super) fn launch<'a>(
                 "the sandbox this command must run in is not available here (no sandbox helper); nothing ran",
             ));
         }
-        return Ok((Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.grant.scrub_env }, None));
+        return Ok((
+            Launch::Direct { tmp: Some(tmp.to_owned()), scrub_env: ctx.grant.scrub_env, ledger: &ctx.sandbox().ledger },
+            None,
+        ));
     };
     let access = network_of(ctx, profile);
     let gate = match access {
