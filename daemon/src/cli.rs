@@ -104,6 +104,13 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn start(args: Args) -> anyhow::Result<()> {
+    // Out of reach of `ptrace`, /proc/PID/mem and `pidfd_getfd` of the
+    // user's other processes: a command run with the sandbox off would
+    // otherwise take the daemon's descriptors (its socket, the TLS key)
+    // and memory. (No core dumps either.)
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!("cannot make the daemon non-dumpable: {e}");
+    }
     let socket_path = args.socket.unwrap_or_else(crate::config::default_socket_path);
     let socket = if args.no_socket_activation {
         crate::SocketConfig::Path(socket_path)

@@ -855,6 +855,48 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
             let r = c.ok("tool/call", call("echo three")).await;
             assert_eq!(text(&r), "three\n", "round {round}: {r}");
         }
+        // A zygote that does not answer (stopped) is given up and replaced
+        // after its answer limit, calls meanwhile getting their helpers
+        // spawned; the calls its helpers run are not cut short (killing it
+        // would kill them), and it exits once they have.
+        let job = c
+            .ok(
+                "tool/call",
+                json!({ "session_id": id, "name": "Bash", "input": {
+                "command": "sleep 7; echo survived", "run_in_background": true } }),
+            )
+            .await;
+        let job = text(&job).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        let stopped = zygotes(d.pid());
+        let signal = |pids: &[i32], sig| {
+            for pid in pids {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), sig).unwrap();
+            }
+        };
+        signal(&stopped, nix::sys::signal::Signal::SIGSTOP);
+        for n in 0..3 {
+            let r = c.ok("tool/call", call(&format!("echo while-stopped {n}"))).await;
+            assert_eq!(text(&r), format!("while-stopped {n}\n"), "{r}");
+        }
+        agentd_tests::eventually("another zygote runs", || zygotes(d.pid()).iter().any(|z| !stopped.contains(z))).await;
+        signal(&stopped, nix::sys::signal::Signal::SIGCONT);
+        let ended = loop {
+            let input = json!({ "task_id": job, "timeout": 2000 });
+            let r = c.ok("tool/call", json!({ "session_id": id, "name": "TaskOutput", "input": input })).await;
+            if !text(&r).contains("is running]") {
+                break r;
+            }
+        };
+        assert!(text(&ended).contains("survived\n") && text(&ended).contains("exited with code 0]"), "{ended}");
+        agentd_tests::eventually("the stopped zygote exited after its helpers", || {
+            let live = procs("agentd-sandbox --zygote");
+            stopped.iter().all(|pid| !live.contains(pid))
+        })
+        .await;
+        let info = c.ok("daemon/info", json!({})).await;
+        let starts = info["sandbox"]["warm_helpers"]["zygote"]["starts"].as_u64().unwrap();
+        assert_eq!(starts, 2, "{info}");
         // A zygote that died is replaced; a call meanwhile still runs.
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
         let first = zygotes(d.pid());
@@ -872,7 +914,7 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         let r = c.ok("tool/call", call("echo five")).await;
         assert_eq!(text(&r), "five\n", "{r}");
         let info = c.ok("daemon/info", json!({})).await;
-        assert_eq!(info["sandbox"]["warm_helpers"]["zygote"]["starts"], 2, "{info}");
+        assert_eq!(info["sandbox"]["warm_helpers"]["zygote"]["starts"], starts + 1, "{info}");
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
     });
     // The daemon killed: its zygote and waiting helper go with it.

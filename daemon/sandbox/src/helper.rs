@@ -108,8 +108,12 @@ static REPORT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 /// runs it exactly as `--spec` does. Nothing of another call is in this
 /// process: it serves one call and exits.
 pub(crate) fn warm() -> i32 {
-    // Not outliving the daemon while it waits (`run` sets the call's own).
-    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
+    // Not outliving the daemon while it waits (`run` sets the call's own);
+    // out of reach of `ptrace`, /proc/PID/mem and `pidfd_getfd` of the
+    // user's other processes (a command run with the sandbox off), which
+    // could otherwise take the call it is about to get and run it
+    // unconfined.
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() || nix::sys::prctl::set_dumpable(false).is_err() {
         return SETUP_FAILED;
     }
     let (request, gate) = match receive_request() {
@@ -335,6 +339,13 @@ fn catch_term() {
 /// changed outside), the workspace roots (workspace_write) and the call's
 /// own directory writable, the protected files and the daemon's state
 /// read-only again, and the daemon's socket directory hidden.
+/// Whether a debugger is attached to this process (`TracerPid` in
+/// /proc/self/status; unreadable counts as traced).
+fn traced() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).is_none_or(|pid| pid.trim() != "0")
+}
+
 pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
@@ -350,9 +361,20 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
-    std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))?;
+    // The maps are written by the process itself, which only a dumpable
+    // one may (a non-dumpable one's /proc files are root's): dumpable for
+    // these writes only, and not traced after them.
+    nix::sys::prctl::set_dumpable(true).map_err(|e| format!("dumpable: {e}"))?;
+    let maps = (|| {
+        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
+        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
+        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))
+    })();
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("not dumpable: {e}"))?;
+    maps?;
+    if traced() {
+        return Err("the helper is being traced".into());
+    }
     if spec.gate {
         super::netns::loopback_up()?;
     }

@@ -17,7 +17,9 @@
 //! - Nothing here enters a namespace, applies Landlock or seccomp: the
 //!   walls are built per call in the child, as for any helper.
 //! - The zygote dies with the daemon (`PR_SET_PDEATHSIG`), and its
-//!   children with it. Its children are reaped by the kernel as they exit
+//!   children with it. When the daemon closes its socket (it gave this
+//!   zygote up), it forks no more and exits once its last child has: the
+//!   calls its helpers run are not cut short. Its children are reaped by the kernel as they exit
 //!   (`SIGCHLD` ignored), so none is left a zombie in its process group
 //!   that the daemon would count alive once its pidfd says it exited.
 #![allow(unsafe_code)] // fork, in a single-threaded process
@@ -52,8 +54,22 @@ pub fn main(daemon: Option<&std::ffi::OsStr>) -> i32 {
     loop {
         match receive() {
             Ok(Some(fds)) => answer(fork_helper(fds)),
-            // The daemon closed the socket: it is done with us.
-            Ok(None) => return 0,
+            // The daemon closed the socket (it is done with us: it exits,
+            // or it gave us up and started another) or it is broken: no
+            // more helpers. Those made are running calls, and would die
+            // with us (their death signal): we go when the last has.
+            Ok(None) | Err(_) => return outlive_children(),
+        }
+    }
+}
+
+/// Waits until no child is left (with `SIGCHLD` ignored, `wait` returns
+/// only then, with `ECHILD`).
+fn outlive_children() -> i32 {
+    loop {
+        match nix::sys::wait::wait() {
+            Err(Errno::ECHILD) => return 0,
+            Ok(_) | Err(Errno::EINTR) => continue,
             Err(_) => return 1,
         }
     }
@@ -100,30 +116,83 @@ fn fork_helper(fds: Vec<OwnedFd>) -> Option<(i32, OwnedFd)> {
         return None;
     }
     let zygote = nix::unistd::getpid();
-    // SAFETY: this process has one thread.
-    match unsafe { fork() } {
+    match fork_with_pidfd() {
         Err(_) => None,
-        Ok(ForkResult::Child) => std::process::exit(become_helper(&fds, zygote)),
-        Ok(ForkResult::Parent { child }) => {
-            drop(fds);
+        Ok(None) => std::process::exit(become_helper(&fds, zygote)),
+        Ok(Some(made)) => Some(made),
+    }
+}
+
+/// `fork`, with a pidfd of the child taken by the kernel as it is made
+/// (`clone3` with `CLONE_PIDFD`): a child that dies at once, reaped at once
+/// (`SIGCHLD` is ignored), can never leave its pid to another process
+/// before the pidfd names it. Where `clone3` is refused (an older kernel,
+/// a container's seccomp profile), `fork` then `pidfd_open`. `None` in the
+/// child.
+fn fork_with_pidfd() -> Result<Option<(i32, OwnedFd)>, Errno> {
+    /// `struct clone_args` as of Linux 5.3 (`CLONE_ARGS_SIZE_VER0`).
+    #[repr(C)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+    }
+    let mut pidfd: nix::libc::c_int = -1;
+    let args = CloneArgs {
+        flags: nix::libc::CLONE_PIDFD as u64,
+        pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: nix::libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+    };
+    // SAFETY: a fork (no stack, no shared memory) of a process with one
+    // thread; the kernel writes the pidfd into `pidfd`, which lives here.
+    let pid = unsafe {
+        nix::libc::syscall(nix::libc::SYS_clone3, std::ptr::addr_of!(args), std::mem::size_of::<CloneArgs>())
+    };
+    match pid {
+        0 => return Ok(None),
+        1.. => {
+            // SAFETY: the kernel just gave this descriptor.
+            return Ok(Some((pid as i32, unsafe { OwnedFd::from_raw_fd(pidfd) })));
+        }
+        _ => {}
+    }
+    match Errno::last() {
+        Errno::ENOSYS | Errno::EPERM | Errno::EINVAL => {}
+        e => return Err(e),
+    }
+    // SAFETY: this process has one thread.
+    match unsafe { fork() }? {
+        ForkResult::Child => Ok(None),
+        ForkResult::Parent { child } => {
             // The child waits for its call: it does not exit by itself
-            // before this, so the pidfd names it (its pid is reused only
-            // after the kernel's pid numbers went round).
+            // before this (only if its set-up fails, or something kills
+            // it; then the pidfd may name a process that reused the pid
+            // only after the kernel's pid numbers went round).
             // SAFETY: a plain system call on a pid of our own child.
             let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, child.as_raw(), 0) };
             if fd < 0 {
                 let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
-                return None;
+                return Err(Errno::last());
             }
             // SAFETY: the kernel just gave this descriptor.
-            Some((child.as_raw(), unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+            Ok(Some((child.as_raw(), unsafe { OwnedFd::from_raw_fd(fd as i32) })))
         }
     }
 }
 
 /// In the child: dying with the zygote, its own process group, the
-/// zygote's `SIGCHLD` disposition and dumpable flag undone (as a spawned
-/// helper has them),
+/// zygote's `SIGCHLD` disposition undone (as a spawned helper has it; not
+/// dumpable, as a helper is while it waits),
 /// the three descriptors as stdin, stdout and stderr and no other, then
 /// the helper's wait for its call. Returns its exit code.
 fn become_helper(fds: &[OwnedFd], zygote: Pid) -> i32 {
@@ -133,7 +202,6 @@ fn become_helper(fds: &[OwnedFd], zygote: Pid) -> i32 {
         || nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)).is_err()
         || set_sigchld(SigHandler::SigDfl).is_err()
         || sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).is_err()
-        || nix::sys::prctl::set_dumpable(true).is_err()
     {
         return SETUP_FAILED;
     }

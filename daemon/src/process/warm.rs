@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::child::Child;
-use super::zygote::Zygote;
+use super::zygote::{ForkError, Zygote};
 use super::{Kept, Ledger, ProcessTree};
 
 /// Sandbox helpers started ahead of their calls: one waits, already past
@@ -34,7 +34,15 @@ pub struct WarmPool {
 /// The zygote, and how it has fared.
 #[derive(Default)]
 struct Zygotes {
+    /// The zygote, while no fork is asked of it.
     running: Option<Zygote>,
+    /// A fork is asked of it (outside the lock): its pid. Meanwhile other
+    /// calls spawn their helper, and no other zygote is started.
+    busy: Option<i32>,
+    /// Zygotes given up (dead channel, no answer in time) that may still
+    /// have helpers running calls: they exit once those have; the oldest
+    /// is killed beyond [`RETIRED_AT_MOST`].
+    retired: Vec<Zygote>,
     /// Zygotes started, helpers forked.
     starts: u64,
     forks: u64,
@@ -45,6 +53,23 @@ struct Zygotes {
 
 /// Failures in a row after which no zygote is started any more.
 const ZYGOTE_GIVE_UP: u32 = 3;
+
+/// Zygotes given up and still running, at most.
+const RETIRED_AT_MOST: usize = 4;
+
+impl Zygotes {
+    /// Gives `zygote` up: no more forks are asked of it; it exits once its
+    /// helpers have. Beyond [`RETIRED_AT_MOST`] still running, the oldest
+    /// is killed (a zygote stopped for good never sees its channel close).
+    fn retire(&mut self, zygote: Zygote) {
+        zygote.give_up();
+        self.retired.retain_mut(Zygote::alive);
+        if self.retired.len() >= RETIRED_AT_MOST {
+            self.retired.remove(0).kill();
+        }
+        self.retired.push(zygote);
+    }
+}
 
 impl std::fmt::Debug for WarmPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,9 +123,9 @@ impl WarmPool {
         let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|w| w.pid);
         let zygote = {
             let z = self.zygotes();
-            z.running.as_ref().map(|running| agentd_protocol::methods::ZygoteStatus {
-                pid: running.pid() as u32,
-                rss_kib: running.rss_kib().unwrap_or(0),
+            z.running.as_ref().map(Zygote::pid).or(z.busy).map(|pid| agentd_protocol::methods::ZygoteStatus {
+                pid: pid as u32,
+                rss_kib: super::rss_kib(pid).unwrap_or(0),
                 starts: z.starts,
                 forks: z.forks,
             })
@@ -133,64 +158,94 @@ impl WarmPool {
     }
 
     /// A helper forked by the zygote; `None` where there is none to fork
-    /// from (then the caller spawns one). A zygote that fails is replaced
-    /// once; after [`ZYGOTE_GIVE_UP`] failures in a row, none is started
-    /// any more.
+    /// from (then the caller spawns one). A zygote whose channel fails is
+    /// given up (not killed: its helpers run calls) and replaced once;
+    /// after [`ZYGOTE_GIVE_UP`] failures in a row, none is started any
+    /// more. One that says it could not fork (a process limit) is kept.
+    /// The fork is asked outside the lock: a wedged zygote holds up one
+    /// call for its answer limit, not every call and `daemon/info`.
     fn fork(&self, may_start_zygote: bool) -> Option<Warm> {
-        let mut z = self.zygotes();
         for _ in 0..2 {
-            if z.running.as_mut().is_some_and(|running| !running.alive()) {
-                tracing::warn!("the sandbox zygote died; another is started");
-                z.running = None;
-                z.failures += 1;
-            }
-            if z.running.is_none() {
-                if !may_start_zygote || z.failures >= ZYGOTE_GIVE_UP {
-                    return None;
-                }
-                match Zygote::start(&self.helper, self.ledger.clone()) {
-                    Ok(started) => {
-                        z.running = Some(started);
-                        z.starts += 1;
-                    }
-                    Err(e) => {
-                        z.failures += 1;
-                        tracing::warn!("cannot start the sandbox zygote ({e}); helpers are spawned one by one");
-                        return None;
-                    }
-                }
-            }
-            let running = z.running.as_mut()?;
-            let forked = running.fork().and_then(|f| {
-                self.ledger.record(f.pid, running.marker());
-                let child = Child::forked(f.pidfd, f.stdout, f.stderr)?;
-                Ok(Warm {
-                    child: Some(child),
-                    control: f.control,
-                    pid: f.pid,
-                    marker: running.marker().to_owned(),
-                    parent: running.pid(),
-                    ledger: self.ledger.clone(),
-                })
-            });
+            let mut running = self.take_zygote(may_start_zygote)?;
+            let forked = running.fork();
+            let mut z = self.zygotes();
+            z.busy = None;
             match forked {
-                Ok(warm) => {
+                Ok(f) => {
+                    self.ledger.record(f.pid, running.marker());
+                    let warm = Child::forked(f.pidfd, f.stdout, f.stderr).map(|child| Warm {
+                        child: Some(child),
+                        control: f.control,
+                        pid: f.pid,
+                        marker: running.marker().to_owned(),
+                        parent: running.pid(),
+                        ledger: self.ledger.clone(),
+                    });
+                    z.running = Some(running);
                     z.forks += 1;
                     z.failures = 0;
-                    return Some(warm);
+                    // (Not watched: its control socket closes with the
+                    // error, so it exits.)
+                    return warm.inspect_err(|e| tracing::warn!("a forked helper cannot be watched: {e}")).ok();
                 }
-                Err(e) => {
+                Err(ForkError::NotMade) => {
+                    z.running = Some(running);
+                    tracing::warn!("the sandbox zygote could not fork a helper now; one is spawned");
+                    return None;
+                }
+                Err(ForkError::NotAsked(e)) => {
+                    z.running = Some(running);
+                    tracing::warn!("cannot ask the sandbox zygote for a helper ({e}); one is spawned");
+                    return None;
+                }
+                Err(ForkError::Broken(e)) => {
                     z.failures += 1;
                     if z.failures >= ZYGOTE_GIVE_UP {
                         tracing::warn!("the sandbox zygote failed ({e}); helpers are spawned one by one from now on");
                     } else {
                         tracing::warn!("the sandbox zygote failed ({e}); another is started");
                     }
-                    z.running = None;
+                    z.retire(running);
                 }
             }
         }
         None
+    }
+
+    /// The zygote to fork from, marked busy: the running one, or one
+    /// started now (if `may_start_zygote`); `None` while another call
+    /// forks, or where there is none to be had.
+    fn take_zygote(&self, may_start_zygote: bool) -> Option<Zygote> {
+        let mut z = self.zygotes();
+        if z.busy.is_some() {
+            return None;
+        }
+        // Those given up that have exited are reaped.
+        z.retired.retain_mut(Zygote::alive);
+        if z.running.as_mut().is_some_and(|running| !running.alive()) {
+            tracing::warn!("the sandbox zygote died; another is started");
+            z.running = None;
+            z.failures += 1;
+        }
+        if z.running.is_none() {
+            if !may_start_zygote || z.failures >= ZYGOTE_GIVE_UP {
+                return None;
+            }
+            match Zygote::start(&self.helper, self.ledger.clone()) {
+                Ok(started) => {
+                    z.running = Some(started);
+                    z.starts += 1;
+                }
+                Err(e) => {
+                    z.failures += 1;
+                    tracing::warn!("cannot start the sandbox zygote ({e}); helpers are spawned one by one");
+                    return None;
+                }
+            }
+        }
+        let running = z.running.take()?;
+        z.busy = Some(running.pid());
+        Some(running)
     }
 
     /// Spawns a helper (`agentd-sandbox --warm`).

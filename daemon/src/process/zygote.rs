@@ -73,18 +73,12 @@ impl Zygote {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Its resident memory, in KiB.
-    pub fn rss_kib(&self) -> Option<u64> {
-        super::rss_kib(self.pid)
-    }
-
-    /// Forks a helper waiting for its call. An error means this zygote is
-    /// of no more use (dead, wedged, or it could not fork).
-    pub fn fork(&mut self) -> std::io::Result<Forked> {
+    /// Forks a helper waiting for its call.
+    pub fn fork(&mut self) -> Result<Forked, ForkError> {
         use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
-        let (control, theirs) = UnixStream::pair()?;
-        let (stdout, out_w) = pipe()?;
-        let (stderr, err_w) = pipe()?;
+        let (control, theirs) = UnixStream::pair().map_err(ForkError::NotAsked)?;
+        let (stdout, out_w) = pipe().map_err(ForkError::NotAsked)?;
+        let (stderr, err_w) = pipe().map_err(ForkError::NotAsked)?;
         let fds = [theirs.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
         let byte = [agentd_sandbox::zygote::FORK];
         let iov = [std::io::IoSlice::new(&byte)];
@@ -92,7 +86,7 @@ impl Zygote {
         loop {
             match sendmsg::<()>(self.channel.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(ForkError::Broken(e.into())),
                 Ok(_) => break,
             }
         }
@@ -108,10 +102,10 @@ impl Zygote {
                 MsgFlags::MSG_CMSG_CLOEXEC,
             ) {
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(ForkError::Broken(e.into())),
                 Ok(msg) => {
                     let mut fds = Vec::new();
-                    for c in msg.cmsgs().map_err(std::io::Error::from)? {
+                    for c in msg.cmsgs().map_err(|e| ForkError::Broken(e.into()))? {
                         if let ControlMessageOwned::ScmRights(list) = c {
                             // SAFETY: the kernel just gave these descriptors.
                             #[allow(unsafe_code)]
@@ -124,20 +118,48 @@ impl Zygote {
         };
         if got < head.len() {
             use std::io::Read;
-            (&self.channel).read_exact(&mut head[got..])?;
+            (&self.channel).read_exact(&mut head[got..]).map_err(ForkError::Broken)?;
         }
         let pid = i32::from_le_bytes(head);
         match (pid, pidfds.pop(), pidfds.is_empty()) {
             (1.., Some(pidfd), true) => Ok(Forked { pid, pidfd, control, stdout, stderr }),
-            _ => Err(std::io::Error::other("the sandbox zygote could not fork a helper")),
+            // It answered: it could not fork now (a process limit); it is
+            // still of use.
+            (0, None, true) => Err(ForkError::NotMade),
+            _ => Err(ForkError::Broken(std::io::Error::other("the sandbox zygote answered nonsense"))),
         }
     }
+
+    /// Closes its channel: it makes no more helpers, and exits once those it
+    /// made have.
+    pub fn give_up(&self) {
+        let _ = self.channel.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Ends it now, and with it the helpers it made (their death signal).
+    pub fn kill(mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Why a zygote made no helper.
+#[derive(Debug)]
+pub(super) enum ForkError {
+    /// It said it could not fork (now): it still serves.
+    NotMade,
+    /// The helper's descriptors could not be made here (out of
+    /// descriptors): nothing was asked of it.
+    NotAsked(std::io::Error),
+    /// Its channel failed (it died, or it did not answer in time): it is of
+    /// no more use.
+    Broken(std::io::Error),
 }
 
 impl Drop for Zygote {
     fn drop(&mut self) {
-        // Its helpers die with it (their death signal).
-        let _ = self.child.start_kill();
+        // Its channel closes: it makes no more helpers and exits once the
+        // last it made has (never killed here: they run calls, and die
+        // with it).
         self.ledger.forget(self.pid);
     }
 }
