@@ -162,11 +162,12 @@ fn start(args: Args) -> anyhow::Result<()> {
 /// SIGTERM, SIGINT or SIGHUP (a closed terminal) starts a clean shutdown
 /// (sessions are kept for the next start). A second one exits at once, but
 /// not before every command's process tree is killed and the socket file
-/// removed. SIGXFSZ is ignored, so a file-size limit fails the write that
-/// hit it instead of killing the daemon (Rust already ignores SIGPIPE).
+/// removed. SIGXFSZ is caught (and nothing done), so a file-size limit
+/// fails the write that hit it instead of killing the daemon (Rust already
+/// ignores SIGPIPE, and gives it back to what it spawns).
 fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    ignore_sigxfsz();
+    catch_sigxfsz();
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
@@ -192,11 +193,17 @@ fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
 }
 
 #[allow(unsafe_code)]
-fn ignore_sigxfsz() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    // SAFETY: setting a signal to be ignored installs no handler code.
-    if let Err(e) = unsafe { signal(Signal::SIGXFSZ, SigHandler::SigIgn) } {
-        tracing::warn!("cannot ignore SIGXFSZ: {e}");
+fn catch_sigxfsz() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    // Caught by a handler that does nothing rather than ignored: an
+    // ignored signal stays ignored across `exec` in everything the daemon
+    // spawns (`posix_spawn` keeps it cheap, so no `pre_exec` resets it),
+    // while a caught one is the default again there.
+    extern "C" fn nothing(_: nix::libc::c_int) {}
+    let action = SigAction::new(SigHandler::Handler(nothing), SaFlags::SA_RESTART, SigSet::empty());
+    // SAFETY: the handler touches nothing.
+    if let Err(e) = unsafe { sigaction(Signal::SIGXFSZ, &action) } {
+        tracing::warn!("cannot catch SIGXFSZ: {e}");
     }
 }
 

@@ -571,3 +571,36 @@ fn placeholders_and_groups_a_killed_daemon_left_are_gone_after_the_next_start() 
     let ledger = std::fs::read_to_string(d.dir.path().join("state/placeholders/ledger")).unwrap();
     assert!(ledger.is_empty(), "a new ledger: {ledger}");
 }
+
+/// A file-size limit on the daemon (`ulimit -f` in the shell that started
+/// it) fails the write that hits it and does not kill the daemon (SIGXFSZ
+/// is caught there); what the daemon runs gets SIGXFSZ as any program
+/// does (caught, not ignored: an ignored signal would stay ignored across
+/// `exec`).
+#[test]
+fn a_file_size_limit_fails_a_write_without_killing_the_daemon() {
+    let d = StandaloneDaemon::start(&["--ephemeral", "--sandbox-helper", "/nonexistent/agentd-sandbox"], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let limit = std::process::Command::new("prlimit")
+        .args(["--pid", &d.pid().to_string(), "--fsize=65536:65536"])
+        .status()
+        .unwrap();
+    assert!(limit.success());
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let big = "x".repeat(100_000);
+        let path = ws.join("big.txt");
+        let input = json!({ "file_path": path, "content": big });
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+        // The daemon is still here, and what it runs (no sandbox helper:
+        // bash itself) is killed by the signal.
+        let command = "head -c 100000 /dev/zero > spawned.bin; echo \"status $?\"";
+        let input = json!({ "command": command });
+        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+        assert!(text(&r).contains("status 153"), "{r}");
+        c.ok("daemon/info", json!({})).await;
+    });
+}

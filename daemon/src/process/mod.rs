@@ -225,7 +225,6 @@ pub fn spawn_bash(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    default_sigxfsz(&mut cmd);
     let (child, pid) = spawn_recorded(&mut cmd, marker, ledger)?;
     Ok(ProcessTree::new(Child::spawned(child), pid, marker, ledger.clone()))
 }
@@ -245,23 +244,6 @@ fn spawn_recorded(
     drop(owned);
     ledger.record(pid, marker);
     Ok((child, pid))
-}
-
-/// The daemon ignores SIGXFSZ (a file-size limit fails its write instead
-/// of killing it); what it runs gets the default back, as a program
-/// expects (ignored signals are inherited across `exec`). Rust's runtime
-/// already gives SIGPIPE back. (The sandbox helper gives its commands every
-/// default itself.)
-#[allow(unsafe_code)]
-fn default_sigxfsz(cmd: &mut tokio::process::Command) {
-    // SAFETY: between fork and exec, only `signal`, which is
-    // async-signal-safe, with the default disposition.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::libc::signal(nix::libc::SIGXFSZ, nix::libc::SIG_DFL);
-            Ok(())
-        });
-    }
 }
 
 /// A command's whole environment: the daemon's (only the plain part when
@@ -325,7 +307,6 @@ pub fn spawn_server(
         }
     }
     cmd.envs(env).env(MARKER_VAR, marker);
-    default_sigxfsz(&mut cmd);
     let (child, pid) = spawn_recorded(&mut cmd, marker, ledger)?;
     Ok(ProcessTree::new(Child::spawned(child), pid, marker, ledger.clone()))
 }
