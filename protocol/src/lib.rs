@@ -27,6 +27,19 @@ pub mod workspace;
 pub use error::ErrorCode;
 pub use methods::Method;
 
+/// What kind of JSON value `v` is, as an error message names it ("got an
+/// array").
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// Version of the wire protocol. Bumped when a change is not backwards
 /// compatible for clients; additions (new optional fields, new methods) keep it.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -155,7 +155,10 @@ impl HookSet {
     pub fn add(&mut self, source: &str, hooks: &Value) {
         let source: Arc<str> = Arc::from(source);
         let Some(events) = hooks.as_object() else {
-            self.errors.push(format!("{source}: hooks: must be an object of event names, got {}", kind(hooks)));
+            self.errors.push(format!(
+                "{source}: hooks: must be an object of event names, got {}",
+                agentd_protocol::json_kind(hooks)
+            ));
             return;
         };
         for (name, groups) in events {
@@ -165,7 +168,10 @@ impl HookSet {
                 continue;
             };
             let Some(groups) = groups.as_array() else {
-                self.errors.push(format!("{at}: must be an array of matcher groups, got {}", kind(groups)));
+                self.errors.push(format!(
+                    "{at}: must be an array of matcher groups, got {}",
+                    agentd_protocol::json_kind(groups)
+                ));
                 continue;
             };
             for (g, group) in groups.iter().enumerate() {
@@ -173,7 +179,7 @@ impl HookSet {
                 let matcher = match group.get("matcher") {
                     None | Some(Value::Null) => Matcher::parse(""),
                     Some(Value::String(m)) => Matcher::parse(m),
-                    Some(other) => Err(format!("matcher must be a string, got {}", kind(other))),
+                    Some(other) => Err(format!("matcher must be a string, got {}", agentd_protocol::json_kind(other))),
                 };
                 let matcher = match matcher {
                     Ok(m) => m,
@@ -250,7 +256,9 @@ impl HookSet {
 }
 
 fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String> {
-    let Some(map) = entry.as_object() else { return Err(format!("must be an object, got {}", kind(entry))) };
+    let Some(map) = entry.as_object() else {
+        return Err(format!("must be an object, got {}", agentd_protocol::json_kind(entry)));
+    };
     match map.get("type").and_then(Value::as_str) {
         Some("command") => {}
         Some(other) => {
@@ -276,7 +284,9 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
             Some(a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         }
-        Some(other) => return Err(format!("args must be an array of strings, got {}", kind(other))),
+        Some(other) => {
+            return Err(format!("args must be an array of strings, got {}", agentd_protocol::json_kind(other)));
+        }
     };
     let bash = match map.get("shell").and_then(Value::as_str) {
         None => false,
@@ -305,17 +315,6 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         once: flag("once"),
         source: source.clone(),
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A settings file and whether it is the workspace's own.

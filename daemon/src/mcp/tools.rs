@@ -89,22 +89,6 @@ impl DynTool for McpTool {
         &self.tool.schema
     }
 
-    fn is_enabled(&self) -> bool {
-        true
-    }
-
-    fn always_load(&self) -> bool {
-        false
-    }
-
-    fn should_defer(&self) -> bool {
-        true
-    }
-
-    fn is_external(&self) -> bool {
-        true
-    }
-
     /// The server's annotations as it gave them; where it gave none, MCP's
     /// defaults (not read-only, destructive, not idempotent, open world).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {

@@ -167,7 +167,7 @@ impl Dispatcher {
                 format!(
                     "a request must be a JSON object{}, got {}",
                     if in_batch { "" } else { " (or an array of them for a batch)" },
-                    json_kind(&value)
+                    agentd_protocol::json_kind(&value)
                 ),
             )));
         };
@@ -183,7 +183,7 @@ impl Dispatcher {
                 return Single::Ready(Some(error_reply(
                     Id::Null,
                     ErrorCode::InvalidRequest,
-                    format!("\"id\" must be a string, a number or null, got {}", json_kind(v)),
+                    format!("\"id\" must be a string, a number or null, got {}", agentd_protocol::json_kind(v)),
                 )));
             }
         };
@@ -390,17 +390,6 @@ pub fn busy_reply(line: &str, limit: usize) -> Reply {
 pub fn error_reply(id: Id<'_>, code: ErrorCode, message: impl Into<String>) -> Reply {
     let err = jsonrpsee::types::ErrorObjectOwned::from(crate::server::rpc::RpcError::new(code, message));
     MethodResponse::error(id, err).into_json()
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -65,6 +65,10 @@ impl CallOutcome {
 }
 
 /// A tool with its types erased, as the registry and the executor hold it.
+/// A built-in tool is one through [`Erased`], which says everything; the
+/// defaults are those of a tool from an external source (an MCP server's),
+/// the other kind that implements this directly: enabled, deferred behind
+/// ToolSearch, never loaded up front.
 pub trait DynTool: Send + Sync + 'static {
     /// The tool's name.
     fn name(&self) -> &str;
@@ -75,14 +79,20 @@ pub trait DynTool: Send + Sync + 'static {
     /// The JSON Schema of the input (an object schema, no `$ref`s).
     fn input_schema(&self) -> &Value;
     /// Is the tool available here?
-    fn is_enabled(&self) -> bool;
+    fn is_enabled(&self) -> bool {
+        true
+    }
     /// Never deferred.
-    fn always_load(&self) -> bool;
+    fn always_load(&self) -> bool {
+        false
+    }
     /// May be deferred behind ToolSearch.
-    fn should_defer(&self) -> bool;
+    fn should_defer(&self) -> bool {
+        true
+    }
     /// Comes from an external source (MCP): always deferrable.
     fn is_external(&self) -> bool {
-        false
+        true
     }
     /// Does a failed call cancel the other calls of its turn?
     fn cancels_siblings_on_failure(&self) -> bool {
@@ -189,7 +199,7 @@ pub fn parse_input<I: serde::de::DeserializeOwned>(tool: &str, input: Value) -> 
         return Err(InputError {
             tool: tool.to_owned(),
             field: ".".into(),
-            detail: format!("the input must be a JSON object, got {}", json_kind(&input)),
+            detail: format!("the input must be a JSON object, got {}", agentd_protocol::json_kind(&input)),
         });
     }
     serde_path_to_error::deserialize(input).map_err(|e| {
@@ -197,17 +207,6 @@ pub fn parse_input<I: serde::de::DeserializeOwned>(tool: &str, input: Value) -> 
         let detail = if field == "." { e.inner().to_string() } else { format!("field `{field}`: {}", e.inner()) };
         InputError { tool: tool.to_owned(), field, detail }
     })
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl<T: Tool> DynTool for Erased<T> {

@@ -186,18 +186,6 @@ async fn tool_search_loads_deferred_tools_through_its_context_modifier() {
         fn input_schema(&self) -> &serde_json::Value {
             self.0.input_schema()
         }
-        fn is_enabled(&self) -> bool {
-            true
-        }
-        fn always_load(&self) -> bool {
-            false
-        }
-        fn should_defer(&self) -> bool {
-            true
-        }
-        fn is_external(&self) -> bool {
-            true
-        }
         fn prepare(&self, input: serde_json::Value) -> Result<Box<dyn PreparedCall>, InputError> {
             self.0.prepare(input)
         }

@@ -96,22 +96,6 @@ impl DynTool for SyntheticTool {
         &self.schema
     }
 
-    fn is_enabled(&self) -> bool {
-        true
-    }
-
-    fn always_load(&self) -> bool {
-        false
-    }
-
-    fn should_defer(&self) -> bool {
-        true
-    }
-
-    fn is_external(&self) -> bool {
-        true
-    }
-
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError> {
         let has_workspace = input.get("workspace").is_some_and(Value::is_string);
         if !input.is_object() || !has_workspace {
