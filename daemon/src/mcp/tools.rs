@@ -615,6 +615,7 @@ impl Tool for ListMcpResources {
     type Progress = ();
 
     const NAME: &'static str = "ListMcpResources";
+    const CONCURRENCY_SAFE: bool = true;
 
     const HINTS: agentd_protocol::tools::ToolHints =
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
@@ -631,18 +632,6 @@ impl Tool for ListMcpResources {
 
     fn check_permissions(&self, _input: &ListInput, _ctx: &ToolContext) -> Decision {
         Decision::Allow
-    }
-
-    fn is_concurrency_safe(&self, _input: &ListInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &ListInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &ListInput) -> bool {
-        false
     }
 
     fn should_defer(&self) -> bool {
@@ -746,6 +735,7 @@ impl Tool for ReadMcpResource {
     type Progress = ();
 
     const NAME: &'static str = "ReadMcpResource";
+    const CONCURRENCY_SAFE: bool = true;
 
     const HINTS: agentd_protocol::tools::ToolHints =
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::READ_ONLY };
@@ -777,18 +767,6 @@ impl Tool for ReadMcpResource {
                 suggestion: Some(format!("mcp__{}", input.server)),
             },
         }
-    }
-
-    fn is_concurrency_safe(&self, _input: &ReadInput) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &ReadInput) -> bool {
-        true
-    }
-
-    fn is_destructive(&self, _input: &ReadInput) -> bool {
-        false
     }
 
     fn should_defer(&self) -> bool {
