@@ -963,7 +963,8 @@ async fn a_command_gets_neither_x32_calls_nor_its_helpers_socket() {
 async fn commands_get_default_signal_dispositions_in_every_profile() {
     let d = TestDaemon::start().await;
     let probe = "yes | head -1; echo \"pipe ${PIPESTATUS[*]}\"; \
-                 (ulimit -f 1; head -c 4096 /dev/zero > big 2>/dev/null); echo \"xfsz $?\"; rm -f big";
+                 (ulimit -f 1; head -c 4096 /dev/zero > big 2>/dev/null); echo \"xfsz $?\"; rm -f big; \
+                 grep -E '^Sig(Ign|Blk)' /proc/self/status";
     for mode in ["read_only", "workspace_write", "off"] {
         let mut s = session(&d, json!({ "mode": "bypass", "sandbox": { "mode": mode } })).await;
         let r = s.run(probe).await;
@@ -974,6 +975,8 @@ async fn commands_get_default_signal_dispositions_in_every_profile() {
         if mode != "read_only" {
             assert!(out.contains("xfsz 153"), "{mode}: {r}");
         }
+        // Nothing ignored or blocked, the C library's own two included.
+        assert!(out.contains("SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"), "{mode}: {r}");
     }
 }
 

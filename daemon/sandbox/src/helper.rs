@@ -71,6 +71,9 @@ pub fn main() -> std::process::ExitCode {
     if args.get(1).is_some_and(|a| a == "--warm") {
         std::process::exit(warm());
     }
+    if args.get(1).is_some_and(|a| a == "--user-namespace") {
+        std::process::exit(make_user_namespace(0));
+    }
     if args.get(1).is_some_and(|a| a == "--zygote") {
         std::process::exit(super::zygote::main(args.get(2).map(OsString::as_os_str)));
     }
@@ -116,6 +119,7 @@ pub(crate) fn warm() -> i32 {
     if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() || nix::sys::prctl::set_dumpable(false).is_err() {
         return SETUP_FAILED;
     }
+    prepare_user_namespace();
     let (request, gate) = match receive_request() {
         Ok(Some(r)) => r,
         // The daemon closed the socket unused: nothing to do.
@@ -339,11 +343,130 @@ fn catch_term() {
 /// changed outside), the workspace roots (workspace_write) and the call's
 /// own directory writable, the protected files and the daemon's state
 /// read-only again, and the daemon's socket directory hidden.
-/// Whether a debugger is attached to this process (`TracerPid` in
-/// /proc/self/status; unreadable counts as traced).
-fn traced() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).is_none_or(|pid| pid.trim() != "0")
+/// A user namespace made ahead of its call by [`prepare_user_namespace`]
+/// (the helper is single-threaded: a lock nobody waits on).
+static PREPARED: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+
+/// Makes the call's user namespace now, while the helper waits for its
+/// call (off the call's path); [`enter_namespaces`] joins it. Nothing is
+/// lost if it cannot be made: the call makes it then.
+pub(crate) fn prepare_user_namespace() {
+    if let Ok(made) = user_namespace(false) {
+        *PREPARED.lock().unwrap_or_else(|e| e.into_inner()) = Some(made);
+    }
+}
+
+/// A new user namespace mapping only this process's uid and gid, made by a
+/// child that is then killed. Its maps must be written by a process in it,
+/// and only a dumpable process may write its own (a non-dumpable one's
+/// /proc files are root's); the helper itself must never be dumpable (a
+/// process of the user's opening its memory while it is, even for an
+/// instant, keeps that access after: the call's request and environment,
+/// its descriptors), so a child with nothing of the helper's — every
+/// descriptor closed, no call received yet or none in its memory that
+/// matters — makes the namespace, and the helper joins it (its owner's uid
+/// gives it that right). What the helper joins is checked: a direct child
+/// of its own user namespace, with exactly these maps.
+/// `fresh`: the helper holds a call already, so the child execs a fresh
+/// image of the helper first (a dumpable copy of this memory would give the
+/// call away).
+fn user_namespace(fresh: bool) -> Result<OwnedFd, String> {
+    use std::io::Read;
+    let (mut ready, done) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+    // SAFETY: this process has one thread.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            let done = done.as_raw_fd() as u32;
+            // SAFETY: closes every descriptor but the pipe's write end.
+            unsafe {
+                if done > 0 {
+                    nix::libc::syscall(nix::libc::SYS_close_range, 0u32, done - 1, 0u32);
+                }
+                nix::libc::syscall(nix::libc::SYS_close_range, done + 1, u32::MAX, 0u32);
+            }
+            if fresh {
+                // A call's request is in this memory: a fresh image of the
+                // helper makes the namespace instead (`--user-namespace`,
+                // told on its stdin).
+                // SAFETY: dup2 onto stdin, then exec.
+                unsafe {
+                    if nix::libc::dup2(done as i32, 0) == 0 {
+                        let args = [c"agentd-sandbox".as_ptr(), c"--user-namespace".as_ptr(), std::ptr::null()];
+                        nix::libc::execv(c"/proc/self/exe".as_ptr(), args.as_ptr());
+                    }
+                }
+                std::process::exit(SETUP_FAILED);
+            }
+            std::process::exit(make_user_namespace(done as i32));
+        }
+        ForkResult::Parent { child } => {
+            drop(done);
+            let mut byte = [0u8; 1];
+            let said = ready.read(&mut byte);
+            let ns = match said {
+                Ok(1) => std::fs::File::open(format!("/proc/{child}/ns/user"))
+                    .map(OwnedFd::from)
+                    .map_err(|e| format!("the user namespace: {e}")),
+                _ => Err("a user namespace could not be made".to_owned()),
+            };
+            let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(child, None);
+            let ns = ns?;
+            // A child of ours, not a namespace nested further in.
+            const NS_GET_PARENT: nix::libc::c_ulong = 0xb702;
+            // SAFETY: an ioctl on a namespace descriptor; it returns a new one.
+            let parent = unsafe { nix::libc::ioctl(ns.as_raw_fd(), NS_GET_PARENT as _) };
+            if parent < 0 {
+                return Err(format!("the user namespace's parent: {}", std::io::Error::last_os_error()));
+            }
+            // SAFETY: the kernel just gave this descriptor.
+            let parent = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(parent) };
+            let ours = std::fs::metadata("/proc/self/ns/user").map_err(|e| format!("our user namespace: {e}"))?;
+            let theirs = nix::sys::stat::fstat(&parent).map_err(|e| format!("the user namespace's parent: {e}"))?;
+            {
+                use std::os::unix::fs::MetadataExt;
+                if ours.ino() != theirs.st_ino || ours.dev() != theirs.st_dev {
+                    return Err("the user namespace made is not a child of the helper's".into());
+                }
+            }
+            Ok(ns)
+        }
+    }
+}
+
+/// In the child that makes a user namespace (or `agentd-sandbox
+/// --user-namespace`, with `done` its stdin): makes it, maps this uid and
+/// gid, says so on `done`, and waits to be killed. Returns only on failure.
+pub(crate) fn make_user_namespace(done: i32) -> i32 {
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let made = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_ok()
+        && nix::sched::unshare(CloneFlags::CLONE_NEWUSER).is_ok()
+        && nix::sys::prctl::set_dumpable(true).is_ok()
+        && std::fs::write("/proc/self/setgroups", "deny").is_ok()
+        && std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).is_ok()
+        && std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).is_ok();
+    if made {
+        // SAFETY: a write of one byte to a descriptor this process holds.
+        unsafe { nix::libc::write(done, b"1".as_ptr().cast(), 1) };
+        loop {
+            nix::unistd::pause();
+        }
+    }
+    SETUP_FAILED
+}
+
+/// Whether this process's user namespace maps exactly `uid` and `gid` to
+/// themselves, and no group may be set.
+fn maps_are_only(uid: u32, gid: u32) -> bool {
+    let read = |f: &str| std::fs::read_to_string(f).unwrap_or_default();
+    let one = |text: String, id: u32| {
+        let lines: Vec<Vec<String>> = text.lines().map(|l| l.split_whitespace().map(str::to_owned).collect()).collect();
+        lines == vec![vec![id.to_string(), id.to_string(), "1".to_owned()]]
+    };
+    one(read("/proc/self/uid_map"), uid)
+        && one(read("/proc/self/gid_map"), gid)
+        && read("/proc/self/setgroups").trim() == "deny"
 }
 
 pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
@@ -352,29 +475,25 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     // A network namespace of its own only where the network is gated (see
     // `netns`): where the call has none, seccomp (socket families) with
     // Landlock (TCP) already cut it, more cheaply.
-    let mut flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS;
+    let mut flags =
+        CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     if spec.gate {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
-    // The maps are written by the process itself, which only a dumpable
-    // one may (a non-dumpable one's /proc files are root's): dumpable for
-    // these writes only, and not traced after them.
-    nix::sys::prctl::set_dumpable(true).map_err(|e| format!("dumpable: {e}"))?;
-    let maps = (|| {
-        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
-        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
-        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))
-    })();
-    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("not dumpable: {e}"))?;
-    maps?;
-    if traced() {
-        return Err("the helper is being traced".into());
+    // The user namespace: made ahead, or now; joined, never made here (see
+    // `user_namespace`).
+    let prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let userns = match prepared {
+        Some(ns) => ns,
+        // Not made ahead: the call is in this memory now.
+        None => user_namespace(true)?,
+    };
+    nix::sched::setns(&userns, CloneFlags::CLONE_NEWUSER).map_err(|e| format!("join the user namespace: {e}"))?;
+    drop(userns);
+    if !maps_are_only(uid, gid) {
+        return Err("the user namespace maps more than the user".into());
     }
+    nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
     if spec.gate {
         super::netns::loopback_up()?;
     }
@@ -683,13 +802,19 @@ fn wait_or_answer(
 
 /// Every catchable signal back to its default disposition, none blocked.
 pub(crate) fn default_signals() {
+    // The kernel's own call: the C library refuses the two signals it
+    // keeps for itself (32 and 33), which `posix_spawn` left ignored. An
+    // all-zero `struct sigaction` is the default disposition, no flags, an
+    // empty mask, whatever the architecture's layout.
+    let default = [0u64; 4];
     for sig in 1..=nix::libc::SIGRTMAX() {
         if sig == nix::libc::SIGKILL || sig == nix::libc::SIGSTOP {
             continue;
         }
-        // SAFETY: restoring the default disposition installs no handler;
-        // the C library refuses the signals it keeps for itself (EINVAL).
-        unsafe { nix::libc::signal(sig, nix::libc::SIG_DFL) };
+        // SAFETY: installs no handler; the kernel reads `default` only.
+        unsafe {
+            nix::libc::syscall(nix::libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8usize)
+        };
     }
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&signal::SigSet::empty()), None);
 }
