@@ -72,7 +72,8 @@ pub fn main() -> std::process::ExitCode {
         std::process::exit(warm());
     }
     if args.get(1).is_some_and(|a| a == "--user-namespace") {
-        std::process::exit(make_user_namespace(0));
+        let parent = args.get(2).and_then(|p| p.to_str()?.parse().ok()).unwrap_or(-1);
+        std::process::exit(make_user_namespace(0, parent));
     }
     if args.get(1).is_some_and(|a| a == "--zygote") {
         std::process::exit(super::zygote::main(args.get(2).map(OsString::as_os_str)));
@@ -373,31 +374,42 @@ pub(crate) fn prepare_user_namespace() {
 fn user_namespace(fresh: bool) -> Result<OwnedFd, String> {
     use std::io::Read;
     let (mut ready, done) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+    let parent = nix::unistd::getpid().as_raw();
     // SAFETY: this process has one thread.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
         ForkResult::Child => {
             let done = done.as_raw_fd() as u32;
-            // SAFETY: closes every descriptor but the pipe's write end.
-            unsafe {
-                if done > 0 {
-                    nix::libc::syscall(nix::libc::SYS_close_range, 0u32, done - 1, 0u32);
-                }
-                nix::libc::syscall(nix::libc::SYS_close_range, done + 1, u32::MAX, 0u32);
+            // SAFETY: closes every descriptor but the pipe's write end; a
+            // child that could not is never made dumpable.
+            let closed = unsafe {
+                (done == 0 || nix::libc::syscall(nix::libc::SYS_close_range, 0u32, done - 1, 0u32) == 0)
+                    && nix::libc::syscall(nix::libc::SYS_close_range, done + 1, u32::MAX, 0u32) == 0
+            };
+            if !closed {
+                std::process::exit(SETUP_FAILED);
             }
             if fresh {
                 // A call's request is in this memory: a fresh image of the
-                // helper makes the namespace instead (`--user-namespace`,
-                // told on its stdin).
-                // SAFETY: dup2 onto stdin, then exec.
+                // helper makes the namespace instead (`--user-namespace
+                // PARENT`, told on its stdin), with no environment and `/`
+                // as its directory (nothing of the call's).
+                let parent = std::ffi::CString::new(parent.to_string()).unwrap_or_default();
+                // SAFETY: dup2 onto stdin, chdir, then exec.
                 unsafe {
-                    if nix::libc::dup2(done as i32, 0) == 0 {
-                        let args = [c"agentd-sandbox".as_ptr(), c"--user-namespace".as_ptr(), std::ptr::null()];
-                        nix::libc::execv(c"/proc/self/exe".as_ptr(), args.as_ptr());
+                    if nix::libc::dup2(done as i32, 0) == 0 && nix::libc::chdir(c"/".as_ptr()) == 0 {
+                        let args = [
+                            c"agentd-sandbox".as_ptr(),
+                            c"--user-namespace".as_ptr(),
+                            parent.as_ptr(),
+                            std::ptr::null(),
+                        ];
+                        let env = [std::ptr::null()];
+                        nix::libc::execve(c"/proc/self/exe".as_ptr(), args.as_ptr(), env.as_ptr());
                     }
                 }
                 std::process::exit(SETUP_FAILED);
             }
-            std::process::exit(make_user_namespace(done as i32));
+            std::process::exit(make_user_namespace(done as i32, parent));
         }
         ForkResult::Parent { child } => {
             drop(done);
@@ -410,7 +422,16 @@ fn user_namespace(fresh: bool) -> Result<OwnedFd, String> {
                 _ => Err("a user namespace could not be made".to_owned()),
             };
             let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(child, None);
+            // Reaped, within bounds: a traced child's end is its tracer's
+            // to see first; then it is left (the daemon, its subreaper, or
+            // this helper's exit takes it).
+            use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+            for _ in 0..50 {
+                match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                    _ => break,
+                }
+            }
             let ns = ns?;
             // A child of ours, not a namespace nested further in.
             const NS_GET_PARENT: nix::libc::c_ulong = 0xb702;
@@ -437,10 +458,13 @@ fn user_namespace(fresh: bool) -> Result<OwnedFd, String> {
 /// In the child that makes a user namespace (or `agentd-sandbox
 /// --user-namespace`, with `done` its stdin): makes it, maps this uid and
 /// gid, says so on `done`, and waits to be killed. Returns only on failure.
-pub(crate) fn make_user_namespace(done: i32) -> i32 {
+pub(crate) fn make_user_namespace(done: i32, parent: i32) -> i32 {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
+    // Dying with the helper, which must still be there (it may have died
+    // before the death signal was set).
     let made = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_ok()
+        && nix::unistd::getppid().as_raw() == parent
         && nix::sched::unshare(CloneFlags::CLONE_NEWUSER).is_ok()
         && nix::sys::prctl::set_dumpable(true).is_ok()
         && std::fs::write("/proc/self/setgroups", "deny").is_ok()
