@@ -40,3 +40,4 @@ mod tools;
 mod turns;
 mod web;
 mod worktree;
+mod zygote;

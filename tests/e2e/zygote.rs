@@ -1,0 +1,179 @@
+//! The sandbox helpers' own lives: the zygote that forks them, the helper
+//! that waits for its call, what becomes of them when one dies, is stopped
+//! or the daemon is killed.
+
+use agentd_tests::{RawConn, StandaloneDaemon, procs};
+use serde_json::{Value, json};
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The pid of `pid`'s parent.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
+}
+
+/// The daemon's sandbox zygotes (its children running `--zygote`).
+fn zygotes(daemon: i32) -> Vec<i32> {
+    procs("agentd-sandbox --zygote").into_iter().filter(|pid| parent_of(*pid) == Some(daemon)).collect()
+}
+
+/// The sandbox helpers waiting for a call: the zygote's children (or,
+/// without one, the daemon's children started as `--warm`).
+fn waiting_helpers(daemon: i32) -> Vec<i32> {
+    let zygotes = zygotes(daemon);
+    let forked = procs("agentd-sandbox --zygote").into_iter().filter(|pid| {
+        let parent = parent_of(*pid);
+        zygotes.iter().any(|z| Some(*z) == parent)
+    });
+    let spawned = procs("agentd-sandbox --warm").into_iter().filter(|pid| parent_of(*pid) == Some(daemon));
+    forked.chain(spawned).collect()
+}
+
+#[test]
+fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_and_a_dead_one_is_passed_over() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let call = |command: &str| json!({ "session_id": id, "name": "Bash", "input": { "command": command } });
+        // The first call starts the zygote, which forks the next one's helper.
+        let r = c.ok("tool/call", call("echo $AGENTD_PROCESS; echo one")).await;
+        assert!(text(&r).contains("one"), "{r}");
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        assert_eq!(zygotes(d.pid()).len(), 1, "one zygote");
+        // daemon/info says so, with its memory.
+        let info = c.ok("daemon/info", json!({})).await;
+        let warm = &info["sandbox"]["warm_helpers"];
+        assert_eq!(warm["waiting"], 1, "{info}");
+        assert!(warm["started"].as_u64().unwrap() >= 2 && warm["cold_starts"] == 1, "{info}");
+        let rss = warm["waiting_rss_kib"].as_u64().unwrap();
+        assert!(rss > 100 && rss < 64 * 1024, "{info}");
+        let zygote = &warm["zygote"];
+        assert_eq!(zygote["pid"].as_i64(), Some(i64::from(zygotes(d.pid())[0])), "{info}");
+        assert_eq!((zygote["starts"].as_u64(), zygote["forks"].as_u64()), (Some(1), Some(1)), "{info}");
+        let zygote_rss = zygote["rss_kib"].as_u64().unwrap();
+        assert!(zygote_rss > 100 && zygote_rss < 64 * 1024, "{info}");
+        // The thread that started them is not one that ends when idle (the
+        // blocking pool's end after 10 s): the zygote, its helper, and the
+        // call it then runs, are not killed by a death signal.
+        tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+        let waiting = waiting_helpers(d.pid());
+        assert_eq!(waiting.len(), 1, "the waiting helper survived");
+        let r = c.ok("tool/call", call("sleep 0.2; echo two; echo $AGENTD_PROCESS")).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(text(&r).starts_with("two\n"), "{r}");
+        // Each call has its own marker, not the helper's.
+        let marker = text(&r).lines().nth(1).unwrap_or_default().to_owned();
+        let helper_env = std::fs::read(format!("/proc/{}/environ", waiting[0])).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&helper_env).contains(&marker), "{marker}");
+        // The zygote keeps nothing per call: its memory does not grow.
+        for _ in 0..20 {
+            c.ok("tool/call", call("true")).await;
+        }
+        let info = c.ok("daemon/info", json!({})).await;
+        let zygote = &info["sandbox"]["warm_helpers"]["zygote"];
+        assert!(zygote["forks"].as_u64().unwrap() >= 20, "{info}");
+        assert!(zygote["rss_kib"].as_u64().unwrap() <= zygote_rss + 256, "grew from {zygote_rss}: {info}");
+        // A waiting helper that died is passed over, and one killed while
+        // the call is handed to it (still dying: its end is seen only once
+        // the call was sent) is replaced: it never said it took the call.
+        for round in 0..5 {
+            agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+            let killed = waiting_helpers(d.pid());
+            for pid in &killed {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+            }
+            if round % 2 == 1 {
+                // Dead (a zombie, or gone), not still dying.
+                agentd_tests::eventually("the killed helper is dead", || {
+                    killed.iter().all(|pid| {
+                        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                        stat.rsplit_once(')').is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
+                    })
+                })
+                .await;
+            }
+            let r = c.ok("tool/call", call("echo three")).await;
+            assert_eq!(text(&r), "three\n", "round {round}: {r}");
+        }
+        // A zygote that does not answer (stopped) is given up and replaced
+        // after its answer limit, calls meanwhile getting their helpers
+        // spawned; the calls its helpers run are not cut short (killing it
+        // would kill them), and it exits once they have.
+        let job = c
+            .ok(
+                "tool/call",
+                json!({ "session_id": id, "name": "Bash", "input": {
+                "command": "sleep 7; echo survived", "run_in_background": true } }),
+            )
+            .await;
+        let job = text(&job).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        let stopped = zygotes(d.pid());
+        let signal = |pids: &[i32], sig| {
+            for pid in pids {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), sig).unwrap();
+            }
+        };
+        signal(&stopped, nix::sys::signal::Signal::SIGSTOP);
+        for n in 0..3 {
+            let r = c.ok("tool/call", call(&format!("echo while-stopped {n}"))).await;
+            assert_eq!(text(&r), format!("while-stopped {n}\n"), "{r}");
+        }
+        agentd_tests::eventually("another zygote runs", || zygotes(d.pid()).iter().any(|z| !stopped.contains(z))).await;
+        signal(&stopped, nix::sys::signal::Signal::SIGCONT);
+        let ended = loop {
+            let input = json!({ "task_id": job, "timeout": 2000 });
+            let r = c.ok("tool/call", json!({ "session_id": id, "name": "TaskOutput", "input": input })).await;
+            if !text(&r).contains("is running]") {
+                break r;
+            }
+        };
+        assert!(text(&ended).contains("survived\n") && text(&ended).contains("exited with code 0]"), "{ended}");
+        agentd_tests::eventually("the stopped zygote exited after its helpers", || {
+            let live = procs("agentd-sandbox --zygote");
+            stopped.iter().all(|pid| !live.contains(pid))
+        })
+        .await;
+        let info = c.ok("daemon/info", json!({})).await;
+        let starts = info["sandbox"]["warm_helpers"]["zygote"]["starts"].as_u64().unwrap();
+        assert_eq!(starts, 2, "{info}");
+        // A zygote that died is replaced; a call meanwhile still runs.
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+        let first = zygotes(d.pid());
+        for pid in &first {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        }
+        agentd_tests::eventually("its helper died with it", || waiting_helpers(d.pid()).is_empty()).await;
+        let r = c.ok("tool/call", call("echo four")).await;
+        assert_eq!(text(&r), "four\n", "{r}");
+        agentd_tests::eventually("another zygote runs", || {
+            let now = zygotes(d.pid());
+            now.len() == 1 && !first.contains(&now[0])
+        })
+        .await;
+        let r = c.ok("tool/call", call("echo five")).await;
+        assert_eq!(text(&r), "five\n", "{r}");
+        let info = c.ok("daemon/info", json!({})).await;
+        assert_eq!(info["sandbox"]["warm_helpers"]["zygote"]["starts"], starts + 1, "{info}");
+        agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
+    });
+    // The daemon killed: its zygote and waiting helper go with it.
+    let mut ours = waiting_helpers(d.pid());
+    ours.extend(zygotes(d.pid()));
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = d.child.wait();
+    rt.block_on(agentd_tests::eventually("the zygote and the waiting helper are gone", || {
+        let live = procs("agentd-sandbox");
+        ours.iter().all(|pid| !live.contains(pid))
+    }));
+}
