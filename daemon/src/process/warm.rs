@@ -184,9 +184,14 @@ impl WarmPool {
                     z.running = Some(running);
                     z.forks += 1;
                     z.failures = 0;
-                    // (Not watched: its control socket closes with the
-                    // error, so it exits.)
-                    return warm.inspect_err(|e| tracing::warn!("a forked helper cannot be watched: {e}")).ok();
+                    // Not watched: its control socket closes with the error,
+                    // so it exits, and it is no group of ours any more.
+                    return warm
+                        .inspect_err(|e| {
+                            self.ledger.forget(f.pid);
+                            tracing::warn!("a forked helper cannot be watched: {e}");
+                        })
+                        .ok();
                 }
                 Err(ForkError::NotMade) => {
                     z.running = Some(running);
