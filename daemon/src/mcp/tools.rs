@@ -612,7 +612,6 @@ pub struct ListMcpResources(pub Servers);
 impl Tool for ListMcpResources {
     type Input = ListInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "ListMcpResources";
     const CONCURRENCY_SAFE: bool = true;
@@ -646,7 +645,7 @@ impl Tool for ListMcpResources {
         &self,
         input: ListInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         let denied = |s: &Arc<Server>| server_rule(&ctx, &s.name) == Some(crate::permission::rules::RuleKind::Deny);
         let servers: Vec<&Arc<Server>> = match &input.server {
@@ -732,7 +731,6 @@ pub struct ReadMcpResource(pub Servers);
 impl Tool for ReadMcpResource {
     type Input = ReadInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "ReadMcpResource";
     const CONCURRENCY_SAFE: bool = true;
@@ -781,7 +779,7 @@ impl Tool for ReadMcpResource {
         &self,
         input: ReadInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         let server = self.0.find(&input.server)?;
         let name = &server.name;

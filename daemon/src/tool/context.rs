@@ -2,7 +2,6 @@
 //! (`ProgressSink`), and how it changes the session afterwards
 //! (`ContextModifier` applied to `SessionContext`).
 
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -189,29 +188,37 @@ pub struct ProgressReport {
 /// Where a progress report goes once erased (the executor's event stream).
 pub type ProgressReporter = Arc<dyn Fn(ProgressReport) + Send + Sync>;
 
-/// A tool's typed progress channel. Reports are forwarded at once, ahead of
-/// results.
-pub struct ProgressSink<P> {
-    report: Option<ProgressReporter>,
-    render: Arc<dyn Fn(&P) -> String + Send + Sync>,
-    _marker: PhantomData<fn(P)>,
+/// What a tool reports while it runs: a value the event stream carries as
+/// JSON, and its one line for a UI. A tool names no progress type; each
+/// report is typed where it is sent.
+pub trait ToolProgress: Serialize {
+    /// One line for a progress report. Default: the value as JSON.
+    fn render(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
-impl<P: Serialize> ProgressSink<P> {
-    /// A sink that renders with `render` and forwards to `report`.
-    pub fn new(render: impl Fn(&P) -> String + Send + Sync + 'static, report: Option<ProgressReporter>) -> Self {
-        ProgressSink { report, render: Arc::new(render), _marker: PhantomData }
+/// A call's progress channel. Reports are forwarded at once, ahead of
+/// results.
+pub struct ProgressSink {
+    report: Option<ProgressReporter>,
+}
+
+impl ProgressSink {
+    /// A sink that forwards to `report`.
+    pub fn new(report: Option<ProgressReporter>) -> Self {
+        ProgressSink { report }
     }
 
     /// A sink that drops every report.
     pub fn discard() -> Self {
-        ProgressSink { report: None, render: Arc::new(|_| String::new()), _marker: PhantomData }
+        ProgressSink { report: None }
     }
 
-    /// Reports progress.
-    pub fn send(&self, progress: P) {
+    /// Reports progress (rendered and serialised only when someone listens).
+    pub fn send(&self, progress: impl ToolProgress) {
         if let Some(report) = &self.report {
-            let render = (self.render)(&progress);
+            let render = progress.render();
             let data = serde_json::to_value(&progress).unwrap_or(serde_json::Value::Null);
             report(ProgressReport { data, render });
         }

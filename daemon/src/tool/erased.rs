@@ -326,8 +326,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
     fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {
         let TypedCall { tool, input } = *self;
         Box::pin(async move {
-            let render_tool = tool.clone();
-            let sink = ProgressSink::new(move |p: &T::Progress| render_tool.render_progress(p), progress);
+            let sink = ProgressSink::new(progress);
             let kept = input.clone();
             let ran = AssertUnwindSafe(tool.call(input, ctx, sink)).catch_unwind().await;
             match ran {

@@ -34,10 +34,20 @@ enum Volume {
     Loud,
 }
 
+/// How far Greet got.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Percent(u32);
+
+impl crate::tool::ToolProgress for Percent {
+    fn render(&self) -> String {
+        format!("{}%", self.0)
+    }
+}
+
 impl Tool for Greet {
     type Input = GreetInput;
     type Output = String;
-    type Progress = u32;
     const NAME: &'static str = "Greet";
 
     fn aliases(&self) -> &'static [&'static str] {
@@ -52,9 +62,9 @@ impl Tool for Greet {
         &self,
         input: GreetInput,
         _ctx: ToolContext,
-        progress: ProgressSink<u32>,
+        progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
-        progress.send(50);
+        progress.send(Percent(50));
         match input.who.as_str() {
             "panic" => panic!("asked to"),
             "" => Err(ToolError::new("nobody to greet")),
@@ -67,10 +77,6 @@ impl Tool for Greet {
 
     fn render_use(&self, input: &GreetInput) -> String {
         format!("Greeting {}", input.who)
-    }
-
-    fn render_progress(&self, p: &u32) -> String {
-        format!("{p}%")
     }
 
     fn render_result(&self, output: &String) -> String {

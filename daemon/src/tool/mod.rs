@@ -22,7 +22,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use context::{CallChannel, ContextModifier, MidCallAsk, NetworkNote, ProgressSink, SessionContext, ToolContext};
+pub use context::{
+    CallChannel, ContextModifier, MidCallAsk, NetworkNote, ProgressSink, SessionContext, ToolContext, ToolProgress,
+};
 pub use erased::{CallOutcome, DynTool, PreparedCall};
 pub use registry::Registry;
 pub use toolset::{DeferralSettings, ExternalToolSource, ToolSet};
@@ -130,10 +132,9 @@ pub trait Tool: Send + Sync + Sized + 'static {
     /// The input, as the model writes it. Its doc comments become the field
     /// descriptions of the input schema: write them for a model.
     type Input: DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static;
-    /// The output.
+    /// The output. (What a tool reports while it runs is typed where it
+    /// is sent: [`ToolProgress`].)
     type Output: Serialize + Send + 'static;
-    /// What the tool reports while it runs.
-    type Progress: Serialize + Send + 'static;
 
     // --- element one: name and aliases ---
 
@@ -266,7 +267,7 @@ pub trait Tool: Send + Sync + Sized + 'static {
         &self,
         input: Self::Input,
         ctx: ToolContext,
-        progress: ProgressSink<Self::Progress>,
+        progress: ProgressSink,
     ) -> impl Future<Output = Result<ToolOutput<Self::Output>, ToolError>> + Send;
 
     /// The `tool_result` content for an output. Default: the output as text
@@ -284,11 +285,6 @@ pub trait Tool: Send + Sync + Sized + 'static {
 
     /// One line while the call is queued or running, e.g. "Reading src/foo.rs".
     fn render_use(&self, input: &Self::Input) -> String;
-
-    /// One line for a progress report.
-    fn render_progress(&self, progress: &Self::Progress) -> String {
-        serde_json::to_string(progress).unwrap_or_default()
-    }
 
     /// Short text for a finished call.
     fn render_result(&self, output: &Self::Output) -> String;

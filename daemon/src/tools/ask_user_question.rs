@@ -88,7 +88,6 @@ pub struct AskUserQuestionOutput {
 impl Tool for AskUserQuestion {
     type Input = AskUserQuestionInput;
     type Output = AskUserQuestionOutput;
-    type Progress = ();
 
     const NAME: &'static str = NAME;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Question;
@@ -136,7 +135,7 @@ impl Tool for AskUserQuestion {
         &self,
         input: AskUserQuestionInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<AskUserQuestionOutput>, ToolError> {
         let given = ctx.grant.answers.as_deref().cloned().unwrap_or_default();
         let mut answers = BTreeMap::new();

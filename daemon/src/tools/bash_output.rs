@@ -75,7 +75,6 @@ pub struct BashOutputResult {
 impl Tool for BashOutput {
     type Input = BashOutputInput;
     type Output = BashOutputResult;
-    type Progress = ();
 
     const NAME: &'static str = "BashOutput";
     const CONCURRENCY_SAFE: bool = true;
@@ -100,7 +99,7 @@ impl Tool for BashOutput {
         &self,
         input: BashOutputInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<BashOutputResult>, ToolError> {
         let job = find_job(&ctx, &input.bash_id)?;
         read(&job, input.filter.as_deref()).map(ToolOutput::new)
@@ -122,7 +121,6 @@ impl Tool for BashOutput {
 impl Tool for TaskOutput {
     type Input = TaskOutputInput;
     type Output = BashOutputResult;
-    type Progress = ();
 
     const NAME: &'static str = "TaskOutput";
     const CONCURRENCY_SAFE: bool = true;
@@ -151,7 +149,7 @@ impl Tool for TaskOutput {
         &self,
         input: TaskOutputInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<BashOutputResult>, ToolError> {
         let job = find_job(&ctx, &input.task_id)?;
         if input.block.unwrap_or(true) {

@@ -37,7 +37,6 @@ pub struct BriefOutput {
 impl Tool for Brief {
     type Input = BriefInput;
     type Output = BriefOutput;
-    type Progress = ();
 
     const NAME: &'static str = NAME;
     const CONCURRENCY_SAFE: bool = true;
@@ -70,7 +69,7 @@ impl Tool for Brief {
         &self,
         input: BriefInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<BriefOutput>, ToolError> {
         let sent = match ctx.services.get::<crate::tool::context::UserMessages>() {
             Some(send) => {

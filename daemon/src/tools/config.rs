@@ -117,7 +117,6 @@ fn check(base: &SessionInfo, setting: &str, value: &Value) -> Result<Value, Stri
 impl Tool for Config {
     type Input = ConfigInput;
     type Output = ConfigOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Config";
 
@@ -163,7 +162,7 @@ impl Tool for Config {
         &self,
         input: ConfigInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<ConfigOutput>, ToolError> {
         let setting = input.setting.trim().to_owned();
         let Some(value) = input.value else {

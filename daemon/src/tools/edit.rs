@@ -52,7 +52,6 @@ pub struct EditOutput {
 impl Tool for Edit {
     type Input = EditInput;
     type Output = EditOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Edit";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
@@ -96,7 +95,7 @@ impl Tool for Edit {
         &self,
         input: EditInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
         let file_path = input.file_path.clone();
         apply(&file_path, ctx, move |text| edit(text, &input)).await
@@ -208,7 +207,6 @@ const MAX_STEPS: usize = 100;
 impl Tool for MultiEdit {
     type Input = MultiEditInput;
     type Output = EditOutput;
-    type Progress = ();
 
     const NAME: &'static str = "MultiEdit";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
@@ -265,7 +263,7 @@ impl Tool for MultiEdit {
         &self,
         input: MultiEditInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<EditOutput>, ToolError> {
         apply(&input.file_path, ctx, move |text| {
             let mut text = text.to_owned();

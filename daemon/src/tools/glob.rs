@@ -54,7 +54,6 @@ pub struct GlobOutput {
 impl Tool for Glob {
     type Input = GlobInput;
     type Output = GlobOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Glob";
     const CONCURRENCY_SAFE: bool = true;
@@ -97,7 +96,7 @@ impl Tool for Glob {
         &self,
         input: GlobInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<GlobOutput>, ToolError> {
         let search = Search::of(&input);
         let dir = match &search.dir {

@@ -122,7 +122,6 @@ pub struct GrepOutput {
 impl Tool for Grep {
     type Input = GrepInput;
     type Output = GrepOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Grep";
     const CONCURRENCY_SAFE: bool = true;
@@ -162,7 +161,7 @@ impl Tool for Grep {
         &self,
         input: GrepInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<GrepOutput>, ToolError> {
         let target = match &input.path {
             Some(p) => ctx.target_path(p).map_err(|e| ToolError::new(e.to_string()))?.abs(),

@@ -35,7 +35,6 @@ impl KillShellInput {
 impl Tool for KillShell {
     type Input = KillShellInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "KillShell";
 
@@ -67,7 +66,7 @@ impl Tool for KillShell {
         &self,
         input: KillShellInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         let id = input.id();
         let job = ctx

@@ -43,7 +43,6 @@ pub struct LsOutput {
 impl Tool for Ls {
     type Input = LsInput;
     type Output = LsOutput;
-    type Progress = ();
 
     const NAME: &'static str = "LS";
     const CONCURRENCY_SAFE: bool = true;
@@ -80,7 +79,7 @@ impl Tool for Ls {
         &self,
         input: LsInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<LsOutput>, ToolError> {
         let dir = ctx.target_path(&input.path).map_err(|e| ToolError::new(e.to_string()))?.abs();
         let canonical = std::fs::canonicalize(&dir).map_err(|e| ToolError::new(format!("{}: {e}", dir.display())))?;

@@ -82,7 +82,6 @@ pub struct NotebookEditOutput {
 impl Tool for NotebookEdit {
     type Input = NotebookEditInput;
     type Output = NotebookEditOutput;
-    type Progress = ();
 
     const NAME: &'static str = "NotebookEdit";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsNotebook;
@@ -129,7 +128,7 @@ impl Tool for NotebookEdit {
         &self,
         input: NotebookEditInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<NotebookEditOutput>, ToolError> {
         let path = ctx.target_path(&input.notebook_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();

@@ -46,7 +46,6 @@ pub struct PlanModeOutput {
 impl Tool for EnterPlanMode {
     type Input = EnterPlanModeInput;
     type Output = PlanModeOutput;
-    type Progress = ();
 
     const NAME: &'static str = "EnterPlanMode";
 
@@ -75,7 +74,7 @@ impl Tool for EnterPlanMode {
         &self,
         _input: EnterPlanModeInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<PlanModeOutput>, ToolError> {
         let modifier = Box::new(|s: &mut SessionContext| {
             if s.mode != Some(PermissionMode::Plan) {
@@ -190,7 +189,6 @@ fn plan_of(input: &ExitPlanModeInput, ctx: &ToolContext) -> (String, Option<std:
 impl Tool for ExitPlanMode {
     type Input = ExitPlanModeInput;
     type Output = PlanModeOutput;
-    type Progress = ();
 
     const NAME: &'static str = "ExitPlanMode";
 
@@ -243,7 +241,7 @@ impl Tool for ExitPlanMode {
         &self,
         input: ExitPlanModeInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<PlanModeOutput>, ToolError> {
         let after = ctx.session.mode_before_plan.unwrap_or(ctx.info.mode);
         let after = if after == PermissionMode::Plan { PermissionMode::Default } else { after };

@@ -86,7 +86,6 @@ impl ReadOutput {
 impl Tool for Read {
     type Input = ReadInput;
     type Output = ReadOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Read";
     const CONCURRENCY_SAFE: bool = true;
@@ -145,7 +144,7 @@ impl Tool for Read {
         &self,
         input: ReadInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
         let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let lines = Lines { offset: input.offset, limit: input.limit, large: input.allow_large };

@@ -179,7 +179,6 @@ pub const ALIASES: &[&str] = &["SlashCommand"];
 impl Tool for SkillTool {
     type Input = SkillInput;
     type Output = SkillOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Skill";
     const CONCURRENCY_SAFE: bool = true;
@@ -224,7 +223,7 @@ impl Tool for SkillTool {
         &self,
         input: SkillInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<SkillOutput>, ToolError> {
         let name = input.skill.trim().trim_start_matches('/');
         let def = self.find(name).ok_or_else(|| ToolError::new(format!("no skill {name:?}")))?;

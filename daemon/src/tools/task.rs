@@ -133,7 +133,6 @@ pub const ALIASES: &[&str] = &["Agent"];
 impl Tool for TaskTool {
     type Input = TaskInput;
     type Output = TaskOutput;
-    type Progress = ();
 
     const NAME: &'static str = NAME;
     const CONCURRENCY_SAFE: bool = true;
@@ -205,7 +204,7 @@ impl Tool for TaskTool {
         &self,
         input: TaskInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TaskOutput>, ToolError> {
         if !input.run_in_background {
             return self.run(input, ctx).await.map(ToolOutput::new);

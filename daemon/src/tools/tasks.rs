@@ -226,7 +226,6 @@ macro_rules! list_tool_basics {
 impl Tool for TaskCreate {
     type Input = TaskCreateInput;
     type Output = TasksOutput;
-    type Progress = ();
 
     const NAME: &'static str = "TaskCreate";
 
@@ -272,7 +271,7 @@ impl Tool for TaskCreate {
         &self,
         input: TaskCreateInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let number = ctx.session.last_task_id + 1;
         let task = TaskItem {
@@ -307,7 +306,6 @@ impl Tool for TaskCreate {
 impl Tool for TaskGet {
     type Input = TaskGetInput;
     type Output = TasksOutput;
-    type Progress = ();
 
     const NAME: &'static str = "TaskGet";
     const CONCURRENCY_SAFE: bool = true;
@@ -331,7 +329,7 @@ impl Tool for TaskGet {
         &self,
         input: TaskGetInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let task = find(&ctx, &input.task_id)
             .cloned()
@@ -351,7 +349,6 @@ impl Tool for TaskGet {
 impl Tool for TaskList {
     type Input = TaskListInput;
     type Output = TasksOutput;
-    type Progress = ();
 
     const NAME: &'static str = "TaskList";
     const CONCURRENCY_SAFE: bool = true;
@@ -368,7 +365,7 @@ impl Tool for TaskList {
         &self,
         _input: TaskListInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let tasks = ctx.session.tasks.clone();
         let message = if tasks.is_empty() {
@@ -474,7 +471,6 @@ fn apply(tasks: &mut Vec<TaskItem>, input: &TaskUpdateInput) {
 impl Tool for TaskUpdate {
     type Input = TaskUpdateInput;
     type Output = TasksOutput;
-    type Progress = ();
 
     const NAME: &'static str = "TaskUpdate";
 
@@ -509,7 +505,7 @@ impl Tool for TaskUpdate {
         &self,
         input: TaskUpdateInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let new = updated(&ctx.session.tasks, &input).map_err(ToolError::new)?;
         let (message, tasks) = match &new {

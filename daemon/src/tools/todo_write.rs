@@ -69,7 +69,6 @@ pub struct TodoWriteOutput {
 impl Tool for TodoWrite {
     type Input = TodoWriteInput;
     type Output = TodoWriteOutput;
-    type Progress = ();
 
     const NAME: &'static str = "TodoWrite";
 
@@ -102,7 +101,7 @@ impl Tool for TodoWrite {
         &self,
         input: TodoWriteInput,
         _ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<TodoWriteOutput>, ToolError> {
         let todos: Vec<TodoItem> = input.todos.iter().map(TodoInputItem::item).collect();
         let kept = todos.clone();

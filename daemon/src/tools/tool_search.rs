@@ -45,7 +45,6 @@ pub struct ToolSearchOutput {
 impl Tool for ToolSearch {
     type Input = ToolSearchInput;
     type Output = ToolSearchOutput;
-    type Progress = ();
 
     const NAME: &'static str = crate::tool::toolset::TOOL_SEARCH;
     const CONCURRENCY_SAFE: bool = true;
@@ -86,7 +85,7 @@ impl Tool for ToolSearch {
         &self,
         input: ToolSearchInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<ToolSearchOutput>, ToolError> {
         let (matches, unknown) = ctx.tools.search(&input.query, input.max_results.unwrap_or(5));
         let loaded: Vec<String> = matches.iter().map(|d| d.name.clone()).filter(|n| ctx.tools.is_deferred(n)).collect();

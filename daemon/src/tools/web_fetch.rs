@@ -470,7 +470,6 @@ fn to_text(content_type: &str, body: &[u8]) -> Result<String, String> {
 impl Tool for WebFetch {
     type Input = WebFetchInput;
     type Output = WebFetchOutput;
-    type Progress = ();
 
     const NAME: &'static str = "WebFetch";
     const CONCURRENCY_SAFE: bool = true;
@@ -509,7 +508,7 @@ impl Tool for WebFetch {
         &self,
         input: WebFetchInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<WebFetchOutput>, ToolError> {
         let url = input.url.trim().to_owned();
         // The session's own network lists hold for WebFetch too (it follows

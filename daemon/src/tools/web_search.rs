@@ -100,7 +100,6 @@ fn host_in(url: &str, domains: &[String]) -> bool {
 impl Tool for WebSearch {
     type Input = WebSearchInput;
     type Output = WebSearchOutput;
-    type Progress = ();
 
     const NAME: &'static str = "WebSearch";
     const CONCURRENCY_SAFE: bool = true;
@@ -139,7 +138,7 @@ impl Tool for WebSearch {
         &self,
         input: WebSearchInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<WebSearchOutput>, ToolError> {
         let Some(base) = BACKEND.as_ref() else { return Err(ToolError::new("no web search backend is configured")) };
         let mut url = base.join("search").map_err(|e| ToolError::new(format!("the backend URL: {e}")))?;

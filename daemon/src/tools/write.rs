@@ -61,7 +61,6 @@ pub fn check_unchanged(path: &fs::WsPath, session: &SessionContext) -> Result<Ve
 impl Tool for Write {
     type Input = WriteInput;
     type Output = WriteOutput;
-    type Progress = ();
 
     const NAME: &'static str = "Write";
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::EditsFile;
@@ -97,7 +96,7 @@ impl Tool for Write {
         &self,
         input: WriteInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<WriteOutput>, ToolError> {
         let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
         let session = ctx.session.clone();

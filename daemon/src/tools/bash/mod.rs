@@ -153,10 +153,16 @@ pub struct BashProgress {
     pub text: String,
 }
 
+impl crate::tool::ToolProgress for BashProgress {
+    /// The last line written so far.
+    fn render(&self) -> String {
+        one_line(self.text.trim_end().lines().last().unwrap_or(""), 120)
+    }
+}
+
 impl Tool for Bash {
     type Input = BashInput;
     type Output = BashResult;
-    type Progress = BashProgress;
 
     const NAME: &'static str = NAME;
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Shell;
@@ -254,7 +260,7 @@ impl Tool for Bash {
         &self,
         input: BashInput,
         ctx: ToolContext,
-        progress: ProgressSink<BashProgress>,
+        progress: ProgressSink,
     ) -> Result<ToolOutput<BashResult>, ToolError> {
         let started = std::time::Instant::now();
         let workspace: &Path = &ctx.cwd;
@@ -511,10 +517,6 @@ impl Tool for Bash {
         }
     }
 
-    fn render_progress(&self, p: &BashProgress) -> String {
-        one_line(p.text.trim_end().lines().last().unwrap_or(""), 120)
-    }
-
     fn render_result(&self, r: &BashResult) -> String {
         if let Some(job) = &r.job_id {
             return format!("started {job} in the background");
@@ -714,7 +716,7 @@ fn read_only(command: &str) -> bool {
     shell::parse(command).map(|s| shell::is_read_only(&s)).unwrap_or(false)
 }
 
-fn flush(progress: &ProgressSink<BashProgress>, pending: &mut Vec<u8>, streamed: &mut usize) {
+fn flush(progress: &ProgressSink, pending: &mut Vec<u8>, streamed: &mut usize) {
     if pending.is_empty() {
         return;
     }

@@ -24,7 +24,6 @@ pub struct TestBlockInput {
 impl Tool for TestBlock {
     type Input = TestBlockInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "TestBlock";
     const CONCURRENCY_SAFE: bool = true;
@@ -45,7 +44,7 @@ impl Tool for TestBlock {
         &self,
         input: TestBlockInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         // Only a hard stop (discard, session close) cancels the token.
         tokio::select! {

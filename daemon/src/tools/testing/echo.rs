@@ -26,7 +26,6 @@ pub struct TestEchoInput {
 impl Tool for TestEcho {
     type Input = TestEchoInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "TestEcho";
     const CONCURRENCY_SAFE: bool = true;
@@ -57,7 +56,7 @@ impl Tool for TestEcho {
         &self,
         input: TestEchoInput,
         _ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         Ok(ToolOutput::new(input.text.repeat(input.repeat.unwrap_or(1) as usize)))
     }

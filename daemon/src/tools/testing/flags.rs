@@ -22,7 +22,6 @@ macro_rules! flag_tool {
         impl Tool for $ty {
             type Input = NoInput;
             type Output = String;
-            type Progress = ();
 
             const NAME: &'static str = $name;
 
@@ -46,7 +45,7 @@ macro_rules! flag_tool {
                 $enabled
             }
 
-            async fn call(&self, _input: NoInput, _ctx: ToolContext, _p: ProgressSink<()>) -> Result<ToolOutput<String>, ToolError> {
+            async fn call(&self, _input: NoInput, _ctx: ToolContext, _p: ProgressSink) -> Result<ToolOutput<String>, ToolError> {
                 Ok(ToolOutput::new(concat!($name, " ran").to_owned()))
             }
 

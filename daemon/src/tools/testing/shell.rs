@@ -32,7 +32,6 @@ pub struct TestShellInput {
 impl Tool for TestShell {
     type Input = TestShellInput;
     type Output = String;
-    type Progress = ();
 
     const NAME: &'static str = "TestShell";
 
@@ -56,7 +55,7 @@ impl Tool for TestShell {
         &self,
         input: TestShellInput,
         ctx: ToolContext,
-        _progress: ProgressSink<()>,
+        _progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(input.ms)) => {}

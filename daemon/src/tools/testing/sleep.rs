@@ -46,10 +46,15 @@ pub struct Tick {
     pub of: u32,
 }
 
+impl crate::tool::ToolProgress for Tick {
+    fn render(&self) -> String {
+        format!("tick {}/{}", self.tick, self.of)
+    }
+}
+
 impl Tool for TestSleep {
     type Input = TestSleepInput;
     type Output = String;
-    type Progress = Tick;
 
     const NAME: &'static str = "TestSleep";
 
@@ -72,7 +77,7 @@ impl Tool for TestSleep {
         &self,
         input: TestSleepInput,
         ctx: ToolContext,
-        progress: ProgressSink<Tick>,
+        progress: ProgressSink,
     ) -> Result<ToolOutput<String>, ToolError> {
         let steps = input.ticks.max(1);
         let step = Duration::from_millis(input.ms) / steps;
@@ -96,10 +101,6 @@ impl Tool for TestSleep {
 
     fn render_use(&self, input: &TestSleepInput) -> String {
         format!("Sleeping {} ms", input.ms)
-    }
-
-    fn render_progress(&self, tick: &Tick) -> String {
-        format!("tick {}/{}", tick.tick, tick.of)
     }
 
     fn render_result(&self, output: &String) -> String {

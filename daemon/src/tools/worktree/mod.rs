@@ -274,7 +274,6 @@ fn no_symlink(path: &Path) -> Result<(), ToolError> {
 impl Tool for EnterWorktree {
     type Input = EnterWorktreeInput;
     type Output = WorktreeOutput;
-    type Progress = ();
 
     const NAME: &'static str = "EnterWorktree";
 
@@ -339,7 +338,7 @@ impl Tool for EnterWorktree {
         &self,
         input: EnterWorktreeInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
         let cancel = &ctx.cancel;
         let cwd: &Path = &ctx.cwd;
@@ -595,7 +594,6 @@ async fn unsaved_work(
 impl Tool for ExitWorktree {
     type Input = ExitWorktreeInput;
     type Output = WorktreeOutput;
-    type Progress = ();
 
     const NAME: &'static str = "ExitWorktree";
 
@@ -662,7 +660,7 @@ impl Tool for ExitWorktree {
         &self,
         input: ExitWorktreeInput,
         ctx: ToolContext,
-        _p: ProgressSink<()>,
+        _p: ProgressSink,
     ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
         let Some(w) = ctx.session.worktree.clone() else {
             return Err(ToolError::new("the session is not in a worktree EnterWorktree made"));
