@@ -92,6 +92,10 @@ impl ToolHints {
     /// A tool that only reads, locally.
     pub const READ_ONLY: ToolHints =
         ToolHints { read_only: true, destructive: false, idempotent: true, open_world: false };
+    /// A tool that changes local state but destroys nothing (a task list,
+    /// a worktree of its own).
+    pub const ADDITIVE: ToolHints =
+        ToolHints { read_only: false, destructive: false, idempotent: false, open_world: false };
 }
 
 /// Result of `tools/list`: ready for a model API's `tools` field.

@@ -43,7 +43,7 @@ impl Tool for Brief {
     const KIND: crate::tool::ToolKind = crate::tool::ToolKind::Messages;
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn description(&self) -> String {
         "Sends a short message to the user, shown apart from tool results: what you found, what you are \

@@ -121,7 +121,7 @@ impl Tool for Config {
     const NAME: &'static str = "Config";
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::ADDITIVE };
 
     fn description(&self) -> String {
         format!(

@@ -143,7 +143,7 @@ impl Tool for TaskTool {
     }
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: false, open_world: true };
+        agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::ADDITIVE };
 
     fn description(&self) -> String {
         let mut text = String::from(
@@ -292,7 +292,17 @@ impl TaskTool {
         let mut instructions = def.instructions.clone();
         if agent.hooks.wants(HookEvent::SubagentStart, &def.name) {
             let input = serde_json::json!({ "agent_id": child, "agent_type": def.name });
-            let said = agent.hooks.run(HookEvent::SubagentStart, &def.name, input, &agent.about, &ctx.cancel).await;
+            let said = agent
+                .hooks
+                .run(
+                    HookEvent::SubagentStart,
+                    &def.name,
+                    input,
+                    &agent.about,
+                    &ctx.cancel,
+                    crate::hooks::Completions::Pushed,
+                )
+                .await;
             if !said.context.is_empty() {
                 let added = said.context.join("\n");
                 instructions = Some(match instructions {
@@ -344,7 +354,17 @@ impl TaskTool {
                 "agent_transcript_path": null,
                 "last_assistant_message": answer.result,
             });
-            let said = agent.hooks.run(HookEvent::SubagentStop, &def.name, input, &agent.about, &ctx.cancel).await;
+            let said = agent
+                .hooks
+                .run(
+                    HookEvent::SubagentStop,
+                    &def.name,
+                    input,
+                    &agent.about,
+                    &ctx.cancel,
+                    crate::hooks::Completions::Pushed,
+                )
+                .await;
             // The sub-agent's loop is the client's and is over: what would
             // keep it running is the parent's to read.
             for reason in said.blocks {

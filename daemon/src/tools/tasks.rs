@@ -231,12 +231,7 @@ impl Tool for TaskCreate {
 
     list_tool_basics!();
 
-    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints {
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        open_world: false,
-    };
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::ADDITIVE;
 
     fn description(&self) -> String {
         "Creates a task in the session's task list (subject, description, optional activeForm and \
@@ -477,7 +472,7 @@ impl Tool for TaskUpdate {
     list_tool_basics!();
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::ADDITIVE };
 
     fn description(&self) -> String {
         "Updates a task of the session's task list: status (pending, in_progress, completed, or deleted to \

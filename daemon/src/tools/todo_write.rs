@@ -73,7 +73,7 @@ impl Tool for TodoWrite {
     const NAME: &'static str = "TodoWrite";
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: false, destructive: false, idempotent: true, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: true, ..agentd_protocol::tools::ToolHints::ADDITIVE };
 
     fn description(&self) -> String {
         "Keeps your todo list for this task: send the whole list each time (content, status \

@@ -31,7 +31,7 @@ impl Tool for TestEcho {
     const CONCURRENCY_SAFE: bool = true;
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn aliases(&self) -> &'static [&'static str] {
         &["Echo"]

@@ -59,7 +59,7 @@ impl Tool for TestSleep {
     const NAME: &'static str = "TestSleep";
 
     const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { read_only: true, destructive: false, idempotent: false, open_world: false };
+        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
 
     fn description(&self) -> String {
         "Sleeps for a while (a test tool).".to_owned()

@@ -277,12 +277,7 @@ impl Tool for EnterWorktree {
 
     const NAME: &'static str = "EnterWorktree";
 
-    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints {
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        open_world: false,
-    };
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::ADDITIVE;
 
     fn description(&self) -> String {
         "Creates an isolated git worktree (in .claude/worktrees/<name>, on a new branch worktree/<name> from \
