@@ -212,8 +212,16 @@ impl SessionExecutor {
             super::hooked::pre_tool_use_json(READ, &input, Some(&id), mode, &ctx.cwd.display().to_string());
         let about = crate::hooks::About { turn_id: None, tool_use_id: Some(id), tool_name: Some(READ.to_owned()) };
         let token = tokio_util::sync::CancellationToken::new();
-        let said =
-            hooks.run_deferred(agentd_protocol::hooks::HookEvent::PreToolUse, READ, hook_input, &about, &token).await;
+        let said = hooks
+            .run(
+                agentd_protocol::hooks::HookEvent::PreToolUse,
+                READ,
+                hook_input,
+                &about,
+                &token,
+                crate::hooks::Completions::Returned,
+            )
+            .await;
         {
             let _order = self.lock();
             for event in said.events {

@@ -63,7 +63,16 @@ impl SessionExecutor {
         };
         let token = self.cancel.child_token();
         self.tracker.spawn(async move {
-            hooks.run(HookEvent::Notification, "permission_prompt", input, &about, &token).await;
+            hooks
+                .run(
+                    HookEvent::Notification,
+                    "permission_prompt",
+                    input,
+                    &about,
+                    &token,
+                    crate::hooks::Completions::Pushed,
+                )
+                .await;
         });
     }
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{AskFor, CallIds, Grant, Inner, ReportOnDrop, SessionExecutor, Slot, Waiting};
-use crate::hooks::{About, Decision};
+use crate::hooks::{About, Completions, Decision};
 use crate::tool::{CallOutcome, PreparedCall, ToolContext};
 
 /// What a call's PreToolUse hooks said, for the permission decision.
@@ -146,8 +146,11 @@ impl SessionExecutor {
     ) {
         let input =
             pre_tool_use_json(&asked.name, &asked.input, asked.about.tool_use_id.as_deref(), asked.mode, &asked.cwd);
-        let mut said =
-            self.services.hooks.run_deferred(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token).await;
+        let mut said = self
+            .services
+            .hooks
+            .run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token, Completions::Returned)
+            .await;
         let completed = std::mem::take(&mut said.events);
         let refuse = |call: &dyn PreparedCall, message: String| {
             let render = call.render_rejected(&message);
@@ -236,7 +239,11 @@ impl SessionExecutor {
                     "permission_mode": mode,
                     "permission_suggestions": suggestions(&ask.suggestions),
                 });
-                let said = self.services.hooks.run(HookEvent::PermissionRequest, &ids.name, input, &about, token).await;
+                let said = self
+                    .services
+                    .hooks
+                    .run(HookEvent::PermissionRequest, &ids.name, input, &about, token, Completions::Pushed)
+                    .await;
                 if token.is_cancelled() {
                     return Err("cancelled while waiting for permission".into());
                 }
@@ -344,7 +351,8 @@ impl SessionExecutor {
             }
             input["tool_response"] = response;
         }
-        let mut said = self.services.hooks.run_deferred(event, &after.name, input, &after.about, token).await;
+        let mut said =
+            self.services.hooks.run(event, &after.name, input, &after.about, token, Completions::Returned).await;
         let completed = std::mem::take(&mut said.events);
         if event == HookEvent::PostToolUse
             && after.name.starts_with("mcp__")

@@ -141,6 +141,15 @@ pub fn mode_name(mode: agentd_protocol::session::PermissionMode) -> &'static str
     }
 }
 
+/// Where a hook run's `hook/completed` events go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completions {
+    /// Into the session's events at once.
+    Pushed,
+    /// Into [`Combined::events`], for the caller to push with its own.
+    Returned,
+}
+
 impl Hooks {
     /// The hooks of a session whose workspace is `cwd`; their events go to
     /// `events`; `async` hooks run on `tracker` until `cancel`; their
@@ -322,7 +331,10 @@ impl Hooks {
 
     /// Runs every hook for `event` on `subject` at once, with `input` (the
     /// moment's own fields; the common ones are added here), and combines
-    /// what they say. Each hook's start and end are events of the session.
+    /// what they say. Each hook's start and end are events of the session;
+    /// `completions` says whether the `hook/completed` events are pushed at
+    /// once or left in the result's `events` for the caller to push with its
+    /// own (one journal write for a call's hooks and its start or result).
     ///
     /// # Cancellation safety
     /// Dropping the future kills the command hooks still running and
@@ -334,31 +346,17 @@ impl Hooks {
         input: Value,
         about: &About,
         cancel: &CancellationToken,
+        completions: Completions,
     ) -> Combined {
-        self.run_with(event, subject, input, about, cancel, None).await
-    }
-
-    /// [`Hooks::run`], the `hook/completed` events left in the result's
-    /// `events` for the caller to push with its own (one journal write for
-    /// a call's hooks and its start or result).
-    ///
-    /// # Cancellation safety
-    /// As [`Hooks::run`].
-    pub async fn run_deferred(
-        &self,
-        event: HookEvent,
-        subject: &str,
-        input: Value,
-        about: &About,
-        cancel: &CancellationToken,
-    ) -> Combined {
-        let deferred = Mutex::new(Vec::new());
-        let mut combined = self.run_with(event, subject, input, about, cancel, Some(&deferred)).await;
-        combined.events = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
+        let deferred = (completions == Completions::Returned).then(|| Mutex::new(Vec::new()));
+        let mut combined = self.run_now(event, subject, input, about, cancel, deferred.as_ref()).await;
+        if let Some(deferred) = deferred {
+            combined.events = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
+        }
         combined
     }
 
-    async fn run_with(
+    async fn run_now(
         &self,
         event: HookEvent,
         subject: &str,

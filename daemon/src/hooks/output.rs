@@ -345,7 +345,7 @@ pub struct Combined {
     pub stop_reason: Option<String>,
     /// The last `updatedToolOutput`.
     pub updated_mcp_output: Option<Value>,
-    /// The `hook/completed` events [`super::Hooks::run_deferred`] left for
+    /// The `hook/completed` events [`super::Hooks::run`] left (with [`super::Completions::Returned`]) for
     /// its caller to push.
     pub events: Vec<agentd_protocol::turn::EventKind>,
 }

@@ -763,7 +763,16 @@ impl SessionManager {
             self.tracker.spawn(async move {
                 let input = serde_json::json!({ "reason": "other" });
                 let about = crate::hooks::About::default();
-                hooks.run(agentd_protocol::hooks::HookEvent::SessionEnd, "other", input, &about, &token).await;
+                hooks
+                    .run(
+                        agentd_protocol::hooks::HookEvent::SessionEnd,
+                        "other",
+                        input,
+                        &about,
+                        &token,
+                        crate::hooks::Completions::Pushed,
+                    )
+                    .await;
             });
         }
         crate::tools::web_fetch::forget_session(session_id);
@@ -803,7 +812,17 @@ impl SessionManager {
         let input = serde_json::json!({ "source": source });
         let cancel = session.cancel.child_token();
         drop(session);
-        hooks.run(HookEvent::SessionStart, source, input, &crate::hooks::About::default(), &cancel).await.context
+        hooks
+            .run(
+                HookEvent::SessionStart,
+                source,
+                input,
+                &crate::hooks::About::default(),
+                &cancel,
+                crate::hooks::Completions::Pushed,
+            )
+            .await
+            .context
     }
 
     /// Stops every session for a daemon shutdown: each cancels its calls
