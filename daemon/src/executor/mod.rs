@@ -337,6 +337,8 @@ pub struct SessionServices {
     pub plan_file: Arc<crate::tool::context::PlanFile>,
     /// What no tool may touch, kept so while a call of the session runs.
     pub _off_limits: Arc<crate::fs::OffLimits>,
+    /// Where the daemon records its writes in progress.
+    pub pending_writes: Arc<crate::fs::pending::Records>,
     /// The session's background jobs.
     pub jobs: Arc<JobTable>,
     /// The session's permission rules (session, project and user settings).
@@ -505,6 +507,7 @@ impl SessionExecutor {
                 info: Arc::new(info.clone()),
                 output_dir: Arc::new(output_dir),
                 plan_file: Arc::new(crate::tool::context::PlanFile(plan_file)),
+                pending_writes: Arc::new(off_limits.pending_writes()),
                 _off_limits: off_limits,
                 jobs,
                 rules: Arc::new(rules),

@@ -411,7 +411,7 @@ pub struct Written {
 /// created.
 #[cfg(test)]
 pub fn write_atomic(path: &WsPath, content: &[u8]) -> Result<Written, FsError> {
-    write_atomic_guarded(path, content, None)
+    write_atomic_guarded(path, content, None, &pending::Records::NONE)
 }
 
 /// What a guarded write refuses: whether the file `real` (its real path)
@@ -421,8 +421,14 @@ pub type Protected<'a> = &'a dyn Fn(&Path, &Path) -> bool;
 /// [`write_atomic`], refusing a file that turns out, once its directory is
 /// open, to be one `protected` names (`.git`, settings): a directory
 /// swapped for a symlink between the permission check and the write must
-/// not carry the write there. `None` refuses nothing.
-pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Protected>) -> Result<Written, FsError> {
+/// not carry the write there. `None` refuses nothing. The temporary file is
+/// recorded in `records` while it exists.
+pub fn write_atomic_guarded(
+    path: &WsPath,
+    content: &[u8],
+    protected: Option<Protected>,
+    records: &pending::Records,
+) -> Result<Written, FsError> {
     let abs = path.abs();
     let Some(name) = path.rel.file_name().map(|n| n.to_owned()) else {
         return Err(FsError::NotAFile { path: abs.display().to_string(), what: "the workspace itself".into() });
@@ -475,7 +481,12 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
         let rel = target
             .strip_prefix(&path.root)
             .map_err(|_| FsError::Outside { path: abs.display().to_string(), root: path.root.display().to_string() })?;
-        return write_atomic_guarded(&WsPath { root: path.root.clone(), rel: rel.to_owned() }, content, protected);
+        return write_atomic_guarded(
+            &WsPath { root: path.root.clone(), rel: rel.to_owned() },
+            content,
+            protected,
+            records,
+        );
     }
     let old = existing.ok();
     if let Some(st) = &old {
@@ -502,7 +513,7 @@ pub fn write_atomic_guarded(path: &WsPath, content: &[u8], protected: Option<Pro
     let tmp = format!(".{}.agentd-{}.tmp", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
     // Recorded first, so a daemon that dies mid-write has its successor
     // remove the temporary file.
-    let _pending = pending::Pending::record(&parent.abs().join(&tmp));
+    let _pending = pending::Pending::record(records, &parent.abs().join(&tmp));
     let fd = nix::fcntl::openat(
         dir.as_fd(),
         tmp.as_str(),
@@ -605,15 +616,30 @@ mod tests;
 /// is agentd's own (`.<name>.agentd-<32 hex>.tmp`), never a user's.
 pub mod pending {
     use std::path::{Path, PathBuf};
-    use std::sync::OnceLock;
 
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    /// Where a daemon records its writes in progress (its sessions' tools
+    /// get it from their context); nowhere in unit tests.
+    #[derive(Debug, Clone, Default)]
+    pub struct Records(Option<PathBuf>);
 
-    /// Sets the directory of the records and removes what a previous daemon
-    /// left unfinished; returns how many temporary files were removed.
-    pub fn init(state_dir: &Path) -> usize {
+    impl Records {
+        /// Records kept nowhere.
+        pub const NONE: Records = Records(None);
+
+        /// The records of the daemon whose state directory is `state_dir`.
+        pub fn in_state_dir(state_dir: &Path) -> Records {
+            Records(Some(state_dir.join(DIR)))
+        }
+    }
+
+    const DIR: &str = "pending-writes";
+
+    /// Makes the directory of the records in `state_dir` and removes what a
+    /// previous daemon left unfinished; returns how many temporary files
+    /// were removed.
+    pub fn clean(state_dir: &Path) -> usize {
         use std::os::unix::fs::DirBuilderExt;
-        let dir = state_dir.join("pending-writes");
+        let dir = state_dir.join(DIR);
         if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
             return 0;
         }
@@ -628,7 +654,6 @@ pub mod pending {
             }
             let _ = std::fs::remove_file(entry.path());
         }
-        let _ = DIR.set(dir);
         removed
     }
 
@@ -644,10 +669,10 @@ pub mod pending {
     pub struct Pending(Option<PathBuf>);
 
     impl Pending {
-        /// Records the temporary file `tmp` (nothing when there is no
-        /// state directory, as in unit tests).
-        pub fn record(tmp: &Path) -> Pending {
-            let Some(dir) = DIR.get() else { return Pending(None) };
+        /// Records the temporary file `tmp` in `records` (nothing when they
+        /// are kept nowhere).
+        pub fn record(records: &Records, tmp: &Path) -> Pending {
+            let Some(dir) = &records.0 else { return Pending(None) };
             let Some(name) = tmp.file_name() else { return Pending(None) };
             let record = dir.join(name);
             match std::fs::write(&record, tmp.as_os_str().as_encoded_bytes()) {
@@ -676,6 +701,27 @@ pub mod pending {
             assert!(!is_ours(Path::new("/w/.notes.txt.agentd-xyz.tmp")));
             assert!(!is_ours(Path::new("/w/.notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp.bak")));
             assert!(!is_ours(Path::new("/w/.x.tmp")));
+        }
+
+        #[test]
+        fn each_daemon_records_its_writes_in_its_own_state_directory() {
+            let (work, a, b) =
+                (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            assert_eq!((clean(a.path()), clean(b.path())), (0, 0));
+            let (to_a, to_b) = (Records::in_state_dir(a.path()), Records::in_state_dir(b.path()));
+            let listed = |d: &tempfile::TempDir| std::fs::read_dir(d.path().join(DIR)).unwrap().count();
+            let tmp = work.path().join(".notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp");
+            let pending = Pending::record(&to_b, &tmp);
+            assert_eq!((listed(&a), listed(&b)), (0, 1));
+            drop(pending);
+            assert_eq!(listed(&b), 0);
+            // A daemon that died mid-write: the next on its state directory
+            // removes the temporary file; the other's finds nothing.
+            std::fs::write(&tmp, "half").unwrap();
+            std::mem::forget(Pending::record(&to_a, &tmp));
+            assert_eq!(Pending::record(&Records::NONE, &tmp).0, None);
+            assert_eq!((clean(b.path()), clean(a.path())), (0, 1));
+            assert!(!tmp.exists());
         }
     }
 }
@@ -716,8 +762,16 @@ impl OffLimits {
     /// model writes its plan there, ExitPlanMode presents it), in the state
     /// directory as it was resolved when it was guarded. No I/O.
     pub fn plan_file(&self, session_id: &str) -> PathBuf {
-        let state = self.state.0.as_deref().unwrap_or(&self.given);
-        state.join("plans").join(format!("{session_id}.md"))
+        self.state_dir().join("plans").join(format!("{session_id}.md"))
+    }
+
+    /// Where the daemon records its writes in progress. No I/O.
+    pub fn pending_writes(&self) -> pending::Records {
+        pending::Records::in_state_dir(self.state_dir())
+    }
+
+    fn state_dir(&self) -> &Path {
+        self.state.0.as_deref().unwrap_or(&self.given)
     }
 }
 

@@ -3,6 +3,8 @@
 
 use super::*;
 
+const NO_RECORDS: &pending::Records = &pending::Records::NONE;
+
 fn ws() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap().join("ws");
@@ -22,8 +24,12 @@ fn secret_files_are_refused_by_identity_and_reads_stay_beneath_their_root() {
     let ws_path = |rel: &str| WsPath { root: root.clone(), rel: PathBuf::from(rel) };
     // Reached through a directory link made after the start.
     std::os::unix::fs::symlink("certs", root.join("l")).unwrap();
-    let write =
-        write_atomic_guarded(&ws_path("certs/secret.pem"), b"ATTACKER", Some(&crate::permission::names_protected));
+    let write = write_atomic_guarded(
+        &ws_path("certs/secret.pem"),
+        b"ATTACKER",
+        Some(&crate::permission::names_protected),
+        NO_RECORDS,
+    );
     assert!(write.is_err(), "{write:?}");
     assert_eq!(std::fs::read_to_string(root.join("certs/secret.pem")).unwrap(), "KEY");
     let held = nix::fcntl::open(&root, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).unwrap();
@@ -162,22 +168,23 @@ fn a_guarded_write_never_lands_in_a_protected_directory_through_a_link() {
     std::os::unix::fs::symlink(".git", root.join("notes")).unwrap();
     let p = resolve(&root, &root, "notes/config").unwrap();
     assert!(matches!(
-        write_atomic_guarded(&p, b"[core]\n\tfsmonitor = x\n", Some(&crate::permission::names_protected)),
+        write_atomic_guarded(&p, b"[core]\n\tfsmonitor = x\n", Some(&crate::permission::names_protected), NO_RECORDS),
         Err(FsError::NotAFile { .. })
     ));
     let p = resolve(&root, &root, "notes/hooks/pre-commit").unwrap();
-    assert!(write_atomic_guarded(&p, b"x", Some(&crate::permission::names_protected)).is_err());
+    assert!(write_atomic_guarded(&p, b"x", Some(&crate::permission::names_protected), NO_RECORDS).is_err());
     assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
     assert!(!root.join(".git/hooks/pre-commit").exists());
     // Approved by name, it is written.
     let p = resolve(&root, &root, ".git/config").unwrap();
-    assert!(write_atomic_guarded(&p, b"[core]\n\tbare = false\n", None).is_ok());
+    assert!(write_atomic_guarded(&p, b"[core]\n\tbare = false\n", None, NO_RECORDS).is_ok());
     // An ordinary file is written either way.
     assert!(
         write_atomic_guarded(
             &resolve(&root, &root, "ok.txt").unwrap(),
             b"x",
-            Some(&crate::permission::names_protected)
+            Some(&crate::permission::names_protected),
+            NO_RECORDS
         )
         .is_ok()
     );

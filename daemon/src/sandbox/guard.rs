@@ -211,8 +211,8 @@ static LIVE_GUARDS: std::sync::Mutex<Vec<LiveGuard>> = std::sync::Mutex::new(Vec
 static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl CallGuard {
-    /// Scans the roots and makes the placeholders.
-    pub fn new(roots: &[PathBuf]) -> CallGuard {
+    /// Scans the roots and makes the placeholders (recorded in `ledger`).
+    pub fn new(roots: &[PathBuf], ledger: &std::sync::Arc<placeholders::Ledger>) -> CallGuard {
         let (before, git_before) = scan(roots);
         let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
         let obeyed = git_obeys(&git_dirs);
@@ -259,7 +259,7 @@ impl CallGuard {
             let dir = std::fs::symlink_metadata(p).map_or(true, |m| m.is_dir());
             (p.clone(), dir)
         }));
-        let held = placeholders::hold(&absent, roots);
+        let held = placeholders::hold(&absent, roots, ledger);
         let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.push((id, roots.to_vec(), before.clone()));
@@ -528,9 +528,9 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let r = std::fs::canonicalize(root.path()).unwrap();
         let roots = vec![r.clone()];
-        let first = CallGuard::new(&roots);
+        let first = CallGuard::new(&roots, &Default::default());
         assert!(first.placeholders().contains(&r.join(".vscode")) && r.join(".vscode").is_dir());
-        let second = CallGuard::new(&roots);
+        let second = CallGuard::new(&roots, &Default::default());
         assert!(second.placeholders().contains(&r.join(".vscode")), "{:?}", second.placeholders());
         first.finish();
         let bound = crate::sandbox::protected_paths(&roots, &second.protect_too());
@@ -551,7 +551,7 @@ mod tests {
         std::fs::create_dir(r.join(".git")).unwrap();
         std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = hooks-later\n").unwrap();
         let roots = vec![r.clone()];
-        let guard = CallGuard::new(&roots);
+        let guard = CallGuard::new(&roots, &Default::default());
         assert!(r.join("hooks-later").is_dir());
         let bound = crate::sandbox::protected_paths(&roots, &guard.protect_too());
         assert!(bound.contains(&r.join("hooks-later")), "{bound:?}");

@@ -128,6 +128,9 @@ pub struct Facility {
     /// The daemon's process ledger: where every command, helper and
     /// server it starts is recorded until it is over.
     pub ledger: std::sync::Arc<crate::process::Ledger>,
+    /// The daemon's record of the placeholders its calls make (none kept
+    /// until the daemon sets it: see [`placeholders::Ledger::open`]).
+    pub placeholders: std::sync::Arc<placeholders::Ledger>,
 }
 
 impl Facility {
@@ -167,6 +170,7 @@ impl Facility {
                 hide: Vec::new(),
                 state_dir: None,
                 ledger: ledger.clone(),
+                placeholders: Default::default(),
             }
         };
         let Some(path) = helper.filter(|h| h.is_file()) else {
@@ -255,6 +259,7 @@ impl Facility {
             hide: Vec::new(),
             state_dir: None,
             ledger,
+            placeholders: Default::default(),
         }
     }
 
@@ -280,6 +285,7 @@ impl Facility {
             state_dir: None,
             warm: None,
             ledger: crate::process::Ledger::in_memory(),
+            placeholders: Default::default(),
         }
     }
 }

@@ -16,26 +16,40 @@
 //!   line appended: its id and what is made for it; another when it is
 //!   removed), so the next daemon removes what a killed one left. One file
 //!   for all: a record file per placeholder cost a Bash call in
-//!   `workspace_write` six inodes made and removed.
+//!   `workspace_write` six inodes made and removed. The ledger is the
+//!   daemon's ([`Ledger`], carried by the sandbox facility); the counts are
+//!   the process's, on purpose: calls of two daemons on one workspace hold
+//!   the same paths, and the last to end removes the placeholder and closes
+//!   its record in the ledger that made it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::fs::append_log::{AppendLog, read_left};
 
 static LIVE: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
-/// The open ledger (the records not yet removed: here and not in
-/// [`LIVE`], which is locked around calls in), and the next record's id.
-static LEDGER: Mutex<Option<(AppendLog<u64>, u64)>> = Mutex::new(None);
+
+/// A daemon's record of the placeholders it made: the open ledger file
+/// (none when it could not be kept, or in unit tests) and the next
+/// record's id.
+#[derive(Default)]
+pub struct Ledger(Mutex<Option<(AppendLog<u64>, u64)>>);
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().is_ok_and(|l| l.is_some());
+        f.debug_struct("placeholders::Ledger").field("kept", &kept).finish()
+    }
+}
 
 struct Entry {
     count: usize,
     /// What was made for it, deepest first (the placeholder, then the
     /// parents that did not exist).
     made: Vec<PathBuf>,
-    /// Its record's id in the ledger.
-    record: Option<u64>,
+    /// Its record: the ledger that made it, and the record's id there.
+    record: Option<(Arc<Ledger>, u64)>,
 }
 
 /// What a ledger's text leaves made and not removed: `+ id [paths]` not
@@ -61,45 +75,69 @@ fn live_in(text: &str) -> Vec<(u64, Vec<PathBuf>)> {
     out.into_iter().map(|(id, (_, paths))| (id, paths)).collect()
 }
 
-/// Sets the ledger's directory and removes what a previous daemon left;
-/// returns how many placeholders were removed.
-pub fn init(state_dir: &Path) -> usize {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = state_dir.join("placeholders");
-    if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
-        return 0;
-    }
-    let path = dir.join("ledger");
-    // Bounded: a forged or runaway ledger cannot stall a start.
-    let text = read_left(&path);
-    let mut left: Vec<Vec<PathBuf>> = live_in(&text).into_iter().map(|(_, p)| p).take(10_000).collect();
-    // A record file per placeholder: what a daemon of an earlier version left.
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        if entry.path() == path {
-            continue;
+impl Ledger {
+    /// Opens the ledger in `state_dir` and removes what a previous daemon
+    /// left; the ledger and how many placeholders were removed.
+    pub fn open(state_dir: &Path) -> (Arc<Ledger>, usize) {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = state_dir.join("placeholders");
+        if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+            return (Arc::default(), 0);
         }
-        if let Ok(text) = std::fs::read_to_string(entry.path()) {
-            left.push(text.lines().map(PathBuf::from).collect());
+        let path = dir.join("ledger");
+        // Bounded: a forged or runaway ledger cannot stall a start.
+        let text = read_left(&path);
+        let mut left: Vec<Vec<PathBuf>> = live_in(&text).into_iter().map(|(_, p)| p).take(10_000).collect();
+        // A record file per placeholder: what a daemon of an earlier version left.
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.path() == path {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                left.push(text.lines().map(PathBuf::from).collect());
+            }
+            let _ = std::fs::remove_file(entry.path());
         }
-        let _ = std::fs::remove_file(entry.path());
-    }
-    let mut removed = 0;
-    for made in left {
-        for path in made {
-            if remove_if_empty(&path) {
-                removed += 1;
+        let mut removed = 0;
+        for made in left {
+            for path in made {
+                if remove_if_empty(&path) {
+                    removed += 1;
+                }
             }
         }
+        if removed > 0 {
+            tracing::info!("removed {removed} placeholder(s) of protected paths a previous daemon left");
+        }
+        // Emptied: what it named is gone. Not through a link put there.
+        let log = match AppendLog::start(path.clone()) {
+            Ok(log) => Some((log, 1)),
+            Err(e) => {
+                tracing::warn!("cannot keep the placeholder ledger {}: {e}", path.display());
+                None
+            }
+        };
+        (Arc::new(Ledger(Mutex::new(log))), removed)
     }
-    if removed > 0 {
-        tracing::info!("removed {removed} placeholder(s) of protected paths a previous daemon left");
+
+    /// Appends the record of `made` (deepest first, as they are removed); its
+    /// id.
+    fn record(&self, made: &[PathBuf]) -> Option<u64> {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (log, next) = guard.as_mut()?;
+        let id = *next;
+        *next += 1;
+        let deepest_first: Vec<&PathBuf> = made.iter().rev().collect();
+        let line = format!("+ {id} {}\n", serde_json::to_string(&deepest_first).ok()?);
+        log.open(id, line).then_some(id)
     }
-    // Emptied: what it named is gone. Not through a link put there.
-    match AppendLog::start(path.clone()) {
-        Ok(log) => *LEDGER.lock().unwrap_or_else(|e| e.into_inner()) = Some((log, 1)),
-        Err(e) => tracing::warn!("cannot keep the placeholder ledger {}: {e}", path.display()),
+
+    /// Closes record `id`: what it names is gone.
+    fn close(&self, id: u64) {
+        if let Some((log, _)) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            log.close(&id, &format!("- {id}\n"));
+        }
     }
-    removed
 }
 
 /// Whether `path` is a placeholder some call holds now.
@@ -130,8 +168,9 @@ impl Held {
 /// Makes (or takes a count on) an empty directory (or, where the bool says
 /// it is not one, an empty file) at each of `paths` that does not exist,
 /// inside `roots` only (what lies outside is read-only in the sandbox
-/// anyway). Paths whose parent cannot be made are skipped.
-pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
+/// anyway). Paths whose parent cannot be made are skipped. What is made is
+/// recorded in `ledger`.
+pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf], ledger: &Arc<Ledger>) -> Held {
     let mut held = Vec::new();
     let Ok(mut live) = LIVE.lock() else { return Held(held) };
     let live = live.get_or_insert_with(HashMap::new);
@@ -162,7 +201,7 @@ pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
         }
         let mut made: Vec<PathBuf> = missing.iter().rev().cloned().collect();
         made.push(path.clone());
-        let record = record(&made);
+        let record = ledger.record(&made).map(|id| (ledger.clone(), id));
         let mut ok = true;
         let last = made.len() - 1;
         for (i, d) in made.iter().enumerate() {
@@ -188,18 +227,6 @@ pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf]) -> Held {
     Held(held)
 }
 
-/// Appends the record of `made` (deepest first, as they are removed) to
-/// the ledger; its id.
-fn record(made: &[PathBuf]) -> Option<u64> {
-    let mut guard = LEDGER.lock().unwrap_or_else(|e| e.into_inner());
-    let (log, next) = guard.as_mut()?;
-    let id = *next;
-    *next += 1;
-    let deepest_first: Vec<&PathBuf> = made.iter().rev().collect();
-    let line = format!("+ {id} {}\n", serde_json::to_string(&deepest_first).ok()?);
-    log.open(id, line).then_some(id)
-}
-
 /// Removes the placeholder `path` while it is still empty (an empty
 /// directory or file): what someone outside the sandbox put there stays.
 fn remove_if_empty(path: &Path) -> bool {
@@ -210,16 +237,14 @@ fn remove_if_empty(path: &Path) -> bool {
     }
 }
 
-fn remove(made: &[PathBuf], record: Option<u64>) {
+fn remove(made: &[PathBuf], record: Option<(Arc<Ledger>, u64)>) {
     for d in made {
         if !remove_if_empty(d) {
             break;
         }
     }
-    if let Some(id) = record
-        && let Some((log, _)) = LEDGER.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
-    {
-        log.close(&id, &format!("- {id}\n"));
+    if let Some((ledger, id)) = record {
+        ledger.close(id);
     }
 }
 
@@ -266,10 +291,11 @@ mod tests {
     fn made_for_the_calls_and_gone_after_the_last() {
         let root = tempfile::tempdir().unwrap();
         let r = root.path().to_path_buf();
+        let ledger = Arc::default();
         let want = [(r.join(".claude"), true), (r.join(".config/systemd"), true), (r.join(".zshrc"), false)];
-        let a = hold(&want, std::slice::from_ref(&r));
+        let a = hold(&want, std::slice::from_ref(&r), &ledger);
         assert!(r.join(".claude").is_dir() && r.join(".config/systemd").is_dir() && r.join(".zshrc").is_file());
-        let b = hold(&want[..1], std::slice::from_ref(&r));
+        let b = hold(&want[..1], std::slice::from_ref(&r), &ledger);
         drop(a);
         assert!(r.join(".claude").is_dir(), "still held by the second call");
         assert!(!r.join(".config").exists(), "the parent made for it goes too");
@@ -277,13 +303,43 @@ mod tests {
         drop(b);
         assert!(!r.join(".claude").exists());
         // Something put there from outside stays.
-        let c = hold(&want[..1], std::slice::from_ref(&r));
+        let c = hold(&want[..1], std::slice::from_ref(&r), &ledger);
         std::fs::write(r.join(".claude/settings.json"), "{}").unwrap();
         drop(c);
         assert!(r.join(".claude/settings.json").exists());
         // Outside the roots: nothing.
         let other = tempfile::tempdir().unwrap();
-        let d = hold(&[(other.path().join(".claude"), true)], std::slice::from_ref(&r));
+        let d = hold(&[(other.path().join(".claude"), true)], std::slice::from_ref(&r), &ledger);
         assert!(d.paths().is_empty() && !other.path().join(".claude").exists());
+    }
+
+    #[test]
+    fn each_daemon_records_what_it_made_in_its_own_ledger() {
+        let (work, a_state, b_state) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let r = work.path().to_path_buf();
+        let (a, _) = Ledger::open(a_state.path());
+        let (b, _) = Ledger::open(b_state.path());
+        let ledger_text =
+            |state: &tempfile::TempDir| std::fs::read_to_string(state.path().join("placeholders/ledger")).unwrap();
+        let by_a = hold(&[(r.join(".claude"), true)], std::slice::from_ref(&r), &a);
+        let by_b = hold(&[(r.join(".vscode"), true), (r.join(".claude"), true)], std::slice::from_ref(&r), &b);
+        assert!(ledger_text(&a_state).contains(".claude") && !ledger_text(&a_state).contains(".vscode"));
+        assert!(ledger_text(&b_state).contains(".vscode") && !ledger_text(&b_state).contains(".claude"));
+        // A's call ends first; B's holds `.claude` on, and its end closes
+        // the record in A's ledger, which made it.
+        drop(by_a);
+        assert!(r.join(".claude").is_dir());
+        drop(by_b);
+        assert!(!r.join(".claude").exists() && !r.join(".vscode").exists());
+        assert!(live_in(&ledger_text(&a_state)).is_empty() && live_in(&ledger_text(&b_state)).is_empty());
+        // A daemon killed with a placeholder made: the next on its state
+        // directory removes it; the other daemon's directory has nothing.
+        std::mem::forget(hold(&[(r.join(".idea"), true)], std::slice::from_ref(&r), &b));
+        assert!(r.join(".idea").is_dir());
+        LIVE.lock().unwrap().as_mut().unwrap().remove(&r.join(".idea"));
+        assert_eq!(Ledger::open(a_state.path()).1, 0);
+        assert_eq!(Ledger::open(b_state.path()).1, 1);
+        assert!(!r.join(".idea").exists());
     }
 }

@@ -92,8 +92,8 @@ impl Daemon {
         // Before anything reads or changes the state (restoring sessions,
         // ending what a previous daemon left): one daemon per directory.
         let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
-        crate::fs::pending::init(&config.state_dir);
-        crate::sandbox::placeholders::init(&config.state_dir);
+        crate::fs::pending::clean(&config.state_dir);
+        let (placeholders, _) = crate::sandbox::placeholders::Ledger::open(&config.state_dir);
         let (ledger, _) = crate::process::Ledger::open(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {
             tracing::warn!(
@@ -131,6 +131,7 @@ impl Daemon {
         let _ = std::fs::remove_dir_all(&scratch);
         let made = std::fs::DirBuilder::new().mode(0o700).create(&scratch).is_ok();
         let mut facility = crate::sandbox::Facility::probe(&config.sandbox, made.then_some(scratch.as_path()), ledger);
+        facility.placeholders = placeholders;
         if made {
             let _ = std::fs::remove_dir_all(&scratch);
         }

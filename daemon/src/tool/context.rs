@@ -235,6 +235,20 @@ impl ToolContext {
         self.services.get::<crate::sandbox::Facility>().unwrap_or(&NONE)
     }
 
+    /// Writes `content` to `path` atomically ([`crate::fs::write_atomic_guarded`]):
+    /// protected files refused unless the call was granted them, the
+    /// temporary file recorded where the daemon keeps its writes in
+    /// progress.
+    pub fn write_file(
+        &self,
+        path: &crate::fs::WsPath,
+        content: &[u8],
+    ) -> Result<crate::fs::Written, crate::fs::FsError> {
+        let records = self.services.get::<crate::fs::pending::Records>().unwrap_or(&crate::fs::pending::Records::NONE);
+        let protected = (!self.grant.may_write_protected).then_some(&crate::permission::names_protected);
+        crate::fs::write_atomic_guarded(path, content, protected.map(|p| p as crate::fs::Protected), records)
+    }
+
     /// The service of type `T`, or an error naming what is missing.
     pub fn need<T: std::any::Any + Send + Sync>(&self) -> Result<&T, super::ToolError> {
         self.services

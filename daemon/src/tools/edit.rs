@@ -137,12 +137,7 @@ where
                 fs::MAX_EDIT_BYTES
             )));
         }
-        let written = fs::write_atomic_guarded(
-            &path,
-            new_text.as_bytes(),
-            (!ctx.grant.may_write_protected).then_some(&crate::permission::names_protected),
-        )
-        .map_err(|e| ToolError::new(e.to_string()))?;
+        let written = ctx.write_file(&path, new_text.as_bytes()).map_err(|e| ToolError::new(e.to_string()))?;
         let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
         Ok((EditOutput { path: abs, replacements, diff }, written.state, key))
     })

@@ -10,7 +10,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::fs;
 use crate::permission::Decision;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 use crate::tools::write::check_unchanged;
@@ -139,12 +138,7 @@ impl Tool for NotebookEdit {
                 .map_err(|e| ToolError::new(format!("{} is not valid notebook JSON: {e}", abs.display())))?;
             let summary = apply(&mut nb, &input).map_err(|e| ToolError::new(format!("{}: {e}", abs.display())))?;
             let cells = nb["cells"].as_array().map(Vec::len).unwrap_or(0);
-            let written = fs::write_atomic_guarded(
-                &path,
-                &serialize(&nb),
-                (!ctx.grant.may_write_protected).then_some(&crate::permission::names_protected),
-            )
-            .map_err(|e| ToolError::new(e.to_string()))?;
+            let written = ctx.write_file(&path, &serialize(&nb)).map_err(|e| ToolError::new(e.to_string()))?;
             let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
             Ok((NotebookEditOutput { path: abs, summary, cells }, written.state, key))
         })

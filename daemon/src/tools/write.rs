@@ -109,12 +109,7 @@ impl Tool for Write {
             if exists {
                 check_unchanged(&path, &session)?;
             }
-            let written = fs::write_atomic_guarded(
-                &path,
-                input.content.as_bytes(),
-                (!ctx.grant.may_write_protected).then_some(&crate::permission::names_protected),
-            )
-            .map_err(|e| ToolError::new(e.to_string()))?;
+            let written = ctx.write_file(&path, input.content.as_bytes()).map_err(|e| ToolError::new(e.to_string()))?;
             let abs = path.abs();
             let key = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
             let output = WriteOutput {

@@ -299,7 +299,7 @@ impl Tool for Bash {
         // to the worktree's staging directory, taken in at the end.
         let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(&ctx) } else { None };
         let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| {
-            let guard = crate::sandbox::CallGuard::new(&roots);
+            let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders);
             match staging.clone() {
                 Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
                 None => guard,
