@@ -633,10 +633,8 @@ impl Tool for ListMcpResources {
         Decision::Allow
     }
 
-    fn should_defer(&self) -> bool {
-        true
-    }
-
+    // External: deferred whatever the session's size (so no
+    // `should_defer`).
     fn is_external(&self) -> bool {
         true
     }
@@ -767,10 +765,8 @@ impl Tool for ReadMcpResource {
         }
     }
 
-    fn should_defer(&self) -> bool {
-        true
-    }
-
+    // External: deferred whatever the session's size (so no
+    // `should_defer`).
     fn is_external(&self) -> bool {
         true
     }

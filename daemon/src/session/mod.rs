@@ -387,16 +387,10 @@ impl SessionManager {
             check_env(name, value)
                 .map_err(|why| SessionError::Invalid { field: "env", why: format!("{name}: {why}") })?;
         }
-        let max_concurrency = match params.max_concurrency {
-            None => self.default_concurrency,
-            Some(n) if (1..=MAX_TOOL_CONCURRENCY_LIMIT).contains(&n) => n,
-            Some(n) => {
-                return Err(SessionError::Invalid {
-                    field: "max_concurrency",
-                    why: format!("must be between 1 and {MAX_TOOL_CONCURRENCY_LIMIT}, got {n}"),
-                });
-            }
-        };
+        if let Some(n) = params.max_concurrency {
+            between("max_concurrency", "", n.into(), 1..=MAX_TOOL_CONCURRENCY_LIMIT.into())?;
+        }
+        let max_concurrency = params.max_concurrency.unwrap_or(self.default_concurrency);
         let bash = params.bash.unwrap_or_default();
         if bash.default_timeout_ms == 0 || bash.default_timeout_ms > bash.max_timeout_ms {
             return Err(SessionError::Invalid {
@@ -407,42 +401,17 @@ impl SessionManager {
                 ),
             });
         }
-        if !(100..=10_000_000).contains(&bash.max_output_chars) {
-            return Err(SessionError::Invalid {
-                field: "bash",
-                why: format!("max_output_chars must be between 100 and 10000000, got {}", bash.max_output_chars),
-            });
-        }
+        between("bash", "max_output_chars ", bash.max_output_chars, 100..=10_000_000)?;
         let permission_timeout_ms =
             params.permission_timeout_ms.unwrap_or(agentd_protocol::session::DEFAULT_PERMISSION_TIMEOUT_MS);
-        if !(10..=86_400_000).contains(&permission_timeout_ms) {
-            return Err(SessionError::Invalid {
-                field: "permission_timeout_ms",
-                why: format!("must be between 10 and 86400000, got {permission_timeout_ms}"),
-            });
-        }
+        between("permission_timeout_ms", "", permission_timeout_ms, 10..=86_400_000)?;
         let requested = params.add_dirs.unwrap_or_default();
-        if requested.len() > 32 {
-            return Err(SessionError::Invalid {
-                field: "add_dirs",
-                why: format!("at most 32, got {}", requested.len()),
-            });
-        }
+        at_most("add_dirs", requested.len(), 32, "")?;
         let mcp_tool_timeout_ms =
             params.mcp_tool_timeout_ms.unwrap_or(agentd_protocol::mcp::DEFAULT_MCP_TOOL_TIMEOUT_MS);
-        if !(1000..=86_400_000).contains(&mcp_tool_timeout_ms) {
-            return Err(SessionError::Invalid {
-                field: "mcp_tool_timeout_ms",
-                why: format!("must be between 1000 and 86400000, got {mcp_tool_timeout_ms}"),
-            });
-        }
+        between("mcp_tool_timeout_ms", "", mcp_tool_timeout_ms, 1000..=86_400_000)?;
         let mcp_servers = params.mcp_servers.unwrap_or_default();
-        if mcp_servers.len() > 64 {
-            return Err(SessionError::Invalid {
-                field: "mcp_servers",
-                why: format!("at most 64 servers, got {}", mcp_servers.len()),
-            });
-        }
+        at_most("mcp_servers", mcp_servers.len(), 64, " servers")?;
         let enable_project_mcp = params.enable_project_mcp.unwrap_or(false);
         if let Some(hooks) = &params.hooks
             && !hooks.is_object()
@@ -848,6 +817,28 @@ impl SessionManager {
 }
 
 /// An absolute, existing directory, with symlinks and `..` resolved.
+/// `value` (of `field`, or of its part `what`) within `range`.
+fn between(
+    field: &'static str,
+    what: &str,
+    value: u64,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<(), SessionError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let (low, high) = range.into_inner();
+    Err(SessionError::Invalid { field, why: format!("{what}must be between {low} and {high}, got {value}") })
+}
+
+/// At most `max` entries (`unit` names them) in `field`.
+fn at_most(field: &'static str, len: usize, max: usize, unit: &str) -> Result<(), SessionError> {
+    if len <= max {
+        return Ok(());
+    }
+    Err(SessionError::Invalid { field, why: format!("at most {max}{unit}, got {len}") })
+}
+
 fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
     if !cwd.is_absolute() {

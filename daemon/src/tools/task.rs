@@ -288,21 +288,15 @@ impl TaskTool {
         let _close = Close(agent.host.clone(), child.clone());
         let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
         let mut waiting = agent.requests.wait_for(&request_id);
+        let run_hook = async |event: HookEvent, input: serde_json::Value| {
+            let pushed = crate::hooks::Completions::Pushed;
+            agent.hooks.run(event, &def.name, input, &agent.about, &ctx.cancel, pushed).await
+        };
         // What SubagentStart hooks add is the sub-agent's to read.
         let mut instructions = def.instructions.clone();
         if agent.hooks.wants(HookEvent::SubagentStart, &def.name) {
             let input = serde_json::json!({ "agent_id": child, "agent_type": def.name });
-            let said = agent
-                .hooks
-                .run(
-                    HookEvent::SubagentStart,
-                    &def.name,
-                    input,
-                    &agent.about,
-                    &ctx.cancel,
-                    crate::hooks::Completions::Pushed,
-                )
-                .await;
+            let said = run_hook(HookEvent::SubagentStart, input).await;
             if !said.context.is_empty() {
                 let added = said.context.join("\n");
                 instructions = Some(match instructions {
@@ -354,17 +348,7 @@ impl TaskTool {
                 "agent_transcript_path": null,
                 "last_assistant_message": answer.result,
             });
-            let said = agent
-                .hooks
-                .run(
-                    HookEvent::SubagentStop,
-                    &def.name,
-                    input,
-                    &agent.about,
-                    &ctx.cancel,
-                    crate::hooks::Completions::Pushed,
-                )
-                .await;
+            let said = run_hook(HookEvent::SubagentStop, input).await;
             // The sub-agent's loop is the client's and is over: what would
             // keep it running is the parent's to read.
             for reason in said.blocks {
