@@ -163,10 +163,6 @@ impl PreparedCall for McpCall {
         !self.read_only
     }
 
-    fn validate(&self, _ctx: &ToolContext) -> Result<(), ValidationError> {
-        Ok(())
-    }
-
     fn check_permissions(&self, _ctx: &ToolContext) -> Decision {
         Decision::Ask {
             reason: format!("{} (MCP server {}) wants to run", self.tool, self.server.name),
@@ -176,10 +172,6 @@ impl PreparedCall for McpCall {
 
     fn render_use(&self) -> String {
         format!("{} ({})", self.tool, self.server.name)
-    }
-
-    fn render_rejected(&self, reason: &str) -> String {
-        format!("{} refused: {reason}", self.render_use())
     }
 
     fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome> {

@@ -127,22 +127,34 @@ pub trait DynTool: Send + Sync + 'static {
     }
 }
 
-/// One call of a tool with its input parsed.
+/// One call of a tool with its input parsed. The defaults are fail-closed,
+/// as [`Tool`]'s: a call that says nothing runs alone, may destroy, and
+/// asks.
 pub trait PreparedCall: Send + Sync {
     /// The tool's canonical name.
     fn tool_name(&self) -> &str;
     /// The typed input, for `render_grouped`.
     fn input_any(&self) -> &dyn Any;
     /// May run beside other concurrency-safe calls.
-    fn is_concurrency_safe(&self) -> bool;
+    fn is_concurrency_safe(&self) -> bool {
+        false
+    }
     /// Only reads.
-    fn is_read_only(&self) -> bool;
+    fn is_read_only(&self) -> bool {
+        false
+    }
     /// Could destroy something.
-    fn is_destructive(&self) -> bool;
+    fn is_destructive(&self) -> bool {
+        true
+    }
     /// First permission layer: is the input legal at all?
-    fn validate(&self, ctx: &ToolContext) -> Result<(), ValidationError>;
+    fn validate(&self, _ctx: &ToolContext) -> Result<(), ValidationError> {
+        Ok(())
+    }
     /// Second permission layer: the tool's own view.
-    fn check_permissions(&self, ctx: &ToolContext) -> Decision;
+    fn check_permissions(&self, _ctx: &ToolContext) -> Decision {
+        Decision::ask(format!("{} wants to run", self.tool_name()))
+    }
     /// What an interrupt does to this call while it runs.
     fn interrupt_behavior(&self) -> InterruptBehavior {
         InterruptBehavior::Cancel
@@ -162,7 +174,9 @@ pub trait PreparedCall: Send + Sync {
     /// One line describing the call.
     fn render_use(&self) -> String;
     /// Short text when the call is refused.
-    fn render_rejected(&self, reason: &str) -> String;
+    fn render_rejected(&self, reason: &str) -> String {
+        format!("{} refused: {reason}", self.render_use())
+    }
     /// Runs the call. A panic inside the tool becomes an error outcome.
     fn run(self: Box<Self>, ctx: ToolContext, progress: Option<ProgressReporter>) -> BoxFuture<CallOutcome>;
 }

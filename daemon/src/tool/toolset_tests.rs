@@ -12,7 +12,7 @@ use super::*;
 use crate::permission::Decision;
 use crate::tool::context::ProgressReporter;
 use crate::tool::erased::{BoxFuture, InputError};
-use crate::tool::{CallOutcome, PreparedCall, ToolContext, ValidationError};
+use crate::tool::{CallOutcome, PreparedCall, ToolContext};
 
 #[derive(Clone)]
 struct Fake {
@@ -80,18 +80,6 @@ impl PreparedCall for FakeCall {
     }
     fn input_any(&self) -> &dyn Any {
         &()
-    }
-    fn is_concurrency_safe(&self) -> bool {
-        false
-    }
-    fn is_read_only(&self) -> bool {
-        false
-    }
-    fn is_destructive(&self) -> bool {
-        true
-    }
-    fn validate(&self, _ctx: &ToolContext) -> Result<(), ValidationError> {
-        Ok(())
     }
     fn check_permissions(&self, _ctx: &ToolContext) -> Decision {
         Decision::ask("fake")

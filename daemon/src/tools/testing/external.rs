@@ -9,11 +9,8 @@ use std::sync::Arc;
 use agentd_protocol::tools::ContentBlock;
 use serde_json::{Value, json};
 
-use crate::permission::Decision;
 use crate::tool::erased::{BoxFuture, InputError};
-use crate::tool::{
-    CallOutcome, DynTool, ExternalToolSource, PreparedCall, ToolContext, ValidationError, context::ProgressReporter,
-};
+use crate::tool::{CallOutcome, DynTool, ExternalToolSource, PreparedCall, ToolContext, context::ProgressReporter};
 
 const VERBS: [&str; 8] = ["create", "get", "list", "update", "delete", "search", "archive", "assign"];
 const NOUNS: [&str; 8] = ["issue", "comment", "channel", "message", "file", "user", "project", "label"];
@@ -125,26 +122,6 @@ impl PreparedCall for SyntheticCall {
 
     fn input_any(&self) -> &dyn Any {
         &self.input
-    }
-
-    fn is_concurrency_safe(&self) -> bool {
-        false
-    }
-
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    fn is_destructive(&self) -> bool {
-        true
-    }
-
-    fn validate(&self, _ctx: &ToolContext) -> Result<(), ValidationError> {
-        Ok(())
-    }
-
-    fn check_permissions(&self, _ctx: &ToolContext) -> Decision {
-        Decision::ask(format!("{} wants to run", self.tool))
     }
 
     fn render_use(&self) -> String {
