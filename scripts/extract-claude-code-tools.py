@@ -48,6 +48,14 @@ KEYWORDS_BEFORE_EXPR = {'return', 'typeof', 'instanceof', 'in', 'of', 'new', 'de
 ESC = {'n': '\n', 't': '\t', 'r': '\r', 'b': '\b', 'f': '\f', 'v': '\v', '0': '\0'}
 
 
+def unescaped(src, j):
+    """The first index from j on whose character no backslash escapes (a
+    backslash skips itself and the character after it)."""
+    while src[j] == '\\':
+        j += 2
+    return j
+
+
 def unescape(s):
     out = []
     i = 0
@@ -140,11 +148,8 @@ class Lexer:
             if c == '"' or c == "'":
                 j = pos + 1
                 while True:
-                    d = src[j]
-                    if d == '\\':
-                        j += 2
-                        continue
-                    if d == c:
+                    j = unescaped(src, j)
+                    if src[j] == c:
                         break
                     j += 1
                 t = Tok('str', unescape(src[pos + 1:j]), pos, j + 1)
@@ -155,10 +160,8 @@ class Lexer:
                 j = pos + 1
                 in_cls = False
                 while True:
+                    j = unescaped(src, j)
                     d = src[j]
-                    if d == '\\':
-                        j += 2
-                        continue
                     if d == '[':
                         in_cls = True
                     elif d == ']':
@@ -216,10 +219,8 @@ class Lexer:
         parts = []
         buf_start = j
         while True:
+            j = unescaped(src, j)
             d = src[j]
-            if d == '\\':
-                j += 2
-                continue
             if d == '`':
                 parts.append(unescape(src[buf_start:j]))
                 return Tok('tpl', None, start, j + 1, parts), j + 1
@@ -235,6 +236,23 @@ class Lexer:
 
 def tokenize(src):
     return Lexer(src).lex()[0]
+
+
+def bracket_close(toks, j):
+    """Index of the bracket closing the one at token j, or len(toks) (j if
+    past it) when none does."""
+    depth = 0
+    while j < len(toks):
+        t = toks[j]
+        if t.k == 'p':
+            if t.v in '([{':
+                depth += 1
+            elif t.v in ')]}':
+                depth -= 1
+                if depth == 0:
+                    return j
+        j += 1
+    return j
 
 
 # ======================================================================
@@ -300,19 +318,10 @@ class Parser:
 
     def match_close(self, j):
         """Index of the bracket closing the one at token j."""
-        depth = 0
-        toks = self.toks
-        while j < self.n:
-            t = toks[j]
-            if t.k == 'p':
-                if t.v in '([{':
-                    depth += 1
-                elif t.v in ')]}':
-                    depth -= 1
-                    if depth == 0:
-                        return j
-            j += 1
-        raise ParseError('unbalanced')
+        j = bracket_close(self.toks, j)
+        if j >= self.n:
+            raise ParseError('unbalanced')
+        return j
 
     # --- expressions
     def expression(self):
@@ -382,21 +391,28 @@ class Parser:
 
     def params(self):
         self.expect('(')
-        ps = []
-        while not self.is_p(')'):
-            if self.is_p('...'):
-                self.i += 1
-                ps.append(Node('rest', self.binding()))
-            else:
-                b = self.binding()
-                if self.is_p('='):
-                    self.i += 1
-                    b = Node('default', b, self.assign())
-                ps.append(b)
+        return self.delimited(')', self.param)
+
+    def delimited(self, close, item):
+        """The items `item` reads up to the punctuator `close` (consumed),
+        each followed by a comma or not."""
+        out = []
+        while not self.is_p(close):
+            out.append(item())
             if self.is_p(','):
                 self.i += 1
-        self.expect(')')
-        return ps
+        self.expect(close)
+        return out
+
+    def param(self):
+        if self.is_p('...'):
+            self.i += 1
+            return Node('rest', self.binding())
+        b = self.binding()
+        if self.is_p('='):
+            self.i += 1
+            b = Node('default', b, self.assign())
+        return b
 
     def binding(self):
         t = self.peek()
@@ -467,17 +483,14 @@ class Parser:
 
     def args(self):
         self.expect('(')
-        out = []
-        while not self.is_p(')'):
-            if self.is_p('...'):
-                self.i += 1
-                out.append(Node('spread', self.assign()))
-            else:
-                out.append(self.assign())
-            if self.is_p(','):
-                self.i += 1
-        self.expect(')')
-        return out
+        return self.delimited(')', self.argument)
+
+    def argument(self):
+        """An argument or an array's element: `...x` spreads x."""
+        if self.is_p('...'):
+            self.i += 1
+            return Node('spread', self.assign())
+        return self.assign()
 
     def postfix(self):
         t = self.peek()
@@ -502,12 +515,16 @@ class Parser:
                 name = self.next()
                 e = Node('member', e, name.v, False)
             elif self.is_p('['):
-                self.i += 1
-                x = self.expression()
-                self.expect(']')
-                e = Node('index', e, x, False)
+                e = self.index(e, False)
             else:
                 return e
+
+    def index(self, e, optional):
+        """`e[x]`, the `[` next."""
+        self.i += 1
+        x = self.expression()
+        self.expect(']')
+        return Node('index', e, x, optional)
 
     def tail(self, e):
         while True:
@@ -527,19 +544,13 @@ class Parser:
                     if self.is_p('('):
                         e = Node('call', e, self.args(), True)
                     elif self.is_p('['):
-                        self.i += 1
-                        x = self.expression()
-                        self.expect(']')
-                        e = Node('index', e, x, True)
+                        e = self.index(e, True)
                     else:
                         name = self.next()
                         e = Node('member', e, name.v, True)
                     continue
                 if t.v == '[':
-                    self.i += 1
-                    x = self.expression()
-                    self.expect(']')
-                    e = Node('index', e, x, False)
+                    e = self.index(e, False)
                     continue
                 if t.v == '(':
                     e = Node('call', e, self.args(), False)
@@ -605,21 +616,8 @@ class Parser:
             self.expect(')')
             return e
         if v == '[':
-            items = []
-            while not self.is_p(']'):
-                if self.is_p(','):
-                    self.i += 1
-                    items.append(Node('lit', Undefined))
-                    continue
-                if self.is_p('...'):
-                    self.i += 1
-                    items.append(Node('spread', self.assign()))
-                else:
-                    items.append(self.assign())
-                if self.is_p(','):
-                    self.i += 1
-            self.expect(']')
-            return Node('arr', items)
+            # A hole (a comma alone) is undefined.
+            return Node('arr', self.delimited(']', lambda: Node('lit', Undefined) if self.is_p(',') else self.argument()))
         if v == '{':
             return self.object_rest()
         if v == '#':
@@ -880,21 +878,13 @@ class Parser:
             save = self.i
             b = self.binding()
             if self.is_id('of') or self.is_id('in'):
-                kind = self.next().v
-                right = self.assign() if kind == 'of' else self.expression()
-                self.expect(')')
-                body = self.statement()
-                return Node('forof' if kind == 'of' else 'forin', b, right, body)
+                return self.for_of_in_rest(b)
             self.i = save
             init = Node('var', kw, self.var_decls())
         elif not self.is_p(';'):
             e = self.expression_no_in()
             if self.is_id('of') or self.is_id('in'):
-                kind = self.next().v
-                right = self.assign() if kind == 'of' else self.expression()
-                self.expect(')')
-                body = self.statement()
-                return Node('forof' if kind == 'of' else 'forin', Node('target', e), right, body)
+                return self.for_of_in_rest(Node('target', e))
             init = Node('expr', e)
         self.expect(';')
         test = None if self.is_p(';') else self.expression()
@@ -903,6 +893,14 @@ class Parser:
         self.expect(')')
         body = self.statement()
         return Node('for', init, test, update, body)
+
+    def for_of_in_rest(self, left):
+        """`for (left of x) body` or `in`, from the `of` or `in` on."""
+        kind = self.next().v
+        right = self.assign() if kind == 'of' else self.expression()
+        self.expect(')')
+        body = self.statement()
+        return Node('forof' if kind == 'of' else 'forin', left, right, body)
 
     def expression_no_in(self):
         # `in` inside a for head is rare in minified code; parse up to it
@@ -1163,18 +1161,26 @@ class Module:
             return j
 
         def match_close(j):
-            depth = 0
-            while j < n:
-                t = toks[j]
-                if t.k == 'p':
-                    if t.v in '([{':
-                        depth += 1
-                    elif t.v in ')]}':
-                        depth -= 1
-                        if depth == 0:
-                            return j
-                j += 1
-            return j
+            return bracket_close(toks, j)
+
+        def specifiers(j):
+            """The `{a, b as c}` of an import or export at token j (the `{`):
+            [(a, a), (b, c)], and the index after the `}`."""
+            names = []
+            j += 1
+            while not (toks[j].k == 'p' and toks[j].v == '}'):
+                if toks[j].k == 'p' and toks[j].v == ',':
+                    j += 1
+                    continue
+                a = toks[j].v
+                b = a
+                if toks[j + 1].k == 'id' and toks[j + 1].v == 'as':
+                    b = toks[j + 2].v
+                    j += 3
+                else:
+                    j += 1
+                names.append((a, b))
+            return names, j + 1
 
         while i < n:
             t = toks[i]
@@ -1255,20 +1261,7 @@ class Module:
                         star = toks[j + 2].v
                         j += 3
                     elif toks[j].k == 'p' and toks[j].v == '{':
-                        j += 1
-                        while not (toks[j].k == 'p' and toks[j].v == '}'):
-                            if toks[j].k == 'p' and toks[j].v == ',':
-                                j += 1
-                                continue
-                            a = toks[j].v
-                            b = a
-                            if toks[j + 1].k == 'id' and toks[j + 1].v == 'as':
-                                b = toks[j + 2].v
-                                j += 3
-                            else:
-                                j += 1
-                            names.append((a, b))
-                        j += 1
+                        names, j = specifiers(j)
                     # from "x"
                     j += 1
                     src = toks[j].v
@@ -1283,20 +1276,9 @@ class Module:
                 if v == 'export':
                     j = i + 1
                     if toks[j].k == 'p' and toks[j].v == '{':
-                        j += 1
-                        while not (toks[j].k == 'p' and toks[j].v == '}'):
-                            if toks[j].k == 'p' and toks[j].v == ',':
-                                j += 1
-                                continue
-                            a = toks[j].v
-                            b = a
-                            if toks[j + 1].k == 'id' and toks[j + 1].v == 'as':
-                                b = toks[j + 2].v
-                                j += 3
-                            else:
-                                j += 1
+                        names, j = specifiers(j)
+                        for a, b in names:
                             self.exports[b] = a
-                        j += 1
                         if j < n and toks[j].k == 'id' and toks[j].v == 'from':
                             src = toks[j + 1].v
                             j += 2
@@ -1476,6 +1458,26 @@ def truthy(v):
     if isinstance(v, str):
         return v != ''
     return True
+
+
+def iterated(v):
+    """What iterating v gives, as a list (None when it cannot be iterated
+    here): an array's elements, a string's characters, a Set's items, a
+    Map's [key, value] pairs."""
+    if isinstance(v, (list, str)):
+        return list(v)
+    if isinstance(v, JSSet):
+        return list(v.items)
+    if isinstance(v, JSMap):
+        return [[k, x] for k, x in v.items]
+    return None
+
+
+def loop_rounds():
+    """Counts a loop's rounds: past 2000, the function's result is Unknown."""
+    for _ in range(2000):
+        yield
+    raise ReturnSignal(Unknown('loop limit'))
 
 
 def js_eq(a, b):
@@ -1722,22 +1724,21 @@ class Interp:
         return Unknown('tagged template')
 
     def ev_arr(self, n, env):
+        return self.eval_items(n.a[0], env, iterated, 'spread in array')
+
+    def eval_items(self, nodes, env, spread, unknown):
+        """The values of arguments or of an array's elements; a spread one's
+        value goes in as the list `spread` makes of it (None: it cannot, and
+        the whole is Unknown(unknown))."""
         out = []
-        for x in n.a[0]:
-            if x.t == 'spread':
-                v = self.eval(x.a[0], env)
-                if isinstance(v, list):
-                    out.extend(v)
-                elif isinstance(v, str):
-                    out.extend(list(v))
-                elif isinstance(v, JSSet):
-                    out.extend(v.items)
-                elif isinstance(v, JSMap):
-                    out.extend([[k, x] for k, x in v.items])
-                else:
-                    return Unknown('spread in array')
-            else:
+        for x in nodes:
+            if x.t != 'spread':
                 out.append(self.eval(x, env))
+                continue
+            items = spread(self.eval(x.a[0], env))
+            if items is None:
+                return Unknown(unknown)
+            out.extend(items)
         return out
 
     def ev_obj(self, n, env):
@@ -2129,17 +2130,7 @@ class Interp:
         return self.call(f, args, this=this)
 
     def eval_args(self, argns, env):
-        args = []
-        for a in argns:
-            if a.t == 'spread':
-                v = self.eval(a.a[0], env)
-                if isinstance(v, list):
-                    args.extend(v)
-                else:
-                    return Unknown('spread args')
-            else:
-                args.append(self.eval(a, env))
-        return args
+        return self.eval_items(argns, env, lambda v: v if isinstance(v, list) else None, 'spread args')
 
     def ev_new(self, n, env):
         calleen, argns = n.a
@@ -2352,6 +2343,23 @@ class Interp:
                     outs.append(Undefined if r is _NoReturn else r)
                 raise ReturnSignal(make_choice(s.a[0], u.v, outs[0], outs[1]))
 
+    def loop_test(self, test, scope):
+        """Whether a loop goes on (undecidable: the function's result is Unknown)."""
+        c = self.eval(test, scope)
+        try:
+            return truthy(c)
+        except Indeterminate:
+            raise ReturnSignal(Unknown('loop test'))
+
+    def loop_body(self, body, scope):
+        """Runs a loop's body once: False when it breaks out."""
+        try:
+            self.exec(body, scope)
+        except LoopSignal as ls:
+            if ls.kind == 'break':
+                return False
+        return True
+
     def exec(self, s, scope):
         t = s.t
         if t == 'expr':
@@ -2403,14 +2411,8 @@ class Interp:
             it = self.eval(rightn, scope)
             if t == 'forin':
                 seq = list(it.keys()) if isinstance(it, dict) else (None if not isinstance(it, list) else [str(i) for i in range(len(it))])
-            elif isinstance(it, (list, str)):
-                seq = list(it)
-            elif isinstance(it, JSSet):
-                seq = list(it.items)
-            elif isinstance(it, JSMap):
-                seq = [[k, v] for k, v in it.items]
             else:
-                seq = None
+                seq = iterated(it)
             if seq is None:
                 raise ReturnSignal(Unknown(f'{t} over {type(it).__name__}'))
             for x in seq:
@@ -2418,32 +2420,17 @@ class Interp:
                     self._assign_to(b.a[0], x, scope)
                 else:
                     self.bind_pattern(b, x, scope)
-                try:
-                    self.exec(body, scope)
-                except LoopSignal as ls:
-                    if ls.kind == 'break':
-                        break
+                if not self.loop_body(body, scope):
+                    break
         elif t == 'for':
             init, test, update, body = s.a
             if init is not None:
                 self.exec(init, scope)
-            n = 0
-            while True:
-                n += 1
-                if n > 2000:
-                    raise ReturnSignal(Unknown('loop limit'))
-                if test is not None:
-                    c = self.eval(test, scope)
-                    try:
-                        if not truthy(c):
-                            break
-                    except Indeterminate:
-                        raise ReturnSignal(Unknown('loop test'))
-                try:
-                    self.exec(body, scope)
-                except LoopSignal as ls:
-                    if ls.kind == 'break':
-                        break
+            for _ in loop_rounds():
+                if test is not None and not self.loop_test(test, scope):
+                    break
+                if not self.loop_body(body, scope):
+                    break
                 if update is not None:
                     self.eval(update, scope)
         elif t in ('while', 'dowhile'):
@@ -2451,25 +2438,13 @@ class Interp:
                 test, body = s.a
             else:
                 body, test = s.a
-            n = 0
             first = t == 'dowhile'
-            while True:
-                n += 1
-                if n > 2000:
-                    raise ReturnSignal(Unknown('loop limit'))
-                if not first:
-                    c = self.eval(test, scope)
-                    try:
-                        if not truthy(c):
-                            break
-                    except Indeterminate:
-                        raise ReturnSignal(Unknown('loop test'))
+            for _ in loop_rounds():
+                if not first and not self.loop_test(test, scope):
+                    break
                 first = False
-                try:
-                    self.exec(body, scope)
-                except LoopSignal as ls:
-                    if ls.kind == 'break':
-                        break
+                if not self.loop_body(body, scope):
+                    break
         elif t == 'switch':
             disc = self.eval(s.a[0], scope)
             matched = False
@@ -2693,6 +2668,18 @@ def string_method(interp, s, name):
     return Unknown(f'string method {name}')
 
 
+def flattened(xs):
+    """The values in xs, those that are arrays spread one level (concat,
+    flatMap)."""
+    out = []
+    for x in xs:
+        if isinstance(x, list):
+            out.extend(x)
+        else:
+            out.append(x)
+    return out
+
+
 def array_or_obj_method(interp, a, name):
     if isinstance(a, list):
         def b(fn):
@@ -2700,16 +2687,7 @@ def array_or_obj_method(interp, a, name):
         if name == 'map':
             return b(lambda f, *r: [interp.call(f, [x, i, a]) for i, x in enumerate(a)])
         if name == 'flatMap':
-            def fm(f, *r):
-                out = []
-                for i, x in enumerate(a):
-                    v = interp.call(f, [x, i, a])
-                    if isinstance(v, list):
-                        out.extend(v)
-                    else:
-                        out.append(v)
-                return out
-            return b(fm)
+            return b(lambda f, *r: flattened(interp.call(f, [x, i, a]) for i, x in enumerate(a)))
         if name == 'filter':
             def flt(f, *r):
                 out = []
@@ -2731,33 +2709,19 @@ def array_or_obj_method(interp, a, name):
         if name == 'includes':
             return b(lambda x, *r: any(js_eq(x, y) is True for y in a))
         if name == 'concat':
-            def cc(*xs):
-                out = list(a)
-                for x in xs:
-                    if isinstance(x, list):
-                        out.extend(x)
-                    else:
-                        out.append(x)
-                return out
-            return b(cc)
+            return b(lambda *xs: flattened([a, *xs]))
         if name == 'slice':
             def sl(s=0, e=Undefined):
                 return a[int(s):] if e is Undefined else a[int(s):int(e)]
             return b(sl)
-        if name == 'some':
-            def some(f, *r):
+        if name in ('some', 'every'):
+            def quantified(f, *r):
+                test = any if name == 'some' else all
                 try:
-                    return any(truthy(interp.call(f, [x, i, a])) for i, x in enumerate(a))
+                    return test(truthy(interp.call(f, [x, i, a])) for i, x in enumerate(a))
                 except Indeterminate:
-                    return Unknown('some')
-            return b(some)
-        if name == 'every':
-            def every(f, *r):
-                try:
-                    return all(truthy(interp.call(f, [x, i, a])) for i, x in enumerate(a))
-                except Indeterminate:
-                    return Unknown('every')
-            return b(every)
+                    return Unknown(name)
+            return b(quantified)
         if name == 'find':
             def find(f, *r):
                 try:

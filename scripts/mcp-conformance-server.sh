@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's server scenarios
-# (@modelcontextprotocol/conformance, pinned below, as the client scenarios'
-# script pins it) against `agentctl mcp --http`, and prints a table
+# (@modelcontextprotocol/conformance, pinned in scripts/lib-conformance.sh,
+# as for the client scenarios) against `agentctl mcp --http`, and prints a table
 # scenario -> pass/fail.
 #
 #   scripts/mcp-conformance-server.sh [--tools DIR] [--bin DIR] [--out DIR] [--only-served]
@@ -25,41 +25,16 @@
 # not change the exit status. Exits non-zero when a served scenario fails,
 # or when the suite lists a scenario this script has not classified.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-top=$PWD
-
-CONFORMANCE_VERSION=0.1.16
-NODE_VERSION=22.23.3
+. "$(dirname "$0")/lib-conformance.sh"
 
 tools=$top/target/ci-tools/conformance
-bin=$top/target/debug
 out=$top/target/mcp-conformance-server
-only_served=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    --tools) tools=$(realpath -m "$2"); shift 2 ;;
-    --bin) bin=$(realpath -m "$2"); shift 2 ;;
-    --out) out=$(realpath -m "$2"); shift 2 ;;
-    --only-served) only_served=1; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
-    *) echo "mcp-conformance-server: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+conformance_options mcp-conformance-server --only-served 27 "$@"
 for exe in agentd agentd-sandbox agentctl; do
   [ -x "$bin/$exe" ] || { echo "mcp-conformance-server: no $bin/$exe (build first)" >&2; exit 2; }
 done
 
-installed() {
-  [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$tools/node_modules/$1/package.json" 2>/dev/null | head -1)" = "$2" ]
-}
-if ! installed @modelcontextprotocol/conformance "$CONFORMANCE_VERSION" || ! installed node "$NODE_VERSION"; then
-  echo "mcp-conformance-server: installing the suite $CONFORMANCE_VERSION and node $NODE_VERSION into $tools"
-  mkdir -p "$tools"
-  npm install --silent --no-audit --no-fund --save-exact --prefix "$tools" \
-    "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" "node@$NODE_VERSION" >/dev/null
-fi
-node=$tools/node_modules/node/bin/node
-suite=$tools/node_modules/@modelcontextprotocol/conformance/dist/index.js
+install_conformance "mcp-conformance-server: installing the suite $CONFORMANCE_VERSION and node $NODE_VERSION into $tools"
 
 scratch=$(mktemp -d /tmp/agentd-conformance-server.XXXXXX)
 pids=()

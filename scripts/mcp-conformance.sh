@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's client scenarios
-# (@modelcontextprotocol/conformance, pinned below) against agentd's MCP
-# client, and prints a table scenario -> pass/fail.
+# (@modelcontextprotocol/conformance, pinned in scripts/lib-conformance.sh)
+# against agentd's MCP client, and prints a table scenario -> pass/fail.
 #
 #   scripts/mcp-conformance.sh [--tools DIR] [--bin DIR] [--out DIR] [--only-declared]
 #
@@ -31,26 +31,11 @@
 # ~20 s for the first install. The suite splits the adapter's command on
 # spaces: the checkout's path must have none.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-top=$PWD
-
-CONFORMANCE_VERSION=0.1.16
-NODE_VERSION=22.23.3
+. "$(dirname "$0")/lib-conformance.sh"
 
 tools=$top/target/ci-tools/node
-bin=$top/target/debug
 out=$top/target/mcp-conformance
-only_declared=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    --tools) tools=$(realpath -m "$2"); shift 2 ;;
-    --bin) bin=$(realpath -m "$2"); shift 2 ;;
-    --out) out=$(realpath -m "$2"); shift 2 ;;
-    --only-declared) only_declared=1; shift ;;
-    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
-    *) echo "mcp-conformance: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+conformance_options mcp-conformance --only-declared 30 "$@"
 
 for exe in agentd agentd-sandbox; do
   if [ ! -x "$bin/$exe" ]; then
@@ -60,18 +45,7 @@ for exe in agentd agentd-sandbox; do
 done
 
 # The pinned packages.
-installed() {
-  local pkg=$1 version=$2
-  [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$tools/node_modules/$pkg/package.json" 2>/dev/null | head -1)" = "$version" ]
-}
-if ! installed @modelcontextprotocol/conformance "$CONFORMANCE_VERSION" || ! installed node "$NODE_VERSION"; then
-  echo "mcp-conformance: installing @modelcontextprotocol/conformance@$CONFORMANCE_VERSION and node@$NODE_VERSION into $tools"
-  mkdir -p "$tools"
-  npm install --silent --no-audit --no-fund --save-exact --prefix "$tools" \
-    "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" "node@$NODE_VERSION" >/dev/null
-fi
-node=$tools/node_modules/node/bin/node
-suite=$tools/node_modules/@modelcontextprotocol/conformance/dist/index.js
+install_conformance "mcp-conformance: installing @modelcontextprotocol/conformance@$CONFORMANCE_VERSION and node@$NODE_VERSION into $tools"
 if [ "$("$node" --version 2>/dev/null)" != "v$NODE_VERSION" ]; then
   echo "mcp-conformance: $node is not Node $NODE_VERSION (did npm run the node package's install script?)" >&2
   exit 2

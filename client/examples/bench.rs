@@ -139,9 +139,7 @@ fn rpc(args: &[String]) {
     let per_client = flag(args, "--per-client", 5_000);
     let dir = tempfile::tempdir().unwrap();
     let me = std::env::current_exe().unwrap();
-    // Examples live in target/<profile>/examples/, the daemon one level up.
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
-    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
+    let agentd = agentd_bin();
 
     let echo_sock = dir.path().join("echo.sock");
     let echo = Server {
@@ -236,12 +234,7 @@ async fn concurrent(socket: &Path, clients: usize, per_client: usize) -> f64 {
 fn bash(args: &[String]) {
     let calls = flag(args, "--calls", 500);
     let dir = tempfile::tempdir().unwrap();
-    let me = std::env::current_exe().unwrap();
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
-    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
-    let socket = dir.path().join("agentd.sock");
-    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
-    wait_for(&socket);
+    let (_daemon, socket) = started_agentd(dir.path(), false);
     // The workspace apart from the daemon's state directory (a workspace
     // holding it makes every unsandboxed command ask).
     let ws = workspace(dir.path());
@@ -350,11 +343,7 @@ fn search(args: &[String]) {
     let corpus = std::fs::canonicalize(&corpus).expect("the corpus exists (scripts/make_corpus.sh)");
     let runs = flag(args, "--runs", 5);
     let dir = tempfile::tempdir().unwrap();
-    let me = std::env::current_exe().unwrap();
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
-    let socket = dir.path().join("agentd.sock");
-    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
-    wait_for(&socket);
+    let (_daemon, socket) = started_agentd(dir.path(), false);
     let files = Command::new("rg").arg("--files").current_dir(&corpus).output().expect("rg is installed");
     let file_count = files.stdout.iter().filter(|b| **b == b'\n').count();
     println!("corpus {} ({file_count} files rg would search), median of {runs} runs", corpus.display());
@@ -460,17 +449,12 @@ fn calls(args: &[String]) {
         let body: String = (0..16).map(|l| format!("line {l} of file {i}: some text for a needle{l}\n")).collect();
         std::fs::write(ws.join(format!("f{i}.txt")), &body[..body.len().min(1024)]).unwrap();
     }
-    let me = std::env::current_exe().unwrap();
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
-    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
-    let socket = dir.path().join("agentd.sock");
-    let daemon = agentd_server("agentd", &agentd, dir.path(), &socket, ephemeral);
+    let (daemon, socket) = started_agentd(dir.path(), ephemeral);
     let pid = daemon.child.id();
     println!(
         "{}",
         if ephemeral { "daemon keeps nothing on disk (--ephemeral)" } else { "daemon with the durable store" }
     );
-    wait_for(&socket);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let mut c = Conn::open(&socket).await;
@@ -660,8 +644,7 @@ fn restart(args: &[String]) {
     let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("f.txt"), "hello\n").unwrap();
-    let me = std::env::current_exe().unwrap();
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
+    let agentd = agentd_bin();
     let socket = dir.path().join("agentd.sock");
     let start = || agentd_server("agentd", &agentd, dir.path(), &socket, false);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -720,6 +703,29 @@ fn walk_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Where the binaries are: examples live in target/<profile>/examples/,
+/// agentd and agentctl one level up.
+fn bin_dir() -> PathBuf {
+    let me = std::env::current_exe().unwrap();
+    me.parent().and_then(Path::parent).unwrap().to_owned()
+}
+
+/// The built `agentd` (it must be).
+fn agentd_bin() -> PathBuf {
+    let agentd = bin_dir().join("agentd");
+    assert!(agentd.exists(), "{} is not built: cargo build --release", agentd.display());
+    agentd
+}
+
+/// The real `agentd` on `dir/agentd.sock` (see `agentd_server`), started:
+/// the server and its socket.
+fn started_agentd(dir: &Path, ephemeral: bool) -> (Server, PathBuf) {
+    let socket = dir.join("agentd.sock");
+    let daemon = agentd_server("agentd", &agentd_bin(), dir, &socket, ephemeral);
+    wait_for(&socket);
+    (daemon, socket)
+}
+
 /// The real `agentd` on `socket`, its state in `dir/state`, quiet; kept
 /// in memory only with `ephemeral`.
 fn agentd_server(name: &'static str, agentd: &Path, dir: &Path, socket: &Path, ephemeral: bool) -> Server {
@@ -747,13 +753,10 @@ fn mcp(args: &[String]) {
     std::fs::create_dir_all(&ws).unwrap();
     let file = ws.join("one-kb.txt");
     std::fs::write(&file, "x".repeat(1023) + "\n").unwrap();
-    let me = std::env::current_exe().unwrap();
-    let bin = me.parent().and_then(Path::parent).unwrap().to_owned();
+    let bin = bin_dir();
     let (agentd, agentctl) = (bin.join("agentd"), bin.join("agentctl"));
     assert!(agentd.exists() && agentctl.exists(), "build first: cargo build --release");
-    let socket = dir.path().join("agentd.sock");
-    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, true);
-    wait_for(&socket);
+    let (_daemon, socket) = started_agentd(dir.path(), true);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/bridge_client.py");
     let run = |clients: usize, through_fs: bool| -> (Vec<f64>, f64) {
         let start = Instant::now();
@@ -891,11 +894,7 @@ fn gate(args: &[String]) {
     let runs = flag(args, "--runs", 20);
     let small = flag(args, "--mb", 1);
     let dir = tempfile::tempdir().unwrap();
-    let me = std::env::current_exe().unwrap();
-    let agentd = me.parent().and_then(Path::parent).map(|d| d.join("agentd")).unwrap();
-    let socket = dir.path().join("agentd.sock");
-    let _daemon = agentd_server("agentd", &agentd, dir.path(), &socket, false);
-    wait_for(&socket);
+    let (_daemon, socket) = started_agentd(dir.path(), false);
     let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port();
     std::thread::spawn(move || {

@@ -371,7 +371,42 @@ class Agentd:
             conn.close()
 
 
-class _HookServer:
+class _Serving:
+    """A connection of its own (`self._conn`) whose thread answers the
+    session's events that `wanted` picks, each on a thread of its own,
+    until the session closes or `.close()`."""
+
+    def _serve(self, wanted, answer, early=()):
+        """Starts the thread; it reads the notes in `early` first."""
+        self._thread = threading.Thread(target=self._loop, args=(list(early), wanted, answer), daemon=True)
+        self._thread.start()
+
+    def _loop(self, early, wanted, answer):
+        try:
+            while True:
+                note = early.pop(0) if early else self._conn.receive()
+                if note.get("method") != "turn/event":
+                    continue
+                event = note["params"]["result"]
+                if wanted(event):
+                    threading.Thread(target=answer, args=(event,), daemon=True).start()
+                if event["type"] == "session/closed":
+                    return
+        except (ConnectionError, OSError, ValueError):
+            return
+
+    def close(self):
+        # Wakes the reading thread first (closing a file another thread
+        # reads would wait for it).
+        try:
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._thread.join(timeout=5)
+        self._conn.close()
+
+
+class _HookServer(_Serving):
     """A connection that holds a hook (it goes when the connection closes) and answers its requests."""
 
     def __init__(self, agentd, session_id, event, matcher, fn, timeout):
@@ -397,8 +432,7 @@ class _HookServer:
         except BaseException:
             self._conn.close()
             raise
-        self._thread = threading.Thread(target=self._loop, args=(early,), daemon=True)
-        self._thread.start()
+        self._serve(lambda e: e["type"] == "hook/request" and e.get("hook_id") == self.hook_id, self._answer, early)
 
     def _answer(self, event):
         try:
@@ -411,62 +445,15 @@ class _HookServer:
         except (AgentdError, ConnectionError, OSError):
             pass  # the call ended meanwhile
 
-    def _loop(self, early):
-        try:
-            while True:
-                note = early.pop(0) if early else self._conn.receive()
-                if note.get("method") != "turn/event":
-                    continue
-                event = note["params"]["result"]
-                if event["type"] == "hook/request" and event.get("hook_id") == self.hook_id:
-                    threading.Thread(target=self._answer, args=(event,), daemon=True).start()
-                if event["type"] == "session/closed":
-                    return
-        except (ConnectionError, OSError, ValueError):
-            return
 
-    def close(self):
-        try:
-            self._conn.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._thread.join(timeout=5)
-        self._conn.close()
-
-
-class _StreamServer:
+class _StreamServer(_Serving):
     """A stream that declares a capability and answers events of one type,
     each on a thread of its own, until the session closes or `.close()`."""
 
     def __init__(self, agentd, session_id, params, event_type, answer):
         self._conn = agentd._open()
         self._conn.request("turn/stream", dict(params, session_id=session_id))
-        self._thread = threading.Thread(target=self._loop, args=(event_type, answer), daemon=True)
-        self._thread.start()
-
-    def _loop(self, event_type, answer):
-        try:
-            while True:
-                note = self._conn.receive()
-                if note.get("method") != "turn/event":
-                    continue
-                event = note["params"]["result"]
-                if event["type"] == event_type:
-                    threading.Thread(target=answer, args=(event,), daemon=True).start()
-                if event["type"] == "session/closed":
-                    return
-        except (ConnectionError, OSError, ValueError):
-            return
-
-    def close(self):
-        # Wakes the reading thread first (closing a file another thread
-        # reads would wait for it).
-        try:
-            self._conn.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._thread.join(timeout=5)
-        self._conn.close()
+        self._serve(lambda e: e["type"] == event_type, answer)
 
 
 def _ElicitationServer(agentd, session_id, handler):

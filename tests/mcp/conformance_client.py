@@ -158,19 +158,17 @@ def run(d, sid, scenario):
         if "8" not in text_of(result):
             raise Failed(f"add_numbers(5, 3) answered {text_of(result)!r}")
         return
-    if scenario.startswith("elicitation"):
-        asked = []
-        served = d.serve_elicitations(sid, elicitation_handler(asked))
-        try:
-            for tool in tools:
-                call(d, sid, tool)
-        finally:
-            served.close()
-        if not asked:
-            raise Failed("no elicitation reached the session")
-        return
-    # sse-retry, auth/* and anything newer: call the server's tools with
-    # no arguments (the scenarios' tools take none), elicitations answered.
+    # elicitation*, sse-retry, auth/* and anything newer: call the server's
+    # tools with no arguments (the scenarios' tools take none), elicitations
+    # answered.
+    asked = call_each_answering(d, sid, tools)
+    if scenario.startswith("elicitation") and not asked:
+        raise Failed("no elicitation reached the session")
+
+
+def call_each_answering(d, sid, tools):
+    """Calls each tool with no arguments while the session's elicitations
+    are answered; returns the elicitations asked."""
     asked = []
     served = d.serve_elicitations(sid, elicitation_handler(asked))
     try:
@@ -178,6 +176,7 @@ def run(d, sid, scenario):
             call(d, sid, tool)
     finally:
         served.close()
+    return asked
 
 
 def main():

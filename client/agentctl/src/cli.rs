@@ -105,12 +105,8 @@ enum Command {
         /// Session to run it in [default: a temporary session on --cwd]
         #[arg(long)]
         session: Option<String>,
-        /// Workspace of the temporary session [default: the current directory]
-        #[arg(long, conflicts_with = "session")]
-        cwd: Option<PathBuf>,
-        /// Permission mode of the temporary session
-        #[arg(long, value_enum, conflicts_with = "session")]
-        mode: Option<Mode>,
+        #[command(flatten)]
+        new_session: TemporarySession,
     },
     /// Submit a turn of tool_use blocks ({"id"?, "name", "input"}, or the model API's
     /// {"type": "tool_use", ...}: JSON lines, one JSON array or one object) from a file or `-`
@@ -121,12 +117,8 @@ enum Command {
         /// Session to run them in [default: a temporary session on --cwd]
         #[arg(long)]
         session: Option<String>,
-        /// Workspace of the temporary session [default: the current directory]
-        #[arg(long, conflicts_with = "session")]
-        cwd: Option<PathBuf>,
-        /// Permission mode of the temporary session
-        #[arg(long, value_enum, conflicts_with = "session")]
-        mode: Option<Mode>,
+        #[command(flatten)]
+        new_session: TemporarySession,
         /// Allow every permission request of the turn. Without it, requests
         /// are asked on the terminal, or denied when stdin is not one
         #[arg(long, short = 'y')]
@@ -205,6 +197,29 @@ enum Decision {
     Allow,
     Deny,
     AllowAlways,
+}
+
+/// The session `call` and `run` open when not given `--session`.
+#[derive(Debug, clap::Args)]
+struct TemporarySession {
+    /// Workspace of the temporary session [default: the current directory]
+    #[arg(long, conflicts_with = "session")]
+    cwd: Option<PathBuf>,
+    /// Permission mode of the temporary session
+    #[arg(long, value_enum, conflicts_with = "session")]
+    mode: Option<Mode>,
+}
+
+impl TemporarySession {
+    /// Its parameters: the daemon closes it when this connection goes
+    /// (Ctrl+C, SIGTERM, a crash), and nothing is left running.
+    fn params(&self) -> Result<SessionCreateParams, Failure> {
+        Ok(SessionCreateParams {
+            mode: self.mode.map(Into::into),
+            close_with_connection: Some(true),
+            ..SessionCreateParams::new(workspace(self.cwd.as_deref())?)
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -587,6 +602,20 @@ fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, 
     Ok(input)
 }
 
+/// `KEY=VALUE` arguments as a map (a later key wins); `bad` words the
+/// failure of the first one with no `=`.
+fn key_values(
+    args: &[String],
+    bad: impl Fn(&str) -> String,
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((key, value)) => Ok((key.to_owned(), value.to_owned())),
+            None => Err(Failure::Local(bad(a))),
+        })
+        .collect()
+}
+
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         Failure::Client(e)
@@ -665,7 +694,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         }
         Command::Mcp(args) => mcp_serve(client, endpoint, args).await?,
         Command::Tools { session, cwd, all } => tools(cli, &client, session.as_deref(), cwd.as_deref(), *all).await?,
-        Command::Call { tool, input, args, session, cwd, mode } => {
+        Command::Call { tool, input, args, session, new_session } => {
             let input = call_input(input.as_deref(), args)?;
             let mut signals = Interrupts::listen()?;
             // A tool call may run for minutes: wait as long as the daemon lets it.
@@ -676,20 +705,11 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
             let result = match session {
                 Some(id) => call_showing_progress(&client, id, tool, input, show, &mut signals).await?,
                 None => {
-                    // Closed by the daemon when this connection goes
-                    // (Ctrl+C, SIGTERM, a crash): nothing left running.
-                    let params = SessionCreateParams {
-                        mode: mode.map(Into::into),
-                        close_with_connection: Some(true),
-                        ..SessionCreateParams::new(workspace(cwd.as_deref())?)
+                    let (client, signals) = (&client, &mut signals);
+                    let call = |sid: String| async move {
+                        call_showing_progress(client, &sid, tool, input, show, signals).await
                     };
-                    let temp = client.session_create(params).await?;
-                    let result =
-                        call_showing_progress(&client, &temp.session_id, tool, input, show, &mut signals).await;
-                    let closed = client.session_close(&temp.session_id).await;
-                    let result = result?;
-                    closed?;
-                    result
+                    in_temporary_session(client, new_session.params()?, call).await?
                 }
             };
             if cli.json {
@@ -709,7 +729,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 return Err(Failure::ToolFailed);
             }
         }
-        Command::Run { file, session, cwd, mode, yes } => {
+        Command::Run { file, session, new_session, yes } => {
             let uses = read_tool_uses(file)?;
             let answer = if *yes {
                 Answering::Yes
@@ -721,14 +741,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
             let client = Client::connect_endpoint(endpoint, agentd_client::DEFAULT_REQUEST_TIMEOUT).await?;
             let (sid, temporary) = match session {
                 Some(id) => (id.clone(), false),
-                None => {
-                    let params = SessionCreateParams {
-                        mode: mode.map(Into::into),
-                        close_with_connection: Some(true),
-                        ..SessionCreateParams::new(workspace(cwd.as_deref())?)
-                    };
-                    (client.session_create(params).await?.session_id, true)
-                }
+                None => (client.session_create(new_session.params()?).await?.session_id, true),
             };
             let outcome = run_turn(cli, &client, &sid, uses, answer).await;
             if temporary {
@@ -786,13 +799,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
             }
         }
         Command::Respond { session, request_id, decision, rule, message, answers } => {
-            let mut given = std::collections::BTreeMap::new();
-            for a in answers {
-                let Some((q, answer)) = a.split_once('=') else {
-                    return Err(Failure::Local(format!("--answer {a:?}: expected QUESTION=ANSWER")));
-                };
-                given.insert(q.to_owned(), answer.to_owned());
-            }
+            let given = key_values(answers, |a| format!("--answer {a:?}: expected QUESTION=ANSWER"))?;
             let params = PermissionRespondParams {
                 session_id: session.clone(),
                 request_id: request_id.clone(),
@@ -856,6 +863,22 @@ fn wire<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
+/// Runs `work` in a session opened with `params` for it, and closes the
+/// session after: `work`'s failure first, then the close's.
+async fn in_temporary_session<T, E, F, Fut>(client: &Client, params: SessionCreateParams, work: F) -> Result<T, Failure>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    Failure: From<E>,
+{
+    let temp = client.session_create(params).await?;
+    let result = work(temp.session_id.clone()).await;
+    let closed = client.session_close(&temp.session_id).await;
+    let result = result?;
+    closed?;
+    Ok(result)
+}
+
 async fn tools(
     cli: &Cli,
     client: &Client,
@@ -868,12 +891,7 @@ async fn tools(
         None => {
             let params =
                 SessionCreateParams { close_with_connection: Some(true), ..SessionCreateParams::new(workspace(cwd)?) };
-            let temp = client.session_create(params).await?;
-            let list = client.tools_list(&temp.session_id).await;
-            let closed = client.session_close(&temp.session_id).await;
-            let list = list?;
-            closed?;
-            list
+            in_temporary_session(client, params, |sid: String| async move { client.tools_list(&sid).await }).await?
         }
     };
     if cli.json {

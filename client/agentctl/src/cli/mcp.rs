@@ -81,9 +81,7 @@ pub(super) async fn mcp_prompts(cli: &Cli, client: &Client, session: &str) -> Re
         print_json(&listed);
         return Ok(());
     }
-    if listed.prompts.is_empty() {
-        println!("no MCP prompts in this session");
-    }
+    say_if_none(&listed.prompts, "no MCP prompts in this session");
     for p in &listed.prompts {
         let args: Vec<String> = p
             .arguments
@@ -111,13 +109,7 @@ pub(super) async fn mcp_prompt(
     args: &[String],
 ) -> Result<(), Failure> {
     use agentd_client::protocol::mcp::McpGetPromptParams;
-    let mut arguments = std::collections::BTreeMap::new();
-    for arg in args {
-        let Some((k, v)) = arg.split_once('=') else {
-            return Err(Failure::Local(format!("--arg {arg:?} is not name=value")));
-        };
-        arguments.insert(k.to_owned(), v.to_owned());
-    }
+    let arguments = key_values(args, |arg| format!("--arg {arg:?} is not name=value"))?;
     let params = McpGetPromptParams {
         session_id: session.to_owned(),
         server: server.to_owned(),
@@ -146,9 +138,7 @@ pub(super) async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) 
             print_json(&list);
             return Ok(());
         }
-        if list.servers.is_empty() {
-            println!("no MCP servers");
-        }
+        say_if_none(&list.servers, "no MCP servers");
         for s in &list.servers {
             let pid = s.pid.map(|p| format!(", pid {p}")).unwrap_or_default();
             println!(
@@ -172,9 +162,7 @@ pub(super) async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) 
         print_json(&serde_json::json!({ "mcp": info.mcp, "mcp_errors": info.mcp_errors }));
         return Ok(());
     }
-    if info.mcp.is_empty() {
-        println!("no MCP servers in this session");
-    }
+    say_if_none(&info.mcp, "no MCP servers in this session");
     for s in &info.mcp {
         println!("{}  {}  {}  {} tools  (from {})", s.name, s.transport, wire(&s.state), s.tools, wire(&s.source));
         if let Some(e) = &s.last_error {
@@ -185,6 +173,13 @@ pub(super) async fn mcp_list(cli: &Cli, client: &Client, session: Option<&str>) 
         println!("not used: {e}");
     }
     Ok(())
+}
+
+/// Prints `none` when a list has nothing to show.
+fn say_if_none<T>(items: &[T], none: &str) {
+    if items.is_empty() {
+        println!("{none}");
+    }
 }
 
 /// Runs `work` with a session: `session`, or one opened on `cwd` for it
