@@ -72,6 +72,18 @@ struct LogInner {
 }
 
 impl LogInner {
+    /// Sends the events held (a batch's, then the one pushed), in order,
+    /// to the live subscribers; with none, they are dropped. The buffer
+    /// keeps its capacity.
+    fn send_unsent(&mut self) {
+        let live = self.live.as_ref().filter(|l| l.receiver_count() > 0);
+        for event in self.unsent.drain(..) {
+            if let Some(live) = live {
+                let _ = live.send(event);
+            }
+        }
+    }
+
     /// Drops the oldest events beyond `capacity` or `max_bytes` (the newest
     /// is kept whatever its size).
     fn trim(&mut self, capacity: usize, max_bytes: usize) {
@@ -185,15 +197,8 @@ impl EventLog {
             inner.unwritten.clear();
         }
         // Events of a batch that just ended go first, in order.
-        let earlier = std::mem::take(&mut inner.unsent);
-        if let Some(live) = &inner.live
-            && live.receiver_count() > 0
-        {
-            for e in earlier {
-                let _ = live.send(e);
-            }
-            let _ = live.send(event);
-        }
+        inner.unsent.push(event);
+        inner.send_unsent();
         seq
     }
 
@@ -235,14 +240,7 @@ impl EventLog {
             journal.append_lines(&inner.unwritten);
             inner.unwritten.clear();
         }
-        let unsent = std::mem::take(&mut inner.unsent);
-        if let Some(live) = &inner.live
-            && live.receiver_count() > 0
-        {
-            for event in unsent {
-                let _ = live.send(event);
-            }
-        }
+        inner.send_unsent();
     }
 
     /// The events after `after_seq` (none when `None`), a receiver of

@@ -162,19 +162,22 @@ impl JobTable {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts `script` (for `command`) in `cwd` as a job.
-    pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, env, tmp, at_end } = run;
+    /// Whether another job may start.
+    fn room(&self) -> std::io::Result<()> {
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(
                 "{running} background jobs are running; stop one with KillShell first"
             )));
         }
-        let tree = spawn_bash(script, cwd, marker, env, launch)?;
-        let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let job = Arc::new(Job {
-            id,
+        Ok(())
+    }
+
+    /// A running job for `command`, with the next id, its output also
+    /// written to `output_file`.
+    fn new_job(&self, command: &str, output_file: Option<&Path>) -> Arc<Job> {
+        Arc::new(Job {
+            id: format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed)),
             command: command.to_owned(),
             state: Mutex::new(JobState {
                 unread: Vec::new(),
@@ -184,7 +187,15 @@ impl JobTable {
             }),
             cancel: self.cancel.child_token(),
             finished: tokio::sync::Notify::new(),
-        });
+        })
+    }
+
+    /// Starts `script` (for `command`) in `cwd` as a job.
+    pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
+        let JobRun { marker, output_file, launch, env, tmp, at_end } = run;
+        self.room()?;
+        let tree = spawn_bash(script, cwd, marker, env, launch)?;
+        let job = self.new_job(command, output_file);
         self.lock().push(job.clone());
         self.tracker.spawn(pump(job.clone(), tree, tmp, at_end));
         Ok(job)
@@ -198,25 +209,8 @@ impl JobTable {
     where
         F: std::future::Future<Output = Result<String, String>> + Send + 'static,
     {
-        let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
-        if running >= MAX_RUNNING_JOBS {
-            return Err(std::io::Error::other(format!(
-                "{running} background jobs are running; stop one with KillShell first"
-            )));
-        }
-        let id = format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let job = Arc::new(Job {
-            id,
-            command: what.to_owned(),
-            state: Mutex::new(JobState {
-                unread: Vec::new(),
-                dropped: 0,
-                status: JobStatus::Running,
-                capture: Capture::new(1, None),
-            }),
-            cancel: self.cancel.child_token(),
-            finished: tokio::sync::Notify::new(),
-        });
+        self.room()?;
+        let job = self.new_job(what, None);
         let work = work(job.cancel.clone());
         self.lock().push(job.clone());
         let done = job.clone();
