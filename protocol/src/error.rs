@@ -4,37 +4,39 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Every error code the daemon sends. The numbers never change meaning.
+/// Every error code the daemon sends, with its number. The numbers never
+/// change meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[repr(i32)]
 pub enum ErrorCode {
     /// The line is not valid JSON (or not valid UTF-8).
-    ParseError,
+    ParseError = -32700,
     /// Valid JSON, but not a JSON-RPC 2.0 request object.
-    InvalidRequest,
+    InvalidRequest = -32600,
     /// No method of that name.
-    MethodNotFound,
+    MethodNotFound = -32601,
     /// The params are missing, of the wrong shape, or name a bad value; the
     /// message names the field.
-    InvalidParams,
+    InvalidParams = -32602,
     /// A bug in the daemon; the message says what was being done.
-    InternalError,
+    InternalError = -32603,
     /// No open session has the given id.
-    UnknownSession,
+    UnknownSession = -32001,
     /// The permission pipeline refused the request.
-    PermissionDenied,
+    PermissionDenied = -32003,
     /// A request line exceeded the size limit; the connection is closed after it.
-    RequestTooLarge,
+    RequestTooLarge = -32004,
     /// The connecting process runs as a user the daemon does not serve.
-    PeerNotAllowed,
+    PeerNotAllowed = -32005,
     /// The daemon is shutting down and takes no new work.
-    ShuttingDown,
+    ShuttingDown = -32006,
     /// Too many requests of one connection are still running.
-    TooManyRequests,
+    TooManyRequests = -32007,
     /// An MCP server could not do what was asked of it (`mcp/get_prompt`:
     /// it failed, is not running, or answered with an error); the message
     /// says which server and why.
-    McpServerFailed,
+    McpServerFailed = -32008,
 }
 
 impl ErrorCode {
@@ -56,20 +58,7 @@ impl ErrorCode {
 
     /// The number sent in the JSON-RPC `error.code` field.
     pub const fn code(self) -> i32 {
-        match self {
-            ErrorCode::ParseError => -32700,
-            ErrorCode::InvalidRequest => -32600,
-            ErrorCode::MethodNotFound => -32601,
-            ErrorCode::InvalidParams => -32602,
-            ErrorCode::InternalError => -32603,
-            ErrorCode::UnknownSession => -32001,
-            ErrorCode::PermissionDenied => -32003,
-            ErrorCode::RequestTooLarge => -32004,
-            ErrorCode::PeerNotAllowed => -32005,
-            ErrorCode::ShuttingDown => -32006,
-            ErrorCode::TooManyRequests => -32007,
-            ErrorCode::McpServerFailed => -32008,
-        }
+        self as i32
     }
 
     /// The code for a number, if it is one of ours.
