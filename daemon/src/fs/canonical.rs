@@ -102,8 +102,7 @@ mod tests {
     /// while it is walked), is not taken for the one judged.
     #[test]
     fn a_directory_swapped_for_a_link_after_it_was_judged_is_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (_tmp, base) = crate::fs::real_temp_dir();
         let (ws, elsewhere) = (base.join("ws"), base.join("elsewhere"));
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         std::fs::create_dir(&elsewhere).unwrap();

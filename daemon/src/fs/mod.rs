@@ -609,6 +609,15 @@ const fn libc_s_ifreg() -> u32 {
 #[cfg(test)]
 mod tests;
 
+/// A temporary directory for a test, and its real path (the kernel's name
+/// for it: what path checks compare with).
+#[cfg(test)]
+pub fn real_temp_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, real)
+}
+
 /// Temporary files of writes in progress, recorded in the state directory
 /// (`<state-dir>/pending-writes/`, one small file each naming the temporary
 /// file) from before the file is created until it is renamed or removed. A

@@ -56,8 +56,7 @@ fn secret_files_are_refused_by_identity_and_reads_stay_beneath_their_root() {
 /// output stays readable.
 #[test]
 fn opens_never_land_in_the_state_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, ws) = crate::fs::real_temp_dir();
     for d in ["state/store/s1", "state/procs", "state/sessions/s1/output"] {
         std::fs::create_dir_all(ws.join(d)).unwrap();
     }
@@ -83,8 +82,7 @@ fn opens_never_land_in_the_state_directory() {
 /// lives, not only the first one's.
 #[test]
 fn every_live_daemons_state_is_off_limits_and_only_while_it_lives() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, root) = crate::fs::real_temp_dir();
     for d in ["a/state", "b/state"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
@@ -112,8 +110,7 @@ fn every_live_daemons_state_is_off_limits_and_only_while_it_lives() {
 /// another session's plan.
 #[test]
 fn review_a_link_into_plans_is_refused_when_opened() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let (_dir, ws) = crate::fs::real_temp_dir();
     std::fs::create_dir_all(ws.join("state/plans")).unwrap();
     std::fs::write(ws.join("state/plans/other.md"), "theirs").unwrap();
     let _state = guard_state_dir(&ws.join("state"));

@@ -525,8 +525,7 @@ mod tests {
     /// before its sandbox is built: "protect …/.vscode: ENOENT".
     #[test]
     fn a_placeholder_another_call_made_is_held_by_the_next_too() {
-        let root = tempfile::tempdir().unwrap();
-        let r = std::fs::canonicalize(root.path()).unwrap();
+        let (_root, r) = crate::fs::real_temp_dir();
         let roots = vec![r.clone()];
         let first = CallGuard::new(&roots, &Default::default());
         assert!(first.placeholders().contains(&r.join(".vscode")) && r.join(".vscode").is_dir());
@@ -546,8 +545,7 @@ mod tests {
     /// gets a placeholder, and the placeholder is bound.
     #[test]
     fn an_absent_hooks_path_is_held_and_bound() {
-        let root = tempfile::tempdir().unwrap();
-        let r = std::fs::canonicalize(root.path()).unwrap();
+        let (_root, r) = crate::fs::real_temp_dir();
         std::fs::create_dir(r.join(".git")).unwrap();
         std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = hooks-later\n").unwrap();
         let roots = vec![r.clone()];

@@ -665,8 +665,7 @@ mod tests {
 
     #[test]
     fn what_was_opened_is_checked_not_the_path_that_was_admitted() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (_dir, root) = crate::fs::real_temp_dir();
         std::fs::write(root.join("a"), "fine\n").unwrap();
         std::fs::write(root.join("secret"), "no\n").unwrap();
         let path = fs::resolve(&root, &root, "a").unwrap();
@@ -686,8 +685,7 @@ mod tests {
     /// unasked; approved (or in bypass mode), it is.
     #[test]
     fn a_file_an_ask_rule_names_is_not_read_unasked_through_a_swapped_link() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (_dir, root) = crate::fs::real_temp_dir();
         std::fs::write(root.join("a"), "fine\n").unwrap();
         std::fs::write(root.join("kept"), "ask first\n").unwrap();
         let mut ctx = ToolContext::for_test(std::sync::Arc::new(crate::tool::context::NoTools));
