@@ -293,11 +293,9 @@ impl Daemon {
                         self.shared.tracker.spawn(fut.instrument(span));
                     }
                     Err(e) => {
-                        // Out of descriptors or similar: back off instead of spinning.
                         tracing::warn!("accept failed: {e}");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => break,
-                            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                        if backed_off(&shutdown).await {
+                            break;
                         }
                     }
                 },
@@ -322,9 +320,8 @@ impl Daemon {
                         }
                         Err(e) => {
                             tracing::warn!("TLS accept failed: {e}");
-                            tokio::select! {
-                                _ = shutdown.cancelled() => break,
-                                _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                            if backed_off(&shutdown).await {
+                                break;
                             }
                         }
                     }
@@ -353,6 +350,16 @@ impl Daemon {
 }
 
 use std::os::unix::fs::DirBuilderExt;
+
+/// After a failed accept (out of descriptors or similar): waits a
+/// moment instead of spinning; true when the daemon is shutting down
+/// meanwhile.
+async fn backed_off(shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => false,
+    }
+}
 
 /// Raises the soft limit of open descriptors to the hard one: every
 /// connection, command and active session's event log holds some.

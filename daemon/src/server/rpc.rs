@@ -134,17 +134,7 @@ where
     Fut: Future<Output = Result<M::Result, RpcError>> + Send + 'static,
     M::Result: Clone,
 {
-    let registered = module.register_async_method(M::NAME, move |params, ctx, _ext| {
-        let handler = handler.clone();
-        let parsed: Result<M::Params, RpcError> = parse_params(&params);
-        async move {
-            let parsed = parsed.map_err(ErrorObjectOwned::from)?;
-            handler(parsed, ctx).await.map_err(ErrorObjectOwned::from)
-        }
-    });
-    if let Err(e) = registered {
-        tracing::error!(method = M::NAME, "method registration failed: {e}");
-    }
+    register_async_conn::<M, C, _, Fut>(module, move |params, ctx, _conn| handler(params, ctx));
 }
 
 /// Like [`register_async`], the handler also given the id of the
