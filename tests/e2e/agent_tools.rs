@@ -24,7 +24,7 @@ fn texts(events: &[Value]) -> Vec<(String, String, bool)> {
 async fn the_task_list_round_trips_in_request_order() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
     // One turn: each call sees what the earlier ones did.
     let uses = vec![
@@ -77,19 +77,9 @@ async fn the_task_list_round_trips_in_request_order() {
     assert_eq!(info["tasks"][0]["metadata"], json!({ "pr": 7 }));
 
     // Deleting leaves no dangling dependency, and ids are never reused.
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TaskUpdate", "input": { "taskId": "1", "status": "deleted" } }),
-        )
-        .await;
+    let r = c.tool(&sid, "TaskUpdate", json!({ "taskId": "1", "status": "deleted" })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "TaskCreate", "input": { "subject": "Ship", "description": "" } }),
-        )
-        .await;
+    let r = c.tool(&sid, "TaskCreate", json!({ "subject": "Ship", "description": "" })).await;
     assert!(r["content"][0]["text"].as_str().unwrap().contains("Task #3"), "{r}");
     let info = c.ok("session/get", json!({ "session_id": sid })).await;
     let tasks = info["tasks"].as_array().unwrap();
@@ -103,9 +93,8 @@ async fn a_session_made_to_close_with_its_connection_does() {
     let mut owner = d.raw().await;
     let mut other = d.raw().await;
     let params = json!({ "cwd": d.dir.path(), "mode": "bypass", "close_with_connection": true });
-    let sid = owner.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
-    let kept =
-        other.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = owner.session(params).await;
+    let kept = other.session(json!({ "cwd": d.dir.path() })).await;
     let info = other.ok("session/get", json!({ "session_id": sid })).await;
     assert_eq!(info["close_with_connection"], true, "{info}");
     let tag = agentd_tests::tag();
@@ -114,16 +103,13 @@ async fn a_session_made_to_close_with_its_connection_does() {
     agentd_tests::eventually("the command runs", || !agentd_tests::procs(&format!("sleep {tag}")).is_empty()).await;
     drop(owner);
     agentd_tests::none_left(&format!("sleep {tag}")).await;
-    let ids = |list: &Value| -> Vec<String> {
-        list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned()).collect()
-    };
-    let mut left = ids(&other.ok("session/list", json!({})).await);
+    let mut left = other.session_ids().await;
     for _ in 0..200 {
         if !left.contains(&sid) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        left = ids(&other.ok("session/list", json!({})).await);
+        left = other.session_ids().await;
     }
     assert!(!left.contains(&sid) && left.contains(&kept), "{left:?}");
 }
@@ -193,7 +179,7 @@ async fn skills_are_listed_loaded_and_bad_ones_reported() {
 
     // No skills, no Skill tool.
     let plain = tempfile::tempdir().unwrap();
-    let other = c.ok("session/create", json!({ "cwd": plain.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let other = c.session(json!({ "cwd": plain.path() })).await;
     let list = c.ok("tools/list", json!({ "session_id": other })).await;
     assert!(!list["tools"].as_array().unwrap().iter().any(|t| t["name"] == "Skill"));
 }
@@ -202,9 +188,9 @@ async fn skills_are_listed_loaded_and_bad_ones_reported() {
 async fn config_reads_settings_and_changes_only_the_models_own() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let mut config = async |input: Value| {
-        let r = c.ok("tool/call", json!({ "session_id": sid, "name": "Config", "input": input })).await;
+        let r = c.tool(&sid, "Config", input).await;
         (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
     };
     let (err, text) = config(json!({ "setting": "mode" })).await;
@@ -222,9 +208,7 @@ async fn config_reads_settings_and_changes_only_the_models_own() {
     let (_, text) = config(json!({ "setting": "bash.default_timeout_ms" })).await;
     assert!(text.contains("= 1500"), "{text}");
     // A command that names no timeout now gets the new one.
-    let r = c
-        .ok("tool/call", json!({ "session_id": sid, "name": "Bash", "input": { "command": "sleep 5", "dangerouslyDisableSandbox": false } }))
-        .await;
+    let r = c.tool(&sid, "Bash", json!({ "command": "sleep 5", "dangerouslyDisableSandbox": false })).await;
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(r["is_error"] == true && text.contains("timed out after 1500 ms"), "{r}");
 }
@@ -256,7 +240,7 @@ async fn skills_that_lead_outside_or_are_denied_are_left_out() {
 async fn the_task_list_is_bounded() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let call = |name: &str, input: Value| json!({ "session_id": sid, "name": name, "input": input });
     let r = c
         .ok(

@@ -15,6 +15,14 @@ async fn runner(d: &TestDaemon, sid: &str) -> RawConn {
     conn
 }
 
+/// A connection, a session on `d`'s directory, and a [`runner`] for it.
+async fn parent(d: &TestDaemon) -> (RawConn, String, RawConn) {
+    let mut c = d.raw().await;
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
+    let events = runner(d, &sid).await;
+    (c, sid, events)
+}
+
 /// The next event of a stream opened by [`runner`].
 async fn next(conn: &mut RawConn) -> Value {
     let note = within("an event", conn.recv()).await.expect("the stream goes on");
@@ -44,7 +52,7 @@ async fn tasks_run_side_by_side_in_child_sessions_bound_by_the_parents_rules() {
     let mut c = d.raw().await;
     let params =
         json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100, "permissions": { "deny": ["Bash(rm:*)"] } });
-    let sid = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(params).await;
     let list = c.ok("tools/list", json!({ "session_id": sid })).await;
     assert!(!names(&list).contains(&"Task".to_owned()), "nobody runs agents yet");
 
@@ -120,9 +128,7 @@ async fn tasks_run_side_by_side_in_child_sessions_bound_by_the_parents_rules() {
 #[tokio::test]
 async fn cancelling_the_parents_turn_ends_the_childs_work() {
     let d = TestDaemon::start().await;
-    let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
-    let mut events = runner(&d, &sid).await;
+    let (mut c, sid, mut events) = parent(&d).await;
     let uses = vec![tool_use(
         "t",
         "Task",
@@ -150,7 +156,7 @@ async fn a_child_made_by_a_client_inherits_and_cannot_widen() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let parent = json!({ "cwd": d.dir.path(), "mode": "plan", "permissions": { "allow": ["Bash(make:*)"] } });
-    let sid = c.ok("session/create", parent).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(parent).await;
     for (extra, field) in [
         (json!({ "mode": "bypass" }), "mode"),
         (json!({ "permissions": { "allow": ["Bash"] } }), "permissions"),
@@ -254,7 +260,7 @@ async fn agent_definitions_narrow_the_childs_tools_and_bad_ones_are_reported() {
     assert_eq!(request["instructions"], "You review code. Report bugs only.");
     assert_eq!(request["tools"], json!(["Grep", "Read"]), "{request}");
     let child = request["child_session_id"].as_str().unwrap();
-    let r = c.ok("tool/call", json!({ "session_id": child, "name": "Bash", "input": { "command": "true" } })).await;
+    let r = c.tool(child, "Bash", json!({ "command": "true" })).await;
     assert_eq!(r["is_error"], true, "the reviewer has no Bash: {r}");
     let answer = json!({ "session_id": sid, "request_id": request["request_id"], "result": "No bugs." });
     c.ok("agent/respond", answer).await;
@@ -283,11 +289,11 @@ async fn a_child_is_bound_by_the_parents_own_rules_wherever_it_works() {
     std::fs::write(ws.path().join("sub/victim.txt"), "x").unwrap();
     let mut c = d.raw().await;
     let parent = json!({ "cwd": ws.path(), "mode": "bypass", "permissions": { "deny": ["Read(./private/**)"] } });
-    let sid = c.ok("session/create", parent).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(parent).await;
     std::fs::create_dir_all(ws.path().join("private")).unwrap();
     std::fs::write(ws.path().join("private/key"), "KEY\n").unwrap();
     let child = json!({ "cwd": ws.path().join("sub"), "parent_session_id": sid });
-    let child = c.ok("session/create", child).await["session_id"].as_str().unwrap().to_owned();
+    let child = c.session(child).await;
     let call = |name: &str, input: Value| json!({ "session_id": child, "name": name, "input": input });
     for (name, input) in [
         ("Read", json!({ "file_path": ws.path().join("secret.txt") })),
@@ -310,7 +316,7 @@ async fn a_child_is_bound_by_the_parents_own_rules_wherever_it_works() {
 async fn a_task_fails_once_no_client_runs_agents() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let mut watcher = agentd_tests::EventStream::open(&d.socket, &sid, None).await.unwrap();
     let mut agents = runner(&d, &sid).await;
     let uses =
@@ -333,10 +339,9 @@ fn children_do_not_survive_a_restart() {
     let work = tempfile::tempdir().unwrap();
     let (parent, child) = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let parent =
-            c.ok("session/create", json!({ "cwd": work.path() })).await["session_id"].as_str().unwrap().to_owned();
+        let parent = c.session(json!({ "cwd": work.path() })).await;
         let child = json!({ "cwd": work.path(), "parent_session_id": parent });
-        let child = c.ok("session/create", child).await["session_id"].as_str().unwrap().to_owned();
+        let child = c.session(child).await;
         // Until the records are on disk (saved every 200 ms).
         tokio::time::sleep(std::time::Duration::from_millis(600)).await;
         (parent, child)
@@ -346,10 +351,8 @@ fn children_do_not_survive_a_restart() {
     d.restart();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let list = c.ok("session/list", json!({})).await;
-        let ids: Vec<&str> =
-            list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap()).collect();
-        assert!(ids.contains(&parent.as_str()) && !ids.contains(&child.as_str()), "{ids:?}");
+        let ids = c.session_ids().await;
+        assert!(ids.contains(&parent) && !ids.contains(&child), "{ids:?}");
     });
 }
 
@@ -357,7 +360,7 @@ fn children_do_not_survive_a_restart() {
 async fn a_runner_gets_agent_requests_whatever_kinds_it_asked_for() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let mut agents = d.raw().await;
     let params = json!({ "session_id": sid, "capabilities": ["agents"], "kinds": ["tool/result"] });
     assert!(agents.request("turn/stream", params).await["result"].is_string());
@@ -382,7 +385,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     let mut c = d.raw().await;
     let params =
         json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100, "permissions": { "deny": ["Agent(Plan)"] } });
-    let sid = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(params).await;
     let mut events = runner(&d, &sid).await;
     let list = c.ok("tools/list", json!({ "session_id": sid })).await;
     let task = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "Task").unwrap().clone();
@@ -451,12 +454,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     assert!(tools(&explore).contains(&"Read".to_owned()) && tools(&explore).contains(&"Grep".to_owned()), "{explore}");
     // The child cannot write, whatever it is asked.
     let child = explore["child_session_id"].as_str().unwrap();
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": child, "name": "Write", "input": { "file_path": "x.txt", "content": "x" } }),
-        )
-        .await;
+    let r = c.tool(child, "Write", json!({ "file_path": "x.txt", "content": "x" })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!d.dir.path().join("x.txt").exists());
     let general = req("g");
@@ -485,9 +483,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
 #[tokio::test]
 async fn a_task_in_the_background_returns_at_once_and_its_result_comes_by_task_output() {
     let d = TestDaemon::start().await;
-    let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
-    let mut events = runner(&d, &sid).await;
+    let (mut c, sid, mut events) = parent(&d).await;
     let call = |name: &str, input: Value| json!({ "session_id": sid, "name": name, "input": input });
     let text = |r: &Value| r["content"][0]["text"].as_str().unwrap_or_default().to_owned();
     let background = json!({ "description": "survey", "prompt": "Survey it.", "run_in_background": true });
@@ -527,10 +523,8 @@ async fn a_task_in_the_background_returns_at_once_and_its_result_comes_by_task_o
 
     // Without a client that runs agents, nothing starts.
     drop(events);
-    let plain = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].as_str().unwrap().to_owned();
-    let r = c
-        .ok("tool/call", json!({ "session_id": plain, "name": "Task", "input": { "description": "d", "prompt": "p", "run_in_background": true } }))
-        .await;
+    let plain = c.session(json!({ "cwd": d.dir.path() })).await;
+    let r = c.tool(&plain, "Task", json!({ "description": "d", "prompt": "p", "run_in_background": true })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(c.ok("session/get", json!({ "session_id": plain })).await["jobs"].as_array().is_none_or(|j| j.is_empty()));
 }

@@ -98,7 +98,7 @@ async fn any_id_comes_back_as_it_was_sent() {
     assert!(text.contains(r#""id":-1.25"#) && text.contains(r#""id":2e0"#), "{text}");
     let ws = d.dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
-    let sid = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let sid = c.session(json!({ "cwd": ws })).await;
     c.send_line(format!(r#"{{"jsonrpc":"2.0","id":-9.5,"method":"turn/stream","params":{{"session_id":"{sid}"}}}}"#))
         .await;
     let text = c.recv_text().await;
@@ -263,7 +263,7 @@ async fn a_half_closed_client_still_gets_its_answers() {
 async fn too_many_requests_in_flight_are_refused_not_queued() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path() })).await["session_id"].clone();
+    let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let total = 1030;
     let mut lines = String::new();
     for id in 0..total {

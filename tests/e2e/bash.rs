@@ -16,13 +16,13 @@ async fn session(d: &TestDaemon, mode: &str) -> S {
     let mut c = d.raw().await;
     // Nobody answers permission requests here: a short timeout ends them.
     let params = json!({ "cwd": d.dir.path(), "mode": mode, "permission_timeout_ms": 100 });
-    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(params).await;
     S { c, id }
 }
 
 impl S {
     async fn bash(&mut self, input: Value) -> Value {
-        within("bash", self.c.ok("tool/call", json!({ "session_id": self.id, "name": "Bash", "input": input }))).await
+        within("bash", self.c.tool(&self.id, "Bash", input)).await
     }
 }
 
@@ -190,11 +190,11 @@ async fn rules_allow_deny_and_ask_by_sub_command() {
     let params =
         json!({ "cwd": d.dir.path(), "permissions": { "ask": ["Bash(git push:*)"] }, "permission_timeout_ms": 100 });
     let created = c.ok("session/create", params).await;
-    let id = created["session_id"].clone();
+    let id = created["session_id"].as_str().unwrap().to_owned();
     let errors = created["session"]["rule_errors"].to_string();
     assert!(errors.contains("settings.json: rule 1") && errors.contains("Bash(oops"), "{errors}");
     let mut run = async |command: &str| {
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": command })).await;
         (r["is_error"].as_bool().unwrap(), text(&r))
     };
     let (err, _) = run("touch made-by-rule").await;
@@ -219,26 +219,15 @@ async fn rules_allow_deny_and_ask_by_sub_command() {
 async fn plan_mode_runs_read_only_tools_only_and_accept_edits_allows_edits() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
-    let plan = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "plan" })).await["session_id"].clone();
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": plan, "name": "Write", "input": { "file_path": "p.txt", "content": "x" } }),
-        )
-        .await;
+    let plan = c.session(json!({ "cwd": d.dir.path(), "mode": "plan" })).await;
+    let r = c.tool(&plan, "Write", json!({ "file_path": "p.txt", "content": "x" })).await;
     assert!(text(&r).contains("plan mode"), "{r}");
-    let r = c.ok("tool/call", json!({ "session_id": plan, "name": "Bash", "input": { "command": "ls" } })).await;
+    let r = c.tool(&plan, "Bash", json!({ "command": "ls" })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    let edits =
-        c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await["session_id"].clone();
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": edits, "name": "Write", "input": { "file_path": "e.txt", "content": "x" } }),
-        )
-        .await;
+    let edits = c.session(json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await;
+    let r = c.tool(&edits, "Write", json!({ "file_path": "e.txt", "content": "x" })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    let r = c.ok("tool/call", json!({ "session_id": edits, "name": "Bash", "input": { "command": "touch t" } })).await;
+    let r = c.tool(&edits, "Bash", json!({ "command": "touch t" })).await;
     assert!(text(&r).contains("permission required"), "accept_edits is not bypass: {r}");
 }
 
@@ -297,17 +286,15 @@ async fn background_jobs_run_report_and_die_with_kill_or_the_session() {
     let deadline = Instant::now() + agentd_tests::STEP;
     while !seen.contains("line3") {
         assert!(Instant::now() < deadline, "output never came: {seen}");
-        let out =
-            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "bash_id": job } })).await;
+        let out = s.c.tool(&s.id, "BashOutput", json!({ "bash_id": job })).await;
         seen.push_str(&text(&out));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen.contains("line1\n") && seen.contains("line2\n"), "{seen}");
-    let k = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "KillShell", "input": { "shell_id": job } })).await;
+    let k = s.c.tool(&s.id, "KillShell", json!({ "shell_id": job })).await;
     assert_eq!(text(&k), format!("job {job} killed"));
     none_left(&format!("sleep {t}")).await;
-    let out =
-        s.c.ok("tool/call", json!({ "session_id": s.id, "name": "BashOutput", "input": { "job_id": job } })).await;
+    let out = s.c.tool(&s.id, "BashOutput", json!({ "job_id": job })).await;
     assert!(text(&out).contains("is killed"), "{out}");
 
     // Closing the session ends its jobs.

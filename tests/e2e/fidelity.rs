@@ -18,11 +18,17 @@ async fn create(c: &mut RawConn, ws: &Path, extra: Value) -> String {
     for (k, v) in extra.as_object().unwrap() {
         params[k] = v.clone();
     }
-    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+    c.session(params).await
 }
 
 async fn call(c: &mut RawConn, id: &str, name: &str, input: Value) -> Value {
-    c.ok("tool/call", json!({ "session_id": id, "name": name, "input": input })).await
+    c.tool(id, name, input).await
+}
+
+/// Starts `command` as a background Bash job; its id.
+async fn background(c: &mut RawConn, id: &str, command: &str) -> String {
+    let started = call(c, id, "Bash", json!({ "command": command, "run_in_background": true })).await;
+    text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned()
 }
 
 fn text(r: &Value) -> String {
@@ -275,8 +281,7 @@ async fn calls_as_models_send_them_are_taken() {
     for f in ["a.txt", "b.txt", "nb.ipynb"] {
         call(&mut c, &id, "Read", json!({ "file_path": f })).await;
     }
-    let started = call(&mut c, &id, "Bash", json!({ "command": "echo started", "run_in_background": true })).await;
-    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let job = background(&mut c, &id, "echo started").await;
 
     let lines = std::fs::read_to_string(fixture("claude_code_calls.jsonl")).unwrap();
     let mut taken = 0;
@@ -327,57 +332,32 @@ async fn earlier_tools_do_their_work() {
 
     // MultiEdit: all or none.
     call(&mut c, &id, "Read", json!({ "file_path": "f.txt" })).await;
-    let r = call(
-        &mut c,
-        &id,
-        "MultiEdit",
-        json!({ "file_path": "f.txt", "edits": [
-        {"old_string": "a", "new_string": "A"}, {"old_string": "zzz", "new_string": "Z"}
-    ] }),
-    )
-    .await;
+    let multi_edit = async |c: &mut RawConn, edits: Value| {
+        call(c, &id, "MultiEdit", json!({ "file_path": "f.txt", "edits": edits })).await
+    };
+    let r =
+        multi_edit(&mut c, json!([{"old_string": "a", "new_string": "A"}, {"old_string": "zzz", "new_string": "Z"}]))
+            .await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(text(&r).contains("edits[1]") && text(&r).contains("no edit was made"), "{r}");
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "a\nb\nc\n");
-    let r = call(
+    let r = multi_edit(
         &mut c,
-        &id,
-        "MultiEdit",
-        json!({ "file_path": "f.txt", "edits": [
-        {"old_string": "a", "new_string": "A"}, {"old_string": "A\nb", "new_string": "A\nB"}
-    ] }),
+        json!([{"old_string": "a", "new_string": "A"}, {"old_string": "A\nb", "new_string": "A\nB"}]),
     )
     .await;
     assert_eq!(r["is_error"], false, "{r}");
     assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "A\nB\nc\n");
 
     // TaskOutput waits for the job; BashOutput's filter keeps matching lines.
-    let started = call(
-        &mut c,
-        &id,
-        "Bash",
-        json!({
-            "command": "sleep 0.3; echo ok 1; echo warn 2; echo ok 3; exit 3", "run_in_background": true
-        }),
-    )
-    .await;
-    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let job = background(&mut c, &id, "sleep 0.3; echo ok 1; echo warn 2; echo ok 3; exit 3").await;
     let t0 = Instant::now();
     let r = call(&mut c, &id, "TaskOutput", json!({ "task_id": job, "filter": "^ok" })).await;
     assert!(t0.elapsed() >= Duration::from_millis(250), "did not wait: {r}");
     assert_eq!(text(&r), format!("ok 1\nok 3\n[job {job} exited with code 3]"));
 
     // BashOutput's filter, KillBash (the earlier name of KillShell).
-    let started = call(
-        &mut c,
-        &id,
-        "Bash",
-        json!({
-            "command": "echo keep; echo drop; sleep 29.5", "run_in_background": true
-        }),
-    )
-    .await;
-    let job = text(&started).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let job = background(&mut c, &id, "echo keep; echo drop; sleep 29.5").await;
     let deadline = Instant::now() + agentd_tests::STEP;
     let mut seen = String::new();
     while !seen.contains("keep") {

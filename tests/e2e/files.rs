@@ -19,14 +19,13 @@ async fn session(d: &TestDaemon) -> S {
     let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let mut c = d.raw().await;
-    let id =
-        c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
     S { c, id, ws }
 }
 
 impl S {
     async fn call(&mut self, name: &str, input: Value) -> Value {
-        self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input })).await
+        self.c.tool(&self.id, name, input).await
     }
     async fn read(&mut self, path: &str) -> Value {
         self.call("Read", json!({ "file_path": path })).await
@@ -118,15 +117,15 @@ async fn paths_cannot_leave_the_workspace() {
     let evil = format!("{}_evil/x", s.ws.display());
     // Reads and writes outside ask (nobody answers here: refused).
     let params = json!({ "cwd": s.ws, "permission_timeout_ms": 50 });
-    let asking = s.c.ok("session/create", params).await["session_id"].clone();
+    let asking = s.c.session(params).await;
     for path in ["/etc/passwd", "../outside.txt", "passwd", "updir/outside.txt", evil.as_str()] {
         let input = json!({ "file_path": path });
-        let r = s.c.ok("tool/call", json!({ "session_id": asking, "name": "Read", "input": input })).await;
+        let r = s.c.tool(&asking, "Read", input).await;
         let e = error(&r);
         assert!(e.contains("outside the workspace") && e.contains("permission required"), "{path}: {r}");
         assert!(!e.contains("root:") && !e.contains("secret"), "{path}: {r}");
         let input = json!({ "file_path": path, "content": "pwned" });
-        let r = s.c.ok("tool/call", json!({ "session_id": asking, "name": "Write", "input": input })).await;
+        let r = s.c.tool(&asking, "Write", input).await;
         assert!(error(&r).contains("permission required"), "{path}: {r}");
     }
     // Bypass allows everything but deny rules: the read is explicitly allowed.
@@ -211,7 +210,7 @@ async fn a_file_swapped_for_a_symlink_after_read_is_not_followed_out() {
     // accept_edits: edits inside the workspace run without asking; the
     // swapped file is outside, so it asks (nobody answers: refused).
     let params = json!({ "cwd": s.ws, "mode": "accept_edits", "permission_timeout_ms": 50 });
-    s.id = s.c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    s.id = s.c.session(params).await;
     let target = d.dir.path().join("victim");
     std::fs::write(&target, "victim data").unwrap();
     std::fs::write(s.ws.join("f.txt"), "innocent").unwrap();
@@ -240,10 +239,7 @@ fn sigkill_during_writes_leaves_no_torn_file() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let sid = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let mut events = EventStream::open(&d.socket, &sid, None).await.unwrap();
         let reads: Vec<Value> =
             names.iter().map(|n| tool_use(&format!("r{n}"), "Read", json!({"file_path": n, "limit": 1}))).collect();

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentd_tests::{StandaloneDaemon, bin_path, eventually_blocking, procs, tag};
+use agentd_tests::{StandaloneDaemon, agentd_command, bin_path, eventually_blocking, procs, tag};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -26,11 +26,7 @@ fn the_daemon_stops_when_told_after_its_stderr_is_gone() {
     for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/agentd.sock");
-        let mut child = Command::new(bin_path("agentd"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
+        let mut child = agentd_command(&socket, &dir.path().join("state"))
             .env("RUST_LOG", "debug")
             .env_remove("AGENTD_SOCKET")
             .stdin(Stdio::null())
@@ -57,15 +53,7 @@ fn one_state_directory_has_one_daemon() {
     let mut first = StandaloneDaemon::start(&[], &[]);
     let state = first.dir.path().join("state");
     let other = first.dir.path().join("other.sock");
-    let out = Command::new(bin_path("agentd"))
-        .arg("--socket")
-        .arg(&other)
-        .arg("--state-dir")
-        .arg(&state)
-        .env_remove("AGENTD_SOCKET")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = agentd_command(&other, &state).env_remove("AGENTD_SOCKET").stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is using the state directory"), "{err}");

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use agentd_tests::{ChildGuard, RawConn, StandaloneDaemon, TestDaemon, tool_use, within};
+use agentd_tests::{ChildGuard, RawConn, StandaloneDaemon, TestDaemon, tool_use, within, write_settings};
 use serde_json::{Value, json};
 
 /// The names the tests use, all pinned to loopback.
@@ -111,14 +111,14 @@ async fn session(socket: &Path, cwd: &Path, params: Value) -> S {
     let mut c = RawConn::connect(socket).await;
     let mut p = json!({ "cwd": cwd, "permission_timeout_ms": 2000 });
     p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
-    let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(p).await;
     S { c, id }
 }
 
 impl S {
     async fn run(&mut self, command: &str) -> Value {
         let input = json!({ "command": command, "timeout": 60000 });
-        within("bash", self.c.ok("tool/call", json!({ "session_id": self.id, "name": "Bash", "input": input }))).await
+        within("bash", self.c.tool(&self.id, "Bash", input)).await
     }
 }
 
@@ -149,15 +149,28 @@ fn site() -> tempfile::TempDir {
     dir
 }
 
-#[tokio::test]
-async fn allowed_domains_pass_and_everything_else_is_refused() {
+/// A daemon (the test names pinned) and a [`recorder`] for them to reach.
+async fn recorded() -> (TestDaemon, Recorder) {
+    pin();
+    (TestDaemon::start().await, recorder())
+}
+
+/// A daemon, the [`site`] served, and a bypass session whose commands may
+/// reach only `gate.test` (private addresses allowed: the site is local).
+async fn gated() -> (TestDaemon, tempfile::TempDir, Served, S) {
     pin();
     let d = TestDaemon::start().await;
     let site = site();
     let www = serve(&site.path().join("www"));
-    let port = www.port;
     let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
-    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    (d, site, www, s)
+}
+
+#[tokio::test]
+async fn allowed_domains_pass_and_everything_else_is_refused() {
+    let (d, _site, www, mut s) = gated().await;
+    let port = www.port;
 
     // curl (HTTP forwarding, then CONNECT), Python, git and pip, each
     // through the variables the gate sets.
@@ -220,9 +233,7 @@ async fn allowed_domains_pass_and_everything_else_is_refused() {
 
 #[tokio::test]
 async fn private_addresses_are_refused_unless_the_session_allows_them() {
-    pin();
-    let d = TestDaemon::start().await;
-    let rec = recorder();
+    let (d, rec) = recorded().await;
     let mut s = session(
         &d.socket,
         d.dir.path(),
@@ -236,9 +247,7 @@ async fn private_addresses_are_refused_unless_the_session_allows_them() {
 
 #[tokio::test]
 async fn auto_allow_with_nobody_answering_sends_nothing() {
-    pin();
-    let d = TestDaemon::start().await;
-    let rec = recorder();
+    let (d, rec) = recorded().await;
     let secret = "agentd-secret-6f1c";
     std::fs::write(d.dir.path().join("key"), secret).unwrap();
     let net = json!({ "allow_private_network": true });
@@ -268,12 +277,7 @@ async fn auto_allow_with_nobody_answering_sends_nothing() {
 
 #[tokio::test]
 async fn bad_proxy_requests_are_refused_and_the_gate_keeps_serving() {
-    pin();
-    let d = TestDaemon::start().await;
-    let site = site();
-    let www = serve(&site.path().join("www"));
-    let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
-    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let (d, _site, www, mut s) = gated().await;
     let script = r#"
 import os, socket
 host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].split(":")
@@ -323,7 +327,7 @@ async fn a_new_domain_asks_and_the_answer_sticks() {
         "permission_timeout_ms": 20000,
     });
     let mut c = RawConn::connect(&d.socket).await;
-    let id = c.ok("session/create", create).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(create).await;
     let mut events = agentd_tests::EventStream::open(&d.socket, &id, None).await.unwrap();
     let curl = format!("curl -sS http://ask.test:{}/file.txt", www.port);
     let turn = |n: usize| json!({ "session_id": id, "tool_uses": [tool_use(&format!("n{n}"), "Bash", json!({ "command": curl }))], "end": true });
@@ -364,15 +368,13 @@ async fn a_new_domain_asks_and_the_answer_sticks() {
     d.restart();
     let mut c = RawConn::connect(&d.socket).await;
     let input = json!({ "command": curl });
-    let r = within("bash", c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input }))).await;
+    let r = within("bash", c.tool(&id, "Bash", input)).await;
     assert_eq!(text(&r), "hello through the gate\n", "no question after the restart: {r}");
 }
 
 #[tokio::test]
 async fn network_false_and_read_only_have_no_network_at_all() {
-    pin();
-    let d = TestDaemon::start().await;
-    let rec = recorder();
+    let (d, rec) = recorded().await;
     let mut off = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": false } })).await;
     let r = off.run(&format!("echo \"proxy=$ALL_PROXY\"; curl -sS http://gate.test:{}/", rec.port)).await;
     assert_eq!(r["network"], "none", "{r}");
@@ -390,13 +392,10 @@ async fn settings_domains_allow_and_deny_and_malformed_ones_are_reported() {
     let d = TestDaemon::start().await;
     let site = site();
     let www = serve(&site.path().join("www"));
-    std::fs::create_dir_all(d.dir.path().join(".agentd")).unwrap();
-    std::fs::write(
-        d.dir.path().join(".agentd/settings.json"),
-        json!({ "sandbox": { "network": { "allowedDomains": ["*.gate.test", "gate.test"], "deniedDomains": ["other.test", "https://bad/"] } } })
-            .to_string(),
-    )
-    .unwrap();
+    write_settings(
+        &d.dir.path().join(".agentd/settings.json"),
+        &json!({ "sandbox": { "network": { "allowedDomains": ["*.gate.test", "gate.test"], "deniedDomains": ["other.test", "https://bad/"] } } }),
+    );
     let net = json!({ "allow_private_network": true, "denied_domains": ["not a domain"] });
     let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": net } })).await;
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
@@ -410,12 +409,7 @@ async fn settings_domains_allow_and_deny_and_malformed_ones_are_reported() {
 
 #[tokio::test]
 async fn many_connections_are_bounded_per_command() {
-    pin();
-    let d = TestDaemon::start().await;
-    let site = site();
-    let www = serve(&site.path().join("www"));
-    let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
-    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let (d, _site, www, mut s) = gated().await;
     // 100 idle tunnels open at once: the first 64 are let through, the
     // rest closed at once (no task, no read), and the command is not stuck.
     let script = format!(
@@ -449,12 +443,10 @@ print(codes.count("200"), codes.count("closed"))
 async fn only_the_users_own_settings_open_the_whole_network() {
     let rec = recorder();
     let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join(".config/agentd")).unwrap();
-    std::fs::write(
-        home.path().join(".config/agentd/settings.json"),
-        json!({ "sandbox": { "network": { "allowAll": true } } }).to_string(),
-    )
-    .unwrap();
+    write_settings(
+        &home.path().join(".config/agentd/settings.json"),
+        &json!({ "sandbox": { "network": { "allowAll": true } } }),
+    );
     let home_dir = home.path().to_str().unwrap();
     let d = StandaloneDaemon::start(&[], &[("HOME", home_dir), ("XDG_CONFIG_HOME", &format!("{home_dir}/.config"))]);
     let mut c = RawConn::connect(&d.socket).await;
@@ -481,12 +473,10 @@ async fn only_the_users_own_settings_open_the_whole_network() {
     // In a project's settings it is ignored, and said so.
     let d = StandaloneDaemon::start(&[], &[]);
     let project = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(project.path().join(".claude")).unwrap();
-    std::fs::write(
-        project.path().join(".claude/settings.json"),
-        json!({ "sandbox": { "network": { "allowAll": true } } }).to_string(),
-    )
-    .unwrap();
+    write_settings(
+        &project.path().join(".claude/settings.json"),
+        &json!({ "sandbox": { "network": { "allowAll": true } } }),
+    );
     let mut s =
         session(&d.socket, project.path(), json!({ "mode": "bypass", "sandbox": { "network_allow_all": true } })).await;
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
@@ -500,12 +490,7 @@ async fn only_the_users_own_settings_open_the_whole_network() {
 
 #[tokio::test]
 async fn a_slow_client_is_cut_off_and_others_are_served_meanwhile() {
-    pin();
-    let d = TestDaemon::start().await;
-    let site = site();
-    let www = serve(&site.path().join("www"));
-    let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
-    let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
+    let (d, _site, www, mut s) = gated().await;
     let script = r#"
 import os, socket, time, threading, urllib.request
 host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].split(":")
@@ -541,14 +526,12 @@ print(int(time.time() - start), got.split(b"\r\n")[0].decode(), served)
 
 #[tokio::test]
 async fn a_closed_list_holds_outside_the_sandbox_and_a_repository_cannot_open_the_gate() {
-    pin();
-    let d = TestDaemon::start().await;
-    let rec = recorder();
+    let (d, rec) = recorded().await;
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{} && echo connected", rec.port);
     let gate = json!({ "allowed_domains": ["gate.test"] });
     let mut s = session(&d.socket, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
     let input = json!({ "command": connect, "dangerouslyDisableSandbox": true });
-    let r = within("bash", s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": input }))).await;
+    let r = within("bash", s.c.tool(&s.id, "Bash", input)).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(text(&r).contains("allowed_domains"), "{r}");
     let mut off = session(
@@ -564,14 +547,11 @@ async fn a_closed_list_holds_outside_the_sandbox_and_a_repository_cannot_open_th
     // A repository's own settings name domains: WebFetch may use them, its
     // commands still ask (and, unattended, are refused).
     let repo = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(repo.path().join(".claude")).unwrap();
-    std::fs::write(
-        repo.path().join(".claude/settings.json"),
-        json!({ "permissions": { "allow": ["WebFetch", "WebFetch(domain:evil.test)"] },
-                "sandbox": { "network": { "allowedDomains": ["evil.test"] } } })
-        .to_string(),
-    )
-    .unwrap();
+    write_settings(
+        &repo.path().join(".claude/settings.json"),
+        &json!({ "permissions": { "allow": ["WebFetch", "WebFetch(domain:evil.test)"] },
+                "sandbox": { "network": { "allowedDomains": ["evil.test"] } } }),
+    );
     let net = json!({ "allow_private_network": true });
     let mut s = session(&d.socket, repo.path(), json!({ "sandbox": { "auto_allow": true, "network": net } })).await;
     let r = s.run(&format!("curl -sS http://evil.test:{}/", rec.port)).await;
@@ -581,9 +561,7 @@ async fn a_closed_list_holds_outside_the_sandbox_and_a_repository_cannot_open_th
 
 #[tokio::test]
 async fn a_connection_cut_off_with_its_call_is_audited_and_webfetch_keeps_to_the_list() {
-    pin();
-    let d = TestDaemon::start().await;
-    let rec = recorder();
+    let (d, rec) = recorded().await;
     let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
     let mut s = d.streamed_session(json!({ "mode": "bypass", "sandbox": { "network": gate } })).await;
     // A tunnel left open by a process the call leaves behind: ended with
@@ -614,12 +592,7 @@ async fn a_connection_cut_off_with_its_call_is_audited_and_webfetch_keeps_to_the
     assert!(audit["bytes_up"].as_u64().unwrap() >= 5000, "{audit}");
 
     let r =
-        s.c.ok(
-            "tool/call",
-            json!({ "session_id": s.id, "name": "WebFetch",
-        "input": { "url": format!("http://evil.test:{}/x", rec.port), "prompt": "p" } }),
-        )
-        .await;
+        s.c.tool(&s.id, "WebFetch", json!({ "url": format!("http://evil.test:{}/x", rec.port), "prompt": "p" })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(r["content"][0]["text"].as_str().unwrap().contains("allowed_domains"), "{r}");
 }

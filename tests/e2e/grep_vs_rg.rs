@@ -181,12 +181,12 @@ async fn grep_gives_what_rg_gives() {
     std::fs::create_dir_all(&ws).unwrap();
     tree(&ws);
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     let mut differ = Vec::new();
     for case in cases() {
         let mut input = case.clone();
         input["head_limit"] = json!(0);
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Grep", "input": input })).await;
+        let r = c.tool(&id, "Grep", input).await;
         assert_eq!(r["is_error"], false, "{case}: {r}");
         let text = r["content"][0]["text"].as_str().unwrap().to_owned();
         let ours: Vec<&str> = text.lines().filter(|l| *l != "No matches.").collect();
@@ -221,9 +221,9 @@ async fn head_limit_and_offset_are_claude_codes() {
     let body: String = (0..300).map(|i| format!("hit {i}\n")).collect();
     std::fs::write(ws.join("many.txt"), body).unwrap();
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     let mut grep = async |input: Value| -> String {
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Grep", "input": input })).await;
+        let r = c.tool(&id, "Grep", input).await;
         r["content"][0]["text"].as_str().unwrap().to_owned()
     };
     let t = grep(json!({"pattern": "hit", "output_mode": "content"})).await;

@@ -460,10 +460,7 @@ async fn subagent_hooks_add_to_the_sub_agents_instructions_and_to_its_answer() {
             "grep -q found >/dev/null && echo '{\"decision\": \"block\", \"reason\": \"also check the docs\"}'" }] }]
     });
     let mut c = d.raw().await;
-    let sid = c.ok("session/create", json!({ "cwd": d.dir.path(), "hooks": entry })).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = c.session(json!({ "cwd": d.dir.path(), "hooks": entry })).await;
     let mut runner = d.raw().await;
     let reply = runner.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
     assert!(reply["result"].is_string(), "{reply}");
@@ -648,10 +645,7 @@ async fn a_parents_socket_hook_guards_its_child_sessions_and_can_fail_closed() {
     let child = s.c.ok("session/create", json!({ "cwd": d.dir.path(), "parent_session_id": s.id })).await;
     let child_id = child["session_id"].as_str().unwrap().to_owned();
     let mut c = d.raw().await;
-    let call = tokio::spawn(async move {
-        c.ok("tool/call", json!({ "session_id": child_id, "name": "Bash", "input": { "command": "touch child.txt" } }))
-            .await
-    });
+    let call = tokio::spawn(async move { c.tool(&child_id, "Bash", json!({ "command": "touch child.txt" })).await });
     let events = within("the child's hook request", s.events.until(|e| e["type"] == "hook/request")).await;
     let request = events.last().unwrap().clone();
     let output = json!({ "hookSpecificOutput": { "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "not in children" } });

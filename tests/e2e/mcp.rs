@@ -777,9 +777,10 @@ fn servers_get_the_workspace_as_root_their_logs_reach_sessions_and_their_prompts
 
 #[test]
 fn the_conformance_suites_client_scenarios_that_agentd_declares_pass() {
-    // scripts/mcp-conformance.sh runs the official suite (pinned there and
-    // in .ci/run) with tests/mcp/conformance_client.py driving a session of
-    // a daemon of its own; the scenarios of what agentd does not have
+    // scripts/mcp-conformance.sh runs the official suite (pinned in
+    // scripts/lib-conformance.sh and .ci/run) with
+    // tests/mcp/conformance_client.py driving a session of a daemon of its
+    // own; the scenarios of what agentd does not have
     // (OAuth client id metadata documents and extensions) are left out here
     // and listed in the README. The OAuth ones log in as a user would
     // (mcp/login, the authorization address, mcp/login_complete; a forged

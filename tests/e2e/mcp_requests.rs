@@ -8,6 +8,8 @@
 //! Python SDK's test server (`tests/mcp/test_server.py`, tool `sample`).
 //! And a tool's `structuredContent`, passed on as its own field.
 
+use std::path::{Path, PathBuf};
+
 use agentd_tests::{RawConn, StandaloneDaemon, within};
 use serde_json::{Value, json};
 
@@ -15,19 +17,54 @@ use super::mcp_support::{bridge_client, call, py_entry, python_client, required,
 
 /// A session on `work` with the Python test server as `t` (every tool
 /// offered, bypass mode) and `extra` options: its id.
-async fn with_t(c: &mut RawConn, work: &std::path::Path, python: &std::path::Path, extra: Value) -> String {
+async fn with_t(c: &mut RawConn, work: &Path, python: &Path, extra: Value) -> String {
     let mut options = json!({ "mcp_servers": { "t": py_entry(python, &[], json!({})) }, "mode": "bypass",
         "tools": { "defer": { "mode": "never" } } });
     options.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     session(c, work, options).await["session_id"].as_str().unwrap().to_owned()
 }
 
-async fn next_sampling(stream: &mut RawConn) -> Value {
-    within("the sampling request", async {
+/// What [`on_t`] gives a test.
+struct T {
+    python: PathBuf,
+    d: StandaloneDaemon,
+    work: tempfile::TempDir,
+    c: RawConn,
+    sid: String,
+}
+
+/// Runs `test` with the Python test server's interpreter (skipped without
+/// one, see [`required`]), a daemon of its own, an empty workspace, a
+/// connection and a [`with_t`] session with `extra` options.
+fn on_t(extra: Value, test: impl AsyncFnOnce(T)) {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let sid = with_t(&mut c, work.path(), &python, extra).await;
+        test(T { python, d, work, c, sid }).await;
+    });
+}
+
+/// A connection streaming `sid`'s events of `kind` that declares its
+/// client answers the servers' `capability` requests.
+async fn subscribe(socket: &Path, sid: &str, kind: &str, capability: &str) -> RawConn {
+    let mut stream = RawConn::connect(socket).await;
+    let sub = stream
+        .request("turn/stream", json!({ "session_id": sid, "kinds": [kind], "capabilities": [capability] }))
+        .await;
+    assert!(sub["result"].is_string(), "{sub}");
+    stream
+}
+
+/// The next event of `kind` on `stream`.
+async fn next_event(stream: &mut RawConn, kind: &str) -> Value {
+    within(kind, async {
         loop {
             let note = stream.recv().await.expect("the stream goes on");
             let event = note["params"]["result"].clone();
-            if event["type"] == "mcp/sampling" {
+            if event["type"] == kind {
                 return event;
             }
         }
@@ -35,30 +72,40 @@ async fn next_sampling(stream: &mut RawConn) -> Value {
     .await
 }
 
+async fn next_sampling(stream: &mut RawConn) -> Value {
+    next_event(stream, "mcp/sampling").await
+}
+
+/// A call of `name` on a connection of its own, left running.
+fn spawn_call(socket: &Path, sid: &str, name: &str, input: Value) -> tokio::task::JoinHandle<Value> {
+    let (socket, sid, name) = (socket.to_owned(), sid.to_owned(), name.to_owned());
+    tokio::spawn(async move {
+        let mut c = RawConn::connect(&socket).await;
+        call(&mut c, &sid, &name, input).await
+    })
+}
+
+/// [`bridge_client`] with `scenario`, off the runtime's thread.
+async fn bridge(python: &Path, socket: &Path, work: &Path, scenario: &[&str]) -> Vec<Value> {
+    let (python, socket, work) = (python.to_owned(), socket.to_owned(), work.to_owned());
+    let scenario: Vec<String> = scenario.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let scenario: Vec<&str> = scenario.iter().map(String::as_str).collect();
+        bridge_client(&python, &socket, &work, &scenario)
+    })
+    .await
+    .unwrap()
+}
+
 #[test]
 fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_it() {
-    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
-    let d = StandaloneDaemon::start(&[], &[]);
-    let work = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let mut c = RawConn::connect(&d.socket).await;
-        let sid = with_t(&mut c, work.path(), &python, json!({ "permission_timeout_ms": 1500 })).await;
+    on_t(json!({ "permission_timeout_ms": 1500 }), async |T { python, d, work, mut c, sid }| {
         // Nobody declared they answer sampling requests: refused at once.
         let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "hi?" })).await;
         assert!(text(&r).contains("sampling failed") && text(&r).contains("no client"), "{r}");
 
-        let mut stream = RawConn::connect(&d.socket).await;
-        let sub = stream
-            .request("turn/stream", json!({ "session_id": sid, "kinds": ["tool/result"], "capabilities": ["sampling"] }))
-            .await;
-        assert!(sub["result"].is_string(), "{sub}");
-        let start = |prompt: &str| {
-            let (socket, sid, prompt) = (d.socket.clone(), sid.clone(), prompt.to_owned());
-            tokio::spawn(async move {
-                let mut c = RawConn::connect(&socket).await;
-                call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": prompt })).await
-            })
-        };
+        let mut stream = subscribe(&d.socket, &sid, "tool/result", "sampling").await;
+        let start = |prompt: &str| spawn_call(&d.socket, &sid, "mcp__t__sample", json!({ "prompt": prompt }));
         let respond = |request_id: &Value, answer: Value| {
             let mut params = answer;
             params["session_id"] = json!(sid);
@@ -103,8 +150,11 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
         // The harness's model failed: the server is told why.
         let pending = start("fail");
         let event = next_sampling(&mut stream).await;
-        c.ok("mcp/sampling_respond", respond(&event["request_id"], json!({ "decision": "allow", "error": "rate limited" })))
-            .await;
+        c.ok(
+            "mcp/sampling_respond",
+            respond(&event["request_id"], json!({ "decision": "allow", "error": "rate limited" })),
+        )
+        .await;
         let r = within("the call", pending).await.unwrap();
         assert!(text(&r).contains("rate limited"), "{r}");
 
@@ -117,13 +167,7 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
         // flight, which session asked cannot be told: refused, shown to
         // neither session's client.
         let other = with_t(&mut c, work.path(), &python, json!({})).await;
-        let busy = {
-            let (socket, other) = (d.socket.clone(), other.clone());
-            tokio::spawn(async move {
-                let mut c = RawConn::connect(&socket).await;
-                call(&mut c, &other, "mcp__t__slow", json!({ "steps": 4, "delay_ms": 500 })).await
-            })
-        };
+        let busy = spawn_call(&d.socket, &other, "mcp__t__slow", json!({ "steps": 4, "delay_ms": 500 }));
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let r = call(&mut c, &sid, "mcp__t__sample", json!({ "prompt": "whose?", "delay_ms": 200 })).await;
         assert!(text(&r).contains("sampling failed") && text(&r).contains("no one agentd session"), "{r}");
@@ -144,30 +188,17 @@ fn a_servers_sampling_request_is_answered_by_the_harness_after_the_user_allows_i
 
         // The Python client's handler answers them.
         let script = r#"
-import os, sys
-sys.path.insert(0, os.environ["CLIENT_DIR"])
-from agentd_client import Agentd
-with Agentd(os.environ["SOCK"]) as d:
-    sid = os.environ["SID"]
-    def handler(event):
-        said = event["request"]["messages"][0]["content"]["text"]
-        return ("allow", {"role": "assistant", "content": {"type": "text", "text": said.upper()}, "model": "py"})
-    server = d.serve_sampling(sid, handler)
-    r = d.tool(sid, "mcp__t__sample", prompt="from python")
-    print(r["content"][0]["text"])
-    server.close()
+def handler(event):
+    said = event["request"]["messages"][0]["content"]["text"]
+    return ("allow", {"role": "assistant", "content": {"type": "text", "text": said.upper()}, "model": "py"})
+print(served_call(d.serve_sampling, handler, "mcp__t__sample", prompt="from python")["content"][0]["text"])
 "#;
         assert_eq!(python_client(script, &d.socket, &sid).await, "model py said: FROM PYTHON\n");
 
         // agentctl mcp passes them on to its own MCP client when it
         // declares sampling; otherwise it leaves them to the session's
         // other clients (none here: no answer in time).
-        let seen = tokio::task::spawn_blocking({
-            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
-            move || bridge_client(&python, &socket, &work, &["server-sample", &sid])
-        })
-        .await
-        .unwrap();
+        let seen = bridge(&python, &d.socket, work.path(), &["server-sample", &sid]).await;
         assert_eq!(seen[0]["text"], "model bridge-model said: from the bridge's client", "{seen:?}");
         assert_eq!(seen[0]["asked"], json!(["through the bridge?"]), "{seen:?}");
         assert!(seen[1]["text"].as_str().unwrap().contains("no completion within"), "{seen:?}");
@@ -178,14 +209,9 @@ with Agentd(os.environ["SOCK"]) as d:
 
 #[test]
 fn a_tools_structured_content_is_its_own_field() {
-    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
-    let d = StandaloneDaemon::start(&[], &[]);
-    let work = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let mut c = RawConn::connect(&d.socket).await;
-        let extra_dir = tempfile::tempdir().unwrap();
-        let extra = extra_dir.path().canonicalize().unwrap();
-        let sid = with_t(&mut c, work.path(), &python, json!({ "add_dirs": [extra] })).await;
+    let extra_dir = tempfile::tempdir().unwrap();
+    let extra = extra_dir.path().canonicalize().unwrap();
+    on_t(json!({ "add_dirs": [extra] }), async |T { work, mut c, sid, .. }| {
         // Roots: the workspace, and the session's added directories.
         let r = call(&mut c, &sid, "mcp__t__roots", json!({})).await;
         let want = format!("file://{}/\nfile://{}/", work.path().canonicalize().unwrap().display(), extra.display());
@@ -223,43 +249,20 @@ fn a_tools_structured_content_is_its_own_field() {
 
 #[test]
 fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_without_one() {
-    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
-    let d = StandaloneDaemon::start(&[], &[]);
-    let work = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let mut c = RawConn::connect(&d.socket).await;
-        let sid = with_t(&mut c, work.path(), &python, json!({ "permission_timeout_ms": 1500 })).await;
+    on_t(json!({ "permission_timeout_ms": 1500 }), async |T { python, d, work, mut c, sid }| {
         // Nobody declared they answer elicitations: declined at once.
         let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
         assert_eq!(text(&r), "answer: decline", "{r}");
 
         // A client that answers them.
-        let mut stream = RawConn::connect(&d.socket).await;
-        let sub = stream
-            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
-            .await;
-        assert!(sub["result"].is_string(), "{sub}");
+        let mut stream = subscribe(&d.socket, &sid, "mcp/elicitation", "elicitation").await;
         for (answer, expect) in [
             (json!({ "action": "accept", "content": { "name": "Ada", "count": 3 } }), "accepted: Ada x3"),
             (json!({ "action": "decline" }), "answer: decline"),
             (json!({ "action": "cancel" }), "answer: cancel"),
         ] {
-            let socket = d.socket.clone();
-            let sid2 = sid.clone();
-            let pending = tokio::spawn(async move {
-                let mut c = RawConn::connect(&socket).await;
-                call(&mut c, &sid2, "mcp__t__ask", json!({ "question": "who are you?" })).await
-            });
-            let event = within("the elicitation", async {
-                loop {
-                    let note = stream.recv().await.expect("the stream goes on");
-                    let event = note["params"]["result"].clone();
-                    if event["type"] == "mcp/elicitation" {
-                        return event;
-                    }
-                }
-            })
-            .await;
+            let pending = spawn_call(&d.socket, &sid, "mcp__t__ask", json!({ "question": "who are you?" }));
+            let event = next_event(&mut stream, "mcp/elicitation").await;
             assert_eq!(event["server"], "t", "{event}");
             assert_eq!(event["message"], "who are you?", "{event}");
             assert_eq!(event["requested_schema"]["properties"]["count"]["type"], "integer", "{event}");
@@ -283,43 +286,29 @@ fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_wi
             let r = within("the call", pending).await.unwrap();
             assert_eq!(text(&r), expect, "{r}");
             let again = c
-                .request("mcp/elicitation_respond", json!({ "session_id": sid, "request_id": request_id, "action": "decline" }))
+                .request(
+                    "mcp/elicitation_respond",
+                    json!({ "session_id": sid, "request_id": request_id, "action": "decline" }),
+                )
                 .await;
             assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
         }
         drop(stream);
         // The Python client's handler answers them too.
         let script = r#"
-import os, sys, time
-sys.path.insert(0, os.environ["CLIENT_DIR"])
-from agentd_client import Agentd
-with Agentd(os.environ["SOCK"]) as d:
-    sid = os.environ["SID"]
-    def handler(event):
-        assert "name" in event["requested_schema"]["properties"], event
-        return ("accept", {"name": "Py", "count": 2})
-    server = d.serve_elicitations(sid, handler)
-    r = d.tool(sid, "mcp__t__ask", question="from python?")
-    print(r["content"][0]["text"])
-    server.close()
+def handler(event):
+    assert "name" in event["requested_schema"]["properties"], event
+    return ("accept", {"name": "Py", "count": 2})
+print(served_call(d.serve_elicitations, handler, "mcp__t__ask", question="from python?")["content"][0]["text"])
 "#;
         assert_eq!(python_client(script, &d.socket, &sid).await, "accepted: Py x2\n");
         // agentctl mcp passes them on to its own MCP client.
-        let seen = tokio::task::spawn_blocking({
-            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
-            move || bridge_client(&python, &socket, &work, &["server-elicit", &sid])
-        })
-        .await
-        .unwrap();
+        let seen = bridge(&python, &d.socket, work.path(), &["server-elicit", &sid]).await;
         assert_eq!(seen[0]["text"], "accepted: Bridge x5", "{seen:?}");
         assert_eq!(seen[0]["asked"], json!(["t: through the bridge?"]), "{seen:?}");
         // Unanswered by a client that says it answers: declined after the
         // session's permission timeout.
-        let mut silent = RawConn::connect(&d.socket).await;
-        let sub = silent
-            .request("turn/stream", json!({ "session_id": sid, "kinds": ["mcp/elicitation"], "capabilities": ["elicitation"] }))
-            .await;
-        assert!(sub["result"].is_string(), "{sub}");
+        let _silent = subscribe(&d.socket, &sid, "mcp/elicitation", "elicitation").await;
         let started = std::time::Instant::now();
         let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "still there?" })).await;
         assert_eq!(text(&r), "answer: decline", "{r}");
@@ -329,18 +318,8 @@ with Agentd(os.environ["SOCK"]) as d:
 
 #[test]
 fn agentctl_mcp_tells_its_client_when_a_server_of_the_session_adds_a_tool() {
-    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
-    let d = StandaloneDaemon::start(&[], &[]);
-    let work = tempfile::tempdir().unwrap();
-    rt().block_on(async {
-        let mut c = RawConn::connect(&d.socket).await;
-        let sid = with_t(&mut c, work.path(), &python, json!({})).await;
-        let seen = tokio::task::spawn_blocking({
-            let (python, socket, work, sid) = (python.clone(), d.socket.clone(), work.path().to_owned(), sid.clone());
-            move || bridge_client(&python, &socket, &work, &["server-grow", &sid])
-        })
-        .await
-        .unwrap();
+    on_t(json!({}), async |T { python, d, work, sid, .. }| {
+        let seen = bridge(&python, &d.socket, work.path(), &["server-grow", &sid]).await;
         assert_eq!(seen[0], json!({ "text": "added bridged", "before": false, "after": true }), "{seen:?}");
     });
 }
@@ -370,22 +349,15 @@ fn the_reference_everything_server_gets_its_roots_elicitation_and_sampling_throu
         // Its form has every kind MCP 2025-11-25 allows (formats, titled
         // single and multiple choices); the harness accepts the defaults.
         let script = r#"
-import json, os, sys
-sys.path.insert(0, os.environ["CLIENT_DIR"])
-from agentd_client import Agentd
-d = Agentd(os.environ["SOCK"]); sid = os.environ["SID"]
 def form(event):
     s = event["requested_schema"]["properties"]
     content = {k: v["default"] for k, v in s.items() if "default" in v}
     content["name"] = "Ada"
     return ("accept", content)
-served = d.serve_elicitations(sid, form)
-r = d.tool(sid, "mcp__everything__trigger-elicitation-request")
-served.close()
+r = served_call(d.serve_elicitations, form, "mcp__everything__trigger-elicitation-request")
 print(json.dumps([c["text"] for c in r["content"]]))
-served = d.serve_sampling(sid, lambda e: ("allow", {"role": "assistant", "content": {"type": "text", "text": "from the harness"}, "model": "h"}))
-r = d.tool(sid, "mcp__everything__trigger-sampling-request", prompt="hello")
-served.close()
+answer = lambda e: ("allow", {"role": "assistant", "content": {"type": "text", "text": "from the harness"}, "model": "h"})
+r = served_call(d.serve_sampling, answer, "mcp__everything__trigger-sampling-request", prompt="hello")
 print(json.dumps([c["text"] for c in r["content"]]))
 "#;
         let out = python_client(script, &d.socket, &sid).await;

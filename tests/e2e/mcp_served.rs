@@ -296,11 +296,9 @@ fn workspace_read_obeys_read_hooks_and_files_follow_the_tool_set() {
     rt().block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
         let hooks = json!({ "PreToolUse": [{ "matcher": "Read", "hooks": [{ "type": "command", "command": hook }] }] });
-        let sid = c.ok("session/create", json!({ "cwd": ws, "hooks": hooks })).await["session_id"].clone();
+        let sid = c.session(json!({ "cwd": ws, "hooks": hooks })).await;
         // The Read tool is refused by the hook; so is the resource.
-        let call = c
-            .ok("tool/call", json!({ "session_id": sid, "name": "Read", "input": { "file_path": "server.pem" } }))
-            .await;
+        let call = c.tool(&sid, "Read", json!({ "file_path": "server.pem" })).await;
         assert_eq!(call["is_error"], true, "{call}");
         let read = c.request("workspace/read", json!({ "session_id": sid, "path": "server.pem" })).await;
         let message = read["error"]["message"].as_str().unwrap_or_default();
@@ -349,14 +347,13 @@ fn workspace_read_obeys_read_hooks_and_files_follow_the_tool_set() {
             [json!({ "cursor": "../x" }), json!({ "cursor": "/etc" }), json!({ "limit": 0 }), json!({ "limit": 5000 })]
         {
             let mut params = bad.clone();
-            params["session_id"] = sid.clone();
+            params["session_id"] = json!(sid);
             let r = c.request("workspace/files", params).await;
             assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
         }
 
         // Without Read, nothing is listed or read.
-        let no_read =
-            c.ok("session/create", json!({ "cwd": ws, "tools": { "disabled": ["Read"] } })).await["session_id"].clone();
+        let no_read = c.session(json!({ "cwd": ws, "tools": { "disabled": ["Read"] } })).await;
         let r = c.request("workspace/files", json!({ "session_id": no_read })).await;
         assert!(r["error"]["message"].as_str().unwrap().contains("Read"), "{r}");
         let r = c.request("workspace/read", json!({ "session_id": no_read, "path": "hello.txt" })).await;

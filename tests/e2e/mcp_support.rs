@@ -38,7 +38,7 @@ pub(crate) async fn session(c: &mut RawConn, cwd: &Path, extra: Value) -> Value 
 }
 
 pub(crate) async fn call(c: &mut RawConn, sid: &str, name: &str, input: Value) -> Value {
-    within(name, c.ok("tool/call", json!({ "session_id": sid, "name": name, "input": input }))).await
+    within(name, c.tool(sid, name, input)).await
 }
 
 pub(crate) fn text(result: &Value) -> String {
@@ -49,11 +49,29 @@ pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// Runs `script` (Python, with agentd's Python client importable) with
-/// `SOCK` and `SID` set; what it printed (it must succeed).
+/// What [`python_client`] runs before a script: `d`, agentd's Python
+/// client on `SOCK`; `sid`, the session `SID`; and `served_call`.
+const PYTHON_CLIENT_PRELUDE: &str = r#"
+import json, os, sys
+sys.path.insert(0, os.environ["CLIENT_DIR"])
+from agentd_client import Agentd
+d = Agentd(os.environ["SOCK"])
+sid = os.environ["SID"]
+def served_call(serve, handler, tool, **input):
+    """Calls `tool` while `handler` answers the server's requests (`serve` is
+    d.serve_sampling or d.serve_elicitations)."""
+    served = serve(sid, handler)
+    try:
+        return d.tool(sid, tool, **input)
+    finally:
+        served.close()
+"#;
+
+/// Runs `script` (Python, after [`PYTHON_CLIENT_PRELUDE`]) with `SOCK` and
+/// `SID` set; what it printed (it must succeed).
 pub(crate) async fn python_client(script: &str, socket: &Path, sid: &str) -> String {
     let out = tokio::process::Command::new("python3")
-        .args(["-c", script])
+        .args(["-c", &format!("{PYTHON_CLIENT_PRELUDE}{script}")])
         .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
         .env("SOCK", socket)
         .env("SID", sid)

@@ -61,7 +61,7 @@ fn save(doc: &mut Document, path: &Path) {
 
 async fn read(c: &mut RawConn, id: &str, input: Value) -> (bool, String) {
     let started = Instant::now();
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Read", "input": input })).await;
+    let r = c.tool(id, "Read", input.clone()).await;
     // Every PDF, however bad, answers within the reader's wall-clock limit
     // (15 s) and some slack for a loaded machine.
     assert!(started.elapsed() < Duration::from_secs(60), "{input}: took {:?}", started.elapsed());
@@ -75,7 +75,7 @@ async fn a_pdf_is_read_as_its_text_page_by_page() {
     save(&mut pdf(3, None), &ws.join("short.pdf"));
     save(&mut pdf(12, None), &ws.join("long.pdf"));
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
 
     // A short PDF whole.
     let (err, text) = read(&mut c, &id, json!({ "file_path": "short.pdf" })).await;
@@ -164,7 +164,7 @@ async fn a_bad_pdf_is_a_clear_error_and_harms_nothing() {
     std::fs::write(ws.join("huge.pdf"), huge).unwrap();
 
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     for (file, needle) in [
         ("garbage.pdf", "corrupted or invalid"),
         ("truncated.pdf", "corrupted or invalid"),

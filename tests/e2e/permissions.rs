@@ -11,6 +11,26 @@ async fn session(d: &TestDaemon, extra: Value) -> Session {
     d.streamed_session(extra).await
 }
 
+/// A session on `d` whose Bash `command` (tool use `a`) waits for
+/// permission; also its turn and the request.
+async fn asking(d: &TestDaemon, command: &str) -> (Session, String, Value) {
+    let mut s = session(d, json!({})).await;
+    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": command }))]).await;
+    let request = s.permission_request().await;
+    (s, turn, request)
+}
+
+/// A directory outside the workspace holding `files` (name, content);
+/// also its canonical path.
+fn outside(files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::fs::canonicalize(dir.path()).unwrap();
+    for (name, content) in files {
+        std::fs::write(path.join(name), content).unwrap();
+    }
+    (dir, path)
+}
+
 fn text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
@@ -18,9 +38,7 @@ fn text(result: &Value) -> String {
 #[tokio::test]
 async fn an_allowed_call_waits_for_the_answer_and_then_runs() {
     let d = TestDaemon::start().await;
-    let mut s = session(&d, json!({})).await;
-    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch allowed.txt" }))]).await;
-    let request = s.permission_request().await;
+    let (mut s, turn, request) = asking(&d, "touch allowed.txt").await;
     assert_eq!(request["tool_use_id"], "a");
     assert_eq!(request["tool"], "Bash");
     assert_eq!(request["input"]["command"], "touch allowed.txt");
@@ -44,9 +62,7 @@ async fn an_allowed_call_waits_for_the_answer_and_then_runs() {
 #[tokio::test]
 async fn a_denied_call_is_refused_with_the_users_message_and_nothing_runs() {
     let d = TestDaemon::start().await;
-    let mut s = session(&d, json!({})).await;
-    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch denied.txt" }))]).await;
-    let request = s.permission_request().await;
+    let (mut s, turn, request) = asking(&d, "touch denied.txt").await;
     let r = s.respond(&request, json!({ "decision": "deny", "message": "use the Write tool" })).await;
     assert!(r.get("result").is_some(), "{r}");
     let results = s.results(&turn).await;
@@ -59,9 +75,7 @@ async fn a_denied_call_is_refused_with_the_users_message_and_nothing_runs() {
 #[tokio::test]
 async fn allow_always_adds_a_session_rule_so_the_next_call_runs_without_asking() {
     let d = TestDaemon::start().await;
-    let mut s = session(&d, json!({})).await;
-    let turn = s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch one.txt" }))]).await;
-    let request = s.permission_request().await;
+    let (mut s, turn, request) = asking(&d, "touch one.txt").await;
     let bad = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch" })).await;
     assert_eq!(bad["error"]["code"], -32602, "a malformed rule is refused: {bad}");
     let r = s.respond(&request, json!({ "decision": "allow_always", "rule": "Bash(touch:*)" })).await;
@@ -102,9 +116,7 @@ async fn an_unanswered_request_is_denied_after_the_timeout() {
 #[tokio::test]
 async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
     let d = TestDaemon::start().await;
-    let mut s = session(&d, json!({})).await;
-    s.submit_ended(vec![tool_use("a", "Bash", json!({ "command": "touch gone.txt" }))]).await;
-    let request = s.permission_request().await;
+    let (mut s, _, request) = asking(&d, "touch gone.txt").await;
     let pending = s.c.ok("session/get", json!({ "session_id": s.id })).await["pending_permissions"].clone();
     assert_eq!(pending, json!([request["request_id"]]));
     drop(s.events);
@@ -132,7 +144,7 @@ async fn a_request_is_denied_when_the_last_client_leaves_or_none_is_attached() {
     .await;
     // With nobody on the stream, a call that needs approval is denied once
     // the grace for a client to subscribe is over.
-    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Bash", "input": { "command": "touch x" } })).await;
+    let r = s.c.tool(&s.id, "Bash", json!({ "command": "touch x" })).await;
     assert!(text(&r).contains("No client is attached"), "{r}");
 }
 
@@ -170,7 +182,7 @@ async fn compound_and_hidden_commands_are_never_run_by_a_prefix_rule() {
     let mut c = d.raw().await;
     let rules = json!({ "allow": ["Bash(echo:*)", "Bash(git add:*)", "Bash(ls)"] });
     let params = json!({ "cwd": d.dir.path(), "permissions": rules, "permission_timeout_ms": 50 });
-    let id = c.ok("session/create", params).await["session_id"].clone();
+    let id = c.session(params).await;
     std::fs::write(d.dir.path().join("x"), "keep").unwrap();
     for command in [
         "echo hi && rm -rf x",
@@ -185,12 +197,12 @@ async fn compound_and_hidden_commands_are_never_run_by_a_prefix_rule() {
         "find . -delete",
         "echo hi > made",
     ] {
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": command })).await;
         let t = text(&r);
         assert!(r["is_error"] == true && t.contains("permission"), "{command:?} ran: {r}");
         assert!(d.dir.path().join("x").exists() && !d.dir.path().join("made").exists(), "{command:?} ran");
     }
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo ok" } })).await;
+    let r = c.tool(&id, "Bash", json!({ "command": "echo ok" })).await;
     assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), "ok\n".to_owned()), "the rule itself works");
 }
 
@@ -200,13 +212,8 @@ async fn a_workspace_rule_does_not_follow_a_symlink_out_of_the_workspace() {
     std::os::unix::fs::symlink("/etc/passwd", d.dir.path().join("link")).unwrap();
     let mut c = d.raw().await;
     let rules = json!({ "allow": ["Read(./**)"] });
-    let id = c.ok("session/create", json!({ "cwd": d.dir.path(), "permissions": rules })).await["session_id"].clone();
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": id, "name": "Read", "input": { "file_path": d.dir.path().join("link") } }),
-        )
-        .await;
+    let id = c.session(json!({ "cwd": d.dir.path(), "permissions": rules })).await;
+    let r = c.tool(&id, "Read", json!({ "file_path": d.dir.path().join("link") })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!text(&r).contains("root:"), "{r}");
 }
@@ -238,7 +245,7 @@ async fn plan_mode_tools_switch_the_mode_and_leaving_needs_the_plan_approved() {
     assert_eq!(results[1]["is_error"], false, "the call after the approved plan runs in accept_edits: {results:?}");
     assert_eq!(mode(&mut s).await, "accept_edits", "the mode from before plan mode is back");
     assert!(d.dir.path().join("w.txt").exists());
-    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "ExitPlanMode", "input": { "plan": "p" } })).await;
+    let r = s.c.tool(&s.id, "ExitPlanMode", json!({ "plan": "p" })).await;
     assert!(text(&r).contains("not in plan mode"), "{r}");
 }
 
@@ -258,30 +265,18 @@ async fn plan_mode_of_claude_code_2_1_writes_the_plan_file_and_exit_plan_mode_pr
     // The plan file, and nothing else, is written in plan mode (no client
     // needs to approve it).
     let plan = "# Plan\n1. Add w.txt\n2. Check it\n";
-    let r =
-        s.c.ok(
-            "tool/call",
-            json!({ "session_id": s.id, "name": "Write", "input": { "file_path": file, "content": plan } }),
-        )
-        .await;
+    let r = s.c.tool(&s.id, "Write", json!({ "file_path": file, "content": plan })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Read", "input": { "file_path": file } })).await;
+    let r = s.c.tool(&s.id, "Read", json!({ "file_path": file })).await;
     assert!(text(&r).contains("Add w.txt"), "{r}");
-    let r = s
-        .c
-        .ok("tool/call", json!({ "session_id": s.id, "name": "Edit", "input": { "file_path": file, "old_string": "Check it", "new_string": "Test it" } }))
-        .await;
+    let r =
+        s.c.tool(&s.id, "Edit", json!({ "file_path": file, "old_string": "Check it", "new_string": "Test it" })).await;
     assert_eq!(r["is_error"], false, "{r}");
     let elsewhere = json!({ "file_path": d.dir.path().join("w.txt"), "content": "x" });
-    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "Write", "input": elsewhere })).await;
+    let r = s.c.tool(&s.id, "Write", elsewhere).await;
     assert!(text(&r).contains("plan mode"), "{r}");
     let other = std::path::Path::new(&file).with_file_name("another-session.md");
-    let r =
-        s.c.ok(
-            "tool/call",
-            json!({ "session_id": s.id, "name": "Write", "input": { "file_path": other, "content": "x" } }),
-        )
-        .await;
+    let r = s.c.tool(&s.id, "Write", json!({ "file_path": other, "content": "x" })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!other.exists());
     // ExitPlanMode with no plan: the file's, shown to the user, returned.
@@ -380,17 +375,14 @@ async fn ask_user_question_goes_to_the_client_in_every_mode_and_returns_the_answ
     s.respond(&request, json!({ "decision": "allow" })).await;
     assert!(text(&s.results(&turn).await[0]).contains("did not answer"));
     let bad = json!({ "questions": [{ "question": "Only one option?", "options": [{ "label": "yes" }] }] });
-    let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "AskUserQuestion", "input": bad })).await;
+    let r = s.c.tool(&s.id, "AskUserQuestion", bad).await;
     assert!(text(&r).contains("2 to 4 options"), "{r}");
 }
 
 #[tokio::test]
 async fn a_read_outside_the_workspace_asks_and_once_allowed_reads_that_file() {
     let d = TestDaemon::start().await;
-    let outside = tempfile::tempdir().unwrap();
-    let dir = std::fs::canonicalize(outside.path()).unwrap();
-    std::fs::write(dir.join("notes.txt"), "outside notes\n").unwrap();
-    std::fs::write(dir.join("more.txt"), "more notes\n").unwrap();
+    let (_outside, dir) = outside(&[("notes.txt", "outside notes\n"), ("more.txt", "more notes\n")]);
     let mut s = session(&d, json!({})).await;
     let turn = s.submit_ended(vec![tool_use("r", "Read", json!({ "file_path": dir.join("notes.txt") }))]).await;
     let request = s.permission_request().await;
@@ -409,16 +401,12 @@ async fn a_read_outside_the_workspace_asks_and_once_allowed_reads_that_file() {
 #[tokio::test]
 async fn added_directories_are_part_of_the_workspace() {
     let d = TestDaemon::start().await;
-    let extra = tempfile::tempdir().unwrap();
-    let extra_dir = std::fs::canonicalize(extra.path()).unwrap();
-    std::fs::write(extra_dir.join("lib.txt"), "library\n").unwrap();
+    let (_extra, extra_dir) = outside(&[("lib.txt", "library\n")]);
     let mut s =
         session(&d, json!({ "mode": "accept_edits", "add_dirs": [extra_dir], "permission_timeout_ms": 50 })).await;
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
     assert_eq!(info["add_dirs"], json!([extra_dir]));
-    let call = async |s: &mut Session, name: &str, input: Value| {
-        s.c.ok("tool/call", json!({ "session_id": s.id, "name": name, "input": input })).await
-    };
+    let call = async |s: &mut Session, name: &str, input: Value| s.c.tool(&s.id, name, input).await;
     let r = call(&mut s, "Read", json!({ "file_path": extra_dir.join("lib.txt") })).await;
     assert!(text(&r).contains("library"), "reads in an added directory run without asking: {r}");
     let r = call(&mut s, "Write", json!({ "file_path": extra_dir.join("new.txt"), "content": "made\n" })).await;
@@ -459,9 +447,7 @@ async fn an_edit_outside_the_workspace_asks_even_in_accept_edits_and_writes_once
 #[tokio::test]
 async fn a_search_outside_the_workspace_asks_and_once_allowed_searches_there() {
     let d = TestDaemon::start().await;
-    let outside = tempfile::tempdir().unwrap();
-    let dir = std::fs::canonicalize(outside.path()).unwrap();
-    std::fs::write(dir.join("a.txt"), "needle here\n").unwrap();
+    let (_outside, dir) = outside(&[("a.txt", "needle here\n")]);
     let mut s = session(&d, json!({})).await;
     let turn = s
         .submit_ended(vec![
@@ -521,22 +507,12 @@ async fn dot_dot_through_a_missing_directory_does_not_leave_an_allowed_directory
     let mut c = d.raw().await;
     // Lexically this is base/other/x: the rule for allowed/ must not cover it.
     let params = json!({ "cwd": d.dir.path(), "permission_timeout_ms": 50, "permissions": { "allow": [format!("Write(/{}/allowed/**)", base.display())] } });
-    let strict = c.ok("session/create", params).await["session_id"].clone();
+    let strict = c.session(params).await;
     let sneaky = format!("{}/allowed/nope/../../other/x", base.display());
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": strict, "name": "Write", "input": { "file_path": sneaky, "content": "x" } }),
-        )
-        .await;
+    let r = c.tool(&strict, "Write", json!({ "file_path": sneaky, "content": "x" })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!base.join("other/x").exists() && !base.join("allowed/nope").exists());
     let fine = format!("{}/allowed/y", base.display());
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": strict, "name": "Write", "input": { "file_path": fine, "content": "y" } }),
-        )
-        .await;
+    let r = c.tool(&strict, "Write", json!({ "file_path": fine, "content": "y" })).await;
     assert_eq!(r["is_error"], false, "the rule itself allows: {r}");
 }

@@ -15,7 +15,7 @@ async fn denying_session(d: &TestDaemon, params: Value) -> (RawConn, String) {
     let mut c = d.raw().await;
     let mut p = json!({ "cwd": d.dir.path() });
     p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
-    let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(p).await;
     let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
     let mut answer = d.raw().await;
     let sid = id.clone();
@@ -31,8 +31,7 @@ async fn denying_session(d: &TestDaemon, params: Value) -> (RawConn, String) {
 }
 
 async fn bash(c: &mut RawConn, id: &str, command: &str) -> Value {
-    within(command, c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": command } })))
-        .await
+    within(command, c.tool(id, "Bash", json!({ "command": command }))).await
 }
 
 fn text(r: &Value) -> String {
@@ -180,7 +179,7 @@ async fn protected_files_ask_even_in_accept_edits() {
     for path in [".claude/settings.json", ".agentd/settings.json", ".git/config", ".git/hooks/pre-commit", ".mcp.json"]
     {
         let input = json!({ "file_path": path, "content": "{\"permissions\":{\"allow\":[\"Bash\"]}}" });
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+        let r = c.tool(&id, "Write", input).await;
         assert_eq!(r["is_error"], true, "{path}: {r}");
         assert!(!ws.join(path).exists(), "{path} was written");
     }
@@ -189,7 +188,7 @@ async fn protected_files_ask_even_in_accept_edits() {
     assert!(!ws.join(".mcp.json").exists());
     // An ordinary file still needs no prompt in accept_edits.
     let input = json!({ "file_path": "ok.txt", "content": "fine" });
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+    let r = c.tool(&id, "Write", input).await;
     assert_eq!(r["is_error"], false, "{r}");
 }
 
@@ -205,7 +204,7 @@ async fn plainly_read_only_commands_run_without_a_prompt() {
     git(ws, &["init", "-q", "-b", "main"]);
     // No client on the stream: anything that asked would be refused.
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     for command in [
         "ls *.md | tail -1 | xargs head -n 30",
         "grep -r x src | head -10",
@@ -260,7 +259,7 @@ async fn the_second_attack_reviews_findings_stay_closed() {
     let mut c = d.raw().await;
     let params = json!({ "cwd": ws.join("sub"), "add_dirs": [ws],
         "permissions": { "allow": ["Bash(echo:*)", "Bash(git status:*)"] }, "permission_timeout_ms": 100 });
-    let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(params).await;
     for command in
         ["../echo hi", "../tools/git status", "git status", "git -C .. status", "for x in /etc/shadow; do cat $x; done"]
     {
@@ -287,7 +286,7 @@ async fn a_git_directory_elsewhere_is_protected() {
     c.ok("tool/call", read).await;
     let before = std::fs::read_to_string(ws.join("meta/config")).unwrap();
     let input = json!({ "file_path": "meta/config", "content": "[core]\n\tfsmonitor = touch pwned\n" });
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+    let r = c.tool(&id, "Write", input).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert_eq!(std::fs::read_to_string(ws.join("meta/config")).unwrap(), before);
 }
@@ -355,7 +354,7 @@ async fn settings_a_background_job_creates_are_moved_aside() {
     let ws = d.dir.path();
     let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)"] } })).await;
     let input = json!({ "command": "mkdir -p sub/.claude", "run_in_background": true });
-    let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+    let r = c.tool(&id, "Bash", input).await;
     assert_eq!(r["is_error"], false, "{r}");
     let job = text(&r).split("job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
     agentd_tests::eventually("the job ended and its settings moved aside", || {
@@ -367,7 +366,7 @@ async fn settings_a_background_job_creates_are_moved_aside() {
                 .any(|e| e.file_name().to_string_lossy().contains("quarantine"))
     })
     .await;
-    let out = c.ok("tool/call", json!({ "session_id": id, "name": "BashOutput", "input": { "job_id": job } })).await;
+    let out = c.tool(&id, "BashOutput", json!({ "job_id": job })).await;
     assert!(text(&out).contains("moved aside"), "{out}");
 }
 
@@ -444,7 +443,7 @@ async fn the_fifth_reviews_everyday_commands_run_and_its_findings_stay_closed() 
     git(ws, &["init", "-q"]);
     git(ws, &["add", "-A"]);
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     for command in [
         "sed -n '/TODO/p' src/main.rs",
         "awk '/b/ {print NR}' names.txt",
@@ -496,14 +495,8 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     // No client on the stream: whatever asks is refused.
     let mut c = d.raw().await;
     let edits = c
-        .ok(
-            "session/create",
-            json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50 }),
-        )
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .session(json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50 }))
+        .await;
     // `npm test > out.txt` under `Bash(npm test:*)`: the redirection is an
     // edit inside the workspace, which accept_edits allows.
     for (command, file) in
@@ -546,15 +539,9 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     let rules =
         json!({ "allow": ["Bash(./run-tests:*)", "Bash(cd:*)", "Bash(echo:*)"], "ask": ["Edit(./important.txt)"] });
     let off = c
-        .ok(
-            "session/create",
-            json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50,
-                    "sandbox": { "mode": "off" } }),
-        )
-        .await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .session(json!({ "cwd": ws, "mode": "accept_edits", "permissions": rules, "permission_timeout_ms": 50,
+                    "sandbox": { "mode": "off" } }))
+        .await;
     for command in [
         "builtin cd sub && ./run-tests > out2.txt",
         "command cd sub && echo x > out2.txt",
@@ -570,12 +557,10 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     assert!(!escaped.exists() && !ws.join("sub/out2.txt").exists() && !ws.join("pwned").exists());
     assert_eq!(std::fs::read_to_string(ws.join("important.txt")).unwrap(), "keep\n");
     assert!(!std::fs::read_to_string(ws.join(".git/config")).unwrap().contains("fsmonitor"));
-    let r = c
-        .ok("tool/call", json!({ "session_id": off, "name": "Read", "input": { "file_path": "important.txt" } }))
-        .await;
+    let r = c.tool(&off, "Read", json!({ "file_path": "important.txt" })).await;
     assert_eq!(r["is_error"], false);
     let write = json!({ "file_path": "important.txt", "content": "changed\n" });
-    let r = c.ok("tool/call", json!({ "session_id": off, "name": "Write", "input": write })).await;
+    let r = c.tool(&off, "Write", write).await;
     assert_eq!(r["is_error"], true, "an ask rule asks even in accept_edits: {r}");
     assert_eq!(std::fs::read_to_string(ws.join("important.txt")).unwrap(), "keep\n");
     // ...and what they allow still runs there.
@@ -583,11 +568,7 @@ async fn in_accept_edits_a_rule_for_a_command_covers_its_redirection_into_the_wo
     assert_eq!(r["is_error"], false, "{r}");
 
     // In default mode the same redirection asks.
-    let default = c.ok("session/create", json!({ "cwd": ws, "permissions": rules, "permission_timeout_ms": 50 })).await
-        ["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let default = c.session(json!({ "cwd": ws, "permissions": rules, "permission_timeout_ms": 50 })).await;
     let r = bash(&mut c, &default, "./run-tests > out3.txt").await;
     assert_eq!(r["is_error"], true, "default mode asks: {r}");
     assert!(!ws.join("out3.txt").exists());
@@ -607,7 +588,7 @@ async fn builtins_that_assign_path_do_not_run_unasked() {
     let mut c = d.raw().await;
     for sandbox in ["off", "auto"] {
         let params = json!({ "cwd": ws, "permission_timeout_ms": 50, "sandbox": { "mode": sandbox } });
-        let id = c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned();
+        let id = c.session(params).await;
         for command in [
             "printf -v PATH %s tools; ls",
             "read -r PATH <<< tools; ls",

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use agentd_tests::StandaloneDaemon;
+use agentd_tests::{StandaloneDaemon, client_stdout};
 
 const SCRIPT: &str = r#"
 import os, sys, json
@@ -98,17 +98,9 @@ fn the_python_client_drives_a_session_end_to_end() {
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("hello.txt"), "hello\n").unwrap();
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(SCRIPT)
-        .current_dir(work.path())
-        .env("AGENTD_SOCKET", &d.socket)
-        .env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut python = Command::new("python3");
+    python.arg("-c").arg(SCRIPT).env("CLIENT_DIR", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"));
+    let stdout = client_stdout(&mut python, work.path(), &d.socket);
     assert!(stdout.starts_with("ok "), "{stdout}");
 }
 

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use agentd_tests::StandaloneDaemon;
+use agentd_tests::{StandaloneDaemon, client_stdout};
 
 #[test]
 fn the_readme_python_example_works() {
@@ -11,16 +11,7 @@ fn the_readme_python_example_works() {
     let code = &readme[start..start + readme[start..].find("```").unwrap()];
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .current_dir(work.path())
-        .env("AGENTD_SOCKET", &d.socket)
-        .stdin(Stdio::null())
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = client_stdout(Command::new("python3").arg("-c").arg(code), work.path(), &d.socket);
     assert!(stdout.starts_with(env!("CARGO_PKG_VERSION")), "{stdout}");
     assert!(stdout.contains("TestEcho") && stdout.contains("session_id"), "{stdout}");
 }
@@ -101,16 +92,9 @@ fn the_readme_python_client_example_works() {
     let code = &readme[start..start + readme[start..].find("```").unwrap()];
     let d = StandaloneDaemon::start(&[], &[]);
     let work = tempfile::tempdir().unwrap();
-    let out = Command::new("timeout")
-        .args(["60", "python3", "-c"])
-        .arg(code)
-        .current_dir(work.path())
-        .env("AGENTD_SOCKET", &d.socket)
-        .env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut python = Command::new("timeout");
+    python.args(["60", "python3", "-c"]).arg(code);
+    python.env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/../client/python"));
+    let stdout = client_stdout(&mut python, work.path(), &d.socket);
     assert!(stdout.starts_with("t1 "), "{stdout}");
 }

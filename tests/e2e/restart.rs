@@ -3,6 +3,7 @@
 //! nothing is left behind. Through the real binary, killed with SIGKILL and
 //! started again on the same socket and state directory.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentd_tests::{EventStream, RawConn, StandaloneDaemon, none_left, procs, tag, tool_use};
@@ -13,9 +14,13 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// Opens a session with `params`; its id.
-async fn create(c: &mut RawConn, params: Value) -> String {
-    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+/// A daemon started with `args`, a workspace `ws` in its directory, and
+/// a runtime to talk to it.
+fn start_with_ws(args: &[&str]) -> (StandaloneDaemon, PathBuf, tokio::runtime::Runtime) {
+    let d = StandaloneDaemon::start(args, &[]);
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    (d, ws, rt())
 }
 
 fn text(v: &Value) -> String {
@@ -40,21 +45,18 @@ fn kill9(d: &mut StandaloneDaemon) {
 
 #[test]
 fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
-    let mut d = StandaloneDaemon::start(&[], &[]);
-    let ws = d.dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let (mut d, ws, rt) = start_with_ws(&[]);
     std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
-    let rt = rt();
     let t = tag();
     let (id, seen_seq, turn) = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
         c.ok("tool/call", call("Read", json!({ "file_path": "notes.txt" }))).await;
         c.ok("tool/call", call("TodoWrite", json!({ "todos": [{"content": "Survive", "status": "in_progress", "activeForm": "Surviving"}] }))).await;
         // Outside any sandbox too (no PID namespace ends it with the daemon):
         // the next daemon ends it from the process ledger.
-        let bare = create(&mut c, json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await;
+        let bare = c.session(json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await;
         c.ok("turn/submit", json!({ "session_id": bare, "tool_uses": [tool_use("bare", "Bash", json!({ "command": format!("setsid sleep 2000{t} & sleep 2000{t}") }))] })).await;
         let mut events = EventStream::open(&d.socket, &id, Some(0)).await.unwrap();
         let r = c
@@ -93,7 +95,7 @@ fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
         assert_eq!(later[0]["seq"].as_u64(), Some(seen_seq + 1));
         // The file-state cache survived: Edit works without reading again.
         let r = c
-            .ok("tool/call", json!({ "session_id": id, "name": "Edit", "input": { "file_path": "notes.txt", "old_string": "two", "new_string": "2" } }))
+            .tool(&id, "Edit", json!({ "file_path": "notes.txt", "old_string": "two", "new_string": "2" }))
             .await;
         assert_eq!(r["is_error"], false, "{r}");
         // The turn of the interrupted call is over; new work goes on.
@@ -108,13 +110,10 @@ fn a_killed_daemon_comes_back_with_its_sessions_and_ends_what_ran() {
 
 #[test]
 fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
-    let mut d = StandaloneDaemon::start(&[], &[]);
-    let ws = d.dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let rt = rt();
+    let (mut d, ws, rt) = start_with_ws(&[]);
     let id = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws })).await;
+        let id = c.session(json!({ "cwd": ws })).await;
         let mut events = EventStream::open(&d.socket, &id, None).await.unwrap();
         let submit = |uses: Value| json!({ "session_id": id, "tool_uses": uses });
         c.ok("turn/submit", submit(json!([tool_use("a", "Bash", json!({ "command": "touch a.txt" }))]))).await;
@@ -145,8 +144,7 @@ fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
         assert!(text(all.last().unwrap()).contains("interrupted"));
         assert!(!ws.join("made").exists());
         // The granted rule still allows, without asking.
-        let r =
-            c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "touch c.txt" } })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": "touch c.txt" })).await;
         assert_eq!(r["is_error"], false, "{r}");
         assert!(ws.join("c.txt").exists());
     });
@@ -154,13 +152,10 @@ fn a_pending_request_is_denied_after_a_restart_and_granted_rules_stay() {
 
 #[test]
 fn writes_killed_mid_way_leave_no_temporary_file() {
-    let mut d = StandaloneDaemon::start(&[], &[]);
-    let ws = d.dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let rt = rt();
+    let (mut d, ws, rt) = start_with_ws(&[]);
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let big = "x".repeat(4 * 1024 * 1024);
         // Writes back to back, on a connection of their own, until one is
         // caught in progress (a loaded machine may miss a few). Each to a
@@ -218,16 +213,13 @@ fn writes_killed_mid_way_leave_no_temporary_file() {
 
 #[test]
 fn a_torn_or_corrupt_store_is_survived() {
-    let mut d = StandaloneDaemon::start(&[], &[]);
-    let ws = d.dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let rt = rt();
+    let (mut d, ws, rt) = start_with_ws(&[]);
     let (good, bad) = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
         let mut ids = Vec::new();
         for _ in 0..2 {
-            let id = create(&mut c, json!({ "cwd": ws })).await;
-            c.ok("tool/call", json!({ "session_id": id, "name": "Glob", "input": { "pattern": "*" } })).await;
+            let id = c.session(json!({ "cwd": ws })).await;
+            c.tool(&id, "Glob", json!({ "pattern": "*" })).await;
             ids.push(id);
         }
         (ids[0].clone(), ids[1].clone())
@@ -245,15 +237,13 @@ fn a_torn_or_corrupt_store_is_survived() {
     d.restart();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let list = c.ok("session/list", json!({})).await;
-        let ids: Vec<&str> =
-            list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap()).collect();
-        assert_eq!(ids, [good.as_str()], "{list}");
+        let ids = c.session_ids().await;
+        assert_eq!(ids, [good.as_str()], "{ids:?}");
         let mut events = EventStream::open(&d.socket, &good, Some(0)).await.unwrap();
         let all = events.until(|e| e["type"] == "turn/completed").await;
         assert_eq!(all[0]["seq"], 1);
         // New events follow the last whole one.
-        c.ok("tool/call", json!({ "session_id": good, "name": "Glob", "input": { "pattern": "*" } })).await;
+        c.tool(&good, "Glob", json!({ "pattern": "*" })).await;
         let next = events.until(|e| e["type"] == "tool/queued").await;
         assert_eq!(next.last().unwrap()["seq"].as_u64(), Some(all.last().unwrap()["seq"].as_u64().unwrap() + 1));
     });
@@ -271,13 +261,10 @@ fn a_torn_or_corrupt_store_is_survived() {
 #[test]
 fn sighup_stops_cleanly_and_a_second_signal_leaves_nothing_running() {
     // SIGHUP: a clean stop; the session is back after the restart.
-    let mut d = StandaloneDaemon::start(&["--shutdown-grace", "120"], &[]);
-    let ws = d.dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let rt = rt();
+    let (mut d, ws, rt) = start_with_ws(&["--shutdown-grace", "120"]);
     let id = rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        create(&mut c, json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await
+        c.session(json!({ "cwd": ws, "mode": "bypass", "sandbox": { "mode": "off" } })).await
     });
     d.signal(Signal::SIGHUP);
     assert_eq!(d.wait_exit().code(), Some(0), "{}", d.stderr());
@@ -309,39 +296,24 @@ fn a_state_directory_others_can_write_is_refused() {
     std::fs::create_dir_all(&state).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = std::process::Command::new(agentd_tests::bin_path("agentd"))
-        .arg("--socket")
-        .arg(dir.path().join("s.sock"))
-        .arg("--state-dir")
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // agentd on `state` fails; its stderr.
+    let refused = || {
+        let out = agentd_tests::agentd_command(&dir.path().join("s.sock"), &state).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused();
     assert!(err.contains("others can write") && err.contains("chmod 700"), "{err}");
 
     // A volume mounted with Kubernetes' fsGroup: group-writable and
     // set-group-id. Refused, saying so and what to do; the directory it
     // suggests (inside) is made private and works.
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o2775)).unwrap();
-    let out = std::process::Command::new(agentd_tests::bin_path("agentd"))
-        .arg("--socket")
-        .arg(dir.path().join("s.sock"))
-        .arg("--state-dir")
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused();
     let inside = state.join("agentd");
     assert!(err.contains("fsGroup") && err.contains(&format!("--state-dir {}", inside.display())), "{err}");
     let mut d = agentd_tests::ChildGuard::spawn(
-        std::process::Command::new(agentd_tests::bin_path("agentd"))
-            .arg("--socket")
-            .arg(dir.path().join("s.sock"))
-            .arg("--state-dir")
-            .arg(&inside)
-            .stderr(std::process::Stdio::null()),
+        agentd_tests::agentd_command(&dir.path().join("s.sock"), &inside).stderr(std::process::Stdio::null()),
     );
     agentd_tests::eventually_blocking("it serves", || dir.path().join("s.sock").exists());
     use std::os::unix::fs::MetadataExt;
@@ -361,7 +333,7 @@ fn no_tool_reaches_the_state_directory() {
     let rt = rt();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let call = |name: &str, input: Value| json!({ "session_id": id, "name": name, "input": input });
         c.ok("tool/call", call("Write", json!({ "file_path": "notes.txt", "content": "TOPSECRET\n" }))).await;
         let events = format!("state/store/{id}/events.log");
@@ -385,13 +357,13 @@ fn no_tool_reaches_the_state_directory() {
         let r = c.ok("tool/call", call("Bash", json!({ "command": "ls state/store state/procs | wc -l; cat state/store/*/events.log 2>&1 | head -c 200" }))).await;
         assert!(!text(&r).contains("TOPSECRET"), "{r}");
         // Another session's command output is hidden from this one's commands.
-        let other = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
-        let r = c.ok("tool/call", json!({ "session_id": other, "name": "Bash", "input": { "command": "seq 1 20000 | sed s/^/OTHERSECRET_/" } })).await;
+        let other = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
+        let r = c.tool(&other, "Bash", json!({ "command": "seq 1 20000 | sed s/^/OTHERSECRET_/" })).await;
         assert!(text(&r).contains("the full output is in"), "{r}");
         let r = c.ok("tool/call", call("Bash", json!({ "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" }))).await;
         assert!(text(&r).starts_with('0'), "{r}");
-        let plain = create(&mut c, json!({ "cwd": ws })).await;
-        let r = c.ok("tool/call", json!({ "session_id": plain, "name": "Bash", "input": { "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" } })).await;
+        let plain = c.session(json!({ "cwd": ws })).await;
+        let r = c.tool(&plain, "Bash", json!({ "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" })).await;
         assert_eq!(r["sandbox"], "read_only", "{r}");
         assert!(text(&r).starts_with('0'), "{r}");
         // A command's full output stays readable by its session.
@@ -410,12 +382,7 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     let mut child = agentd_tests::ChildGuard::spawn(
-        std::process::Command::new(agentd_tests::bin_path("agentd"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .stderr(std::process::Stdio::null()),
+        agentd_tests::agentd_command(&socket, &dir.path().join("state")).stderr(std::process::Stdio::null()),
     );
     // The workspace elsewhere: the socket's directory would be hidden.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -425,20 +392,18 @@ fn bash_runs_with_the_state_inside_the_socket_directory() {
     rt.block_on(async {
         agentd_tests::eventually("the socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok()).await;
         let mut c = RawConn::connect(&socket).await;
-        let id = create(&mut c, json!({ "cwd": ws })).await;
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "echo hi" } })).await;
+        let id = c.session(json!({ "cwd": ws })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": "echo hi" })).await;
         assert_eq!(text(&r), "hi\n", "{r}");
         // Its directory carries over, so the call's own files were reachable.
-        let b = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let b = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         std::fs::create_dir_all(ws.join("sub")).unwrap();
-        let r = c
-            .ok("tool/call", json!({ "session_id": b, "name": "Bash", "input": { "command": "cd sub && echo in" } }))
-            .await;
+        let r = c.tool(&b, "Bash", json!({ "command": "cd sub && echo in" })).await;
         assert!(
             text(&r).starts_with("in\n[the shell's directory is now ") && !text(&r).contains("No such file"),
             "{r}"
         );
-        let r = c.ok("tool/call", json!({ "session_id": b, "name": "Bash", "input": { "command": "pwd" } })).await;
+        let r = c.tool(&b, "Bash", json!({ "command": "pwd" })).await;
         assert!(text(&r).trim_end().ends_with("/sub"), "{r}");
     });
     let _ = child.0.kill();
@@ -466,7 +431,7 @@ fn what_the_daemon_acknowledged_survives_a_kill_9_right_after() {
     for round in 0..3 {
         let id = rt.block_on(async {
             let mut c = RawConn::connect(&d.socket).await;
-            create(&mut c, json!({ "cwd": work.path() })).await
+            c.session(json!({ "cwd": work.path() })).await
         });
         // allow_always: the granted rule.
         rt.block_on(async {
@@ -515,7 +480,7 @@ fn what_the_daemon_acknowledged_survives_a_kill_9_right_after() {
         // ToolSearch: the tool it loaded stays loaded.
         let deferring = rt.block_on(async {
             let mut c = RawConn::connect(&d.socket).await;
-            let id = create(&mut c, json!({ "cwd": work.path(), "tools": { "defer": { "mode": "always" } } })).await;
+            let id = c.session(json!({ "cwd": work.path(), "tools": { "defer": { "mode": "always" } } })).await;
             let before = c.ok("tool/call", call(&id, "TestDeferred", json!({}))).await;
             assert_eq!(before["is_error"], true, "not loaded yet: {before}");
             let r = c.ok("tool/call", call(&id, "ToolSearch", json!({ "query": "select:TestDeferred" }))).await;
@@ -550,11 +515,11 @@ fn placeholders_and_groups_a_killed_daemon_left_are_gone_after_the_next_start() 
     let rt = rt();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         // A job in workspace_write: placeholders for the absent protected
         // paths while it runs, and a group in the process ledger.
         let input = json!({ "command": format!("X=1 sleep 1000{t}"), "run_in_background": true });
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+        let r = c.tool(&id, "Bash", input).await;
         assert!(r["job_id"].is_string() || text(&r).contains("job"), "{r}");
         agentd_tests::eventually("the job runs", || !procs(&format!("sleep 1000{t}")).is_empty()).await;
         assert!(ws.join(".claude").is_dir() && ws.join(".vscode").is_dir(), "placeholders while it runs");
@@ -589,17 +554,17 @@ fn a_file_size_limit_fails_a_write_without_killing_the_daemon() {
     assert!(limit.success());
     rt().block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = create(&mut c, json!({ "cwd": ws, "mode": "bypass" })).await;
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let big = "x".repeat(100_000);
         let path = ws.join("big.txt");
         let input = json!({ "file_path": path, "content": big });
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Write", "input": input })).await;
+        let r = c.tool(&id, "Write", input).await;
         assert_eq!(r["is_error"], true, "{r}");
         // The daemon is still here, and what it runs (no sandbox helper:
         // bash itself) is killed by the signal.
         let command = "head -c 100000 /dev/zero > spawned.bin; echo \"status $?\"";
         let input = json!({ "command": command });
-        let r = c.ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": input })).await;
+        let r = c.tool(&id, "Bash", input).await;
         assert!(text(&r).contains("status 153"), "{r}");
         c.ok("daemon/info", json!({})).await;
     });

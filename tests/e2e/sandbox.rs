@@ -17,13 +17,13 @@ async fn session(d: &TestDaemon, params: Value) -> S {
     let mut c = d.raw().await;
     let mut p = json!({ "cwd": d.dir.path(), "permission_timeout_ms": 100 });
     p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
-    let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(p).await;
     S { c, id }
 }
 
 impl S {
     async fn bash(&mut self, input: Value) -> Value {
-        within("bash", self.c.ok("tool/call", json!({ "session_id": self.id, "name": "Bash", "input": input }))).await
+        within("bash", self.c.tool(&self.id, "Bash", input)).await
     }
     async fn run(&mut self, command: &str) -> Value {
         self.bash(json!({ "command": command })).await
@@ -380,13 +380,8 @@ async fn escapees_end_with_the_daemon_sigterm_and_sigkill() {
         if signal == nix::sys::signal::Signal::SIGTERM {
             // The real binary refuses every descendant, tool or not.
             talker(ws.path(), &daemon.socket);
-            let r = c
-                .ok(
-                    "tool/call",
-                    json!({ "session_id": id, "name": "Bash",
-                            "input": { "command": "python3 talk.py", "dangerouslyDisableSandbox": true } }),
-                )
-                .await;
+            let r =
+                c.tool(&id, "Bash", json!({ "command": "python3 talk.py", "dangerouslyDisableSandbox": true })).await;
             assert!(text(&r).contains("refused"), "{r}");
         }
         let (cmd, tags) = escapees();
@@ -540,20 +535,22 @@ async fn settings_a_command_creates_are_refused_or_moved_aside() {
     assert!(ws.join(".agentd").is_dir());
 }
 
+/// A session whose plan file (in the state directory) holds a secret;
+/// and that file.
+async fn session_with_plan(d: &TestDaemon) -> (S, std::path::PathBuf) {
+    let mut a = session(d, json!({})).await;
+    let plan = std::fs::canonicalize(d.dir.path()).unwrap().join("state/plans").join(format!("{}.md", a.id));
+    let r = a.c.tool(&a.id, "Write", json!({ "file_path": plan, "content": "SECRET-PLAN\n" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    (a, plan)
+}
+
 /// Review: another session's plan file (the state directory's `plans`) is
 /// no confined command's business, as the sessions' records are not.
 #[tokio::test]
 async fn review_a_command_cannot_read_another_sessions_plan() {
     let d = TestDaemon::start().await;
-    let mut a = session(&d, json!({})).await;
-    let plan = std::fs::canonicalize(d.dir.path()).unwrap().join("state/plans").join(format!("{}.md", a.id));
-    let r =
-        a.c.ok(
-            "tool/call",
-            json!({ "session_id": a.id, "name": "Write", "input": { "file_path": plan, "content": "SECRET-PLAN\n" } }),
-        )
-        .await;
-    assert_eq!(r["is_error"], false, "{r}");
+    let (a, plan) = session_with_plan(&d).await;
     assert!(plan.exists());
     // Judged read-only: runs unasked (read_only profile).
     let mut b = session(&d, json!({})).await;
@@ -564,7 +561,7 @@ async fn review_a_command_cannot_read_another_sessions_plan() {
     let r = c.run("cat state/plans/*.md").await;
     assert!(!text(&r).contains("SECRET-PLAN"), "workspace_write: {r}");
     // The file tools reach no other session's plan either.
-    let r = b.c.ok("tool/call", json!({ "session_id": b.id, "name": "Read", "input": { "file_path": plan } })).await;
+    let r = b.c.tool(&b.id, "Read", json!({ "file_path": plan })).await;
     assert!(r["is_error"] == true && !text(&r).contains("SECRET-PLAN"), "{r}");
 }
 
@@ -573,15 +570,7 @@ async fn review_a_command_cannot_read_another_sessions_plan() {
 #[tokio::test]
 async fn review_sandbox_off_a_read_of_the_state_dir_is_asked() {
     let d = TestDaemon::start().await;
-    let mut a = session(&d, json!({})).await;
-    let plan = std::fs::canonicalize(d.dir.path()).unwrap().join("state/plans").join(format!("{}.md", a.id));
-    let r =
-        a.c.ok(
-            "tool/call",
-            json!({ "session_id": a.id, "name": "Write", "input": { "file_path": plan, "content": "SECRET-PLAN\n" } }),
-        )
-        .await;
-    assert_eq!(r["is_error"], false, "{r}");
+    let (a, _) = session_with_plan(&d).await;
     let mut b = session(&d, json!({ "sandbox": { "mode": "off" } })).await;
     let r = b.run(&format!("cat state/plans/{}.md", a.id)).await;
     assert!(!text(&r).contains("SECRET-PLAN"), "{r}");
@@ -593,8 +582,7 @@ async fn review_sandbox_off_a_read_of_the_state_dir_is_asked() {
 /// own within the deadline): its exit code and stderr.
 fn agentd_exits(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(agentd_tests::bin_path("agentd"));
-    cmd.arg("--socket").arg(dir.path().join("agentd.sock")).arg("--state-dir").arg(dir.path().join("state"));
+    let mut cmd = agentd_tests::agentd_command(&dir.path().join("agentd.sock"), &dir.path().join("state"));
     cmd.args(args).envs(env.iter().copied()).env_remove("AGENTD_SOCKET");
     let log = dir.path().join("stderr");
     cmd.stderr(std::fs::File::create(&log).unwrap()).env("RUST_LOG", "error");
@@ -621,24 +609,13 @@ fn a_partial_sandbox_is_named_asks_instead_of_running_unasked_and_can_be_refused
             .map(|w| w["name"].as_str().unwrap())
             .collect();
         assert!(missing.contains(&"namespaces"), "{info}");
-        let id =
-            c.ok("session/create", json!({ "cwd": d.dir.path(), "permission_timeout_ms": 50 })).await["session_id"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-        let r = c
-            .ok("tool/call", json!({ "session_id": id, "name": "Bash", "input": { "command": "cat notes.txt" } }))
-            .await;
+        let id = c.session(json!({ "cwd": d.dir.path(), "permission_timeout_ms": 50 })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": "cat notes.txt" })).await;
         assert_eq!(r["is_error"], true, "a judged read no longer runs unasked: {r}");
         assert!(text(&r).contains("sandbox is partial"), "{r}");
         // Approved commands still run confined, and name the missing walls.
-        let bypass = c.ok("session/create", json!({ "cwd": d.dir.path(), "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let r = c
-            .ok("tool/call", json!({ "session_id": bypass, "name": "Bash", "input": { "command": "cat notes.txt" } }))
-            .await;
+        let bypass = c.session(json!({ "cwd": d.dir.path(), "mode": "bypass" })).await;
+        let r = c.tool(&bypass, "Bash", json!({ "command": "cat notes.txt" })).await;
         assert!(text(&r).starts_with("hello"), "{r}");
         assert!(text(&r).contains("could not apply these walls of the sandbox: namespaces"), "{r}");
     });
@@ -830,7 +807,7 @@ async fn a_confined_job_s_last_output_is_not_lost_when_it_ends() {
         loop {
             assert!(std::time::Instant::now() < deadline, "job {job} never ended: {} bytes", seen.len());
             let input = json!({ "task_id": job, "timeout": 1000 });
-            let r = s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TaskOutput", "input": input })).await;
+            let r = s.c.tool(&s.id, "TaskOutput", input).await;
             let t = text(&r);
             match t.split_once(&format!("[job {job} ")) {
                 Some((out, "exited with code 0]")) => {

@@ -9,7 +9,14 @@ use serde_json::{Value, json};
 async fn session(c: &mut RawConn, cwd: &std::path::Path, params: Value) -> String {
     let mut p = json!({ "cwd": cwd, "permission_timeout_ms": 100 });
     p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
-    c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned()
+    c.session(p).await
+}
+
+/// A bypass session whose sandbox lets commands connect to the Unix
+/// socket `allowed`.
+async fn socket_session(c: &mut RawConn, cwd: &std::path::Path, allowed: &std::path::Path) -> String {
+    let sandbox = json!({ "allow_unix_sockets": [allowed.display().to_string()] });
+    session(c, cwd, json!({ "mode": "bypass", "sandbox": sandbox })).await
 }
 
 /// Runs `command` with Bash; returns (succeeded, text).
@@ -75,12 +82,7 @@ async fn host_unix_sockets_are_out_of_reach_in_every_profile() {
         assert!(!host.connected(), "{what}: the host socket was reached: {out}");
     }
     // The daemon's own socket, even when named.
-    let id = session(
-        &mut c,
-        d.dir.path(),
-        json!({ "mode": "bypass", "sandbox": { "allow_unix_sockets": [d.socket.display().to_string()] } }),
-    )
-    .await;
+    let id = socket_session(&mut c, d.dir.path(), &d.socket).await;
     let (_, out) = bash(&mut c, &id, &connect_unix(&d.socket)).await;
     assert!(!out.contains("connected"), "the daemon's socket: {out}");
 }
@@ -90,12 +92,7 @@ async fn a_named_socket_opens_and_the_calls_own_sockets_work() {
     let d = TestDaemon::start().await;
     let host = HostSocket::new();
     let mut c = d.raw().await;
-    let id = session(
-        &mut c,
-        d.dir.path(),
-        json!({ "mode": "bypass", "sandbox": { "allow_unix_sockets": [host.path.display().to_string()] } }),
-    )
-    .await;
+    let id = socket_session(&mut c, d.dir.path(), &host.path).await;
     let (_, out) = bash(&mut c, &id, &connect_unix(&host.path)).await;
     assert!(out.contains("connected"), "{out}");
     assert!(host.connected());
@@ -312,12 +309,7 @@ async fn what_a_command_plants_for_later_never_appears() {
     // While a job runs, the placeholders of files are empty files: git and
     // shells outside the sandbox read them as they would read nothing.
     let id = session(&mut c, &h, json!({ "sandbox": { "auto_allow": true } })).await;
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": id, "name": "Bash", "input": { "command": "sleep 30", "run_in_background": true } }),
-        )
-        .await;
+    let r = c.tool(&id, "Bash", json!({ "command": "sleep 30", "run_in_background": true })).await;
     assert_eq!(r["is_error"], false, "{r}");
     assert!(h.join(".gitconfig").is_file() && h.join(".claude").is_dir(), "placeholders while the job runs");
     let out =
@@ -335,12 +327,7 @@ async fn a_running_job_s_settings_are_moved_aside_before_a_session_reads_them() 
     let mut c = d.raw().await;
     let id = session(&mut c, ws, json!({ "sandbox": { "auto_allow": true } })).await;
     let job = format!("{} && sleep 30", plant("pkg/.claude/settings.json", "{\"permissions\":{\"allow\":[\"Bash\"]}}"));
-    let r = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": id, "name": "Bash", "input": { "command": job, "run_in_background": true } }),
-        )
-        .await;
+    let r = c.tool(&id, "Bash", json!({ "command": job, "run_in_background": true })).await;
     assert_eq!(r["is_error"], false, "{r}");
     agentd_tests::eventually("the job planted its settings", || ws.join("pkg/.claude/settings.json").exists()).await;
     let second = c.ok("session/create", json!({ "cwd": ws.join("pkg"), "sandbox": { "mode": "off" } })).await;

@@ -28,13 +28,13 @@ async fn session(d: &TestDaemon) -> S {
     std::fs::create_dir(ws.join(".git")).unwrap();
     std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
     let mut c = d.raw().await;
-    let id = c.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+    let id = c.session(json!({ "cwd": ws })).await;
     S { c, id, ws }
 }
 
 impl S {
     async fn call(&mut self, name: &str, input: Value) -> (bool, String) {
-        let r = self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input })).await;
+        let r = self.c.tool(&self.id, name, input).await;
         let text = r["content"][0]["text"].as_str().unwrap_or_default().replace(&format!("{}/", self.ws.display()), "");
         (r["is_error"].as_bool().unwrap(), text)
     }

@@ -3,7 +3,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 
-use agentd_tests::{ChildGuard, RawConn, StandaloneDaemon, TestDaemon, bin_path, eventually_blocking};
+use agentd_tests::{ChildGuard, RawConn, StandaloneDaemon, TestDaemon, agentd_command, bin_path, eventually_blocking};
 use serde_json::json;
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -48,11 +48,7 @@ fn default_socket_is_under_xdg_runtime_dir_and_agentd_socket_overrides_it() {
 #[test]
 fn a_second_daemon_does_not_steal_a_live_socket() {
     let first = StandaloneDaemon::start(&[], &[]);
-    let out = Command::new(bin_path("agentd"))
-        .arg("--socket")
-        .arg(&first.socket)
-        .arg("--state-dir")
-        .arg(first.dir.path().join("state2"))
+    let out = agentd_command(&first.socket, &first.dir.path().join("state2"))
         .env_remove("AGENTD_SOCKET")
         .stdin(Stdio::null())
         .output()

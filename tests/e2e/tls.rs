@@ -10,8 +10,9 @@ use std::time::Duration;
 use agentd_client::{Client, ClientError, Endpoint, TlsEndpoint};
 use agentd_protocol::methods::TurnSubmit;
 use agentd_protocol::session::{PermissionMode, SessionCreateParams};
+use agentd_protocol::tools::ToolCallResult;
 use agentd_protocol::turn::{ToolUse, TurnSubmitParams};
-use agentd_tests::{StandaloneDaemon, bin_path, within};
+use agentd_tests::{StandaloneDaemon, agentd_command, bin_path, within};
 use serde_json::json;
 
 /// A CA and the certificates it (or a rogue CA) signed, in a temp dir.
@@ -29,50 +30,26 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `openssl req`: a new P-256 key `{name}.key` and, in `out`, a request
+/// for `subject` (a self-signed certificate with `-x509` in `extra`).
+fn new_key(dir: &Path, name: &str, out: &str, subject: &str, extra: &[&str]) {
+    let key = format!("{name}.key");
+    let mut args =
+        vec!["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", &key, "-out", out];
+    args.extend(["-subj", subject]);
+    args.extend(extra);
+    openssl(dir, &args);
+}
+
 impl Pki {
     fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         for ca in ["ca", "rogue"] {
-            openssl(
-                d,
-                &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-nodes",
-                    "-keyout",
-                    &format!("{ca}.key"),
-                    "-out",
-                    &format!("{ca}.pem"),
-                    "-days",
-                    "2",
-                    "-subj",
-                    &format!("/CN=test {ca}"),
-                ],
-            );
+            new_key(d, ca, &format!("{ca}.pem"), &format!("/CN=test {ca}"), &["-x509", "-days", "2"]);
         }
         let leaf = |name: &str, ca: &str, san: &str| {
-            openssl(
-                d,
-                &[
-                    "req",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-nodes",
-                    "-keyout",
-                    &format!("{name}.key"),
-                    "-out",
-                    &format!("{name}.csr"),
-                    "-subj",
-                    &format!("/CN={name}"),
-                ],
-            );
+            new_key(d, name, &format!("{name}.csr"), &format!("/CN={name}"), &[]);
             std::fs::write(d.join(format!("{name}.ext")), format!("subjectAltName={san}\n")).unwrap();
             openssl(
                 d,
@@ -117,16 +94,12 @@ impl Pki {
 
     /// `agentd` flags for a TLS face on a free loopback port.
     fn daemon_args(&self) -> Vec<String> {
-        vec![
-            "--listen-tls".into(),
-            "127.0.0.1:0".into(),
-            "--tls-cert".into(),
-            self.path_str("server.pem"),
-            "--tls-key".into(),
-            self.path_str("server.key"),
-            "--tls-client-ca".into(),
-            self.path_str("ca.pem"),
-        ]
+        self.face_args("server.pem", "server.key", Some("ca.pem"))
+    }
+
+    /// [`tls_flags`] with files of this PKI.
+    fn face_args(&self, cert: &str, key: &str, client_ca: Option<&str>) -> Vec<String> {
+        tls_flags(&self.path_str(cert), &self.path_str(key), client_ca.map(|ca| self.path_str(ca)).as_deref())
     }
 
     fn endpoint(&self, host: &str, port: u16, client: &str, ca: &str) -> Endpoint {
@@ -140,10 +113,73 @@ impl Pki {
     }
 }
 
+/// `agentd` flags for a TLS face on a free loopback port with these files
+/// (and, when given, the CA its clients must be signed by).
+fn tls_flags(cert: &str, key: &str, client_ca: Option<&str>) -> Vec<String> {
+    let mut args = vec!["--listen-tls", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key];
+    args.extend(client_ca.map(|ca| ["--tls-client-ca", ca]).into_iter().flatten());
+    args.into_iter().map(str::to_owned).collect()
+}
+
 fn start(pki: &Pki) -> StandaloneDaemon {
-    let args = pki.daemon_args();
+    start_with(&pki.daemon_args())
+}
+
+fn start_with(args: &[String]) -> StandaloneDaemon {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     StandaloneDaemon::start(&args, &[])
+}
+
+/// A new PKI and a daemon with its TLS face; also the face's port.
+async fn face() -> (Pki, StandaloneDaemon, u16) {
+    let pki = Pki::new();
+    let d = start(&pki);
+    let port = tls_port(&d).await;
+    (pki, d, port)
+}
+
+/// A client of `pki`'s CA connected to the TLS face on `port`.
+async fn connect(pki: &Pki, port: u16) -> Client {
+    Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap()
+}
+
+/// A bypass-mode session in `cwd`; returns its id.
+async fn bypass_session(client: &Client, cwd: &Path) -> String {
+    client
+        .session_create(SessionCreateParams {
+            mode: Some(PermissionMode::Bypass),
+            ..SessionCreateParams::new(cwd.to_owned())
+        })
+        .await
+        .unwrap()
+        .session_id
+}
+
+/// A tool result's content as JSON text.
+fn text(r: &ToolCallResult) -> String {
+    serde_json::to_string(&r.content).unwrap()
+}
+
+/// Sends a `daemon/info` request through `openssl s_client` to the TLS
+/// face on `port` (trusting `ca`, with `extra` flags), waits `pause`, and
+/// returns what came back.
+fn s_client(port: u16, ca: &str, extra: &[String], pause: Duration) -> String {
+    let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", &format!("127.0.0.1:{port}"), "-CAfile", ca])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(request.as_bytes());
+        std::thread::sleep(pause);
+    }
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
 }
 
 /// The TLS face's port, from `daemon/info` over the socket.
@@ -158,29 +194,17 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_the_ca_signed_gets_the_protocol_and_no_one_else_gets_anything() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
+    let (pki, d, port) = face().await;
     let ws = tempfile::tempdir().unwrap();
 
     // The client the CA signed: the whole protocol, tools included.
-    let client =
-        within("TLS connect", Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT))
-            .await
-            .unwrap();
+    let client = within("TLS connect", connect(&pki, port)).await;
     let info = client.daemon_info().await.unwrap();
     assert_eq!(info.listen_tls.as_deref(), Some(format!("127.0.0.1:{port}").as_str()));
-    let sid = client
-        .session_create(SessionCreateParams {
-            mode: Some(PermissionMode::Bypass),
-            ..SessionCreateParams::new(ws.path().to_owned())
-        })
-        .await
-        .unwrap()
-        .session_id;
+    let sid = bypass_session(&client, ws.path()).await;
     let result = client.tool_call(&sid, "Bash", json!({"command": "echo over tls"})).await.unwrap();
     assert!(!result.is_error, "{result:?}");
-    assert!(serde_json::to_string(&result.content).unwrap().contains("over tls\\n"), "{result:?}");
+    assert!(text(&result).contains("over tls\\n"), "{result:?}");
     // By address too (the certificate names 127.0.0.1).
     within(
         "TLS connect by address",
@@ -204,25 +228,10 @@ async fn a_client_the_ca_signed_gets_the_protocol_and_no_one_else_gets_anything(
     assert!(matches!(&wrong_name, Err(ClientError::Connect { .. })), "{:?}", wrong_name.err());
 
     // No client certificate at all (openssl's client): no reply to a request.
-    let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
-    let mut s_client = Command::new("openssl")
-        .args(["s_client", "-quiet", "-verify_return_error", "-connect", &format!("127.0.0.1:{port}")])
-        .args(["-CAfile", &pki.path_str("ca.pem")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = s_client.stdin.take().unwrap();
-        let _ = stdin.write_all(request.as_bytes());
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let out = s_client.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = s_client(port, &pki.path_str("ca.pem"), &["-verify_return_error".into()], Duration::from_millis(500));
     assert!(!stdout.contains("jsonrpc"), "a client without a certificate got: {stdout}");
     // Plain text on the TLS port: nothing either.
+    let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
     {
         use std::io::{Read, Write};
         let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -239,21 +248,11 @@ async fn a_client_the_ca_signed_gets_the_protocol_and_no_one_else_gets_anything(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tls_files_are_hidden_from_every_tool() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
-    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let (pki, _daemon, port) = face().await;
+    let client = connect(&pki, port).await;
     // The workspace is the directory that holds the key.
-    let sid = client
-        .session_create(SessionCreateParams {
-            mode: Some(PermissionMode::Bypass),
-            ..SessionCreateParams::new(pki.dir.path().to_owned())
-        })
-        .await
-        .unwrap()
-        .session_id;
+    let sid = bypass_session(&client, pki.dir.path()).await;
     let key = pki.path_str("server.key");
-    let text = |r: &agentd_protocol::tools::ToolCallResult| serde_json::to_string(&r.content).unwrap();
     let read = client.tool_call(&sid, "Read", json!({"file_path": key})).await.unwrap();
     assert!(read.is_error && text(&read).contains("secret"), "{read:?}");
     let grep = client
@@ -284,20 +283,11 @@ async fn the_tls_files_are_hidden_from_every_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_link_is_resumed_with_after_seq() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
+    let (pki, _daemon, port) = face().await;
     let ws = tempfile::tempdir().unwrap();
     let endpoint = pki.endpoint("localhost", port, "client", "ca");
     let first = Client::connect_endpoint(&endpoint, TIMEOUT).await.unwrap();
-    let sid = first
-        .session_create(SessionCreateParams {
-            mode: Some(PermissionMode::Bypass),
-            ..SessionCreateParams::new(ws.path().to_owned())
-        })
-        .await
-        .unwrap()
-        .session_id;
+    let sid = bypass_session(&first, ws.path()).await;
     let mut events = first.stream(&sid, Some(0)).await.unwrap();
     let uses = vec![
         ToolUse { id: "quick".into(), name: "Bash".into(), input: json!({"command": "echo quick"}) },
@@ -348,12 +338,8 @@ async fn a_cut_link_is_resumed_with_after_seq() {
 fn the_tls_face_refuses_to_start_half_set_up() {
     let pki = Pki::new();
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(bin_path("agentd"))
-            .arg("--socket")
-            .arg(dir.path().join("run/s.sock"))
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
+    let run = |args: Vec<String>| {
+        let out = agentd_command(&dir.path().join("run/s.sock"), &dir.path().join("state"))
             .args(args)
             .env_remove("AGENTD_SOCKET")
             .stdin(Stdio::null())
@@ -362,14 +348,7 @@ fn the_tls_face_refuses_to_start_half_set_up() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     // Mutual TLS only: no client CA, no face.
-    let (code, err) = run(&[
-        "--listen-tls",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &pki.path_str("server.pem"),
-        "--tls-key",
-        &pki.path_str("server.key"),
-    ]);
+    let (code, err) = run(pki.face_args("server.pem", "server.key", None));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--tls-client-ca"), "{err}");
     // A key others can read.
@@ -377,41 +356,14 @@ fn the_tls_face_refuses_to_start_half_set_up() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(pki.path("client.key"), std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    let (code, err) = run(&[
-        "--listen-tls",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &pki.path_str("server.pem"),
-        "--tls-key",
-        &pki.path_str("client.key"),
-        "--tls-client-ca",
-        &pki.path_str("ca.pem"),
-    ]);
+    let (code, err) = run(pki.face_args("server.pem", "client.key", Some("ca.pem")));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("other users can read it"), "{err}");
     // A certificate file that holds none, and a key that is not the certificate's.
-    let (code, err) = run(&[
-        "--listen-tls",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &pki.path_str("server.ext"),
-        "--tls-key",
-        &pki.path_str("server.key"),
-        "--tls-client-ca",
-        &pki.path_str("ca.pem"),
-    ]);
+    let (code, err) = run(pki.face_args("server.ext", "server.key", Some("ca.pem")));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--tls-cert") && err.contains("server.ext"), "{err}");
-    let (code, err) = run(&[
-        "--listen-tls",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &pki.path_str("server.pem"),
-        "--tls-key",
-        &pki.path_str("stranger.key"),
-        "--tls-client-ca",
-        &pki.path_str("ca.pem"),
-    ]);
+    let (code, err) = run(pki.face_args("server.pem", "stranger.key", Some("ca.pem")));
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--tls-cert/--tls-key"), "{err}");
     // Nothing was left behind to serve: the socket file is gone with the daemon.
@@ -447,9 +399,7 @@ print("ok")
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_client_speaks_tls() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
+    let (pki, _daemon, port) = face().await;
     let ws = tempfile::tempdir().unwrap();
     let out = tokio::task::spawn_blocking({
         let (pki, ws) = (pki.dir.path().to_owned(), ws.path().to_owned());
@@ -475,9 +425,7 @@ async fn the_python_client_speaks_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentctl_connects_to_the_tls_face() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
+    let (pki, _daemon, port) = face().await;
     let ws = tempfile::tempdir().unwrap();
     let url = format!("tls://localhost:{port}");
     let ws_path = ws.path().display().to_string();
@@ -534,21 +482,10 @@ async fn a_key_given_through_a_symlink_stays_hidden_after_a_rotation() {
     std::os::unix::fs::symlink("v1", v.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/tls.key", v.join("tls.key")).unwrap();
     let key = v.join("tls.key").display().to_string();
-    let (cert, ca) = (pki.path_str("server.pem"), pki.path_str("ca.pem"));
-    let d = StandaloneDaemon::start(
-        &["--listen-tls", "127.0.0.1:0", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
-        &[],
-    );
+    let d = start_with(&tls_flags(&pki.path_str("server.pem"), &key, Some(&pki.path_str("ca.pem"))));
     let port = tls_port(&d).await;
-    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
-    let sid = client
-        .session_create(SessionCreateParams {
-            mode: Some(PermissionMode::Bypass),
-            ..SessionCreateParams::new(v.to_owned())
-        })
-        .await
-        .unwrap()
-        .session_id;
+    let client = connect(&pki, port).await;
+    let sid = bypass_session(&client, v).await;
     // The rotation: a new version, the link swapped.
     std::fs::create_dir(v.join("v2")).unwrap();
     std::fs::copy(pki.path("server.key"), v.join("v2/tls.key")).unwrap();
@@ -576,13 +513,9 @@ async fn the_key_is_known_by_what_it_is_not_by_its_path() {
     std::fs::create_dir(w.join("certs")).unwrap();
     std::fs::copy(pki.path("server.key"), w.join("certs/server.key")).unwrap();
     let key = w.join("certs/server.key").display().to_string();
-    let (cert, ca) = (pki.path_str("server.pem"), pki.path_str("ca.pem"));
-    let d = StandaloneDaemon::start(
-        &["--listen-tls", "127.0.0.1:0", "--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca],
-        &[],
-    );
+    let d = start_with(&tls_flags(&pki.path_str("server.pem"), &key, Some(&pki.path_str("ca.pem"))));
     let port = tls_port(&d).await;
-    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let client = connect(&pki, port).await;
     let open = |mode: PermissionMode, off: bool| {
         let client = &client;
         let w = w.clone();
@@ -595,7 +528,6 @@ async fn the_key_is_known_by_what_it_is_not_by_its_path() {
             client.session_create(params).await.unwrap().session_id
         }
     };
-    let text = |r: &agentd_protocol::tools::ToolCallResult| serde_json::to_string(&r.content).unwrap();
     let bypass = open(PermissionMode::Bypass, false).await;
     // A confined command cannot rename the key's directory away from its mask.
     let r = client.tool_call(&bypass, "Bash", json!({"command": "mv certs certs2; ls"})).await.unwrap();
@@ -622,9 +554,7 @@ async fn the_key_is_known_by_what_it_is_not_by_its_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_from_one_address_do_not_lock_others_out_and_sessions_do_not_resume() {
-    let pki = Pki::new();
-    let d = start(&pki);
-    let port = tls_port(&d).await;
+    let (pki, _daemon, port) = face().await;
     // 80 connections from 127.0.0.2 that never speak.
     let mut idle = Vec::new();
     for _ in 0..80 {
@@ -644,22 +574,8 @@ async fn idle_connections_from_one_address_do_not_lock_others_out_and_sessions_d
     let sess = pki.path("sess.pem").display().to_string();
     let (ca, cert, key) = (pki.path_str("ca.pem"), pki.path_str("client.pem"), pki.path_str("client.key"));
     let s_client = move |extra: Vec<String>| {
-        let request = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\",\"params\":{}}\n";
-        let mut child = Command::new("openssl")
-            .args(["s_client", "-quiet", "-no_ign_eof", "-connect", &format!("127.0.0.1:{port}"), "-CAfile", &ca])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().unwrap();
-            let _ = stdin.write_all(request.as_bytes());
-            std::thread::sleep(Duration::from_millis(700));
-        }
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+        let extra: Vec<String> = std::iter::once("-no_ign_eof".to_owned()).chain(extra).collect();
+        s_client(port, &ca, &extra, Duration::from_millis(700))
     };
     let (first, again) = tokio::task::spawn_blocking(move || {
         let first = s_client(vec!["-cert".into(), cert, "-key".into(), key, "-sess_out".into(), sess.clone()]);
@@ -682,10 +598,9 @@ async fn where_the_sandbox_cannot_mask_files_every_command_asks() {
     let pki = Pki::new();
     let mut args = pki.daemon_args();
     args.extend(["--sandbox-without".to_owned(), "namespaces".to_owned()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let d = StandaloneDaemon::start(&args, &[]);
+    let d = start_with(&args);
     let port = tls_port(&d).await;
-    let client = Client::connect_endpoint(&pki.endpoint("localhost", port, "client", "ca"), TIMEOUT).await.unwrap();
+    let client = connect(&pki, port).await;
     let ws = tempfile::tempdir().unwrap();
     let mut params = SessionCreateParams::new(ws.path().to_owned());
     params.permission_timeout_ms = Some(100);
@@ -696,8 +611,7 @@ async fn where_the_sandbox_cannot_mask_files_every_command_asks() {
         .tool_call(&sid, "Bash", json!({"command": format!("cat {}", pki.path_str("server.key"))}))
         .await
         .unwrap();
-    let text = serde_json::to_string(&r.content).unwrap();
-    assert!(r.is_error && !text.contains("BEGIN"), "{r:?}");
-    assert!(text.contains("cannot hide agentd's TLS key"), "{r:?}");
+    assert!(r.is_error && !text(&r).contains("BEGIN"), "{r:?}");
+    assert!(text(&r).contains("cannot hide agentd's TLS key"), "{r:?}");
     assert!(d.stderr().contains("the sandbox cannot hide it from commands"), "{}", d.stderr());
 }

@@ -9,7 +9,7 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
     let work = std::env::temp_dir();
     let mut params = json!({ "cwd": work });
     params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+    c.session(params).await
 }
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
@@ -162,31 +162,27 @@ async fn tool_call_runs_by_name_or_alias_and_reports_input_errors_as_results() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let sid = session(&mut c, json!({})).await;
-    let r =
-        c.ok("tool/call", json!({ "session_id": sid, "name": "Echo", "input": { "text": "hi", "repeat": 2 } })).await;
+    let r = c.tool(&sid, "Echo", json!({ "text": "hi", "repeat": 2 })).await;
     assert_eq!(r["name"], "TestEcho");
     assert_eq!(r["is_error"], false);
     assert_eq!(r["content"], json!([{ "type": "text", "text": "hihi" }]));
     assert_eq!(r["render_use"], "Echoing \"hi\"");
     assert_eq!(r["render"], "Echoed 4 characters");
 
-    let r = c.ok("tool/call", json!({ "session_id": sid, "name": "TestEcho", "input": { "text": 3 } })).await;
+    let r = c.tool(&sid, "TestEcho", json!({ "text": 3 })).await;
     assert_eq!(r["is_error"], true, "a bad input is a result the model reads, not an RPC error");
     let text = r["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("field `text`") && text.contains("expected a string"), "{text}");
 
-    let r = c
-        .ok("tool/call", json!({ "session_id": sid, "name": "TestEcho", "input": { "text": "x", "repeat": 0 } }))
-        .await;
+    let r = c.tool(&sid, "TestEcho", json!({ "text": "x", "repeat": 0 })).await;
     assert_eq!(r["is_error"], true);
     assert!(r["content"][0]["text"].as_str().unwrap().contains("repeat must be"), "{r}");
 
-    let r = c.ok("tool/call", json!({ "session_id": sid, "name": "TestDisabled", "input": {} })).await;
+    let r = c.tool(&sid, "TestDisabled", json!({})).await;
     assert_eq!(r["is_error"], true);
     assert!(r["content"][0]["text"].as_str().unwrap().contains("no tool named"), "{r}");
 
-    let r =
-        c.ok("tool/call", json!({ "session_id": sid, "name": "TestSleep", "input": { "ms": 1, "panic": true } })).await;
+    let r = c.tool(&sid, "TestSleep", json!({ "ms": 1, "panic": true })).await;
     assert_eq!(r["is_error"], true, "a panicking tool is an error result: {r}");
     assert!(c.ok("daemon/info", json!({})).await["pid"].is_number(), "and the daemon lives");
 }
@@ -203,12 +199,7 @@ async fn a_deferred_tool_must_be_loaded_with_tool_search_first() {
     assert!(text.contains("ToolSearch") && text.contains("select:TestDeferred"), "{text}");
 
     let before = c.ok("tools/list", json!({ "session_id": sid })).await;
-    let found = c
-        .ok(
-            "tool/call",
-            json!({ "session_id": sid, "name": "ToolSearch", "input": { "query": "select:TestDeferred" } }),
-        )
-        .await;
+    let found = c.tool(&sid, "ToolSearch", json!({ "query": "select:TestDeferred" })).await;
     assert_eq!(found["is_error"], false, "{found}");
     assert!(found["content"][0]["text"].as_str().unwrap().contains("\"name\":\"TestDeferred\""), "{found}");
     assert_eq!(found["render"], "Loaded 1 tool: TestDeferred");

@@ -440,8 +440,7 @@ async fn sixty_four_clients_times_two_hundred_calls_lose_and_repeat_nothing() {
             let cwd = cwd.clone();
             tokio::spawn(async move {
                 let mut c = RawConn::connect(&socket).await;
-                let sid =
-                    c.ok("session/create", json!({ "cwd": cwd })).await["session_id"].as_str().unwrap().to_owned();
+                let sid = c.session(json!({ "cwd": cwd })).await;
                 let mut events = EventStream::open(&socket, &sid, None).await.unwrap();
                 let mut turn: Option<String> = None;
                 for chunk in 0..10 {
@@ -480,9 +479,7 @@ async fn a_long_session_keeps_bounded_records() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, json!({})).await;
     for i in 0..3000 {
-        let r =
-            s.c.ok("tool/call", json!({ "session_id": s.id, "name": "TestEcho", "input": { "text": format!("{i}") } }))
-                .await;
+        let r = s.c.tool(&s.id, "TestEcho", json!({ "text": format!("{i}") })).await;
         assert_eq!(r["is_error"], false);
     }
     // The session's first stream fell far behind (nobody read it); a new one.

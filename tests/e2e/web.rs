@@ -100,7 +100,7 @@ async fn server() -> u16 {
 async fn session(c: &mut RawConn, extra: Value) -> String {
     let mut params = json!({ "cwd": std::env::temp_dir() });
     params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    c.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+    c.session(params).await
 }
 
 async fn fetch(c: &mut RawConn, sid: &str, url: &str) -> (bool, String) {
@@ -112,8 +112,7 @@ async fn fetch_at(c: &mut RawConn, sid: &str, url: &str, offset: usize) -> (bool
     if offset > 0 {
         input["offset"] = json!(offset);
     }
-    let r =
-        within("WebFetch", c.ok("tool/call", json!({ "session_id": sid, "name": "WebFetch", "input": input }))).await;
+    let r = within("WebFetch", c.tool(sid, "WebFetch", input)).await;
     (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
 }
 

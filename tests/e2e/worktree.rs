@@ -41,14 +41,13 @@ impl S {
         let mut c = d.raw().await;
         let mut p = json!({ "cwd": cwd, "permission_timeout_ms": 100 });
         p.as_object_mut().unwrap().extend(params.as_object().unwrap().clone());
-        let id = c.ok("session/create", p).await["session_id"].as_str().unwrap().to_owned();
+        let id = c.session(p).await;
         S { c, id }
     }
 
     /// (is_error, text) of a call.
     async fn call(&mut self, name: &str, input: Value) -> (bool, String) {
-        let r =
-            within(name, self.c.ok("tool/call", json!({ "session_id": self.id, "name": name, "input": input }))).await;
+        let r = within(name, self.c.tool(&self.id, name, input)).await;
         (r["is_error"] == true, r["content"][0]["text"].as_str().unwrap_or_default().to_owned())
     }
 

@@ -40,10 +40,7 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let mut c = RawConn::connect(&d.socket).await;
-        let id = c.ok("session/create", json!({ "cwd": ws, "mode": "bypass" })).await["session_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = c.session(json!({ "cwd": ws, "mode": "bypass" })).await;
         let call = |command: &str| json!({ "session_id": id, "name": "Bash", "input": { "command": command } });
         // The first call starts the zygote, which forks the next one's helper.
         let r = c.ok("tool/call", call("echo $AGENTD_PROCESS; echo one")).await;
@@ -110,10 +107,11 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         // spawned; the calls its helpers run are not cut short (killing it
         // would kill them), and it exits once they have.
         let job = c
-            .ok(
-                "tool/call",
-                json!({ "session_id": id, "name": "Bash", "input": {
-                "command": "sleep 7; echo survived", "run_in_background": true } }),
+            .tool(
+                &id,
+                "Bash",
+                json!({
+                "command": "sleep 7; echo survived", "run_in_background": true }),
             )
             .await;
         let job = text(&job).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
@@ -133,7 +131,7 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         signal(&stopped, nix::sys::signal::Signal::SIGCONT);
         let ended = loop {
             let input = json!({ "task_id": job, "timeout": 2000 });
-            let r = c.ok("tool/call", json!({ "session_id": id, "name": "TaskOutput", "input": input })).await;
+            let r = c.tool(&id, "TaskOutput", input).await;
             if !text(&r).contains("is running]") {
                 break r;
             }

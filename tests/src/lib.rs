@@ -63,6 +63,14 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// `agentd --socket <socket> --state-dir <state_dir>` (the binary
+/// [`bin_path`] names), to add to and start.
+pub fn agentd_command(socket: &Path, state_dir: &Path) -> Command {
+    let mut cmd = Command::new(bin_path("agentd"));
+    cmd.arg("--socket").arg(socket).arg("--state-dir").arg(state_dir);
+    cmd
+}
+
 /// An agentd running in this process on a temp socket.
 pub struct TestDaemon {
     /// Holds the socket and state directory.
@@ -193,6 +201,24 @@ impl RawConn {
         assert!(reply.get("error").is_none(), "{method} failed: {reply}");
         reply["result"].clone()
     }
+
+    /// `session/create` with `params`, which must succeed; returns the new
+    /// session's id.
+    pub async fn session(&mut self, params: Value) -> String {
+        self.ok("session/create", params).await["session_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `session/list`: the ids of the sessions listed.
+    pub async fn session_ids(&mut self) -> Vec<String> {
+        let list = self.ok("session/list", json!({})).await;
+        list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned()).collect()
+    }
+
+    /// `tool/call` of the tool `name` with `input` in `session_id`, which
+    /// must succeed; returns its `result`.
+    pub async fn tool(&mut self, session_id: &str, name: &str, input: Value) -> Value {
+        self.ok("tool/call", json!({ "session_id": session_id, "name": name, "input": input })).await
+    }
 }
 
 /// The real `agentd` binary in a child process.
@@ -222,8 +248,7 @@ impl StandaloneDaemon {
     }
 
     fn spawn(dir: &Path, socket: &Path, args: &[String], env: &[(String, String)]) -> Child {
-        let mut cmd = Command::new(bin_path("agentd"));
-        cmd.arg("--socket").arg(socket).arg("--state-dir").arg(dir.join("state"));
+        let mut cmd = agentd_command(socket, &dir.join("state"));
         cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).env_remove("AGENTD_SOCKET");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agentd.log")).unwrap();
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
@@ -468,6 +493,21 @@ pub async fn none_left(needle: &str) {
         assert!(Instant::now() < deadline, "processes left behind for {needle:?}: {left:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Writes `settings` as JSON to `path`, making its directory first.
+pub fn write_settings(path: &Path, settings: &Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, settings.to_string()).unwrap();
+}
+
+/// Runs `cmd` (a client program) in `cwd` with `AGENTD_SOCKET` set to
+/// `socket` and stdin closed; what it printed, once it succeeded.
+pub fn client_stdout(cmd: &mut Command, cwd: &Path, socket: &Path) -> String {
+    let out = cmd.current_dir(cwd).env("AGENTD_SOCKET", socket).stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    stdout
 }
 
 /// A unique duration (for `sleep`) so each test finds its own `sleep` processes.
