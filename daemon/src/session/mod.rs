@@ -816,7 +816,6 @@ impl SessionManager {
     }
 }
 
-/// An absolute, existing directory, with symlinks and `..` resolved.
 /// `value` (of `field`, or of its part `what`) within `range`.
 fn between(
     field: &'static str,
@@ -839,6 +838,7 @@ fn at_most(field: &'static str, len: usize, max: usize, unit: &str) -> Result<()
     Err(SessionError::Invalid { field, why: format!("at most {max}{unit}, got {len}") })
 }
 
+/// An absolute, existing directory, with symlinks and `..` resolved.
 fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
     if !cwd.is_absolute() {
