@@ -175,3 +175,80 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         ours.iter().all(|pid| !live.contains(pid))
     }));
 }
+
+/// The daemon, its zygote and the helper waiting for the next call are
+/// never dumpable: another process of the user cannot open their memory,
+/// environment or descriptors (an attack review took over another
+/// session's call through a dumpable helper). A non-dumpable process's
+/// `/proc` files belong to root whatever its uid, so root sees it: here
+/// they run as `nobody`, and a plain process of `nobody`'s is the
+/// contrast. Needs root to change uid; CI runs as root.
+#[test]
+fn the_daemon_and_its_helpers_are_never_dumpable() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not root: cannot run the daemon as another user to see its /proc files");
+        return;
+    }
+    let nobody = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    for path in [dir.path(), ws.as_path()] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        nix::unistd::chown(path, Some(nobody.into()), Some(nobody.into())).unwrap();
+    }
+    // Copies nobody can execute wherever the checkout lives (the helper is
+    // found beside the daemon).
+    for name in ["agentd", "agentd-sandbox", "agentctl"] {
+        std::fs::copy(agentd_tests::bin_path(name), dir.path().join(name)).unwrap();
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = |program: &str| {
+        let mut cmd = std::process::Command::new(dir.path().join(program));
+        cmd.uid(nobody).gid(nobody).env("HOME", dir.path()).env_remove("AGENTD_SOCKET");
+        cmd
+    };
+    let socket = dir.path().join("agentd.sock");
+    let daemon = agentd_tests::ChildGuard::spawn(
+        as_nobody("agentd")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .stderr(std::fs::File::create(dir.path().join("log")).unwrap()),
+    );
+    let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    agentd_tests::eventually_blocking("agentd as nobody listens", || socket.exists());
+    // A confined call starts the zygote, which forks the next call's helper.
+    let out = as_nobody("agentctl")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["call", "Bash", "--arg", "command=echo confined", "--mode", "bypass", "--cwd"])
+        .arg(&ws)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("confined"), "{out:?}\n{}", log());
+    let pid = daemon.0.id() as i32;
+    agentd_tests::eventually_blocking("a zygote and a waiting helper", || {
+        zygotes(pid).len() == 1 && waiting_helpers(pid).len() == 1
+    });
+    let real_uid = |pid: i32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap().to_owned();
+        line.split_whitespace().nth(1).unwrap().parse::<u32>().unwrap()
+    };
+    let environ_owner = |pid: i32| std::fs::metadata(format!("/proc/{pid}/environ")).unwrap().uid();
+    let watched =
+        [("the daemon", pid), ("the zygote", zygotes(pid)[0]), ("the waiting helper", waiting_helpers(pid)[0])];
+    for (what, pid) in watched {
+        assert_eq!(real_uid(pid), nobody, "{what} runs as nobody");
+        assert_eq!(environ_owner(pid), 0, "{what} (pid {pid}) is dumpable: its /proc files are nobody's");
+    }
+    let mut sleeper = std::process::Command::new("sleep");
+    sleeper.arg("30").uid(nobody).gid(nobody);
+    let sleeper = agentd_tests::ChildGuard::spawn(&mut sleeper);
+    assert_eq!(environ_owner(sleeper.0.id() as i32), nobody, "a plain process of nobody's is dumpable");
+}
