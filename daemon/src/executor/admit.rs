@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentd_protocol::hooks::HookEvent;
 use agentd_protocol::tools::ContentBlock;
 
 use super::{AskFor, Grant, SessionExecutor, Slot};
+use crate::hooks::Completions;
 use crate::permission::PermissionTarget;
 use crate::permission::ask;
 use crate::permission::policy::{self, CallFacts, RuleHit, Verdict};
@@ -204,7 +206,7 @@ impl SessionExecutor {
         };
         let path = ctx.resolve(file_path).map_err(|e| e.to_string())?;
         let hooks = &self.services.hooks;
-        if !hooks.wants(agentd_protocol::hooks::HookEvent::PreToolUse, READ) {
+        if !hooks.wants(HookEvent::PreToolUse, READ) {
             return Ok(path);
         }
         let id = format!("resource-{}", uuid::Uuid::new_v4().simple());
@@ -212,16 +214,7 @@ impl SessionExecutor {
             super::hooked::pre_tool_use_json(READ, &input, Some(&id), mode, &ctx.cwd.display().to_string());
         let about = crate::hooks::About { turn_id: None, tool_use_id: Some(id), tool_name: Some(READ.to_owned()) };
         let token = tokio_util::sync::CancellationToken::new();
-        let said = hooks
-            .run(
-                agentd_protocol::hooks::HookEvent::PreToolUse,
-                READ,
-                hook_input,
-                &about,
-                &token,
-                crate::hooks::Completions::Returned,
-            )
-            .await;
+        let said = hooks.run(HookEvent::PreToolUse, READ, hook_input, &about, &token, Completions::Returned).await;
         {
             let _order = self.lock();
             for event in said.events {

@@ -46,6 +46,7 @@ impl SessionExecutor {
     /// Runs the `Notification` hooks of a permission prompt, beside it
     /// (nothing waits for them).
     pub(super) fn notify_hooks(&self, call: &CallIds) {
+        use crate::hooks::Completions;
         use agentd_protocol::hooks::HookEvent;
         if !self.services.hooks.wants(HookEvent::Notification, "permission_prompt") {
             return;
@@ -63,16 +64,7 @@ impl SessionExecutor {
         };
         let token = self.cancel.child_token();
         self.tracker.spawn(async move {
-            hooks
-                .run(
-                    HookEvent::Notification,
-                    "permission_prompt",
-                    input,
-                    &about,
-                    &token,
-                    crate::hooks::Completions::Pushed,
-                )
-                .await;
+            hooks.run(HookEvent::Notification, "permission_prompt", input, &about, &token, Completions::Pushed).await;
         });
     }
 

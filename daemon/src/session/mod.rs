@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use agentd_protocol::hooks::HookEvent;
 use agentd_protocol::session::{JobInfo, SessionCreateParams, SessionInfo};
 use agentd_protocol::tools::ToolsListResult;
 use agentd_protocol::turn::{Event, EventKind};
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
 use crate::executor::{Restored, SessionExecutor, Storage};
+use crate::hooks::Completions;
 use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
 use crate::tool::{ExternalToolSource, Registry, SessionContext, ToolSet};
 
@@ -725,23 +727,14 @@ impl SessionManager {
         session.executor.close();
         session.cancel.cancel();
         session.mcp.release();
-        if hooks.wants(agentd_protocol::hooks::HookEvent::SessionEnd, "other") {
+        if hooks.wants(HookEvent::SessionEnd, "other") {
             // After the session: nobody waits for it, and the daemon's
             // shutdown ends it.
             let token = self.root.child_token();
             self.tracker.spawn(async move {
                 let input = serde_json::json!({ "reason": "other" });
                 let about = crate::hooks::About::default();
-                hooks
-                    .run(
-                        agentd_protocol::hooks::HookEvent::SessionEnd,
-                        "other",
-                        input,
-                        &about,
-                        &token,
-                        crate::hooks::Completions::Pushed,
-                    )
-                    .await;
+                hooks.run(HookEvent::SessionEnd, "other", input, &about, &token, Completions::Pushed).await;
             });
         }
         crate::tools::web_fetch::forget_session(session_id);
@@ -772,7 +765,6 @@ impl SessionManager {
     /// new session, `resume` for one a restart brought back) and returns
     /// the context they added.
     pub async fn session_start(&self, session_id: &str, source: &str) -> Vec<String> {
-        use agentd_protocol::hooks::HookEvent;
         let Ok(session) = self.handle(session_id) else { return Vec::new() };
         let hooks = session.executor.hooks().clone();
         if !hooks.wants(HookEvent::SessionStart, source) {
@@ -781,17 +773,8 @@ impl SessionManager {
         let input = serde_json::json!({ "source": source });
         let cancel = session.cancel.child_token();
         drop(session);
-        hooks
-            .run(
-                HookEvent::SessionStart,
-                source,
-                input,
-                &crate::hooks::About::default(),
-                &cancel,
-                crate::hooks::Completions::Pushed,
-            )
-            .await
-            .context
+        let about = crate::hooks::About::default();
+        hooks.run(HookEvent::SessionStart, source, input, &about, &cancel, Completions::Pushed).await.context
     }
 
     /// Stops every session for a daemon shutdown: each cancels its calls
