@@ -199,29 +199,6 @@ enum Decision {
     AllowAlways,
 }
 
-/// The session `call` and `run` open when not given `--session`.
-#[derive(Debug, clap::Args)]
-struct TemporarySession {
-    /// Workspace of the temporary session [default: the current directory]
-    #[arg(long, conflicts_with = "session")]
-    cwd: Option<PathBuf>,
-    /// Permission mode of the temporary session
-    #[arg(long, value_enum, conflicts_with = "session")]
-    mode: Option<Mode>,
-}
-
-impl TemporarySession {
-    /// Its parameters: the daemon closes it when this connection goes
-    /// (Ctrl+C, SIGTERM, a crash), and nothing is left running.
-    fn params(&self) -> Result<SessionCreateParams, Failure> {
-        Ok(SessionCreateParams {
-            mode: self.mode.map(Into::into),
-            close_with_connection: Some(true),
-            ..SessionCreateParams::new(workspace(self.cwd.as_deref())?)
-        })
-    }
-}
-
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 struct McpArgs {
@@ -839,44 +816,9 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
     Ok(())
 }
 
-/// An absolute workspace path: `dir` resolved against the current directory,
-/// or the current directory itself.
-fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
-    if REMOTE.get() == Some(&true) {
-        return match dir {
-            Some(d) if d.is_absolute() => Ok(d.to_owned()),
-            _ => Err(Failure::Local(
-                "over --connect the workspace is on the daemon's machine: give --cwd as an absolute path there".into(),
-            )),
-        };
-    }
-    let here = std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
-    Ok(match dir {
-        Some(d) if d.is_absolute() => d.to_owned(),
-        Some(d) => here.join(d),
-        None => here,
-    })
-}
-
 /// A value as its wire name (`running`, `project`).
 fn wire<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
-/// Runs `work` in a session opened with `params` for it, and closes the
-/// session after: `work`'s failure first, then the close's.
-async fn in_temporary_session<T, E, F, Fut>(client: &Client, params: SessionCreateParams, work: F) -> Result<T, Failure>
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-    Failure: From<E>,
-{
-    let temp = client.session_create(params).await?;
-    let result = work(temp.session_id.clone()).await;
-    let closed = client.session_close(&temp.session_id).await;
-    let result = result?;
-    closed?;
-    Ok(result)
 }
 
 async fn tools(
@@ -889,8 +831,7 @@ async fn tools(
     let list = match session {
         Some(id) => client.tools_list(id).await?,
         None => {
-            let params =
-                SessionCreateParams { close_with_connection: Some(true), ..SessionCreateParams::new(workspace(cwd)?) };
+            let params = TemporarySession { cwd: cwd.map(ToOwned::to_owned), mode: None }.params()?;
             in_temporary_session(client, params, |sid: String| async move { client.tools_list(&sid).await }).await?
         }
     };

@@ -1,4 +1,6 @@
-//! `agentctl session`: create, list, show and close sessions.
+//! `agentctl session`: create, list, show and close sessions; the
+//! workspace a session is opened on, and the temporary session `call`,
+//! `run` and `tools` open when not given `--session`.
 
 use super::*;
 
@@ -111,4 +113,66 @@ pub(super) fn env_pairs(args: &[String]) -> Result<std::collections::BTreeMap<St
             _ => Err(Failure::Local(format!("--env {a:?}: expected NAME=VALUE"))),
         })
         .collect()
+}
+
+/// The session `call` and `run` open when not given `--session`.
+#[derive(Debug, clap::Args)]
+pub(super) struct TemporarySession {
+    /// Workspace of the temporary session [default: the current directory]
+    #[arg(long, conflicts_with = "session")]
+    pub(super) cwd: Option<PathBuf>,
+    /// Permission mode of the temporary session
+    #[arg(long, value_enum, conflicts_with = "session")]
+    pub(super) mode: Option<Mode>,
+}
+
+impl TemporarySession {
+    /// Its parameters: the daemon closes it when this connection goes
+    /// (Ctrl+C, SIGTERM, a crash), and nothing is left running.
+    pub(super) fn params(&self) -> Result<SessionCreateParams, Failure> {
+        Ok(SessionCreateParams {
+            mode: self.mode.map(Into::into),
+            close_with_connection: Some(true),
+            ..SessionCreateParams::new(workspace(self.cwd.as_deref())?)
+        })
+    }
+}
+
+/// An absolute workspace path: `dir` resolved against the current directory,
+/// or the current directory itself.
+pub(super) fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    if REMOTE.get() == Some(&true) {
+        return match dir {
+            Some(d) if d.is_absolute() => Ok(d.to_owned()),
+            _ => Err(Failure::Local(
+                "over --connect the workspace is on the daemon's machine: give --cwd as an absolute path there".into(),
+            )),
+        };
+    }
+    let here = std::env::current_dir().map_err(|e| Failure::Local(format!("current directory: {e}")))?;
+    Ok(match dir {
+        Some(d) if d.is_absolute() => d.to_owned(),
+        Some(d) => here.join(d),
+        None => here,
+    })
+}
+
+/// Runs `work` in a session opened with `params` for it, and closes the
+/// session after: `work`'s failure first, then the close's.
+pub(super) async fn in_temporary_session<T, E, F, Fut>(
+    client: &Client,
+    params: SessionCreateParams,
+    work: F,
+) -> Result<T, Failure>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    Failure: From<E>,
+{
+    let temp = client.session_create(params).await?;
+    let result = work(temp.session_id.clone()).await;
+    let closed = client.session_close(&temp.session_id).await;
+    let result = result?;
+    closed?;
+    Ok(result)
 }
