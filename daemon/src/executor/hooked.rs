@@ -146,11 +146,9 @@ impl SessionExecutor {
     ) {
         let input =
             pre_tool_use_json(&asked.name, &asked.input, asked.about.tool_use_id.as_deref(), asked.mode, &asked.cwd);
-        let mut said = self
-            .services
-            .hooks
-            .run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token, Completions::Returned)
-            .await;
+        let hooks = &self.services.hooks;
+        let mut said =
+            hooks.run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token, Completions::Returned).await;
         let completed = std::mem::take(&mut said.events);
         let refuse = |call: &dyn PreparedCall, message: String| {
             let render = call.render_rejected(&message);
@@ -239,11 +237,9 @@ impl SessionExecutor {
                     "permission_mode": mode,
                     "permission_suggestions": suggestions(&ask.suggestions),
                 });
-                let said = self
-                    .services
-                    .hooks
-                    .run(HookEvent::PermissionRequest, &ids.name, input, &about, token, Completions::Pushed)
-                    .await;
+                let hooks = &self.services.hooks;
+                let said =
+                    hooks.run(HookEvent::PermissionRequest, &ids.name, input, &about, token, Completions::Pushed).await;
                 if token.is_cancelled() {
                     return Err("cancelled while waiting for permission".into());
                 }

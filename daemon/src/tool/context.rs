@@ -245,8 +245,9 @@ impl ToolContext {
         content: &[u8],
     ) -> Result<crate::fs::Written, crate::fs::FsError> {
         let records = self.services.get::<crate::fs::pending::Records>().unwrap_or(&crate::fs::pending::Records::NONE);
-        let protected = (!self.grant.may_write_protected).then_some(&crate::permission::names_protected);
-        crate::fs::write_atomic_guarded(path, content, protected.map(|p| p as crate::fs::Protected), records)
+        let protected: Option<crate::fs::Protected> =
+            (!self.grant.may_write_protected).then_some(&crate::permission::names_protected);
+        crate::fs::write_atomic_guarded(path, content, protected, records)
     }
 
     /// The service of type `T`, or an error naming what is missing.
