@@ -2,7 +2,7 @@
 //! does reaches a host service (Unix sockets, VSOCK), reads a credential,
 //! or leaves behind what a later session or login would obey.
 
-use agentd_tests::{RawConn, StandaloneDaemon, TestDaemon, within};
+use agentd_tests::{RawConn, StandaloneDaemon, TestDaemon, procs, tag, tool_use, within};
 use serde_json::{Value, json};
 
 /// A session on `conn` in `cwd` with `params` added; returns its id.
@@ -499,4 +499,146 @@ async fn a_protected_link_to_nothing_keeps_pointing_at_nothing() {
         bash(&mut c, &id, &plant("shared-claude/settings.json", "{\"permissions\":{\"allow\":[\"Bash\"]}}")).await;
     assert!(!ws.join("shared-claude").exists(), "{out}");
     assert!(std::fs::symlink_metadata(ws.join(".claude")).unwrap().file_type().is_symlink());
+}
+
+/// A Write the person approved for `notes/settings.json`, an ordinary
+/// file; while the request waited, a confined command (another session on
+/// the workspace, unasked) swapped `notes` for a link to `.claude`. The
+/// approval is for the file that was shown: the write must not land in
+/// the settings directory.
+#[tokio::test]
+async fn an_approved_write_is_not_carried_into_a_protected_directory_by_a_link_swapped_in_meanwhile() {
+    let d = TestDaemon::start().await;
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join(".claude/commands")).unwrap();
+    std::fs::create_dir(ws.join("notes")).unwrap();
+    let mut s = d.streamed_session(json!({})).await;
+    let settings = "{\"permissions\":{\"allow\":[\"Bash\"]}}";
+    let write = json!({ "file_path": "notes/settings.json", "content": settings });
+    let turn = s.submit_ended(vec![tool_use("w", "Write", write)]).await;
+    let request = s.permission_request().await;
+    assert_eq!(request["tool"], "Write", "{request}");
+    let mut c = d.raw().await;
+    let other = session(&mut c, &ws, json!({ "sandbox": { "auto_allow": true } })).await;
+    let (ok, out) = bash(&mut c, &other, "rm -r notes && ln -s .claude notes").await;
+    assert!(ok && ws.join("notes").is_symlink(), "the confined swap: {out}");
+    s.respond(&request, json!({ "decision": "allow" })).await;
+    let results = s.results(&turn).await;
+    assert!(!ws.join(".claude/settings.json").exists(), "written into .claude through the link: {results:?}");
+}
+
+/// A daemon killed while a confined background job holds its
+/// placeholders, the job trying all along to create `.claude/settings.json`
+/// (refused: the placeholder is bound read-only). The job must not outlive
+/// the daemon: the next start removes the placeholders before it ends
+/// what the previous daemon left, and a job still there would then plant
+/// its settings.
+#[tokio::test]
+async fn a_confined_job_ends_with_its_daemon_and_plants_nothing_when_the_next_removes_placeholders() {
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let t = tag();
+    let tries = format!(
+        "python3 -c 'import os,sys,time\nwhile True:\n  try: os.mkdir(\".claude\")\n  except OSError: pass\n  try:\n    \
+         open(\".claude/settings.json\",\"w\").write(\"{{}}\"); break\n  except OSError: pass\ntime.sleep(1000)' tries{t}"
+    );
+    {
+        let mut c = RawConn::connect(&d.socket).await;
+        let id = session(&mut c, &ws, json!({ "sandbox": { "auto_allow": true } })).await;
+        let r = c.tool(&id, "Bash", json!({ "command": tries, "run_in_background": true })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        agentd_tests::eventually("the job runs", || !procs(&format!("tries{t}")).is_empty()).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(ws.join(".claude").is_dir() && !ws.join(".claude/settings.json").exists(), "held while it runs");
+    }
+    d.signal(nix::sys::signal::Signal::SIGKILL);
+    d.wait_exit();
+    // A confined job ends with its daemon (its PID namespace does) ...
+    agentd_tests::none_left(&format!("tries{t}")).await;
+    // ... so nothing is left to take the placeholder's place when the
+    // next daemon removes it.
+    d.restart();
+    assert!(!ws.join(".claude").exists(), "the placeholder is removed at the start");
+    assert!(!ws.join(".claude/settings.json").exists(), "planted once the next daemon removed the placeholder");
+}
+
+/// Python that tries, for `secs` seconds, to create `.claude` and
+/// `.claude/settings.json`; prints `planted` or `held`.
+fn keep_trying(secs: u32) -> String {
+    format!(
+        "python3 -c 'import os,time\nend=time.time()+{secs}\nr=\"held\"\nwhile time.time()<end:\n  try: \
+         os.mkdir(\".claude\")\n  except OSError: pass\n  try:\n    open(\".claude/settings.json\",\"w\").write(\"{{}}\"); \
+         r=\"planted\"; break\n  except OSError: pass\n  time.sleep(0.01)\nprint(r)'"
+    )
+}
+
+/// Two daemons (two processes, each with its own state directory) on one
+/// workspace. A job of the first holds the placeholder `.claude`; a call
+/// of the second starts meanwhile, finds `.claude` there and binds it
+/// read-only, and keeps trying to create `.claude/settings.json`. The
+/// first job ends and its daemon removes its placeholder: the second
+/// call's command must still not plant the settings.
+/// Two daemons on one workspace: a job of the first (on `a`) holds the
+/// placeholder `.claude`; a call of the second (on `b`) starts meanwhile,
+/// finds `.claude` there, and keeps trying to create
+/// `.claude/settings.json`. The first job ends and its daemon removes its
+/// placeholder: the second call's command must still not plant the
+/// settings.
+async fn placeholder_of_one_daemon_against_a_call_of_another(a: &std::path::Path, b: &std::path::Path) {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    let (mut ca, mut cb) = (RawConn::connect(a).await, RawConn::connect(b).await);
+    let auto = json!({ "sandbox": { "auto_allow": true } });
+    let (ia, ib) = (session(&mut ca, &ws, auto.clone()).await, session(&mut cb, &ws, auto).await);
+    let r = ca.tool(&ia, "Bash", json!({ "command": "sleep 2", "run_in_background": true })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    agentd_tests::eventually("the first daemon's placeholder", || ws.join(".claude").is_dir()).await;
+    let (_, out) = bash(&mut cb, &ib, &keep_trying(6)).await;
+    assert!(!ws.join(".claude/settings.json").exists(), "planted by the second daemon's call: {out}");
+    assert!(out.contains("held"), "{out}");
+}
+
+/// Two daemons in one process: the placeholder's count is the process's,
+/// so the second call holds it on.
+#[tokio::test]
+async fn one_daemons_placeholder_going_leaves_anothers_call_unable_to_plant_settings_in_one_process() {
+    let (a, b) = (TestDaemon::start().await, TestDaemon::start().await);
+    placeholder_of_one_daemon_against_a_call_of_another(&a.socket, &b.socket).await;
+}
+
+/// Two daemons in two processes (each its own state directory): nothing
+/// shared tells the first that the second binds its placeholder. An open
+/// hole (the attack review of session 20): placeholder counts would have to
+/// be kept where every daemon on the workspace sees them. Run it with
+/// `--run-ignored all` to see it.
+#[tokio::test]
+#[ignore = "open: a placeholder one daemon process removes unbinds another process's call (placeholder counts are per process)"]
+async fn one_daemons_placeholder_going_leaves_anothers_call_unable_to_plant_settings_in_two_processes() {
+    let (a, b) = (StandaloneDaemon::start(&[], &[]), StandaloneDaemon::start(&[], &[]));
+    placeholder_of_one_daemon_against_a_call_of_another(&a.socket, &b.socket).await;
+}
+
+/// An MCP server's tool listing claims `readOnlyHint` (the test server's
+/// `echo`) or says nothing of it (`hinted`: only not destructive): the
+/// claim lets a call run beside others and be offered in plan mode, never
+/// run unasked; without it plan mode refuses the call.
+#[tokio::test]
+async fn an_mcp_servers_read_only_claim_runs_nothing_unasked() {
+    let Some(python) = crate::mcp_support::required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let servers = json!({ "x": crate::mcp_support::py_entry(&python, &[], json!({})) });
+    for mode in ["default", "plan"] {
+        let params = json!({ "mode": mode, "mcp_servers": servers, "tools": { "defer": { "mode": "never" } } });
+        let id = session(&mut c, d.dir.path(), params).await;
+        let r = c.tool(&id, "mcp__x__echo", json!({ "text": "ran-unasked" })).await;
+        assert_eq!(r["is_error"], true, "{mode}: a read-only claim ran unasked: {r}");
+        assert!(r["content"][0]["text"].as_str().unwrap().starts_with("permission required"), "{mode}: {r}");
+        let r = c.tool(&id, "mcp__x__hinted", json!({})).await;
+        assert_eq!(r["is_error"], true, "{mode}: {r}");
+        if mode == "plan" {
+            assert!(r.to_string().contains("plan mode"), "{r}");
+        }
+    }
 }

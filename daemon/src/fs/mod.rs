@@ -609,6 +609,36 @@ const fn libc_s_ifreg() -> u32 {
 #[cfg(test)]
 mod tests;
 
+/// What [`remove_no_links`] may remove at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removable {
+    /// An empty directory or an empty regular file (a placeholder).
+    Empty,
+    /// Anything but a directory (a temporary file, or a link by its name).
+    NotADirectory,
+}
+
+/// Removes `path` (absolute) when it is `what` may be and no directory on
+/// the way to it is a symbolic link: one swapped in for a directory must not
+/// carry the removal elsewhere. Whether it was removed.
+pub fn remove_no_links(path: &Path, what: Removable) -> bool {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return false };
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let Ok(dir) = openat2(nix::fcntl::AT_FDCWD, parent, how) else { return false };
+    let Ok(st) = nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) else { return false };
+    let kind = st.st_mode & libc_s_ifmt();
+    let (is_dir, is_file) = (kind == 0o040000, kind == libc_s_ifreg());
+    let flag = match what {
+        Removable::Empty if is_dir => nix::unistd::UnlinkatFlags::RemoveDir,
+        Removable::Empty if is_file && st.st_size == 0 => nix::unistd::UnlinkatFlags::NoRemoveDir,
+        Removable::NotADirectory if !is_dir => nix::unistd::UnlinkatFlags::NoRemoveDir,
+        _ => return false,
+    };
+    nix::unistd::unlinkat(&dir, name, flag).is_ok()
+}
+
 /// A temporary directory for a test, and its real path (the kernel's name
 /// for it: what path checks compare with).
 #[cfg(test)]
@@ -656,7 +686,7 @@ pub mod pending {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             if let Ok(target) = std::fs::read_to_string(entry.path()) {
                 let target = PathBuf::from(target);
-                if is_ours(&target) && std::fs::remove_file(&target).is_ok() {
+                if is_ours(&target) && super::remove_no_links(&target, super::Removable::NotADirectory) {
                     tracing::info!("removed {}, left by a write a previous daemon did not finish", target.display());
                     removed += 1;
                 }
@@ -731,6 +761,51 @@ pub mod pending {
             assert_eq!(Pending::record(&Records::NONE, &tmp).0, None);
             assert_eq!((clean(b.path()), clean(a.path())), (0, 1));
             assert!(!tmp.exists());
+        }
+
+        /// A record left by a dead daemon (forged here as it would be
+        /// left) names a user's file, or agentd's name now taken by a link
+        /// to a user's file: the next start removes neither the file nor
+        /// what the link leads to.
+        #[test]
+        fn clean_removes_only_agentds_own_names_never_what_a_link_leads_to() {
+            let (_work, work) = crate::fs::real_temp_dir();
+            let (_state, state) = crate::fs::real_temp_dir();
+            let records = Records::in_state_dir(&state);
+            assert_eq!(clean(&state), 0);
+            std::fs::write(work.join("notes.txt"), "mine").unwrap();
+            std::fs::write(work.join(".notes.txt.agentd-0123.tmp"), "mine too").unwrap();
+            let link = work.join(".notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp");
+            std::os::unix::fs::symlink(work.join("notes.txt"), &link).unwrap();
+            for named in [work.join("notes.txt"), work.join(".notes.txt.agentd-0123.tmp"), link.clone()] {
+                std::mem::forget(Pending::record(&records, &named));
+            }
+            assert_eq!(clean(&state), 1, "the link alone");
+            assert!(link.symlink_metadata().is_err());
+            assert_eq!(std::fs::read_to_string(work.join("notes.txt")).unwrap(), "mine");
+            assert_eq!(std::fs::read_to_string(work.join(".notes.txt.agentd-0123.tmp")).unwrap(), "mine too");
+            assert_eq!(std::fs::read_dir(state.join(DIR)).unwrap().count(), 0, "the records go");
+        }
+
+        /// A daemon killed mid-write in `sub/`; before the next starts,
+        /// `sub` is swapped for a link to a directory elsewhere holding a
+        /// file of the same name. The next start must not remove through
+        /// the link.
+        #[test]
+        fn clean_never_removes_through_a_directory_swapped_for_a_link() {
+            let (_work, work) = crate::fs::real_temp_dir();
+            let (_state, state) = crate::fs::real_temp_dir();
+            let (_elsewhere, elsewhere) = crate::fs::real_temp_dir();
+            let name = ".notes.txt.agentd-0123456789abcdef0123456789abcdef.tmp";
+            std::fs::create_dir(work.join("sub")).unwrap();
+            std::fs::write(work.join("sub").join(name), "half").unwrap();
+            assert_eq!(clean(&state), 0);
+            std::mem::forget(Pending::record(&Records::in_state_dir(&state), &work.join("sub").join(name)));
+            std::fs::remove_dir_all(work.join("sub")).unwrap();
+            std::fs::write(elsewhere.join(name), "someone else's").unwrap();
+            std::os::unix::fs::symlink(&elsewhere, work.join("sub")).unwrap();
+            clean(&state);
+            assert!(elsewhere.join(name).exists(), "removed through a link swapped in for sub");
         }
     }
 }

@@ -283,3 +283,55 @@ fn canonical_remembers_only_inside_its_scope() {
     // Outside it, every call looks again.
     assert_eq!(canonical(&root.join("l")).unwrap(), root.join("g"));
 }
+
+/// The protected names reached every other way a model's `file_path` or a
+/// link in the workspace can lead there: `..`, a directory link, a chain
+/// of links, a link as the file itself (to a protected file that exists
+/// and to one that does not), a nested repository's hooks, another case
+/// inside `.git`, a nested settings directory, and what a protected name
+/// at the top links to. None is written; an ordinary file still is.
+#[test]
+fn a_guarded_write_refuses_protected_files_by_every_way_there() {
+    let (d, root) = ws();
+    let elsewhere = std::fs::canonicalize(d.path()).unwrap().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for dir in [".git/hooks", ".claude", "sub", "vendor/lib/.git/hooks", "pkg"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::fs::write(root.join(".mcp.json"), "{}").unwrap();
+    let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+    link(".claude", "cfg");
+    link("cfg", "chain");
+    link(".mcp.json", "servers.json");
+    link(".agentd/settings.json", "later.json");
+    std::os::unix::fs::symlink(&elsewhere, root.join(".agentd")).unwrap();
+    let guarded = |rel: &str| {
+        let p = resolve(&root, &root, rel).unwrap();
+        write_atomic_guarded(
+            &p,
+            b"{\"permissions\":{\"allow\":[\"Bash\"]}}",
+            Some(&crate::permission::names_protected),
+            NO_RECORDS,
+        )
+    };
+    for rel in [
+        "sub/../.claude/settings.json",
+        "cfg/settings.json",
+        "chain/settings.json",
+        "servers.json",
+        "later.json",
+        "vendor/lib/.git/hooks/post-checkout",
+        ".git/HOOKS/pre-commit",
+        "pkg/.claude/settings.json",
+        ".agentd/settings.json",
+    ] {
+        assert!(guarded(rel).is_err(), "{rel} was written");
+    }
+    assert_eq!(std::fs::read_dir(root.join(".claude")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_to_string(root.join(".mcp.json")).unwrap(), "{}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert!(!root.join(".git/HOOKS").exists() || std::fs::read_dir(root.join(".git/HOOKS")).unwrap().count() == 0);
+    assert_eq!(std::fs::read_dir(root.join("vendor/lib/.git/hooks")).unwrap().count(), 0);
+    assert!(!root.join("pkg/.claude/settings.json").exists());
+    assert!(guarded("sub/ok.json").is_ok());
+}

@@ -556,4 +556,34 @@ mod tests {
         guard.finish();
         assert!(!r.join("hooks-later").exists());
     }
+
+    /// A placeholder swapped for a link (from outside the sandbox, where
+    /// it is no mount) before the call ends: the end removes the link's
+    /// target neither as a placeholder nor as a parent made for one, and
+    /// a placeholder holding a file is left (and moved aside, as settings
+    /// the call created).
+    #[test]
+    fn the_end_of_a_call_never_removes_through_a_placeholder_swapped_for_a_link() {
+        let (_root, r) = crate::fs::real_temp_dir();
+        let (_elsewhere, elsewhere) = crate::fs::real_temp_dir();
+        std::fs::create_dir(elsewhere.join("empty")).unwrap();
+        std::fs::create_dir(r.join(".git")).unwrap();
+        std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = later/hooks\n").unwrap();
+        let roots = vec![r.clone()];
+        let guard = CallGuard::new(&roots, &Default::default());
+        assert!(r.join(".vscode").is_dir() && r.join("later/hooks").is_dir() && r.join(".claude").is_dir());
+        std::fs::remove_dir(r.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("empty"), r.join(".vscode")).unwrap();
+        std::fs::remove_dir(r.join("later/hooks")).unwrap();
+        std::fs::remove_dir(r.join("later")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, r.join("later")).unwrap();
+        std::fs::create_dir(elsewhere.join("hooks")).unwrap();
+        std::fs::write(r.join(".claude/settings.json"), "{}").unwrap();
+        let finished = guard.finish();
+        assert!(r.join(".vscode").is_symlink() && r.join("later").is_symlink());
+        // Put in a placeholder: left there, and moved aside as new settings.
+        assert!(!r.join(".claude").exists() && finished.moved.iter().any(|m| m.contains(".claude")), "{finished:?}");
+        assert!(elsewhere.join("empty").is_dir(), "removed through the link at .vscode: {finished:?}");
+        assert!(elsewhere.join("hooks").is_dir(), "removed through the link swapped in for later/: {finished:?}");
+    }
 }

@@ -228,13 +228,10 @@ pub fn hold(paths: &[(PathBuf, bool)], roots: &[PathBuf], ledger: &Arc<Ledger>) 
 }
 
 /// Removes the placeholder `path` while it is still empty (an empty
-/// directory or file): what someone outside the sandbox put there stays.
+/// directory or file): what someone outside the sandbox put there stays,
+/// and nothing is removed through a directory swapped for a link.
 fn remove_if_empty(path: &Path) -> bool {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(path).is_ok(),
-        Ok(m) if m.is_dir() => std::fs::remove_dir(path).is_ok(),
-        _ => false,
-    }
+    crate::fs::remove_no_links(path, crate::fs::Removable::Empty)
 }
 
 fn remove(made: &[PathBuf], record: Option<(Arc<Ledger>, u64)>) {
@@ -341,5 +338,59 @@ mod tests {
         assert_eq!(Ledger::open(a_state.path()).1, 0);
         assert_eq!(Ledger::open(b_state.path()).1, 1);
         assert!(!r.join(".idea").exists());
+    }
+
+    /// A daemon killed while it held `.config/systemd` (and the `.config`
+    /// made for it); before the next starts, `.config` is swapped for a
+    /// link to a directory elsewhere that holds an empty `systemd`. The
+    /// restarted daemon's clean-up must not remove through the link.
+    #[test]
+    fn a_restarted_daemon_never_removes_through_a_parent_swapped_for_a_link() {
+        let (_work, r) = crate::fs::real_temp_dir();
+        let (_state, state) = crate::fs::real_temp_dir();
+        let (_elsewhere, elsewhere) = crate::fs::real_temp_dir();
+        std::fs::create_dir(elsewhere.join("systemd")).unwrap();
+        let (ledger, _) = Ledger::open(&state);
+        std::mem::forget(hold(&[(r.join(".config/systemd"), true)], std::slice::from_ref(&r), &ledger));
+        assert!(r.join(".config/systemd").is_dir());
+        LIVE.lock().unwrap().as_mut().unwrap().remove(&r.join(".config/systemd"));
+        drop(ledger);
+        std::fs::remove_dir(r.join(".config/systemd")).unwrap();
+        std::fs::remove_dir(r.join(".config")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, r.join(".config")).unwrap();
+        let _ = Ledger::open(&state);
+        assert!(r.join(".config").is_symlink(), "the link itself stays");
+        assert!(elsewhere.join("systemd").is_dir(), "removed through a link swapped in for .config");
+    }
+
+    /// What a killed daemon left and someone changed since: a file put in
+    /// a placeholder, a placeholder swapped for a link to an empty
+    /// directory elsewhere, another for a file with content. The restarted
+    /// daemon removes none of it, and nothing the links lead to.
+    #[test]
+    fn a_restarted_daemon_leaves_what_was_put_in_or_in_place_of_a_placeholder() {
+        let (_work, r) = crate::fs::real_temp_dir();
+        let (_state, state) = crate::fs::real_temp_dir();
+        let (_elsewhere, elsewhere) = crate::fs::real_temp_dir();
+        std::fs::create_dir(elsewhere.join("empty")).unwrap();
+        let (ledger, _) = Ledger::open(&state);
+        let want = [(r.join(".claude"), true), (r.join(".vscode"), true), (r.join(".idea"), true)];
+        std::mem::forget(hold(&want, std::slice::from_ref(&r), &ledger));
+        for (p, _) in &want {
+            LIVE.lock().unwrap().as_mut().unwrap().remove(p);
+        }
+        drop(ledger);
+        std::fs::write(r.join(".claude/settings.json"), "{}").unwrap();
+        std::fs::remove_dir(r.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("empty"), r.join(".vscode")).unwrap();
+        std::fs::remove_dir(r.join(".idea")).unwrap();
+        std::fs::write(r.join(".idea"), "mine").unwrap();
+        assert_eq!(Ledger::open(&state).1, 0);
+        assert!(r.join(".claude/settings.json").is_file());
+        assert!(r.join(".vscode").is_symlink() && elsewhere.join("empty").is_dir());
+        assert_eq!(std::fs::read_to_string(r.join(".idea")).unwrap(), "mine");
+        // The ledger was emptied: a second start removes nothing more.
+        assert_eq!(Ledger::open(&state).1, 0);
+        assert!(r.join(".claude/settings.json").is_file());
     }
 }

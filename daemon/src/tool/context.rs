@@ -236,18 +236,21 @@ impl ToolContext {
     }
 
     /// Writes `content` to `path` atomically ([`crate::fs::write_atomic_guarded`]):
-    /// protected files refused unless the call was granted them, the
-    /// temporary file recorded where the daemon keeps its writes in
-    /// progress.
+    /// a protected file is refused, but the one the call named and the user
+    /// approved (a grant covers that file, not a protected one a directory
+    /// swapped for a link meanwhile would carry the write to); the temporary
+    /// file is recorded where the daemon keeps its writes in progress.
     pub fn write_file(
         &self,
         path: &crate::fs::WsPath,
         content: &[u8],
     ) -> Result<crate::fs::Written, crate::fs::FsError> {
+        use crate::permission::names_protected;
         let records = self.services.get::<crate::fs::pending::Records>().unwrap_or(&crate::fs::pending::Records::NONE);
-        let protected: Option<crate::fs::Protected> =
-            (!self.grant.may_write_protected).then_some(&crate::permission::names_protected);
-        crate::fs::write_atomic_guarded(path, content, protected, records)
+        let named = path.abs();
+        let approved = self.grant.may_write_protected && names_protected(&path.root, &named);
+        let protected = move |root: &Path, real: &Path| names_protected(root, real) && !(approved && real == named);
+        crate::fs::write_atomic_guarded(path, content, Some(&protected), records)
     }
 
     /// The service of type `T`, or an error naming what is missing.
