@@ -211,8 +211,10 @@ static LIVE_GUARDS: std::sync::Mutex<Vec<LiveGuard>> = std::sync::Mutex::new(Vec
 static NEXT_GUARD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl CallGuard {
-    /// Scans the roots and makes the placeholders (recorded in `ledger`).
-    pub fn new(roots: &[PathBuf], ledger: &std::sync::Arc<placeholders::Ledger>) -> CallGuard {
+    /// Scans the roots, makes the placeholders (recorded in `ledger`) and
+    /// pins the protected paths that exist; refused when one stays locked
+    /// by another process.
+    pub fn new(roots: &[PathBuf], ledger: &std::sync::Arc<placeholders::Ledger>) -> Result<CallGuard, String> {
         let (before, git_before) = scan(roots);
         let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
         let obeyed = git_obeys(&git_dirs);
@@ -227,16 +229,25 @@ impl CallGuard {
         }));
         let git_protect: Vec<PathBuf> = obeyed.iter().filter(|p| exists(p)).cloned().collect();
         let user = crate::permission::user_protected_paths();
-        let candidates = roots
+        let candidates: Vec<PathBuf> = roots
             .iter()
             .flat_map(|r| PROTECTED.iter().map(move |rel| r.join(rel)))
             .chain(user.into_iter().filter(|p| inside(p)))
             .chain(obeyed.iter().cloned())
-            .chain(before.iter().cloned());
-        let links: Vec<(PathBuf, PathBuf)> = candidates
-            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
-            .filter_map(|p| std::fs::read_link(&p).ok().map(|t| (p, t)))
+            .chain(before.iter().cloned())
             .collect();
+        let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for path in &candidates {
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    links.extend(std::fs::read_link(path).ok().map(|t| (path.clone(), t)));
+                }
+                // What exists is pinned, with what it would get if it went
+                // (it may be another daemon's placeholder).
+                Ok(m) => absent.push((path.clone(), m.is_dir())),
+                Err(_) => {}
+            }
+        }
         // A protected link to nothing: its target gets the placeholder (a
         // command would otherwise create what the link makes obeyed), when
         // it is plainly inside a root (no `.` or `..` on the way).
@@ -254,17 +265,14 @@ impl CallGuard {
             }
         }
         // Another call's placeholders among the settings found (a session
-        // on a directory inside these roots makes its own): held too.
-        absent.extend(before.iter().filter(|p| placeholders::is_live(p)).map(|p| {
-            let dir = std::fs::symlink_metadata(p).map_or(true, |m| m.is_dir());
-            (p.clone(), dir)
-        }));
-        let held = placeholders::hold(&absent, roots, ledger);
+        // on a directory inside these roots makes its own) are among what
+        // exists: held too.
+        let held = placeholders::hold(&absent, roots, ledger)?;
         let id = NEXT_GUARD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut live) = LIVE_GUARDS.lock() {
             live.push((id, roots.to_vec(), before.clone()));
         }
-        CallGuard {
+        Ok(CallGuard {
             roots: roots.to_vec(),
             before,
             git_protect,
@@ -273,7 +281,7 @@ impl CallGuard {
             held,
             live: LiveEntry(id),
             objects: None,
-        }
+        })
     }
 
     /// In a worktree: the objects the call stages in `staging` are taken
@@ -288,7 +296,13 @@ impl CallGuard {
     /// to use that does not exist is none of [`PROTECTED`]): bound
     /// read-only with [`PROTECTED`].
     pub fn protect_too(&self) -> Vec<PathBuf> {
-        self.before.iter().chain(&self.git_protect).chain(self.held.paths()).cloned().collect()
+        let mut out: Vec<PathBuf> = Vec::new();
+        for p in self.before.iter().chain(&self.git_protect).chain(self.held.paths()).chain(self.held.pinned()) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
     }
 
     /// The placeholders this call holds (they exist now).
@@ -527,9 +541,9 @@ mod tests {
     fn a_placeholder_another_call_made_is_held_by_the_next_too() {
         let (_root, r) = crate::fs::real_temp_dir();
         let roots = vec![r.clone()];
-        let first = CallGuard::new(&roots, &Default::default());
+        let first = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(first.placeholders().contains(&r.join(".vscode")) && r.join(".vscode").is_dir());
-        let second = CallGuard::new(&roots, &Default::default());
+        let second = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(second.placeholders().contains(&r.join(".vscode")), "{:?}", second.placeholders());
         first.finish();
         let bound = crate::sandbox::protected_paths(&roots, &second.protect_too());
@@ -549,7 +563,7 @@ mod tests {
         std::fs::create_dir(r.join(".git")).unwrap();
         std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = hooks-later\n").unwrap();
         let roots = vec![r.clone()];
-        let guard = CallGuard::new(&roots, &Default::default());
+        let guard = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(r.join("hooks-later").is_dir());
         let bound = crate::sandbox::protected_paths(&roots, &guard.protect_too());
         assert!(bound.contains(&r.join("hooks-later")), "{bound:?}");
@@ -570,7 +584,7 @@ mod tests {
         std::fs::create_dir(r.join(".git")).unwrap();
         std::fs::write(r.join(".git/config"), "[core]\n\thooksPath = later/hooks\n").unwrap();
         let roots = vec![r.clone()];
-        let guard = CallGuard::new(&roots, &Default::default());
+        let guard = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(r.join(".vscode").is_dir() && r.join("later/hooks").is_dir() && r.join(".claude").is_dir());
         std::fs::remove_dir(r.join(".vscode")).unwrap();
         std::os::unix::fs::symlink(elsewhere.join("empty"), r.join(".vscode")).unwrap();

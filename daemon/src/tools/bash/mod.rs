@@ -298,13 +298,19 @@ impl Tool for Bash {
         // In a worktree the repository's objects are read-only: new ones go
         // to the worktree's staging directory, taken in at the end.
         let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(&ctx) } else { None };
-        let guard = (profile == SandboxProfile::WorkspaceWrite).then(|| {
-            let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders);
-            match staging.clone() {
-                Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
-                None => guard,
-            }
-        });
+        let guard = (profile == SandboxProfile::WorkspaceWrite)
+            .then(|| {
+                let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders)?;
+                Ok(match staging.clone() {
+                    Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
+                    None => guard,
+                })
+            })
+            .transpose()
+            .map_err(|e: String| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                ToolError::new(e)
+            })?;
         let script = match &staging {
             Some((staging, main, _)) => format!(
                 "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
