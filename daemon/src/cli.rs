@@ -144,8 +144,8 @@ fn start(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
 
-    crate::tools::web_search::set_backend(args.web_search_url);
-    crate::web::set_pins(&args.resolve).map_err(anyhow::Error::msg)?;
+    config.web =
+        std::sync::Arc::new(crate::web::Web::new(&args.resolve, args.web_search_url).map_err(anyhow::Error::msg)?);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

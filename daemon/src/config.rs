@@ -60,6 +60,9 @@ pub struct Config {
     pub persist: bool,
     /// The network face (`--listen-tls`): the protocol over mutual TLS.
     pub tls: Option<TlsConfig>,
+    /// The daemon's way to the web: `--resolve` pins, the WebSearch
+    /// backend (`--web-search-url`), the HTTP clients.
+    pub web: std::sync::Arc<crate::web::Web>,
 }
 
 impl Config {
@@ -77,6 +80,7 @@ impl Config {
             store_limits: crate::store::disk::StoreLimits::default(),
             tls: None,
             persist: true,
+            web: Default::default(),
         }
     }
 }

@@ -65,7 +65,7 @@ pub fn compose_sessions(
         root,
         store,
         config.max_tool_concurrency,
-        Arc::new(tools::builtin_registry()),
+        Arc::new(tools::builtin_registry(config.web.clone())),
         tools::external_sources(),
         tracker,
         config.state_dir.clone(),

@@ -1,6 +1,7 @@
-//! Fetching from the web for WebFetch and WebSearch: one HTTP client
-//! (reqwest, rustls on ring, the system's certificates, no proxy) whose
-//! every connection goes to an address this module resolved and checked.
+//! Fetching from the web for WebFetch and WebSearch: a daemon's [`Web`],
+//! whose HTTP client (reqwest, rustls on ring, the system's certificates,
+//! no proxy) sends every connection to an address this module resolved and
+//! checked; the network gate resolves through it too.
 //!
 //! **SSRF guard.** Unless a session allows the private network, a host
 //! that is (or resolves to) a loopback, private, link-local, shared
@@ -123,45 +124,121 @@ fn local_addresses() -> Vec<IpAddr> {
     addrs
 }
 
-/// Names pinned to addresses (`--resolve HOST:ADDR`, `AGENTD_RESOLVE`), as
-/// curl's `--resolve` does: for split DNS, and for tests.
-static PINS: std::sync::OnceLock<std::collections::HashMap<String, Vec<IpAddr>>> = std::sync::OnceLock::new();
+/// Names pinned to addresses, as curl's `--resolve` does (for split DNS,
+/// and for tests): canonical host → addresses.
+type Pins = std::collections::HashMap<String, Vec<IpAddr>>;
 
-/// Parses `HOST:ADDR` pins (an IPv6 address may be bracketed) and sets
-/// them for the process, once, at start-up.
-pub fn set_pins(pins: &[String]) -> Result<(), String> {
-    let mut map: std::collections::HashMap<String, Vec<IpAddr>> = std::collections::HashMap::new();
-    for pin in pins.iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
-        let (host, addr) = pin.split_once(':').ok_or_else(|| format!("--resolve {pin:?}: write HOST:ADDRESS"))?;
-        let addr = addr.trim_start_matches('[').trim_end_matches(']');
-        let ip: IpAddr = addr.parse().map_err(|_| format!("--resolve {pin:?}: {addr:?} is not an IP address"))?;
-        let host = crate::permission::rules::canonical_host(host)
-            .filter(|h| h.parse::<IpAddr>().is_err())
-            .ok_or_else(|| format!("--resolve {pin:?}: {host:?} is not a host name"))?;
-        map.entry(host).or_default().push(ip);
+/// A daemon's way to the web, from its command line: the names it pins
+/// (`--resolve`), its two HTTP clients (guarded, and reaching private
+/// addresses; built on first use, each resolving through these pins), and
+/// the WebSearch backend (`--web-search-url`, else `AGENTD_WEB_SEARCH_URL`,
+/// else `webSearch.searxngUrl` in the user's settings). Each daemon has its
+/// own, so two daemons in one process each keep what they were started
+/// with. WebFetch, WebSearch and the network gate use it.
+pub struct Web {
+    pins: Arc<Pins>,
+    public: std::sync::OnceLock<Option<reqwest::Client>>,
+    any: std::sync::OnceLock<Option<reqwest::Client>>,
+    search: Option<reqwest::Url>,
+}
+
+impl std::fmt::Debug for Web {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Web").field("pins", &self.pins).field("search", &self.search).finish_non_exhaustive()
     }
-    let _ = PINS.set(map);
-    Ok(())
 }
 
-/// The addresses `host` (canonical) is pinned to, if any.
-pub fn pinned(host: &str) -> Option<Vec<IpAddr>> {
-    PINS.get().and_then(|p| p.get(host)).cloned()
+impl Default for Web {
+    /// No pins; the search backend from the environment or the settings.
+    fn default() -> Web {
+        Web::with(Pins::new(), search_backend(None))
+    }
 }
 
-/// Resolves `host` (a canonical name) for a connection to `port`: its
-/// pins, else the system's resolver (within [`CONNECT_TIMEOUT`]). Refused
-/// when any address is private or local, unless `allow_private` (and the
-/// addresses returned are the ones checked: connect to them, not to the
-/// name again). `allow_how` says how a session would allow it.
-pub async fn resolve_checked(
+impl Web {
+    /// Parses `HOST:ADDR` pins (comma-separated lists too; an IPv6 address
+    /// may be bracketed) and finds the search backend (`search_url` first).
+    pub fn new(resolve: &[String], search_url: Option<String>) -> Result<Web, String> {
+        let mut pins = Pins::new();
+        for pin in resolve.iter().flat_map(|p| p.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+            let (host, addr) = pin.split_once(':').ok_or_else(|| format!("--resolve {pin:?}: write HOST:ADDRESS"))?;
+            let addr = addr.trim_start_matches('[').trim_end_matches(']');
+            let ip: IpAddr = addr.parse().map_err(|_| format!("--resolve {pin:?}: {addr:?} is not an IP address"))?;
+            let host = crate::permission::rules::canonical_host(host)
+                .filter(|h| h.parse::<IpAddr>().is_err())
+                .ok_or_else(|| format!("--resolve {pin:?}: {host:?} is not a host name"))?;
+            pins.entry(host).or_default().push(ip);
+        }
+        Ok(Web::with(pins, search_backend(search_url)))
+    }
+
+    fn with(pins: Pins, search: Option<reqwest::Url>) -> Web {
+        Web { pins: Arc::new(pins), public: Default::default(), any: Default::default(), search }
+    }
+
+    /// The client: guarded, or (`allow_private`) reaching private addresses.
+    pub fn client(&self, allow_private: bool) -> Result<&reqwest::Client, String> {
+        let cell = if allow_private { &self.any } else { &self.public };
+        cell.get_or_init(|| build(allow_private, self.pins.clone()))
+            .as_ref()
+            .ok_or_else(|| "the HTTP client could not be set up (see the daemon's log)".into())
+    }
+
+    /// The WebSearch backend's base URL, if one is configured.
+    pub fn search_backend(&self) -> Option<&reqwest::Url> {
+        self.search.as_ref()
+    }
+
+    /// Resolves `host` (a canonical name) for a connection to `port`: its
+    /// pins, else the system's resolver (within [`CONNECT_TIMEOUT`]).
+    /// Refused when any address is private or local, unless
+    /// `allow_private` (and the addresses returned are the ones checked:
+    /// connect to them, not to the name again). `allow_how` says how a
+    /// session would allow it.
+    pub async fn resolve_checked(
+        &self,
+        host: &str,
+        port: u16,
+        allow_private: bool,
+        allow_how: &str,
+    ) -> Result<Vec<SocketAddr>, String> {
+        resolve_with(&self.pins, host, port, allow_private, allow_how).await
+    }
+}
+
+/// The search backend: `from_flag`, else `AGENTD_WEB_SEARCH_URL`, else the
+/// user's settings; none when it is not an http(s) URL (said in the log).
+fn search_backend(from_flag: Option<String>) -> Option<reqwest::Url> {
+    let from_env = from_flag
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| std::env::var("AGENTD_WEB_SEARCH_URL").ok().filter(|v| !v.trim().is_empty()));
+    let from_settings = || {
+        let abs = |v: Option<std::ffi::OsString>| v.map(std::path::PathBuf::from).filter(|p| p.is_absolute());
+        let config = abs(std::env::var_os("XDG_CONFIG_HOME"))
+            .or_else(|| abs(std::env::var_os("HOME")).map(|h| h.join(".config")))?;
+        let text = std::fs::read_to_string(config.join("agentd/settings.json")).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        value["webSearch"]["searxngUrl"].as_str().map(str::to_owned)
+    };
+    let raw = from_env.or_else(from_settings)?;
+    match reqwest::Url::parse(raw.trim()) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Some(url),
+        _ => {
+            tracing::warn!("the web search backend {raw:?} is not an http(s) URL; WebSearch is off");
+            None
+        }
+    }
+}
+
+async fn resolve_with(
+    pins: &Pins,
     host: &str,
     port: u16,
     allow_private: bool,
     allow_how: &str,
 ) -> Result<Vec<SocketAddr>, String> {
-    let addrs: Vec<SocketAddr> = match pinned(host) {
-        Some(ips) => ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect(),
+    let addrs: Vec<SocketAddr> = match pins.get(host) {
+        Some(ips) => ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect(),
         None => match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port))).await {
             Ok(Ok(addrs)) => addrs.collect(),
             Ok(Err(e)) => return Err(format!("{host} cannot be resolved: {e}")),
@@ -181,19 +258,21 @@ pub async fn resolve_checked(
     Ok(addrs)
 }
 
-/// The client's resolver: resolves, then refuses names with any private
-/// address (unless allowed).
+/// The client's resolver: resolves (through the daemon's pins), then
+/// refuses names with any private address (unless allowed).
 struct Guarded {
     allow_private: bool,
+    pins: Arc<Pins>,
 }
 
 impl reqwest::dns::Resolve for Guarded {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let allow_private = self.allow_private;
+        let pins = self.pins.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let host = crate::permission::rules::canonical_host(&host).unwrap_or(host);
-            resolve_checked(&host, 0, allow_private, "web.allow_private_network")
+            resolve_with(&pins, &host, 0, allow_private, "web.allow_private_network")
                 .await
                 .map(|addrs| Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
                 .map_err(|why| Box::new(Refused(why)) as Box<dyn std::error::Error + Send + Sync>)
@@ -213,10 +292,10 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
-fn build(allow_private: bool) -> Option<reqwest::Client> {
+fn build(allow_private: bool, pins: Arc<Pins>) -> Option<reqwest::Client> {
     install_tls_provider();
     reqwest::Client::builder()
-        .dns_resolver(Arc::new(Guarded { allow_private }))
+        .dns_resolver(Arc::new(Guarded { allow_private, pins }))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(*REQUEST_TIMEOUT)
@@ -225,15 +304,6 @@ fn build(allow_private: bool) -> Option<reqwest::Client> {
         .build()
         .map_err(|e| tracing::error!("cannot build the HTTP client: {e}"))
         .ok()
-}
-
-static PUBLIC: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| build(false));
-static ANY: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| build(true));
-
-/// The client: guarded, or (`allow_private`) reaching private addresses.
-pub fn client(allow_private: bool) -> Result<&'static reqwest::Client, String> {
-    let client = if allow_private { &*ANY } else { &*PUBLIC };
-    client.as_ref().ok_or_else(|| "the HTTP client could not be set up (see the daemon's log)".into())
 }
 
 /// Checks a URL before any connection: http or https, a host, and (unless
@@ -307,6 +377,29 @@ pub fn describe(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two daemons' `Web`s in one process: each resolves through its own
+    /// pins (once process-wide, where the first daemon's command line won).
+    #[tokio::test]
+    async fn each_daemon_resolves_through_its_own_pins() {
+        let a = Web::new(&["Pinned.Test:127.0.0.1, other.test:[::1]".to_owned()], None).unwrap();
+        let b = Web::new(&["pinned.test:127.0.0.2".to_owned()], None).unwrap();
+        let at = |r: Result<Vec<SocketAddr>, String>| r.unwrap().iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(at(a.resolve_checked("pinned.test", 80, true, "x").await), ["127.0.0.1:80"]);
+        assert_eq!(at(a.resolve_checked("other.test", 443, true, "x").await), ["[::1]:443"]);
+        assert_eq!(at(b.resolve_checked("pinned.test", 80, true, "x").await), ["127.0.0.2:80"]);
+        // Pinned to loopback is still refused unless the private network is allowed.
+        let refused = a.resolve_checked("pinned.test", 80, false, "the option").await.unwrap_err();
+        assert!(refused.contains("127.0.0.1") && refused.contains("the option"), "{refused}");
+        // A daemon without pins asks the system, which knows no `.test` name.
+        assert!(Web::default().resolve_checked("pinned.test", 80, true, "x").await.is_err());
+        for bad in ["nocolon", "host:notanip", "127.0.0.1:127.0.0.1", ":1.2.3.4"] {
+            assert!(Web::new(&[bad.to_owned()], None).is_err(), "{bad}");
+        }
+        let search = Web::new(&[], Some("http://127.0.0.1:1/".to_owned())).unwrap();
+        assert_eq!(search.search_backend().map(|u| u.as_str()), Some("http://127.0.0.1:1/"));
+        assert!(Web::new(&[], Some("ftp://x/".to_owned())).unwrap().search_backend().is_none());
+    }
 
     #[test]
     fn private_and_local_addresses_are_recognised() {

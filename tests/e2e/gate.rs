@@ -17,9 +17,12 @@ use serde_json::{Value, json};
 /// The names the tests use, all pinned to loopback.
 const PINS: &[&str] = &["gate.test:127.0.0.1", "other.test:127.0.0.1", "evil.test:127.0.0.1", "ask.test:127.0.0.1"];
 
-fn pin() {
+/// A daemon in this process whose names [`PINS`] resolve to loopback
+/// (its own pins: other daemons of the process have none).
+async fn pinned_daemon() -> TestDaemon {
     let pins: Vec<String> = PINS.iter().map(|p| (*p).to_owned()).collect();
-    agentd::web::set_pins(&pins).unwrap();
+    let web = Arc::new(agentd::web::Web::new(&pins, None).unwrap());
+    TestDaemon::start_with(|c| c.web = web).await
 }
 
 /// Python's http.server on 127.0.0.1, serving `dir`; its request log kept.
@@ -151,15 +154,13 @@ fn site() -> tempfile::TempDir {
 
 /// A daemon (the test names pinned) and a [`recorder`] for them to reach.
 async fn recorded() -> (TestDaemon, Recorder) {
-    pin();
-    (TestDaemon::start().await, recorder())
+    (pinned_daemon().await, recorder())
 }
 
 /// A daemon, the [`site`] served, and a bypass session whose commands may
 /// reach only `gate.test` (private addresses allowed: the site is local).
 async fn gated() -> (TestDaemon, tempfile::TempDir, Served, S) {
-    pin();
-    let d = TestDaemon::start().await;
+    let d = pinned_daemon().await;
     let site = site();
     let www = serve(&site.path().join("www"));
     let gate = json!({ "allowed_domains": ["gate.test"], "allow_private_network": true });
@@ -388,8 +389,7 @@ async fn network_false_and_read_only_have_no_network_at_all() {
 
 #[tokio::test]
 async fn settings_domains_allow_and_deny_and_malformed_ones_are_reported() {
-    pin();
-    let d = TestDaemon::start().await;
+    let d = pinned_daemon().await;
     let site = site();
     let www = serve(&site.path().join("www"));
     write_settings(

@@ -335,7 +335,7 @@ fn task_rules_name_the_agent_type_under_either_name() {
 
 #[test]
 fn every_alias_a_tool_answers_to_is_one_rules_know() {
-    let registry = crate::tools::builtin_registry();
+    let registry = crate::tools::builtin_registry(Default::default());
     // The test tools' aliases exercise the registry, not rules.
     let mut named: Vec<(&str, &str)> = registry
         .tools()

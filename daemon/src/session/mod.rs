@@ -853,7 +853,7 @@ mod tests {
                 root.clone(),
                 Arc::new(MemoryStore::default()),
                 10,
-                Arc::new(crate::tools::builtin_registry()),
+                Arc::new(crate::tools::builtin_registry(Default::default())),
                 Vec::new(),
                 tokio_util::task::TaskTracker::new(),
                 std::env::temp_dir(),

@@ -37,9 +37,9 @@ use crate::tool::{ExternalToolSource, Registry};
 /// Tools behind cargo features are absent from builds without them (left
 /// out at compile time, not hidden at run time): `test-tools` adds the
 /// deterministic tools the tests drive, never part of a default build.
-pub fn builtin_registry() -> Registry {
+pub fn builtin_registry(web: Arc<crate::web::Web>) -> Registry {
     let mut registry = Registry::default();
-    registry.add(bash::Bash);
+    registry.add(bash::Bash(web.clone()));
     registry.add(bash_output::BashOutput);
     registry.add(bash_output::TaskOutput);
     registry.add(kill_shell::KillShell);
@@ -64,8 +64,8 @@ pub fn builtin_registry() -> Registry {
     registry.add(worktree::ExitWorktree);
     registry.add(plan_mode::ExitPlanMode);
     registry.add(tool_search::ToolSearch);
-    registry.add(web_fetch::WebFetch);
-    registry.add(web_search::WebSearch);
+    registry.add(web_fetch::WebFetch(web.clone()));
+    registry.add(web_search::WebSearch(web));
     #[cfg(feature = "test-tools")]
     {
         registry.add(testing::echo::TestEcho);

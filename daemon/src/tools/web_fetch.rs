@@ -30,9 +30,9 @@ const MAX_KEPT_CHARS: usize = 2_000_000;
 /// Most redirects followed on one host.
 const MAX_REDIRECTS: usize = 10;
 
-/// The WebFetch tool.
-#[derive(Debug, Clone, Copy)]
-pub struct WebFetch;
+/// The WebFetch tool: the daemon's clients.
+#[derive(Debug, Clone)]
+pub struct WebFetch(pub Arc<crate::web::Web>);
 
 /// Input of WebFetch.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -196,13 +196,14 @@ fn parse(url: &str) -> Result<reqwest::Url, String> {
 /// Fetches `url`: https first for an http URL, same-host redirects
 /// followed, another host's returned.
 pub async fn fetch(
+    web: &crate::web::Web,
     url: &str,
     allow_private: bool,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Fetched, String> {
     let asked = parse(url)?;
     crate::web::check_url(&asked, allow_private)?;
-    let client = crate::web::client(allow_private)?;
+    let client = web.client(allow_private)?;
     let mut current = asked.clone();
     if current.scheme() == "http" {
         let mut secure = current.clone();
@@ -523,8 +524,9 @@ impl Tool for WebFetch {
         let fetched = match recall(&ctx.session_id, &url) {
             Some(hit) => hit,
             None => {
-                let fetched =
-                    fetch(&url, ctx.info.web.allow_private_network, &ctx.cancel).await.map_err(ToolError::new)?;
+                let fetched = fetch(&self.0, &url, ctx.info.web.allow_private_network, &ctx.cancel)
+                    .await
+                    .map_err(ToolError::new)?;
                 remember(&ctx.session_id, &url, &fetched);
                 fetched
             }

@@ -5,8 +5,6 @@
 //! at all. The backend is the user's choice, so it may be on this machine
 //! or network (the SSRF guard does not apply to it).
 
-use std::sync::LazyLock;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,44 +14,9 @@ use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, Valida
 /// Most results returned.
 const MAX_RESULTS: usize = 10;
 
-/// The backend the daemon's command line named (`--web-search-url`).
-static FROM_FLAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Sets the backend from the daemon's command line, before any session.
-pub fn set_backend(url: Option<String>) {
-    if let Some(url) = url.filter(|u| !u.trim().is_empty()) {
-        let _ = FROM_FLAG.set(url);
-    }
-}
-
-/// The configured backend's base URL, read once: the command line's, else
-/// `AGENTD_WEB_SEARCH_URL`, else the user's settings.
-static BACKEND: LazyLock<Option<reqwest::Url>> = LazyLock::new(|| {
-    let from_env = FROM_FLAG
-        .get()
-        .cloned()
-        .or_else(|| std::env::var("AGENTD_WEB_SEARCH_URL").ok().filter(|v| !v.trim().is_empty()));
-    let from_settings = || {
-        let abs = |v: Option<std::ffi::OsString>| v.map(std::path::PathBuf::from).filter(|p| p.is_absolute());
-        let config = abs(std::env::var_os("XDG_CONFIG_HOME"))
-            .or_else(|| abs(std::env::var_os("HOME")).map(|h| h.join(".config")))?;
-        let text = std::fs::read_to_string(config.join("agentd/settings.json")).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        value["webSearch"]["searxngUrl"].as_str().map(str::to_owned)
-    };
-    let raw = from_env.or_else(from_settings)?;
-    match reqwest::Url::parse(raw.trim()) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") => Some(url),
-        _ => {
-            tracing::warn!("the web search backend {raw:?} is not an http(s) URL; WebSearch is off");
-            None
-        }
-    }
-});
-
-/// The WebSearch tool.
-#[derive(Debug, Clone, Copy)]
-pub struct WebSearch;
+/// The WebSearch tool: the daemon's backend and client.
+#[derive(Debug, Clone)]
+pub struct WebSearch(pub std::sync::Arc<crate::web::Web>);
 
 /// Input of WebSearch.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -115,7 +78,7 @@ impl Tool for WebSearch {
     }
 
     fn is_enabled(&self) -> bool {
-        BACKEND.is_some()
+        self.0.search_backend().is_some()
     }
 
     fn validate_input(&self, input: &WebSearchInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
@@ -140,11 +103,13 @@ impl Tool for WebSearch {
         ctx: ToolContext,
         _progress: ProgressSink,
     ) -> Result<ToolOutput<WebSearchOutput>, ToolError> {
-        let Some(base) = BACKEND.as_ref() else { return Err(ToolError::new("no web search backend is configured")) };
+        let Some(base) = self.0.search_backend() else {
+            return Err(ToolError::new("no web search backend is configured"));
+        };
         let mut url = base.join("search").map_err(|e| ToolError::new(format!("the backend URL: {e}")))?;
         url.query_pairs_mut().append_pair("q", input.query.trim()).append_pair("format", "json");
         // The backend is the user's: it may be local.
-        let client = crate::web::client(true).map_err(ToolError::new)?;
+        let client = self.0.client(true).map_err(ToolError::new)?;
         let request = client.get(url).header("accept", "application/json").send();
         let response = tokio::select! {
             r = request => r.map_err(|e| ToolError::new(format!("the search backend failed: {}", crate::web::describe(&e))))?,

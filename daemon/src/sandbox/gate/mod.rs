@@ -206,6 +206,8 @@ pub struct Shared {
     refused: Mutex<Vec<String>>,
     call_slots: Arc<Semaphore>,
     session_slots: Arc<Semaphore>,
+    /// The daemon's resolver (its `--resolve` pins).
+    web: Arc<crate::web::Web>,
 }
 
 impl Shared {
@@ -217,6 +219,7 @@ impl Shared {
         channel: Option<Arc<dyn CallChannel>>,
         input: serde_json::Value,
         session_slots: Arc<Semaphore>,
+        web: Arc<crate::web::Web>,
     ) -> Shared {
         Shared {
             policy,
@@ -227,6 +230,7 @@ impl Shared {
             refused: Mutex::new(Vec::new()),
             call_slots: Arc::new(Semaphore::new(CALL_CONNECTIONS)),
             session_slots,
+            web,
         }
     }
 
@@ -503,7 +507,7 @@ async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, Tcp
         },
     };
     let how = "sandbox.network.allow_private_network in session/create";
-    let addrs = match crate::web::resolve_checked(&host, port, shared.policy.allow_private, how).await {
+    let addrs = match shared.web.resolve_checked(&host, port, shared.policy.allow_private, how).await {
         Ok(a) => a,
         Err(why) => return Err((host, Refusal::new(if why.contains("private") { 403 } else { 502 }, 4, why))),
     };

@@ -331,7 +331,7 @@ mod tests {
             ctx.grant.sandbox_profile = profile;
             let input: BashInput =
                 serde_json::from_value(serde_json::json!({ "command": format!("touch {}", ran.display()) })).unwrap();
-            let out = super::super::Bash.call(input, ctx, ProgressSink::discard()).await;
+            let out = super::super::Bash(Default::default()).call(input, ctx, ProgressSink::discard()).await;
             let Err(e) = out else { panic!("{profile:?}: it ran") };
             assert!(e.message.contains("not available"), "{profile:?}: {e}");
             assert!(!ran.exists(), "{profile:?}: the command ran");

@@ -80,6 +80,7 @@ pub(super) fn network_of(ctx: &ToolContext, profile: SandboxProfile) -> agentd_p
 fn start_gate(
     ctx: &ToolContext,
     input: &BashInput,
+    web: &std::sync::Arc<crate::web::Web>,
 ) -> Result<(crate::sandbox::gate::Gate, std::os::fd::OwnedFd), ToolError> {
     use crate::sandbox::gate::{Gate, GatePolicy, Shared};
     let mode = ctx.session.mode.unwrap_or(ctx.info.mode);
@@ -91,7 +92,7 @@ fn start_gate(
         None => std::sync::Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS)),
     };
     let shown = serde_json::json!({ "command": input.command, "description": input.description });
-    let shared = Shared::new(policy, ctx.rules.clone(), line, shown, slots);
+    let shared = Shared::new(policy, ctx.rules.clone(), line, shown, slots, web.clone());
     Gate::start(shared).map_err(|e| ToolError::new(format!("cannot start the network gate: {e}")))
 }
 
@@ -101,6 +102,7 @@ fn start_gate(
 #[allow(clippy::type_complexity)]
 pub(super) fn launch<'a>(
     ctx: &'a ToolContext,
+    web: &std::sync::Arc<crate::web::Web>,
     input: &BashInput,
     marker: &str,
     tmp: &Path,
@@ -127,7 +129,7 @@ pub(super) fn launch<'a>(
     };
     let access = network_of(ctx, profile);
     let gate = match access {
-        agentd_protocol::session::NetworkAccess::Gated => Some(start_gate(ctx, input)?),
+        agentd_protocol::session::NetworkAccess::Gated => Some(start_gate(ctx, input, web)?),
         _ => None,
     };
     let shared = gate.as_ref().map(|(g, _)| g.shared());

@@ -40,8 +40,8 @@ const PROGRESS_CHUNK: usize = 4096;
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 
 /// The Bash tool.
-#[derive(Debug, Clone, Copy)]
-pub struct Bash;
+#[derive(Debug, Clone)]
+pub struct Bash(pub std::sync::Arc<crate::web::Web>);
 
 /// Its name.
 pub const NAME: &str = "Bash";
@@ -320,9 +320,10 @@ impl Tool for Bash {
             None => script,
         };
         if input.run_in_background {
-            let (launch, _gate) = launch(&ctx, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
-                let _ = std::fs::remove_dir_all(&tmp);
-            })?;
+            let (launch, _gate) =
+                launch(&ctx, &self.0, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                })?;
             let job =
                 ctx.need::<process::jobs::JobTable>()?
                     .start(
@@ -375,7 +376,7 @@ impl Tool for Bash {
             }));
         }
 
-        let (launch, gate) = launch(&ctx, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
+        let (launch, gate) = launch(&ctx, &self.0, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&tmp);
         })?;
         let mut tree = process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch).map_err(|e| {
