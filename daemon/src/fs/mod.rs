@@ -437,9 +437,26 @@ pub fn write_atomic_guarded(
     // Create missing parents: each one with mkdirat in a directory opened
     // beneath the workspace, so no component can be swapped for a link out.
     // (Not for a plan file: its directory is there, and the state
-    // directory above it is not for tools to open.)
-    let mut built = PathBuf::new();
+    // directory above it is not for tools to open.) A write refused or
+    // failed after that removes what it made (while empty).
+    let mut made: Vec<PathBuf> = Vec::new();
     let plans = state_dirs().iter().any(|s| s.join("plans") == parent.abs());
+    let written = make_parents(path, &parent, plans, &mut made)
+        .and_then(|()| write_in_parent(path, &parent, &name, content, protected, records));
+    if written.is_err() {
+        for dir in made.iter().rev() {
+            if !remove_no_links(dir, Removable::Empty) {
+                break;
+            }
+        }
+    }
+    written
+}
+
+/// Makes the missing directories of `parent` (see
+/// [`write_atomic_guarded`]), each recorded in `made` as it is made.
+fn make_parents(path: &WsPath, parent: &WsPath, plans: bool, made: &mut Vec<PathBuf>) -> Result<(), FsError> {
+    let mut built = PathBuf::new();
     for c in parent.rel.components().filter(|_| !plans) {
         let above = WsPath { root: path.root.clone(), rel: built.clone() };
         built.push(c);
@@ -450,17 +467,31 @@ pub fn write_atomic_guarded(
                 let above = open_beneath(&above, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
                 nix::sys::stat::mkdirat(above.as_fd(), c.as_os_str(), Mode::from_bits_truncate(0o777))
                     .map_err(|e| io_err("create directory", &step.abs(), e))?;
+                made.push(step.abs());
             }
             Err(e) => return Err(e),
         }
     }
-    let dir = open_beneath(&parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
+    Ok(())
+}
+
+/// [`write_atomic_guarded`] once the parent exists.
+fn write_in_parent(
+    path: &WsPath,
+    parent: &WsPath,
+    name: &std::ffi::OsStr,
+    content: &[u8],
+    protected: Option<Protected>,
+    records: &pending::Records,
+) -> Result<Written, FsError> {
+    let abs = path.abs();
+    let dir = open_beneath(parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
     if let Some(protected) = protected {
         use std::os::fd::AsRawFd;
         // Where the open directory really is, as the kernel holds it.
         let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
             .map_err(|e| io_err("resolve", &abs, e))?
-            .join(&name);
+            .join(name);
         if protected(&path.root, &real) {
             return Err(FsError::NotAFile {
                 path: abs.display().to_string(),
@@ -471,7 +502,7 @@ pub fn write_atomic_guarded(
             });
         }
     }
-    let existing = nix::sys::stat::fstatat(dir.as_fd(), name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
+    let existing = nix::sys::stat::fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
     if let Ok(st) = existing
         && (st.st_mode & libc_s_ifmt()) == libc_s_iflnk()
     {
@@ -546,15 +577,14 @@ pub fn write_atomic_guarded(
             Some(st) => {
                 // The file must still be the one checked: same inode, size and
                 // modification time (a narrow window remains until the rename).
-                let now =
-                    nix::sys::stat::fstatat(dir.as_fd(), name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                        .map_err(|e| io_err("stat", &abs, e))?;
+                let now = nix::sys::stat::fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .map_err(|e| io_err("stat", &abs, e))?;
                 let same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime, now.st_mtime_nsec)
                     == (st.st_dev, st.st_ino, st.st_size, st.st_mtime, st.st_mtime_nsec);
                 if !same {
                     return Err(refusal("replace", &abs, "the file changed while it was being written; read it again"));
                 }
-                nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
+                nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name)
                     .map_err(|e| io_err("rename into place", &abs, e))?;
             }
             None => {
@@ -563,7 +593,7 @@ pub fn write_atomic_guarded(
                     dir.as_fd(),
                     tmp.as_str(),
                     dir.as_fd(),
-                    name.as_os_str(),
+                    name,
                     nix::fcntl::RenameFlags::RENAME_NOREPLACE,
                 )
                 .map_err(|e| match e {

@@ -335,3 +335,28 @@ fn a_guarded_write_refuses_protected_files_by_every_way_there() {
     assert!(!root.join("pkg/.claude/settings.json").exists());
     assert!(guarded("sub/ok.json").is_ok());
 }
+
+/// A write refused after it made the missing directories on its way
+/// (`pkg/new/.claude/` for `pkg/new/.claude/settings.json`) leaves none of
+/// them behind; what existed stays, and a write that lands keeps what it
+/// made.
+#[test]
+fn a_refused_write_leaves_no_directory_it_made() {
+    let (_d, root) = ws();
+    std::fs::create_dir(root.join("pkg")).unwrap();
+    let guarded = |rel: &str| {
+        write_atomic_guarded(
+            &resolve(&root, &root, rel).unwrap(),
+            b"{}",
+            Some(&crate::permission::names_protected),
+            NO_RECORDS,
+        )
+    };
+    assert!(matches!(guarded("pkg/new/.claude/settings.json"), Err(FsError::NotAFile { .. })));
+    assert!(root.join("pkg").is_dir(), "what existed stays");
+    assert!(!root.join("pkg/new").exists(), "a directory the refused write made is left");
+    assert!(matches!(guarded("m/n/.git/config"), Err(FsError::NotAFile { .. })));
+    assert!(!root.join("m").exists());
+    assert!(guarded("x/new/c.txt").is_ok());
+    assert!(root.join("x/new/c.txt").is_file(), "a write that lands keeps what it made");
+}
