@@ -176,8 +176,17 @@ async fn protected_files_ask_even_in_accept_edits() {
     let ws = d.dir.path();
     std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
     let (mut c, id) = denying_session(&d, json!({ "mode": "accept_edits" })).await;
-    for path in [".claude/settings.json", ".agentd/settings.json", ".git/config", ".git/hooks/pre-commit", ".mcp.json"]
-    {
+    // In any case too: a case-insensitive directory takes `.CLAUDE` for `.claude`.
+    for path in [
+        ".claude/settings.json",
+        ".agentd/settings.json",
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".mcp.json",
+        ".CLAUDE/settings.json",
+        ".Mcp.json",
+        ".GIT/config",
+    ] {
         let input = json!({ "file_path": path, "content": "{\"permissions\":{\"allow\":[\"Bash\"]}}" });
         let r = c.tool(&id, "Write", input).await;
         assert_eq!(r["is_error"], true, "{path}: {r}");

@@ -528,6 +528,10 @@ async fn settings_a_command_creates_are_refused_or_moved_aside() {
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().contains(".agentd-quarantine-"));
     assert_eq!(aside.count(), 1, "kept for the user to look at");
+    // In any case (a case-insensitive directory takes `.CLAUDE` for `.claude`).
+    let r = s.run("mkdir -p lib/.CLAUDE").await;
+    assert!(text(&r).contains("moved aside"), "{r}");
+    assert!(!ws.join("lib/.CLAUDE").exists());
     // Settings that were there before are the user's: untouched.
     std::fs::create_dir(ws.join(".agentd")).unwrap();
     let r = s.run("mkdir .agentd/sub").await;

@@ -34,9 +34,17 @@ pub enum PermissionTarget {
 pub const PROTECTED_NAMES: &[&str] = &[".git", ".agentd", ".claude", ".mcp.json"];
 
 /// Whether writing `path` (relative to the workspace, or absolute) would
-/// change such a file: any component of it is one of [`PROTECTED_NAMES`].
+/// change such a file: any component of it is one of [`PROTECTED_NAMES`],
+/// in any case (`.Claude` is `.claude` on a case-insensitive directory).
 pub fn is_protected(path: &std::path::Path) -> bool {
-    path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str() == *n))
+    path.components().any(|c| PROTECTED_NAMES.iter().any(|n| c.as_os_str().eq_ignore_ascii_case(n)))
+}
+
+/// [`std::path::Path::starts_with`], ignoring ASCII case: what a
+/// case-insensitive directory would take for `prefix`.
+pub fn starts_with_any_case(path: &std::path::Path, prefix: &std::path::Path) -> bool {
+    let mut path = path.components();
+    prefix.components().all(|p| path.next().is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(p.as_os_str())))
 }
 
 /// Whether `real` (a real path) in the workspace `root` is a file no tool
@@ -156,9 +164,10 @@ pub fn user_protected_paths() -> Vec<std::path::PathBuf> {
     out
 }
 
-/// Whether `path` (absolute) is or is inside one of [`user_protected_paths`].
+/// Whether `path` (absolute) is or is inside one of [`user_protected_paths`]
+/// (in any case, as for [`is_protected`]).
 pub fn is_user_protected(path: &std::path::Path) -> bool {
-    user_protected_paths().iter().any(|p| path.starts_with(p))
+    user_protected_paths().iter().any(|p| starts_with_any_case(path, p))
 }
 
 /// The git directory of the repository `start` is in, found as git finds
@@ -358,5 +367,28 @@ pub fn git_config_path(value: &str, file: &std::path::Path) -> Option<std::path:
     match value.strip_prefix("~/") {
         Some(rest) => std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(rest)),
         None => Some(file.parent().map(|p| p.join(value)).unwrap_or_else(|| std::path::PathBuf::from(value))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// A case-insensitive directory takes `.Claude` for `.claude`: any case
+    /// of a protected name is protected; names that merely contain one are
+    /// not.
+    #[test]
+    fn protected_names_in_any_case() {
+        for p in [".claude/settings.json", ".CLAUDE/settings.json", "pkg/.Mcp.json", ".GIT/hooks/x", "a/.AgentD/s"] {
+            assert!(super::is_protected(Path::new(p)), "{p}");
+        }
+        for p in ["claude/settings.json", ".claudex/s", "x.mcp.json", "src/.gitignore"] {
+            assert!(!super::is_protected(Path::new(p)), "{p}");
+        }
+        let any = super::starts_with_any_case;
+        assert!(any(Path::new("/home/u/.Config/Agentd/x"), Path::new("/home/u/.config/agentd")));
+        assert!(any(Path::new("/home/u/.BASHRC"), Path::new("/home/u/.bashrc")));
+        assert!(!any(Path::new("/home/u/.bashrc2"), Path::new("/home/u/.bashrc")));
+        assert!(!any(Path::new("/home/u"), Path::new("/home/u/.bashrc")));
     }
 }

@@ -52,14 +52,16 @@ pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
             }
             let name = entry.file_name();
             let path = entry.path();
-            let name = name.to_string_lossy();
-            if matches!(name.as_ref(), ".agentd" | ".claude" | ".mcp.json") && !out.contains(&path) {
+            // In any case: a case-insensitive directory takes `.Claude`
+            // for `.claude`.
+            let name = name.to_string_lossy().to_ascii_lowercase();
+            if matches!(name.as_str(), ".agentd" | ".claude" | ".mcp.json") && !out.contains(&path) {
                 out.push(path.clone());
             }
             if name == ".git" && !git.contains(&path) {
                 git.push(path.clone());
             }
-            if depth + 1 < 4 && entry.file_type().is_ok_and(|t| t.is_dir()) && !SKIP.contains(&name.as_ref()) {
+            if depth + 1 < 4 && entry.file_type().is_ok_and(|t| t.is_dir()) && !SKIP.contains(&name.as_str()) {
                 queue.push_back((path, depth + 1));
             }
         }
