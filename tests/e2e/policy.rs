@@ -362,7 +362,8 @@ async fn settings_a_background_job_creates_are_moved_aside() {
     let d = TestDaemon::start().await;
     let ws = d.dir.path();
     let (mut c, id) = denying_session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)"] } })).await;
-    let input = json!({ "command": "mkdir -p sub/.claude", "run_in_background": true });
+    // Not empty (an empty one holds no settings, and stays).
+    let input = json!({ "command": "mkdir -p sub/.claude/agents", "run_in_background": true });
     let r = c.tool(&id, "Bash", input).await;
     assert_eq!(r["is_error"], false, "{r}");
     let job = text(&r).split("job ").nth(1).unwrap().split(';').next().unwrap().to_owned();

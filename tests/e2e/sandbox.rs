@@ -520,7 +520,7 @@ async fn settings_a_command_creates_are_refused_or_moved_aside() {
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!ws.join(".mcp.json").exists());
     // Deeper (a session opened on pkg/ would read them): moved aside.
-    let r = s.run("mkdir -p pkg/.claude").await;
+    let r = s.run("mkdir -p pkg/.claude && cp planted.json pkg/.claude/settings.json").await;
     assert!(text(&r).contains("moved aside"), "{r}");
     assert!(!ws.join("pkg/.claude").exists());
     let aside = std::fs::read_dir(ws.join("pkg"))
@@ -529,9 +529,14 @@ async fn settings_a_command_creates_are_refused_or_moved_aside() {
         .filter(|e| e.file_name().to_string_lossy().contains(".agentd-quarantine-"));
     assert_eq!(aside.count(), 1, "kept for the user to look at");
     // In any case (a case-insensitive directory takes `.CLAUDE` for `.claude`).
-    let r = s.run("mkdir -p lib/.CLAUDE").await;
+    let r = s.run("mkdir -p lib/.CLAUDE && cp planted.json lib/.CLAUDE/settings.json").await;
     assert!(text(&r).contains("moved aside"), "{r}");
     assert!(!ws.join("lib/.CLAUDE").exists());
+    // An empty one holds no settings (and may be another daemon's
+    // placeholder, bound read-only in its call): it stays.
+    let r = s.run("mkdir -p empty/.claude").await;
+    assert!(!text(&r).contains("moved aside"), "{r}");
+    assert!(ws.join("empty/.claude").is_dir());
     // Settings that were there before are the user's: untouched.
     std::fs::create_dir(ws.join(".agentd")).unwrap();
     let r = s.run("mkdir .agentd/sub").await;

@@ -582,12 +582,23 @@ fn keep_trying(secs: u32) -> String {
 async fn placeholder_of_one_daemon_against_a_call_of_another(a: &std::path::Path, b: &std::path::Path) {
     let ws = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(ws.path()).unwrap();
+    placeholder_against_a_call_in(a, b, &ws, &ws).await;
+}
+
+/// [`placeholder_of_one_daemon_against_a_call_of_another`], the first
+/// daemon's session on `wa`, the second's on `ws` (the same, or inside it).
+async fn placeholder_against_a_call_in(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    wa: &std::path::Path,
+    ws: &std::path::Path,
+) {
     let (mut ca, mut cb) = (RawConn::connect(a).await, RawConn::connect(b).await);
     let auto = json!({ "sandbox": { "auto_allow": true } });
-    let (ia, ib) = (session(&mut ca, &ws, auto.clone()).await, session(&mut cb, &ws, auto).await);
+    let (ia, ib) = (session(&mut ca, wa, auto.clone()).await, session(&mut cb, ws, auto).await);
     let r = ca.tool(&ia, "Bash", json!({ "command": "sleep 2", "run_in_background": true })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    agentd_tests::eventually("the first daemon's placeholder", || ws.join(".claude").is_dir()).await;
+    agentd_tests::eventually("the first daemon's placeholder", || wa.join(".claude").is_dir()).await;
     let (_, out) = bash(&mut cb, &ib, &keep_trying(6)).await;
     assert!(!ws.join(".claude/settings.json").exists(), "planted by the second daemon's call: {out}");
     assert!(out.contains("held"), "{out}");
@@ -612,6 +623,25 @@ async fn one_daemons_placeholder_going_leaves_anothers_call_unable_to_plant_sett
     placeholder_of_one_daemon_against_a_call_of_another(&a.socket, &b.socket).await;
 }
 
+/// Two daemon processes, the second's session on a directory inside the
+/// first's workspace: the first call's end finds the second call's
+/// placeholder `pkg/.claude` new (not there at its start, no placeholder of
+/// its process) and must not move it aside, which would carry the second
+/// call's read-only mount away with it (found by an attack review).
+#[tokio::test]
+async fn a_call_ending_leaves_another_daemons_placeholder_deeper_in_its_workspace() {
+    let (a, b) = (StandaloneDaemon::start(&[], &[]), StandaloneDaemon::start(&[], &[]));
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::create_dir(ws.join("pkg")).unwrap();
+    placeholder_against_a_call_in(&a.socket, &b.socket, &ws, &ws.join("pkg")).await;
+    let aside = std::fs::read_dir(ws.join("pkg"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("agentd-quarantine"));
+    assert_eq!(aside.count(), 0, "a placeholder was moved aside");
+}
+
 /// An MCP server's tool listing claims `readOnlyHint` (the test server's
 /// `echo`) or says nothing of it (`hinted`: only not destructive): the
 /// claim lets a call run beside others and be offered in plan mode, never
@@ -634,4 +664,66 @@ async fn an_mcp_servers_read_only_claim_runs_nothing_unasked() {
             assert!(r.to_string().contains("plan mode"), "{r}");
         }
     }
+}
+
+/// A protected path the daemon cannot look at (an earlier command's
+/// `chmod 000 .git`, which a confined command may do) can be neither bound
+/// nor given a placeholder: the next call is refused, instead of running
+/// with `.git/hooks` unprotected (found by an attack review: the next
+/// command gave `.git` its permissions back and planted a pre-commit hook).
+/// As `nobody`, since root reads what mode 000 hides; CI runs as root.
+#[test]
+fn a_protected_path_made_unreadable_refuses_the_next_call() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not root: cannot run the daemon as another user");
+        return;
+    }
+    let nobody = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    for path in [dir.path().to_path_buf(), ws.clone(), ws.join(".git"), ws.join(".git/hooks")] {
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        nix::unistd::chown(&path, Some(nobody.into()), Some(nobody.into())).unwrap();
+    }
+    for name in ["agentd", "agentd-sandbox", "agentctl"] {
+        std::fs::copy(agentd_tests::bin_path(name), dir.path().join(name)).unwrap();
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = |program: &str| {
+        let mut cmd = std::process::Command::new(dir.path().join(program));
+        cmd.uid(nobody).gid(nobody).env("HOME", dir.path()).env_remove("AGENTD_SOCKET");
+        cmd
+    };
+    let socket = dir.path().join("agentd.sock");
+    let _daemon = agentd_tests::ChildGuard::spawn(
+        as_nobody("agentd").arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state")),
+    );
+    agentd_tests::eventually_blocking("agentd as nobody listens", || socket.exists());
+    let run = |command: &str| {
+        let out = as_nobody("agentctl")
+            .arg("--socket")
+            .arg(&socket)
+            .args(["call", "Bash", "--arg", &format!("command={command}"), "--mode", "bypass", "--cwd"])
+            .arg(&ws)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    let out = run("chmod 000 .git && echo hidden");
+    assert!(out.contains("hidden"), "{out}");
+    let hook = "#!/bin/sh\necho PWNED";
+    let out = run(&format!("chmod 755 .git && printf '{hook}' > .git/hooks/pre-commit && echo planted"));
+    assert!(!out.contains("planted"), "ran with .git/hooks unprotected: {out}");
+    assert!(out.contains("cannot be examined"), "{out}");
+    std::fs::set_permissions(ws.join(".git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    // Its permissions given back (by the user), calls run again, confined.
+    let out = run("echo again");
+    assert!(out.contains("again"), "{out}");
+    let out = run("printf x > .git/hooks/pre-commit || echo refused");
+    assert!(out.contains("refused") && !ws.join(".git/hooks/pre-commit").exists(), "{out}");
 }

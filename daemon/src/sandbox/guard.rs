@@ -219,7 +219,7 @@ impl CallGuard {
     pub fn new(roots: &[PathBuf], ledger: &std::sync::Arc<placeholders::Ledger>) -> Result<CallGuard, String> {
         let (before, git_before) = scan(roots);
         let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
-        let obeyed = git_obeys(&git_dirs);
+        let obeyed = git_obeys(&git_dirs)?;
         let exists = |p: &PathBuf| !placeholders::absent(p);
         let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
         let mut absent = absent_protected_kinds(roots);
@@ -337,7 +337,7 @@ impl CallGuard {
 /// files their configuration includes (whatever the condition), and the
 /// git directories of their submodules and linked worktrees (hooks,
 /// config, commondir, config.worktree).
-pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
+pub fn git_obeys(git_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for dir in git_dirs {
         out.push(dir.join("hooks"));
@@ -360,7 +360,16 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
         for sub in ["modules", "worktrees"] {
-            for entry in std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten() {
+            for (n, entry) in std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten().enumerate() {
+                // Bounded (a command could make a million to slow every
+                // call), and refused past it rather than left unprotected.
+                if n >= GIT_ENTRIES {
+                    return Err(format!(
+                        "{} holds more than {GIT_ENTRIES} entries, too many to protect; the command was not run \
+                         (remove what is not a submodule or worktree of yours)",
+                        dir.join(sub).display()
+                    ));
+                }
                 for name in ["hooks", "config", "commondir", "config.worktree"] {
                     let p = entry.path().join(name);
                     if std::fs::symlink_metadata(&p).is_ok() {
@@ -372,8 +381,12 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Vec<PathBuf> {
     }
     out.sort();
     out.dedup();
-    out
+    Ok(out)
 }
+
+/// Submodules or linked worktrees of one repository [`git_obeys`] looks at,
+/// at most.
+pub const GIT_ENTRIES: usize = 1000;
 
 /// Puts back each protected symbolic link a command replaced (what is
 /// there now is moved aside); returns what it did.
@@ -460,8 +473,11 @@ fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf], now: Vec<PathB
     let mut moved = Vec::new();
     for path in now {
         // A placeholder another call holds is a read-only mount in its
-        // sandbox: moving it would move that mount out of the way.
-        if before.contains(&path) || placeholders::is_live(&path) {
+        // sandbox: moving it would move that mount out of the way. So is
+        // another daemon process's, which this one cannot tell from a
+        // directory a command made: what is empty holds no settings and
+        // stays (an empty directory or file is read as nothing).
+        if before.contains(&path) || placeholders::is_live(&path) || holds_nothing(&path) {
             continue;
         }
         // A name nobody can have made beforehand, and never over anything:
@@ -476,6 +492,16 @@ fn quarantine_new_settings(roots: &[PathBuf], before: &[PathBuf], now: Vec<PathB
         }
     }
     moved
+}
+
+/// Whether `path` is an empty directory or an empty regular file (not
+/// through a link).
+fn holds_nothing(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+        Ok(m) => m.is_file() && m.len() == 0,
+        Err(_) => false,
+    }
 }
 
 /// Where `path` is moved aside: `<name>.agentd-quarantine-<tag>-<random>`
@@ -539,6 +565,20 @@ mod tests {
     /// placeholders. Taken for settings that exist, they would be bound by
     /// a call that does not hold them, and gone (the first call ended)
     /// before its sandbox is built: "protect …/.vscode: ENOENT".
+    /// Too many submodule or worktree entries to look at (a command could
+    /// make a million to slow every call): refused, not left unprotected.
+    #[test]
+    fn too_many_worktrees_refuse_the_call() {
+        let (_work, r) = crate::fs::real_temp_dir();
+        for n in 0..=GIT_ENTRIES {
+            std::fs::create_dir_all(r.join(format!(".git/worktrees/w{n}"))).unwrap();
+        }
+        let refused = CallGuard::new(std::slice::from_ref(&r), &Default::default()).unwrap_err();
+        assert!(refused.contains("worktrees") && refused.contains("not run"), "{refused}");
+        std::fs::remove_dir(r.join(".git/worktrees/w0")).unwrap();
+        assert!(CallGuard::new(std::slice::from_ref(&r), &Default::default()).is_ok());
+    }
+
     #[test]
     fn a_placeholder_another_call_made_is_held_by_the_next_too() {
         let (_root, r) = crate::fs::real_temp_dir();

@@ -69,6 +69,10 @@ struct Entry {
     made: Vec<PathBuf>,
     /// Its record: the ledger that made it, and the record's id there.
     record: Option<(Arc<Ledger>, u64)>,
+    /// This process's shared lock on it while its calls hold it: a
+    /// command cannot lock it exclusively (to refuse other daemons'
+    /// calls), nor can another daemon's removal or clean-up take it.
+    _pin: Option<Flock<File>>,
 }
 
 /// What a ledger's text leaves made and not removed: `+ id [paths]` not
@@ -217,20 +221,28 @@ const PIN_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 /// waiting for a writer) when it is a directory or a regular file.
 fn open_placeholder(path: &Path) -> Result<Option<File>, std::io::Error> {
     use std::os::unix::fs::OpenOptionsExt;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(e),
-        Err(_) => return Ok(None),
-    };
+    let meta = std::fs::symlink_metadata(path)?;
     if !meta.is_dir() && !meta.is_file() {
         return Ok(None);
     }
     let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY;
     match std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path) {
         Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(e),
-        Err(_) => Ok(None),
+        // Replaced by a link meanwhile: not anything made as a placeholder.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Ok(None),
+        Err(e) => Err(e),
     }
+}
+
+/// The refusal of a call one of whose protected paths cannot be looked at
+/// (a directory on its way made unreadable, say by an earlier command's
+/// `chmod 000 .git`): it could be neither bound nor given a placeholder.
+pub fn unexaminable(path: &Path, e: &std::io::Error) -> String {
+    format!(
+        "{} cannot be examined ({e}), so it could not be protected; the command was not run (give the \
+         directories on its way their permissions back, e.g. chmod u+rwx)",
+        path.display()
+    )
 }
 
 /// Whether `path` is still the inode `file` has open.
@@ -251,7 +263,8 @@ fn pin(path: &Path) -> Result<Pin, String> {
         let mut file = match open_placeholder(path) {
             Ok(Some(f)) => f,
             Ok(None) => return Ok(Pin::NotOurs),
-            Err(_) => return Ok(Pin::Gone),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Pin::Gone),
+            Err(e) => return Err(unexaminable(path, &e)),
         };
         loop {
             match Flock::lock(file, FlockArg::LockSharedNonblock) {
@@ -271,11 +284,18 @@ fn pin(path: &Path) -> Result<Pin, String> {
                         path.display()
                     ));
                 }
+                Err((f, nix::errno::Errno::EINTR)) => file = f,
                 // A file system without locks: bound as it is, as before
                 // there were pins.
-                Err((_, e)) => {
+                Err((
+                    _,
+                    e @ (nix::errno::Errno::ENOLCK | nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EINVAL),
+                )) => {
                     tracing::debug!("cannot pin {}: {e}", path.display());
                     return Ok(Pin::NotOurs);
+                }
+                Err((_, e)) => {
+                    return Err(format!("{} could not be locked ({e}); the command was not run", path.display()));
                 }
             }
         }
@@ -326,8 +346,9 @@ fn remove_once_free(file: File, made: Vec<PathBuf>, record: Option<(Arc<Ledger>,
         }
     });
     if let Err(e) = waits {
+        // Still a placeholder (never moved aside as settings) until the
+        // next start removes it.
         tracing::warn!("placeholder {} is left to the next start: {e}", path.display());
-        set_waiting(&path, false);
     }
 }
 
@@ -390,7 +411,12 @@ fn hold_in(
             held.0.push(path.clone());
             continue;
         }
-        if std::fs::symlink_metadata(path).is_ok() {
+        let there = match std::fs::symlink_metadata(path) {
+            Ok(_) => true,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => false,
+            Err(e) => return Err(unexaminable(path, &e)),
+        };
+        if there {
             // It exists: bound as it is, pinned.
             match pin(path)? {
                 Pin::Held(lock) => {
@@ -417,7 +443,7 @@ fn hold_in(
         let mut made: Vec<PathBuf> = missing.iter().rev().cloned().collect();
         made.push(path.clone());
         let record = ledger.record(&made).map(|id| (ledger.clone(), id));
-        let mut ok = true;
+        let mut failed = None;
         let last = made.len() - 1;
         for (i, d) in made.iter().enumerate() {
             let created = if i == last && !is_dir {
@@ -425,22 +451,37 @@ fn hold_in(
             } else {
                 std::fs::create_dir(d)
             };
-            if created.is_err() {
-                ok = false;
+            if let Err(e) = created {
+                failed = Some(e.kind());
                 made.truncate(i);
                 break;
             }
         }
         made.reverse();
-        if !ok {
+        if let Some(why) = failed {
             remove(&made, record);
             // Another process made it first: pinned like anything there.
-            if let Pin::Held(lock) = pin(path)? {
-                held.1.push((path.clone(), lock));
+            // Gone again by now, it would be left unbound: refused. (Made
+            // by nobody, for another reason — a read-only or full file
+            // system — it is skipped, as a parent that cannot be made is.)
+            match pin(path)? {
+                Pin::Held(lock) => held.1.push((path.clone(), lock)),
+                Pin::NotOurs => {}
+                Pin::Gone if why != std::io::ErrorKind::AlreadyExists => {}
+                Pin::Gone => {
+                    return Err(format!(
+                        "{} appeared and went while the call started; the command was not run, try again",
+                        path.display()
+                    ));
+                }
             }
             continue;
         }
-        live.insert(path.clone(), Entry { count: 1, made, record });
+        let pin = match pin(path) {
+            Ok(Pin::Held(lock)) => Some(lock),
+            _ => None,
+        };
+        live.insert(path.clone(), Entry { count: 1, made, record, _pin: pin });
         held.0.push(path.clone());
     }
     Ok(())
@@ -481,8 +522,9 @@ impl Drop for Held {
                 }
                 None => false,
             };
-            if last && let Some(entry) = live.remove(&path) {
-                remove_when_free(entry.made, entry.record);
+            if last && let Some(Entry { made, record, _pin, .. }) = live.remove(&path) {
+                drop(_pin);
+                remove_when_free(made, record);
             }
         }
     }
@@ -626,6 +668,20 @@ mod tests {
         assert!(!r.join(".vscode").exists(), "a placeholder made for the refused call stays");
         drop(program);
         assert!(hold(&want, std::slice::from_ref(&r), &ledger).is_ok());
+    }
+
+    /// A placeholder is pinned by the process that made it while its calls
+    /// hold it: a command's exclusive lock on it (to have other daemons'
+    /// calls refused, or its removal taken early) fails.
+    #[test]
+    fn a_placeholder_is_pinned_by_its_maker_while_held() {
+        let (_work, r) = crate::fs::real_temp_dir();
+        let ledger = Arc::default();
+        let held = hold(&[(r.join(".idea"), true)], std::slice::from_ref(&r), &ledger).unwrap();
+        let exclusive = || Flock::lock(File::open(r.join(".idea")).unwrap(), FlockArg::LockExclusiveNonblock);
+        assert!(exclusive().is_err(), "a command could lock the placeholder exclusively");
+        drop(held);
+        assert!(!r.join(".idea").exists(), "removed at once when nobody else pins it");
     }
 
     /// A restarted daemon finds what its predecessor left pinned by a call
