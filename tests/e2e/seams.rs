@@ -675,28 +675,8 @@ async fn an_mcp_servers_read_only_claim_runs_nothing_unasked() {
 #[test]
 fn a_protected_path_made_unreadable_refuses_the_next_call() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("not root: cannot run the daemon as another user");
-        return;
-    }
-    let nobody = 65534;
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    for path in [dir.path().to_path_buf(), ws.clone(), ws.join(".git"), ws.join(".git/hooks")] {
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        nix::unistd::chown(&path, Some(nobody.into()), Some(nobody.into())).unwrap();
-    }
-    for name in ["agentd", "agentd-sandbox", "agentctl"] {
-        std::fs::copy(agentd_tests::bin_path(name), dir.path().join(name)).unwrap();
-        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let as_nobody = |program: &str| {
-        let mut cmd = std::process::Command::new(dir.path().join(program));
-        cmd.uid(nobody).gid(nobody).env("HOME", dir.path()).env_remove("AGENTD_SOCKET");
-        cmd
-    };
+    let Some(n) = agentd_tests::AsNobody::new(&[".git", ".git/hooks"]) else { return };
+    let (dir, ws, as_nobody) = (&n.dir, &n.ws, |program: &str| n.command(program));
     let socket = dir.path().join("agentd.sock");
     let _daemon = agentd_tests::ChildGuard::spawn(
         as_nobody("agentd").arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state")),
@@ -707,7 +687,7 @@ fn a_protected_path_made_unreadable_refuses_the_next_call() {
             .arg("--socket")
             .arg(&socket)
             .args(["call", "Bash", "--arg", &format!("command={command}"), "--mode", "bypass", "--cwd"])
-            .arg(&ws)
+            .arg(ws)
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();

@@ -185,31 +185,10 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
 /// contrast. Needs root to change uid; CI runs as root.
 #[test]
 fn the_daemon_and_its_helpers_are_never_dumpable() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::MetadataExt;
     use std::os::unix::process::CommandExt;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("not root: cannot run the daemon as another user to see its /proc files");
-        return;
-    }
-    let nobody = 65534;
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    for path in [dir.path(), ws.as_path()] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        nix::unistd::chown(path, Some(nobody.into()), Some(nobody.into())).unwrap();
-    }
-    // Copies nobody can execute wherever the checkout lives (the helper is
-    // found beside the daemon).
-    for name in ["agentd", "agentd-sandbox", "agentctl"] {
-        std::fs::copy(agentd_tests::bin_path(name), dir.path().join(name)).unwrap();
-        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let as_nobody = |program: &str| {
-        let mut cmd = std::process::Command::new(dir.path().join(program));
-        cmd.uid(nobody).gid(nobody).env("HOME", dir.path()).env_remove("AGENTD_SOCKET");
-        cmd
-    };
+    let Some(n) = agentd_tests::AsNobody::new(&[]) else { return };
+    let (dir, ws, nobody, as_nobody) = (&n.dir, &n.ws, agentd_tests::NOBODY, |program: &str| n.command(program));
     let socket = dir.path().join("agentd.sock");
     let daemon = agentd_tests::ChildGuard::spawn(
         as_nobody("agentd")
@@ -226,7 +205,7 @@ fn the_daemon_and_its_helpers_are_never_dumpable() {
         .arg("--socket")
         .arg(&socket)
         .args(["call", "Bash", "--arg", "command=echo confined", "--mode", "bypass", "--cwd"])
-        .arg(&ws)
+        .arg(ws)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

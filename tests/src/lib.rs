@@ -63,6 +63,52 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// A directory for running agentd's binaries as the user `nobody` (root
+/// changes uid; CI runs as root): `dir` (mode 0755, nobody's) holds copies
+/// of agentd, agentd-sandbox and agentctl (wherever the checkout lives,
+/// nobody can run them; the helper is found beside the daemon) and the
+/// workspace `dir/ws` with `ws_dirs` made in it (each listed, parents
+/// first), all nobody's.
+pub struct AsNobody {
+    pub dir: tempfile::TempDir,
+    pub ws: PathBuf,
+}
+
+/// The uid and gid of `nobody`.
+pub const NOBODY: u32 = 65534;
+
+impl AsNobody {
+    /// The directory, or `None` (said on stderr) when not run as root.
+    pub fn new(ws_dirs: &[&str]) -> Option<AsNobody> {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("not root: cannot run the daemon as another user");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let made = [dir.path().to_path_buf(), ws.clone()].into_iter().chain(ws_dirs.iter().map(|d| ws.join(d)));
+        for path in made {
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            nix::unistd::chown(&path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+        }
+        for name in ["agentd", "agentd-sandbox", "agentctl"] {
+            std::fs::copy(bin_path(name), dir.path().join(name)).unwrap();
+            std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Some(AsNobody { dir, ws })
+    }
+
+    /// `program` (one of the copies) to run as nobody, its home `dir`.
+    pub fn command(&self, program: &str) -> Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(self.dir.path().join(program));
+        cmd.uid(NOBODY).gid(NOBODY).env("HOME", self.dir.path()).env_remove("AGENTD_SOCKET");
+        cmd
+    }
+}
+
 /// `agentd --socket <socket> --state-dir <state_dir>` (the binary
 /// [`bin_path`] names), to add to and start.
 pub fn agentd_command(socket: &Path, state_dir: &Path) -> Command {
