@@ -163,7 +163,7 @@ async fn read_deny_rules_cover_every_tool() {
     let r = c.ok("tool/call", call("Glob", json!({ "pattern": "**/*env*", "include_hidden": true }))).await;
     let top = format!("{}/.env", std::fs::canonicalize(ws).unwrap().display());
     assert!(!text(&r).lines().any(|l| l == top), "{r}");
-    assert!(text(&r).contains("sub/.env"), "`./.env` is anchored at the root: {r}");
+    assert!(!text(&r).contains("sub/.env"), "`./.env` is `.env`, at any depth, as in Claude Code: {r}");
     // Under `.env` (any depth) neither is listed.
     let call2 = |name: &str, input: Value| json!({ "session_id": id2, "name": name, "input": input });
     let r = c2.ok("tool/call", call2("Glob", json!({ "pattern": "**/*env*", "include_hidden": true }))).await;
@@ -611,4 +611,101 @@ async fn builtins_that_assign_path_do_not_run_unasked() {
         }
     }
     assert!(!ws.join("pwned-ls").exists());
+}
+
+/// Claude Code's anchors, for rules from every source (issue 49): `path`
+/// and `./path` start at the session's workspace even in the user's files
+/// (a workspace outside `$HOME` too), `/path` at the file's own root,
+/// `~/path` at home, `//path` at `/`.
+#[tokio::test]
+async fn path_rules_are_anchored_where_claude_code_anchors_them_from_every_source() {
+    let home_dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home_dir.path()).unwrap();
+    let ws_dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws_dir.path()).unwrap();
+    let put = |path: &Path| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("SECRET {}\n", path.display())).unwrap();
+    };
+    let write = |path: &Path, v: Value| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, v.to_string()).unwrap();
+    };
+    let deny = |rules: &[&str]| json!({ "permissions": { "deny": rules } });
+    let mut agentd_file = deny(&["Read(agentd-user/**)", "Read(~/.aws/**)"]);
+    agentd_file["importClaudeSettings"] = json!(true);
+    write(&home.join(".config/agentd/settings.json"), agentd_file);
+    write(&home.join(".claude/settings.json"), deny(&["Read(./secrets/**)", "Read(.env)", "Read(/notes/**)"]));
+    write(&ws.join(".claude/settings.json"), deny(&["Read(/project/**)", "Read(./pkg/*.key)"]));
+    let denied = [
+        ws.join("secrets/k"),
+        ws.join(".env"),
+        ws.join("deep/er/.env"),
+        ws.join("agentd-user/k"),
+        home.join(".aws/credentials"),
+        home.join(".claude/notes/n"),
+        ws.join("project/k"),
+        ws.join("pkg/a.key"),
+        ws.join("session/k"),
+        std::path::PathBuf::from("/etc/hostname"),
+    ];
+    let allowed = [home.join("secrets/k"), home.join(".env"), ws.join("notes/n"), ws.join("deep/pkg/a.key")];
+    for path in denied.iter().chain(&allowed).filter(|p| p.starts_with(&home) || p.starts_with(&ws)) {
+        put(path);
+    }
+    let d = agentd_tests::StandaloneDaemon::start(
+        &[],
+        &[("HOME", home.to_str().unwrap()), ("XDG_CONFIG_HOME", home.join(".config").to_str().unwrap())],
+    );
+    let mut c = RawConn::connect(&d.socket).await;
+    let created = c
+        .ok(
+            "session/create",
+            json!({ "cwd": ws, "mode": "bypass",
+                    "permissions": { "deny": ["Read(./session/**)", "Read(//etc/hostname)"] } }),
+        )
+        .await;
+    assert_eq!(created["session"]["rule_errors"], json!([]), "{created}");
+    let id = created["session"]["session_id"].as_str().unwrap().to_owned();
+    for path in &denied {
+        let r = c.tool(&id, "Read", json!({ "file_path": path })).await;
+        assert_eq!(r["is_error"], true, "Read {}: {r}", path.display());
+        let r = bash(&mut c, &id, &format!("cat {}", path.display())).await;
+        let secret = std::fs::read_to_string(path).unwrap();
+        assert!(!text(&r).contains(secret.trim()), "cat {}: {r}", path.display());
+    }
+    for path in &allowed {
+        let r = c.tool(&id, "Read", json!({ "file_path": path })).await;
+        assert!(text(&r).contains("SECRET"), "Read {}: {r}", path.display());
+    }
+}
+
+/// A `Read` deny rule that can name no file of the repository leaves git's
+/// history readable there (issue 49); one that can still refuses.
+#[tokio::test]
+async fn git_history_is_refused_only_where_a_read_rule_reaches_the_repository() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::write(ws.join("a.txt"), "history line\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    git(ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = format!("Read(/{}/**)", std::fs::canonicalize(elsewhere.path()).unwrap().display());
+    let unrelated =
+        json!({ "mode": "bypass", "permissions": { "deny": ["Read(~/.aws/**)", "Read(//etc/shadow)", elsewhere] } });
+    let (mut c, id) = denying_session(&d, unrelated).await;
+    for command in ["git log -p -1", "git show HEAD:a.txt", "git diff HEAD~0 --stat && git log -p"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("history line"), "{command}: {r}");
+    }
+    // Git pointed elsewhere is not judged: refused as before.
+    for command in ["git -C . show HEAD:a.txt", "cd . && git show HEAD:a.txt", "GIT_DIR=.git git show HEAD:a.txt"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(!text(&r).contains("history line"), "{command}: {r}");
+    }
+    let (mut c, id) =
+        denying_session(&d, json!({ "mode": "bypass", "permissions": { "deny": ["Read(*.secret)"] } })).await;
+    let r = bash(&mut c, &id, "git show HEAD:a.txt").await;
+    assert!(text(&r).contains("cannot be checked") && !text(&r).contains("history line"), "{r}");
 }

@@ -108,12 +108,16 @@ impl Asks {
         let mut added = None;
         if p.decision == PermissionDecision::AllowAlways {
             let text = p.rule.clone().or_else(|| open.suggestions.first().cloned()).ok_or(RespondError::NoRule)?;
-            let origin = Origin { source: "session (allow_always)".into(), base: self.base.clone() };
+            let origin = Origin::session("session (allow_always)", &self.base);
             let mut granted = lock(&self.granted);
             let index = granted.rules.len();
             let rule =
                 parse(&text, RuleKind::Allow, &origin, index).map_err(|e| RespondError::BadRule(e.to_string()))?;
-            granted.rules.push(rule);
+            // Granting what is already granted adds nothing (a second
+            // `allow_always` of one rule lists it once).
+            if !granted.rules.iter().any(|r| r.text == rule.text) {
+                granted.rules.push(rule);
+            }
             added = Some(text);
         }
         let answer = match p.decision {
@@ -130,7 +134,7 @@ impl Asks {
     /// Grants `texts` again (a session restored after a restart); rules
     /// that no longer parse are skipped.
     pub fn restore_granted(&self, texts: &[String]) {
-        let origin = Origin { source: "session (allow_always)".into(), base: self.base.clone() };
+        let origin = Origin::session("session (allow_always)", &self.base);
         let mut granted = lock(&self.granted);
         for text in texts {
             let index = granted.rules.len();

@@ -33,13 +33,28 @@ pub enum RuleKind {
     Ask,
 }
 
-/// Where a rule came from: paths in it are relative to `base`.
+/// Where a rule came from, and so where its paths start (Claude Code's
+/// anchors): `//path` at `/`, `~/path` at the home directory, `/path` at
+/// `root`, `path` and `./path` at `cwd`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// `session`, or the settings file.
     pub source: String,
-    /// The directory relative paths in the rule start from.
-    pub base: PathBuf,
+    /// Where `/path` starts: the workspace for a session's and a
+    /// workspace's own rules, the settings file's directory for the
+    /// user's (`~/.claude` for `~/.claude/settings.json`).
+    pub root: PathBuf,
+    /// Where `path` and `./path` start: the session's workspace, whatever
+    /// file the rule is in.
+    pub cwd: PathBuf,
+}
+
+impl Origin {
+    /// Rules given with a session (`session/create`, `allow_always`):
+    /// every relative path starts at its workspace `cwd`.
+    pub fn session(source: impl Into<String>, cwd: &Path) -> Origin {
+        Origin { source: source.into(), root: cwd.to_owned(), cwd: cwd.to_owned() }
+    }
 }
 
 /// A parsed rule.
@@ -163,7 +178,7 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
             None => return Err(err("WebFetch rules are `WebFetch(domain:example.com)`".into())),
         },
         Some(s) if READ_TOOLS.contains(&tool) || EDIT_TOOLS.contains(&tool) => {
-            let pattern = absolute_pattern(s.trim(), &origin.base);
+            let pattern = absolute_pattern(s.trim(), origin);
             let glob = globset::GlobBuilder::new(&pattern)
                 .literal_separator(true)
                 .build()
@@ -237,25 +252,30 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     true
 }
 
-/// `//abs` is absolute, `~/x` is in the home directory, anything else is
-/// relative to the rule's origin; a pattern without `/` matches at any
-/// depth below it, as in .gitignore.
-fn absolute_pattern(spec: &str, base: &Path) -> String {
+/// A rule's path as an absolute glob, anchored as Claude Code anchors it:
+/// `//abs` is absolute, `~/x` is in the home directory, `/x` is under
+/// the origin's root, and `x` or `./x` (the same) under the session's
+/// workspace. As in .gitignore, a relative pattern without a `/` but at
+/// its end matches at any depth (`.env`, `./.env`, `*.pem`).
+fn absolute_pattern(spec: &str, origin: &Origin) -> String {
     if let Some(abs) = spec.strip_prefix("//") {
-        return format!("/{abs}");
+        return format!("/{}", abs.trim_start_matches('/'));
     }
     if let Some(rest) = spec.strip_prefix("~/") {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
         return home.join(rest).display().to_string();
     }
-    // `./x` is anchored where the rule comes from (the workspace root for
-    // session and project rules); a bare name matches at any depth.
-    let anchored = spec.starts_with("./");
-    let rel = spec.trim_start_matches("./").trim_start_matches('/');
-    if !rel.contains('/') && !anchored {
-        return base.join("**").join(rel).display().to_string();
+    if let Some(rest) = spec.strip_prefix('/') {
+        return origin.root.join(rest).display().to_string();
     }
-    base.join(rel).display().to_string()
+    let mut rel = spec;
+    while let Some(rest) = rel.strip_prefix("./") {
+        rel = rest;
+    }
+    if !rel.trim_end_matches('/').contains('/') {
+        return origin.cwd.join("**").join(rel).display().to_string();
+    }
+    origin.cwd.join(rel).display().to_string()
 }
 
 /// What a call is, as far as rules are concerned.
@@ -648,20 +668,28 @@ impl RuleSet {
         }
     }
 
-    /// Adds the `permissions` of a settings file, if it exists.
-    pub fn add_settings_file(&mut self, path: &Path, base: &Path) {
-        self.add_settings_file_from(path, base, false);
+    /// Adds the `permissions` of a user's settings file, if it exists:
+    /// its `/path` rules start at the file's directory, its relative ones
+    /// at the session's workspace `cwd`.
+    pub fn add_settings_file(&mut self, path: &Path, cwd: &Path) {
+        let root = path.parent().unwrap_or(cwd).to_owned();
+        self.add_settings_file_from(
+            path,
+            Origin { source: path.display().to_string(), root, cwd: cwd.to_owned() },
+            false,
+        );
     }
 
     /// Adds the `permissions` of a workspace's own settings file: its allow
     /// rules for MCP tools (`mcp__…`, the resource tools) are ignored, with
     /// a note in `errors` — a repository must not pre-approve what the
     /// user's MCP servers do, outside any sandbox.
-    pub fn add_project_settings_file(&mut self, path: &Path, base: &Path) {
-        self.add_settings_file_from(path, base, true);
+    /// Its paths start at the workspace `cwd`.
+    pub fn add_project_settings_file(&mut self, path: &Path, cwd: &Path) {
+        self.add_settings_file_from(path, Origin::session(path.display().to_string(), cwd), true);
     }
 
-    fn add_settings_file_from(&mut self, path: &Path, base: &Path, project: bool) {
+    fn add_settings_file_from(&mut self, path: &Path, origin: Origin, project: bool) {
         let text = match crate::fs::read_settings(path) {
             Ok(text) => text,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => return,
@@ -671,7 +699,6 @@ impl RuleSet {
                 return;
             }
         };
-        let origin = Origin { source: path.display().to_string(), base: base.to_owned() };
         let value: serde_json::Value = match serde_json::from_str(&text) {
             Ok(v) => v,
             Err(e) => {
@@ -793,6 +820,27 @@ impl RuleSet {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The first `Read` deny rule that can match a path inside `dir` (or
+    /// `dir` itself): its pattern's literal part before any wildcard lies
+    /// inside `dir`, or `dir` inside it. `Read(~/.aws/**)` cannot reach a
+    /// repository in `/srv/ws`; `Read(**/.env)` reaches every directory.
+    pub fn read_deny_reaching(&self, dir: &Path) -> Option<&Rule> {
+        self.rules.iter().find(|r| {
+            r.kind == RuleKind::Deny
+                && r.tool == "Read"
+                && match &r.spec {
+                    Spec::Path(glob) => {
+                        let literal: PathBuf = Path::new(glob.glob().glob())
+                            .components()
+                            .take_while(|c| !c.as_os_str().to_string_lossy().contains(['*', '?', '[', '{', '\\']))
+                            .collect();
+                        literal.starts_with(dir) || dir.starts_with(&literal)
+                    }
+                    _ => true,
+                }
+        })
     }
 
     /// Whether some `Read` deny rule is a pattern (not one path).

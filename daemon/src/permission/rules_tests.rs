@@ -3,7 +3,7 @@
 use super::*;
 
 fn origin() -> Origin {
-    Origin { source: "session".into(), base: PathBuf::from("/ws") }
+    Origin::session("session", Path::new("/ws"))
 }
 
 fn set(allow: &[&str], deny: &[&str], ask: &[&str]) -> RuleSet {
@@ -25,6 +25,23 @@ fn bash_exact_and_prefix_rules() {
     assert_eq!(bash(&s, "npm run test -- --watch"), Some(RuleKind::Allow));
     assert_eq!(bash(&s, "npm run testing"), None, "a prefix ends at a word");
     assert_eq!(bash(&s, "git status && git status -s"), Some(RuleKind::Allow), "every part matches");
+}
+
+/// An argument `name=value` after the program is an argument: it neither
+/// defeats an allow rule nor hides from a deny rule. Before the program it
+/// is an assignment, which an allow rule with a wildcard does not cover
+/// when it changes what runs.
+#[test]
+fn name_value_arguments_are_arguments() {
+    let s = set(&["Bash(pip download:*)", "Bash(make:*)"], &["Bash(pip install six==1.16.0)"], &[]);
+    assert_eq!(bash(&s, "pip download six==1.16.0"), Some(RuleKind::Allow));
+    assert_eq!(bash(&s, "pip download 'six==1.16.0'"), Some(RuleKind::Allow));
+    assert_eq!(bash(&s, "pip install six==1.16.0"), Some(RuleKind::Deny));
+    assert_eq!(bash(&s, "LD_PRELOAD=./x.so pip download six"), None);
+    assert_ne!(bash(&s, "pip download x=$(id)"), Some(RuleKind::Allow));
+    assert!(crate::shell::is_read_only(&crate::shell::parse("echo six==1.16.0").unwrap()));
+    assert!(!crate::shell::is_read_only(&crate::shell::parse("PAGER=./x git log").unwrap()));
+    assert!(!crate::shell::is_read_only(&crate::shell::parse("export PAGER=./x; git log").unwrap()));
 }
 
 #[test]
@@ -74,6 +91,69 @@ fn path_rules_are_globs_relative_to_their_origin() {
     assert_eq!(edit("Write", "/ws/docs/a.md"), Some(RuleKind::Allow), "Edit rules cover Write");
     assert_eq!(edit("Edit", "/ws/docs/sub/a.md"), None, "`*` does not cross directories");
     assert_eq!(edit("Grep", "/ws/src/x"), Some(RuleKind::Allow), "Read rules cover Grep");
+}
+
+/// Claude Code's anchors, from each kind of origin: `//abs`, `~/home`,
+/// `/root-of-the-origin`, and `path` / `./path` under the session's
+/// workspace whatever file the rule is in (a user's `Read(./secrets/**)`
+/// protects the workspace's `secrets/`, not `~/secrets/`).
+#[test]
+fn path_rules_are_anchored_as_claude_code_anchors_them() {
+    let home = std::env::var("HOME").unwrap();
+    let ws = Path::new("/srv/ws");
+    let user = Origin {
+        source: format!("{home}/.claude/settings.json"),
+        root: format!("{home}/.claude").into(),
+        cwd: ws.into(),
+    };
+    let origins =
+        [("session", Origin::session("session", ws), "/srv/ws"), ("user file", user, &*format!("{home}/.claude"))];
+    for (what, origin, root) in origins {
+        for (rule, path, matches) in [
+            ("Read(./secrets/**)", "/srv/ws/secrets/k".to_owned(), true),
+            ("Read(./secrets/**)", format!("{home}/secrets/k"), false),
+            ("Read(secrets/**)", "/srv/ws/secrets/k".to_owned(), true),
+            ("Read(secrets/**)", "/srv/ws/a/secrets/k".to_owned(), false),
+            ("Read(.env)", "/srv/ws/.env".to_owned(), true),
+            ("Read(.env)", "/srv/ws/pkg/.env".to_owned(), true),
+            ("Read(./.env)", "/srv/ws/pkg/.env".to_owned(), true),
+            ("Read(.env)", format!("{home}/.env"), false),
+            ("Read(*.pem)", "/srv/ws/a/b/k.pem".to_owned(), true),
+            ("Read(//etc/shadow)", "/etc/shadow".to_owned(), true),
+            ("Read(//etc/shadow)", "/srv/ws/etc/shadow".to_owned(), false),
+            ("Read(~/.aws/**)", format!("{home}/.aws/credentials"), true),
+            ("Read(~/.aws/**)", "/srv/ws/.aws/credentials".to_owned(), false),
+            ("Read(/notes/*.md)", format!("{root}/notes/a.md"), true),
+            ("Read(/x)", format!("{root}/x"), true),
+            ("Read(/x)", format!("{root}/sub/x"), false),
+        ] {
+            let mut s = RuleSet::default();
+            s.add(&origin, &[], &[rule.to_owned()], &[]);
+            assert!(s.errors.is_empty(), "{:?}", s.errors);
+            let hit = s.read_denied(Path::new(&path)).is_some();
+            assert_eq!(hit, matches, "{rule} from the {what} on {path}");
+        }
+    }
+}
+
+#[test]
+fn a_read_deny_rule_reaches_a_directory_only_when_it_can_name_a_file_in_it() {
+    let reach = |rule: &str, dir: &str| {
+        let mut s = RuleSet::default();
+        s.add(&origin(), &[], &[rule.to_owned()], &[]);
+        s.read_deny_reaching(Path::new(dir)).is_some()
+    };
+    assert!(reach("Read(.env)", "/ws"), "any depth under the workspace");
+    assert!(reach("Read(.env)", "/ws/sub/repo"));
+    assert!(!reach("Read(.env)", "/elsewhere/repo"));
+    assert!(reach("Read(//etc/shadow)", "/"), "a repository holding /etc");
+    assert!(!reach("Read(//etc/shadow)", "/ws"));
+    assert!(!reach("Read(//etc/**)", "/etcetera"), "components, not string prefixes");
+    assert!(reach("Read(//**/id_rsa)", "/ws"), "a wildcard at the top reaches everything");
+    assert!(reach("Read(//srv/*/secret)", "/srv/app"));
+    assert!(!reach("Read(//srv/*/secret)", "/opt/app"));
+    assert!(reach("Read", "/ws"), "the whole tool");
+    assert!(!reach("Edit(.env)", "/ws"), "only Read rules");
 }
 
 #[test]

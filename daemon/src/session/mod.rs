@@ -358,8 +358,8 @@ impl SessionManager {
         let base = parent.info.cwd.clone();
         use crate::permission::rules::Origin;
         let granted = parent.executor.granted_rules();
-        rules.add(&Origin { source: "granted to the parent".into(), base: base.clone() }, &granted, &[], &[]);
-        rules.add(&Origin { source: "child session".into(), base }, &[], &asked.deny, &asked.ask);
+        rules.add(&Origin::session("granted to the parent", &base), &granted, &[], &[]);
+        rules.add(&Origin::session("child session", &base), &[], &asked.deny, &asked.ask);
         prepared.info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
         prepared.rules = rules;
         // The parent's hooks, as it has them (not read again).

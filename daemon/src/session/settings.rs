@@ -14,8 +14,6 @@ use agentd_protocol::session::SessionInfo;
 /// A settings file that applies to a workspace.
 pub(super) struct SettingsFile {
     pub path: PathBuf,
-    /// The directory its relative rules start from.
-    pub base: PathBuf,
     /// The workspace's own, not the user's.
     pub project: bool,
 }
@@ -27,14 +25,14 @@ pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules:
     use crate::permission::rules::{Origin, RuleSet};
     let mut rules = RuleSet::default();
     let p = &info.permissions;
-    rules.add(&Origin { source: "session".into(), base: info.cwd.clone() }, &p.allow, &p.deny, &p.ask);
+    rules.add(&Origin::session("session", &info.cwd), &p.allow, &p.deny, &p.ask);
     // The workspace's own are its own even when the workspace is the home
     // directory and so holds the user's file too.
     for file in settings_files(&info.cwd) {
         if file.project {
-            rules.add_project_settings_file(&file.path, &file.base);
+            rules.add_project_settings_file(&file.path, &info.cwd);
         } else {
-            rules.add_settings_file(&file.path, &file.base);
+            rules.add_settings_file(&file.path, &info.cwd);
         }
     }
     info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
@@ -139,7 +137,7 @@ pub(super) fn user_trusts_project_hooks(cwd: &Path) -> bool {
 /// The settings files that apply to a workspace: the workspace's, then the
 /// user's.
 fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
-    let project = |rel: &str| SettingsFile { path: cwd.join(rel), base: cwd.to_owned(), project: true };
+    let project = |rel: &str| SettingsFile { path: cwd.join(rel), project: true };
     let mut files = vec![
         project(".agentd/settings.json"),
         project(".claude/settings.json"),
@@ -147,7 +145,7 @@ fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
     ];
     if let Some((file, home)) = user_settings_file() {
         let import = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
-        files.push(SettingsFile { path: file, base: home.clone(), project: false });
+        files.push(SettingsFile { path: file, project: false });
         let claude = home.join(".claude/settings.json");
         // The user's own Claude Code settings. In a session on the home
         // directory they are also the workspace's file: imported, they are
@@ -155,7 +153,7 @@ fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
         match files.iter_mut().find(|f| f.path == claude) {
             Some(file) if import => file.project = false,
             Some(_) => {}
-            None if import => files.push(SettingsFile { path: claude, base: home, project: false }),
+            None if import => files.push(SettingsFile { path: claude, project: false }),
             None => {}
         }
     }

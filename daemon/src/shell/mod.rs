@@ -552,15 +552,26 @@ pub fn unquote(word: &str) -> String {
 
 fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
     let mut cmd = SimpleCommand::named(None);
-    let items = simple.prefix.iter().flat_map(|p| p.0.iter()).chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
     if let Some(word) = &simple.word_or_name {
         cmd.has_substitution |= substitutes(&word.value);
         cmd.program = literal(&word.value);
         cmd.has_program_word = true;
     }
-    for item in items {
+    // After the program, `name=value` is an argument (`pip install
+    // six==1.16.0`, `make CC=gcc`), not an assignment — but for the
+    // declaration builtins, whose arguments do assign (`export PAGER=x`).
+    const DECLARES: &[&str] = &["export", "declare", "typeset", "local", "readonly"];
+    let declares = cmd.program.as_deref().is_some_and(|p| DECLARES.contains(&p));
+    let prefix = simple.prefix.iter().flat_map(|p| p.0.iter()).map(|item| (item, true));
+    let suffix = simple.suffix.iter().flat_map(|s| s.0.iter()).map(|item| (item, false));
+    for (item, before_program) in prefix.chain(suffix) {
         match item {
             ast::CommandPrefixOrSuffixItem::Word(w) => {
+                cmd.has_substitution |= substitutes(&w.value);
+                cmd.has_expansion |= expands(&w.value);
+                cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
+            }
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) if !before_program && !declares => {
                 cmd.has_substitution |= substitutes(&w.value);
                 cmd.has_expansion |= expands(&w.value);
                 cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
@@ -820,6 +831,26 @@ mod tests {
         assert!(parse("ls *.rs").unwrap().commands[0].has_expansion);
         assert!(!parse("grep 'a*b' \"x?\" file").unwrap().commands[0].has_expansion);
         assert!(parse("LD_PRELOAD=./x.so cat f").unwrap().commands[0].has_assignment);
+        assert!(parse("echo 'unterminated").is_err());
+    }
+
+    #[test]
+    fn a_name_value_argument_is_an_argument_not_an_assignment() {
+        let c = &parse("pip download six==1.16.0").unwrap().commands[0];
+        assert!(!c.has_assignment && c.assigns.is_empty(), "{c:?}");
+        assert_eq!(c.args, ["download", "six==1.16.0"]);
+        let c = &parse("make CC=gcc 'CFLAGS=-O2 -g' all").unwrap().commands[0];
+        assert_eq!(c.args, ["CC=gcc", "CFLAGS=-O2 -g", "all"]);
+        assert!(!c.has_assignment);
+        assert!(parse("echo x=$(id)").unwrap().commands[0].has_substitution);
+        assert!(parse("echo x=*").unwrap().commands[0].has_expansion);
+        // Before the program, and as the declaration builtins' arguments,
+        // `name=value` does assign.
+        let c = &parse("PAGER=x git log").unwrap().commands[0];
+        assert_eq!((c.has_assignment, c.assigns.clone()), (true, vec!["PAGER".to_owned()]));
+        for command in ["export PAGER=x", "declare -x GIT_DIR=/x", "local PATH=.", "readonly IFS=x", "typeset A=1"] {
+            assert!(parse(command).unwrap().commands[0].has_assignment, "{command}");
+        }
         assert!(parse("echo 'unterminated").is_err());
     }
 

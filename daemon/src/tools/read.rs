@@ -691,7 +691,7 @@ mod tests {
         let mut ctx = ToolContext::for_test(std::sync::Arc::new(crate::tool::context::NoTools));
         ctx.cwd = std::sync::Arc::new(root.clone());
         let mut rules = crate::permission::rules::RuleSet::default();
-        let origin = crate::permission::rules::Origin { source: "session".into(), base: root.clone() };
+        let origin = crate::permission::rules::Origin::session("session", &root);
         rules.add(&origin, &[], &[], &["Read(kept)".to_owned()]);
         ctx.rules = std::sync::Arc::new(rules);
         let path = fs::resolve(&root, &root, "a").unwrap();

@@ -7,7 +7,7 @@ use crate::permission::rules::Origin;
 fn rules(allow: &[&str], deny: &[&str], ask: &[&str]) -> RuleSet {
     let mut set = RuleSet::default();
     let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let origin = Origin { source: "test".into(), base: std::env::temp_dir() };
+    let origin = Origin::session("test", &std::env::temp_dir());
     set.add(&origin, &strings(allow), &strings(deny), &strings(ask));
     set
 }

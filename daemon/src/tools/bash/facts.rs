@@ -112,18 +112,29 @@ fn git_runs_code(parsed: Option<&shell::Script>, here: &Path) -> Option<String> 
 /// judged here: the sandbox hides the files such rules name.
 fn read_denied(script: &shell::Script, ctx: &ToolContext, here: &Path) -> Option<String> {
     let rules = &ctx.rules;
-    let read_deny = rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read")?;
-    // Git prints files' contents from its own objects: only subcommands
-    // that never print contents run.
-    for e in shell::effective(script) {
+    rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read")?;
+    // Git prints files' contents from its own objects, where no path is
+    // opened: a subcommand that may print contents runs only when no rule
+    // can name a file of the repository it reads.
+    let effective = shell::effective(script);
+    let mut repository = None;
+    for e in &effective {
         if e.program.as_deref() == Some("git")
             && let Some(sub) = e.args.iter().find(|a| !a.starts_with('-'))
             && !GIT_NO_CONTENT.contains(&sub.as_str())
         {
-            return Some(format!(
-                "git {sub} prints files from the repository's history, which the rule {} ({}) cannot be checked against",
-                read_deny.text, read_deny.origin.source
-            ));
+            let dirs = repository.get_or_insert_with(|| git_history_dirs(script, &effective, ctx, here));
+            let rule = match dirs {
+                Some(dirs) => dirs.iter().find_map(|d| rules.read_deny_reaching(d)),
+                None => rules.rules.iter().find(|r| r.kind == RuleKind::Deny && r.tool == "Read"),
+            };
+            if let Some(rule) = rule {
+                return Some(format!(
+                    "git {sub} prints files from the repository's history, which the rule {} ({}) cannot be checked \
+                     against",
+                    rule.text, rule.origin.source
+                ));
+            }
         }
     }
     for word in script.commands.iter().flat_map(|c| c.args.iter().chain(&c.reads_files)) {
@@ -227,6 +238,49 @@ pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -
 }
 
 /// `value` as an absolute path, relative ones from `here`.
+/// The directories whose files the history git reads in this command can
+/// hold: the repository's work tree (and, for a linked worktree, the main
+/// one's), canonical. `None` when that cannot be known: git pointed
+/// elsewhere (`-C`, `--git-dir`, `--work-tree`, a `GIT_*` variable, a
+/// `cd`), or no repository found.
+fn git_history_dirs(
+    script: &shell::Script,
+    effective: &[shell::Effective],
+    ctx: &ToolContext,
+    here: &Path,
+) -> Option<Vec<PathBuf>> {
+    let elsewhere = |a: &String| {
+        a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree") || a.starts_with("--namespace")
+    };
+    let git_variable = |name: &String| name.starts_with("GIT_");
+    if shell::changes_directory(script)
+        || effective.iter().any(|e| {
+            e.assigns.iter().any(git_variable) || (e.program.as_deref() == Some("git") && e.args.iter().any(elsewhere))
+        })
+        || script.commands.iter().any(|c| c.assigns.iter().any(git_variable))
+        || ctx.info.env.keys().any(git_variable)
+    {
+        return None;
+    }
+    let here = std::fs::canonicalize(here).ok()?;
+    let top = here.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())?.to_path_buf();
+    let dot_git = top.join(".git");
+    if std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
+        return Some(vec![top]);
+    }
+    // A linked worktree or a submodule: `.git` names the git directory; a
+    // worktree's shares the main repository's objects (`commondir`).
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let git_dir = top.join(text.trim().strip_prefix("gitdir:")?.trim());
+    let git_dir = std::fs::canonicalize(git_dir).ok()?;
+    let mut dirs = vec![top, git_dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
+        let common = std::fs::canonicalize(git_dir.join(common.trim())).ok()?;
+        dirs.push(common.parent()?.to_path_buf());
+    }
+    Some(dirs)
+}
+
 fn absolute(here: &Path, value: &str) -> PathBuf {
     let raw = PathBuf::from(value);
     if raw.is_absolute() { raw } else { here.join(raw) }
@@ -243,7 +297,7 @@ mod tests {
     fn facts(input: serde_json::Value, deny: &[&str]) -> BashFacts {
         let mut ctx = ToolContext::for_test(Arc::new(NoTools));
         let mut rules = RuleSet::default();
-        let origin = Origin { source: "session".into(), base: ctx.cwd.to_path_buf() };
+        let origin = Origin::session("session", &ctx.cwd);
         rules.add(&origin, &[], &deny.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[]);
         ctx.rules = Arc::new(rules);
         let input: BashInput = serde_json::from_value(input).unwrap();
