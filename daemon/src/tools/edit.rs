@@ -337,39 +337,51 @@ fn replace(text: &str, old: &str, new: &str, all: bool) -> Result<(String, usize
     Ok((format!("{bom}{out}"), targets.len(), diff))
 }
 
-/// One unified-diff hunk for replacing `len` bytes at `pos` with `new`.
+/// One unified-diff hunk for replacing `len` bytes at `pos` with `new`:
+/// the lines the replacement touches, less those it leaves as they were
+/// (replacing `b\n` by `B\n` changes one line, not the one after it), with
+/// up to [`CONTEXT`] lines around.
 fn hunk(body: &str, pos: usize, len: usize, new: &str, shift: isize) -> String {
     let start = body[..pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let end = body[pos + len..].find('\n').map(|i| pos + len + i).unwrap_or(body.len());
     let old_region = &body[start..end];
     let new_region = format!("{}{}{}", &body[start..pos], new, &body[pos + len..end]);
-    let before: Vec<&str> = body[..start].trim_end_matches('\n').rsplit('\n').take(CONTEXT).collect();
-    let before: Vec<&str> = if start == 0 { Vec::new() } else { before.into_iter().rev().collect() };
-    let rest = if end >= body.len() { "" } else { &body[end + 1..] };
-    let rest = rest.strip_suffix('\n').unwrap_or(rest);
-    let after: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('\n').take(CONTEXT).collect() };
-    let first_line = body[..start].matches('\n').count() + 1 - before.len();
+    // A region that reaches the end of a file ending in a newline has no
+    // line after that newline.
+    let (old_region, new_region) = match (old_region.strip_suffix('\n'), new_region.strip_suffix('\n')) {
+        (Some(o), Some(n)) => (o, n.to_owned()),
+        _ => (old_region, new_region),
+    };
     let old_lines: Vec<&str> = old_region.split('\n').collect();
     let new_lines: Vec<&str> = new_region.split('\n').collect();
+    // Lines the replacement left as they were are context, not changes.
+    let same_head = old_lines.iter().zip(&new_lines).take_while(|(o, n)| o == n).count();
+    let most_tail = old_lines.len().min(new_lines.len()) - same_head;
+    let same_tail =
+        old_lines.iter().rev().zip(new_lines.iter().rev()).take(most_tail).take_while(|(o, n)| o == n).count();
+    let removed = &old_lines[same_head..old_lines.len() - same_tail];
+    let added = &new_lines[same_head..new_lines.len() - same_tail];
+    let above: Vec<&str> = if start == 0 { Vec::new() } else { body[..start - 1].split('\n').collect() };
+    let mut before: Vec<&str> = above.into_iter().chain(old_lines[..same_head].iter().copied()).collect();
+    let before = before.split_off(before.len().saturating_sub(CONTEXT));
+    let rest = if end >= body.len() { "" } else { &body[end + 1..] };
+    let rest = rest.strip_suffix('\n').unwrap_or(rest);
+    let below = if rest.is_empty() { Vec::new() } else { rest.split('\n').take(CONTEXT).collect() };
+    let after: Vec<&str> =
+        old_lines[old_lines.len() - same_tail..].iter().copied().chain(below).take(CONTEXT).collect();
+    let first_line = body[..start].matches('\n').count() + 1 + same_head - before.len();
     let mut h = format!(
         "@@ -{},{} +{},{} @@\n",
         first_line,
-        before.len() + old_lines.len() + after.len(),
+        before.len() + removed.len() + after.len(),
         (first_line as isize + shift).max(1),
-        before.len() + new_lines.len() + after.len()
+        before.len() + added.len() + after.len()
     );
     let trim = |l: &str| l.trim_end_matches('\r').to_owned();
-    for l in &before {
-        h.push_str(&format!(" {}\n", trim(l)));
-    }
-    for l in &old_lines {
-        h.push_str(&format!("-{}\n", trim(l)));
-    }
-    for l in &new_lines {
-        h.push_str(&format!("+{}\n", trim(l)));
-    }
-    for l in &after {
-        h.push_str(&format!(" {}\n", trim(l)));
+    for (mark, lines) in [(' ', &before[..]), ('-', removed), ('+', added), (' ', &after[..])] {
+        for l in lines {
+            h.push_str(&format!("{mark}{}\n", trim(l)));
+        }
     }
     h
 }
@@ -387,6 +399,21 @@ mod tests {
         let (out, n, diff) = edit("a\nb\nc\nd\n", &input("c", "C", false)).unwrap();
         assert_eq!((out.as_str(), n), ("a\nb\nC\nd\n", 1));
         assert!(diff.contains("@@ -1,4 +1,4 @@") && diff.contains("-c\n+C\n"), "{diff}");
+    }
+
+    /// Issue 49: replacing `b\n` by `B\n` changed one line, but the diff
+    /// said the line after it was removed and added too.
+    #[test]
+    fn the_diff_holds_only_the_lines_that_changed() {
+        let diff = |text: &str, old: &str, new: &str| edit(text, &input(old, new, false)).unwrap().2;
+        assert_eq!(diff("a\nb\nc\nd\n", "b\n", "B\n"), "@@ -1,4 +1,4 @@\n a\n-b\n+B\n c\n d\n");
+        assert_eq!(diff("a\nb\nc\nd\n", "b\nc", "b\nC"), "@@ -1,4 +1,4 @@\n a\n b\n-c\n+C\n d\n");
+        assert_eq!(diff("a\nb\n", "b\n", "B\n"), "@@ -1,2 +1,2 @@\n a\n-b\n+B\n");
+        assert_eq!(diff("a\nb\nc\n", "b\n", ""), "@@ -1,3 +1,2 @@\n a\n-b\n c\n");
+        assert_eq!(diff("a\nc\n", "a\n", "a\nb\n"), "@@ -1,2 +1,3 @@\n a\n+b\n c\n");
+        assert_eq!(diff("a\nb\nc", "b\n", "B"), "@@ -1,3 +1,2 @@\n a\n-b\n-c\n+Bc\n");
+        let long = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+        assert_eq!(diff(long, "5", "five"), "@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n");
     }
 
     #[test]
