@@ -310,6 +310,9 @@ async fn calls_as_models_send_them_are_taken() {
     assert!(taken >= 40, "{taken}");
     // They did what they say: the MultiEdit and the legacy item fields.
     assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "uno dos dos\n");
+    // `offset: 0` is the start, as Claude Code takes it (issue 49).
+    let r = call(&mut c, &id, "Read", json!({ "file_path": "a.txt", "offset": 0 })).await;
+    assert!(r["is_error"] != true && text(&r).contains("alpha"), "{r}");
 }
 
 #[tokio::test]

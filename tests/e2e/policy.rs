@@ -709,3 +709,40 @@ async fn git_history_is_refused_only_where_a_read_rule_reaches_the_repository() 
     let r = bash(&mut c, &id, "git show HEAD:a.txt").await;
     assert!(text(&r).contains("cannot be checked") && !text(&r).contains("history line"), "{r}");
 }
+
+/// Issue 49: a glob in a directory's name reads where its matches are
+/// (`cat /e*/hostname` is outside the workspace), and a version query of
+/// the workspace's own executable runs it: both ask in default mode. Globs
+/// inside the workspace and `name=value` arguments still run unasked.
+#[tokio::test]
+async fn globs_reaching_outside_and_workspace_executables_ask() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let marker = ws.join("ran.marker");
+    std::fs::write(ws.join("x"), format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::process::Command::new("chmod").args(["+x"]).arg(ws.join("x")).status().unwrap();
+    let mut c = d.raw().await;
+    let id = c.session(json!({ "cwd": ws })).await;
+    for command in [
+        "cat /e*/hostname",
+        "cat /etc/host?ame",
+        "cat \"/etc\"/host*",
+        "ls {/etc,src}",
+        "cat src/../../*",
+        "cat < /e*/hostname",
+        "ls ~/*",
+        "./x --version",
+        "./x -V",
+        "src/../x --help",
+    ] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(text(&r).contains("permission"), "{command} ran unasked: {r}");
+    }
+    assert!(!marker.exists(), "the workspace's executable ran");
+    for command in ["cat src/*.rs", "ls */", "cat {src,src}/a.rs", "echo six==1.16.0", "git --version"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(!text(&r).contains("permission"), "{command} asked: {r}");
+    }
+}

@@ -39,6 +39,11 @@ pub struct SimpleCommand {
     /// It has a program word at all (literal or computed): `X=1` alone has
     /// none, `X=1 $C` has one.
     pub has_program_word: bool,
+    /// For each argument or input redirection the shell expands as a glob
+    /// (`/e*/hostname`, `src/*.rs`), the directory its matches lie under
+    /// (`/`, `src/`, `` for the current one); `/` where braces or `..`
+    /// could take it anywhere.
+    pub glob_roots: Vec<String>,
 }
 
 impl SimpleCommand {
@@ -54,6 +59,7 @@ impl SimpleCommand {
             has_assignment: false,
             assigns: Vec::new(),
             reads_files: Vec::new(),
+            glob_roots: Vec::new(),
         }
     }
 }
@@ -498,6 +504,45 @@ fn expands(word: &str) -> bool {
     false
 }
 
+/// Where the matches of a word the shell expands as a glob lie: the
+/// directory part of the word before its first unquoted `*`, `?` or `[`
+/// (`/e*/x` → `/`, `"src"/*.rs` → `src/`); `/` when an unquoted brace holds
+/// a `/` or the word a `..` (`{/etc,x}/h`, `*/../../x`). `None` for a word
+/// that is no glob.
+fn glob_root(word: &str) -> Option<String> {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut first = None;
+    let mut brace_slash = false;
+    let mut in_brace = 0usize;
+    for (i, c) in word.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' if !single => escaped = true,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '*' | '?' | '[' if !single && !double => {
+                first.get_or_insert(i);
+            }
+            '{' if !single && !double => {
+                first.get_or_insert(i);
+                in_brace += 1;
+            }
+            '}' if !single && !double => in_brace = in_brace.saturating_sub(1),
+            '/' if in_brace > 0 => brace_slash = true,
+            _ => {}
+        }
+    }
+    let first = first?;
+    if brace_slash || word.contains("..") {
+        return Some("/".to_owned());
+    }
+    let head = unquote(&word[..first]);
+    Some(head.rfind('/').map(|i| head[..=i].to_owned()).unwrap_or_default())
+}
+
 /// A literal word's value, unquoted; `None` when it expands to something
 /// only the shell knows.
 fn literal(word: &str) -> Option<String> {
@@ -566,15 +611,9 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
     let suffix = simple.suffix.iter().flat_map(|s| s.0.iter()).map(|item| (item, false));
     for (item, before_program) in prefix.chain(suffix) {
         match item {
-            ast::CommandPrefixOrSuffixItem::Word(w) => {
-                cmd.has_substitution |= substitutes(&w.value);
-                cmd.has_expansion |= expands(&w.value);
-                cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
-            }
+            ast::CommandPrefixOrSuffixItem::Word(w) => argument(&mut cmd, &w.value),
             ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) if !before_program && !declares => {
-                cmd.has_substitution |= substitutes(&w.value);
-                cmd.has_expansion |= expands(&w.value);
-                cmd.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
+                argument(&mut cmd, &w.value)
             }
             ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 cmd.has_substitution |= substitutes(&w.value);
@@ -588,6 +627,14 @@ fn simple_command(simple: &ast::SimpleCommand) -> SimpleCommand {
         }
     }
     cmd
+}
+
+/// Adds one argument word to `cmd`.
+fn argument(cmd: &mut SimpleCommand, word: &str) {
+    cmd.has_substitution |= substitutes(word);
+    cmd.has_expansion |= expands(word);
+    cmd.glob_roots.extend(glob_root(word));
+    cmd.args.push(literal(word).unwrap_or_else(|| word.to_owned()));
 }
 
 /// Whether the script may change its working directory: a `cd`, `pushd`
@@ -664,6 +711,7 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
                     if output && literal(&w.value).as_deref() != Some("/dev/null") {
                         cmd.writes_files.push(target_text(&w.value));
                     } else if !output {
+                        cmd.glob_roots.extend(glob_root(&w.value));
                         cmd.reads_files.push(target_text(&w.value));
                     }
                 }
@@ -832,6 +880,17 @@ mod tests {
         assert!(!parse("grep 'a*b' \"x?\" file").unwrap().commands[0].has_expansion);
         assert!(parse("LD_PRELOAD=./x.so cat f").unwrap().commands[0].has_assignment);
         assert!(parse("echo 'unterminated").is_err());
+    }
+
+    #[test]
+    fn a_glob_reads_under_the_directory_it_spells() {
+        let roots = |command: &str| parse(command).unwrap().commands[0].glob_roots.clone();
+        assert_eq!(roots("cat /e*/hostname"), ["/"]);
+        assert_eq!(roots("cat \"/etc\"/host?ame src/*.rs *.md"), ["/etc/", "src/", ""]);
+        assert_eq!(roots("ls {/etc,src} {a,b}.txt"), ["/", ""]);
+        assert_eq!(roots("cat src/../../*"), ["/"]);
+        assert_eq!(roots("cat < /e*/x"), ["/"]);
+        assert!(roots("sed -n '/TODO*/p' f \"a*\" a\\*").is_empty(), "quoted: no glob");
     }
 
     #[test]

@@ -240,7 +240,13 @@ fn steers_the_shell(name: &str) -> bool {
 fn part_inspects(e: &Effective) -> bool {
     let Some(program) = e.program.as_deref() else { return false };
     let args: Vec<&str> = e.args.iter().map(String::as_str).collect();
-    if args.len() == 1 && matches!(args[0], "--version" | "-V" | "version" | "--help") && !MUTATES.contains(&program) {
+    // A version query of a program found by name; `./x --version` runs
+    // the workspace's own executable, which may do anything.
+    if args.len() == 1
+        && matches!(args[0], "--version" | "-V" | "version" | "--help")
+        && !MUTATES.contains(&program)
+        && !program.contains('/')
+    {
         return true;
     }
     if sets_steering(program, &args) {

@@ -30,8 +30,9 @@ pub struct QuestionOption {
     #[schemars(extend("x-required" = true))]
     pub description: String,
     /// Content shown while the choice is focused (a mockup, a snippet),
-    /// for a client that can show it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// for a client that can show it (`markdown` in Claude Code 2.1.45).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "markdown")]
+    #[schemars(extend("x-aliases" = ["markdown"]))]
     pub preview: Option<String>,
 }
 
@@ -167,5 +168,22 @@ impl Tool for AskUserQuestion {
 
     fn render_result(&self, out: &AskUserQuestionOutput) -> String {
         format!("{} answered", out.answers.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Claude Code 2.1.45 named an option's preview `markdown`.
+    #[test]
+    fn an_options_markdown_is_its_preview() {
+        let option: QuestionOption =
+            serde_json::from_value(serde_json::json!({"label": "A", "description": "d", "markdown": "```\nx\n```"}))
+                .unwrap();
+        assert_eq!(option.preview.as_deref(), Some("```\nx\n```"));
+        let schema =
+            crate::tool::input::model_schema(serde_json::to_value(schemars::schema_for!(QuestionOption)).unwrap());
+        assert!(schema["properties"].get("markdown").is_some(), "{schema}");
     }
 }

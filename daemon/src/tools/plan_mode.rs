@@ -145,6 +145,27 @@ pub struct ExitPlanModeInput {
     #[schemars(skip)]
     #[expect(dead_code, reason = "accepted from the model, ignored")]
     pub teammate_count: Option<serde_json::Value>,
+    /// Claude Code 2.1's: push the plan to a remote claude.ai session
+    /// (ignored: agentd has none).
+    #[serde(default, rename = "pushToRemote")]
+    #[schemars(with = "Option<bool>")]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub push_to_remote: Option<serde_json::Value>,
+    /// The remote session's id, when pushed (ignored).
+    #[serde(default, rename = "remoteSessionId")]
+    #[schemars(with = "Option<String>")]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub remote_session_id: Option<serde_json::Value>,
+    /// The remote session's URL, when pushed (ignored).
+    #[serde(default, rename = "remoteSessionUrl")]
+    #[schemars(with = "Option<String>")]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub remote_session_url: Option<serde_json::Value>,
+    /// The remote session's title, when pushed (ignored).
+    #[serde(default, rename = "remoteSessionTitle")]
+    #[schemars(with = "Option<String>")]
+    #[expect(dead_code, reason = "accepted from the model, ignored")]
+    pub remote_session_title: Option<serde_json::Value>,
 }
 
 /// What `allowedPrompts` held in Claude Code 2.0 (its schema, published as

@@ -33,8 +33,8 @@ pub struct Read;
 pub struct ReadInput {
     /// The file to read: absolute, or relative to the workspace.
     pub file_path: String,
-    /// First line to show, counting from 1 (default 1). Use it to read the
-    /// rest of a long file.
+    /// First line to show, counting from 1 (default 1; 0 is 1). Use it to
+    /// read the rest of a long file.
     #[serde(default, deserialize_with = "crate::tool::input::opt_usize")]
     pub offset: Option<usize>,
     /// How many lines to show (default 2000).
@@ -106,9 +106,6 @@ impl Tool for Read {
     fn validate_input(&self, input: &ReadInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         // Outside the workspace is a question for the permission check.
         ctx.validate_path(&input.file_path).map_err(|e| ValidationError::new(e.to_string()))?;
-        if input.offset == Some(0) {
-            return Err(ValidationError::new("offset counts from 1"));
-        }
         if input.limit == Some(0) {
             return Err(ValidationError::new("limit must be at least 1"));
         }
@@ -147,7 +144,8 @@ impl Tool for Read {
         _p: ProgressSink,
     ) -> Result<ToolOutput<ReadOutput>, ToolError> {
         let path = ctx.target_path(&input.file_path).map_err(|e| ToolError::new(e.to_string()))?;
-        let lines = Lines { offset: input.offset, limit: input.limit, large: input.allow_large };
+        // `offset: 0` is the start, as Claude Code takes it.
+        let lines = Lines { offset: input.offset.map(|o| o.max(1)), limit: input.limit, large: input.allow_large };
         let check = recheck(&ctx);
         // Opened here; a small file is read here too (tens of
         // microseconds), a large one on the blocking pool, so the

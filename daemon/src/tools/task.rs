@@ -73,7 +73,6 @@ pub struct TaskInput {
     /// The type of specialized agent to use for this task (default
     /// `general-purpose`)
     #[serde(default = "general_purpose_name")]
-    #[schemars(extend("x-required" = true))]
     pub subagent_type: String,
     /// The model for the agent: `sonnet`, `opus`, `haiku`, `fable`, or
     /// `inherit` (the parent's, the default). The client that runs the
@@ -365,6 +364,16 @@ impl TaskTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 49: the daemon defaults `subagent_type` (as Claude Code makes
+    /// it optional), so the published schema must not require it.
+    #[test]
+    fn subagent_type_is_optional_in_the_published_schema() {
+        let schema = crate::tool::input::model_schema(serde_json::to_value(schemars::schema_for!(TaskInput)).unwrap());
+        assert!(!schema["required"].to_string().contains("subagent_type"), "{schema}");
+        let input: TaskInput = serde_json::from_value(serde_json::json!({"description": "d", "prompt": "p"})).unwrap();
+        assert_eq!(input.subagent_type, "general-purpose");
+    }
 
     #[test]
     fn the_published_enums_are_the_values_taken() {

@@ -36,6 +36,7 @@ pub struct WebFetch(pub Arc<crate::web::Web>);
 
 /// Input of WebFetch.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WebFetchInput {
     /// The URL to fetch content from
     pub url: String,
@@ -560,6 +561,18 @@ impl Tool for WebFetch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 49: a field no version had is refused, and the published
+    /// schema says so.
+    #[test]
+    fn unknown_fields_are_refused() {
+        let input = serde_json::json!({"url": "https://example.com", "prompt": "p", "offset": 10});
+        assert!(serde_json::from_value::<WebFetchInput>(input).is_ok());
+        let err = serde_json::from_value::<WebFetchInput>(serde_json::json!({"url": "u", "prompt": "p", "max": 1}));
+        assert!(err.unwrap_err().to_string().contains("unknown field"));
+        let schema = serde_json::to_value(schemars::schema_for!(WebFetchInput)).unwrap();
+        assert_eq!(schema["additionalProperties"], false, "{schema}");
+    }
 
     #[test]
     fn bodies_become_text_or_a_clear_refusal() {

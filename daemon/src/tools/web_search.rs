@@ -20,6 +20,7 @@ pub struct WebSearch(pub std::sync::Arc<crate::web::Web>);
 
 /// Input of WebSearch.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WebSearchInput {
     /// The search query to use
     pub query: String,
@@ -164,6 +165,15 @@ impl Tool for WebSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 49: a field no version had is refused.
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = serde_json::from_value::<WebSearchInput>(serde_json::json!({"query": "q", "domains": ["x"]}));
+        assert!(err.unwrap_err().to_string().contains("unknown field"));
+        let schema = serde_json::to_value(schemars::schema_for!(WebSearchInput)).unwrap();
+        assert_eq!(schema["additionalProperties"], false, "{schema}");
+    }
 
     #[test]
     fn domains_match_hosts_and_subdomains() {

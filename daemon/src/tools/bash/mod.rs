@@ -666,7 +666,18 @@ fn paths_inside(script: &shell::Script, ctx: &ToolContext) -> bool {
         }
         let words = c.args.iter().chain(&c.reads_files);
         let ok = words.into_iter().all(|arg| word_inside(arg, &here, ctx));
-        if !ok {
+        // A glob reads where its matches are: `cat /e*/hostname` is outside
+        // however little of the path it spells.
+        let globs_inside = c.glob_roots.iter().all(|root| {
+            if root.starts_with('~') {
+                return false;
+            }
+            let dir = here.join(root);
+            crate::fs::real_path(&dir).is_some_and(|real| {
+                ctx.inside(&real) && !crate::fs::in_state_dir(&real) && !crate::fs::is_secret(&real)
+            })
+        });
+        if !ok || !globs_inside {
             return false;
         }
     }
