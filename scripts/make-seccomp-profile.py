@@ -164,13 +164,44 @@ PERSONAS = [0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF]
 # What agentd's Bash sandbox needs on top, found by running the image with
 # each call removed in turn (scripts/smoke-image.sh shows the level):
 # (names, why, argument filters or None).
+# The namespaces agentd-sandbox makes for each Bash call in one unshare,
+# after joining the call's user namespace (see below): without and with the
+# network namespace of the gated network.
+CALL_NAMESPACES = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+CALL_NAMESPACES_GATED = CALL_NAMESPACES | CLONE_NEWNET
+
+# What agentd's Bash sandbox needs on top, found by running the real helper
+# under this profile (the test `the_container_profile_lets_the_sandbox_stand`
+# in tests/e2e/seccomp.rs loads it as a filter around the real daemon and
+# fails on any call it refuses) and the image with each call removed in turn
+# (scripts/smoke-image.sh shows the level): (names, why, argument filters or
+# None). Several filters in one entry are ANDed; entries are ORed.
 AGENTD = [
     (
         ["unshare"],
-        "agentd-sandbox gives each Bash call its own user, PID, mount, IPC, UTS (and, for the network gate, "
-        "network) namespaces in one unshare; allowed only together with a new user namespace, inside which "
-        "the call has capabilities over nothing of the container's",
+        "agentd-sandbox makes each call's user namespace ahead of the call, in a process of its own, by an "
+        "unshare holding CLONE_NEWUSER; inside a new user namespace the caller has capabilities over nothing "
+        "of the container's",
         [{"index": 0, "value": CLONE_NEWUSER, "valueTwo": CLONE_NEWUSER, "op": "SCMP_CMP_MASKED_EQ"}],
+    ),
+    (
+        ["setns"],
+        "the call's helper joins that prepared user namespace; setns of a user namespace needs CAP_SYS_ADMIN "
+        "in it, which an unprivileged process holds only in one it (its user) made, so this reaches nothing the "
+        "unshare above does not; setns of any other namespace type stays refused",
+        [{"index": 1, "value": CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_EQ"}],
+    ),
+    (
+        ["unshare"],
+        "then, inside that user namespace, the call's PID, mount, IPC and UTS namespaces in one unshare "
+        "without CLONE_NEWUSER (the kernel allows it only to a process with CAP_SYS_ADMIN in its own user "
+        "namespace, i.e. only inside the call's, never in the container's); exactly that set, no other",
+        [{"index": 0, "value": NAMESPACE_FLAGS, "valueTwo": CALL_NAMESPACES, "op": "SCMP_CMP_MASKED_EQ"}],
+    ),
+    (
+        ["unshare"],
+        "the same set with the network namespace, for a call whose network goes through agentd's gate",
+        [{"index": 0, "value": NAMESPACE_FLAGS, "valueTwo": CALL_NAMESPACES_GATED, "op": "SCMP_CMP_MASKED_EQ"}],
     ),
     (
         ["unshare"],

@@ -59,6 +59,11 @@ cleanup() {
 trap cleanup EXIT
 
 failures=0
+# Each check's output. Set before any check: under `set -u` a check that
+# reports what an earlier one left (section 5 after a daemon that never came
+# up in section 1) must not abort the script before its summary (issue 49:
+# "out: unbound variable" hid which checks had failed).
+out=""
 ok() { echo "  ok: $*"; }
 failed() { echo "  FAILED: $*"; failures=$((failures + 1)); }
 section() { printf '\n== %s\n' "$*"; }
@@ -200,6 +205,7 @@ fi
 # ---------------------------------------------------------------------------
 section "5. full in a user namespace of its own (as Kubernetes' hostUsers: false runs a pod)"
 userns="$tag-userns"
+out=""
 pod_like "$userns" "$tag-userns-state"
 # Container root is host uid 200000, agentd (10001) host uid 210001: the
 # sandbox's user namespaces then nest in the container's.
@@ -247,7 +253,7 @@ started+=("$plain")
 if wait_socket "$plain"; then
   failed "agentd started with a masked /proc: $(podman exec "$plain" agentctl --json status | walls_of)"
 else
-  line=$(podman logs "$plain" 2>&1 | grep -- '--require-sandbox:' | head -n 1)
+  line=$(podman logs "$plain" 2>&1 | grep -- '--require-sandbox:' | head -n 1 || true)
   if grep -q "/proc cannot be mounted" <<<"$line"; then
     ok "agentd refused to start, naming the masked /proc"
     echo "$line" | indent

@@ -31,6 +31,7 @@ mod restart;
 mod sandbox;
 mod seams;
 mod search;
+mod seccomp;
 mod sessions;
 mod socket;
 mod systemd;

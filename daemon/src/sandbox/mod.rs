@@ -61,7 +61,8 @@ fn what_provides(wall: &str) -> &'static str {
         "syscalls" => "a container seccomp profile that allows seccomp(2) and the landlock_* calls",
         "namespaces" => {
             "unprivileged user namespaces (user.max_user_namespaces > 0; a container seccomp profile that allows \
-             unshare, mount and mount_setattr, as deploy/seccomp/agentd.json does), an unmasked /proc \
+             unshare (without CLONE_NEWUSER too), setns of a user namespace, mount and mount_setattr, as \
+             deploy/seccomp/agentd.json does), an unmasked /proc \
              (Kubernetes: procMount: Unmasked with hostUsers: false; podman: --security-opt unmask=/proc/*), \
              and no AppArmor profile that denies mount or user namespaces"
         }
