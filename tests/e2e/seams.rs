@@ -240,6 +240,46 @@ async fn credentials_are_hidden_in_every_profile_unless_allowed() {
     assert!(out.contains("KUBE-TOKEN") && !out.contains("AWS-SECRET"), "{out}");
 }
 
+/// Other agents' credentials (issue 49): Codex's `auth.json` and Gemini
+/// CLI's tokens, accounts and API key were readable by approved commands
+/// while Claude Code's `.credentials.json` was hidden. Each is hidden in
+/// every profile now, as `.credentials.json` is; the agents' other files
+/// (settings) stay readable.
+#[tokio::test]
+async fn other_agents_credentials_are_hidden() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let secrets = [
+        (".claude/.credentials.json", "CLAUDE-TOKEN"),
+        (".codex/auth.json", "CODEX-TOKEN"),
+        (".gemini/oauth_creds.json", "GEMINI-OAUTH"),
+        (".gemini/google_accounts.json", "GEMINI-ACCOUNT"),
+        (".gemini/.env", "GEMINI-API-KEY"),
+        (".gemini/mcp-oauth-tokens.json", "GEMINI-MCP-TOKEN"),
+        (".config/agentd/mcp-http-token", "AGENTD-BEARER"),
+    ];
+    for (rel, secret) in secrets {
+        std::fs::create_dir_all(h.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(h.join(rel), secret).unwrap();
+    }
+    std::fs::write(h.join(".gemini/settings.json"), "GEMINI-SETTINGS").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let d = StandaloneDaemon::start(&[], &[("HOME", h.to_str().unwrap())]);
+    let mut c = RawConn::connect(&d.socket).await;
+    let files: Vec<String> = secrets.iter().map(|(rel, _)| format!("{}/{rel}", h.display())).collect();
+    let read = format!("cat {} {}/.gemini/settings.json", files.join(" "), h.display());
+    for params in [json!({ "mode": "bypass" }), json!({ "mode": "bypass", "sandbox": { "mode": "read_only" } })] {
+        let id = session(&mut c, ws.path(), params.clone()).await;
+        let (_, out) = bash(&mut c, &id, &read).await;
+        for (rel, secret) in secrets {
+            assert!(!out.contains(secret), "{params}: ~/{rel} read: {out}");
+        }
+        if params["sandbox"]["mode"].is_null() {
+            assert!(out.contains("GEMINI-SETTINGS"), "the agent's settings stay readable: {out}");
+        }
+    }
+}
+
 /// Python that creates `path` (relative to the home directory) with
 /// `text`, making its parents: what the permission engine cannot read.
 fn plant(path: &str, text: &str) -> String {

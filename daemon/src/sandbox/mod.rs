@@ -368,6 +368,17 @@ pub const CREDENTIALS: &[&str] = &[
     ".boto",
     ".s3cfg",
     ".claude/.credentials.json",
+    // Other coding agents' logins (issue 49): Codex CLI's tokens or API
+    // key, Gemini CLI's OAuth tokens, its accounts, the API key in its
+    // `.env`, its MCP servers' OAuth tokens.
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".gemini/google_accounts.json",
+    ".gemini/.env",
+    ".gemini/mcp-oauth-tokens.json",
+    // agentctl mcp --http's bearer token (a client holding it drives
+    // agentd's tools).
+    ".config/agentd/mcp-http-token",
     ".pgpass",
     ".my.cnf",
     ".config/github-copilot",
