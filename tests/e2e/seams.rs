@@ -383,7 +383,12 @@ async fn fifos_planted_where_the_daemon_writes_hang_nothing() {
     let d = TestDaemon::start().await;
     let mut c = d.raw().await;
     let id = session(&mut c, d.dir.path(), json!({ "mode": "bypass" })).await;
-    let plant = "m=$(basename $TMPDIR); m=${m#tmp-}; mkfifo $TMPDIR/../bash-$m.report $TMPDIR/../bash-$m.log; \
+    // The call's temp directory (`t-` and the marker's first 12
+    // characters) is no longer beside its output: the output directory is
+    // found by the call's own log there.
+    let plant = "m=$(basename $TMPDIR); m=${m#t-}; l=$(find . -name \"bash-$m*.log\" | head -n 1); \
+                 M=$(basename \"$l\" .log); M=${M#bash-}; o=$(dirname \"$l\"); \
+                 mkfifo $o/bash-$M.report $o/bash-$M.log; \
                  head -c 100000 /dev/zero | tr '\\0' x";
     for _ in 0..3 {
         let reply = within(
@@ -746,4 +751,31 @@ fn a_protected_path_made_unreadable_refuses_the_next_call() {
     assert!(out.contains("again"), "{out}");
     let out = run("printf x > .git/hooks/pre-commit || echo refused");
     assert!(out.contains("refused") && !ws.join(".git/hooks/pre-commit").exists(), "{out}");
+}
+
+/// A command binds a Unix socket in its own temp directory (issue 49: the
+/// call's `TMPDIR` was ~130 bytes, over the 108 of a socket's address, so
+/// test suites that make one there failed).
+#[tokio::test]
+async fn a_command_binds_a_unix_socket_in_its_temp_directory() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let ws = tempfile::tempdir().unwrap();
+    let id = session(&mut c, ws.path(), json!({ "mode": "bypass" })).await;
+    let probe = "python3 -c 'import socket,os\nt=os.environ[\"TMPDIR\"]\ns=socket.socket(socket.AF_UNIX)\n\
+                 s.bind(t+\"/some.sock\"); s.listen(1)\nc=socket.socket(socket.AF_UNIX); c.connect(t+\"/some.sock\")\n\
+                 print(\"bound\", len(t))'";
+    let (ok, out) = bash(&mut c, &id, probe).await;
+    assert!(ok, "{out}");
+    let len: usize = out.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(usize::MAX);
+    assert!(len < 108 - "/some.sock".len(), "TMPDIR is {len} bytes: {out}");
+    // Another call's temp directory (here a decoy, as another daemon of
+    // the user's would leave one) is not there for this one.
+    let decoy = tempfile::Builder::new()
+        .prefix("t-decoy")
+        .tempdir_in(format!("/tmp/agentd-tmp-{}", nix::unistd::geteuid()))
+        .unwrap();
+    std::fs::write(decoy.path().join("secret"), "DECOY-SECRET").unwrap();
+    let (_, out) = bash(&mut c, &id, "touch made; b=$(dirname \"$TMPDIR\"); ls -a \"$b\"; cat \"$b\"/*/secret").await;
+    assert!(!out.contains("t-decoy") && !out.contains("DECOY-SECRET"), "another call's temp directory is seen: {out}");
 }

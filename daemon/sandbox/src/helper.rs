@@ -555,6 +555,11 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     if let Some(own) = spec.report.as_deref().and_then(Path::parent) {
         bind_writable(own).map_err(|e| format!("make {} writable: {e}", own.display()))?;
     }
+    // The temp directory may lie elsewhere (a short path under /tmp, for
+    // sockets): writable again there too.
+    if !spec.report.as_deref().and_then(Path::parent).is_some_and(|own| spec.tmp.starts_with(own)) {
+        bind_writable(&spec.tmp).map_err(|e| format!("make {} writable: {e}", spec.tmp.display()))?;
+    }
     for path in &spec.mask {
         let target = if path.is_dir() { None } else { Some("/dev/null") };
         let result = match target {
@@ -572,7 +577,11 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     let own = spec.report.as_deref().and_then(Path::parent);
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     for dir in &spec.hide {
-        match own.filter(|own| own.starts_with(dir)) {
+        // What stays of a hidden directory: the call's own output
+        // directory, or its own temp directory (in the calls' temp base).
+        let kept =
+            own.filter(|own| own.starts_with(dir)).or_else(|| Some(spec.tmp.as_path()).filter(|t| t.starts_with(dir)));
+        match kept {
             None => mount(Some("tmpfs"), dir, Some("tmpfs"), hidden | MsFlags::MS_RDONLY, Some("size=4k"))
                 .map_err(|e| format!("hide {}: {e}", dir.display()))?,
             // The call's own directory lies inside: hidden with the rest,

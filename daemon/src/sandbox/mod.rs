@@ -124,6 +124,10 @@ pub struct Facility {
     /// The daemon's state directory: read-only to a call whose workspace
     /// holds it (but its own temp directory).
     pub state_dir: Option<PathBuf>,
+    /// Where calls' temp directories (`TMPDIR`) are made: a short path
+    /// (see [`short_tmp_base`]), hidden from every call but its own; none:
+    /// in the call's output directory.
+    pub call_tmp: Option<PathBuf>,
     /// Helpers started ahead of their calls (with [`Facility::helper`]).
     pub warm: Option<std::sync::Arc<crate::process::WarmPool>>,
     /// The daemon's process ledger: where every command, helper and
@@ -170,6 +174,7 @@ impl Facility {
                 helper,
                 hide: Vec::new(),
                 state_dir: None,
+                call_tmp: None,
                 ledger: ledger.clone(),
                 placeholders: Default::default(),
             }
@@ -259,6 +264,7 @@ impl Facility {
             helper: Some(path),
             hide: Vec::new(),
             state_dir: None,
+            call_tmp: None,
             ledger,
             placeholders: Default::default(),
         }
@@ -284,6 +290,7 @@ impl Facility {
             status: SandboxStatus::default(),
             hide: Vec::new(),
             state_dir: None,
+            call_tmp: None,
             warm: None,
             ledger: crate::process::Ledger::in_memory(),
             placeholders: Default::default(),
@@ -330,6 +337,26 @@ fn default_helper() -> Option<PathBuf> {
     let dir = exe.parent()?;
     let own = exe.file_name()?.to_string_lossy().into_owned() + "-sandbox";
     [dir.join(own), dir.join(HELPER_NAME)].into_iter().find(|p| p.is_file())
+}
+
+/// The directory for calls' temp directories: `/tmp/agentd-tmp-UID`,
+/// made 0700 or, when it is there, taken only if it is a real directory
+/// (not a link) of this user's that nobody else may enter (another user
+/// could make it first, as for tmux's and ssh-agent's directories in
+/// `/tmp`); `None` otherwise. Short on purpose (issue 49): a Unix socket's
+/// path holds at most 107 bytes, and a test suite binds one in `$TMPDIR`;
+/// a call's directory inside the state directory was ~130 bytes long.
+pub fn short_tmp_base() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::geteuid().as_raw();
+    let base = PathBuf::from(format!("/tmp/agentd-tmp-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    let meta = std::fs::symlink_metadata(&base).ok()?;
+    (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0).then_some(base)
 }
 
 /// Where keys and tokens live in a home directory: hidden from every

@@ -189,6 +189,15 @@ impl Daemon {
                 }
             }
         }
+        // Calls' temp directories at a short path (a socket bound there
+        // fits the kernel's 108 bytes), hidden like the sessions' outputs:
+        // a call sees its own only.
+        if facility.helper.is_some()
+            && let Some(base) = crate::sandbox::short_tmp_base()
+        {
+            facility.hide.push(base.clone());
+            facility.call_tmp = Some(base);
+        }
         let sandbox = Arc::new(facility);
         let state = Arc::new(DaemonState {
             started: Instant::now(),

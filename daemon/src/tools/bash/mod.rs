@@ -273,7 +273,7 @@ impl Tool for Bash {
         let marker = uuid::Uuid::new_v4().simple().to_string();
         let _ = std::fs::create_dir_all(&*ctx.output_dir);
         let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
-        let tmp = private_tmp(&ctx.output_dir, &marker)?;
+        let tmp = private_tmp(ctx.sandbox().call_tmp.as_deref().unwrap_or(&ctx.output_dir), &marker)?;
         let cwd_file = tmp.join(".agentd-cwd");
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
         let profile = ctx.grant.sandbox_profile;
@@ -563,10 +563,13 @@ fn read_cwd_file(path: &Path) -> Option<PathBuf> {
 }
 
 /// A directory of the call's own for temporary files (`TMPDIR`), the only
-/// writable place outside the workspace in the sandbox.
-fn private_tmp(output_dir: &Path, marker: &str) -> Result<PathBuf, ToolError> {
+/// writable place outside the workspace in the sandbox, in `base` (the
+/// short `/tmp/agentd-tmp-UID` where there is one: `TMPDIR/x.sock` must fit
+/// a socket address, 107 bytes). Named by the first 12 characters of the
+/// call's marker (48 random bits: `create` fails rather than reuse one).
+fn private_tmp(base: &Path, marker: &str) -> Result<PathBuf, ToolError> {
     use std::os::unix::fs::DirBuilderExt;
-    let tmp = output_dir.join(format!("tmp-{marker}"));
+    let tmp = base.join(format!("t-{}", marker.get(..12).unwrap_or(marker)));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&tmp)
