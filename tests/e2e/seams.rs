@@ -753,6 +753,81 @@ fn a_protected_path_made_unreadable_refuses_the_next_call() {
     assert!(out.contains("refused") && !ws.join(".git/hooks/pre-commit").exists(), "{out}");
 }
 
+/// Package managers' caches in `workspace_write` (issue 49: `npm view`
+/// failed on a read-only `~/.npm` and nothing said why). A command writes
+/// the sandbox's own cache, bound over `~/.npm`, `~/.cargo/registry`, …
+/// (made when missing and the tool is on `PATH`); the user's own caches and
+/// tools' configuration are untouched; a write the wall refuses names the
+/// path in the result.
+#[tokio::test]
+async fn package_caches_are_writable_and_configuration_is_not() {
+    let home = tempfile::tempdir().unwrap();
+    let h = std::fs::canonicalize(home.path()).unwrap();
+    std::fs::create_dir_all(h.join(".cargo/registry")).unwrap();
+    std::fs::create_dir_all(h.join(".cargo/bin")).unwrap();
+    std::fs::write(h.join(".cargo/config.toml"), "ORIG").unwrap();
+    std::fs::write(h.join(".npmrc"), "ORIG").unwrap();
+    // An `npm` on the daemon's PATH: `~/.npm`, missing, is made.
+    let bin = tempfile::tempdir().unwrap();
+    let npm = bin.path().join("npm");
+    std::fs::write(&npm, "#!/bin/sh\nexec /usr/bin/npm \"$@\"\n").unwrap();
+    std::fs::set_permissions(&npm, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap());
+    let ws = tempfile::tempdir().unwrap();
+    // Under cargo (rustup) CARGO_HOME names the test user's own.
+    let cargo_home = h.join(".cargo");
+    let d = StandaloneDaemon::start(
+        &[],
+        &[("HOME", h.to_str().unwrap()), ("PATH", &path), ("CARGO_HOME", cargo_home.to_str().unwrap())],
+    );
+    let mut c = RawConn::connect(&d.socket).await;
+    let id = session(&mut c, ws.path(), json!({ "mode": "bypass" })).await;
+    let (ok, out) = bash(
+        &mut c,
+        &id,
+        "mkdir -p ~/.npm/_cacache/x && echo cached > ~/.npm/_cacache/x/entry && cat ~/.npm/_cacache/x/entry \
+         && echo crate > ~/.cargo/registry/c && echo written",
+    )
+    .await;
+    assert!(ok && out.contains("cached") && out.contains("written"), "{out}");
+    // The sandbox's own cache, not the user's.
+    assert!(!h.join(".npm/_cacache/x").exists(), "the user's ~/.npm was written");
+    assert!(!h.join(".cargo/registry/c").exists(), "the user's ~/.cargo/registry was written");
+    let state = d.dir.path().join("state/caches");
+    assert_eq!(std::fs::read_to_string(state.join("npm/_cacache/x/entry")).unwrap(), "cached\n");
+    // A later call finds what an earlier one cached.
+    let (ok, out) = bash(&mut c, &id, "cat ~/.npm/_cacache/x/entry").await;
+    assert!(ok && out.contains("cached"), "{out}");
+    // npm itself, which writes its cache (no network needed).
+    if std::path::Path::new("/usr/bin/npm").exists() {
+        let (ok, out) = bash(&mut c, &id, "npm cache verify && ls ~/.npm/_cacache").await;
+        assert!(ok && out.contains("Cache verified") && out.contains("_lastverified"), "{out}");
+    }
+    // What configures a tool or runs later stays read-only; the result
+    // names the path the wall refused.
+    for (file, what) in [(".cargo/config.toml", "cargo's configuration"), (".cargo/bin/cargo-x", "cargo's bin")] {
+        let (ok, out) = bash(&mut c, &id, &format!("echo pwn > ~/{file}")).await;
+        assert!(!ok, "{what} written: {out}");
+        assert!(out.contains(&format!("filesystem wall refused {}/{file}", h.display())), "{out}");
+    }
+    let (_, out) = bash(&mut c, &id, "echo pwn > ~/.npmrc; echo done").await;
+    assert!(out.contains("done"), "{out}");
+    assert_eq!(std::fs::read_to_string(h.join(".cargo/config.toml")).unwrap(), "ORIG");
+    assert_eq!(std::fs::read_to_string(h.join(".npmrc")).unwrap(), "ORIG");
+    assert!(!h.join(".cargo/bin/cargo-x").exists());
+    // The session's environment moves a cache within the home directory
+    // (the sandbox's cache is bound there instead); outside it, the tool
+    // writes where the wall decides, and the result names the place.
+    let env = json!({ "npm_config_cache": h.join("npm-cache"), "PIP_CACHE_DIR": "/var/tmp/pip-elsewhere" });
+    let id = session(&mut c, ws.path(), json!({ "mode": "bypass", "env": env })).await;
+    let (ok, out) = bash(&mut c, &id, "echo moved > \"$npm_config_cache/f\" && cat \"$npm_config_cache/f\"").await;
+    assert!(ok && out.contains("moved"), "{out}");
+    assert!(!h.join("npm-cache/f").exists(), "the user's directory was written");
+    assert_eq!(std::fs::read_to_string(state.join("npm/f")).unwrap(), "moved\n");
+    let (ok, out) = bash(&mut c, &id, "mkdir -p \"$PIP_CACHE_DIR\"").await;
+    assert!(!ok && out.contains("filesystem wall refused /var/tmp/pip-elsewhere"), "{out}");
+}
+
 /// A command binds a Unix socket in its own temp directory (issue 49: the
 /// call's `TMPDIR` was ~130 bytes, over the 108 of a socket's address, so
 /// test suites that make one there failed).

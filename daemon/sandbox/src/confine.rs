@@ -66,6 +66,13 @@ pub fn landlock(spec: &Spec) -> Result<(), String> {
         let access = if spec.profile == SandboxProfile::WorkspaceWrite { fs_all } else { read };
         grants.push((root.clone(), access));
     }
+    // The sandbox's own package caches, bound over the tools' places by
+    // then (helper::enter_namespaces): the rule holds the bound directory.
+    if spec.profile == SandboxProfile::WorkspaceWrite && spec.namespaces {
+        for (_, target) in &spec.caches {
+            grants.push((target.clone(), fs_all));
+        }
+    }
     for (path, access) in grants {
         let Ok(fd) = PathFd::new(&path) else { continue };
         let access = if is_dir(&path) { access } else { access & AccessFs::from_file(ABI_WANTED) };

@@ -547,6 +547,13 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
             bind_writable(root).map_err(|e| format!("make {} writable: {e}", root.display()))?;
         }
     }
+    if spec.profile == SandboxProfile::WorkspaceWrite {
+        // The sandbox's own package caches over the tools' places; protected
+        // paths (bound next) stay read-only even beneath one.
+        for (source, target) in &spec.caches {
+            bind_cache(source, target).map_err(|e| format!("bind a package cache at {}: {e}", target.display()))?;
+        }
+    }
     for path in &spec.protect {
         bind_read_only(path).map_err(|e| format!("protect {} read-only: {e}", path.display()))?;
     }
@@ -641,6 +648,13 @@ fn set_read_only(path: &Path, read_only: bool) -> Result<(), Errno> {
         )
     };
     if rc == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
+/// Binds `source` over `target` and makes that writable.
+fn bind_cache(source: &Path, target: &Path) -> Result<(), Errno> {
+    use nix::mount::{MsFlags, mount};
+    mount(Some(source), target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)?;
+    set_read_only(target, false)
 }
 
 /// Binds `path` onto itself and makes that writable.

@@ -87,6 +87,14 @@ pub struct Spec {
     /// helper's stdin (see [`netns`]).
     #[serde(default)]
     pub gate: bool,
+    /// Package managers' caches in `workspace_write`: `(source, target)`,
+    /// the directory of agentd's state that holds the sandbox's own cache,
+    /// bound writable over the place the tool uses (`~/.npm`,
+    /// `~/.cargo/registry`, …) in the call's mount namespace. The user's
+    /// own caches are never written: what a command plants there reaches
+    /// only later confined commands, never the user's own `npm` or `cargo`.
+    #[serde(default)]
+    pub caches: Vec<(PathBuf, PathBuf)>,
 }
 
 /// What a helper started ahead of its call (`agentd-sandbox --warm`) is
@@ -185,6 +193,7 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         unix_wall: false,
         allow_unix: Vec::new(),
         gate: false,
+        caches: Vec::new(),
     };
     // The whole namespace set-up, as a workspace_write call does it, and
     // the call's own /proc, mounted by the first process of the new PID

@@ -531,25 +531,78 @@ pub fn extra_reads(home: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> V
     out
 }
 
+/// What in a command's output says a call was refused.
+const REFUSALS: &[&str] = &[
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Network is unreachable",
+    "EROFS",
+    "EACCES",
+    "EPERM",
+];
+
 /// The note for the model when a confined command failed in a way the
-/// sandbox may have caused.
-pub fn blocked_note(profile: SandboxProfile, output: &str) -> Option<String> {
-    let signs = ["Read-only file system", "Permission denied", "Operation not permitted", "Network is unreachable"];
-    if profile == SandboxProfile::Off || !signs.iter().any(|s| output.contains(s)) {
+/// sandbox may have caused. `writable` is where the call may write (its
+/// roots in `workspace_write`, its temp directory, the package caches):
+/// a path the output names outside them, beside a refusal, is the one the
+/// wall stopped, and the note names it (issue 49: a failure the wall
+/// caused said nothing of the wall).
+pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf]) -> Option<String> {
+    if profile == SandboxProfile::Off || !REFUSALS.iter().any(|s| output.contains(s)) {
         return None;
     }
+    let named = refused_path(output, writable).map(|p| format!("the sandbox's filesystem wall refused {p}: "));
+    let named = named.unwrap_or_else(|| "this may have been blocked by ".to_owned());
     Some(match profile {
-        SandboxProfile::ReadOnly => "[this may have been blocked by the read-only sandbox (no writes outside a \
-            private temp directory, no network, no sockets, reads limited to the workspace and system \
-            directories); ask to run it with write access by running it again with \
-            dangerouslyDisableSandbox: true, which asks the user]"
-            .to_owned(),
-        _ => "[this may have been blocked by the workspace sandbox (writes only inside the workspace, not to \
-            .git/hooks, .git/config, .agentd, .claude, .mcp.json, .vscode, .idea or .gitmodules, whether or not \
-            they exist; no Unix socket outside this command; credentials hidden; network as the session \
-            allows); if it needs more, run it again with dangerouslyDisableSandbox: true, which asks the user]"
-            .to_owned(),
+        SandboxProfile::ReadOnly => format!(
+            "[{named}the read-only sandbox (no writes outside a private temp directory, no network, no sockets, \
+             reads limited to the workspace and system directories); ask to run it with write access by running \
+             it again with dangerouslyDisableSandbox: true, which asks the user]"
+        ),
+        _ => format!(
+            "[{named}the workspace sandbox (writes only inside the workspace, $TMPDIR and package managers' \
+             caches, not to .git/hooks, .git/config, .agentd, .claude, .mcp.json, .vscode, .idea or .gitmodules, \
+             whether or not they exist, nor to tools' configuration in the home directory; no Unix socket \
+             outside this command; credentials hidden; network as the session allows); if it needs more, run \
+             it again with dangerouslyDisableSandbox: true, which asks the user]"
+        ),
     })
+}
+
+/// The path the wall refused, as the output spells it: on a line that
+/// says a refusal, the last absolute path outside `writable` before it
+/// (`bash: line 1: /home/u/.x: Read-only file system`, past the program's
+/// own name), else the first after it (Python's `Permission denied:
+/// '/usr/lib/…'`); else, where a tool says the refusal apart from its path
+/// (npm's `code EROFS`, then `path /home/u/.npm`), the first such path of
+/// the output that is not a program's.
+fn refused_path(output: &str, writable: &[PathBuf]) -> Option<String> {
+    let paths = |text: &str| -> Vec<String> {
+        // ASCII quotes and GNU's typographic ones (`mkdir: cannot create
+        // directory ‘/x’`).
+        let separators = |c: char| c.is_whitespace() || "'\"`,:;()[]{}<>‘’“”".contains(c);
+        text.split(separators)
+            .map(|w| w.trim_end_matches(['.', '!', '?']))
+            .filter(|w| w.starts_with('/') && w.len() > 1)
+            .filter(|w| {
+                let path = Path::new(w);
+                !["/dev", "/proc", "/sys"].iter().any(|d| path.starts_with(d))
+                    && !writable.iter().any(|place| path.starts_with(place))
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    for line in output.lines() {
+        if let Some(at) = REFUSALS.iter().filter_map(|s| line.find(s)).min() {
+            let (before, after) = line.split_at(at);
+            if let Some(path) = paths(before).pop().or_else(|| paths(after).into_iter().next()) {
+                return Some(path);
+            }
+        }
+    }
+    let programs = ["/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/sbin"];
+    paths(output).into_iter().find(|p| !programs.iter().any(|d| Path::new(p).parent() == Some(Path::new(d))))
 }
 
 #[cfg(test)]
@@ -572,8 +625,30 @@ mod tests {
 
     #[test]
     fn blocked_note_only_when_confined() {
-        assert!(blocked_note(SandboxProfile::Off, "Permission denied").is_none());
-        assert!(blocked_note(SandboxProfile::ReadOnly, "all good").is_none());
-        assert!(blocked_note(SandboxProfile::ReadOnly, "touch: x: Permission denied").is_some());
+        assert!(blocked_note(SandboxProfile::Off, "Permission denied", &[]).is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "all good", &[]).is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "touch: x: Permission denied", &[]).is_some());
+    }
+
+    #[test]
+    fn blocked_note_names_the_path_outside_the_writable_places() {
+        let writable = [PathBuf::from("/ws"), PathBuf::from("/tmp/agentd-tmp-1/t-1")];
+        let note = |out: &str| blocked_note(SandboxProfile::WorkspaceWrite, out, &writable).unwrap_or_default();
+        let cases = [
+            ("bash: /home/u/.cargo/config.toml: Read-only file system", Some("/home/u/.cargo/config.toml")),
+            ("/usr/bin/bash: line 2: /home/u/.x: Read-only file system", Some("/home/u/.x")),
+            ("PermissionError: [Errno 13] Permission denied: '/usr/lib/python3/x'", Some("/usr/lib/python3/x")),
+            ("npm error code EROFS\nnpm error syscall open\nnpm error path /home/u/.npmrc", Some("/home/u/.npmrc")),
+            ("touch: cannot touch '/ws/.git/hooks/x': Read-only file system", None),
+            ("cp /ws/a /dev/null: Permission denied", None),
+            ("mkdir: cannot create directory ‘/var/tmp/x’: Read-only file system", Some("/var/tmp/x")),
+        ];
+        for (out, path) in cases {
+            let n = note(out);
+            match path {
+                Some(p) => assert!(n.contains(&format!("filesystem wall refused {p}:")), "{out} -> {n}"),
+                None => assert!(n.starts_with("[this may have been blocked"), "{out} -> {n}"),
+            }
+        }
     }
 }

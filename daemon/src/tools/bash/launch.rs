@@ -135,6 +135,17 @@ pub(super) fn launch<'a>(
     let shared = gate.as_ref().map(|(g, _)| g.shared());
     let roots = sandbox_roots(ctx);
     let home = std::env::var_os("HOME").map(PathBuf::from);
+    let caches = if profile == SandboxProfile::WorkspaceWrite && ctx.sandbox().namespaces {
+        super::caches::package_caches(
+            ctx.sandbox().state_dir.as_deref(),
+            home.as_deref(),
+            &roots,
+            std::env::var_os("PATH").as_deref(),
+            &|var| super::caches::call_env(ctx, var),
+        )
+    } else {
+        Vec::new()
+    };
     let spec = crate::sandbox::Spec {
         profile,
         // Toolchains on the PATH the command gets: the session's, else the
@@ -204,6 +215,7 @@ pub(super) fn launch<'a>(
         foreground,
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
+        caches,
     };
     let mut spec = spec;
     if profile == SandboxProfile::WorkspaceWrite {

@@ -28,6 +28,7 @@ use crate::process::{self, Capture};
 use crate::shell;
 use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
+mod caches;
 mod facts;
 mod launch;
 use launch::{launch, network_of, object_staging, sandbox_roots, walls_missing};
@@ -469,7 +470,17 @@ impl Tool for Bash {
             _ => None,
         };
         let sandbox_note = match code {
-            Some(c) if c != 0 && note.is_none() => crate::sandbox::blocked_note(profile, &summary.text),
+            Some(c) if c != 0 && note.is_none() => {
+                // Where the call could write: a path named outside these
+                // is the one the wall refused.
+                let mut writable = if profile == SandboxProfile::WorkspaceWrite { roots.clone() } else { Vec::new() };
+                writable.push(tmp.clone());
+                if let (SandboxProfile::WorkspaceWrite, Some(home)) = (profile, std::env::var_os("HOME")) {
+                    let env = |var: &str| caches::call_env(&ctx, var);
+                    writable.extend(caches::cache_places(Path::new(&home), &env).into_iter().map(|(_, place)| place));
+                }
+                crate::sandbox::blocked_note(profile, &summary.text, &writable)
+            }
             _ => None,
         };
         let (kept_cwd, cwd_note, cwd_reset) = match new_cwd {
