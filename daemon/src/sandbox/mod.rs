@@ -570,39 +570,57 @@ pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf])
     })
 }
 
-/// The path the wall refused, as the output spells it: on a line that
-/// says a refusal, the last absolute path outside `writable` before it
-/// (`bash: line 1: /home/u/.x: Read-only file system`, past the program's
-/// own name), else the first after it (Python's `Permission denied:
-/// '/usr/lib/…'`); else, where a tool says the refusal apart from its path
-/// (npm's `code EROFS`, then `path /home/u/.npm`), the first such path of
-/// the output that is not a program's.
+/// The path the wall refused, as the output spells it. On a line that
+/// says a refusal: for a read-only file system (only the wall makes one
+/// here), the path nearest before it, relative or not
+/// (`bash: line 1: .git/hooks/x: Read-only file system`); for the others
+/// (which a file's own mode may cause too), the nearest absolute path
+/// outside `writable` before it, else the first after it (Python's
+/// `Permission denied: '/usr/lib/…'`). A line's first word is the
+/// program's name (`/usr/bin/bash: …`), never the path. Where a tool says
+/// the refusal apart from its path (npm's `code EROFS`, then
+/// `path /home/u/.npm`), the first absolute path of the output outside
+/// `writable`.
 fn refused_path(output: &str, writable: &[PathBuf]) -> Option<String> {
-    let paths = |text: &str| -> Vec<String> {
-        // ASCII quotes and GNU's typographic ones (`mkdir: cannot create
-        // directory ‘/x’`).
-        let separators = |c: char| c.is_whitespace() || "'\"`,:;()[]{}<>‘’“”".contains(c);
+    // ASCII quotes and GNU's typographic ones (`mkdir: cannot create
+    // directory ‘/x’`).
+    let separators = |c: char| c.is_whitespace() || "'\"`,:;()[]{}<>‘’“”".contains(c);
+    let words = |text: &str| -> Vec<String> {
         text.split(separators)
             .map(|w| w.trim_end_matches(['.', '!', '?']))
-            .filter(|w| w.starts_with('/') && w.len() > 1)
-            .filter(|w| {
-                let path = Path::new(w);
-                !["/dev", "/proc", "/sys"].iter().any(|d| path.starts_with(d))
-                    && !writable.iter().any(|place| path.starts_with(place))
-            })
+            .filter(|w| !w.is_empty())
             .map(str::to_owned)
             .collect()
     };
+    let special = |w: &str| ["/dev", "/proc", "/sys"].iter().any(|d| Path::new(w).starts_with(d));
+    let outside = |w: &str| {
+        w.starts_with('/') && w.len() > 1 && !special(w) && !writable.iter().any(|p| Path::new(w).starts_with(p))
+    };
+    let path_like = |w: &str| (w.starts_with('/') && w.len() > 1 && !special(w)) || w.contains('/');
+    let mut after_first = Vec::new();
     for line in output.lines() {
-        if let Some(at) = REFUSALS.iter().filter_map(|s| line.find(s)).min() {
-            let (before, after) = line.split_at(at);
-            if let Some(path) = paths(before).pop().or_else(|| paths(after).into_iter().next()) {
-                return Some(path);
-            }
+        let first = line.split(separators).find(|w| !w.is_empty()).unwrap_or_default();
+        let Some((at, sign)) = REFUSALS.iter().filter_map(|s| line.find(s).map(|at| (at, *s))).min() else {
+            after_first.extend(words(line).into_iter().skip(1));
+            continue;
+        };
+        let (before, after) = line.split_at(at);
+        let mut before = words(before);
+        if before.first().is_some_and(|w| w == first) {
+            before.remove(0);
         }
+        let read_only = sign == "Read-only file system" || sign == "EROFS";
+        let found = if read_only {
+            before.iter().rev().find(|w| path_like(w)).cloned()
+        } else {
+            before.iter().rev().find(|w| outside(w)).cloned()
+        };
+        if let Some(path) = found.or_else(|| words(after).into_iter().find(|w| outside(w))) {
+            return Some(path);
+        }
+        after_first.extend(before);
     }
-    let programs = ["/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/sbin"];
-    paths(output).into_iter().find(|p| !programs.iter().any(|d| Path::new(p).parent() == Some(Path::new(d))))
+    after_first.into_iter().find(|w| outside(w))
 }
 
 #[cfg(test)]
@@ -639,7 +657,9 @@ mod tests {
             ("/usr/bin/bash: line 2: /home/u/.x: Read-only file system", Some("/home/u/.x")),
             ("PermissionError: [Errno 13] Permission denied: '/usr/lib/python3/x'", Some("/usr/lib/python3/x")),
             ("npm error code EROFS\nnpm error syscall open\nnpm error path /home/u/.npmrc", Some("/home/u/.npmrc")),
-            ("touch: cannot touch '/ws/.git/hooks/x': Read-only file system", None),
+            ("touch: cannot touch '/ws/.git/hooks/x': Read-only file system", Some("/ws/.git/hooks/x")),
+            ("/usr/bin/bash: line 2: .git/hooks/pre-commit: Read-only file system", Some(".git/hooks/pre-commit")),
+            ("/usr/bin/bash: line 2: /ws/ok: Permission denied", None),
             ("cp /ws/a /dev/null: Permission denied", None),
             ("mkdir: cannot create directory ‘/var/tmp/x’: Read-only file system", Some("/var/tmp/x")),
         ];
