@@ -79,6 +79,14 @@ pub enum ClientError {
         /// Our uid.
         own: u32,
     },
+    /// The daemon ended the connection before answering: it stopped (a
+    /// clean stop answers running calls first, but a reply may not make it
+    /// out), crashed, or was killed.
+    #[error("interrupted: the daemon stopped (it closed the connection at {path} before answering)")]
+    Disconnected {
+        /// The socket.
+        path: PathBuf,
+    },
     /// The connection failed or the reply could not be understood.
     #[error("talking to agentd: {0}")]
     Transport(String),
@@ -94,16 +102,41 @@ impl ClientError {
     }
 }
 
-impl From<jsonrpsee::core::ClientError> for ClientError {
-    fn from(e: jsonrpsee::core::ClientError) -> Self {
+impl ClientError {
+    /// jsonrpsee's error for a call on the connection to `path`, in
+    /// agentd's words: a connection that ended is [`ClientError::Disconnected`]
+    /// (not "restart required"), and an error the daemon sent before
+    /// closing it (a request over its size limit) is that error.
+    fn from_rpc(e: jsonrpsee::core::ClientError, path: &Path) -> ClientError {
+        use jsonrpsee::core::ClientError as Rpc;
         match e {
-            jsonrpsee::core::ClientError::Call(obj) => ClientError::Rpc {
+            Rpc::Call(obj) => ClientError::Rpc {
                 code: obj.code(),
                 message: obj.message().to_owned(),
                 data: obj.data().and_then(|d| serde_json::from_str(d.get()).ok()),
             },
+            Rpc::RestartNeeded(why) => match &*why {
+                Rpc::Transport(source) => match source.downcast_ref::<transport::TransportError>() {
+                    Some(transport::TransportError::Refused { code, message, data }) => {
+                        ClientError::Rpc { code: *code, message: message.clone(), data: data.clone() }
+                    }
+                    Some(transport::TransportError::Closed | transport::TransportError::Io(_)) | None => {
+                        ClientError::Disconnected { path: path.to_owned() }
+                    }
+                    Some(other) => ClientError::Transport(other.to_string()),
+                },
+                // The reader went away with the connection.
+                Rpc::Custom(_) => ClientError::Disconnected { path: path.to_owned() },
+                other => ClientError::Transport(other.to_string()),
+            },
             other => ClientError::Transport(other.to_string()),
         }
+    }
+}
+
+impl From<jsonrpsee::core::ClientError> for ClientError {
+    fn from(e: jsonrpsee::core::ClientError) -> Self {
+        ClientError::from_rpc(e, Path::new("the socket"))
     }
 }
 
@@ -230,7 +263,7 @@ impl Client {
             jsonrpsee::core::ClientError::RequestTimeout => {
                 ClientError::Timeout { path: self.socket.clone(), timeout: self.timeout }
             }
-            other => other.into(),
+            other => ClientError::from_rpc(other, &self.socket),
         })
     }
 
@@ -316,7 +349,8 @@ impl Client {
                 transport::ByName(params),
                 agentd_protocol::methods::TURN_UNSTREAM,
             )
-            .await?;
+            .await
+            .map_err(|e| ClientError::from_rpc(e, &self.socket))?;
         Ok(sub)
     }
 

@@ -24,6 +24,20 @@ pub enum TransportError {
     /// The daemon closed the connection.
     #[error("the daemon closed the connection")]
     Closed,
+    /// The daemon answered with an error that names no request (`"id":
+    /// null`: it could not read the request, e.g. a line over its size
+    /// limit) and closes the connection. jsonrpsee cannot route such a
+    /// reply, so it ends the connection with this error, which keeps the
+    /// daemon's words.
+    #[error("{message}")]
+    Refused {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The daemon's message.
+        message: String,
+        /// Structured detail, if any.
+        data: Option<serde_json::Value>,
+    },
 }
 
 pub(crate) struct Sender(Box<dyn AsyncWrite + Send + Unpin>);
@@ -67,11 +81,41 @@ impl TransportReceiverT for Receiver {
         loop {
             match self.0.next().await {
                 Some(Ok(line)) if line.trim().is_empty() => continue,
-                Some(Ok(line)) => return Ok(ReceivedMessage::Text(line)),
+                Some(Ok(line)) => match unaddressed_error(&line) {
+                    Some(refused) => return Err(refused),
+                    None => return Ok(ReceivedMessage::Text(line)),
+                },
                 Some(Err(e)) => return Err(e.into()),
                 None => return Err(TransportError::Closed),
             }
         }
+    }
+}
+
+/// An error reply with `"id": null` as [`TransportError::Refused`], or
+/// `None` for any other line.
+fn unaddressed_error(line: &str) -> Option<TransportError> {
+    // Cheap test first: replies are many and large.
+    if !line.contains("\"error\"") || !line.contains("null") {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        id: Option<serde_json::Value>,
+        error: Option<Error>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: i32,
+        message: String,
+        data: Option<serde_json::Value>,
+    }
+    let reply: Reply = serde_json::from_str(line).ok()?;
+    match (reply.id, reply.error) {
+        (None | Some(serde_json::Value::Null), Some(e)) => {
+            Some(TransportError::Refused { code: e.code, message: e.message, data: e.data })
+        }
+        _ => None,
     }
 }
 

@@ -359,3 +359,70 @@ fn a_reader_that_leaves_early_ends_agentctl_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
 }
+
+/// Issue 49 #9: a request over the daemon's size limit is reported in the
+/// daemon's words and exits 1, not as jsonrpsee's "… is not a pending
+/// call; restart required".
+#[test]
+fn a_request_over_the_size_limit_is_refused_in_the_daemons_words() {
+    let d = StandaloneDaemon::start(&["--max-request-bytes", "2000"], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let big = format!("content={}", "x".repeat(3000));
+    let args = ["call", "Write", "--arg", "file_path=big.txt", "--arg", &big, "--cwd", work.path().to_str().unwrap()];
+    let (code, out, err) = agentctl(&d.socket, &args);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("exceeds the 2000-byte limit") && err.contains("request_too_large"), "{err}");
+    assert!(!err.contains("pending call") && !err.contains("restart required"), "{err}");
+    let mut json = vec!["--json"];
+    json.extend(args);
+    let (code, out, _) = agentctl(&d.socket, &json);
+    assert_eq!(code, 1);
+    let e: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((e["error"]["code"].as_i64(), e["error"]["kind"].as_str()), (Some(-32004), Some("request_too_large")));
+}
+
+/// Issue 49 #9: a daemon that stops mid-call (cleanly, or killed before it
+/// can answer) is "interrupted: the daemon stopped" and exit 3, from
+/// `call` and from `run`, never jsonrpsee's "restart required".
+#[test]
+fn a_daemon_stopped_mid_call_is_interrupted_and_exits_3() {
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        for command in ["call", "run"] {
+            let mut d = StandaloneDaemon::start(&[], &[]);
+            let work = tempfile::tempdir().unwrap();
+            let marker = agentd_tests::tag();
+            let sleep = format!("sleep 300 # {marker}");
+            let mut cmd = std::process::Command::new(agentd_tests::bin_path("agentctl"));
+            cmd.arg("--socket").arg(&d.socket).current_dir(work.path());
+            if command == "call" {
+                cmd.args(["call", "Bash", "--mode", "bypass", "--arg"]).arg(format!("command={sleep}"));
+            } else {
+                let turn = work.path().join("turn.json");
+                std::fs::write(&turn, serde_json::json!({"name": "Bash", "input": {"command": sleep}}).to_string())
+                    .unwrap();
+                cmd.args(["run", "--mode", "bypass"]).arg(&turn);
+            }
+            let child = cmd
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            // agentctl's own command line names the marker for `call`.
+            let running = if command == "call" { 2 } else { 1 };
+            agentd_tests::eventually_blocking("the command runs", || agentd_tests::procs(&marker).len() >= running);
+            d.signal(signal);
+            d.wait_exit();
+            let out = child.wait_with_output().unwrap();
+            let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            // A killed daemon leaves its unconfined command to the next one.
+            for pid in agentd_tests::procs(&marker) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            assert_eq!(out.status.code(), Some(3), "{signal:?} {command}: {printed}");
+            assert!(printed.contains("interrupted: the daemon stopped"), "{signal:?} {command}: {printed}");
+            assert!(!printed.contains("restart required"), "{signal:?} {command}: {printed}");
+        }
+    }
+}

@@ -39,7 +39,7 @@ const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
     name = "agentctl",
     version,
     about,
-    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable or does not answer\n  4  call, run: a tool result is an error (run: any of them)"
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable, does not answer, or stopped mid-request\n  4  call, run: a tool result is an error (run: any of them)"
 )]
 struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
@@ -460,6 +460,13 @@ pub fn main() -> ExitCode {
             eprintln!("agentctl: {e}");
             ExitCode::from(EXIT_UNREACHABLE)
         }
+        Err(Failure::Client(e @ ClientError::Disconnected { .. })) => {
+            if cli.json {
+                print_json(&serde_json::json!({ "error": { "kind": "disconnected", "message": e.to_string() } }));
+            }
+            eprintln!("agentctl: {e}");
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
         Err(Failure::Client(e)) => {
             if cli.json {
                 let (code, data) = match &e {
@@ -478,6 +485,7 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
         Err(Failure::ToolFailed) => ExitCode::from(EXIT_TOOL_FAILED),
+        Err(Failure::DaemonStopped) => ExitCode::from(EXIT_UNREACHABLE),
     }
 }
 
@@ -528,7 +536,14 @@ enum Failure {
     Local(String),
     /// The tool ran and its result is an error.
     ToolFailed,
+    /// The daemon stopped mid-call and said so in the call's result
+    /// (already printed): exit 3, as when the connection closed first.
+    DaemonStopped,
 }
+
+/// The result (and its one-line render) of a call the daemon's clean stop
+/// ended (README, Restarts).
+const DAEMON_STOPPED: &str = "interrupted: the daemon stopped";
 
 /// Writes `bytes` to stdout; a reader that went away (`| head`) ends it
 /// quietly.
@@ -702,6 +717,9 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 }
                 eprintln!("{}", result.render);
             }
+            if result.is_error && result.render == DAEMON_STOPPED {
+                return Err(Failure::DaemonStopped);
+            }
             if result.is_error {
                 return Err(Failure::ToolFailed);
             }
@@ -721,10 +739,15 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 None => (client.session_create(new_session.params()?).await?.session_id, true),
             };
             let outcome = run_turn(cli, &client, &sid, uses, answer).await;
-            if temporary {
-                client.session_close(&sid).await?;
-            }
-            if outcome? {
+            // The turn's failure first (a daemon that stopped cannot close
+            // anything), then the close's.
+            let closed = match temporary {
+                true if client.is_connected() => client.session_close(&sid).await.map(drop),
+                _ => Ok(()),
+            };
+            let failed = outcome?;
+            closed?;
+            if failed {
                 return Err(Failure::ToolFailed);
             }
         }

@@ -197,6 +197,8 @@ pub(super) async fn run_turn(
     };
     let turn = client.call::<agentd_client::protocol::methods::TurnSubmit>(params).await?.turn_id;
     let mut failed = false;
+    let mut stopped = false;
+    let mut done = false;
     let mut interrupted = false;
     let paint = Paint::for_stdout();
     let live = (!cli.json && std::io::IsTerminal::is_terminal(&std::io::stdout())).then(Live::new);
@@ -259,8 +261,9 @@ pub(super) async fn run_turn(
         if !ours && !matches!(event.kind, EventKind::SessionClosed {}) {
             continue;
         }
-        if let EventKind::ToolResult { is_error, .. } = &event.kind {
+        if let EventKind::ToolResult { is_error, render, .. } = &event.kind {
             failed |= *is_error;
+            stopped |= *is_error && render == DAEMON_STOPPED;
         }
         if cli.json {
             print_json(&event);
@@ -351,8 +354,17 @@ pub(super) async fn run_turn(
             event.kind,
             EventKind::TurnCompleted { .. } | EventKind::TurnDiscarded { .. } | EventKind::SessionClosed {}
         ) {
+            done = true;
             break;
         }
+    }
+    if stopped {
+        eprintln!("agentctl: {DAEMON_STOPPED}");
+        return Err(Failure::DaemonStopped);
+    }
+    if !done {
+        // The stream ended before the turn did: the connection is gone.
+        return Err(Failure::Client(ClientError::Disconnected { path: client.socket().to_owned() }));
     }
     Ok(failed)
 }
