@@ -314,8 +314,11 @@ fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
     let work = tempfile::tempdir().unwrap();
     let blocks = work.path().join("turn.jsonl");
     // A duration no other test uses: the test waits for this very sleep.
-    std::fs::write(&blocks, "{\"id\": \"long\", \"name\": \"Bash\", \"input\": {\"command\": \"sleep 30.0417\"}}\n")
-        .unwrap();
+    std::fs::write(
+        &blocks,
+        "{\"id\": \"long\", \"name\": \"Bash\", \"input\": {\"command\": \"echo tick-run; sleep 30.0417\"}}\n",
+    )
+    .unwrap();
     let child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
         .args(["--socket", d.socket.to_str().unwrap(), "run", blocks.to_str().unwrap(), "--mode", "bypass"])
         .current_dir(work.path())
@@ -337,7 +340,11 @@ fn ctrl_c_during_run_cancels_the_turn_and_no_colour_off_a_terminal() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(4), "{stdout}");
-    assert!(stdout.contains("✗ long") && stdout.contains("cancelled"), "{stdout}");
+    // Issue 49 #7: the one-line summary says why; the output, once, below.
+    let summary = "✗ long: cancelled: the user interrupted this call\n    cancelled: the user interrupted this call\n";
+    assert!(stdout.contains(summary), "{stdout}");
+    assert_eq!(stdout.matches("\n    tick-run\n").count(), 1, "{stdout}");
+    assert!(!stdout.contains("\ntick-run"), "the output is not in the summary line: {stdout}");
     assert!(!stdout.contains('\x1b'), "no colour when stdout is not a terminal");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelling the turn"));
 }

@@ -36,15 +36,23 @@ end)
 vim.wait(20000, function() return asked_done end, 10)
 -- A long call shows its progress, and :AgentdCancel stops it.
 vim.ui.select = function(items, opts, on_choice) on_choice(items[1], 1) end
-local long_done = false
-agentd.call("Bash", { command = "echo tick-from-nvim; sleep 30" }, function(err, result)
-  table.insert(out, "long: " .. tostring(result and result.is_error) .. " " .. tostring(result and result.render))
-  long_done = true
-end)
+-- Through the commands, as a user runs them: the cancelled result shows in
+-- its buffer (issue 49 #7: its one-line summary held the whole output, and
+-- the buffer could not take it).
+local errors = {}
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  if level == vim.log.levels.ERROR then table.insert(errors, msg) end
+  return notify(msg, level, opts)
+end
+vim.cmd('AgentdCall Bash {"command": "echo tick-from-nvim; sleep 30"}')
 vim.wait(20000, function() return agentd.last_progress ~= nil and agentd.last_progress:find("tick") ~= nil end, 10)
 table.insert(out, "progress: " .. tostring(agentd.last_progress))
-vim.cmd("AgentdCancel")
-vim.wait(20000, function() return long_done end, 10)
+local ok, cancel_err = pcall(vim.cmd, "AgentdCancel")
+table.insert(out, "cancel: " .. tostring(ok) .. (ok and "" or " " .. tostring(cancel_err)))
+vim.wait(20000, function() return vim.api.nvim_buf_get_name(0):find("agentd://Bash") ~= nil end, 10)
+for _, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do table.insert(out, "long: " .. l) end
+for _, e in ipairs(errors) do table.insert(out, "error: " .. e) end
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
 vim.cmd("qa!")
 "#;
@@ -80,5 +88,8 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert!(out.contains("asked: agentd: $ touch from-nvim") && out.contains("[Allow|Deny|"), "{out}");
     assert!(out.contains("bash: nil false") && work.path().join("from-nvim").exists(), "{out}");
     assert!(out.contains("progress: tick-from-nvim"), "the progress shows: {out}");
-    assert!(out.contains("long: true"), "cancelled, an error result: {out}");
+    assert!(out.contains("cancel: true\n"), "{out}");
+    assert_eq!(out.matches("long: tick-from-nvim").count(), 1, "the output, once: {out}");
+    assert!(out.contains("long: ✗ cancelled: the user interrupted this call\n"), "one line of summary: {out}");
+    assert!(!out.contains("error: "), "{out}");
 }

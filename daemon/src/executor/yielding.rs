@@ -95,9 +95,11 @@ impl SessionExecutor {
         let own = inner.slots[i].outcome.take();
         let mut outcome = match reason {
             Some(reason) => {
-                let mut message = self.cancel_message(inner, i, &reason);
-                // What a cancelled call had done so far (a command's output)
-                // is still worth showing.
+                // The render is the one line saying why (a UI shows it as a
+                // summary: issue 49 #7); the content adds what the call had
+                // done so far (a command's output), still worth showing.
+                let summary = self.cancel_message(inner, i, &reason);
+                let mut message = summary.clone();
                 if let Some(own) = own {
                     for block in own.content {
                         if let ContentBlock::Text { text } = block
@@ -109,7 +111,7 @@ impl SessionExecutor {
                         }
                     }
                 }
-                CallOutcome::error(message)
+                CallOutcome { render: summary, ..CallOutcome::error(message) }
             }
             None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
         };

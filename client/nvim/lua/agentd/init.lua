@@ -224,7 +224,9 @@ local function result_lines(result)
     end
   end
   table.insert(lines, "")
-  table.insert(lines, (result.is_error and "✗ " or "✓ ") .. (result.render or ""))
+  -- One line: a buffer line cannot hold a newline.
+  local render = ((result.render or ""):match("^[^\n]*") or ""):gsub("\t", " ")
+  table.insert(lines, (result.is_error and "✗ " or "✓ ") .. render)
   return lines
 end
 
