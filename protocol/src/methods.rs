@@ -246,6 +246,11 @@ pub struct DaemonInfoResult {
     /// when it has one.
     #[serde(default)]
     pub listen_tls: Option<String>,
+    /// Things the user may not expect, in a sentence each: e.g.
+    /// `~/.claude/settings.json` exists but is not read (no
+    /// `"importClaudeSettings": true` in agentd's own settings file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// `daemon/info`'s `sandbox`: what was found when the daemon started.

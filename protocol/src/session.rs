@@ -648,8 +648,64 @@ pub struct SessionInfo {
     /// `rule_errors`).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The permission rules in force, each with where it comes from: the
+    /// session's own, the settings files' (the workspace's, the user's,
+    /// the imported Claude Code file) and those `allow_always` granted
+    /// (filled in by `session/get`). Rules listed in `rule_errors` are not
+    /// here.
+    #[serde(default)]
+    pub rules_in_force: Vec<RuleInForce>,
+    /// Things about the settings the session reads that the user may not
+    /// expect, in a sentence each: e.g. `~/.claude/settings.json` exists
+    /// but is not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings_notes: Vec<String>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
+}
+
+/// A permission rule in force for a session, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RuleInForce {
+    /// Allow, deny or ask.
+    pub kind: RuleKind,
+    /// The rule as written, e.g. `Bash(npm test:*)`.
+    pub rule: String,
+    /// Where it comes from.
+    pub source: RuleSource,
+    /// The settings file, for a rule from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+}
+
+/// What a permission rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    /// Runs the call without asking.
+    Allow,
+    /// Refuses it.
+    Deny,
+    /// Asks.
+    Ask,
+}
+
+/// Where a permission rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleSource {
+    /// `session/create`'s `permissions`.
+    Session,
+    /// An `allow_always` answer (also in `granted_rules`).
+    Granted,
+    /// A workspace's own settings file (`.agentd/settings.json`,
+    /// `.claude/settings.json`, `.claude/settings.local.json`).
+    Project,
+    /// The user's agentd settings file (`~/.config/agentd/settings.json`).
+    User,
+    /// The user's Claude Code settings (`~/.claude/settings.json`), read
+    /// because agentd's own says `"importClaudeSettings": true`.
+    ClaudeImport,
 }
 
 /// The default `permission_timeout_ms`: five minutes.

@@ -433,3 +433,80 @@ fn a_daemon_stopped_mid_call_is_interrupted_and_exits_3() {
         }
     }
 }
+
+/// Issue 49 #10: the rules in force are listed with where each comes from
+/// (`session/get`'s `rules_in_force`, `session show`), and Claude Code
+/// settings that are not imported are said to be skipped: in
+/// `daemon/info`'s notes (`status`), the session's `settings_notes`
+/// (`session create`, `session show`) and the daemon's log.
+#[test]
+fn rules_in_force_are_shown_with_their_source_and_unimported_claude_settings_are_noted() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join(".config");
+    agentd_tests::write_settings(
+        &home.path().join(".claude/settings.json"),
+        &serde_json::json!({"permissions": {"allow": ["Bash(make:*)"]}}),
+    );
+    let d = StandaloneDaemon::start(
+        &[],
+        &[("HOME", home.path().to_str().unwrap()), ("XDG_CONFIG_HOME", config.to_str().unwrap())],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(work.path()).unwrap();
+    let project = ws.join(".claude/settings.json");
+    agentd_tests::write_settings(&project, &serde_json::json!({"permissions": {"allow": ["Read(docs/**)"]}}));
+    let cwd = ws.to_str().unwrap();
+
+    let (code, out, err) = agentctl(&d.socket, &["status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("note:") && out.contains(".claude/settings.json exists but is not read"), "{out}");
+    assert!(out.contains("importClaudeSettings"), "{out}");
+    assert!(d.stderr().contains("exists but is not read"), "the log says it too: {}", d.stderr());
+
+    let (code, id, err) = agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--deny", "Bash(rm:*)"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("note:") && err.contains("is not read"), "{err}");
+    let (_, out, _) = agentctl(&d.socket, &["--json", "session", "show", id.trim()]);
+    let s: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        s["rules_in_force"],
+        serde_json::json!([
+            {"kind": "deny", "rule": "Bash(rm:*)", "source": "session"},
+            {"kind": "allow", "rule": "Read(docs/**)", "source": "project", "file": project.to_str().unwrap()},
+        ]),
+        "{s}"
+    );
+    assert!(s["settings_notes"][0].as_str().unwrap().contains("is not read"), "{s}");
+    let (_, out, _) = agentctl(&d.socket, &["session", "show", id.trim()]);
+    assert!(out.contains(&format!("allow:           Read(docs/**) (project: {})\n", project.display())), "{out}");
+    assert!(out.contains("deny:            Bash(rm:*) (session)\n"), "{out}");
+    assert!(out.contains("settings note:") && !out.contains("allow:           -"), "{out}");
+
+    // Imported, the Claude Code file's rules are in force and named so.
+    agentd_tests::write_settings(
+        &config.join("agentd/settings.json"),
+        &serde_json::json!({"importClaudeSettings": true, "permissions": {"ask": ["WebFetch"]}}),
+    );
+    let (code, out, err) = agentctl(&d.socket, &["--json", "session", "create", "--cwd", cwd]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("note:"), "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    let rules = &created["session"]["rules_in_force"];
+    let claude = home.path().join(".claude/settings.json");
+    assert!(
+        rules.as_array().unwrap().contains(&serde_json::json!(
+            {"kind": "allow", "rule": "Bash(make:*)", "source": "claude_import", "file": claude.to_str().unwrap()}
+        )),
+        "{rules}"
+    );
+    let user = config.join("agentd/settings.json");
+    assert!(
+        rules.as_array().unwrap().contains(&serde_json::json!(
+            {"kind": "ask", "rule": "WebFetch", "source": "user", "file": user.to_str().unwrap()}
+        )),
+        "{rules}"
+    );
+    assert_eq!(created["session"].get("settings_notes"), None, "{created}");
+    let (_, out, _) = agentctl(&d.socket, &["status"]);
+    assert!(!out.contains("note:"), "{out}");
+}

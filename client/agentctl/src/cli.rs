@@ -656,6 +656,9 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 if !info.features.is_empty() {
                     println!("features:    {}", info.features.join(", "));
                 }
+                for note in &info.notes {
+                    println!("note:        {note}");
+                }
             }
             if *require_sandbox && info.sandbox.level != agentd_protocol::methods::SandboxLevel::Full {
                 return Err(Failure::Local(format!("--require-sandbox: the sandbox is {sandbox}")));

@@ -221,6 +221,11 @@ impl Daemon {
         if restored > 0 {
             tracing::info!(sessions = restored, "sessions restored from {}", config.state_dir.display());
         }
+        // Said once where a user reads the log; daemon/info and each
+        // session say it too.
+        if let Some(note) = crate::session::claude_settings_not_imported() {
+            tracing::warn!("{note}");
+        }
         let methods: Methods = methods::module(state.clone()).into();
         let allowed_uid = config.allowed_uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
         let shared = Arc::new(Shared {

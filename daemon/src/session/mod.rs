@@ -28,6 +28,7 @@ mod files;
 mod restore;
 mod settings;
 mod toolsets;
+pub(crate) use settings::claude_settings_not_imported;
 pub use settings::user_network_allow_all;
 use settings::{
     bypass_disabled_by, check_env, session_env, session_hooks, session_rules, user_sandbox_settings,
@@ -107,6 +108,12 @@ impl Session {
             info.mode = mode;
         }
         info.granted_rules = self.executor.granted_rules();
+        info.rules_in_force.extend(info.granted_rules.iter().map(|rule| agentd_protocol::session::RuleInForce {
+            kind: agentd_protocol::session::RuleKind::Allow,
+            rule: rule.clone(),
+            source: agentd_protocol::session::RuleSource::Granted,
+            file: None,
+        }));
         info.pending_permissions = self.executor.pending_permissions();
         info.mcp = self.mcp.status();
         info.hooks = self.executor.hooks().info();
@@ -471,6 +478,8 @@ impl SessionManager {
             hook_errors: Vec::new(),
             session_env: params.env,
             env: Default::default(),
+            rules_in_force: Vec::new(),
+            settings_notes: Vec::new(),
             created_at_ms: now_ms(),
         };
         let rules = session_rules(&mut info);

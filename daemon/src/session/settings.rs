@@ -28,7 +28,8 @@ pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules:
     rules.add(&Origin::session("session", &info.cwd), &p.allow, &p.deny, &p.ask);
     // The workspace's own are its own even when the workspace is the home
     // directory and so holds the user's file too.
-    for file in settings_files(&info.cwd) {
+    let files = settings_files(&info.cwd);
+    for file in &files {
         if file.project {
             rules.add_project_settings_file(&file.path, &info.cwd);
         } else {
@@ -36,11 +37,65 @@ pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules:
         }
     }
     info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
+    info.rules_in_force = rules_in_force(&rules, &files);
+    info.settings_notes = claude_settings_not_imported().into_iter().collect();
     // The session's own domain lists for the network gate: a domain that
     // does not parse is reported (and left out) here too.
     let (_, domain_errors) = crate::sandbox::gate::GatePolicy::from_options(&info.sandbox, false);
     info.rule_errors.extend(domain_errors);
     rules
+}
+
+/// Each rule of `rules` with where it comes from (issue 49 #10: rules from
+/// settings files were in force but nowhere to be seen).
+fn rules_in_force(
+    rules: &crate::permission::rules::RuleSet,
+    files: &[SettingsFile],
+) -> Vec<agentd_protocol::session::RuleInForce> {
+    use crate::permission::rules::RuleKind as Kind;
+    use agentd_protocol::session::{RuleInForce, RuleKind, RuleSource};
+    let claude = user_settings_file().map(|(_, home)| home.join(".claude/settings.json"));
+    rules
+        .rules
+        .iter()
+        .map(|r| {
+            let file = files.iter().find(|f| f.path.display().to_string() == r.origin.source);
+            let source = match file {
+                None => RuleSource::Session,
+                Some(f) if f.project => RuleSource::Project,
+                Some(f) if Some(&f.path) == claude.as_ref() => RuleSource::ClaudeImport,
+                Some(_) => RuleSource::User,
+            };
+            RuleInForce {
+                kind: match r.kind {
+                    Kind::Allow => RuleKind::Allow,
+                    Kind::Deny => RuleKind::Deny,
+                    Kind::Ask => RuleKind::Ask,
+                },
+                rule: r.text.clone(),
+                source,
+                file: file.map(|f| f.path.clone()),
+            }
+        })
+        .collect()
+}
+
+/// A note when the user has Claude Code settings (`~/.claude/settings.json`)
+/// that agentd does not read as theirs, because agentd's own settings file
+/// does not say `"importClaudeSettings": true`: their rules and hooks are
+/// then silently not in force.
+pub(crate) fn claude_settings_not_imported() -> Option<String> {
+    let (file, home) = user_settings_file()?;
+    let claude = home.join(".claude/settings.json");
+    let imported = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
+    (!imported && claude.is_file()).then(|| {
+        format!(
+            "{} exists but is not read: its permission rules, hooks and env are not in force; to use them, put \
+             \"importClaudeSettings\": true in {}",
+            claude.display(),
+            file.display()
+        )
+    })
 }
 
 /// The session's command hooks: its own, the user's, and the workspace's

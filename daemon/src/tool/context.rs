@@ -362,6 +362,8 @@ impl ToolContext {
             hook_errors: Vec::new(),
             session_env: None,
             env: Default::default(),
+            rules_in_force: Vec::new(),
+            settings_notes: Vec::new(),
             created_at_ms: 0,
         };
         let mut services = Services::default();

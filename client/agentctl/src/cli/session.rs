@@ -3,6 +3,7 @@
 //! `run` and `tools` open when not given `--session`.
 
 use super::*;
+use agentd_client::protocol::session::{RuleInForce, RuleKind, RuleSource};
 
 /// `agentctl session …`.
 pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
@@ -26,6 +27,9 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
                 print_json(&created);
             } else {
                 println!("{}", created.session_id);
+                for note in &created.session.settings_notes {
+                    eprintln!("agentctl: note: {note}");
+                }
             }
         }
         SessionCommand::List => {
@@ -75,9 +79,22 @@ pub(super) fn show_session(s: &SessionInfo) {
     println!("session:         {}", s.session_id);
     println!("cwd:             {}", s.cwd.display());
     println!("mode:            {}", mode_name(s.mode));
-    println!("allow:           {}", list(&s.permissions.allow));
-    println!("deny:            {}", list(&s.permissions.deny));
-    println!("ask:             {}", list(&s.permissions.ask));
+    for (label, kind, own) in [
+        ("allow:  ", RuleKind::Allow, &s.permissions.allow),
+        ("deny:   ", RuleKind::Deny, &s.permissions.deny),
+        ("ask:    ", RuleKind::Ask, &s.permissions.ask),
+    ] {
+        // Every rule in force with where it comes from (a daemon older than
+        // `rules_in_force` sends only the session's own).
+        let in_force: Vec<String> = match s.rules_in_force.is_empty() {
+            true => own.iter().map(|r| format!("{r} (session)")).collect(),
+            false => s.rules_in_force.iter().filter(|r| r.kind == kind).map(rule_with_source).collect(),
+        };
+        println!("{label}         {}", in_force.first().map_or("-", String::as_str));
+        for rule in in_force.iter().skip(1) {
+            println!("                 {rule}");
+        }
+    }
     println!("granted:         {}", list(&s.granted_rules));
     println!("network:         {}", network_line(&s.sandbox));
     println!("waiting asks:    {}", list(&s.pending_permissions));
@@ -102,7 +119,25 @@ pub(super) fn show_session(s: &SessionInfo) {
     for e in &s.rule_errors {
         println!("settings error:  {e}");
     }
+    for note in &s.settings_notes {
+        println!("settings note:   {note}");
+    }
     println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
+}
+
+/// `Bash(npm test:*) (project: /ws/.claude/settings.json)`.
+fn rule_with_source(r: &RuleInForce) -> String {
+    let source = match r.source {
+        RuleSource::Session => "session",
+        RuleSource::Granted => "granted",
+        RuleSource::Project => "project",
+        RuleSource::User => "user",
+        RuleSource::ClaudeImport => "imported Claude Code settings",
+    };
+    match &r.file {
+        Some(file) => format!("{} ({source}: {})", r.rule, file.display()),
+        None => format!("{} ({source})", r.rule),
+    }
 }
 
 /// `--env NAME=VALUE` arguments as a map.

@@ -30,6 +30,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             },
             store_bytes: state.sessions.store_size(),
             listen_tls: state.tls.map(|a| a.to_string()),
+            notes: crate::session::claude_settings_not_imported().into_iter().collect(),
         })
     });
 }
