@@ -101,6 +101,18 @@ fn usage_errors_exit_2() {
     let (code, out, _) = agentctl(&dir.path().join("s"), &["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("EXIT CODES"), "{out}");
+    // Issue 49 #13: a command's own flags first, the global ones (the
+    // connection, --json) under their own heading after them.
+    for command in [&["call"][..], &["run"], &["session", "create"], &["watch"]] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let (code, out, _) = agentctl(&dir.path().join("s"), &args);
+        assert_eq!(code, 0, "{out}");
+        let (own, global) = out.split_once("\nGlobal options:\n").unwrap_or_else(|| panic!("{command:?}: {out}"));
+        for flag in ["--socket", "--connect", "--cert", "--key", "--ca", "--json"] {
+            assert!(!own.contains(&format!(" {flag} ")) && global.contains(&format!(" {flag} ")), "{flag}: {out}");
+        }
+    }
 }
 
 #[test]
@@ -127,9 +139,19 @@ fn call_runs_one_tool_and_exits_4_when_its_result_is_an_error() {
     let (code, out, _) = agentctl(&d.socket, &["call", "NoSuchTool", "--cwd", cwd]);
     assert_eq!(code, 4);
     assert!(out.contains("no tool named"), "{out}");
+    // Issue 49 #13: input agentctl itself finds wrong exits 2, as a bad
+    // command line does (README's exit codes).
     let (code, _, err) = agentctl(&d.socket, &["call", "Read", "{not json", "--cwd", cwd]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("not JSON"), "{err}");
+    let (code, _, err) = agentctl(&d.socket, &["call", "Read", "--arg", "file_path", "--cwd", cwd]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not key=value"), "{err}");
+    let (code, _, err) = agentctl(&d.socket, &["run", "/definitely/not/here.jsonl", "--cwd", cwd]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--env", "NOVALUE"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("expected NAME=VALUE"), "{err}");
     // The temporary sessions are gone.
     let (_, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["sessions"], serde_json::json!([]));
@@ -199,7 +221,7 @@ fn run_submits_a_turn_from_json_lines_and_streams_it() {
     for bad in ["\"a string\"", "[1]", "{\"type\": \"text\"}"] {
         std::fs::write(&blocks, bad).unwrap();
         let (code, _, err) = agentctl(&d.socket, &["run", file, "--session", id]);
-        assert_eq!(code, 1, "a clear error, not a panic: {err}");
+        assert_eq!(code, 2, "a clear error, not a panic, and agentctl's own (issue 49 #13): {err}");
         assert!(err.contains("block 1"), "{err}");
     }
 }

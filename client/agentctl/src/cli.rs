@@ -25,6 +25,8 @@ use session::*;
 
 /// The daemon answered with an error.
 const EXIT_ERROR: u8 = 1;
+/// Bad command line, or input agentctl itself finds wrong.
+const EXIT_USAGE: u8 = 2;
 /// The daemon could not be reached.
 const EXIT_UNREACHABLE: u8 = 3;
 /// `call`: the tool ran and its result is an error.
@@ -33,35 +35,39 @@ const EXIT_TOOL_FAILED: u8 = 4;
 /// How long agentctl waits for an answer before calling the daemon unreachable.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The `--help` heading of the flags every command takes (the connection,
+/// `--json`), apart from the command's own.
+const GLOBAL: &str = "Global options";
+
 /// Control the agentd daemon: the tool system of an AI coding agent.
 #[derive(Debug, Parser)]
 #[command(
     name = "agentctl",
     version,
     about,
-    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line\n  3  the daemon is not reachable, does not answer, or stopped mid-request\n  4  call, run: a tool result is an error (run: any of them)"
+    after_help = "EXIT CODES:\n  0  success\n  1  the daemon refused the request (the message says why)\n  2  bad command line, or input agentctl finds wrong (not JSON, a turn file it cannot read)\n  3  the daemon is not reachable, does not answer, or stopped mid-request\n  4  call, run: a tool result is an error (run: any of them)"
 )]
 struct Cli {
     /// Socket of the daemon [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
-    #[arg(long, global = true, env = "AGENTD_SOCKET")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTD_SOCKET")]
     socket: Option<PathBuf>,
     /// Reach a daemon's TLS face instead of a socket: tls://HOST:PORT (mutual
     /// TLS: needs --cert, --key and --ca; give --cwd as a directory on the
     /// daemon's machine)
-    #[arg(long, global = true, env = "AGENTD_CONNECT", value_name = "tls://HOST:PORT", conflicts_with = "socket")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTD_CONNECT", value_name = "tls://HOST:PORT", conflicts_with = "socket")]
     connect: Option<String>,
     /// This client's certificate for --connect (PEM), signed by the CA the
     /// daemon trusts (its --tls-client-ca)
-    #[arg(long, global = true, env = "AGENTD_CLIENT_CERT", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTD_CLIENT_CERT", value_name = "FILE")]
     cert: Option<PathBuf>,
     /// This client's private key for --connect (PEM)
-    #[arg(long, global = true, env = "AGENTD_CLIENT_KEY", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTD_CLIENT_KEY", value_name = "FILE")]
     key: Option<PathBuf>,
     /// The CA that signed the daemon's certificate, for --connect (PEM)
-    #[arg(long, global = true, env = "AGENTD_CA", value_name = "FILE")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTD_CA", value_name = "FILE")]
     ca: Option<PathBuf>,
     /// Print machine-readable JSON instead of text
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
     #[command(subcommand)]
     command: Command,
@@ -406,7 +412,7 @@ pub fn main() -> ExitCode {
                     Some(sub) => sub.clone().name(&*Box::leak(format!("agentctl-{name}").into_boxed_str())),
                     None => {
                         eprintln!("agentctl: no command {name:?} (agentctl --help lists them)");
-                        return ExitCode::from(2);
+                        return ExitCode::from(EXIT_USAGE);
                     }
                 },
             };
@@ -427,7 +433,7 @@ pub fn main() -> ExitCode {
         Ok(endpoint) => endpoint,
         Err(msg) => {
             eprintln!("agentctl: {msg}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let _ = REMOTE.set(matches!(endpoint, Endpoint::Tls(_)));
@@ -484,6 +490,13 @@ pub fn main() -> ExitCode {
             eprintln!("agentctl: {msg}");
             ExitCode::from(EXIT_ERROR)
         }
+        Err(Failure::Usage(msg)) => {
+            if cli.json {
+                print_json(&serde_json::json!({ "error": { "kind": "usage", "message": msg } }));
+            }
+            eprintln!("agentctl: {msg}");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(Failure::ToolFailed) => ExitCode::from(EXIT_TOOL_FAILED),
         Err(Failure::DaemonStopped) => ExitCode::from(EXIT_UNREACHABLE),
     }
@@ -533,7 +546,11 @@ fn quiet_on_closed_pipe() {
 
 enum Failure {
     Client(ClientError),
+    /// agentctl itself failed (a signal it cannot listen for, a prompt).
     Local(String),
+    /// What agentctl was given is wrong (an input that is not JSON, a turn
+    /// file it cannot read): exit 2, as for a bad command line.
+    Usage(String),
     /// The tool ran and its result is an error.
     ToolFailed,
     /// The daemon stopped mid-call and said so in the call's result
@@ -578,15 +595,15 @@ fn local_command_references(page: &str) -> String {
 fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, Failure> {
     let mut input = match json {
         Some(text) => serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| Failure::Local(format!("the input is not JSON: {e}")))?,
+            .map_err(|e| Failure::Usage(format!("the input is not JSON: {e}")))?,
         None => serde_json::json!({}),
     };
     let Some(object) = input.as_object_mut() else {
-        return Err(Failure::Local("the input must be a JSON object".into()));
+        return Err(Failure::Usage("the input must be a JSON object".into()));
     };
     for arg in args {
         let Some((key, value)) = arg.split_once('=') else {
-            return Err(Failure::Local(format!("--arg {arg:?} is not key=value")));
+            return Err(Failure::Usage(format!("--arg {arg:?} is not key=value")));
         };
         let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
         object.insert(key.to_owned(), value);
@@ -603,7 +620,7 @@ fn key_values(
     args.iter()
         .map(|a| match a.split_once('=') {
             Some((key, value)) => Ok((key.to_owned(), value.to_owned())),
-            None => Err(Failure::Local(bad(a))),
+            None => Err(Failure::Usage(bad(a))),
         })
         .collect()
 }

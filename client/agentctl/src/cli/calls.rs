@@ -104,12 +104,12 @@ pub(super) fn read_tool_uses(file: &str) -> Result<Vec<agentd_client::protocol::
     let text = if file == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| Failure::Local(format!("stdin: {e}")))?;
+            .map_err(|e| Failure::Usage(format!("stdin: {e}")))?;
         s
     } else {
-        std::fs::read_to_string(file).map_err(|e| Failure::Local(format!("{file}: {e}")))?
+        std::fs::read_to_string(file).map_err(|e| Failure::Usage(format!("{file}: {e}")))?
     };
-    parse_tool_uses(&text, &run_tag()).map_err(Failure::Local)
+    parse_tool_uses(&text, &run_tag()).map_err(Failure::Usage)
 }
 
 /// A few random hex digits for this run's ids.

@@ -57,7 +57,7 @@ async fn mcp_serve_http(
     };
     let token_file = match args.token_file.clone().or_else(http::default_token_file) {
         Some(f) => f,
-        None => return Err(Failure::Local("mcp: no place for the token: give --token-file".into())),
+        None => return Err(Failure::Usage("mcp: no place for the token: give --token-file".into())),
     };
     let options = http::HttpOptions {
         addr,

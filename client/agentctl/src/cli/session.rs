@@ -145,7 +145,7 @@ pub(super) fn env_pairs(args: &[String]) -> Result<std::collections::BTreeMap<St
     args.iter()
         .map(|a| match a.split_once('=') {
             Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
-            _ => Err(Failure::Local(format!("--env {a:?}: expected NAME=VALUE"))),
+            _ => Err(Failure::Usage(format!("--env {a:?}: expected NAME=VALUE"))),
         })
         .collect()
 }
@@ -179,7 +179,7 @@ pub(super) fn workspace(dir: Option<&std::path::Path>) -> Result<PathBuf, Failur
     if REMOTE.get() == Some(&true) {
         return match dir {
             Some(d) if d.is_absolute() => Ok(d.to_owned()),
-            _ => Err(Failure::Local(
+            _ => Err(Failure::Usage(
                 "over --connect the workspace is on the daemon's machine: give --cwd as an absolute path there".into(),
             )),
         };
