@@ -38,6 +38,11 @@ pub struct PermissionRespondParams {
     /// ", " for a multi-select question) or the user's own words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers: Option<std::collections::BTreeMap<String, String>>,
+    /// For `deny`: no person was asked; the client refused on its own
+    /// (nobody at a terminal, an MCP client that cannot ask). The call's
+    /// result then says so, not that the user refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_user: bool,
 }
 
 /// Result of `permission/respond`.

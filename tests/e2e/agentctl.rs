@@ -233,14 +233,28 @@ fn run_answers_permission_requests_with_yes_and_denies_them_without_a_terminal()
     let blocks = work.path().join("turn.jsonl");
     std::fs::write(&blocks, "{\"id\": \"w\", \"name\": \"Bash\", \"input\": {\"command\": \"touch made\"}}\n").unwrap();
     let (cwd, file) = (work.path().to_str().unwrap(), blocks.to_str().unwrap());
-    // stdin is not a terminal: denied at once, with a hint.
-    let (code, out, err) = agentctl(&d.socket, &["run", file, "--cwd", cwd]);
-    assert_eq!(code, 4, "{out}");
+    // stdin is not a terminal and there is no /dev/tty (a session of its
+    // own, without a controlling terminal): denied at once, with a hint.
+    let out = std::process::Command::new("setsid")
+        .arg("-w")
+        .arg(agentd_tests::bin_path("agentctl"))
+        .args(["--socket", d.socket.to_str().unwrap(), "run", file, "--cwd", cwd])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (code, out, err) =
+        (out.status.code(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(code, Some(4), "{out}");
     assert!(out.contains("asking") && out.contains("✗ w") && err.contains("--yes"), "{out}{err}");
+    // Issue 49 #13: truthful about who refused, and no hint to answer what
+    // is answered at once.
+    assert!(out.contains("nobody could be asked") && !out.contains("the user refused"), "{out}");
+    assert!(out.contains("(refusing: nobody to ask)") && !out.contains("agentctl respond"), "{out}");
     assert!(!work.path().join("made").exists());
     let (code, out, err) = agentctl(&d.socket, &["run", "--yes", file, "--cwd", cwd]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("approved") && out.contains("✓ w"), "{out}");
+    assert!(out.contains("(allowing: --yes)") && !out.contains("agentctl respond"), "{out}");
     assert!(work.path().join("made").exists());
 }
 

@@ -253,3 +253,53 @@ fn an_mcp_servers_elicitation_is_a_form_at_the_terminal() {
     assert!(screen.contains("accepted: Ada x3"), "{screen}");
     assert!(screen.contains("EXIT=0"), "{screen}");
 }
+
+/// Issue 49 #13: a turn piped in (`… | agentctl run -`) is asked on the
+/// terminal (`/dev/tty`); `a` where "always" is not offered says so and
+/// asks again, not a silent refusal.
+#[test]
+fn a_turn_on_stdin_is_asked_on_the_terminal_and_always_where_not_offered_asks_again() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    // A compound command: the daemon suggests no rule for it.
+    std::fs::write(
+        &blocks,
+        "{\"id\": \"c\", \"name\": \"Bash\", \"input\": {\"command\": \"touch a1 && touch a2\"}}\n",
+    )
+    .unwrap();
+    let command = format!(
+        "cat {} | {} --socket {} run - --cwd {}; echo EXIT=$?; sleep 60",
+        blocks.display(),
+        agentd_tests::bin_path("agentctl").display(),
+        d.socket.display(),
+        work.path().display()
+    );
+    let tmux = Tmux::shell("tty", &command, 200);
+    let screen = tmux.wait_for("allow? [y]es, [N]o (Enter):");
+    assert!(!screen.contains("[a]lways"), "{screen}");
+    tmux.run(&["send-keys", "-t", "t", "a", "Enter"]);
+    tmux.wait_for("no rule to allow always here");
+    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0") && screen.contains("✓ c"), "{screen}");
+    assert!(work.path().join("a1").exists() && work.path().join("a2").exists());
+}
+
+/// Issue 49 #13: Ctrl+C at the prompt says what it did before agentctl
+/// stops.
+#[test]
+fn ctrl_c_at_the_prompt_says_so() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let blocks = work.path().join("turn.jsonl");
+    std::fs::write(&blocks, "{\"id\": \"w\", \"name\": \"Bash\", \"input\": {\"command\": \"touch never\"}}\n")
+        .unwrap();
+    let tmux = Tmux::agentctl_run("ctrlc", &d.socket, &[], &blocks, work.path());
+    tmux.wait_for("allow? [y]es");
+    tmux.run(&["send-keys", "-t", "t", "C-c"]);
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(screen.contains("interrupted at the prompt") && screen.contains("refused"), "{screen}");
+    assert!(!work.path().join("never").exists());
+}

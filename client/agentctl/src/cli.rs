@@ -126,7 +126,8 @@ enum Command {
         #[command(flatten)]
         new_session: TemporarySession,
         /// Allow every permission request of the turn. Without it, requests
-        /// are asked on the terminal, or denied when stdin is not one
+        /// are asked on the terminal (stdin, or /dev/tty when stdin is the
+        /// turn or not a terminal), or denied when there is none
         #[arg(long, short = 'y')]
         yes: bool,
     },
@@ -746,12 +747,12 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         }
         Command::Run { file, session, new_session, yes } => {
             let uses = read_tool_uses(file)?;
-            let answer = if *yes {
-                Answering::Yes
-            } else if file != "-" && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                Answering::Prompt
-            } else {
-                Answering::Deny
+            // Asked on the terminal: stdin when it is one and not the
+            // turn's input, else /dev/tty when there is one.
+            let answer = match (*yes, Asker::find(file == "-")) {
+                (true, _) => Answering::Yes,
+                (false, Some(asker)) => Answering::Prompt(asker),
+                (false, None) => Answering::Deny,
             };
             let client = Client::connect_endpoint(endpoint, agentd_client::DEFAULT_REQUEST_TIMEOUT).await?;
             let (sid, temporary) = match session {
@@ -831,6 +832,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 rule: rule.clone(),
                 message: message.clone(),
                 answers: (!given.is_empty()).then_some(given),
+                no_user: false,
             };
             let result = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await?;
             if cli.json {

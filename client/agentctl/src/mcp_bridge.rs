@@ -272,8 +272,9 @@ async fn follow(
                 let session = session.clone();
                 let id = request_id.clone();
                 let task = tokio::spawn(async move {
-                    let (decision, message) = if elicit {
-                        ask(&peer, &tool, &reason, &render, &input).await
+                    let (decision, message, no_user) = if elicit {
+                        let (decision, message) = ask(&peer, &tool, &reason, &render, &input).await;
+                        (decision, message, false)
                     } else {
                         (
                             PermissionDecision::Deny,
@@ -283,6 +284,7 @@ async fn follow(
                                  rule (agentctl mcp --allow '{tool}') or a mode (agentctl mcp --mode \
                                  accept-edits, or bypass), or use a client that supports elicitation"
                             )),
+                            true,
                         )
                     };
                     let params = PermissionRespondParams {
@@ -292,6 +294,7 @@ async fn follow(
                         rule: None,
                         message,
                         answers: None,
+                        no_user,
                     };
                     // Answered elsewhere meanwhile: the daemon says so; fine.
                     let _ = client.call::<PermissionRespond>(params).await;

@@ -91,8 +91,13 @@ impl SessionExecutor {
                         (Err("cancelled while waiting for permission".to_owned()), "cancelled".to_owned())
                     }
                     Ok(Answer::Allow(answers)) => (Ok(answers), "the client allowed it".to_owned()),
-                    Ok(Answer::Deny(message)) => {
-                        let mut refusal = "permission denied: the user refused this call".to_owned();
+                    Ok(Answer::Deny { message, no_user }) => {
+                        // Truthful about who refused (issue 49 #13): a
+                        // client that asked nobody is not the user.
+                        let mut refusal = match no_user {
+                            false => "permission denied: the user refused this call".to_owned(),
+                            true => "permission denied: nobody could be asked, so the client refused this call".to_owned(),
+                        };
                         if let Some(m) = message.filter(|m| !m.trim().is_empty()) {
                             refusal.push_str(": ");
                             refusal.push_str(m.trim());

@@ -19,8 +19,9 @@ use super::rules::{Facts, Origin, Rule, RuleKind, RuleSet, parse};
 pub enum Answer {
     /// Run it (with the user's answers, for AskUserQuestion).
     Allow(Option<Answers>),
-    /// Refuse it, with the client's message if any.
-    Deny(Option<String>),
+    /// Refuse it, with the client's message if any; `no_user`: the client
+    /// refused on its own, no person was asked.
+    Deny { message: Option<String>, no_user: bool },
     /// The call was cancelled while it waited.
     Cancelled,
 }
@@ -122,7 +123,7 @@ impl Asks {
         }
         let answer = match p.decision {
             PermissionDecision::Allow | PermissionDecision::AllowAlways => Answer::Allow(p.answers.clone()),
-            PermissionDecision::Deny => Answer::Deny(p.message.clone()),
+            PermissionDecision::Deny => Answer::Deny { message: p.message.clone(), no_user: p.no_user },
         };
         if let Some(open) = pending.remove(&p.request_id) {
             // The waiting call may have just been cancelled; then nobody listens.
@@ -265,6 +266,7 @@ mod tests {
             rule: rule.map(str::to_owned),
             message: None,
             answers: None,
+            no_user: false,
         };
         assert!(matches!(
             asks.respond(&respond(PermissionDecision::AllowAlways, Some("Bash("))),

@@ -185,7 +185,7 @@ pub(super) async fn run_turn(
     // At a terminal it answers the session's MCP servers' elicitations
     // too (a form, field by field).
     let mut answers = vec![agentd_client::protocol::agent::AGENTS_CAPABILITY];
-    if matches!(answering, Answering::Prompt) {
+    if matches!(answering, Answering::Prompt(Asker::Stdio)) {
         answers.push(agentd_client::protocol::mcp::ELICITATION_CAPABILITY);
     }
     let mut events = client.stream_with(session, None, None, &answers).await?;
@@ -229,7 +229,7 @@ pub(super) async fn run_turn(
         let Some(event) = next else { break };
         let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
         if let EventKind::McpElicitation { request_id, server, message, requested_schema, .. } = &event.kind
-            && matches!(answering, Answering::Prompt)
+            && matches!(answering, Answering::Prompt(Asker::Stdio))
         {
             let (server, message, schema) = (server.clone(), message.clone(), requested_schema.clone());
             let multi = live.as_ref().map(|l| l.multi.clone());
@@ -293,6 +293,17 @@ pub(super) async fn run_turn(
                         l.progress(tool_use_id, render);
                     }
                 }
+                // The respond hint only where someone may answer it: with
+                // --yes (or nobody to ask) agentctl answers at once.
+                EventKind::PermissionRequest { tool_use_id, reason, render, .. }
+                    if !matches!(answering, Answering::Prompt(_)) =>
+                {
+                    let how = match answering {
+                        Answering::Yes => "allowing: --yes",
+                        _ => "refusing: nobody to ask",
+                    };
+                    say(format!("asking    {tool_use_id}  {render}: {reason} ({how})"))
+                }
                 _ => say(describe(&event, session)),
             }
         }
@@ -300,17 +311,17 @@ pub(super) async fn run_turn(
             let (decision, answers, message) = match answering {
                 Answering::Yes => (PermissionDecision::Allow, None, None),
                 Answering::Deny => {
-                    let why = "agentctl run is not interactive here (stdin is not a terminal); \
-                               pass --yes, or use a rule or mode that allows it";
+                    let why = "agentctl run has no terminal to ask on (stdin is not one and there is no \
+                               /dev/tty); pass --yes, or use a rule or mode that allows it";
                     eprintln!("agentctl: denied: {why}");
                     (PermissionDecision::Deny, None, Some(why.to_owned()))
                 }
-                Answering::Prompt => {
+                Answering::Prompt(asker) => {
                     let (tool, input, suggestions) = (tool.clone(), input.clone(), suggestions.clone());
                     let multi = live.as_ref().map(|l| l.multi.clone());
                     let asked = tokio::task::spawn_blocking(move || match multi {
-                        Some(m) => m.suspend(|| prompt(&tool, &input, &suggestions)),
-                        None => prompt(&tool, &input, &suggestions),
+                        Some(m) => m.suspend(|| prompt(asker, &tool, &input, &suggestions)),
+                        None => prompt(asker, &tool, &input, &suggestions),
                     });
                     let answered = tokio::select! {
                         a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
@@ -325,8 +336,12 @@ pub(super) async fn run_turn(
                                 rule: None,
                                 message: Some("the user interrupted agentctl".into()),
                                 answers: None,
+                                no_user: false,
                             };
                             let _ = client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await;
+                            // Said, not a silent exit (issue 49 #13).
+                            eprintln!();
+                            eprintln!("agentctl: interrupted at the prompt: {request_id} refused; stopping");
                             std::process::exit(130)
                         }
                     };
@@ -340,6 +355,8 @@ pub(super) async fn run_turn(
                 rule: None,
                 message,
                 answers,
+                // Nobody was asked when agentctl had nowhere to ask.
+                no_user: matches!(answering, Answering::Deny),
             };
             match client.call::<agentd_client::protocol::methods::PermissionRespond>(params).await {
                 Ok(answered) => {
@@ -428,36 +445,41 @@ pub(super) enum Answering {
     /// Allow all (`--yes`).
     Yes,
     /// Ask on the terminal.
-    Prompt,
+    Prompt(Asker),
     /// Deny all (nobody to ask).
     Deny,
 }
 
 /// Asks on the terminal (blocking): a yes/no/always question, or
-/// AskUserQuestion's questions.
+/// AskUserQuestion's questions. A terminal that cannot be opened or is
+/// closed (end of input) refuses.
 pub(super) fn prompt(
+    asker: Asker,
     tool: &str,
     input: &serde_json::Value,
     suggestions: &[String],
 ) -> (PermissionDecision, Option<std::collections::BTreeMap<String, String>>) {
-    use std::io::Write;
-    let read = || {
+    use std::io::{BufRead, Write};
+    let Ok((mut term_in, mut out)) = asker.open() else {
+        return (PermissionDecision::Deny, None);
+    };
+    let mut read = || {
         let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
+        let _ = term_in.read_line(&mut line);
         line.trim().to_owned()
     };
     if tool == "AskUserQuestion" {
         let mut answers = std::collections::BTreeMap::new();
         for q in input["questions"].as_array().into_iter().flatten() {
             let question = q["question"].as_str().unwrap_or_default();
-            println!("? {question}");
+            let _ = writeln!(out, "? {question}");
             let options: Vec<&serde_json::Value> = q["options"].as_array().into_iter().flatten().collect();
             let label = |o: &serde_json::Value| o["label"].as_str().unwrap_or_default().to_owned();
             for (i, o) in options.iter().enumerate() {
-                println!("  {}. {}  {}", i + 1, label(o), o["description"].as_str().unwrap_or_default());
+                let _ = writeln!(out, "  {}. {}  {}", i + 1, label(o), o["description"].as_str().unwrap_or_default());
             }
-            print!("  number(s), or your own answer: ");
-            let _ = std::io::stdout().flush();
+            let _ = write!(out, "  number(s), or your own answer: ");
+            let _ = out.flush();
             let line = read();
             let picked: Option<Vec<String>> = line
                 .split([',', ' '])
@@ -473,14 +495,61 @@ pub(super) fn prompt(
         return (PermissionDecision::Allow, Some(answers));
     }
     let always = suggestions.first().map(|s| format!(", [a]lways ({s})")).unwrap_or_default();
-    print!("  allow? [y]es, [N]o (Enter){always}: ");
-    let _ = std::io::stdout().flush();
-    let decision = match read().to_lowercase().as_str() {
-        "y" | "yes" => PermissionDecision::Allow,
-        "a" | "always" if !always.is_empty() => PermissionDecision::AllowAlways,
-        _ => PermissionDecision::Deny,
-    };
-    (decision, None)
+    loop {
+        let _ = write!(out, "  allow? [y]es, [N]o (Enter){always}: ");
+        let _ = out.flush();
+        match decide(&read(), !always.is_empty()) {
+            Some(decision) => return (decision, None),
+            // Not a silent refusal (issue 49 #13): said, and asked again.
+            None => {
+                let _ = writeln!(out, "  no rule to allow always here (the daemon suggests none); answer y or n");
+            }
+        }
+    }
+}
+
+/// An answer to `allow?`: `None` for `a` where "always" is not offered.
+fn decide(answer: &str, always_offered: bool) -> Option<PermissionDecision> {
+    match answer.to_lowercase().as_str() {
+        "y" | "yes" => Some(PermissionDecision::Allow),
+        "a" | "always" if always_offered => Some(PermissionDecision::AllowAlways),
+        "a" | "always" => None,
+        _ => Some(PermissionDecision::Deny),
+    }
+}
+
+/// Where `run` asks: on its stdin and stdout, or on the terminal itself
+/// (`/dev/tty`) when stdin is the turn (`run -`) or not a terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asker {
+    Stdio,
+    Tty,
+}
+
+impl Asker {
+    /// Where to ask, if anywhere: stdin when it is a terminal and not the
+    /// turn's input, else the process's terminal when it has one.
+    pub(super) fn find(stdin_is_input: bool) -> Option<Asker> {
+        if !stdin_is_input && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Some(Asker::Stdio);
+        }
+        Asker::tty().ok().map(|_| Asker::Tty)
+    }
+
+    fn tty() -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn open(self) -> std::io::Result<(Box<dyn std::io::BufRead>, Box<dyn std::io::Write>)> {
+        match self {
+            Asker::Stdio => Ok((Box::new(std::io::stdin().lock()), Box::new(std::io::stdout()))),
+            Asker::Tty => {
+                let tty = Asker::tty()?;
+                Ok((Box::new(std::io::BufReader::new(tty.try_clone()?)), Box::new(tty)))
+            }
+        }
+    }
 }
 
 /// An MCP server's elicitation at the terminal: accept, decline or

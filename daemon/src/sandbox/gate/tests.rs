@@ -133,6 +133,7 @@ fn only_granted_domain_rules_open_the_gate() {
             rule: Some(rule.into()),
             message: None,
             answers: None,
+            no_user: false,
         };
         asks.respond(&p).unwrap();
     }
