@@ -79,10 +79,17 @@ fn max_request_bytes_is_configurable_by_flag_and_environment() {
 #[test]
 fn sigint_also_shuts_down_cleanly() {
     let mut d = StandaloneDaemon::start(&[], &[]);
+    let lock = d.socket.with_file_name("agentd.sock.lock");
+    assert!(lock.exists(), "held while it runs");
     d.signal(Signal::SIGINT);
     assert_eq!(d.wait_exit().code(), Some(0));
     assert!(!d.socket.exists());
+    // Issue 49 #13: a clean stop leaves no lock file behind either.
+    assert!(!lock.exists(), "the lock file is removed");
     assert!(d.stderr().contains("shutdown requested"), "{}", d.stderr());
+    // And the next daemon starts on the same socket.
+    d.restart();
+    assert!(lock.exists());
 }
 
 #[test]

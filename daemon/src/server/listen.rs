@@ -38,6 +38,15 @@ impl BoundSocket {
             return;
         };
         remove_if_same(path, dev, ino);
+        // The lock file goes too, while still locked, if it is still ours
+        // (issue 49 #13: it stayed after a clean stop). A daemon that opened
+        // it meanwhile finds it unlinked once it gets the lock, and tries
+        // again on a new file (see `take_lock`).
+        if let Some(lock) = &self._lock
+            && let Ok(meta) = lock.metadata()
+        {
+            remove_if_same(&lock_path(path), meta.dev(), meta.ino());
+        }
     }
 
     /// Lets [`emergency_remove`] remove the socket file on an exit that
@@ -195,8 +204,9 @@ pub fn lock_state_dir(dir: &Path, socket: &Path) -> Result<Flock<File>, DaemonEr
 }
 
 /// Takes the exclusive lock for `socket`, writing our pid into the lock file.
-/// The file is never removed: unlinking a lock file others may have open
-/// would let two daemons lock different inodes of the same name.
+/// A clean stop removes the file while it holds the lock; [`take_lock`]
+/// checks that the file it locked is still the one at the path, so two
+/// daemons never lock different inodes of the same name.
 fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
     let path = lock_path(socket);
     take_lock(&path, &std::process::id().to_string())?.map_err(|text| {
@@ -213,6 +223,20 @@ fn lock(socket: &Path) -> Result<Flock<File>, DaemonError> {
 /// without waiting, writing `contents` into it: `Ok(Ok(lock))`, or
 /// `Ok(Err(text))` with what the holder wrote when another process holds it.
 fn take_lock(path: &Path, contents: &str) -> Result<Result<Flock<File>, String>, DaemonError> {
+    // A lock file unlinked by the daemon that held it (its clean stop)
+    // while this one waited for it: locked, it is a lock on nothing; the
+    // next round opens the file now at the path.
+    for _ in 0..100 {
+        if let Some(taken) = take_lock_once(path, contents)? {
+            return Ok(taken);
+        }
+    }
+    Err(DaemonError::io("lock", path, std::io::Error::other("the lock file keeps being replaced")))
+}
+
+/// One round of [`take_lock`]: `None` when the file locked is no longer
+/// the one at `path`.
+fn take_lock_once(path: &Path, contents: &str) -> Result<Option<Result<Flock<File>, String>>, DaemonError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -232,15 +256,19 @@ fn take_lock(path: &Path, contents: &str) -> Result<Result<Flock<File>, String>,
     }
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut locked) => {
+            let same = std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+            if !same {
+                return Ok(None);
+            }
             let _ = locked.set_len(0);
             let _ = locked.rewind();
             let _ = writeln!(locked, "{contents}");
-            Ok(Ok(locked))
+            Ok(Some(Ok(locked)))
         }
         Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            Ok(Err(text))
+            Ok(Some(Err(text)))
         }
         Err((_, errno)) => Err(DaemonError::io("lock", path, std::io::Error::from(errno))),
     }
