@@ -546,3 +546,28 @@ fn rules_in_force_are_shown_with_their_source_and_unimported_claude_settings_are
     let (_, out, _) = agentctl(&d.socket, &["status"]);
     assert!(!out.contains("note:"), "{out}");
 }
+
+/// Issue 49 #13: one is singular in the one-line summaries ("Found 1
+/// file", as Claude Code says; "1 line").
+#[test]
+fn summaries_say_one_file_and_one_line() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("only.txt"), "one line\n").unwrap();
+    let cwd = work.path().to_str().unwrap();
+    for (args, summary) in [
+        (vec!["call", "Glob", "--arg", "pattern=*.txt"], "Found 1 file\n"),
+        (vec!["call", "Read", "--arg", "file_path=only.txt"], "Read 1 line of 1\n"),
+        (vec!["call", "Grep", "--arg", "pattern=one", "--arg", "output_mode=count"], "1 result in 1 file searched\n"),
+        (vec!["call", "Bash", "--arg", "command=echo one", "--mode", "bypass"], "exit 0, 1 line\n"),
+        (vec!["call", "Write", "--arg", "file_path=new.txt", "--arg", "content=x", "--mode", "bypass"], "(1 line)\n"),
+    ] {
+        let mut args = args;
+        args.extend(["--cwd", cwd]);
+        let (code, out, err) = agentctl(&d.socket, &args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(err.ends_with(summary), "{args:?}: {err:?}");
+    }
+    let (_, _, err) = agentctl(&d.socket, &["call", "Glob", "--arg", "pattern=*.none", "--cwd", cwd]);
+    assert!(err.ends_with("Found 0 files\n"), "{err:?}");
+}

@@ -236,5 +236,6 @@ fn result_text(r: &BashOutputResult) -> Vec<agentd_protocol::tools::ContentBlock
 }
 
 fn render(r: &BashOutputResult) -> String {
-    format!("{}: {} ({} lines new)", r.job_id, r.status, r.output.lines().count())
+    let lines = crate::tools::counted(r.output.lines().count(), "line", "lines");
+    format!("{}: {} ({lines} new)", r.job_id, r.status)
 }

@@ -148,7 +148,7 @@ impl Tool for Glob {
     }
 
     fn render_result(&self, out: &GlobOutput) -> String {
-        format!("Found {} files", out.files.len() + out.more)
+        format!("Found {}", crate::tools::counted(out.files.len() + out.more, "file", "files"))
     }
 }
 

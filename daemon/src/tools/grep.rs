@@ -226,7 +226,11 @@ impl Tool for Grep {
     }
 
     fn render_result(&self, out: &GrepOutput) -> String {
-        format!("{} results in {} files searched", out.total, out.files_searched)
+        format!(
+            "{} in {} searched",
+            crate::tools::counted(out.total, "result", "results"),
+            crate::tools::counted(out.files_searched, "file", "files")
+        )
     }
 }
 

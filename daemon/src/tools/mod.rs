@@ -113,3 +113,19 @@ pub fn global_gitignore_exists() -> bool {
     *seen = Some((Instant::now(), exists));
     exists
 }
+
+/// `n` and a noun in the right number, for render texts: `1 file`,
+/// `2 files`, `0 lines` (Claude Code's "Found 1 file").
+pub(crate) fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod counted_tests {
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        for (n, want) in [(0, "0 files"), (1, "1 file"), (2, "2 files"), (11, "11 files")] {
+            assert_eq!(super::counted(n, "file", "files"), want);
+        }
+    }
+}

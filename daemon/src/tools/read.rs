@@ -212,7 +212,8 @@ impl Tool for Read {
         match (&out.image, out.total_lines) {
             (Some((media, _)), _) => format!("Read image {} ({media})", out.path.display()),
             (None, Some(total)) => {
-                format!("Read {} lines of {total}", out.last_line + 1 - out.first_line.min(out.last_line + 1))
+                let read = out.last_line + 1 - out.first_line.min(out.last_line + 1);
+                format!("Read {} of {total}", crate::tools::counted(read, "line", "lines"))
             }
             (None, None) => format!("Read lines {}-{}", out.first_line, out.last_line),
         }

@@ -145,6 +145,7 @@ impl Tool for Write {
     }
 
     fn render_result(&self, out: &WriteOutput) -> String {
-        format!("{} {} ({} lines)", if out.created { "Created" } else { "Wrote" }, out.path.display(), out.lines)
+        let lines = crate::tools::counted(out.lines, "line", "lines");
+        format!("{} {} ({lines})", if out.created { "Created" } else { "Wrote" }, out.path.display())
     }
 }

@@ -539,11 +539,11 @@ impl Tool for Bash {
         if let Some(job) = &r.job_id {
             return format!("started {job} in the background");
         }
-        let lines = r.output.lines().count();
+        let lines = crate::tools::counted(r.output.lines().count(), "line", "lines");
         match (&r.note, r.exit_code) {
-            (Some(note), Some(code)) => format!("exit {code} ({note}), {lines} lines"),
-            (_, Some(code)) => format!("exit {code}, {lines} lines"),
-            _ => format!("{lines} lines"),
+            (Some(note), Some(code)) => format!("exit {code} ({note}), {lines}"),
+            (_, Some(code)) => format!("exit {code}, {lines}"),
+            _ => lines,
         }
     }
 
