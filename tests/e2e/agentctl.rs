@@ -571,3 +571,53 @@ fn summaries_say_one_file_and_one_line() {
     let (_, _, err) = agentctl(&d.socket, &["call", "Glob", "--arg", "pattern=*.none", "--cwd", cwd]);
     assert!(err.ends_with("Found 0 files\n"), "{err:?}");
 }
+
+/// Issue 49 #13: `session create` takes the session's network options,
+/// its other workspace directories and project hooks, which error messages
+/// point to.
+#[test]
+fn session_create_takes_network_add_dirs_and_project_hooks() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let cwd = work.path().to_str().unwrap();
+    let (code, out, err) = agentctl(
+        &d.socket,
+        &[
+            "--json",
+            "session",
+            "create",
+            "--cwd",
+            cwd,
+            "--add-dir",
+            other.path().to_str().unwrap(),
+            "--enable-project-hooks",
+            "--enable-project-mcp",
+            "--allow-domain",
+            "example.com",
+            "--deny-domain",
+            "evil.test",
+            "--allow-private-network",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let s = &serde_json::from_str::<Value>(&out).unwrap()["session"];
+    assert_eq!(s["add_dirs"], serde_json::json!([std::fs::canonicalize(other.path()).unwrap()]), "{s}");
+    assert_eq!((s["enable_project_hooks"].as_bool(), s["enable_project_mcp"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(
+        s["sandbox"]["network"],
+        serde_json::json!({"allowed_domains": ["example.com"], "denied_domains": ["evil.test"], "allow_private_network": true}),
+        "{s}"
+    );
+    let (code, out, err) = agentctl(&d.socket, &["--json", "session", "create", "--cwd", cwd, "--no-network"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["session"]["sandbox"]["network"], false);
+    let (_, out, _) = agentctl(
+        &d.socket,
+        &["session", "show", serde_json::from_str::<Value>(&out).unwrap()["session_id"].as_str().unwrap()],
+    );
+    assert!(out.contains("network:         none"), "{out}");
+    let (code, _, err) =
+        agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--no-network", "--allow-domain", "x.test"]);
+    assert_eq!(code, 2, "conflicting flags are a bad command line: {err}");
+}

@@ -314,6 +314,8 @@ enum McpCommand {
     },
 }
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum SessionCommand {
     /// Open a session on a workspace; prints its id
@@ -346,6 +348,18 @@ enum SessionCommand {
         /// NAME=VALUE (repeatable)
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
+        /// Another directory that counts as the workspace (repeatable)
+        #[arg(long = "add-dir", value_name = "DIR")]
+        add_dirs: Vec<PathBuf>,
+        /// Run the hooks of the workspace's own settings files (off by
+        /// default: a repository must not run code by being opened)
+        #[arg(long)]
+        enable_project_hooks: bool,
+        /// Start the MCP servers of the workspace's .mcp.json (off by default)
+        #[arg(long)]
+        enable_project_mcp: bool,
+        #[command(flatten)]
+        network: NetworkFlags,
     },
     /// List open sessions
     List,
@@ -359,6 +373,46 @@ enum SessionCommand {
         /// Session id
         session_id: String,
     },
+}
+
+/// `session create`'s network options: the session's `sandbox.network`
+/// (naming them names the session's sandbox options, so the user's
+/// `autoAllowBashIfSandboxed` does not apply to it).
+#[derive(Debug, clap::Args)]
+struct NetworkFlags {
+    /// Commands get no network at all
+    #[arg(long, conflicts_with_all = ["allow_domains", "deny_domains", "allow_private_network"])]
+    no_network: bool,
+    /// The only domain commands may reach (repeatable; `*.` covers
+    /// subdomains): nothing else passes and nothing asks
+    #[arg(long = "allow-domain", value_name = "DOMAIN")]
+    allow_domains: Vec<String>,
+    /// A domain always refused (repeatable)
+    #[arg(long = "deny-domain", value_name = "DOMAIN")]
+    deny_domains: Vec<String>,
+    /// Let commands reach loopback, private and link-local addresses
+    /// through the gate (refused by default)
+    #[arg(long)]
+    allow_private_network: bool,
+}
+
+impl NetworkFlags {
+    /// The session's sandbox options, when a flag names any.
+    fn sandbox(&self) -> Option<agentd_client::protocol::session::SandboxOptions> {
+        use agentd_client::protocol::session::{NetworkGate, SandboxNetwork, SandboxOptions};
+        let network = if self.no_network {
+            SandboxNetwork::Switch(false)
+        } else if !self.allow_domains.is_empty() || !self.deny_domains.is_empty() || self.allow_private_network {
+            SandboxNetwork::Gate(NetworkGate {
+                allowed_domains: (!self.allow_domains.is_empty()).then(|| self.allow_domains.clone()),
+                denied_domains: self.deny_domains.clone(),
+                allow_private_network: self.allow_private_network,
+            })
+        } else {
+            return None;
+        };
+        Some(SandboxOptions { network, ..SandboxOptions::default() })
+    }
 }
 
 /// A permission mode as the CLI takes it: agentd's names in either

@@ -369,7 +369,8 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
                 hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
             set.errors.push(format!(
                 "{source}: {n} hook group(s) not run: the workspace is not trusted (session/create \
-                 enable_project_hooks, or projects.<workspace>.enableProjectHooks in the user's settings)"
+                 enable_project_hooks, agentctl session create --enable-project-hooks, or \
+                 projects.<workspace>.enableProjectHooks in the user's settings)"
             ));
             continue;
         }

@@ -8,7 +8,21 @@ use agentd_client::protocol::session::{RuleInForce, RuleKind, RuleSource};
 /// `agentctl session …`.
 pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
     match cmd {
-        SessionCommand::Create { cwd, mode, allow, deny, ask, simple, disable, max_concurrency, env } => {
+        SessionCommand::Create {
+            cwd,
+            mode,
+            allow,
+            deny,
+            ask,
+            simple,
+            disable,
+            max_concurrency,
+            env,
+            add_dirs,
+            enable_project_hooks,
+            enable_project_mcp,
+            network,
+        } => {
             // The daemon wants an absolute path; resolve a relative one here,
             // where "relative" means something.
             let cwd = workspace(cwd.as_deref())?;
@@ -20,6 +34,14 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
                 tools: (tools != ToolOptions::default()).then_some(tools),
                 max_concurrency: *max_concurrency,
                 env: (!env.is_empty()).then(|| env_pairs(env)).transpose()?,
+                // Relative to where agentctl runs, as --cwd is.
+                add_dirs: match add_dirs.is_empty() {
+                    true => None,
+                    false => Some(add_dirs.iter().map(|d| workspace(Some(d))).collect::<Result<_, _>>()?),
+                },
+                enable_project_hooks: enable_project_hooks.then_some(true),
+                enable_project_mcp: enable_project_mcp.then_some(true),
+                sandbox: network.sandbox(),
                 ..SessionCreateParams::new(cwd)
             };
             let created = client.session_create(params).await?;
@@ -78,6 +100,10 @@ pub(super) fn show_session(s: &SessionInfo) {
     };
     println!("session:         {}", s.session_id);
     println!("cwd:             {}", s.cwd.display());
+    if !s.add_dirs.is_empty() {
+        let dirs: Vec<String> = s.add_dirs.iter().map(|d| d.display().to_string()).collect();
+        println!("add dirs:        {}", dirs.join(", "));
+    }
     println!("mode:            {}", mode_name(s.mode));
     for (label, kind, own) in [
         ("allow:  ", RuleKind::Allow, &s.permissions.allow),

@@ -506,7 +506,8 @@ async fn open(shared: &Shared, raw_host: &str, port: u16) -> Result<(String, Tcp
             Err(why) => return Err((host, Refusal::new(403, 2, why))),
         },
     };
-    let how = "sandbox.network.allow_private_network in session/create";
+    let how =
+        "sandbox.network.allow_private_network in session/create, agentctl session create --allow-private-network";
     let addrs = match shared.web.resolve_checked(&host, port, shared.policy.allow_private, how).await {
         Ok(a) => a,
         Err(why) => return Err((host, Refusal::new(if why.contains("private") { 403 } else { 502 }, 4, why))),
