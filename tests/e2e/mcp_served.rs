@@ -240,6 +240,53 @@ fn agentctl_mcp_serves_files_skills_logs_and_completion_over_stdio_and_http() {
     assert_eq!(std::fs::read_to_string(&token_file).unwrap().trim(), token);
 }
 
+/// Issue 49 #13: DELETE with a session id ends the MCP session (and its
+/// daemon session) and answers 200, as MCP's streamable HTTP says (rmcp
+/// answered 202, and the Python SDK logged a failed termination on every
+/// close); the session is then gone (404).
+#[test]
+fn delete_ends_an_http_mcp_session_with_200() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let (_dir, ws) = workspace();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let args = ["--http", "127.0.0.1:0", "--cwd", ws.to_str().unwrap(), "--token-file", token_file.to_str().unwrap()];
+    let (mut bridge, port) = http_bridge(&d.socket, &args);
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    let host = format!("127.0.0.1:{port}");
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let head = response_head(port, &initialize(&host, &bearer));
+    let id = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("mcp-session-id:").map(|v| v.trim().to_owned()))
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let request = |method: &str, body: &str| {
+        format!(
+            "{method} /mcp HTTP/1.1\r\nHost: {host}\r\n{bearer}Mcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert_eq!(status(port, &request("POST", r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)), 202);
+    assert_eq!(status(port, &request("POST", r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#)), 200);
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        while sessions(&mut c).await != 1 {
+            assert!(std::time::Instant::now() < deadline, "the MCP session has no daemon session");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(status(port, &request("DELETE", "")), 200, "DELETE ends the session with 200");
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        while sessions(&mut c).await > 0 {
+            assert!(std::time::Instant::now() < deadline, "the ended MCP session's daemon session stays open");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    assert_eq!(status(port, &request("POST", r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#)), 404);
+    bridge.kill().unwrap();
+    bridge.wait().unwrap();
+}
+
 #[test]
 fn agentctl_mcp_http_refuses_other_machines_without_tls_and_a_readable_token() {
     let d = StandaloneDaemon::start(&[], &[]);

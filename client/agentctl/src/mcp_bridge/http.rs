@@ -244,7 +244,16 @@ pub async fn serve(
                     if request.uri().path() != MCP_PATH {
                         return Ok(plain(http::StatusCode::NOT_FOUND, "MCP is served at /mcp\n"));
                     }
-                    Ok(mcp.handle(request).await)
+                    let deleting = request.method() == http::Method::DELETE;
+                    let mut response = mcp.handle(request).await;
+                    // DELETE with a session id ends the session: 200, as MCP's
+                    // streamable HTTP has it, where rmcp answers 202 (and the
+                    // Python SDK then logs a failed termination on every close:
+                    // issue 49 #13).
+                    if deleting && response.status() == http::StatusCode::ACCEPTED {
+                        *response.status_mut() = http::StatusCode::OK;
+                    }
+                    Ok(response)
                 }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
