@@ -463,8 +463,9 @@ async fn agentctl_connects_to_the_tls_face() {
     assert!(out.contains(&format!("tls:         127.0.0.1:{port} (mutual TLS)")), "{out}");
     assert_eq!(call.0, Some(0), "{call:?}");
     assert_eq!(call.1, "from agentctl\n", "{call:?}");
-    // A local directory means nothing on the daemon's machine.
-    assert_eq!(no_cwd.0, Some(1), "{no_cwd:?}");
+    // A local directory means nothing on the daemon's machine: a bad
+    // command line (exit 2, issue 49 #13).
+    assert_eq!(no_cwd.0, Some(2), "{no_cwd:?}");
     assert!(no_cwd.2.contains("give --cwd as an absolute path"), "{no_cwd:?}");
     assert_eq!(stranger.0, Some(3), "{stranger:?}");
     assert!(stranger.2.contains("refused this client"), "{stranger:?}");
