@@ -122,10 +122,10 @@ fn an_interrupted_call_in_a_named_session_cancels_only_itself() {
             .arg("--socket")
             .arg(&d.socket)
             .args(["call", "Bash", "--session", &sid, "--arg"])
-            .arg(format!("command=sleep 300 # {marker}"))
+            .arg(format!("command=echo tick-{marker}; sleep 300 # {marker}"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
@@ -140,6 +140,12 @@ fn an_interrupted_call_in_a_named_session_cancels_only_itself() {
     let mut printed = String::new();
     std::io::Read::read_to_string(interrupted.stdout.as_mut().unwrap(), &mut printed).unwrap();
     assert!(printed.contains("cancel"), "the cancelled result is printed: {printed:?}");
+    // Issue 49 #7: the output once (in the result), the summary one line.
+    let mut said = String::new();
+    std::io::Read::read_to_string(interrupted.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert_eq!(printed.matches(&format!("tick-{mine}")).count(), 1, "{printed:?}");
+    assert!(said.ends_with("\ncancelled: the user interrupted this call\n"), "{said:?}");
+    assert!(!said.contains(&format!("tick-{mine}")), "{said:?}");
     eventually_blocking("the interrupted command is ended", || procs(&mine).is_empty());
     assert!(!procs(&theirs).is_empty(), "the other client's command goes on");
     let (code, out, _) = agentd_tests::agentctl(&d.socket, &["--json", "session", "list"]);
