@@ -468,6 +468,28 @@ fn a_daemon_stopped_mid_call_is_interrupted_and_exits_3() {
             assert!(!printed.contains("restart required"), "{signal:?} {command}: {printed}");
         }
     }
+    // `watch` too: its stream ends with the daemon, not with the session.
+    let mut d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    let (_, sid, _) = agentctl(&d.socket, &["session", "create", "--cwd", work.path().to_str().unwrap()]);
+    let watch = std::process::Command::new(agentd_tests::bin_path("agentctl"))
+        .args(["--socket", d.socket.to_str().unwrap(), "watch", sid.trim()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Watching once the daemon counts its connection.
+    agentd_tests::eventually_blocking("watch connects", || {
+        let (_, out, _) = agentctl(&d.socket, &["--json", "status"]);
+        serde_json::from_str::<Value>(&out).is_ok_and(|i| i["connections"].as_u64() == Some(2))
+    });
+    d.signal(Signal::SIGTERM);
+    d.wait_exit();
+    let out = watch.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "watch: {err}");
+    assert!(err.contains("interrupted: the daemon stopped"), "watch: {err}");
 }
 
 /// Issue 49 #10: the rules in force are listed with where each comes from

@@ -853,9 +853,12 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                     println!("{:>8.1}s {}", started.elapsed().as_secs_f64(), describe(&event, session));
                 }
                 if matches!(event.kind, EventKind::SessionClosed {}) {
-                    break;
+                    return Ok(());
                 }
             }
+            // The stream ended with the session still open: if the daemon
+            // went, say so (exit 3), as `call` and `run` do.
+            client.daemon_info().await?;
         }
         Command::Completions { .. } | Command::Man { .. } => {}
         Command::Cancel { session, turn, tool } => {
