@@ -215,43 +215,50 @@ fn an_mcp_servers_elicitation_is_a_form_at_the_terminal() {
             serde_json::json!({ "mcp_servers": server, "mode": "bypass", "tools": { "defer": { "mode": "never" } } });
         super::mcp_support::session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned()
     });
-    let blocks = work.path().join("turn.jsonl");
-    std::fs::write(
-        &blocks,
-        "{\"id\": \"q\", \"name\": \"mcp__t__ask\", \"input\": {\"question\": \"who are you?\"}}\n",
-    )
-    .unwrap();
-    let command = format!(
-        "{} --socket {} run --session {sid} {}; echo EXIT=$?; sleep 60",
-        agentd_tests::bin_path("agentctl").display(),
-        d.socket.display(),
-        blocks.display()
-    );
-    let tmux = Tmux::shell("elicit", &command, 200);
-    tmux.wait_for("t asks: who are you?");
-    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
-    // Fields by name; Pydantic's titles.
-    tmux.wait_for("Count (integer; Enter: 1)");
-    tmux.run(&["send-keys", "-t", "t", "three", "Enter"]);
-    tmux.wait_for("Name (string)");
-    tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
-    // Refused by the daemon (not an integer): the form again.
-    let again = |text: &str| {
-        let deadline = Instant::now() + agentd_tests::STEP;
-        while tmux.screen().matches(text).count() < 2 {
-            assert!(Instant::now() < deadline, "{text:?} not asked again:\n{}", tmux.screen());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    again("t asks: who are you?");
-    tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
-    again("Count (integer");
-    tmux.run(&["send-keys", "-t", "t", "3", "Enter"]);
-    again("Name (string)");
-    tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
-    let screen = tmux.wait_for("EXIT=");
-    assert!(screen.contains("accepted: Ada x3"), "{screen}");
-    assert!(screen.contains("EXIT=0"), "{screen}");
+    // From a file (asked on stdin), then piped in (asked on /dev/tty:
+    // issue 49 #13).
+    for (how, id) in [("file", "q1"), ("stdin", "q2")] {
+        let blocks = work.path().join(format!("{id}.jsonl"));
+        std::fs::write(
+            &blocks,
+            format!("{{\"id\": \"{id}\", \"name\": \"mcp__t__ask\", \"input\": {{\"question\": \"who are you?\"}}}}\n"),
+        )
+        .unwrap();
+        let agentctl = format!(
+            "{} --socket {} run --session {sid}",
+            agentd_tests::bin_path("agentctl").display(),
+            d.socket.display()
+        );
+        let command = match how {
+            "file" => format!("{agentctl} {}; echo EXIT=$?; sleep 60", blocks.display()),
+            _ => format!("cat {} | {agentctl} -; echo EXIT=$?; sleep 60", blocks.display()),
+        };
+        let tmux = Tmux::shell(&format!("elicit-{how}"), &command, 200);
+        tmux.wait_for("t asks: who are you?");
+        tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+        // Fields by name; Pydantic's titles.
+        tmux.wait_for("Count (integer; Enter: 1)");
+        tmux.run(&["send-keys", "-t", "t", "three", "Enter"]);
+        tmux.wait_for("Name (string)");
+        tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
+        // Refused by the daemon (not an integer): the form again.
+        let again = |text: &str| {
+            let deadline = Instant::now() + agentd_tests::STEP;
+            while tmux.screen().matches(text).count() < 2 {
+                assert!(Instant::now() < deadline, "{how}: {text:?} not asked again:\n{}", tmux.screen());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        again("t asks: who are you?");
+        tmux.run(&["send-keys", "-t", "t", "y", "Enter"]);
+        again("Count (integer");
+        tmux.run(&["send-keys", "-t", "t", "3", "Enter"]);
+        again("Name (string)");
+        tmux.run(&["send-keys", "-t", "t", "Ada", "Enter"]);
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("accepted: Ada x3"), "{how}: {screen}");
+        assert!(screen.contains("EXIT=0"), "{how}: {screen}");
+    }
 }
 
 /// Issue 49 #13: a turn piped in (`… | agentctl run -`) is asked on the

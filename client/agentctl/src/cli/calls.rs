@@ -185,7 +185,7 @@ pub(super) async fn run_turn(
     // At a terminal it answers the session's MCP servers' elicitations
     // too (a form, field by field).
     let mut answers = vec![agentd_client::protocol::agent::AGENTS_CAPABILITY];
-    if matches!(answering, Answering::Prompt(Asker::Stdio)) {
+    if matches!(answering, Answering::Prompt(_)) {
         answers.push(agentd_client::protocol::mcp::ELICITATION_CAPABILITY);
     }
     let mut events = client.stream_with(session, None, None, &answers).await?;
@@ -229,7 +229,7 @@ pub(super) async fn run_turn(
         let Some(event) = next else { break };
         let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
         if let EventKind::McpElicitation { request_id, server, message, requested_schema, .. } = &event.kind
-            && matches!(answering, Answering::Prompt(Asker::Stdio))
+            && let Answering::Prompt(asker) = answering
         {
             let (server, message, schema) = (server.clone(), message.clone(), requested_schema.clone());
             let multi = live.as_ref().map(|l| l.multi.clone());
@@ -239,8 +239,8 @@ pub(super) async fn run_turn(
                 let (server, message, schema) = (server.clone(), message.clone(), schema.clone());
                 let multi = multi.clone();
                 let asked = tokio::task::spawn_blocking(move || match multi {
-                    Some(m) => m.suspend(|| elicit_prompt(&server, &message, &schema)),
-                    None => elicit_prompt(&server, &message, &schema),
+                    Some(m) => m.suspend(|| elicit_prompt(asker, &server, &message, &schema)),
+                    None => elicit_prompt(asker, &server, &message, &schema),
                 })
                 .await
                 .map_err(|e| Failure::Local(format!("prompt: {e}")))?;
@@ -557,21 +557,25 @@ impl Asker {
 /// description, its choices; Enter keeps the default (or leaves out an
 /// optional field).
 pub(super) fn elicit_prompt(
+    asker: Asker,
     server: &str,
     message: &str,
     schema: &serde_json::Value,
 ) -> (agentd_client::protocol::mcp::McpElicitationAction, Option<serde_json::Map<String, serde_json::Value>>) {
     use agentd_client::protocol::mcp::McpElicitationAction as Action;
     use serde_json::Value;
-    use std::io::Write;
-    let read = || {
+    use std::io::{BufRead, Write};
+    let Ok((mut term_in, mut out)) = asker.open() else {
+        return (Action::Decline, None);
+    };
+    let mut read = || {
         let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
+        let _ = term_in.read_line(&mut line);
         line.trim().to_owned()
     };
-    println!("? {server} asks: {message}");
-    print!("  answer? [y]es, [n]o (decline, Enter), [c]ancel: ");
-    let _ = std::io::stdout().flush();
+    let _ = writeln!(out, "? {server} asks: {message}");
+    let _ = write!(out, "  answer? [y]es, [n]o (decline, Enter), [c]ancel: ");
+    let _ = out.flush();
     match read().to_lowercase().as_str() {
         "y" | "yes" => {}
         "c" | "cancel" => return (Action::Cancel, None),
@@ -600,10 +604,10 @@ pub(super) fn elicit_prompt(
             hint.push_str("; Enter: leave out");
         }
         if let Some(about) = field["description"].as_str() {
-            println!("  {about}");
+            let _ = writeln!(out, "  {about}");
         }
-        print!("  {title} ({hint}): ");
-        let _ = std::io::stdout().flush();
+        let _ = write!(out, "  {title} ({hint}): ");
+        let _ = out.flush();
         let line = read();
         let value = if line.is_empty() {
             match field.get("default") {
