@@ -746,3 +746,67 @@ async fn globs_reaching_outside_and_workspace_executables_ask() {
         assert!(!text(&r).contains("permission"), "{command} asked: {r}");
     }
 }
+
+/// Issue 49's attack review: git pointed at another repository's history
+/// (whose `.env` a rule denies) however it is pointed there, in bypass
+/// mode, where only the refusal stands between the command and the file.
+#[tokio::test]
+async fn git_pointed_at_a_denied_repository_stays_refused() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::write(ws.join("a.txt"), "history line\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    git(ws, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]);
+    let other = tempfile::tempdir().unwrap();
+    let other = std::fs::canonicalize(other.path()).unwrap();
+    std::fs::write(other.join(".env"), "SECRET=othersecret123\n").unwrap();
+    git(&other, &["init", "-q"]);
+    git(&other, &["add", "-A"]);
+    git(&other, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]);
+    let o = other.display();
+    let params = json!({ "mode": "bypass", "permissions": { "deny": [format!("Read(/{o}/.env)")] } });
+    let (mut c, id) = denying_session(&d, params).await;
+    for command in [
+        format!("command export GIT_DIR={o}/.git; git show HEAD:.env"),
+        format!("read GIT_DIR <<< {o}/.git; export GIT_DIR; git show HEAD:.env"),
+        format!("git archive --remote={o} HEAD .env | tar -xO"),
+        format!("git fetch -q {o} HEAD && git show FETCH_HEAD:.env"),
+        format!("mkdir -p sub && echo 'gitdir: {o}/.git' > sub/.git && cd sub && git show HEAD:.env"),
+    ] {
+        let r = bash(&mut c, &id, &command).await;
+        assert!(!text(&r).contains("othersecret123"), "{command}: {r}");
+    }
+    // The same in two calls: the `.git` file, then git where it is.
+    bash(&mut c, &id, &format!("mkdir -p sub2 && echo 'gitdir: {o}/.git' > sub2/.git && cd sub2")).await;
+    let r = bash(&mut c, &id, "git show HEAD:.env").await;
+    assert!(!text(&r).contains("othersecret123"), "{r}");
+}
+
+/// Issue 49's attack review: braces, loops, extglob and `..` matched by a
+/// glob take a read-only command outside the workspace as `/e*` does.
+#[tokio::test]
+async fn braces_loops_and_dot_globs_reaching_outside_ask() {
+    let d = TestDaemon::start().await;
+    let ws = d.dir.path();
+    std::fs::create_dir(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let mut c = d.raw().await;
+    let id = c.session(json!({ "cwd": ws })).await;
+    let up = ".?/".repeat(12);
+    for command in [
+        "for f in /e*/hostname; do cat $f; done".to_owned(),
+        "cat {,}/etc/hostname".to_owned(),
+        "cat {x,}/etc/hostname".to_owned(),
+        "cat {~,x}/.bashrc".to_owned(),
+        "shopt -s extglob\ncat /@(etc)/hostname".to_owned(),
+        format!("shopt -u globskipdots; cat {up}etc/hostnam?"),
+    ] {
+        let r = bash(&mut c, &id, &command).await;
+        assert!(text(&r).contains("permission"), "{command} ran unasked: {r}");
+    }
+    for command in ["cat src/*.rs", "cat {src,src}/a.rs"] {
+        let r = bash(&mut c, &id, command).await;
+        assert!(!text(&r).contains("permission"), "{command} asked: {r}");
+    }
+}

@@ -436,3 +436,33 @@ fn bash_star_is_every_command() {
     assert_eq!(bash(&s, "ls"), Some(RuleKind::Deny));
     assert_eq!(bash(&s, "echo $(id)"), Some(RuleKind::Deny));
 }
+
+/// Issue 49's attack review: make takes `NAME+=value` (and `NAME:=value`)
+/// on its command line as it takes `NAME=value`: `SHELL+='-c cmd #'` runs
+/// `cmd` for every recipe line.
+#[test]
+fn make_variables_that_run_programs_in_any_assignment_form() {
+    let s = set(&["Bash(make test:*)"], &[], &[]);
+    for command in [
+        "make test SHELL=./x",
+        "make test SHELL+='-c touch\\ pwned #'",
+        "make test 'SHELL+=-c touch\\ pwned #'",
+        "make test 'SHELL:=./x'",
+        "make test 'SHELL::=./x'",
+        "make test MAKESHELL+=./x",
+        "make test '.SHELLFLAGS=-c touch\\ pwned #'",
+        "make test '.SHELLFLAGS+=x'",
+        "make test 'X!=touch pwned'",
+    ] {
+        assert_eq!(bash(&s, command), None, "{command}");
+    }
+    assert_eq!(bash(&s, "make test V=1"), Some(RuleKind::Allow));
+}
+
+/// A directory rule as .gitignore writes it (`secrets/`) denies what is in
+/// the directory.
+#[test]
+fn a_directory_rule_with_a_trailing_slash_denies_its_contents() {
+    let s = set(&[], &["Read(secrets/)"], &[]);
+    assert!(s.read_denied(Path::new("/ws/secrets/key")).is_some());
+}

@@ -369,6 +369,100 @@ mod tests {
         }
     }
 
+    /// A workspace repository `ws` and another repository `other` beside
+    /// it whose `.env` a deny rule names: git must not be pointed at
+    /// `other`'s history (issue 49's attack review).
+    fn other_repository() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(root.path()).unwrap();
+        let (ws, other) = (base.join("ws"), base.join("other"));
+        for repo in [&ws, &other] {
+            std::fs::create_dir_all(repo.join(".git")).unwrap();
+        }
+        (root, ws, other)
+    }
+
+    fn read_denied_in(ws: &Path, here: &Path, command: &str, deny: &str) -> Option<String> {
+        let mut ctx = ToolContext::for_test(Arc::new(NoTools));
+        ctx.cwd = Arc::new(ws.to_owned());
+        ctx.session = Arc::new(crate::tool::SessionContext { shell_cwd: Some(here.to_owned()), ..Default::default() });
+        let mut rules = RuleSet::default();
+        rules.add(&Origin::session("session", ws), &[], &[deny.to_owned()], &[]);
+        ctx.rules = Arc::new(rules);
+        let script = shell::parse(command).unwrap();
+        read_denied(&script, &ctx, here)
+    }
+
+    #[test]
+    fn git_pointed_at_another_repository_stays_refused() {
+        let (_root, ws, other) = other_repository();
+        let deny = format!("Read(/{}/.env)", other.display());
+        let o = other.display();
+        assert!(read_denied_in(&ws, &ws, "git show HEAD:a.txt", &deny).is_none(), "the workspace's own history");
+        for command in [
+            format!("GIT_DIR={o}/.git git show HEAD:.env"),
+            // `export` behind a wrapper, or of a variable set otherwise.
+            format!("command export GIT_DIR={o}/.git; git show HEAD:.env"),
+            format!("builtin export GIT_DIR={o}/.git; git show HEAD:.env"),
+            format!("read GIT_DIR <<< {o}/.git; export GIT_DIR; git show HEAD:.env"),
+            format!("printf -v GIT_DIR %s {o}/.git; export GIT_DIR; git show HEAD:.env"),
+            format!("sudo GIT_DIR={o}/.git git show HEAD:.env"),
+            // Another repository's archive.
+            format!("git archive --remote={o} HEAD .env"),
+            format!("git archive --remote {o} HEAD .env"),
+            // Its objects fetched into this one.
+            format!("git fetch -q {o} HEAD && git show FETCH_HEAD:.env"),
+        ] {
+            assert!(read_denied_in(&ws, &ws, &command, &deny).is_some(), "{command}");
+        }
+    }
+
+    /// A `.git` file naming another repository's git directory: git reads
+    /// that repository's history.
+    #[test]
+    fn a_git_file_naming_another_repository_reaches_it() {
+        let (_root, ws, other) = other_repository();
+        let sub = ws.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join(".git"), format!("gitdir: {}/.git\n", other.display())).unwrap();
+        let deny = format!("Read(/{}/.env)", other.display());
+        assert!(read_denied_in(&ws, &sub, "git show HEAD:.env", &deny).is_some());
+    }
+
+    /// Globs, braces and loops that reach outside the workspace: a
+    /// read-only command with them asks (issue 49's attack review).
+    #[test]
+    fn globs_braces_and_loops_reaching_outside_are_outside() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir(ws.join("src")).unwrap();
+        std::fs::write(ws.join("src/a.rs"), "").unwrap();
+        let mut ctx = ToolContext::for_test(Arc::new(NoTools));
+        ctx.cwd = Arc::new(ws.clone());
+        // What runs unasked in the read-only sandbox.
+        let inside = |command: &str| {
+            let script = shell::parse(command).unwrap();
+            shell::is_inspection(&script) && super::super::paths_inside(&script, &ctx)
+        };
+        for command in ["cat src/*.rs", "cat {src,src}/a.rs", "ls *.{rs,toml}"] {
+            assert!(inside(command), "{command}");
+        }
+        for command in [
+            "cat /e*/hostname",
+            "for f in /e*/hostname; do cat $f; done",
+            "cat {,}/etc/hostname",
+            "cat {x,}/etc/hostname",
+            "cat {.,}{.,}/{.,}{.,}/{.,}{.,}/{.,}{.,}/{.,}{.,}/etc/hostname",
+            "cat {~,x}/.bashrc",
+            "cat {{,},x}/etc/hostname",
+            "shopt -s extglob\ncat /@(etc)/hostname",
+            "shopt -s extglob\ncat /+(etc)/host+(name)",
+            "shopt -u globskipdots; cat .?/.?/.?/.?/.?/.?/etc/hostnam?",
+        ] {
+            assert!(!inside(command), "{command}");
+        }
+    }
+
     /// The review's fail-closed case: a call granted a sandbox profile
     /// where no helper can run it is refused, and nothing of it runs
     /// (never run unconfined instead).
