@@ -148,7 +148,12 @@ fn unwrap(mut e: Effective, depth: usize, out: &mut Vec<Effective>) {
                     e.program = None;
                     break;
                 }
-                skip_options(&args, &value_opts)
+                // `sudo NAME=value cmd` sets NAME for cmd, as `env` does.
+                skip_options(&args, &value_opts).map(|rest| {
+                    let names = rest.iter().take_while(|w| is_assignment(w)).count();
+                    e.assigns.extend(rest[..names].iter().map(|w| w.split('=').next().unwrap_or("").to_owned()));
+                    rest[names..].to_vec()
+                })
             }
             "env" => match unwrap_env(&args, &mut e) {
                 Some(r) => Some(r),
@@ -378,6 +383,15 @@ fn unwrap_env(args: &[String], e: &mut Effective) -> Option<Vec<String>> {
     Some(Vec::new())
 }
 
+/// Whether a word is `NAME=value` with a shell variable's name.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
 /// What a shell's arguments make it run.
 enum ShellRuns {
     /// `-c SCRIPT` (`-c` alone or in a cluster like `-lc`).
@@ -539,5 +553,7 @@ mod tests {
         assert_eq!(e[1].assigns, Vec::<String>::new());
         let e = effective(&parse("env GIT_DIR=x git status").unwrap());
         assert_eq!(e[0].assigns, vec!["GIT_DIR".to_owned()]);
+        let e = effective(&parse("sudo -u root GIT_DIR=x git status").unwrap());
+        assert_eq!((e[0].program.as_deref(), e[0].assigns.clone()), (Some("git"), vec!["GIT_DIR".to_owned()]));
     }
 }

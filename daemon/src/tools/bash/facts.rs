@@ -249,15 +249,34 @@ fn git_history_dirs(
     ctx: &ToolContext,
     here: &Path,
 ) -> Option<Vec<PathBuf>> {
+    // `--remote` (archive, abbreviated too) reads another repository.
     let elsewhere = |a: &String| {
-        a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree") || a.starts_with("--namespace")
+        a == "-C"
+            || a.starts_with("--git-dir")
+            || a.starts_with("--work-tree")
+            || a.starts_with("--namespace")
+            || a.starts_with("--rem")
+    };
+    // Subcommands that bring another repository's objects into this one
+    // (what they fetched is then shown from here).
+    const IMPORTS: &[&str] = &["fetch", "pull", "clone", "submodule", "bundle", "remote", "subtree"];
+    let imports = |e: &shell::Effective| {
+        e.program.as_deref() == Some("git") && e.args.iter().any(|a| IMPORTS.contains(&a.as_str()))
     };
     let git_variable = |name: &String| name.starts_with("GIT_");
+    // A `GIT_*` word anywhere: assigned through a wrapper (`command export
+    // GIT_DIR=…`, `sudo GIT_DIR=… git`) or exported after `read GIT_DIR`.
+    let names_git_variable = |w: &String| w.contains("GIT_");
     if shell::changes_directory(script)
         || effective.iter().any(|e| {
-            e.assigns.iter().any(git_variable) || (e.program.as_deref() == Some("git") && e.args.iter().any(elsewhere))
+            e.assigns.iter().any(git_variable)
+                || e.args.iter().chain(e.program.iter()).any(names_git_variable)
+                || imports(e)
+                || (e.program.as_deref() == Some("git") && e.args.iter().any(elsewhere))
         })
-        || script.commands.iter().any(|c| c.assigns.iter().any(git_variable))
+        || script.commands.iter().any(|c| {
+            c.assigns.iter().any(git_variable) || c.args.iter().chain(c.program.iter()).any(names_git_variable)
+        })
         || ctx.info.env.keys().any(git_variable)
     {
         return None;
@@ -266,6 +285,12 @@ fn git_history_dirs(
     let top = here.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())?.to_path_buf();
     let dot_git = top.join(".git");
     if std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
+        // Objects or refs kept elsewhere (`commondir`, alternates) are
+        // another repository's history.
+        let elsewhere = ["commondir", "objects/info/alternates", "objects/info/http-alternates"];
+        if elsewhere.iter().any(|f| std::fs::symlink_metadata(dot_git.join(f)).is_ok()) {
+            return None;
+        }
         return Some(vec![top]);
     }
     // A linked worktree or a submodule: `.git` names the git directory; a
@@ -273,10 +298,17 @@ fn git_history_dirs(
     let text = std::fs::read_to_string(&dot_git).ok()?;
     let git_dir = top.join(text.trim().strip_prefix("gitdir:")?.trim());
     let git_dir = std::fs::canonicalize(git_dir).ok()?;
-    let mut dirs = vec![top, git_dir.clone()];
+    let mut dirs = vec![top.clone(), git_dir.clone()];
     if let Ok(common) = std::fs::read_to_string(git_dir.join("commondir")) {
         let common = std::fs::canonicalize(git_dir.join(common.trim())).ok()?;
         dirs.push(common.parent()?.to_path_buf());
+    } else if let Some(superproject) = top.ancestors().skip(1).find(|a| git_dir.starts_with(a.join(".git/modules"))) {
+        // A submodule's git directory, in its superproject's.
+        dirs.push(superproject.to_path_buf());
+    } else {
+        // Another repository's git directory (`gitdir: /other/.git`), whose
+        // work tree is not known here.
+        return None;
     }
     Some(dirs)
 }
