@@ -438,6 +438,7 @@ fn walk_compound(compound: &ast::CompoundCommand, script: &mut Script) {
             for w in words {
                 list.has_substitution |= substitutes(&w.value);
                 list.has_expansion |= expands(&w.value);
+                list.glob_roots.extend(glob_root(&w.value));
                 list.args.push(literal(&w.value).unwrap_or_else(|| w.value.clone()));
                 absorb(&w.value, script);
             }
@@ -505,18 +506,26 @@ fn expands(word: &str) -> bool {
 }
 
 /// Where the matches of a word the shell expands as a glob lie: the
-/// directory part of the word before its first unquoted `*`, `?` or `[`
-/// (`/e*/x` → `/`, `"src"/*.rs` → `src/`); `/` when an unquoted brace holds
-/// a `/` or the word a `..` (`{/etc,x}/h`, `*/../../x`). `None` for a word
+/// directory part of the word before its first unquoted `*`, `?`, `[` or
+/// extglob `@(`, `+(`, `!(` (`/e*/x` → `/`, `"src"/*.rs` → `src/`); `/`
+/// when an unquoted brace could take it anywhere (`{/etc,x}/h`, `{,}/etc`,
+/// `{~,x}/.ssh`, `{.,}{.,}/x`) or the word holds a `..`. `None` for a word
 /// that is no glob.
 fn glob_root(word: &str) -> Option<String> {
     let (mut single, mut double, mut escaped) = (false, false, false);
     let mut first = None;
-    let mut brace_slash = false;
-    let mut in_brace = 0usize;
+    let mut anywhere = false;
+    // The alternatives of the brace being read, at each depth.
+    let mut braces: Vec<Vec<String>> = Vec::new();
+    let mut params = 0usize;
+    let mut prev = None;
     for (i, c) in word.char_indices() {
+        let before = prev.replace(c);
         if escaped {
             escaped = false;
+            if let Some(alt) = braces.last_mut().and_then(|b| b.last_mut()) {
+                alt.push(c);
+            }
             continue;
         }
         match c {
@@ -526,17 +535,40 @@ fn glob_root(word: &str) -> Option<String> {
             '*' | '?' | '[' if !single && !double => {
                 first.get_or_insert(i);
             }
+            '(' if !single && !double && matches!(before, Some('@' | '+' | '!')) => {
+                first.get_or_insert(i - 1);
+            }
+            // `${name}`: a parameter, no brace (its value is no literal
+            // directory: the root it leaves is nowhere in the workspace).
+            '{' if !single && before == Some('$') => params += 1,
+            '}' if !single && params > 0 => params -= 1,
             '{' if !single && !double => {
                 first.get_or_insert(i);
-                in_brace += 1;
+                // A brace inside another or in a parameter: what it makes
+                // is not followed.
+                anywhere |= !braces.is_empty() || params > 0;
+                braces.push(vec![String::new()]);
             }
-            '}' if !single && !double => in_brace = in_brace.saturating_sub(1),
-            '/' if in_brace > 0 => brace_slash = true,
-            _ => {}
+            ',' if !single && !double && !braces.is_empty() => {
+                braces.last_mut().into_iter().for_each(|b| b.push(String::new()));
+            }
+            '}' if !single && !double => {
+                if let Some(alts) = braces.pop() {
+                    // An empty alternative (`{,}/etc` is `/etc`), or one
+                    // that starts a path of its own or goes up.
+                    anywhere |= alts.len() > 1
+                        && alts.iter().any(|a| a.is_empty() || a.starts_with(['.', '~', '/']) || a.contains('/'));
+                }
+            }
+            _ => {
+                if let Some(alt) = braces.last_mut().and_then(|b| b.last_mut()) {
+                    alt.push(c);
+                }
+            }
         }
     }
     let first = first?;
-    if brace_slash || word.contains("..") {
+    if anywhere || word.contains("..") || unquote(word).contains("..") {
         return Some("/".to_owned());
     }
     let head = unquote(&word[..first]);
@@ -891,6 +923,10 @@ mod tests {
         assert_eq!(roots("cat src/../../*"), ["/"]);
         assert_eq!(roots("cat < /e*/x"), ["/"]);
         assert!(roots("sed -n '/TODO*/p' f \"a*\" a\\*").is_empty(), "quoted: no glob");
+        // Braces that make another path, extglob, loops (attack review).
+        assert_eq!(roots("cat {,}/etc/h {~,x}/.ssh {.,}{.,}/x {{a,b},c}/x"), ["/", "/", "/", "/"]);
+        assert_eq!(roots("cat /@(etc)/h ${HOME}/.b* {a,b}.txt"), ["/", "${HOME}/", ""]);
+        assert_eq!(parse("for f in /e*/h; do cat $f; done").unwrap().commands[1].glob_roots, ["/"]);
     }
 
     #[test]

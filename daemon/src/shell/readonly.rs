@@ -253,8 +253,10 @@ fn part_inspects(e: &Effective) -> bool {
         return false;
     }
     match program {
-        "cd" | "pushd" | "popd" | "dirs" | ":" | "shopt" | "read" | "break" | "continue" | "return" | "exit"
-        | "whereis" => true,
+        "cd" | "pushd" | "popd" | "dirs" | ":" | "read" | "break" | "continue" | "return" | "exit" | "whereis" => true,
+        // Without `globskipdots` a glob matches `..` (`.?/.?/etc`): where
+        // globs reach is judged with it on.
+        "shopt" => !e.opaque_args && !args.contains(&"globskipdots"),
         // `hash -p ./x ls` chooses what `ls` runs; listing is fine.
         "hash" => args.len() <= 1 && args.iter().all(|a| matches!(*a, "-l" | "-t")),
         // `set -a` exports every variable set after it.

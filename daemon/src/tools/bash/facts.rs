@@ -490,6 +490,7 @@ mod tests {
             "shopt -s extglob\ncat /@(etc)/hostname",
             "shopt -s extglob\ncat /+(etc)/host+(name)",
             "shopt -u globskipdots; cat .?/.?/.?/.?/.?/.?/etc/hostnam?",
+            "x=globskipdots; shopt -u $x; cat .?/.?/.?/.?/.?/.?/etc/hostnam?",
         ] {
             assert!(!inside(command), "{command}");
         }
