@@ -532,7 +532,7 @@ const PROGRAM_OPTIONS: &[(&[&str], &[&str])] = &[
         ],
     ),
     (&["cargo"], &["--config"]),
-    (&["make", "gmake"], &["-f", "--file", "--makefile", "--eval", "-E", "SHELL", "MAKESHELL"]),
+    (&["make", "gmake"], &["-f", "--file", "--makefile", "--eval", "-E", "SHELL", "MAKESHELL", ".SHELLFLAGS"]),
     (&["go"], &["-exec", "-toolexec", "-overlay", "-modfile"]),
     (&["gradle", "gradlew", "./gradlew"], &["--init-script", "-I", "--settings-file", "-c", "-b", "--build-file"]),
     (&["mvn", "mvnw", "./mvnw"], &["-s", "--settings", "-gs", "--global-settings", "-f", "--file"]),
@@ -568,10 +568,17 @@ pub(crate) fn program_option(program: &str, args: &[String]) -> Option<String> {
             break; // what follows is the script's, not the program's
         }
         let head = arg.split('=').next().unwrap_or(arg);
+        // A variable as make takes it: `NAME=`, `NAME:=`, `NAME::=`,
+        // `NAME+=`, `NAME?=`; `NAME!=cmd` runs cmd, whatever NAME.
+        let variable = arg.split_once('=').map(|(n, _)| n);
+        if names.contains(&"make") && variable.is_some_and(|n| n.ends_with('!')) {
+            return Some(format!("{name} !="));
+        }
+        let variable = variable.map(|n| n.trim_end_matches([':', '+', '?']));
         let hit = options.iter().find(|opt| {
             head == **opt
                 || (head.starts_with("--") && head.len() >= 5 && opt.starts_with(head))
-                || (!opt.starts_with('-') && arg.starts_with(&format!("{opt}=")))
+                || (!opt.starts_with('-') && variable == Some(**opt))
                 || (opt.len() == 2 && opt.starts_with('-') && clustered(arg, &opt[1..]))
         });
         if let Some(opt) = hit {
