@@ -258,6 +258,12 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
 /// workspace. As in .gitignore, a relative pattern without a `/` but at
 /// its end matches at any depth (`.env`, `./.env`, `*.pem`).
 fn absolute_pattern(spec: &str, origin: &Origin) -> String {
+    let pattern = anchored_pattern(spec, origin);
+    // `secrets/` is the directory and what is in it, as in .gitignore.
+    if spec.ends_with('/') { format!("{}/**", pattern.trim_end_matches('/')) } else { pattern }
+}
+
+fn anchored_pattern(spec: &str, origin: &Origin) -> String {
     if let Some(abs) = spec.strip_prefix("//") {
         return format!("/{}", abs.trim_start_matches('/'));
     }

@@ -463,6 +463,9 @@ fn make_variables_that_run_programs_in_any_assignment_form() {
 /// the directory.
 #[test]
 fn a_directory_rule_with_a_trailing_slash_denies_its_contents() {
-    let s = set(&[], &["Read(secrets/)"], &[]);
-    assert!(s.read_denied(Path::new("/ws/secrets/key")).is_some());
+    let s = set(&[], &["Read(secrets/)", "Read(//srv/keys/)"], &[]);
+    for path in ["/ws/secrets/key", "/ws/a/secrets/b/key", "/srv/keys/k"] {
+        assert!(s.read_denied(Path::new(path)).is_some(), "{path}");
+    }
+    assert!(s.read_denied(Path::new("/ws/secretsx/key")).is_none());
 }
