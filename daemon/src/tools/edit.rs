@@ -439,3 +439,41 @@ mod tests {
         assert!(!Edit.is_destructive(&input("a", "b", false)));
     }
 }
+
+#[cfg(test)]
+mod small_inputs {
+    use super::*;
+
+    #[test]
+    fn hunk_never_panics_on_small_inputs() {
+        let alphabet = ['a', '\n', 'é', '\r'];
+        let mut bodies = vec![String::new()];
+        let mut all = vec![String::new()];
+        for _ in 0..5 {
+            bodies = bodies.iter().flat_map(|b| alphabet.iter().map(move |c| format!("{b}{c}"))).collect();
+            all.extend(bodies.iter().cloned());
+        }
+        let news = ["", "x", "\n", "a\n", "\r\n", "é\n\n"];
+        for body in &all {
+            let chars: Vec<(usize, char)> = body.char_indices().collect();
+            let bounds: Vec<usize> = chars.iter().map(|(i, _)| *i).chain([body.len()]).collect();
+            for (si, &s) in bounds.iter().enumerate() {
+                for &e in &bounds[si + 1..] {
+                    let old = &body[s..e];
+                    for new in news {
+                        for every in [false, true] {
+                            let input = EditInput {
+                                file_path: "f".into(),
+                                old_string: old.into(),
+                                new_string: new.into(),
+                                replace_all: every,
+                            };
+                            let _ = std::panic::catch_unwind(|| edit(body, &input))
+                                .unwrap_or_else(|_| panic!("{body:?} {old:?} {new:?} {every}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
