@@ -350,7 +350,13 @@ fn unwrap_env(args: &[String], e: &mut Effective) -> Option<Vec<String>> {
     while i < args.len() {
         let a = args[i].as_str();
         match a {
-            "--" => return Some(args[i + 1..].to_vec()),
+            // `env -- NAME=value cmd` still assigns NAME.
+            "--" => {
+                let rest = &args[i + 1..];
+                let names = rest.iter().take_while(|w| is_assignment(w)).count();
+                e.assigns.extend(rest[..names].iter().map(|w| w.split('=').next().unwrap_or("").to_owned()));
+                return Some(rest[names..].to_vec());
+            }
             "--unset" | "--chdir" => i += 1,
             _ if a.starts_with("--split-string") => return None,
             _ if a.starts_with("--unset=") || a.starts_with("--chdir=") => {}
@@ -553,6 +559,8 @@ mod tests {
         assert_eq!(e[1].assigns, Vec::<String>::new());
         let e = effective(&parse("env GIT_DIR=x git status").unwrap());
         assert_eq!(e[0].assigns, vec!["GIT_DIR".to_owned()]);
+        let e = effective(&parse("env -- GIT_DIR=x git status").unwrap());
+        assert_eq!((e[0].program.as_deref(), e[0].assigns.clone()), (Some("git"), vec!["GIT_DIR".to_owned()]));
         let e = effective(&parse("sudo -u root GIT_DIR=x git status").unwrap());
         assert_eq!((e[0].program.as_deref(), e[0].assigns.clone()), (Some("git"), vec!["GIT_DIR".to_owned()]));
     }

@@ -119,10 +119,18 @@ fn read_denied(script: &shell::Script, ctx: &ToolContext, here: &Path) -> Option
     let effective = shell::effective(script);
     let mut repository = None;
     for e in &effective {
-        if e.program.as_deref() == Some("git")
-            && let Some(sub) = e.args.iter().find(|a| !a.starts_with('-'))
-            && !GIT_NO_CONTENT.contains(&sub.as_str())
-        {
+        // git by another path (`/usr/lib/git-core/git`, `git-show`), or a
+        // program computed at run time, which may be git.
+        let computed = e.program.is_none()
+            && (!e.wrappers.is_empty() || script.commands.get(e.from).is_some_and(|c| c.has_program_word));
+        let name = e.program.as_deref().map(|p| p.rsplit('/').next().unwrap_or(p));
+        let sub = match name {
+            Some("git") => git_subcommand(&e.args).filter(|sub| git_prints_contents(sub, &e.args)),
+            Some(n) => n.strip_prefix("git-").filter(|sub| git_prints_contents(sub, &e.args)),
+            None if computed => Some("(a computed program)"),
+            None => None,
+        };
+        if let Some(sub) = sub {
             let dirs = repository.get_or_insert_with(|| git_history_dirs(script, &effective, ctx, here));
             let rule = match dirs {
                 Some(dirs) => dirs.iter().find_map(|d| rules.read_deny_reaching(d)),
@@ -237,6 +245,53 @@ pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -
     })
 }
 
+/// git's subcommand: the first word after its global options and their
+/// values (`git -C config show` runs `show`, not `config`).
+fn git_subcommand(args: &[String]) -> Option<&str> {
+    const WITH_VALUE: &[&str] = &[
+        "-C",
+        "-c",
+        "--git-dir",
+        "--work-tree",
+        "--namespace",
+        "--exec-path",
+        "--super-prefix",
+        "--config-env",
+        "--attr-source",
+        "--list-cmds",
+    ];
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if !a.starts_with('-') {
+            return Some(a);
+        }
+        i += if WITH_VALUE.contains(&a.as_str()) { 2 } else { 1 };
+    }
+    None
+}
+
+/// Whether git `sub` with `args` may print a file's contents from the
+/// repository: any subcommand but [`GIT_NO_CONTENT`], and those too with
+/// a flag that shows a diff (`status -v`, `add -p`, `commit --verbose`).
+fn git_prints_contents(sub: &str, args: &[String]) -> bool {
+    if !GIT_NO_CONTENT.contains(&sub) {
+        return true;
+    }
+    let shows_diff = |a: &String| {
+        let short = |c: char| a.starts_with('-') && !a.starts_with("--") && a.contains(c);
+        match sub {
+            "status" | "commit" => short('v') || a.starts_with("--verb") || (sub == "commit" && short('p')),
+            "add" | "checkout" | "restore" | "reset" => {
+                short('p') || short('i') || a.starts_with("--pat") || a.starts_with("--int")
+            }
+            // `git worktree add` checks the history out anywhere.
+            "worktree" => a == "add",
+            _ => false,
+        }
+    };
+    args.iter().any(shows_diff)
+}
+
 /// `value` as an absolute path, relative ones from `here`.
 /// The directories whose files the history git reads in this command can
 /// hold: the repository's work tree (and, for a linked worktree, the main
@@ -282,8 +337,14 @@ fn git_history_dirs(
         return None;
     }
     let here = std::fs::canonicalize(here).ok()?;
-    let top = here.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())?.to_path_buf();
+    // As git finds its repository: a `.git`, or a directory that is a git
+    // directory itself (a bare repository, whose history is not judged).
+    let bare = |d: &Path| d.join("HEAD").is_file() && d.join("objects").is_dir() && d.join("refs").is_dir();
+    let top = here.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok() || bare(d))?.to_path_buf();
     let dot_git = top.join(".git");
+    if std::fs::symlink_metadata(&dot_git).is_err() {
+        return None;
+    }
     if std::fs::symlink_metadata(&dot_git).ok()?.is_dir() {
         // Objects or refs kept elsewhere (`commondir`, alternates) are
         // another repository's history.
@@ -375,6 +436,57 @@ mod tests {
                 [false, false, false, true, false, false],
             ),
             (json!({"command": "git status"}), &["Read(secret.txt)"], [false, false, false, false, false, false]),
+            // git's global options' values are no subcommand; flags that
+            // show a diff print contents (attack review).
+            (
+                json!({"command": "git -C config show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, true, false, true, false, false],
+            ),
+            (
+                json!({"command": "git --namespace status show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (
+                json!({"command": "git --work-tree config show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, true, false, true, false, false],
+            ),
+            (json!({"command": "git status -vv"}), &["Read(secret.txt)"], [false, false, false, true, false, false]),
+            (json!({"command": "git add -p"}), &["Read(secret.txt)"], [false, false, false, true, false, false]),
+            (
+                json!({"command": "git worktree add /tmp/wt HEAD"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (
+                json!({"command": "git worktree list"}),
+                &["Read(secret.txt)"],
+                [false, false, false, false, false, false],
+            ),
+            (json!({"command": "git status -s"}), &["Read(secret.txt)"], [false, false, false, false, false, false]),
+            (
+                json!({"command": "/usr/lib/git-core/git show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (
+                json!({"command": "/usr/lib/git-core/git-show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (
+                json!({"command": "$(command -v git) show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (
+                json!({"command": "g=git; $g show HEAD:secret.txt"}),
+                &["Read(secret.txt)"],
+                [false, false, false, true, false, false],
+            ),
+            (json!({"command": "NOW=$(date); ls"}), &["Read(secret.txt)"], [false, false, false, false, false, false]),
             (
                 json!({"command": "ls", "dangerouslyDisableSandbox": true}),
                 &[],
@@ -439,6 +551,10 @@ mod tests {
             format!("read GIT_DIR <<< {o}/.git; export GIT_DIR; git show HEAD:.env"),
             format!("printf -v GIT_DIR %s {o}/.git; export GIT_DIR; git show HEAD:.env"),
             format!("sudo GIT_DIR={o}/.git git show HEAD:.env"),
+            format!("env -- GIT_DIR={o}/.git git show HEAD:.env"),
+            format!("env -i -- GIT_DIR={o}/.git git show HEAD:.env"),
+            format!("time GIT_DIR={o}/.git git show HEAD:.env"),
+            format!("! GIT_DIR={o}/.git git show HEAD:.env"),
             // Another repository's archive.
             format!("git archive --remote={o} HEAD .env"),
             format!("git archive --remote {o} HEAD .env"),
@@ -449,11 +565,23 @@ mod tests {
         }
     }
 
-    /// A `.git` file naming another repository's git directory: git reads
-    /// that repository's history.
+    /// A `.git` file naming another repository's git directory, a bare
+    /// repository (a clone of another) or a `.git` borrowing another's
+    /// objects: git reads that repository's history.
     #[test]
     fn a_git_file_naming_another_repository_reaches_it() {
         let (_root, ws, other) = other_repository();
+        let bare = ws.join("b.git");
+        for d in ["objects/info", "refs"] {
+            std::fs::create_dir_all(bare.join(d)).unwrap();
+        }
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let deny = format!("Read(/{}/.env)", other.display());
+        assert!(read_denied_in(&ws, &bare, "git show HEAD:.env", &deny).is_some(), "a bare repository");
+        std::fs::create_dir_all(ws.join(".git/objects/info")).unwrap();
+        std::fs::write(ws.join(".git/objects/info/alternates"), format!("{}/.git/objects\n", other.display())).unwrap();
+        assert!(read_denied_in(&ws, &ws, "git show HEAD:.env", &deny).is_some(), "alternates");
+        std::fs::remove_file(ws.join(".git/objects/info/alternates")).unwrap();
         let sub = ws.join("sub");
         std::fs::create_dir(&sub).unwrap();
         std::fs::write(sub.join(".git"), format!("gitdir: {}/.git\n", other.display())).unwrap();
