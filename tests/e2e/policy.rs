@@ -767,6 +767,7 @@ async fn git_pointed_at_a_denied_repository_stays_refused() {
     let o = other.display();
     let params = json!({ "mode": "bypass", "permissions": { "deny": [format!("Read(/{o}/.env)")] } });
     let (mut c, id) = denying_session(&d, params).await;
+    let mut leaked = Vec::new();
     for command in [
         format!("command export GIT_DIR={o}/.git; git show HEAD:.env"),
         format!("read GIT_DIR <<< {o}/.git; export GIT_DIR; git show HEAD:.env"),
@@ -775,12 +776,17 @@ async fn git_pointed_at_a_denied_repository_stays_refused() {
         format!("mkdir -p sub && echo 'gitdir: {o}/.git' > sub/.git && cd sub && git show HEAD:.env"),
     ] {
         let r = bash(&mut c, &id, &command).await;
-        assert!(!text(&r).contains("othersecret123"), "{command}: {r}");
+        if text(&r).contains("othersecret123") {
+            leaked.push(command);
+        }
     }
     // The same in two calls: the `.git` file, then git where it is.
     bash(&mut c, &id, &format!("mkdir -p sub2 && echo 'gitdir: {o}/.git' > sub2/.git && cd sub2")).await;
     let r = bash(&mut c, &id, "git show HEAD:.env").await;
-    assert!(!text(&r).contains("othersecret123"), "{r}");
+    if text(&r).contains("othersecret123") {
+        leaked.push("cd sub2 (a .git file), then git show HEAD:.env".to_owned());
+    }
+    assert!(leaked.is_empty(), "printed the denied file: {leaked:#?}");
 }
 
 /// Issue 49's attack review: braces, loops, extglob and `..` matched by a
@@ -794,6 +800,7 @@ async fn braces_loops_and_dot_globs_reaching_outside_ask() {
     let mut c = d.raw().await;
     let id = c.session(json!({ "cwd": ws })).await;
     let up = ".?/".repeat(12);
+    let mut unasked = Vec::new();
     for command in [
         "for f in /e*/hostname; do cat $f; done".to_owned(),
         "cat {,}/etc/hostname".to_owned(),
@@ -803,8 +810,11 @@ async fn braces_loops_and_dot_globs_reaching_outside_ask() {
         format!("shopt -u globskipdots; cat {up}etc/hostnam?"),
     ] {
         let r = bash(&mut c, &id, &command).await;
-        assert!(text(&r).contains("permission"), "{command} ran unasked: {r}");
+        if !text(&r).contains("permission") {
+            unasked.push(format!("{command}: {}", text(&r)));
+        }
     }
+    assert!(unasked.is_empty(), "ran unasked: {unasked:#?}");
     for command in ["cat src/*.rs", "cat {src,src}/a.rs"] {
         let r = bash(&mut c, &id, command).await;
         assert!(!text(&r).contains("permission"), "{command} asked: {r}");
