@@ -246,6 +246,7 @@ fn part_inspects(e: &Effective) -> bool {
         && matches!(args[0], "--version" | "-V" | "version" | "--help")
         && !MUTATES.contains(&program)
         && !program.contains('/')
+        && !CHOSEN_BY_WORKSPACE.contains(&program)
     {
         return true;
     }
@@ -287,6 +288,26 @@ fn part_inspects(e: &Effective) -> bool {
 const MUTATES: &[&str] = &[
     "rm", "rmdir", "mv", "cp", "ln", "mkdir", "touch", "chmod", "chown", "dd", "truncate", "shred", "install", "tee",
     "sudo", "doas", "kill", "pkill", "killall", "reboot", "shutdown",
+];
+
+/// Programs whose launcher runs what a file in the workspace chooses, even
+/// for `--version`: rustup's proxies (`rust-toolchain.toml` `path =
+/// "…"`), Yarn (`.yarnrc.yml` `yarnPath`), corepack's managers
+/// (`packageManager`).
+const CHOSEN_BY_WORKSPACE: &[&str] = &[
+    "cargo",
+    "rustc",
+    "rustup",
+    "rustfmt",
+    "rustdoc",
+    "cargo-clippy",
+    "clippy-driver",
+    "rust-analyzer",
+    "yarn",
+    "yarnpkg",
+    "pnpm",
+    "pnpx",
+    "corepack",
 ];
 
 /// Programs the read-only judgement knows with arguments computed at run
@@ -877,6 +898,17 @@ mod tests {
 
     fn inspects(cmd: &str) -> bool {
         parse(cmd).map(|s| is_inspection(&s)).unwrap_or(false)
+    }
+
+    /// Attack review of issue 49: a version query through a launcher that
+    /// reads the workspace (`rust-toolchain.toml` with `path = "…"` makes
+    /// `cargo --version` run the workspace's own `bin/cargo`).
+    #[test]
+    fn version_queries_through_workspace_chosen_launchers_are_no_inspection() {
+        for cmd in ["cargo --version", "rustc -V", "yarn --version", "pnpm --version"] {
+            assert!(!inspects(cmd), "{cmd} should not be an inspection");
+        }
+        assert!(inspects("git --version") && inspects("python3 --version"));
     }
 
     #[test]
