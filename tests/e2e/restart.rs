@@ -363,7 +363,11 @@ fn no_tool_reaches_the_state_directory() {
         let r = c.ok("tool/call", call("Bash", json!({ "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" }))).await;
         assert!(text(&r).starts_with('0'), "{r}");
         let plain = c.session(json!({ "cwd": ws })).await;
+        // Unasked, a glob that reaches into agentd's state directory is no
+        // read-only command (as a literal path there is not): it asks.
         let r = c.tool(&plain, "Bash", json!({ "command": "cat state/sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" })).await;
+        assert!(text(&r).starts_with("permission required") && !text(&r).contains("OTHERSECRET_"), "{r}");
+        let r = c.tool(&plain, "Bash", json!({ "command": "cat */sessions/*/output/*.log 2>&1 | grep -c OTHERSECRET" })).await;
         assert_eq!(r["sandbox"], "read_only", "{r}");
         assert!(text(&r).starts_with('0'), "{r}");
         // A command's full output stays readable by its session.
