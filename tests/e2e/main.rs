@@ -39,6 +39,7 @@ mod terminal;
 mod tls;
 mod tools;
 mod turns;
+mod wall;
 mod web;
 mod worktree;
 mod zygote;

@@ -15,61 +15,143 @@ use super::{PROTECTED, objects, placeholders};
 /// `commondir` sends git to another repository's hooks).
 pub const SETTINGS_NAMES: &[&str] = &[".agentd", ".claude", ".mcp.json", ".git/commondir", ".git/config.worktree"];
 
-/// Which settings names exist in each root now.
-/// At the roots, and settings directories a few levels down (a session
-/// opened on `pkg/` reads `pkg/.claude`), skipping build and dependency
-/// trees; bounded.
-pub fn settings_present(roots: &[PathBuf]) -> Vec<PathBuf> {
-    scan(roots).0
+/// What [`scan`] found, and what it could not look at.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Settings names (any case).
+    pub settings: Vec<PathBuf>,
+    /// `.git` entries: directories, or files naming a git directory.
+    pub git: Vec<PathBuf>,
+    /// Directories that could not be listed and paths that could not be
+    /// looked at, with why: what they hold is unknown, never "nothing".
+    pub unexaminable: Vec<(PathBuf, std::io::Error)>,
+    /// Directories that were listed and then were gone (or no longer
+    /// directories) when the walk came to them: renamed meanwhile, so
+    /// what they hold may be elsewhere, unseen.
+    pub vanished: Vec<PathBuf>,
+    /// The bound was reached: what lies past it was not looked at.
+    pub cut: bool,
 }
 
-/// [`settings_present`], and the `.git` entries (directories, or files
-/// naming a git directory) of the roots and of the repositories nested in
-/// them, found in the same walk: their hooks and config are protected like
-/// the workspace's own. Breadth first, directories only descended into, at
-/// most [`SCAN_ENTRIES`] entries looked at (said in the log when cut).
-pub fn scan(roots: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+impl Scan {
+    /// Why a call must not start on what this scan saw, if it must not:
+    /// anything not looked at is refused, never taken for nothing there.
+    pub fn refusal(&self) -> Option<String> {
+        if let Some((path, e)) = self.unexaminable.first() {
+            return Some(format!(
+                "{} cannot be examined ({e}): it may hold settings or repositories that would be obeyed, so the \
+                 command was not run (give it its permissions back, e.g. chmod u+rwx, or remove it)",
+                path.display()
+            ));
+        }
+        if self.cut {
+            return Some(format!(
+                "the workspace holds more than {SCAN_ENTRIES} entries within 4 levels (outside node_modules, \
+                 target, build, vendor, dist, .venv, __pycache__), too many to look for planted settings and \
+                 repositories in, so the command was not run (move or remove what is not needed, or put it under \
+                 one of those directories)"
+            ));
+        }
+        // A directory renamed meanwhile (a job at work) is not refused: what
+        // it holds, unseen now, is new at the end and moved aside then.
+        None
+    }
+}
+
+/// Whether an error looking at a path says only that nothing is there.
+fn absence(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+}
+
+/// The settings present in the roots (at the roots, and settings
+/// directories a few levels down: a session opened on `pkg/` reads
+/// `pkg/.claude`; build and dependency trees skipped), and the
+/// `.git` entries (directories, or files naming a git directory) of the
+/// roots and of the repositories nested in them, found in the same walk:
+/// their hooks and config are protected like the workspace's own. Breadth
+/// first, directories only descended into, at most `bound` entries looked
+/// at (then [`Scan::cut`]). Every error but absence is kept in
+/// [`Scan::unexaminable`] (issue 48: a directory made unlistable, `chmod
+/// 0311 pkg`, hid the settings planted in it).
+pub fn scan(roots: &[PathBuf], bound: Option<usize>) -> Scan {
     const SKIP: &[&str] =
         &[".git", "node_modules", "target", "vendor", ".venv", "venv", "dist", "build", "__pycache__"];
-    let mut out: Vec<PathBuf> = roots
-        .iter()
-        .flat_map(|r| SETTINGS_NAMES.iter().map(move |n| r.join(n)))
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect();
-    let mut git: Vec<PathBuf> = roots.iter().map(|r| r.join(".git")).filter(|g| g.symlink_metadata().is_ok()).collect();
+    let mut s = Scan::default();
+    let there = |p: PathBuf, s: &mut Scan| match std::fs::symlink_metadata(&p) {
+        Ok(_) => Some(p),
+        Err(e) if absence(&e) => None,
+        Err(e) => {
+            s.unexaminable.push((p, e));
+            None
+        }
+    };
+    for root in roots {
+        for name in SETTINGS_NAMES {
+            if let Some(p) = there(root.join(name), &mut s) {
+                s.settings.push(p);
+            }
+        }
+        if let Some(p) = there(root.join(".git"), &mut s) {
+            s.git.push(p);
+        }
+    }
     let mut queue: std::collections::VecDeque<(PathBuf, usize)> = roots.iter().map(|r| (r.clone(), 0)).collect();
     let mut seen = 0usize;
     while let Some((dir, depth)) = queue.pop_front() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // A root that is gone is no workspace to protect; a directory
+            // listed a moment ago and gone now was moved.
+            Err(e) if absence(&e) && depth == 0 => continue,
+            Err(e) if absence(&e) => {
+                s.vanished.push(dir);
+                continue;
+            }
+            Err(e) => {
+                s.unexaminable.push((dir, e));
+                continue;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    s.unexaminable.push((dir.clone(), e));
+                    break;
+                }
+            };
             seen += 1;
-            if seen > SCAN_ENTRIES {
-                tracing::warn!(
-                    "more than {SCAN_ENTRIES} entries within 4 levels of {}: settings and repositories past them \
-                     are not looked for",
-                    roots.first().map(|r| r.display().to_string()).unwrap_or_default()
-                );
-                return (out, git);
+            if bound.is_some_and(|b| seen > b) {
+                s.cut = true;
+                return s;
             }
             let name = entry.file_name();
             let path = entry.path();
             // In any case: a case-insensitive directory takes `.Claude`
             // for `.claude`.
             let name = name.to_string_lossy().to_ascii_lowercase();
-            if matches!(name.as_str(), ".agentd" | ".claude" | ".mcp.json") && !out.contains(&path) {
-                out.push(path.clone());
+            if matches!(name.as_str(), ".agentd" | ".claude" | ".mcp.json") && !s.settings.contains(&path) {
+                s.settings.push(path.clone());
             }
-            if name == ".git" && !git.contains(&path) {
-                git.push(path.clone());
+            if name == ".git" && !s.git.contains(&path) {
+                s.git.push(path.clone());
             }
-            if depth + 1 < 4 && entry.file_type().is_ok_and(|t| t.is_dir()) && !SKIP.contains(&name.as_str()) {
-                queue.push_back((path, depth + 1));
+            if depth + 1 < 4 && !SKIP.contains(&name.as_str()) {
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => queue.push_back((path, depth + 1)),
+                    Ok(_) => {}
+                    Err(e) if absence(&e) => s.vanished.push(path),
+                    Err(e) => s.unexaminable.push((path, e)),
+                }
             }
         }
     }
-    (out, git)
+    s
 }
 
-/// Entries [`scan`] looks at, at most.
+/// Entries [`scan`] looks at before a call, at most: past them the call is
+/// refused ([`Scan::refusal`]). At the end of a call the scan has no bound
+/// (what the call made is examined whole, whatever it costs that call).
 pub const SCAN_ENTRIES: usize = 200_000;
 
 /// The git directory a `.git` entry is or names (`gitdir: …`).
@@ -192,6 +274,9 @@ pub struct Finished {
     pub moved: Vec<String>,
     /// Staged objects that were not taken into the repository, and why.
     pub objects_refused: Vec<String>,
+    /// What could not be examined after the call, and what was done with
+    /// it ([`set_aside_unexaminable`]).
+    pub unexamined: Vec<String>,
 }
 
 /// A [`CallGuard`]'s entry in [`LIVE_GUARDS`].
@@ -217,7 +302,21 @@ impl CallGuard {
     /// pins the protected paths that exist; refused when one stays locked
     /// by another process.
     pub fn new(roots: &[PathBuf], ledger: &std::sync::Arc<placeholders::Ledger>) -> Result<CallGuard, String> {
-        let (before, git_before) = scan(roots);
+        let found = scan(roots, Some(SCAN_ENTRIES));
+        if let Some(refusal) = found.refusal() {
+            return Err(refusal);
+        }
+        let Scan { settings: before, git: git_before, .. } = found;
+        // A `.git` file that cannot be read names a git directory whose
+        // hooks would go unprotected: refused like any unexaminable path.
+        for entry in &git_before {
+            if git_dir_of(entry).is_none()
+                && let Err(e) = std::fs::File::open(entry)
+                && !absence(&e)
+            {
+                return Err(placeholders::unexaminable(entry, &e));
+            }
+        }
         let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
         let obeyed = git_obeys(&git_dirs)?;
         let exists = |p: &PathBuf| !placeholders::absent(p);
@@ -313,23 +412,71 @@ impl CallGuard {
     }
 
     /// At the end of the call: the placeholders go (unless another call
-    /// holds them), and settings it created are moved aside; returns what
-    /// moved.
+    /// holds them), and settings it created are moved aside, with what
+    /// could not be examined; returns what moved.
     pub fn finish(self) -> Finished {
         let CallGuard { roots, before, held, live, objects, links, git_before, .. } = self;
         drop(live);
         drop(held);
         let mut moved = restore_links(&roots, &links);
-        // One walk for what the call left: new repositories and settings.
-        let (settings_now, git_now) = scan(&roots);
-        moved.extend(quarantine_new_repositories(&roots, &git_before, &git_now));
+        // One walk for what the call left, whole: no bound (what the call
+        // made is examined, whatever that costs it), walked again while
+        // directories move under it (a job renaming them), a few times.
+        let mut found = scan(&roots, None);
+        for _ in 0..3 {
+            if found.vanished.is_empty() {
+                break;
+            }
+            found = scan(&roots, None);
+        }
+        let mut unexamined = set_aside_unexaminable(&roots, &found);
+        let (repositories, unreadable) = quarantine_new_repositories(&roots, &git_before, &found.git);
+        moved.extend(repositories);
+        unexamined.extend(unreadable);
         let objects_refused = match objects {
             Some((staging, main, sha256)) => objects::migrate(&staging, &main, sha256).refused,
             None => Vec::new(),
         };
-        moved.extend(quarantine_new_settings(&roots, &before, settings_now));
-        Finished { moved, objects_refused }
+        moved.extend(quarantine_new_settings(&roots, &before, found.settings));
+        Finished { moved, objects_refused, unexamined }
     }
+}
+
+/// What the end of a call does with what [`scan`] could not examine
+/// (issue 48): a directory it could not list, or an entry it could not
+/// look at, may hold settings or a repository the command planted, so it
+/// is moved aside like them; one that cannot be moved is said, and the
+/// next call there is refused until the user gives it its permissions
+/// back (the scan before a call refuses it). A directory that kept moving
+/// while the workspace was walked is said too. Returns what to tell.
+fn set_aside_unexaminable(roots: &[PathBuf], found: &Scan) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, e) in &found.unexaminable {
+        let aside = aside_name(path, "unexaminable");
+        match rename_aside(roots, path, &aside) {
+            Ok(()) => out.push(format!(
+                "{} could not be examined after the command ({e}): it may hold settings or repositories the \
+                 command planted, so it was moved aside to {}; look inside before using it (chmod -R u+rwx)",
+                path.display(),
+                aside.display()
+            )),
+            Err(moving) => out.push(format!(
+                "{} could not be examined after the command ({e}) and could NOT be moved aside ({moving}): it may \
+                 hold settings or repositories the command planted, and calls in this workspace are refused until \
+                 it can be examined; look inside (chmod u+rwx) and remove what you did not put there",
+                path.display()
+            )),
+        }
+    }
+    for path in &found.vanished {
+        out.push(format!(
+            "{} was renamed or removed again and again while the workspace was examined after the command: \
+             settings or repositories planted in it may have been missed; look for .claude, .agentd, .mcp.json \
+             and .git where it went",
+            path.display()
+        ));
+    }
+    out
 }
 
 /// What git obeys in the repositories of `git_dirs` beyond their `hooks`
@@ -360,7 +507,16 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             }
         }
         for sub in ["modules", "worktrees"] {
-            for (n, entry) in std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten().enumerate() {
+            // Fail closed (issue 48): a `modules` made unlistable (`chmod
+            // 000 .git/modules`) hid its submodules' hooks from the call.
+            let unexaminable = |p: &Path, e: std::io::Error| placeholders::unexaminable(p, &e);
+            let entries = match std::fs::read_dir(dir.join(sub)) {
+                Ok(entries) => entries,
+                Err(e) if absence(&e) => continue,
+                Err(e) => return Err(unexaminable(&dir.join(sub), e)),
+            };
+            for (n, entry) in entries.enumerate() {
+                let entry = entry.map_err(|e| unexaminable(&dir.join(sub), e))?;
                 // Bounded (a command could make a million to slow every
                 // call), and refused past it rather than left unprotected.
                 if n >= GIT_ENTRIES {
@@ -372,8 +528,10 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                 }
                 for name in ["hooks", "config", "commondir", "config.worktree"] {
                     let p = entry.path().join(name);
-                    if std::fs::symlink_metadata(&p).is_ok() {
-                        out.push(p);
+                    match std::fs::symlink_metadata(&p) {
+                        Ok(_) => out.push(p),
+                        Err(e) if absence(&e) => {}
+                        Err(e) => return Err(unexaminable(&p, e)),
                     }
                 }
             }
@@ -418,22 +576,43 @@ fn restore_links(roots: &[PathBuf], links: &[(PathBuf, PathBuf)]) -> Vec<String>
 }
 
 /// Moves aside a git directory a command made (`git init`) whose hooks or
-/// configuration would run a program when the user next runs git there.
-fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[PathBuf]) -> Vec<String> {
-    let mut out = Vec::new();
+/// configuration would run a program when the user next runs git there,
+/// or which cannot be examined (`chmod 000 sub/.git/hooks`: the user's
+/// `chmod` gives the hook back). Returns what moved, and what could not
+/// be examined.
+fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+    let (mut out, mut unexamined) = (Vec::new(), Vec::new());
     for entry in now.iter().filter(|d| !before.contains(d)) {
         // A `.git` file names its git directory (a bare one made beside it):
         // that is what git would obey.
-        let Some(dir) = git_dir_of(entry) else { continue };
-        let hook = std::fs::read_dir(dir.join("hooks")).into_iter().flatten().flatten().find(|e| {
-            !e.file_name().to_string_lossy().ends_with(".sample")
-                && e.metadata().is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-        });
-        let why = match hook {
-            Some(h) => Some(format!("hook {}", h.file_name().to_string_lossy())),
-            None => entry.parent().and_then(crate::permission::git_config_runs_code),
+        let why = match git_dir_of(entry) {
+            Some(dir) => repository_runs_code(entry, &dir),
+            None => match std::fs::File::open(entry) {
+                Err(e) if !absence(&e) => Err(e),
+                _ => Ok(None),
+            },
         };
-        let Some(why) = why else { continue };
+        let why = match why {
+            Ok(Some(why)) => why,
+            Ok(None) => continue,
+            Err(e) => {
+                let aside = aside_name(entry, "repository");
+                unexamined.push(match rename_aside(roots, entry, &aside) {
+                    Ok(()) => format!(
+                        "{} (a new repository) could not be examined after the command ({e}), so it was moved \
+                         aside to {}; look at its hooks and config before using it",
+                        entry.display(),
+                        aside.display()
+                    ),
+                    Err(moving) => format!(
+                        "{} (a new repository) could not be examined after the command ({e}) and could NOT be \
+                         moved aside ({moving}); look at its hooks and config, and remove what you did not put there",
+                        entry.display()
+                    ),
+                });
+                continue;
+            }
+        };
         let aside = aside_name(entry, "repository");
         match rename_aside(roots, entry, &aside) {
             Ok(()) => out.push(format!(
@@ -447,7 +626,36 @@ fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[Pat
             )),
         }
     }
-    out
+    (out, unexamined)
+}
+
+/// What in the repository of the `.git` entry `entry` (git directory
+/// `dir`) would run a program: an executable hook, or configuration that
+/// names one; an error when its hooks or config cannot be looked at.
+fn repository_runs_code(entry: &Path, dir: &Path) -> std::io::Result<Option<String>> {
+    let hooks = match std::fs::read_dir(dir.join("hooks")) {
+        Ok(hooks) => hooks.collect::<std::io::Result<Vec<_>>>()?,
+        Err(e) if absence(&e) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    for h in hooks {
+        if h.file_name().to_string_lossy().ends_with(".sample") {
+            continue;
+        }
+        match h.metadata() {
+            Ok(m) if std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0 => {
+                return Ok(Some(format!("hook {}", h.file_name().to_string_lossy())));
+            }
+            Ok(_) => {}
+            Err(e) if absence(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    match std::fs::File::open(dir.join("config")) {
+        Err(e) if !absence(&e) => return Err(e),
+        _ => {}
+    }
+    Ok(entry.parent().and_then(crate::permission::git_config_runs_code))
 }
 
 /// Before settings are read for `cwd` (`session/create`): moves aside the
@@ -462,7 +670,14 @@ pub fn quarantine_live(cwd: &Path) -> Vec<String> {
             .collect(),
         Err(_) => Vec::new(),
     };
-    live.iter().flat_map(|(roots, before)| quarantine_new_settings(roots, before, settings_present(roots))).collect()
+    live.iter()
+        .flat_map(|(roots, before)| {
+            let found = scan(roots, None);
+            let mut out = set_aside_unexaminable(roots, &found);
+            out.extend(quarantine_new_settings(roots, before, found.settings));
+            out
+        })
+        .collect()
 }
 
 /// Moves the settings of `now` (what a scan of the roots found) that were
@@ -588,13 +803,30 @@ mod tests {
         let second = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(second.placeholders().contains(&r.join(".vscode")), "{:?}", second.placeholders());
         first.finish();
-        let bound = crate::sandbox::protected_paths(&roots, &second.protect_too());
+        let bound = crate::sandbox::protected_paths(&roots, &second.protect_too()).unwrap();
         assert!(bound.contains(&r.join(".vscode")));
         for path in &bound {
             assert!(std::fs::symlink_metadata(path).is_ok(), "{} is bound and gone", path.display());
         }
         second.finish();
         assert!(!r.join(".vscode").exists());
+    }
+
+    /// `protected_paths` skips only what is not there (issue 48: it
+    /// skipped a path whose `canonicalize` failed, so a `.git` flipped to
+    /// mode 000 at the right moment left `.git/hooks` unbound): a link to
+    /// nothing is no path to bind, a link that loops refuses the call.
+    /// (Mode 000 itself is tested as `nobody`, e2e: root reads through it.)
+    #[test]
+    fn a_protected_path_that_cannot_be_resolved_refuses_the_call() {
+        let (_root, r) = crate::fs::real_temp_dir();
+        let roots = vec![r.clone()];
+        assert_eq!(crate::sandbox::protected_paths(&roots, &[]).unwrap(), Vec::<PathBuf>::new());
+        std::os::unix::fs::symlink("nowhere", r.join(".mcp.json")).unwrap();
+        assert_eq!(crate::sandbox::protected_paths(&roots, &[]).unwrap(), Vec::<PathBuf>::new());
+        std::os::unix::fs::symlink(".claude", r.join(".claude")).unwrap();
+        let refused = crate::sandbox::protected_paths(&roots, &[]).unwrap_err();
+        assert!(refused.contains(".claude cannot be examined"), "{refused}");
     }
 
     /// A hooks directory the configuration names and that does not exist
@@ -607,7 +839,7 @@ mod tests {
         let roots = vec![r.clone()];
         let guard = CallGuard::new(&roots, &Default::default()).unwrap();
         assert!(r.join("hooks-later").is_dir());
-        let bound = crate::sandbox::protected_paths(&roots, &guard.protect_too());
+        let bound = crate::sandbox::protected_paths(&roots, &guard.protect_too()).unwrap();
         assert!(bound.contains(&r.join("hooks-later")), "{bound:?}");
         guard.finish();
         assert!(!r.join("hooks-later").exists());

@@ -453,10 +453,34 @@ pub fn git_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// The protected paths that exist under `roots` (bind mounts need them);
-/// `settings` is what [`settings_present`] found there.
-pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Vec<PathBuf> {
+/// `settings` is what [`guard::scan`] found there. Refused when one
+/// inside a root cannot be examined (outside the roots a command can
+/// change nothing, so no error there is of its making).
+pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     let user = crate::permission::user_protected_paths();
+    // Where a protected path is: nothing there (not found, or a file on
+    // the way), or its real path; any other error refuses the call (issue
+    // 48: a job flipping `.git` between modes 000 and 755 got calls run
+    // with `.git/hooks` left out, its `canonicalize` having failed).
+    let real = |path: &Path| -> Result<Option<PathBuf>, String> {
+        let inside = roots.iter().any(|r| path.starts_with(r));
+        let refuse = |e: &std::io::Error| if inside { Err(placeholders::unexaminable(path, e)) } else { Ok(None) };
+        let absent =
+            |e: &std::io::Error| matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory);
+        match std::fs::symlink_metadata(path) {
+            Ok(_) => {}
+            Err(e) if absent(&e) => return Ok(None),
+            Err(e) => return refuse(&e),
+        }
+        match std::fs::canonicalize(path) {
+            Ok(real) => Ok(Some(real)),
+            // A symbolic link to nothing: its target is given a
+            // placeholder by the call's guard when inside a root.
+            Err(e) if absent(&e) && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) => Ok(None),
+            Err(e) => refuse(&e),
+        }
+    };
     for root in roots {
         // A `.git` file points at the real git directory: its hooks and
         // config are as protected.
@@ -470,7 +494,7 @@ pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Vec<PathBuf> 
             let in_common =
                 common.iter().flat_map(|c| ["hooks", "config", "config.worktree", "info"].map(|n| c.join(n)));
             for path in names.iter().map(|n| dir.join(n)).chain(in_common) {
-                if let Ok(real) = std::fs::canonicalize(path)
+                if let Some(real) = real(&path)?
                     && roots.iter().any(|r| real.starts_with(r))
                 {
                     out.push(real);
@@ -480,18 +504,16 @@ pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Vec<PathBuf> 
         let deeper =
             settings.iter().filter(|p| p.starts_with(root) && !PROTECTED.iter().any(|rel| root.join(rel) == **p));
         for path in PROTECTED.iter().map(|rel| root.join(rel)).chain(deeper.cloned()).chain(user.iter().cloned()) {
-            if std::fs::symlink_metadata(&path).is_ok() {
-                // A symlink is bound where it points; outside the roots
-                // that is not writable anyway.
-                if let Ok(real) = std::fs::canonicalize(&path)
-                    && roots.iter().any(|r| real.starts_with(r))
-                {
-                    out.push(real);
-                }
+            // A symlink is bound where it points; outside the roots that
+            // is not writable anyway.
+            if let Some(real) = real(&path)?
+                && roots.iter().any(|r| real.starts_with(r))
+            {
+                out.push(real);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// What `read_only` may read beyond the system directories: git's user

@@ -163,7 +163,7 @@ pub(super) fn launch<'a>(
         },
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
-            let mut protect = crate::sandbox::protected_paths(&roots, &extra);
+            let mut protect = crate::sandbox::protected_paths(&roots, &extra).map_err(ToolError::new)?;
             protect.extend(worktree_protected(ctx).into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))));
             // What Edit deny rules name, whatever program would write it.
             protect.extend(

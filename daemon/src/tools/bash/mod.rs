@@ -137,6 +137,11 @@ pub struct BashResult {
     pub network_refused: Vec<String>,
     /// Settings files the command created, moved aside (from → to).
     pub quarantined: Vec<String>,
+    /// What could not be examined after the command (an unreadable
+    /// directory it left), and what was done with it: moved aside, or
+    /// calls refused there until the user gives it its permissions back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unexamined: Vec<String>,
     /// In a worktree: objects the command wrote that were not taken into
     /// the repository (not what their names say, packs), and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -346,7 +351,8 @@ impl Tool for Bash {
                                     let moved = finished.moved.iter().map(|m| {
                                         format!("the job created {m}: settings that would be obeyed later, moved aside")
                                     });
-                                    refused.chain(moved).collect()
+                                    let unexamined = finished.unexamined.iter().map(|u| format!("the job ended: {u}"));
+                                    refused.chain(moved).chain(unexamined).collect()
                                 })
                             }),
                         },
@@ -372,6 +378,7 @@ impl Tool for Bash {
                 network: network_of(&ctx, profile),
                 network_refused: Vec::new(),
                 quarantined: Vec::new(),
+                unexamined: Vec::new(),
                 objects_refused: Vec::new(),
                 walls_missing: walls_missing(&ctx, profile),
             }));
@@ -506,6 +513,7 @@ impl Tool for Bash {
             network: network_of(&ctx, profile),
             network_refused: gate.as_ref().map(|g| g.refusals()).unwrap_or_default(),
             quarantined: finished.moved,
+            unexamined: finished.unexamined,
             objects_refused: finished.objects_refused,
             walls_missing: walls_missing(&ctx, profile),
         };
@@ -822,6 +830,9 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
             "[the command created {moved}: settings agentd or other tools would obey, so they were moved aside; \
              write settings with the Write tool, which asks the user]"
         ));
+    }
+    for what in &r.unexamined {
+        note(format!("[{what}]"));
     }
     match (&r.cwd, r.cwd_reset) {
         (Some(dir), false) => note(format!("[the shell's directory is now {}]", dir.display())),
