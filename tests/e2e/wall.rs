@@ -269,3 +269,28 @@ fn a_git_directory_flipping_modes_never_leaves_hooks_writable() {
     let out = d.run(&format!("{} || echo refused", hook(".git/hooks/pre-commit")));
     assert!(out.contains("refused") && !the_hook.exists(), "{out}");
 }
+
+/// Around item 1: the git directories of a submodule's own submodules
+/// (`modules/lib/modules/inner`) and of a submodule named `a/b`
+/// (`modules/a/b`) were not looked for: their hooks were writable.
+#[test]
+fn nested_and_slash_named_submodules_hooks_stay_read_only() {
+    let Some(d) = Nobody::start(&[
+        ".git/modules",
+        ".git/modules/lib",
+        ".git/modules/lib/hooks",
+        ".git/modules/lib/modules/inner/hooks",
+        ".git/modules/a/b/hooks",
+    ]) else {
+        return;
+    };
+    let ws = d.ws().to_path_buf();
+    let mut leaked = Vec::new();
+    for dir in [".git/modules/lib/modules/inner", ".git/modules/a/b"] {
+        let out = d.run(&format!("{} && echo written$((1))", hook(&format!("{dir}/hooks/pre-commit"))));
+        if ws.join(dir).join("hooks/pre-commit").exists() || out.contains("written1") {
+            leaked.push(format!("{dir}: {out}"));
+        }
+    }
+    assert!(leaked.is_empty(), "a submodule's hook was planted:\n{}", leaked.join("\n"));
+}

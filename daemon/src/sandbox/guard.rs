@@ -506,33 +506,52 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                 out.push(entry.file);
             }
         }
-        for sub in ["modules", "worktrees"] {
-            // Fail closed (issue 48): a `modules` made unlistable (`chmod
-            // 000 .git/modules`) hid its submodules' hooks from the call.
-            let unexaminable = |p: &Path, e: std::io::Error| placeholders::unexaminable(p, &e);
-            let entries = match std::fs::read_dir(dir.join(sub)) {
+        // Fail closed (issue 48): a `modules` made unlistable (`chmod 000
+        // .git/modules`) hid its submodules' hooks from the call. A
+        // submodule's git directory may hold submodules of its own
+        // (`modules/lib/modules/inner`), and one named `a/b` lives in
+        // `modules/a/b`: walked down, bounded, refused past the bound.
+        let unexaminable = |p: &Path, e: std::io::Error| placeholders::unexaminable(p, &e);
+        let mut queue: Vec<(PathBuf, usize)> = vec![(dir.join("modules"), 0), (dir.join("worktrees"), 0)];
+        let mut seen = 0usize;
+        while let Some((list, depth)) = queue.pop() {
+            let entries = match std::fs::read_dir(&list) {
                 Ok(entries) => entries,
                 Err(e) if absence(&e) => continue,
-                Err(e) => return Err(unexaminable(&dir.join(sub), e)),
+                Err(e) => return Err(unexaminable(&list, e)),
             };
-            for (n, entry) in entries.enumerate() {
-                let entry = entry.map_err(|e| unexaminable(&dir.join(sub), e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| unexaminable(&list, e))?;
+                seen += 1;
                 // Bounded (a command could make a million to slow every
                 // call), and refused past it rather than left unprotected.
-                if n >= GIT_ENTRIES {
+                if seen > GIT_ENTRIES {
                     return Err(format!(
-                        "{} holds more than {GIT_ENTRIES} entries, too many to protect; the command was not run \
-                         (remove what is not a submodule or worktree of yours)",
-                        dir.join(sub).display()
+                        "{} holds more than {GIT_ENTRIES} entries in modules/ and worktrees/, too many to protect; the \
+                         command was not run (remove what is not a submodule or worktree of yours)",
+                        dir.display()
                     ));
                 }
-                for name in ["hooks", "config", "commondir", "config.worktree"] {
+                let mut git_dir = false;
+                for name in ["hooks", "config", "commondir", "config.worktree", "HEAD"] {
                     let p = entry.path().join(name);
                     match std::fs::symlink_metadata(&p) {
-                        Ok(_) => out.push(p),
+                        Ok(_) if name == "HEAD" => git_dir = true,
+                        Ok(_) => {
+                            git_dir = true;
+                            out.push(p);
+                        }
                         Err(e) if absence(&e) => {}
                         Err(e) => return Err(unexaminable(&p, e)),
                     }
+                }
+                if list.file_name().is_some_and(|n| n == "worktrees") || depth >= 8 {
+                    continue;
+                }
+                if git_dir {
+                    queue.push((entry.path().join("modules"), depth + 1));
+                } else if entry.file_type().map_err(|e| unexaminable(&entry.path(), e))?.is_dir() {
+                    queue.push((entry.path(), depth + 1));
                 }
             }
         }
