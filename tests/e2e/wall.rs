@@ -294,3 +294,28 @@ fn nested_and_slash_named_submodules_hooks_stay_read_only() {
     }
     assert!(leaked.is_empty(), "a submodule's hook was planted:\n{}", leaked.join("\n"));
 }
+
+/// Around item 2: a repository a command makes with a hook, then hides
+/// (its `hooks` or its whole `.git` made unreadable, so no hook is seen and
+/// its config cannot be read), is moved aside like one whose hook shows.
+#[test]
+fn a_new_repository_whose_hooks_cannot_be_read_is_moved_aside() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let mut leaked = Vec::new();
+    for (hide, mode) in [("pkg/sub/.git/hooks", "000"), ("pkg/sub/.git/hooks", "311"), ("pkg/sub/.git", "000")] {
+        let out = d.run(&format!(
+            "mkdir -p pkg && git init -q pkg/sub && {} && chmod {mode} {hide} && echo done",
+            hook("pkg/sub/.git/hooks/pre-commit")
+        ));
+        assert!(out.contains("done"), "{out}");
+        chmod_all(&ws);
+        if ws.join("pkg/sub/.git/hooks/pre-commit").exists() {
+            leaked.push(format!("{hide} at {mode}: {out}"));
+        } else if !out.contains("could not be examined") {
+            leaked.push(format!("{hide} at {mode}: moved, but the result does not say why: {out}"));
+        }
+        d.reset(&["pkg"]);
+    }
+    assert!(leaked.is_empty(), "a new repository's hook was left in place:\n{}", leaked.join("\n"));
+}
