@@ -452,6 +452,18 @@ pub fn git_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
     roots.iter().map(|r| r.join(".git")).filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir())).collect()
 }
 
+/// Whether `path`, to be bound read-only, is there: an error other than
+/// absence inside a root refuses the call (issue 48: fail closed; outside
+/// the roots a command can change nothing, so no error there is its).
+pub fn present(path: &Path, roots: &[PathBuf]) -> Result<bool, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => Ok(false),
+        Err(e) if roots.iter().any(|r| path.starts_with(r)) => Err(placeholders::unexaminable(path, &e)),
+        Err(_) => Ok(false),
+    }
+}
+
 /// The protected paths that exist under `roots` (bind mounts need them);
 /// `settings` is what [`guard::scan`] found there. Refused when one
 /// inside a root cannot be examined (outside the roots a command can
@@ -648,6 +660,20 @@ fn refused_path(output: &str, writable: &[PathBuf]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path to bind that cannot be looked at (here a name too long; as
+    /// `nobody`, mode 000 on the way, e2e) refuses inside a root, and is
+    /// nothing outside one (a command cannot change what is outside).
+    #[test]
+    fn a_path_to_bind_that_cannot_be_examined_refuses_inside_a_root() {
+        let (_root, r) = crate::fs::real_temp_dir();
+        let roots = vec![r.clone()];
+        assert!(present(&r, &roots).unwrap());
+        assert!(!present(&r.join("absent"), &roots).unwrap());
+        let long = "x".repeat(300);
+        assert!(present(&r.join(&long), &roots).unwrap_err().contains("cannot be examined"));
+        assert!(!present(&Path::new("/nonexistent-agentd").join(&long), &roots).unwrap());
+    }
 
     #[test]
     fn extra_reads_skip_key_stores() {

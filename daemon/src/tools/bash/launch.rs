@@ -59,12 +59,18 @@ pub(super) fn walls_missing(ctx: &ToolContext, profile: SandboxProfile) -> Vec<S
 /// What git would obey of a worktree EnterWorktree made, bound read-only:
 /// its `.git` file and its git directory's `commondir`, `gitdir` and
 /// `config.worktree` (made empty when the worktree was, so it exists).
-fn worktree_protected(ctx: &ToolContext) -> Vec<PathBuf> {
-    let Some(w) = &ctx.session.worktree else { return Vec::new() };
-    [w.path.join(".git"), w.git_dir.join("commondir"), w.git_dir.join("gitdir"), w.git_dir.join("config.worktree")]
-        .into_iter()
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect()
+/// Refused when one inside a root cannot be examined.
+fn worktree_protected(ctx: &ToolContext, roots: &[PathBuf]) -> Result<Vec<PathBuf>, ToolError> {
+    let Some(w) = &ctx.session.worktree else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for p in
+        [w.path.join(".git"), w.git_dir.join("commondir"), w.git_dir.join("gitdir"), w.git_dir.join("config.worktree")]
+    {
+        if crate::sandbox::present(&p, roots).map_err(ToolError::new)? {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 /// The network the call has (see [`crate::sandbox::gate::network_access`]).
@@ -164,14 +170,17 @@ pub(super) fn launch<'a>(
         protect: if profile == SandboxProfile::WorkspaceWrite {
             let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
             let mut protect = crate::sandbox::protected_paths(&roots, &extra).map_err(ToolError::new)?;
-            protect.extend(worktree_protected(ctx).into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))));
-            // What Edit deny rules name, whatever program would write it.
             protect.extend(
-                ctx.rules
-                    .denied_edit_paths()
-                    .into_iter()
-                    .filter(|p| std::fs::symlink_metadata(p).is_ok() && roots.iter().any(|r| p.starts_with(r))),
+                worktree_protected(ctx, &roots)?.into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))),
             );
+            // What Edit deny rules name, whatever program would write it.
+            for p in ctx.rules.denied_edit_paths() {
+                if roots.iter().any(|r| p.starts_with(r))
+                    && crate::sandbox::present(&p, &roots).map_err(ToolError::new)?
+                {
+                    protect.push(p);
+                }
+            }
             // The daemon's state (other calls' output, reports) when the
             // workspace holds it.
             protect.extend(ctx.sandbox().state_dir.iter().filter(|s| roots.iter().any(|r| s.starts_with(r))).cloned());
