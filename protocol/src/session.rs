@@ -250,7 +250,7 @@ impl Default for BashOptions {
 /// A background job of the Bash tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct JobInfo {
-    /// The job's id (`BashOutput` and `KillShell` take it).
+    /// The job's id (`BashOutput` and `TaskStop` take it).
     pub job_id: String,
     /// The command.
     pub command: String,

@@ -194,7 +194,13 @@ pub struct ToolCallResult {
     pub network: Option<crate::session::NetworkAccess>,
     /// An MCP tool's `structuredContent`, checked against the tool's
     /// `outputSchema` when it declares one (its JSON is also the text
-    /// content when the server sent no other).
+    /// content when the server sent no other). A built-in tool's
+    /// structured fields, for clients to read without parsing the text:
+    /// a Bash command's are Claude Code 2.1.332's names for them
+    /// (`returnCodeInterpretation`, `staleReadFileStateHint`,
+    /// `backgroundTaskId`, `backgroundOutputPath`, `timedOutAfterMs`,
+    /// `persistedOutputPath`, `persistedOutputSize`), each only when it
+    /// applies, and only on a result that is not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<serde_json::Value>,
 }

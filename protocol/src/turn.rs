@@ -179,7 +179,8 @@ pub enum EventKind {
         /// The network a Bash command had.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         network: Option<crate::session::NetworkAccess>,
-        /// An MCP tool's `structuredContent` (see `tool/call`'s result).
+        /// An MCP tool's `structuredContent`, or a built-in tool's
+        /// structured fields (see `tool/call`'s result).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         structured_content: Option<serde_json::Value>,
     },

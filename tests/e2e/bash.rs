@@ -110,7 +110,7 @@ async fn exit_codes_mean_what_the_command_says() {
     std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
     let r = s.bash(json!({ "command": "grep no-such-text notes.txt" })).await;
     assert_eq!(r["is_error"], false, "grep exit 1 is an answer: {r}");
-    assert!(text(&r).contains("[exit code 1: no matches]"));
+    assert!(text(&r).contains("[exit code 1: No matches found]"));
     let r = s.bash(json!({ "command": "grep -q x no-such-file" })).await;
     assert_eq!(r["is_error"], true, "grep exit 2 is an error: {r}");
     assert!(text(&r).contains("[exit code 2]"), "{r}");
@@ -161,10 +161,54 @@ async fn cd_persists_between_calls_and_exports_do_not() {
     assert_eq!(text(&r), format!("{}\nvar=unset\n", sub.display()));
     // Leaving the workspace is not kept.
     let r = s.bash(json!({ "command": "cd /" })).await;
-    assert!(text(&r).contains("outside the workspace"), "{r}");
+    assert!(text(&r).contains("outside the working directories"), "{r}");
     let r = s.bash(json!({ "command": "pwd" })).await;
     let root = std::fs::canonicalize(d.dir.path()).unwrap();
     assert_eq!(text(&r), format!("{}\n", root.display()));
+}
+
+/// `cd` as Claude Code 2.1.332 carries it: a command that succeeds and
+/// ends inside the working directories (the workspace and the session's
+/// added ones) moves the next call's shell; one that ends outside them
+/// sends the shell back to the start folder; a failed one (any non-zero
+/// exit, grep's 1 included) leaves it where it was.
+#[tokio::test]
+async fn cd_carries_on_success_resets_outside_the_working_directories_and_stays_on_failure() {
+    let d = TestDaemon::start().await;
+    let (root, sub, extra) = (d.dir.path().join("ws"), d.dir.path().join("ws/sub"), d.dir.path().join("extra"));
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir_all(&extra).unwrap();
+    let (root, sub, extra) = (
+        std::fs::canonicalize(root).unwrap(),
+        std::fs::canonicalize(sub).unwrap(),
+        std::fs::canonicalize(extra).unwrap(),
+    );
+    let mut c = d.raw().await;
+    let id = c.session(json!({ "cwd": root, "mode": "bypass", "add_dirs": [extra] })).await;
+    let pwd = async |c: &mut RawConn| text(&within("pwd", c.tool(&id, "Bash", json!({ "command": "pwd" }))).await);
+    let bash = async |c: &mut RawConn, command: &str| {
+        within(command, c.tool(&id, "Bash", json!({ "command": command }))).await
+    };
+
+    // Succeeds inside: carried.
+    bash(&mut c, "cd sub").await;
+    assert_eq!(pwd(&mut c).await, format!("{}\n", sub.display()));
+    // Fails (after its cd, and with grep's answer-not-failure 1 too): stays.
+    let r = bash(&mut c, "cd .. && false").await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!text(&r).contains("directory is now"), "a failed cd is not reported as carried: {r}");
+    assert_eq!(pwd(&mut c).await, format!("{}\n", sub.display()));
+    let r = bash(&mut c, "cd ..; grep -q no-such-text /dev/null").await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(pwd(&mut c).await, format!("{}\n", sub.display()));
+    // An added working directory is inside.
+    bash(&mut c, &format!("cd {}", extra.display())).await;
+    assert_eq!(pwd(&mut c).await, format!("{}\n", extra.display()));
+    // Succeeds outside: back to the start folder, not where it was.
+    let r = bash(&mut c, "cd /").await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).contains(&format!("Shell cwd was reset to {}", root.display())), "{r}");
+    assert_eq!(pwd(&mut c).await, format!("{}\n", root.display()));
 }
 
 #[tokio::test]
@@ -278,7 +322,7 @@ async fn background_jobs_run_report_and_die_with_kill_or_the_session() {
     let t = tag();
     let command = format!("for i in 1 2 3; do echo line$i; sleep 0.1; done; sleep {t}");
     let r = s.bash(json!({ "command": command, "run_in_background": true })).await;
-    let job = text(&r).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let job = text(&r).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
     let info = s.c.ok("session/get", json!({ "session_id": s.id })).await;
     assert_eq!(info["jobs"][0]["job_id"], json!(job));
     assert_eq!(info["jobs"][0]["status"], "running");
@@ -362,4 +406,128 @@ async fn a_background_child_holding_the_pipe_does_not_hang_the_call() {
     assert_eq!(r["is_error"], false, "{r}");
     assert!(text(&r).starts_with("done\n") && text(&r).contains("ended 1 process"), "{r}");
     none_left(&format!("sleep {t}")).await;
+}
+
+/// Claude Code 2.1.332 offers TaskStop (KillShell and KillBash are its
+/// earlier names, and rules naming them still apply) and has the model
+/// Read a background job's output file instead of calling TaskOutput: the
+/// start result and BashOutput name the file, and the session's Read reads
+/// it while the job runs.
+#[tokio::test]
+async fn task_stop_is_offered_and_a_jobs_output_file_is_readable_by_read() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let listed = s.c.ok("tools/list", json!({ "session_id": s.id })).await;
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"TaskStop") && !names.contains(&"KillShell"), "{names:?}");
+
+    let t = tag();
+    let r = s.bash(json!({ "command": format!("echo started-{t}; sleep {t}"), "run_in_background": true })).await;
+    let out = text(&r);
+    let job = out.split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
+    let file = out.split("Output is being written to: ").nth(1).unwrap().split(".\n").next().unwrap().to_owned();
+    let deadline = Instant::now() + agentd_tests::STEP;
+    loop {
+        let read = s.c.tool(&s.id, "Read", json!({ "file_path": file })).await;
+        if text(&read).contains(&format!("started-{t}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Read never showed the job's output: {read}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = s.c.tool(&s.id, "BashOutput", json!({ "bash_id": job })).await;
+    assert!(text(&r).contains(&format!("its whole output is in {file}")), "{r}");
+
+    let r = s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
+    assert_eq!((text(&r), r["name"].clone()), (format!("job {job} killed"), json!("TaskStop")), "{r}");
+    none_left(&format!("sleep {t}")).await;
+    let r = s.c.tool(&s.id, "KillShell", json!({ "shell_id": job })).await;
+    assert_eq!(text(&r), format!("job {job} was already killed"), "{r}");
+
+    // A rule naming the old name applies to the new one: a blanket deny
+    // takes the tool away.
+    let mut c = d.raw().await;
+    let id =
+        c.session(json!({ "cwd": d.dir.path(), "mode": "bypass", "permissions": { "deny": ["KillShell"] } })).await;
+    let listed = c.ok("tools/list", json!({ "session_id": id })).await;
+    assert!(!listed["tools"].as_array().unwrap().iter().any(|t| t["name"] == "TaskStop"), "{listed}");
+    let r = c.tool(&id, "KillBash", json!({ "task_id": "job_1" })).await;
+    assert!(r["is_error"] == true && text(&r).contains("no tool named"), "{r}");
+}
+
+/// What Claude Code 2.1.332's Bash output carries beside stdout, in its
+/// words and by its names (in the result's `structured_content`): the
+/// conventional meaning of an exit code, and the files the session had
+/// read whose modification time the command moved.
+#[tokio::test]
+async fn results_carry_the_return_code_interpretation_and_the_stale_read_hint() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let dir = d.dir.path();
+    std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
+    std::fs::write(dir.join("other.txt"), "other\n").unwrap();
+    for (command, meaning) in [
+        ("grep no-such-text notes.txt", "No matches found"),
+        ("diff notes.txt other.txt", "Files differ"),
+        ("test -e no-such-file", "Condition is false"),
+        ("[ -e no-such-file ]", "Condition is false"),
+    ] {
+        let r = s.bash(json!({ "command": command })).await;
+        assert_eq!(r["is_error"], false, "{command}: {r}");
+        assert!(text(&r).contains(&format!("[exit code 1: {meaning}]")), "{command}: {r}");
+        assert_eq!(r["structured_content"]["returnCodeInterpretation"], meaning, "{command}: {r}");
+    }
+    let r = s.bash(json!({ "command": "echo plain" })).await;
+    assert!(r.get("structured_content").is_none(), "a plain command has no structured fields: {r}");
+
+    // Read puts both files in the session's read cache; their times are
+    // set well in the past so a write now moves them whatever the
+    // filesystem's timestamp granularity.
+    for name in ["notes.txt", "other.txt"] {
+        let r = s.c.tool(&s.id, "Read", json!({ "file_path": dir.join(name) })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        let file = std::fs::File::options().write(true).open(dir.join(name)).unwrap();
+        file.set_modified(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(86_400)).unwrap();
+    }
+    let r = s.bash(json!({ "command": "echo more >> notes.txt" })).await;
+    let hint = "[This command modified 1 file you've previously read: notes.txt. Call Read before editing.]";
+    assert!(text(&r).contains(hint), "{r}");
+    assert_eq!(r["structured_content"]["staleReadFileStateHint"], hint, "{r}");
+    let r = s.bash(json!({ "command": "touch notes.txt other.txt; mkdir -p sub; touch sub/new" })).await;
+    assert!(text(&r).contains("modified 2 files you've previously read: notes.txt, other.txt."), "{r}");
+    // A command that only reads moves nothing.
+    let r = s.bash(json!({ "command": "cat notes.txt" })).await;
+    assert!(!text(&r).contains("previously read"), "{r}");
+}
+
+/// With `run_in_background`, `timeout` is the job's own limit (default
+/// 1,800,000 ms, at most 7,200,000), not the foreground's 600,000.
+#[tokio::test]
+async fn a_background_jobs_timeout_is_its_own_limit() {
+    let d = TestDaemon::start().await;
+    let mut s = session(&d, "bypass").await;
+    let t = tag();
+    let r =
+        s.bash(json!({ "command": format!("echo up; sleep {t}"), "run_in_background": true, "timeout": 300 })).await;
+    let job = text(&r).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
+    let deadline = Instant::now() + agentd_tests::STEP;
+    let mut seen = String::new();
+    while !seen.contains("is killed") {
+        assert!(Instant::now() < deadline, "the job outlived its timeout: {seen}");
+        seen.push_str(&text(&s.c.tool(&s.id, "BashOutput", json!({ "bash_id": job })).await));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains("up\n") && seen.contains("ran out of its timeout of 300 ms"), "{seen}");
+    none_left(&format!("sleep {t}")).await;
+
+    // Past the foreground's most, within the background's.
+    let r = s.bash(json!({ "command": "sleep 60", "run_in_background": true, "timeout": 7_200_000 })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let job = r["structured_content"]["backgroundTaskId"].as_str().unwrap().to_owned();
+    assert!(r["structured_content"]["backgroundOutputPath"].as_str().unwrap().ends_with(".log"), "{r}");
+    s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
+    let r = s.bash(json!({ "command": "sleep 60", "run_in_background": true, "timeout": 7_200_001 })).await;
+    assert!(r["is_error"] == true && text(&r).contains("at most 7200000 ms"), "{r}");
+    let r = s.bash(json!({ "command": "sleep 60", "timeout": 7_200_000 })).await;
+    assert!(r["is_error"] == true && text(&r).contains("at most 600000 ms"), "the foreground's most stays: {r}");
 }

@@ -808,7 +808,9 @@ async fn a_confined_job_s_last_output_is_not_lost_when_it_ends() {
     let mut jobs = Vec::new();
     for _ in 0..4 {
         let r = s.bash(json!({ "command": "seq 1 40000", "run_in_background": true })).await;
-        jobs.push(text(&r).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned());
+        jobs.push(
+            text(&r).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned(),
+        );
     }
     for job in jobs {
         let mut seen = String::new();
@@ -819,11 +821,12 @@ async fn a_confined_job_s_last_output_is_not_lost_when_it_ends() {
             let r = s.c.tool(&s.id, "TaskOutput", input).await;
             let t = text(&r);
             match t.split_once(&format!("[job {job} ")) {
-                Some((out, "exited with code 0]")) => {
+                // The status line, then the line naming the output file.
+                Some((out, rest)) if rest.starts_with("exited with code 0]") => {
                     seen.push_str(out);
                     break;
                 }
-                Some((out, "is running]")) => seen.push_str(out),
+                Some((out, rest)) if rest.starts_with("is running]") => seen.push_str(out),
                 _ => panic!("{r}"),
             }
         }

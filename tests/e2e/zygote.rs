@@ -114,7 +114,8 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
                 "command": "sleep 7; echo survived", "run_in_background": true }),
             )
             .await;
-        let job = text(&job).split("background job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+        let job =
+            text(&job).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
         agentd_tests::eventually("a helper waits", || waiting_helpers(d.pid()).len() == 1).await;
         let stopped = zygotes(d.pid());
         let signal = |pids: &[i32], sig| {

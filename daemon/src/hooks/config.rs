@@ -79,7 +79,7 @@ impl Matcher {
 /// Tool names of agentd's and the names Claude Code's current release
 /// gives the same tools: a matcher naming either matches.
 const ALIASES: &[(&str, &str)] =
-    &[("Task", "Agent"), ("KillShell", "TaskStop"), ("KillShell", "KillBash"), ("Brief", "SendUserMessage")];
+    &[("Task", "Agent"), ("TaskStop", "KillShell"), ("TaskStop", "KillBash"), ("Brief", "SendUserMessage")];
 
 /// One `type: "command"` hook.
 #[derive(Clone)]

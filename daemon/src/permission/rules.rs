@@ -119,8 +119,10 @@ pub struct RuleError {
 /// `Task(Explore)`). Each tool's own aliases are checked against this.
 pub const TOOL_ALIASES: &[(&str, &str)] = &[
     ("Agent", "Task"),
-    ("KillBash", "KillShell"),
-    ("TaskStop", "KillShell"),
+    // TaskStop was KillShell in agentd until Claude Code 2.1.332 (and
+    // KillBash before): a rule written for either still applies.
+    ("KillBash", "TaskStop"),
+    ("KillShell", "TaskStop"),
     ("SlashCommand", "Skill"),
     ("exit_plan_mode", "ExitPlanMode"),
 ];

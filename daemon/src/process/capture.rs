@@ -29,6 +29,8 @@ pub struct CaptureSummary {
     pub text: String,
     /// Characters left out of `text`.
     pub elided_chars: u64,
+    /// All bytes the command wrote.
+    pub total_bytes: u64,
     /// All characters the command wrote.
     pub total_chars: u64,
     /// Where the full output is (when a file could be written).
@@ -83,6 +85,18 @@ impl Capture {
         }
     }
 
+    /// The capture with its file made at once, before any output (a
+    /// background job's, whose path is given as it starts).
+    pub fn opened(mut self) -> Self {
+        self.open_file();
+        self
+    }
+
+    /// The file once it is made.
+    pub fn file_path(&self) -> Option<PathBuf> {
+        self.file.as_ref().map(|(_, p)| p.clone())
+    }
+
     /// Adds output.
     pub fn push(&mut self, bytes: &[u8]) {
         let chars = bytes.iter().filter(|b| (**b & 0xC0) != 0x80).count() as u64;
@@ -123,7 +137,14 @@ impl Capture {
             let mut all = self.head.clone();
             all.extend(self.tail.iter());
             let text = String::from_utf8_lossy(&all).into_owned();
-            return CaptureSummary { text, elided_chars: 0, total_chars: self.total_chars, file, file_truncated };
+            return CaptureSummary {
+                text,
+                elided_chars: 0,
+                total_bytes: self.total_bytes,
+                total_chars: self.total_chars,
+                file,
+                file_truncated,
+            };
         }
         let half = self.limit_chars / 2;
         let head: String = String::from_utf8_lossy(&self.head).chars().take(half).collect();
@@ -137,7 +158,14 @@ impl Capture {
             None => String::new(),
         };
         let text = format!("{head}\n\n[… {elided} characters elided{where_} …]\n\n{tail}");
-        CaptureSummary { text, elided_chars: elided, total_chars: self.total_chars, file, file_truncated }
+        CaptureSummary {
+            text,
+            elided_chars: elided,
+            total_bytes: self.total_bytes,
+            total_chars: self.total_chars,
+            file,
+            file_truncated,
+        }
     }
 }
 

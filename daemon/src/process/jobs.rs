@@ -32,7 +32,7 @@ pub enum JobStatus {
     Running,
     /// Exited with this code.
     Exited(i32),
-    /// Killed (`KillShell`, or the session closed).
+    /// Killed (`TaskStop`, or the session closed).
     Killed,
 }
 
@@ -53,12 +53,37 @@ struct JobState {
     capture: Capture,
 }
 
+/// What a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// A Bash command (`run_in_background`).
+    Shell,
+    /// A sub-agent run in the background (Task).
+    Agent,
+}
+
+impl JobKind {
+    /// Claude Code's name for it (TaskStop's `task_type`).
+    pub fn task_type(self) -> &'static str {
+        match self {
+            JobKind::Shell => "local_bash",
+            JobKind::Agent => "local_agent",
+        }
+    }
+}
+
 /// One background job.
 pub struct Job {
     /// Its id.
     pub id: String,
     /// The command it runs.
     pub command: String,
+    /// A command or a sub-agent.
+    pub kind: JobKind,
+    /// The file that keeps its whole output, there from its start (so the
+    /// session's Read can follow it, as Claude Code 2.1.332 has the model
+    /// do instead of TaskOutput); none for a sub-agent.
+    pub output_file: Option<PathBuf>,
     state: Mutex<JobState>,
     cancel: CancellationToken,
     finished: tokio::sync::Notify,
@@ -138,6 +163,8 @@ pub struct JobRun<'a> {
     pub env: &'a std::collections::BTreeMap<String, String>,
     /// The job's private temp directory, removed when it ends.
     pub tmp: Option<PathBuf>,
+    /// How long the job may run before it is stopped (its `timeout`).
+    pub limit: Duration,
     /// Run (on the blocking pool) when the job's processes are gone: what
     /// its sandbox guarded on its workspace is checked, and what it says
     /// goes to the job's output (settings it created moved aside).
@@ -167,7 +194,7 @@ impl JobTable {
         let running = self.lock().iter().filter(|j| j.status() == JobStatus::Running).count();
         if running >= MAX_RUNNING_JOBS {
             return Err(std::io::Error::other(format!(
-                "{running} background jobs are running; stop one with KillShell first"
+                "{running} background jobs are running; stop one with TaskStop first"
             )));
         }
         Ok(())
@@ -175,16 +202,17 @@ impl JobTable {
 
     /// A running job for `command`, with the next id, its output also
     /// written to `output_file`.
-    fn new_job(&self, command: &str, output_file: Option<&Path>) -> Arc<Job> {
+    fn new_job(&self, command: &str, kind: JobKind, output_file: Option<&Path>) -> Arc<Job> {
+        // The file is made now, not once output comes: its path is given
+        // at the start for Read to follow, and must exist even while the
+        // job is silent.
+        let capture = Capture::new(1, output_file).opened();
         Arc::new(Job {
             id: format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed)),
             command: command.to_owned(),
-            state: Mutex::new(JobState {
-                unread: Vec::new(),
-                dropped: 0,
-                status: JobStatus::Running,
-                capture: Capture::new(1, output_file),
-            }),
+            kind,
+            output_file: capture.file_path(),
+            state: Mutex::new(JobState { unread: Vec::new(), dropped: 0, status: JobStatus::Running, capture }),
             cancel: self.cancel.child_token(),
             finished: tokio::sync::Notify::new(),
         })
@@ -192,25 +220,25 @@ impl JobTable {
 
     /// Starts `script` (for `command`) in `cwd` as a job.
     pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, env, tmp, at_end } = run;
+        let JobRun { marker, output_file, launch, env, tmp, limit, at_end } = run;
         self.room()?;
         let tree = spawn_bash(script, cwd, marker, env, launch)?;
-        let job = self.new_job(command, output_file);
+        let job = self.new_job(command, JobKind::Shell, output_file);
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, tmp, at_end));
+        self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end));
         Ok(job)
     }
 
     /// Starts `work` as a job named `what` (a sub-agent run in the
     /// background): what it gives, or why it failed, is the job's output,
     /// its end the job's end (exit code 0 or 1). It gets the job's token:
-    /// KillShell or the session's close cancels it, and it is dropped.
+    /// TaskStop or the session's close cancels it, and it is dropped.
     pub fn start_work<F>(&self, what: &str, work: impl FnOnce(CancellationToken) -> F) -> std::io::Result<Arc<Job>>
     where
         F: std::future::Future<Output = Result<String, String>> + Send + 'static,
     {
         self.room()?;
-        let job = self.new_job(what, None);
+        let job = self.new_job(what, JobKind::Agent, None);
         let work = work(job.cancel.clone());
         self.lock().push(job.clone());
         let done = job.clone();
@@ -245,8 +273,8 @@ impl JobTable {
 
 /// Moves a job's output into its state until the job's process group is
 /// gone (not merely until EOF), or kills it when its token is cancelled.
-async fn pump(job: Arc<Job>, mut tree: ProcessTree, tmp: Option<PathBuf>, at_end: Option<AtEnd>) {
-    pump_output(&job, &mut tree).await;
+async fn pump(job: Arc<Job>, mut tree: ProcessTree, limit: Duration, tmp: Option<PathBuf>, at_end: Option<AtEnd>) {
+    pump_output(&job, &mut tree, limit).await;
     if let Some(at_end) = at_end {
         for line in tokio::task::spawn_blocking(at_end).await.unwrap_or_default() {
             push(&job, format!("[{line}]\n").as_bytes());
@@ -263,7 +291,7 @@ async fn pump(job: Arc<Job>, mut tree: ProcessTree, tmp: Option<PathBuf>, at_end
     job.finished.notify_waiters();
 }
 
-async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
+async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration) {
     let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
         return;
     };
@@ -273,6 +301,8 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
     // The first look at the group comes a period after the shell's end,
     // not at once.
     let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + POLL, POLL);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
     let status = loop {
         tokio::select! {
             n = out.read(&mut out_buf), if out_open => match n {
@@ -293,6 +323,11 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree) {
             }
             _ = job.cancel.cancelled() => {
                 tree.terminate().await;
+                break JobStatus::Killed;
+            }
+            _ = &mut deadline, if exit.is_none() => {
+                tree.terminate().await;
+                push(job, format!("[stopped: the job ran out of its timeout of {} ms]\n", limit.as_millis()).as_bytes());
                 break JobStatus::Killed;
             }
         }

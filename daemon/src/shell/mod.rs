@@ -782,18 +782,44 @@ fn redirect(r: &ast::IoRedirect, cmd: &mut SimpleCommand) {
 /// What a non-zero exit code means for `script`: `Some(note)` when, by the
 /// final command's own convention, it is an answer rather than a failure
 /// (`grep` exit 1 = no match, `diff`/`cmp` exit 1 = files differ, `test`
-/// exit 1 = false).
+/// exit 1 = false, `find` exit 1 = some directory unreadable). The notes are
+/// Claude Code 2.1.332's `returnCodeInterpretation` strings, word for word,
+/// as models trained on it read them.
 pub fn benign_exit(script: &Script, code: i32) -> Option<&'static str> {
+    const NO_MATCHES: &str = "No matches found";
+    const DIFFER: &str = "Files differ";
     let last = script.last.as_ref()?;
     let program = last.program.as_deref()?;
     let program = program.rsplit('/').next().unwrap_or(program);
     match (program, code) {
-        ("grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack", 1) => Some("no matches"),
-        ("git", 1) if last.args.first().map(String::as_str) == Some("grep") => Some("no matches"),
-        ("diff" | "cmp", 1) => Some("the files differ"),
-        ("test" | "[", 1) => Some("the condition is false"),
+        ("grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack", 1) => Some(NO_MATCHES),
+        ("git", 1) => match git_subcommand(&last.args) {
+            Some("grep") => Some(NO_MATCHES),
+            // `git diff --exit-code`/`--quiet` say "differ" with 1.
+            Some("diff") => Some(DIFFER),
+            _ => None,
+        },
+        ("diff" | "cmp", 1) => Some(DIFFER),
+        ("test" | "[", 1) => Some("Condition is false"),
+        ("find", 1) => Some("Some directories were inaccessible"),
         _ => None,
     }
+}
+
+/// git's subcommand: the first argument that is no option, past the
+/// values of `-C` and `-c` (as Claude Code reads it).
+fn git_subcommand(args: &[String]) -> Option<&str> {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-C" | "-c" => {
+                args.next();
+            }
+            a if a.starts_with('-') => {}
+            a => return Some(a),
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -952,12 +978,17 @@ mod tests {
     #[test]
     fn benign_exit_codes_follow_the_final_command() {
         let grep = parse("cat x | grep foo").unwrap();
-        assert_eq!(benign_exit(&grep, 1), Some("no matches"));
+        assert_eq!(benign_exit(&grep, 1), Some("No matches found"));
         assert_eq!(benign_exit(&grep, 2), None, "grep exit 2 is an error");
-        assert_eq!(benign_exit(&parse("diff a b").unwrap(), 1), Some("the files differ"));
-        assert_eq!(benign_exit(&parse("[ -f x ]").unwrap(), 1), Some("the condition is false"));
-        assert_eq!(benign_exit(&parse("/usr/bin/rg x").unwrap(), 1), Some("no matches"));
-        assert_eq!(benign_exit(&parse("git grep x").unwrap(), 1), Some("no matches"));
+        assert_eq!(benign_exit(&parse("diff a b").unwrap(), 1), Some("Files differ"));
+        assert_eq!(benign_exit(&parse("[ -f x ]").unwrap(), 1), Some("Condition is false"));
+        assert_eq!(benign_exit(&parse("test -f x").unwrap(), 1), Some("Condition is false"));
+        assert_eq!(benign_exit(&parse("/usr/bin/rg x").unwrap(), 1), Some("No matches found"));
+        assert_eq!(benign_exit(&parse("git grep x").unwrap(), 1), Some("No matches found"));
+        assert_eq!(benign_exit(&parse("git -C sub grep x").unwrap(), 1), Some("No matches found"));
+        assert_eq!(benign_exit(&parse("git diff --quiet").unwrap(), 1), Some("Files differ"));
+        assert_eq!(benign_exit(&parse("git commit").unwrap(), 1), None);
+        assert_eq!(benign_exit(&parse("find / -name x").unwrap(), 1), Some("Some directories were inaccessible"));
         assert_eq!(benign_exit(&parse("grep x f; false").unwrap(), 1), None);
         assert_eq!(benign_exit(&parse("npm run lint && grep -q ok log").unwrap(), 1), None, "exit 1 may be npm's");
         assert_eq!(benign_exit(&parse("make").unwrap(), 1), None);

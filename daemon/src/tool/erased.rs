@@ -348,8 +348,8 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     content: tool.result_content(&out.output),
                     is_error: false,
                     render: tool.render_result(&out.output),
+                    structured: tool.structured(&out.output),
                     modifier: out.modifier,
-                    structured: None,
                 },
                 Ok(Err(err)) => CallOutcome {
                     content: vec![ContentBlock::text(err.message.clone())],

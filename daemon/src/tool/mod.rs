@@ -281,6 +281,12 @@ pub trait Tool: Send + Sync + Sized + 'static {
         vec![ContentBlock::text(text)]
     }
 
+    /// Fields a client reads without parsing the text (the result's
+    /// `structured_content`). Default: none.
+    fn structured(&self, _output: &Self::Output) -> Option<serde_json::Value> {
+        None
+    }
+
     // --- element five: render text for UIs ---
 
     /// One line while the call is queued or running, e.g. "Reading src/foo.rs".

@@ -70,6 +70,11 @@ pub struct BashOutputResult {
     pub status: String,
     /// The exit code, once exited.
     pub exit_code: Option<i32>,
+    /// The file with the job's whole output (up to 64 MiB), which the
+    /// session's Read reads: Claude Code 2.1.332 has models Read it
+    /// instead of calling TaskOutput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<std::path::PathBuf>,
 }
 
 impl Tool for BashOutput {
@@ -217,6 +222,7 @@ fn read(job: &crate::process::jobs::Job, filter: Option<&str>) -> Result<BashOut
         dropped_bytes: out.dropped,
         status: status.to_owned(),
         exit_code,
+        output_file: job.output_file.clone(),
     })
 }
 
@@ -231,6 +237,9 @@ fn result_text(r: &BashOutputResult) -> Vec<agentd_protocol::tools::ContentBlock
     match r.exit_code {
         Some(code) => text.push_str(&format!("[job {} exited with code {code}]", r.job_id)),
         None => text.push_str(&format!("[job {} is {}]", r.job_id, r.status)),
+    }
+    if let Some(file) = &r.output_file {
+        text.push_str(&format!("\n[its whole output is in {}; Read it there]", file.display()));
     }
     vec![agentd_protocol::tools::ContentBlock::text(text)]
 }

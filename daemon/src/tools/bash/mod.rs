@@ -11,8 +11,8 @@
 //!   goes to a file.
 //! - Exit codes mean what the final command says they mean: `grep` exit 1
 //!   is "no matches", not a failure. A failed call cancels its siblings.
-//! - `run_in_background` starts a job and returns at once (BashOutput,
-//!   KillShell).
+//! - `run_in_background` starts a job and returns at once with its id and
+//!   the file its output goes to (Read it, or BashOutput; TaskStop ends it).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,12 +31,17 @@ use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError,
 mod caches;
 mod facts;
 mod launch;
+mod stale;
 use launch::{launch, network_of, object_staging, sandbox_roots, walls_missing};
 
 /// Progress reports stop after this many bytes (the result still has it all).
 const MAX_PROGRESS_BYTES: usize = 256 * 1024;
 /// A progress report is sent once this much output waits, or every tick.
 const PROGRESS_CHUNK: usize = 4096;
+/// A background command's own limit when it names no `timeout` (Claude
+/// Code 2.1.332's), and the most it may name.
+const BACKGROUND_DEFAULT_TIMEOUT_MS: u64 = 1_800_000;
+const BACKGROUND_MAX_TIMEOUT_MS: u64 = 7_200_000;
 /// After the shell exits, how long output still held by its children is read.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 
@@ -71,11 +76,13 @@ pub struct BashInput {
     pub description: Option<String>,
     /// Timeout in milliseconds (default 120000; at most 600000 unless the
     /// session allows more). The command and everything it started is
-    /// ended when it runs out.
+    /// ended when it runs out. With run_in_background it is the job's own
+    /// limit: default 1800000, at most 7200000.
     #[serde(default, deserialize_with = "crate::tool::input::opt_u64")]
     pub timeout: Option<u64>,
     /// Start the command as a background job and return its job id at once;
-    /// read its output with BashOutput and end it with KillShell. Use this
+    /// read its output with Read on the file the result names (or
+    /// BashOutput) and end it with TaskStop. Use this
     /// for servers and watchers, never `&`.
     #[serde(default, deserialize_with = "crate::tool::input::flag")]
     pub run_in_background: bool,
@@ -113,17 +120,36 @@ pub struct BashResult {
     pub elided_chars: u64,
     /// The file with the whole output.
     pub output_file: Option<PathBuf>,
-    /// What a non-zero exit code means by the command's convention.
+    /// What a non-zero exit code means by the command's convention (Claude
+    /// Code 2.1.332's `returnCodeInterpretation`, in its words).
     pub note: Option<String>,
+    /// Files of the session's read cache whose modification time moved
+    /// while the command ran (its `staleReadFileStateHint` names them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_reads: Vec<PathBuf>,
+    /// The note naming them, paths relative to the shell's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_read_hint: Option<String>,
+    /// All the output, in bytes (what the file holds, up to its cap).
+    pub output_bytes: u64,
     /// Processes the command left running, ended with it.
     pub ended_leftovers: usize,
     /// The shell's directory after the command, when it changed.
     pub cwd: Option<PathBuf>,
-    /// That directory is outside the workspace: the next command starts at
-    /// the workspace instead.
+    /// That directory is outside the working directories: the next command
+    /// starts at the session's cwd instead.
     pub cwd_reset: bool,
+    /// Where the next command starts when `cwd_reset` (the session's cwd,
+    /// Claude Code's "start folder").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_to: Option<PathBuf>,
     /// The job id, for a command started in the background.
     pub job_id: Option<String>,
+    /// Set when the command reached its timeout in the foreground and was
+    /// moved to the background (as `job_id`) instead of killed: the
+    /// timeout, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out_after_ms: Option<u64>,
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
     /// Its timeout, in milliseconds.
@@ -186,7 +212,7 @@ impl Tool for Bash {
          the Read, Glob and Grep tools for reading and searching files. Quote paths with spaces. \
          Long output is shortened in the middle; the full output is saved to a file whose path the \
          result gives. Use run_in_background for servers and other long-running processes, then \
-         BashOutput to read them and KillShell to stop them."
+         Read the output file the result names (or BashOutput) and TaskStop to stop them."
             .to_owned()
     }
 
@@ -194,7 +220,9 @@ impl Tool for Bash {
         if input.command.trim().is_empty() {
             return Err(ValidationError::new("command is empty"));
         }
-        let max = ctx.info.bash.max_timeout_ms;
+        // In the background `timeout` is the job's own limit, not how long
+        // the call waits.
+        let max = if input.run_in_background { BACKGROUND_MAX_TIMEOUT_MS } else { ctx.info.bash.max_timeout_ms };
         match input.timeout {
             Some(0) => Err(ValidationError::new("timeout must be at least 1 ms")),
             Some(t) if t > max => Err(ValidationError::new(format!("timeout must be at most {max} ms"))),
@@ -274,7 +302,7 @@ impl Tool for Bash {
             .session
             .shell_cwd
             .clone()
-            .filter(|d| d.starts_with(workspace) && d.is_dir())
+            .filter(|d| carries(&ctx, d) && d.is_dir())
             .unwrap_or_else(|| workspace.to_owned());
         let marker = uuid::Uuid::new_v4().simple().to_string();
         let _ = std::fs::create_dir_all(&*ctx.output_dir);
@@ -342,6 +370,7 @@ impl Tool for Bash {
                             launch,
                             env: &ctx.info.env,
                             tmp: Some(tmp.clone()),
+                            limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
                             at_end: guard.map(|guard| -> process::jobs::AtEnd {
                                 Box::new(move || {
                                     let finished = guard.finish();
@@ -366,14 +395,21 @@ impl Tool for Bash {
                 killed: None,
                 output: String::new(),
                 elided_chars: 0,
-                output_file: Some(log_file),
+                // The job's file, made as it started (none only when it
+                // could not be written).
+                output_file: job.output_file.clone(),
                 note: None,
+                stale_reads: Vec::new(),
+                stale_read_hint: None,
+                output_bytes: 0,
                 ended_leftovers: 0,
                 cwd: None,
                 cwd_reset: false,
+                reset_to: None,
                 job_id: Some(job.id.clone()),
+                timed_out_after_ms: None,
                 duration_ms: 0,
-                timeout_ms: 0,
+                timeout_ms: input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS),
                 sandbox: profile,
                 network: network_of(&ctx, profile),
                 network_refused: Vec::new(),
@@ -384,6 +420,10 @@ impl Tool for Bash {
             }));
         }
 
+        // A command that only reads changes no file: its call pays no stat
+        // (and a sibling's Edit meanwhile is not blamed on it), as Claude
+        // Code looks only at commands that may write.
+        let watched = (!read_only(&input.command)).then(|| stale::Watched::before(ctx.session.files.keys().cloned()));
         let (launch, gate) = launch(&ctx, &self.0, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&tmp);
         })?;
@@ -470,6 +510,10 @@ impl Tool for Bash {
             leftovers += report.leftovers;
         }
         let summary = capture.summary();
+        let stale_reads = match (watched, killed) {
+            (Some(watched), None) => tokio::task::spawn_blocking(move || watched.moved()).await.unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let parsed = shell::parse(&input.command).ok();
         let code = if killed.is_some() { None } else { exit };
         let note = match (code, &parsed) {
@@ -490,10 +534,14 @@ impl Tool for Bash {
             }
             _ => None,
         };
+        // `cd` as Claude Code 2.1.332 carries it: only a command that
+        // succeeded (exit 0: its `&& pwd -P` runs only then) moves the
+        // shell; one that ends outside the working directories sends it
+        // back to the start folder, the session's cwd.
+        let new_cwd = new_cwd.filter(|_| code == Some(0));
         let (kept_cwd, cwd_note, cwd_reset) = match new_cwd {
-            Some(dir) if dir != cwd && dir.starts_with(workspace) => (Some(dir.clone()), Some(dir), false),
-            // Outside the workspace: the next command starts at the workspace.
-            Some(dir) if dir != cwd => (Some(workspace.to_owned()), Some(dir), true),
+            Some(dir) if dir != cwd && carries(&ctx, &dir) => (Some(dir.clone()), Some(dir), false),
+            Some(dir) if !carries(&ctx, &dir) => (Some(workspace.to_owned()), Some(dir), true),
             _ => (None, None, false),
         };
         let result = BashResult {
@@ -503,10 +551,15 @@ impl Tool for Bash {
             elided_chars: summary.elided_chars,
             output_file: summary.file,
             note,
+            stale_read_hint: stale::hint(&stale_reads, kept_cwd.as_deref().unwrap_or(&cwd)),
+            stale_reads,
+            output_bytes: summary.total_bytes,
             ended_leftovers: leftovers,
             cwd: cwd_note,
             cwd_reset,
+            reset_to: cwd_reset.then(|| workspace.to_owned()),
             job_id: None,
+            timed_out_after_ms: None,
             duration_ms: started.elapsed().as_millis() as u64,
             timeout_ms,
             sandbox: profile,
@@ -519,7 +572,7 @@ impl Tool for Bash {
         };
         let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
         if failed {
-            let mut text = result_text(&result, workspace);
+            let mut text = result_text(&result);
             if let Some(n) = sandbox_note {
                 text.push_str(&n);
                 text.push('\n');
@@ -532,8 +585,39 @@ impl Tool for Bash {
         }
     }
 
+    /// Claude Code 2.1.332's names for what its Bash output carries beside
+    /// stdout, each only when it applies (a plain command has none).
+    fn structured(&self, r: &BashResult) -> Option<serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        let mut put = |name: &str, value: serde_json::Value| {
+            fields.insert(name.to_owned(), value);
+        };
+        if let Some(note) = &r.note {
+            put("returnCodeInterpretation", note.as_str().into());
+        }
+        if let Some(hint) = &r.stale_read_hint {
+            put("staleReadFileStateHint", hint.as_str().into());
+        }
+        if let Some(job) = &r.job_id {
+            put("backgroundTaskId", job.as_str().into());
+            if let Some(file) = &r.output_file {
+                put("backgroundOutputPath", file.display().to_string().into());
+            }
+        }
+        if let Some(ms) = r.timed_out_after_ms {
+            put("timedOutAfterMs", ms.into());
+        }
+        if r.elided_chars > 0
+            && let Some(file) = &r.output_file
+        {
+            put("persistedOutputPath", file.display().to_string().into());
+            put("persistedOutputSize", r.output_bytes.into());
+        }
+        (!fields.is_empty()).then_some(serde_json::Value::Object(fields))
+    }
+
     fn result_content(&self, result: &BashResult) -> Vec<agentd_protocol::tools::ContentBlock> {
-        vec![agentd_protocol::tools::ContentBlock::text(result_text(result, Path::new("")))]
+        vec![agentd_protocol::tools::ContentBlock::text(result_text(result))]
     }
 
     fn render_use(&self, input: &BashInput) -> String {
@@ -559,6 +643,13 @@ impl Tool for Bash {
         let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
         format!("{}: {last}", self.render_use(input))
     }
+}
+
+/// Whether the shell may stay in `dir` for the next call: inside the
+/// working directories (the workspace and the session's added ones), and
+/// not in agentd's own state.
+fn carries(ctx: &ToolContext, dir: &Path) -> bool {
+    ctx.inside(dir) && !crate::fs::in_state_dir(dir)
 }
 
 /// The shell's last directory, as its EXIT trap wrote it: the command
@@ -773,7 +864,7 @@ fn flush(progress: &ProgressSink, pending: &mut Vec<u8>, streamed: &mut usize) {
 }
 
 /// The text the model reads: the output, then bracketed notes.
-fn result_text(r: &BashResult, _workspace: &Path) -> String {
+fn result_text(r: &BashResult) -> String {
     let mut text = r.output.clone();
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
@@ -783,7 +874,17 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
         text.push('\n');
     };
     if let Some(job) = &r.job_id {
-        note(format!("[started background job {job}; read its output with BashOutput, stop it with KillShell]"));
+        // Claude Code 2.1.332's sentence, which models are trained on; the
+        // file is where it has them Read the output (TaskOutput is
+        // deprecated there).
+        match &r.output_file {
+            Some(file) => note(format!(
+                "Command running in background with ID: {job}. Output is being written to: {}.",
+                file.display()
+            )),
+            None => note(format!("Command running in background with ID: {job}.")),
+        }
+        note(format!("[read its output with Read on that file or BashOutput; stop it with TaskStop (task_id {job})]"));
     }
     match r.killed {
         Some(KillReason::Timeout) => note(format!("[killed: timed out after {} ms]", r.timeout_ms)),
@@ -808,6 +909,9 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
         && let Some(file) = &r.output_file
     {
         note(format!("[{} characters of output elided; the full output is in {}]", r.elided_chars, file.display()));
+    }
+    if let Some(hint) = &r.stale_read_hint {
+        note(hint.clone());
     }
     for refused in &r.objects_refused {
         note(format!("[an object the command wrote was not taken into the repository: {refused}]"));
@@ -834,11 +938,14 @@ fn result_text(r: &BashResult, _workspace: &Path) -> String {
     for what in &r.unexamined {
         note(format!("[{what}]"));
     }
-    match (&r.cwd, r.cwd_reset) {
-        (Some(dir), false) => note(format!("[the shell's directory is now {}]", dir.display())),
-        (Some(dir), true) => note(format!(
-            "[{} is outside the workspace; the next command starts in the workspace again]",
-            dir.display()
+    match (&r.cwd, &r.reset_to) {
+        (Some(dir), None) => note(format!("[the shell's directory is now {}]", dir.display())),
+        // Claude Code 2.1.332's sentence, after agentd's why.
+        (Some(dir), Some(start)) => note(format!(
+            "[{} is outside the working directories; the next command starts in {} again]\nShell cwd was reset to {}",
+            dir.display(),
+            start.display(),
+            start.display()
         )),
         (None, _) => {}
     }

@@ -341,7 +341,7 @@ impl Tool for EnterWorktree {
         // files while git reads them.
         if ctx.need::<crate::process::jobs::JobTable>()?.list().iter().any(|j| j.status == "running") {
             return Err(ToolError::new(
-                "background commands of this session are still running; end them with KillShell first",
+                "background commands of this session are still running; end them with TaskStop first",
             ));
         }
         let Some(top) = git_line(cwd, &["rev-parse", "--show-toplevel"], cancel).await? else {
@@ -689,7 +689,7 @@ impl Tool for ExitWorktree {
         if ctx.need::<crate::process::jobs::JobTable>()?.list().iter().any(|j| j.status == "running") {
             return Err(kept(
                 "background commands of this session are still running (one may be in the worktree); end them \
-                 with KillShell first, or exit with action \"keep\""
+                 with TaskStop first, or exit with action \"keep\""
                     .into(),
             ));
         }
