@@ -366,7 +366,7 @@ async fn settings_a_background_job_creates_are_moved_aside() {
     let input = json!({ "command": "mkdir -p sub/.claude/agents", "run_in_background": true });
     let r = c.tool(&id, "Bash", input).await;
     assert_eq!(r["is_error"], false, "{r}");
-    let job = text(&r).split("job ").nth(1).unwrap().split(';').next().unwrap().to_owned();
+    let job = text(&r).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
     agentd_tests::eventually("the job ended and its settings moved aside", || {
         !ws.join("sub/.claude").exists()
             && std::fs::read_dir(ws.join("sub"))
