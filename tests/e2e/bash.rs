@@ -44,16 +44,47 @@ async fn output_streams_before_the_command_ends() {
     assert_eq!(events[result]["content"][0]["text"], "first\nsecond\n");
 }
 
+/// A foreground command that reaches its timeout is moved to the
+/// background, not killed (Claude Code 2.1.332): the result says after how
+/// long, in 2.1.332's words and as `timedOutAfterMs`, and names the job;
+/// its output so far stays in the job's file, the job's output goes on
+/// there, and TaskStop ends the whole tree.
 #[tokio::test]
-async fn timeout_kills_the_whole_tree() {
+async fn a_command_that_reaches_its_timeout_moves_to_the_background_and_stops_as_a_job() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, "bypass").await;
     let t = tag();
     let started = Instant::now();
-    let r = s.bash(json!({ "command": format!("sleep {t} & sleep {t} & wait"), "timeout": 300 })).await;
-    assert_eq!(r["is_error"], true);
-    assert!(text(&r).contains("[killed: timed out after 300 ms]"), "{r}");
+    let command = format!("echo before; sleep {t} & sleep {t} & sleep 0.5; echo after; wait");
+    let r = s.bash(json!({ "command": command, "timeout": 300 })).await;
     assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(r["is_error"], false, "{r}");
+    let job = r["structured_content"]["backgroundTaskId"].as_str().unwrap().to_owned();
+    let file = r["structured_content"]["backgroundOutputPath"].as_str().unwrap().to_owned();
+    assert_eq!(r["structured_content"]["timedOutAfterMs"], 300, "{r}");
+    assert!(
+        text(&r).contains(&format!(
+            "Command did not complete within its 0.3s timeout and was moved to the background (ID: {job}). \
+             Output is being written to: {file}."
+        )),
+        "{r}"
+    );
+    // The job goes on: what it writes after the move reaches the file,
+    // after what came before it.
+    let deadline = Instant::now() + agentd_tests::STEP;
+    loop {
+        let all = std::fs::read_to_string(&file).unwrap_or_default();
+        if all.contains("after\n") {
+            assert!(all.starts_with("before\n"), "{all}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the moved job's output never came: {all:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Both sleeps (and the shell, whose command line names them) live on.
+    assert!(procs(&format!("sleep {t}")).len() >= 2, "the moved command was killed");
+    let r = s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
+    assert_eq!(text(&r), format!("job {job} killed"), "{r}");
     none_left(&format!("sleep {t}")).await;
 }
 
@@ -91,6 +122,10 @@ async fn yes_is_capped_and_the_full_output_is_in_a_file() {
     let mut s = session(&d, "bypass").await;
     let r = s.bash(json!({ "command": "yes", "timeout": 1000 })).await;
     let out = text(&r);
+    // At its timeout it went on as a job: stopped here, its output so far
+    // is what is checked.
+    let job = r["structured_content"]["backgroundTaskId"].as_str().unwrap().to_owned();
+    s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
     assert!(out.len() < 31_000 + 1000, "capped: {} bytes", out.len());
     assert!(out.starts_with("y\ny\n") && out.contains("characters of output elided"), "{}", &out[out.len() - 400..]);
     let file = out.rsplit("the full output is in ").next().unwrap().split(']').next().unwrap();

@@ -353,7 +353,10 @@ async fn escapees_end_with_cancel_timeout_and_session_close() {
     // Timeout.
     let (cmd, tags) = escapees();
     let r = s.bash(json!({ "command": cmd, "timeout": 1500 })).await;
-    assert!(text(&r).contains("timed out"), "{r}");
+    assert!(text(&r).contains("timeout and was moved to the background"), "{r}");
+    // Moved to the background at its timeout: TaskStop ends every escapee.
+    let job = r["structured_content"]["backgroundTaskId"].as_str().unwrap().to_owned();
+    s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
     none_survive(&tags).await;
     // Session close, with a background job too.
     let (cmd, tags) = escapees();

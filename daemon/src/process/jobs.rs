@@ -171,6 +171,16 @@ pub struct JobRun<'a> {
     pub at_end: Option<AtEnd>,
 }
 
+/// What a job taken over from a foreground call keeps of it.
+pub struct Adopted {
+    /// How long it may run on from now.
+    pub limit: Duration,
+    /// The call's private temp directory, removed when the job ends.
+    pub tmp: Option<PathBuf>,
+    /// What runs when its processes are gone (see [`JobRun::at_end`]).
+    pub at_end: Option<AtEnd>,
+}
+
 /// A session's jobs.
 pub struct JobTable {
     jobs: Mutex<Vec<Arc<Job>>>,
@@ -187,6 +197,11 @@ impl JobTable {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Job>>> {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether another job may start now.
+    pub fn has_room(&self) -> bool {
+        self.room().is_ok()
     }
 
     /// Whether another job may start.
@@ -227,6 +242,29 @@ impl JobTable {
         self.lock().push(job.clone());
         self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end));
         Ok(job)
+    }
+
+    /// Takes over a foreground command that ran out of its time: Claude
+    /// Code 2.1.332 moves such a command to the background rather than
+    /// kill it. Its processes and pipes (`tree`, the pipes put back) and
+    /// its output so far (`capture`, whose file is made now if it was not
+    /// yet, so Read can follow it) become the job's; that output is not
+    /// unread (the call's result gave it). Check [`JobTable::has_room`]
+    /// first: this does not refuse.
+    pub fn adopt(&self, command: &str, tree: ProcessTree, capture: Capture, run: Adopted) -> Arc<Job> {
+        let capture = capture.opened();
+        let job = Arc::new(Job {
+            id: format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed)),
+            command: command.to_owned(),
+            kind: JobKind::Shell,
+            output_file: capture.file_path(),
+            state: Mutex::new(JobState { unread: Vec::new(), dropped: 0, status: JobStatus::Running, capture }),
+            cancel: self.cancel.child_token(),
+            finished: tokio::sync::Notify::new(),
+        });
+        self.lock().push(job.clone());
+        self.tracker.spawn(pump(job.clone(), tree, run.limit, run.tmp, run.at_end));
+        job
     }
 
     /// Starts `work` as a job named `what` (a sub-agent run in the

@@ -25,7 +25,7 @@ mod warm;
 mod zygote;
 use report::{REPORT_MAX, read_until_report};
 
-pub use capture::Capture;
+pub use capture::{Capture, CaptureSummary};
 pub use child::Child;
 pub use ledger::Ledger;
 pub use warm::WarmPool;

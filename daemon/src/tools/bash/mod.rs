@@ -358,38 +358,26 @@ impl Tool for Bash {
                 launch(&ctx, &self.0, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
                     let _ = std::fs::remove_dir_all(&tmp);
                 })?;
-            let job =
-                ctx.need::<process::jobs::JobTable>()?
-                    .start(
-                        &input.command,
-                        &script,
-                        &cwd,
-                        process::jobs::JobRun {
-                            marker: &marker,
-                            output_file: Some(&log_file),
-                            launch,
-                            env: &ctx.info.env,
-                            tmp: Some(tmp.clone()),
-                            limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
-                            at_end: guard.map(|guard| -> process::jobs::AtEnd {
-                                Box::new(move || {
-                                    let finished = guard.finish();
-                                    let refused = finished.objects_refused.iter().map(|r| {
-                                        format!("an object the job wrote was not taken into the repository: {r}")
-                                    });
-                                    let moved = finished.moved.iter().map(|m| {
-                                        format!("the job created {m}: settings that would be obeyed later, moved aside")
-                                    });
-                                    let unexamined = finished.unexamined.iter().map(|u| format!("the job ended: {u}"));
-                                    refused.chain(moved).chain(unexamined).collect()
-                                })
-                            }),
-                        },
-                    )
-                    .map_err(|e| {
-                        let _ = std::fs::remove_dir_all(&tmp);
-                        ToolError::new(format!("cannot start bash: {e}"))
-                    })?;
+            let job = ctx
+                .need::<process::jobs::JobTable>()?
+                .start(
+                    &input.command,
+                    &script,
+                    &cwd,
+                    process::jobs::JobRun {
+                        marker: &marker,
+                        output_file: Some(&log_file),
+                        launch,
+                        env: &ctx.info.env,
+                        tmp: Some(tmp.clone()),
+                        limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
+                        at_end: job_end(guard),
+                    },
+                )
+                .map_err(|e| {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    ToolError::new(format!("cannot start bash: {e}"))
+                })?;
             return Ok(ToolOutput::new(BashResult {
                 exit_code: None,
                 killed: None,
@@ -447,6 +435,9 @@ impl Tool for Bash {
         let mut exit: Option<i32> = None;
         let mut exited_at: Option<tokio::time::Instant> = None;
         let mut killed = None;
+        // Where a command that reaches its timeout goes on running.
+        let jobs = ctx.need::<process::jobs::JobTable>().ok();
+        let mut moved = false;
         loop {
             tokio::select! {
                 n = out.read(&mut out_buf), if out_open => match n {
@@ -463,6 +454,13 @@ impl Tool for Bash {
                 }
                 _ = tick.tick() => flush(&progress, &mut pending, &mut streamed),
                 _ = &mut deadline, if exit.is_none() => {
+                    // Claude Code 2.1.332 moves a command that reaches its
+                    // timeout to the background, its output so far kept;
+                    // only where no job may start is it killed.
+                    if jobs.is_some_and(|j| j.has_room()) {
+                        moved = true;
+                        break;
+                    }
                     killed = Some(KillReason::Timeout);
                     tree.terminate().await;
                     break;
@@ -485,6 +483,24 @@ impl Tool for Bash {
             }
         }
         flush(&progress, &mut pending, &mut streamed);
+        if moved && let Some(jobs) = jobs {
+            // The job reads the pipes on from where the call stopped.
+            tree.child.stdout = Some(out);
+            tree.child.stderr = Some(err);
+            let summary = capture.summary();
+            let job = jobs.adopt(
+                &input.command,
+                tree,
+                capture,
+                process::jobs::Adopted {
+                    limit: Duration::from_millis(BACKGROUND_DEFAULT_TIMEOUT_MS),
+                    tmp: Some(tmp),
+                    at_end: job_end(guard),
+                },
+            );
+            let refused = gate.as_ref().map(|g| g.refusals()).unwrap_or_default();
+            return Ok(ToolOutput::new(moved_result(&ctx, summary, &job, timeout_ms, started, refused)));
+        }
         let mut leftovers = if killed.is_none() { tree.end_leftovers() } else { 0 };
         if let Some(gate) = &gate {
             gate.settle(Duration::from_millis(500)).await;
@@ -629,7 +645,10 @@ impl Tool for Bash {
 
     fn render_result(&self, r: &BashResult) -> String {
         if let Some(job) = &r.job_id {
-            return format!("started {job} in the background");
+            return match r.timed_out_after_ms {
+                Some(ms) => format!("moved to the background as {job} after {ms} ms"),
+                None => format!("started {job} in the background"),
+            };
         }
         let lines = crate::tools::counted(r.output.lines().count(), "line", "lines");
         match (&r.note, r.exit_code) {
@@ -643,6 +662,64 @@ impl Tool for Bash {
         let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
         format!("{}: {last}", self.render_use(input))
     }
+}
+
+/// The result of a command moved to the background at its timeout: its
+/// output so far, and the job it goes on as.
+fn moved_result(
+    ctx: &ToolContext,
+    summary: process::CaptureSummary,
+    job: &process::jobs::Job,
+    timeout_ms: u64,
+    started: std::time::Instant,
+    network_refused: Vec<String>,
+) -> BashResult {
+    let profile = ctx.grant.sandbox_profile;
+    BashResult {
+        exit_code: None,
+        killed: None,
+        output: summary.text,
+        elided_chars: summary.elided_chars,
+        output_file: job.output_file.clone(),
+        note: None,
+        stale_reads: Vec::new(),
+        stale_read_hint: None,
+        output_bytes: summary.total_bytes,
+        ended_leftovers: 0,
+        cwd: None,
+        cwd_reset: false,
+        reset_to: None,
+        job_id: Some(job.id.clone()),
+        timed_out_after_ms: Some(timeout_ms),
+        duration_ms: started.elapsed().as_millis() as u64,
+        timeout_ms,
+        sandbox: profile,
+        network: network_of(ctx, profile),
+        network_refused,
+        quarantined: Vec::new(),
+        objects_refused: Vec::new(),
+        walls_missing: walls_missing(ctx, profile),
+    }
+}
+
+/// What a job checks when its processes are gone: what its sandbox
+/// guarded on the workspace, said in its output.
+fn job_end(guard: Option<crate::sandbox::CallGuard>) -> Option<process::jobs::AtEnd> {
+    guard.map(|guard| -> process::jobs::AtEnd {
+        Box::new(move || {
+            let finished = guard.finish();
+            let refused = finished
+                .objects_refused
+                .iter()
+                .map(|r| format!("an object the job wrote was not taken into the repository: {r}"));
+            let moved = finished
+                .moved
+                .iter()
+                .map(|m| format!("the job created {m}: settings that would be obeyed later, moved aside"));
+            let unexamined = finished.unexamined.iter().map(|u| format!("the job ended: {u}"));
+            refused.chain(moved).chain(unexamined).collect()
+        })
+    })
 }
 
 /// Whether the shell may stay in `dir` for the next call: inside the
@@ -877,12 +954,14 @@ fn result_text(r: &BashResult) -> String {
         // Claude Code 2.1.332's sentence, which models are trained on; the
         // file is where it has them Read the output (TaskOutput is
         // deprecated there).
-        match &r.output_file {
-            Some(file) => note(format!(
-                "Command running in background with ID: {job}. Output is being written to: {}.",
-                file.display()
+        let file = r.output_file.as_ref().map(|f| format!(" Output is being written to: {}.", f.display()));
+        let file = file.unwrap_or_default();
+        match r.timed_out_after_ms {
+            Some(ms) => note(format!(
+                "Command did not complete within its {}s timeout and was moved to the background (ID: {job}).{file}",
+                ms as f64 / 1000.0
             )),
-            None => note(format!("Command running in background with ID: {job}.")),
+            None => note(format!("Command running in background with ID: {job}.{file}")),
         }
         note(format!("[read its output with Read on that file or BashOutput; stop it with TaskStop (task_id {job})]"));
     }
