@@ -542,8 +542,10 @@ async fn a_background_jobs_timeout_is_its_own_limit() {
     let d = TestDaemon::start().await;
     let mut s = session(&d, "bypass").await;
     let t = tag();
+    // A limit long enough for a loaded machine's shell to start and
+    // write, short enough to wait for.
     let r =
-        s.bash(json!({ "command": format!("echo up; sleep {t}"), "run_in_background": true, "timeout": 300 })).await;
+        s.bash(json!({ "command": format!("echo up; sleep {t}"), "run_in_background": true, "timeout": 1500 })).await;
     let job = text(&r).split("running in background with ID: ").nth(1).unwrap().split('.').next().unwrap().to_owned();
     let deadline = Instant::now() + agentd_tests::STEP;
     let mut seen = String::new();
@@ -552,7 +554,7 @@ async fn a_background_jobs_timeout_is_its_own_limit() {
         seen.push_str(&text(&s.c.tool(&s.id, "BashOutput", json!({ "bash_id": job })).await));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(seen.contains("up\n") && seen.contains("ran out of its timeout of 300 ms"), "{seen}");
+    assert!(seen.contains("up\n") && seen.contains("ran out of its timeout of 1500 ms"), "{seen}");
     none_left(&format!("sleep {t}")).await;
 
     // Past the foreground's most, within the background's.
