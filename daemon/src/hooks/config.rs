@@ -398,6 +398,9 @@ mod tests {
         assert!(m("Edit, Write").matches("Write"), "commas separate names too");
         assert!(m(".*").matches("anything"));
         assert!(m("Agent").matches("Task") && m("Task").matches("Task"), "Claude Code's newer names match");
+        for old in ["KillShell", "KillBash", "TaskStop"] {
+            assert!(m(old).matches("TaskStop"), "{old}: a matcher written for an earlier name still matches");
+        }
         assert!(!m("mcp__memory").matches("mcp__memory__x"), "a plain name is a whole name");
         assert!(m("mcp__github__.*").matches("mcp__github__create_issue"));
         assert!(!m("mcp__github__.*").matches("mcp__gitlab__x"));
