@@ -179,6 +179,26 @@ esac"#,
     assert!(d.dir.path().join("shown.txt").exists());
 }
 
+/// A Bash call's `tool_response` carries what Claude Code 2.1.332's Bash
+/// output carries beside stdout, by its names.
+#[tokio::test]
+async fn post_tool_use_on_bash_sees_the_return_code_interpretation() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let seen = dir.path().join("seen.json");
+    let post = script(dir.path(), "post.sh", &format!("cat > {}", seen.display()));
+    std::fs::write(d.dir.path().join("notes.txt"), "hello\n").unwrap();
+    let mut s =
+        session(&d, json!({ "hooks": hooks("PostToolUse", "Bash", &[post.to_str().unwrap()]), "mode": "bypass" }))
+            .await;
+    let turn = s.submit_ended(vec![tool_use("b", "Bash", json!({ "command": "grep no-such-text notes.txt" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    assert_eq!(results(&events)[0]["is_error"], false, "{events:?}");
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(input["tool_response"]["returnCodeInterpretation"], "No matches found", "{input}");
+    assert_eq!(input["tool_response"]["success"], true, "{input}");
+}
+
 #[tokio::test]
 async fn post_tool_use_on_edit_sees_input_and_response_and_adds_context() {
     let d = TestDaemon::start().await;

@@ -344,6 +344,14 @@ impl SessionExecutor {
             }
             if after.kind == crate::tool::ToolKind::Shell {
                 response["stdout"] = response["content"].clone();
+                // What Claude Code 2.1.332's Bash output carries beside
+                // stdout (returnCodeInterpretation, backgroundTaskId, …),
+                // by its names, as its hooks get them.
+                if let Some(Value::Object(fields)) = &outcome.structured {
+                    for (name, value) in fields {
+                        response[name] = value.clone();
+                    }
+                }
             }
             input["tool_response"] = response;
         }
