@@ -416,18 +416,6 @@ impl Rule {
             if e.program.as_deref() != Some("git") {
                 return None;
             }
-            const WITH_VALUE: &[&str] = &[
-                "-C",
-                "-c",
-                "--git-dir",
-                "--work-tree",
-                "--namespace",
-                "--exec-path",
-                "--super-prefix",
-                "--config-env",
-                "--attr-source",
-                "--list-cmds",
-            ];
             const FLAGS: &[&str] = &[
                 "--no-pager",
                 "-p",
@@ -452,7 +440,7 @@ impl Rule {
                     return Some(Some(words.join(" ")));
                 }
                 let name = a.split('=').next().unwrap_or(a);
-                if WITH_VALUE.contains(&name) {
+                if GIT_OPTIONS_WITH_VALUE.contains(&name) {
                     i += if a.contains('=') { 1 } else { 2 };
                 } else if FLAGS.contains(&a) {
                     i += 1;
@@ -489,6 +477,21 @@ impl Rule {
         if clean && parts.iter().all(allowable) { Match::All } else { Match::Part }
     }
 }
+
+/// git's global options that take a value as the next word (`git -C dir
+/// show`): the subcommand comes after it.
+pub(crate) const GIT_OPTIONS_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--exec-path",
+    "--super-prefix",
+    "--config-env",
+    "--attr-source",
+    "--list-cmds",
+];
 
 /// Options that make an allowed program run another program, load code,
 /// or read a configuration that can (audited per program): an allow rule

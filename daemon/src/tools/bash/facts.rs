@@ -248,24 +248,12 @@ pub(super) fn redirects_edit_inside(script: &shell::Script, ctx: &ToolContext) -
 /// git's subcommand: the first word after its global options and their
 /// values (`git -C config show` runs `show`, not `config`).
 fn git_subcommand(args: &[String]) -> Option<&str> {
-    const WITH_VALUE: &[&str] = &[
-        "-C",
-        "-c",
-        "--git-dir",
-        "--work-tree",
-        "--namespace",
-        "--exec-path",
-        "--super-prefix",
-        "--config-env",
-        "--attr-source",
-        "--list-cmds",
-    ];
     let mut i = 0;
     while let Some(a) = args.get(i) {
         if !a.starts_with('-') {
             return Some(a);
         }
-        i += if WITH_VALUE.contains(&a.as_str()) { 2 } else { 1 };
+        i += if crate::permission::rules::GIT_OPTIONS_WITH_VALUE.contains(&a.as_str()) { 2 } else { 1 };
     }
     None
 }
