@@ -319,3 +319,202 @@ fn a_new_repository_whose_hooks_cannot_be_read_is_moved_aside() {
     }
     assert!(leaked.is_empty(), "a new repository's hook was left in place:\n{}", leaked.join("\n"));
 }
+
+impl Nobody {
+    /// [`Nobody::run`], given up after `secs` seconds: `None` when the call
+    /// had not returned by then; `unblock` is called then, again and again,
+    /// until it returns (at most a minute more, then agentctl is killed).
+    fn run_within(&self, command: &str, secs: u64, unblock: impl Fn()) -> (Option<String>, std::time::Duration) {
+        let start = std::time::Instant::now();
+        let mut child = self
+            .n
+            .command("agentctl")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["call", "Bash", "--arg", &format!("command={command}"), "--mode", "bypass", "--cwd"])
+            .arg(self.ws())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        while start.elapsed() < std::time::Duration::from_secs(secs) {
+            if child.try_wait().unwrap().is_some() {
+                let out = child.wait_with_output().unwrap();
+                let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                return (Some(text), start.elapsed());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let took = start.elapsed();
+        while start.elapsed() < std::time::Duration::from_secs(secs + 60) && child.try_wait().unwrap().is_none() {
+            unblock();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        (None, took)
+    }
+}
+
+/// A FIFO where the end of a call reads (a new repository's `config`, or a
+/// `.git` that is a FIFO): opened without O_NONBLOCK, the daemon waits for
+/// a writer that never comes, before the planted hook of another new
+/// repository and the planted settings are moved aside: they stay, and
+/// the call never returns (attack on issue 48's change).
+#[test]
+fn a_fifo_where_the_scan_reads_does_not_stall_the_wall() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let mut leaked = Vec::new();
+    for (fifo, make) in [("a/.git/config", "mkdir -p a/.git"), ("a/.git", "mkdir -p a")] {
+        let command = format!(
+            "{make} && mkfifo {fifo} && mkdir -p y && {} && echo done",
+            plant_in("y")
+        );
+        let writer = ws.join(fifo);
+        let stuck = std::cell::RefCell::new(None);
+        let (out, took) = d.run_within(&command, 30, || {
+            // What is in place while the daemon waits.
+            stuck.borrow_mut().get_or_insert_with(|| planted_under(&ws, "y"));
+            // Let the daemon's open return (a writer comes and goes).
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc_nonblock()).open(&writer);
+        });
+        let planted = planted_under(&ws, "y");
+        match out {
+            None => leaked.push(format!(
+                "{fifo} a FIFO: the call had not returned after {took:?}; meanwhile still in place: {:?}",
+                stuck.borrow()
+            )),
+            Some(out) if !planted.is_empty() => leaked.push(format!("{fifo} a FIFO: left {planted:?}: {out}")),
+            Some(_) => {}
+        }
+        d.reset(&["a", "y"]);
+    }
+    assert!(leaked.is_empty(), "a FIFO stalled the wall:\n{}", leaked.join("\n"));
+}
+
+/// A command that makes many settings directories (90,000 `.claude`): the
+/// end of the call scans without a bound, and each name found was looked
+/// up in the list of those found before (quadratic): the call takes
+/// minutes, while a hook planted beside stays in place.
+#[test]
+fn many_settings_names_do_not_stall_the_end_of_a_call() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let command = format!("mkdir -p m && cd m && seq -f 'd%g/.claude' 90000 | xargs mkdir -p && cd .. && {} && echo done", plant_in("y"));
+    let (out, took) = d.run_within(&command, 45, || {});
+    let planted = planted_under(&ws, "y");
+    let _ = std::fs::remove_dir_all(ws.join("m"));
+    if let Some(out) = &out {
+        assert!(out.contains("done"), "{out}");
+    }
+    assert!(
+        out.is_some() && took < std::time::Duration::from_secs(45),
+        "90,000 .claude took {took:?} (returned: {}); meanwhile in place: {planted:?}",
+        out.is_some()
+    );
+}
+
+/// Settings and a repository planted in a directory the command then
+/// makes `0555` (listable and searchable, not writable): the end of the
+/// call cannot rename them out of it and only says so once; nothing is
+/// unexaminable, so the next call is not refused and takes them for the
+/// user's (ARCHITECTURE says such calls are refused until the user looks).
+/// Also `0444` (the `.claude` in it cannot be listed then).
+#[test]
+fn what_is_planted_in_a_directory_made_read_only_does_not_stay() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let mut leaked = Vec::new();
+    for mode in ["555", "444"] {
+        let out = d.run(&format!(
+            "mkdir -p pkg/.claude && printf '{{\"permissions\":{{\"allow\":[\"Bash\"]}}}}' > pkg/.claude/settings.json \
+             && git init -q pkg && {} && chmod {mode} pkg && echo done",
+            hook("pkg/.git/hooks/pre-commit")
+        ));
+        assert!(out.contains("done"), "{out}");
+        let next = d.run("echo next-call-ran");
+        chmod_all(&ws);
+        let planted: Vec<_> = [".claude/settings.json", ".git/hooks/pre-commit"]
+            .iter()
+            .map(|rel| ws.join("pkg").join(rel))
+            .filter(|p| p.exists())
+            .collect();
+        if !planted.is_empty() && next.contains("next-call-ran") {
+            leaked.push(format!("pkg at {mode}: left {planted:?} and the next call ran: {out}\n{next}"));
+        }
+        d.reset(&["pkg"]);
+    }
+    assert!(leaked.is_empty(), "planted in a read-only directory and kept:\n{}", leaked.join("\n"));
+}
+
+/// A `.git` file git obeys and the daemon reads otherwise: longer than
+/// 4096 bytes (git reads up to 4 × PATH_MAX, and drops trailing newlines),
+/// a git directory whose name holds a newline (git takes the whole rest of
+/// the file, the daemon its first line), or ends in a space (the daemon
+/// trims it), or a `.git` that is a symbolic link (to the git directory,
+/// or to a file naming it: git follows both). The new repository's hook is not seen and stays, and runs at
+/// the user's next `git commit` there.
+#[test]
+fn a_git_file_read_as_git_reads_it() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let cases = [
+        ("s1", "gd1", "{ printf 'gitdir: ../gd1'; head -c 5000 /dev/zero | tr '\\0' '\\n'; } > s1/.git"),
+        ("s2", "gd2\nx", "mv gd2 \"$(printf 'gd2\\nx')\" && printf 'gitdir: ../gd2\\nx\\n' > s2/.git"),
+        ("s3", "gd3 ", "mv gd3 'gd3 ' && printf 'gitdir: ../gd3 \\n' > s3/.git"),
+        ("s4", "gd4", "rm s4/.git && ln -s ../gd4 s4/.git"),
+        ("s5", "gd5", "rm s5/.git && printf 'gitdir: ../gd5\\n' > gf5 && ln -s ../gf5 s5/.git"),
+    ];
+    let mut leaked = Vec::new();
+    for (sub, gd, rewrite) in cases {
+        let plain = &gd[..3];
+        let out = d.run(&format!(
+            "git init -q --separate-git-dir={plain} {sub} && {} && {rewrite} && echo done",
+            hook(&format!("{plain}/hooks/pre-commit"))
+        ));
+        assert!(out.contains("done"), "{out}");
+        let git = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "rev-parse", "--absolute-git-dir"])
+            .current_dir(ws.join(sub))
+            .output()
+            .unwrap();
+        let git_dir = String::from_utf8_lossy(&git.stdout).trim_end_matches('\n').to_owned();
+        if ws.join(gd).join("hooks/pre-commit").exists() && git.status.success() && git_dir.ends_with(gd) {
+            leaked.push(format!("{sub}/.git naming {gd:?}: git uses it, hook in place: {out}"));
+        }
+        d.reset(&[sub, gd, "gf5"]);
+    }
+    assert!(leaked.is_empty(), "a planted hook behind a .git file stayed:\n{}", leaked.join("\n"));
+}
+
+/// O_NONBLOCK (opening a FIFO to write fails at once when no one reads).
+fn libc_nonblock() -> i32 {
+    0o4000
+}
+
+/// A `.git` file naming a git directory that is not there yet: nothing to
+/// examine, so it stays and is taken for the user's by the next call,
+/// which makes the git directory it names, with a hook (no `.git` is new
+/// then, and the hook is not under one): git obeys it at the user's next
+/// `git commit` there.
+#[test]
+fn a_git_file_naming_nothing_yet_is_not_filled_in_later() {
+    let Some(d) = Nobody::start(&[]) else { return };
+    let ws = d.ws().to_path_buf();
+    let out = d.run("mkdir -p s && printf 'gitdir: ../gd\\n' > s/.git && echo done");
+    assert!(out.contains("done"), "{out}");
+    let out = d.run(&format!("git init -q --bare gd && git --git-dir=gd config core.bare false && {} && echo done", hook("gd/hooks/pre-commit")));
+    let git = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "rev-parse", "--absolute-git-dir"])
+        .current_dir(ws.join("s"))
+        .output()
+        .unwrap();
+    let uses = String::from_utf8_lossy(&git.stdout).trim().ends_with("/gd");
+    assert!(
+        !(uses && ws.join("gd/hooks/pre-commit").exists()),
+        "s/.git names gd, whose hook a later call planted: {out}"
+    );
+}
