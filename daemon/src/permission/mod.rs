@@ -179,6 +179,15 @@ pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {
         if meta.is_dir() {
             return Some(dot);
         }
+        // Read as git reads it (a name with a newline or a trailing space,
+        // a long file); else as before, naming what is not there yet; never
+        // a FIFO's wait.
+        if let Some(named) = crate::sandbox::guard::git_dir_of(&dot) {
+            return Some(named);
+        }
+        if !meta.is_file() {
+            return None;
+        }
         let text = std::fs::read_to_string(&dot).ok()?;
         let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
         return Some(dir.join(target));

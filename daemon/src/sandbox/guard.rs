@@ -95,6 +95,10 @@ pub fn scan(roots: &[PathBuf], bound: Option<usize>) -> Scan {
             s.git.push(p);
         }
     }
+    // Found so far, looked up in constant time: the walk after a call has
+    // no bound, and a linear look-up per name made 90,000 planted `.claude`
+    // directories cost minutes (attack on issue 48).
+    let mut found: std::collections::HashSet<PathBuf> = s.settings.iter().chain(&s.git).cloned().collect();
     let mut queue: std::collections::VecDeque<(PathBuf, usize)> = roots.iter().map(|r| (r.clone(), 0)).collect();
     let mut seen = 0usize;
     while let Some((dir, depth)) = queue.pop_front() {
@@ -130,10 +134,10 @@ pub fn scan(roots: &[PathBuf], bound: Option<usize>) -> Scan {
             // In any case: a case-insensitive directory takes `.Claude`
             // for `.claude`.
             let name = name.to_string_lossy().to_ascii_lowercase();
-            if matches!(name.as_str(), ".agentd" | ".claude" | ".mcp.json") && !s.settings.contains(&path) {
+            if matches!(name.as_str(), ".agentd" | ".claude" | ".mcp.json") && found.insert(path.clone()) {
                 s.settings.push(path.clone());
             }
-            if name == ".git" && !s.git.contains(&path) {
+            if name == ".git" && found.insert(path.clone()) {
                 s.git.push(path.clone());
             }
             if depth + 1 < 4 && !SKIP.contains(&name.as_str()) {
@@ -154,18 +158,49 @@ pub fn scan(roots: &[PathBuf], bound: Option<usize>) -> Scan {
 /// (what the call made is examined whole, whatever it costs that call).
 pub const SCAN_ENTRIES: usize = 200_000;
 
-/// The git directory a `.git` entry is or names (`gitdir: …`).
+/// The git directory a `.git` entry is or names (`gitdir: …`), read as
+/// git reads it (attack on issue 48): through a symbolic link (git follows
+/// one to a directory or to a file), a file of up to 4 × PATH_MAX bytes,
+/// the path the whole rest of the file after `gitdir: ` but its trailing
+/// newlines (a name may hold a newline or end in a space).
 pub fn git_dir_of(entry: &Path) -> Option<PathBuf> {
-    let meta = std::fs::symlink_metadata(entry).ok()?;
-    if meta.is_dir() {
+    if std::fs::symlink_metadata(entry).ok()?.is_dir() {
         return Some(entry.to_path_buf());
     }
-    if !meta.is_file() || meta.len() > 4096 {
+    let meta = std::fs::metadata(entry).ok()?;
+    if meta.is_dir() {
+        return std::fs::canonicalize(entry).ok();
+    }
+    if !meta.is_file() || meta.len() > GIT_FILE_MAX {
         return None;
     }
-    let text = std::fs::read_to_string(entry).ok()?;
-    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    let text = read_nonblocking(entry).ok()?;
+    let rest = text.strip_prefix(b"gitdir: ")?;
+    let end = rest.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |i| i + 1);
+    let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rest[..end]);
     std::fs::canonicalize(entry.parent()?.join(target)).ok()
+}
+
+/// The largest `.git` file git reads (`read_gitfile_gently`: 4 × PATH_MAX).
+const GIT_FILE_MAX: u64 = 4 * 4096;
+
+/// Opens `path` without waiting (a FIFO planted where a git file or a
+/// configuration is read would block the daemon for good).
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)
+}
+
+/// The bytes of the regular file `path` (never a FIFO's: refused).
+fn read_nonblocking(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = open_nonblocking(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    file.by_ref().take(GIT_FILE_MAX + 1).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// Every path of [`PROTECTED`] at the roots and of the user's protected
@@ -311,7 +346,7 @@ impl CallGuard {
         // hooks would go unprotected: refused like any unexaminable path.
         for entry in &git_before {
             if git_dir_of(entry).is_none()
-                && let Err(e) = std::fs::File::open(entry)
+                && let Err(e) = open_nonblocking(entry)
                 && !absence(&e)
             {
                 return Err(placeholders::unexaminable(entry, &e));
@@ -606,9 +641,17 @@ fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[Pat
         // that is what git would obey.
         let why = match git_dir_of(entry) {
             Some(dir) => repository_runs_code(entry, &dir),
-            None => match std::fs::File::open(entry) {
-                Err(e) if !absence(&e) => Err(e),
-                _ => Ok(None),
+            // A `.git` git would obey (a file, or a link to a file or
+            // directory) that names nothing the daemon can look at:
+            // unexaminable, moved aside (never taken for no repository).
+            None => match open_nonblocking(entry) {
+                Err(e) if absence(&e) => Ok(None),
+                Err(e) => Err(e),
+                Ok(f) if f.metadata().is_ok_and(|m| m.is_file() && m.len() == 0) => Ok(None),
+                Ok(f) if f.metadata().is_ok_and(|m| m.is_file() || m.is_dir()) => {
+                    Err(std::io::Error::other("a .git naming no git directory the daemon can read"))
+                }
+                Ok(_) => Ok(None),
             },
         };
         let why = match why {
@@ -670,9 +713,19 @@ fn repository_runs_code(entry: &Path, dir: &Path) -> std::io::Result<Option<Stri
             Err(e) => return Err(e),
         }
     }
-    match std::fs::File::open(dir.join("config")) {
-        Err(e) if !absence(&e) => return Err(e),
-        _ => {}
+    // Read below as git reads them: a FIFO there would block the daemon
+    // (attack on issue 48), so what is not a regular file is unexaminable.
+    for name in ["config", "config.worktree", "commondir"] {
+        match std::fs::metadata(dir.join(name)) {
+            Ok(m) if !m.is_file() => {
+                return Err(std::io::Error::other(format!("{name} is not a regular file")));
+            }
+            Ok(_) => {
+                open_nonblocking(&dir.join(name))?;
+            }
+            Err(e) if absence(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(entry.parent().and_then(crate::permission::git_config_runs_code))
 }
@@ -777,11 +830,29 @@ fn rename_aside(roots: &[PathBuf], path: &Path, aside: &Path) -> std::io::Result
     let to = aside.file_name().ok_or_else(|| std::io::Error::other("no name"))?;
     let c = |n: &std::ffi::OsStr| std::ffi::CString::new(n.as_bytes()).map_err(std::io::Error::other);
     let (from, to) = (c(&name)?, c(to)?);
-    // SAFETY: a directory descriptor and two valid C strings.
-    let rc = unsafe {
-        nix::libc::renameat2(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), nix::libc::RENAME_NOREPLACE)
+    let rename = || {
+        // SAFETY: a directory descriptor and two valid C strings.
+        let rc = unsafe {
+            nix::libc::renameat2(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), nix::libc::RENAME_NOREPLACE)
+        };
+        if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    let refused = match rename() {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EACCES) => e,
+        done => return done,
+    };
+    // A directory a command made unwritable (`chmod 555 pkg` after
+    // planting `pkg/.claude`; attack on issue 48): it is the daemon's user's,
+    // so the daemon lets itself move out of it, then puts its mode back.
+    use std::os::unix::fs::PermissionsExt;
+    let held = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let Ok(mode) = std::fs::metadata(&held).map(|m| m.permissions().mode() & 0o7777) else { return Err(refused) };
+    if std::fs::set_permissions(&held, std::fs::Permissions::from_mode(mode | 0o700)).is_err() {
+        return Err(refused);
+    }
+    let moved = rename();
+    let _ = std::fs::set_permissions(&held, std::fs::Permissions::from_mode(mode));
+    moved
 }
 
 /// Makes the symbolic link `path` → `target` (inside a root), never through
