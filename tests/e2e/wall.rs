@@ -368,10 +368,7 @@ fn a_fifo_where_the_scan_reads_does_not_stall_the_wall() {
     let ws = d.ws().to_path_buf();
     let mut leaked = Vec::new();
     for (fifo, make) in [("a/.git/config", "mkdir -p a/.git"), ("a/.git", "mkdir -p a")] {
-        let command = format!(
-            "{make} && mkfifo {fifo} && mkdir -p y && {} && echo done",
-            plant_in("y")
-        );
+        let command = format!("{make} && mkfifo {fifo} && mkdir -p y && {} && echo done", plant_in("y"));
         let writer = ws.join(fifo);
         let stuck = std::cell::RefCell::new(None);
         let (out, took) = d.run_within(&command, 30, || {
@@ -403,7 +400,10 @@ fn a_fifo_where_the_scan_reads_does_not_stall_the_wall() {
 fn many_settings_names_do_not_stall_the_end_of_a_call() {
     let Some(d) = Nobody::start(&[]) else { return };
     let ws = d.ws().to_path_buf();
-    let command = format!("mkdir -p m && cd m && seq -f 'd%g/.claude' 60000 | xargs mkdir -p && cd .. && {} && echo done", plant_in("y"));
+    let command = format!(
+        "mkdir -p m && cd m && seq -f 'd%g/.claude' 60000 | xargs mkdir -p && cd .. && {} && echo done",
+        plant_in("y")
+    );
     let (out, took) = d.run_within(&command, 45, || {});
     let planted = planted_under(&ws, "y");
     let _ = std::fs::remove_dir_all(ws.join("m"));
@@ -506,7 +506,10 @@ fn a_git_file_naming_nothing_yet_is_not_filled_in_later() {
     let ws = d.ws().to_path_buf();
     let out = d.run("mkdir -p s && printf 'gitdir: ../gd\\n' > s/.git && echo done");
     assert!(out.contains("done"), "{out}");
-    let out = d.run(&format!("git init -q --bare gd && git --git-dir=gd config core.bare false && {} && echo done", hook("gd/hooks/pre-commit")));
+    let out = d.run(&format!(
+        "git init -q --bare gd && git --git-dir=gd config core.bare false && {} && echo done",
+        hook("gd/hooks/pre-commit")
+    ));
     let git = std::process::Command::new("git")
         .args(["-c", "safe.directory=*", "rev-parse", "--absolute-git-dir"])
         .current_dir(ws.join("s"))

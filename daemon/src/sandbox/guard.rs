@@ -833,7 +833,13 @@ fn rename_aside(roots: &[PathBuf], path: &Path, aside: &Path) -> std::io::Result
     let rename = || {
         // SAFETY: a directory descriptor and two valid C strings.
         let rc = unsafe {
-            nix::libc::renameat2(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), nix::libc::RENAME_NOREPLACE)
+            nix::libc::renameat2(
+                dir.as_raw_fd(),
+                from.as_ptr(),
+                dir.as_raw_fd(),
+                to.as_ptr(),
+                nix::libc::RENAME_NOREPLACE,
+            )
         };
         if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     };
