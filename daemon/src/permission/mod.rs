@@ -195,6 +195,21 @@ pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {
     None
 }
 
+/// A git file's text (a config, `commondir`): a regular file (a link to
+/// one is fine) of at most 4 MiB, opened without waiting on a FIFO — a
+/// repository's `config` that is a pipe must not stall the daemon.
+fn read_git_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(4 << 20).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The first setting in the configuration of the repository `start` is in
 /// (`config`, `config.worktree`, and the common directory's `config`) that
 /// makes git run a program of the repository's choosing
@@ -226,7 +241,7 @@ pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
     let dir = git_dir(start)?;
     let mut files = vec![dir.join("config"), dir.join("config.worktree")];
     let mut common = dir.clone();
-    if let Ok(text) = std::fs::read_to_string(dir.join("commondir")) {
+    if let Ok(text) = read_git_file(&dir.join("commondir")) {
         // A repository's own `.git` has no commondir (worktrees' git
         // directories do): one there sends git to another's hooks.
         if dir.file_name().is_some_and(|n| n == ".git") {
@@ -241,7 +256,13 @@ pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
         return Some(format!("{}", hook.display()));
     }
     for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let text = match read_git_file(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // A configuration git may read and the daemon cannot (a FIFO,
+            // no permission): what it says is not known, so it may run code.
+            Err(e) => return Some(format!("{}: cannot be examined: {e}", file.display())),
+        };
         for raw in text.lines() {
             let mut line = raw.trim().to_ascii_lowercase();
             if line.starts_with('[') {
@@ -324,12 +345,10 @@ pub fn git_config_entries(file: &std::path::Path) -> Vec<GitConfigEntry> {
 }
 
 fn config_entries(file: &std::path::Path, depth: usize, out: &mut Vec<GitConfigEntry>) {
-    use std::io::Read;
-    let Ok(f) = std::fs::File::open(file) else { return };
-    let mut text = String::new();
-    if depth > 10 || f.take(4 << 20).read_to_string(&mut text).is_err() {
+    if depth > 10 {
         return;
     }
+    let Ok(text) = read_git_file(file) else { return };
     let mut section = String::new();
     for raw in text.lines() {
         let mut line = raw.trim();
@@ -382,6 +401,22 @@ pub fn git_config_path(value: &str, file: &std::path::Path) -> Option<std::path:
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    /// Attack review of issue 48: a repository whose `config` is a FIFO
+    /// stalled whoever read it; it is now a configuration that may run code.
+    #[test]
+    fn a_fifo_config_is_not_waited_on_and_may_run_code() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        nix::unistd::mkfifo(&dir.path().join(".git/config"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = dir.path().to_owned();
+        std::thread::spawn(move || tx.send(super::git_config_runs_code(&root)));
+        let said = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("git_config_runs_code waited on a FIFO");
+        assert!(said.is_some_and(|s| s.contains("cannot be examined")));
+        assert!(super::git_config_entries(&dir.path().join(".git/config")).is_empty());
+    }
 
     /// A case-insensitive directory takes `.Claude` for `.claude`: any case
     /// of a protected name is protected; names that merely contain one are
