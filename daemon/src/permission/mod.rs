@@ -182,7 +182,7 @@ pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {
         // Read as git reads it (a name with a newline or a trailing space,
         // a long file); else as before, naming what is not there yet; never
         // a FIFO's wait.
-        if let Some(named) = crate::sandbox::guard::git_dir_of(&dot) {
+        if let Some(named) = git_dir_of(&dot) {
             return Some(named);
         }
         if !meta.is_file() {
@@ -193,6 +193,45 @@ pub fn git_dir(start: &std::path::Path) -> Option<std::path::PathBuf> {
         return Some(dir.join(target));
     }
     None
+}
+
+/// The git directory a `.git` entry is or names (`gitdir: …`), read as
+/// git reads it (attack on issue 48): through a symbolic link (git follows
+/// one to a directory or to a file), a file of up to 4 × PATH_MAX bytes,
+/// the path the whole rest of the file after `gitdir: ` but its trailing
+/// newlines (a name may hold a newline or end in a space).
+pub fn git_dir_of(entry: &std::path::Path) -> Option<std::path::PathBuf> {
+    if std::fs::symlink_metadata(entry).ok()?.is_dir() {
+        return Some(entry.to_path_buf());
+    }
+    let meta = std::fs::metadata(entry).ok()?;
+    if meta.is_dir() {
+        return std::fs::canonicalize(entry).ok();
+    }
+    if !meta.is_file() || meta.len() > GIT_FILE_MAX {
+        return None;
+    }
+    let text = read_nonblocking(entry).ok()?;
+    let rest = text.strip_prefix(b"gitdir: ")?;
+    let end = rest.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |i| i + 1);
+    let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rest[..end]);
+    std::fs::canonicalize(entry.parent()?.join(target)).ok()
+}
+
+/// The largest `.git` file git reads (`read_gitfile_gently`: 4 × PATH_MAX).
+const GIT_FILE_MAX: u64 = 4 * 4096;
+
+/// The bytes of the regular file `path` (never a FIFO's: refused).
+fn read_nonblocking(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    file.by_ref().take(GIT_FILE_MAX + 1).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// A git file's text (a config, `commondir`): a regular file (a link to

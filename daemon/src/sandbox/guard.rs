@@ -158,49 +158,11 @@ pub fn scan(roots: &[PathBuf], bound: Option<usize>) -> Scan {
 /// (what the call made is examined whole, whatever it costs that call).
 pub const SCAN_ENTRIES: usize = 200_000;
 
-/// The git directory a `.git` entry is or names (`gitdir: …`), read as
-/// git reads it (attack on issue 48): through a symbolic link (git follows
-/// one to a directory or to a file), a file of up to 4 × PATH_MAX bytes,
-/// the path the whole rest of the file after `gitdir: ` but its trailing
-/// newlines (a name may hold a newline or end in a space).
-pub fn git_dir_of(entry: &Path) -> Option<PathBuf> {
-    if std::fs::symlink_metadata(entry).ok()?.is_dir() {
-        return Some(entry.to_path_buf());
-    }
-    let meta = std::fs::metadata(entry).ok()?;
-    if meta.is_dir() {
-        return std::fs::canonicalize(entry).ok();
-    }
-    if !meta.is_file() || meta.len() > GIT_FILE_MAX {
-        return None;
-    }
-    let text = read_nonblocking(entry).ok()?;
-    let rest = text.strip_prefix(b"gitdir: ")?;
-    let end = rest.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |i| i + 1);
-    let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rest[..end]);
-    std::fs::canonicalize(entry.parent()?.join(target)).ok()
-}
-
-/// The largest `.git` file git reads (`read_gitfile_gently`: 4 × PATH_MAX).
-const GIT_FILE_MAX: u64 = 4 * 4096;
-
 /// Opens `path` without waiting (a FIFO planted where a git file or a
 /// configuration is read would block the daemon for good).
 fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)
-}
-
-/// The bytes of the regular file `path` (never a FIFO's: refused).
-fn read_nonblocking(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = open_nonblocking(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut out = Vec::new();
-    file.by_ref().take(GIT_FILE_MAX + 1).read_to_end(&mut out)?;
-    Ok(out)
 }
 
 /// Every path of [`PROTECTED`] at the roots and of the user's protected
@@ -345,14 +307,14 @@ impl CallGuard {
         // A `.git` file that cannot be read names a git directory whose
         // hooks would go unprotected: refused like any unexaminable path.
         for entry in &git_before {
-            if git_dir_of(entry).is_none()
+            if crate::permission::git_dir_of(entry).is_none()
                 && let Err(e) = open_nonblocking(entry)
                 && !absence(&e)
             {
                 return Err(placeholders::unexaminable(entry, &e));
             }
         }
-        let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| git_dir_of(e)).collect();
+        let git_dirs: Vec<PathBuf> = git_before.iter().filter_map(|e| crate::permission::git_dir_of(e)).collect();
         let obeyed = git_obeys(&git_dirs)?;
         let exists = |p: &PathBuf| !placeholders::absent(p);
         let inside = |p: &PathBuf| roots.iter().any(|r| p.starts_with(r));
@@ -639,7 +601,7 @@ fn quarantine_new_repositories(roots: &[PathBuf], before: &[PathBuf], now: &[Pat
     for entry in now.iter().filter(|d| !before.contains(d)) {
         // A `.git` file names its git directory (a bare one made beside it):
         // that is what git would obey.
-        let why = match git_dir_of(entry) {
+        let why = match crate::permission::git_dir_of(entry) {
             Some(dir) => repository_runs_code(entry, &dir),
             // A `.git` git would obey (a file, or a link to a file or
             // directory) that names nothing the daemon can look at:
