@@ -125,26 +125,33 @@ pub const MAX_SETTINGS_BYTES: u64 = 1024 * 1024;
 /// repository's `.claude/settings.json` that is a link to `/dev/zero` or a
 /// pipe is an error, not a read without end.
 pub fn read_settings(path: &Path) -> std::io::Result<String> {
+    let bytes = read_regular(path, MAX_SETTINGS_BYTES)?;
+    if bytes.len() as u64 > MAX_SETTINGS_BYTES {
+        return Err(std::io::Error::other(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// The first `max` + 1 bytes of the regular file `path` (a link to one is
+/// fine), opened without waiting on a FIFO: what a repository or a
+/// command planted (a pipe, a link to `/dev/zero`) is an error, never a
+/// read without end. A directory is `IsADirectory` (a sandbox's
+/// placeholder for a file that is not there). Whether more than `max`
+/// bytes came is the caller's to judge.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
     let meta = file.metadata()?;
     if meta.is_dir() {
-        // A sandbox's placeholder for a file that is not there.
         return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
     }
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    if meta.len() > MAX_SETTINGS_BYTES {
-        return Err(std::io::Error::other(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
-    }
-    let mut text = String::new();
-    file.take(MAX_SETTINGS_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_SETTINGS_BYTES {
-        return Err(std::io::Error::other(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
-    }
-    Ok(text)
+    let mut out = Vec::new();
+    file.take(max + 1).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// Resolves `input` (absolute, or relative to `cwd`) to a path inside

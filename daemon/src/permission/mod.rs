@@ -211,7 +211,7 @@ pub fn git_dir_of(entry: &std::path::Path) -> Option<std::path::PathBuf> {
     if !meta.is_file() || meta.len() > GIT_FILE_MAX {
         return None;
     }
-    let text = read_nonblocking(entry).ok()?;
+    let text = crate::fs::read_regular(entry, GIT_FILE_MAX).ok()?;
     let rest = text.strip_prefix(b"gitdir: ")?;
     let end = rest.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |i| i + 1);
     let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rest[..end]);
@@ -221,32 +221,13 @@ pub fn git_dir_of(entry: &std::path::Path) -> Option<std::path::PathBuf> {
 /// The largest `.git` file git reads (`read_gitfile_gently`: 4 × PATH_MAX).
 const GIT_FILE_MAX: u64 = 4 * 4096;
 
-/// The bytes of the regular file `path` (never a FIFO's: refused).
-fn read_nonblocking(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut out = Vec::new();
-    file.by_ref().take(GIT_FILE_MAX + 1).read_to_end(&mut out)?;
-    Ok(out)
-}
-
 /// A git file's text (a config, `commondir`): a regular file (a link to
 /// one is fine) of at most 4 MiB, opened without waiting on a FIFO — a
 /// repository's `config` that is a pipe must not stall the daemon.
 fn read_git_file(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(4 << 20).read_to_string(&mut text)?;
-    Ok(text)
+    let mut bytes = crate::fs::read_regular(path, 4 << 20)?;
+    bytes.truncate(4 << 20);
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// The first setting in the configuration of the repository `start` is in
