@@ -10,7 +10,7 @@
 //! `workspace_write` calls, which could write the workspace anyway.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::tool::ToolContext;
 
@@ -88,13 +88,33 @@ pub(super) fn cache_places(home: &Path, env: &dyn Fn(&str) -> Option<OsString>) 
         });
         match moved {
             None => out.push((cache.name, home.join(cache.place))),
-            Some(place) if place.is_absolute() && place.starts_with(home) && place != home => {
+            // Written out plainly: no `..` or `.` to take it elsewhere than
+            // it says (`~/x/../.ssh`).
+            Some(place)
+                if place.is_absolute()
+                    && place.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+                    && place.starts_with(home)
+                    && place != home =>
+            {
                 out.push((cache.name, place));
             }
             Some(_) => {}
         }
     }
-    out
+    without_nesting(out)
+}
+
+/// `places` less every one that lies in another or holds another (attack
+/// review: a cache bound inside another cache resolves through links the
+/// outer one's writers planted). Both of a nested pair go.
+fn without_nesting<T>(places: Vec<(T, PathBuf)>) -> Vec<(T, PathBuf)> {
+    let paths: Vec<PathBuf> = places.iter().map(|(_, p)| p.clone()).collect();
+    places
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (_, p))| !paths.iter().enumerate().any(|(j, q)| j != *i && (p.starts_with(q) || q.starts_with(p))))
+        .map(|(_, place)| place)
+        .collect()
 }
 
 /// The package caches a `workspace_write` call writes: `(source, target)`,
@@ -140,7 +160,16 @@ pub(super) fn package_caches(
         // is covered.
         let linked = real != lexical;
         let covers = protected.iter().any(|p| p.starts_with(&real) || (linked && real.starts_with(p)));
-        if !real.is_dir() || covers || home_real.starts_with(&real) || !real.starts_with(&home_real) || in_root(&real) {
+        // Nor a place that holds a workspace root or agentd's state (the
+        // root's binds would resolve inside the shared cache).
+        let holds = roots.iter().any(|r| r.starts_with(&real)) || state.starts_with(&real) || real.starts_with(state);
+        if !real.is_dir()
+            || covers
+            || holds
+            || home_real.starts_with(&real)
+            || !real.starts_with(&home_real)
+            || in_root(&real)
+        {
             continue;
         }
         let source = state.join("caches").join(name);
@@ -148,7 +177,8 @@ pub(super) fn package_caches(
             out.push((source, real));
         }
     }
-    out
+    // Places that nest once links are followed.
+    without_nesting(out)
 }
 
 #[cfg(test)]
@@ -180,6 +210,13 @@ mod tests {
             (&[("npm_config_cache", "/home/u")], "npm", None),
             (&[("PIP_CACHE_DIR", "cache")], "pip", None),
             (&[("npm_config_cache", "/home/user2/npm")], "npm", None),
+            // `..` in the value: not written out plainly.
+            (&[("CARGO_HOME", "/home/u/x/../.ssh")], "cargo-registry", None),
+            (&[("npm_config_cache", "/home/u/../v/npm")], "npm", None),
+            // One cache inside another: neither (pnpm's store in its cache).
+            (&[("npm_config_store_dir", "/home/u/.cache/pnpm/store")], "pnpm", None),
+            (&[("npm_config_store_dir", "/home/u/.cache/pnpm/store")], "pnpm-store", None),
+            (&[("GOMODCACHE", "/home/u/.npm/mod")], "npm", None),
             // An empty variable is no variable.
             (&[("UV_CACHE_DIR", "")], "uv", Some("/home/u/.cache/uv")),
         ];
