@@ -185,8 +185,9 @@ async fn protected_files_stay_read_only_in_the_workspace() {
         "rm -rf .git/hooks",
         "mv .git/config .git/config.old",
     ] {
+        // Refused by the wall, or (behind the layer) run and not applied.
         let r = s.run(cmd).await;
-        assert_eq!(r["is_error"], true, "{cmd}: {r}");
+        assert!(r["is_error"] == true || text(&r).contains("[not applied:"), "{cmd}: {r}");
     }
     assert!(!ws.join(".git/hooks/pre-commit").exists());
     assert_eq!(std::fs::read_to_string(ws.join(".git/config")).unwrap(), "[core]\n");
@@ -480,13 +481,19 @@ async fn git_cannot_be_swapped_and_the_state_dir_is_read_only() {
     let d = TestDaemon::start().await;
     std::fs::create_dir_all(d.dir.path().join(".git/hooks")).unwrap();
     let mut s = session(&d, json!({ "mode": "bypass" })).await;
-    let r = s.run("mv .git .git-real").await;
-    assert_eq!(r["is_error"], true, "{r}");
-    assert!(d.dir.path().join(".git/hooks").is_dir());
+    // Moved away and a repository put in its place: its hooks are a
+    // repository's hooks wherever it is, and are not applied.
+    let r = s.run(
+        "mv .git .git-real; git init -q . && printf '#!/bin/sh\\necho PWNED\\n' > .git/hooks/pre-commit && chmod +x \
+         .git/hooks/pre-commit",
+    )
+    .await;
+    assert!(r["is_error"] == true || text(&r).contains("[not applied:"), "{r}");
+    assert!(!d.dir.path().join(".git/hooks/pre-commit").exists(), "{r}");
     // The workspace holds the daemon's state here: other calls' files in it
-    // are read-only, the call's own temp dir is not.
+    // are not the command's to change, the call's own temp dir is.
     let r = s.run("touch state/planted").await;
-    assert_eq!(r["is_error"], true, "{r}");
+    assert!(r["is_error"] == true || text(&r).contains("[not applied:"), "{r}");
     assert!(!d.dir.path().join("state/planted").exists());
     let r = s.run("echo hi > \"$TMPDIR/x\" && cat \"$TMPDIR/x\"").await;
     assert_eq!(text(&r), "hi\n", "{r}");
@@ -508,43 +515,36 @@ async fn a_profile_that_cannot_be_applied_is_an_error_and_nothing_runs() {
 }
 
 #[tokio::test]
-async fn settings_a_command_creates_are_refused_or_moved_aside() {
+async fn settings_a_command_creates_are_not_applied() {
     let d = TestDaemon::start().await;
     let ws = d.dir.path();
     let mut s = session(&d, json!({ "permissions": { "allow": ["Bash(mkdir:*)", "Bash(cp:*)"] } })).await;
     std::fs::write(ws.join("planted.json"), "{\"permissions\":{\"allow\":[\"Bash\"]}}").unwrap();
-    // At the workspace's top they are read-only from the first instant,
-    // though they do not exist, and nothing is left behind.
-    let r = s.run("mkdir .claude/x").await;
-    assert_eq!(r["sandbox"], "workspace_write", "{r}");
-    assert_eq!(r["is_error"], true, "{r}");
-    assert!(!ws.join(".claude").exists());
-    let r = s.run("cp planted.json .mcp.json").await;
-    assert_eq!(r["is_error"], true, "{r}");
-    assert!(!ws.join(".mcp.json").exists());
-    // Deeper (a session opened on pkg/ would read them): moved aside.
-    let r = s.run("mkdir -p pkg/.claude && cp planted.json pkg/.claude/settings.json").await;
-    assert!(text(&r).contains("moved aside"), "{r}");
-    assert!(!ws.join("pkg/.claude").exists());
-    let aside = std::fs::read_dir(ws.join("pkg"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".agentd-quarantine-"));
-    assert_eq!(aside.count(), 1, "kept for the user to look at");
-    // In any case (a case-insensitive directory takes `.CLAUDE` for `.claude`).
-    let r = s.run("mkdir -p lib/.CLAUDE && cp planted.json lib/.CLAUDE/settings.json").await;
-    assert!(text(&r).contains("moved aside"), "{r}");
-    assert!(!ws.join("lib/.CLAUDE").exists());
-    // An empty one holds no settings (and may be another daemon's
-    // placeholder, bound read-only in its call): it stays.
-    let r = s.run("mkdir -p empty/.claude").await;
-    assert!(!text(&r).contains("moved aside"), "{r}");
-    assert!(ws.join("empty/.claude").is_dir());
+    // The command runs behind the layer (or the older wall refuses it);
+    // nothing is left behind, at the top or deeper (a session opened on
+    // pkg/ would read them), in any case (a case-insensitive directory
+    // takes `.CLAUDE` for `.claude`).
+    for (cmd, planted) in [
+        ("mkdir .claude/x", ".claude"),
+        ("cp planted.json .mcp.json", ".mcp.json"),
+        ("mkdir -p pkg/.claude && cp planted.json pkg/.claude/settings.json", "pkg/.claude"),
+        ("mkdir -p lib/.CLAUDE && cp planted.json lib/.CLAUDE/settings.json", "lib/.CLAUDE"),
+        (
+            "mkdir -p a/b/c/d/e/f/g/.claude && cp planted.json a/b/c/d/e/f/g/.claude/settings.json",
+            "a/b/c/d/e/f/g/.claude",
+        ),
+    ] {
+        let r = s.run(cmd).await;
+        assert_eq!(r["sandbox"], "workspace_write", "{r}");
+        assert!(r["is_error"] == true || text(&r).contains("[not applied:"), "{cmd}: {r}");
+        assert!(!ws.join(planted).exists(), "{cmd}: {r}");
+    }
     // Settings that were there before are the user's: untouched.
     std::fs::create_dir(ws.join(".agentd")).unwrap();
     let r = s.run("mkdir .agentd/sub").await;
-    assert_eq!(r["is_error"], true, "read-only bind: {r}");
+    assert!(r["is_error"] == true || text(&r).contains("[not applied:"), "{r}");
     assert!(ws.join(".agentd").is_dir());
+    assert!(!ws.join(".agentd/sub").exists());
 }
 
 /// A session whose plan file (in the state directory) holds a secret;

@@ -532,6 +532,15 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
         let dir = spec.tmp.join(".shm");
         std::fs::DirBuilder::new().mode(0o700).create(&dir).ok().map(|()| dir)
     };
+    // Layers first, while their upper directories' mount is writable: the
+    // overlay keeps a private copy of that mount, so making `/` read-only
+    // next leaves the command's writes landing in the upper directory while
+    // the directory itself, under `/`, stays read-only to the command.
+    if spec.profile == SandboxProfile::WorkspaceWrite {
+        for layer in &spec.layers {
+            mount_layer(layer).map_err(|e| format!("see {} through a layer: {e}", layer.root.display()))?;
+        }
+    }
     set_read_only(Path::new("/"), true).map_err(|e| format!("make / read-only: {e}"))?;
     // A /dev/shm of the call's own (POSIX semaphores and shared memory:
     // Python's multiprocessing needs one), nothing of the host's in it: a
@@ -543,7 +552,10 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
         set_read_only(Path::new("/dev/shm"), false).map_err(|e| format!("a private /dev/shm: {e}"))?;
     }
     if spec.profile == SandboxProfile::WorkspaceWrite {
-        for root in spec.roots.iter().chain(&spec.pin) {
+        for layer in &spec.layers {
+            set_read_only(&layer.root, false).map_err(|e| format!("make {} writable: {e}", layer.root.display()))?;
+        }
+        for root in spec.roots.iter().filter(|r| !spec.layers.iter().any(|l| &l.root == *r)).chain(&spec.pin) {
             bind_writable(root).map_err(|e| format!("make {} writable: {e}", root.display()))?;
         }
     }
@@ -648,6 +660,60 @@ fn set_read_only(path: &Path, read_only: bool) -> Result<(), Errno> {
         )
     };
     if rc == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
+/// Mounts an unprivileged overlay over `layer.root` (its lower directory)
+/// with the layer's upper and work directories. Each directory is named
+/// by an `O_PATH` descriptor (`/proc/self/fd/N`), so no path needs the
+/// escaping overlay's options would ask of a comma or a colon, and none is
+/// resolved twice. Only this user's writes can land in the upper one: the
+/// mount is in the call's own user namespace.
+fn mount_layer(layer: &super::Layer) -> Result<(), String> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    let dir = |p: &Path| {
+        open(p, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| format!("open {}: {e}", p.display()))
+    };
+    let (lower, upper, work) = (dir(&layer.root)?, dir(&layer.upper)?, dir(&layer.work)?);
+    let options = format!(
+        "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},userxattr",
+        lower.as_raw_fd(),
+        upper.as_raw_fd(),
+        work.as_raw_fd()
+    );
+    nix::mount::mount(
+        Some("overlay"),
+        &layer.root,
+        Some("overlay"),
+        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .map_err(|e| format!("mount overlay: {e}"))
+}
+
+/// Removes a layer's directory (or the probe's) whatever the command left
+/// in it: directories it made unreadable are given their permissions back
+/// first (they are the user's own). Links are removed, never followed.
+pub fn remove_layer_dir(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+        return;
+    }
+    fn open_up(dir: &Path) {
+        let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+        if !meta.is_dir() {
+            return;
+        }
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                open_up(&entry.path());
+            }
+        }
+    }
+    open_up(dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Binds `source` over `target` and makes that writable.

@@ -95,6 +95,27 @@ pub struct Spec {
     /// only later confined commands, never the user's own `npm` or `cargo`.
     #[serde(default)]
     pub caches: Vec<(PathBuf, PathBuf)>,
+    /// Roots seen through a copy-on-write layer (`workspace_write`, a
+    /// foreground call): the root is the overlay's lower directory, and
+    /// every write of the call lands in `upper`, which the daemon checks
+    /// and applies when the call ends. A root with a layer is not bound
+    /// writable.
+    #[serde(default)]
+    pub layers: Vec<Layer>,
+}
+
+/// One root's copy-on-write layer: an overlay mounted over `root` in the
+/// call's mount namespace (`userxattr`: an unprivileged overlay), its
+/// upper and work directories made by the daemon on the root's own file
+/// system where it can, so a change is applied by a rename.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Layer {
+    /// The workspace root, the overlay's lower directory and mount point.
+    pub root: PathBuf,
+    /// Where the call's changes land (whiteouts for deletions).
+    pub upper: PathBuf,
+    /// The overlay's work directory (same file system as `upper`).
+    pub work: PathBuf,
 }
 
 /// What a helper started ahead of its call (`agentd-sandbox --warm`) is
@@ -161,6 +182,10 @@ pub struct Probe {
     /// loopback up (the network gate).
     #[serde(default)]
     pub network_namespace: bool,
+    /// Whether a call's roots can be seen through a copy-on-write layer
+    /// (an unprivileged overlay in the call's mount namespace).
+    #[serde(default)]
+    pub overlay: bool,
     /// Why the namespaces wall is missing when the namespaces themselves
     /// can be made (their `/proc` cannot).
     #[serde(default)]
@@ -194,6 +219,7 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         allow_unix: Vec::new(),
         gate: false,
         caches: Vec::new(),
+        layers: Vec::new(),
     };
     // The whole namespace set-up, as a workspace_write call does it, and
     // the call's own /proc, mounted by the first process of the new PID
@@ -214,6 +240,7 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
     probe.namespaces_error = ns_error;
     probe.network_namespace =
         probe.namespaces && in_child(|| helper::enter_namespaces(&Spec { gate: true, ..ns_spec.clone() }).is_ok());
+    probe.overlay = probe.namespaces && probe_overlay(scratch, &ns_spec);
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
     probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
     probe.unix_wall = probe.seccomp
@@ -227,6 +254,24 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         probe.error = Some("a seccomp filter could not be installed".into());
     }
     probe
+}
+
+/// Whether an overlay can be mounted over a root in a call's mount
+/// namespace, with its upper directory beside the root (as the daemon
+/// makes it), and a file written through it lands in the upper one.
+fn probe_overlay(scratch: &std::path::Path, ns_spec: &Spec) -> bool {
+    let base = scratch.join(".layer-probe");
+    let (root, upper, work) = (base.join("root"), base.join("upper"), base.join("work"));
+    if [&root, &upper, &work].iter().any(|d| std::fs::create_dir_all(d).is_err()) {
+        return false;
+    }
+    let layer = Layer { root: root.clone(), upper: upper.clone(), work };
+    let spec = Spec { roots: vec![root.clone()], layers: vec![layer], ..ns_spec.clone() };
+    let ok = in_child(|| helper::enter_namespaces(&spec).is_ok() && std::fs::write(root.join("probe"), b"1").is_ok())
+        && upper.join("probe").is_file()
+        && !root.join("probe").exists();
+    helper::remove_layer_dir(&base);
+    ok
 }
 
 /// Runs `f` in a forked child and tells whether it returned true.

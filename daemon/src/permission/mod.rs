@@ -238,26 +238,6 @@ fn read_git_file(path: &std::path::Path) -> std::io::Result<String> {
 /// commands in such a repository are neither read-only nor allowed by
 /// rules: they ask.
 pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
-    const KEYS: &[&str] = &[
-        "fsmonitor",
-        "hookspath",
-        "textconv",
-        "external",
-        "command",
-        "pager",
-        "sshcommand",
-        "askpass",
-        "editor",
-        "process",
-        "clean",
-        "smudge",
-        "gpgprogram",
-        "program",
-        "helper",
-        "cmd",
-        "tool",
-        "driver",
-    ];
     let dir = git_dir(start)?;
     let mut files = vec![dir.join("config"), dir.join("config.worktree")];
     let mut common = dir.clone();
@@ -283,27 +263,59 @@ pub fn git_config_runs_code(start: &std::path::Path) -> Option<String> {
             // no permission): what it says is not known, so it may run code.
             Err(e) => return Some(format!("{}: cannot be examined: {e}", file.display())),
         };
-        for raw in text.lines() {
-            let mut line = raw.trim().to_ascii_lowercase();
-            if line.starts_with('[') {
-                if line.starts_with("[include") || line.starts_with("[filter") || line.starts_with("[alias") {
-                    return Some(format!("{}: {}", file.display(), raw.trim()));
+        if let Some(what) = config_text_runs_code(&text) {
+            return Some(format!("{}: {what}", file.display()));
+        }
+    }
+    None
+}
+
+/// Keys of a git configuration whose value is a program git runs (in any
+/// section: `core.fsmonitor`, `diff.<driver>.textconv`, …).
+const GIT_CODE_KEYS: &[&str] = &[
+    "fsmonitor",
+    "hookspath",
+    "textconv",
+    "external",
+    "command",
+    "pager",
+    "sshcommand",
+    "askpass",
+    "editor",
+    "process",
+    "clean",
+    "smudge",
+    "gpgprogram",
+    "program",
+    "helper",
+    "cmd",
+    "tool",
+    "driver",
+];
+
+/// The first line of a git configuration's `text` that makes git run a
+/// program of the configuration's choosing (see [`git_config_runs_code`]).
+pub fn config_text_runs_code(text: &str) -> Option<String> {
+    for raw in text.lines() {
+        let mut line = raw.trim().to_ascii_lowercase();
+        if line.starts_with('[') {
+            if line.starts_with("[include") || line.starts_with("[filter") || line.starts_with("[alias") {
+                return Some(raw.trim().to_owned());
+            }
+            // `[core] fsmonitor = …` on one line; the header ends at the
+            // first `]` outside quotes (`[diff "a]b"]`).
+            let mut quoted = false;
+            let end = line.char_indices().find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
                 }
-                // `[core] fsmonitor = …` on one line; the header ends at the
-                // first `]` outside quotes (`[diff "a]b"]`).
-                let mut quoted = false;
-                let end = line.char_indices().find(|&(_, c)| {
-                    if c == '"' {
-                        quoted = !quoted;
-                    }
-                    c == ']' && !quoted
-                });
-                line = end.map(|(i, _)| line[i + 1..].trim().to_owned()).unwrap_or_default();
-            }
-            let key = line.split('=').next().unwrap_or("").trim();
-            if line.contains('=') && KEYS.contains(&key) {
-                return Some(format!("{}: {key}", file.display()));
-            }
+                c == ']' && !quoted
+            });
+            line = end.map(|(i, _)| line[i + 1..].trim().to_owned()).unwrap_or_default();
+        }
+        let key = line.split('=').next().unwrap_or("").trim();
+        if line.contains('=') && GIT_CODE_KEYS.contains(&key) {
+            return Some(key.to_owned());
         }
     }
     None

@@ -211,7 +211,7 @@ pub fn decide(f: &CallFacts) -> Verdict {
             if bash.is_some()
                 && f.sandbox.auto_allow
                 && confinable
-                && !f.missing_walls.iter().any(|w| w != "network") =>
+                && !f.missing_walls.iter().any(|w| w != "network" && w != "layer") =>
         {
             auto_allowed = true;
             Decision::Allow

@@ -13,6 +13,7 @@
 
 pub mod gate;
 pub mod guard;
+pub mod layer;
 pub mod objects;
 pub mod pdf;
 pub mod placeholders;
@@ -51,7 +52,7 @@ pub struct SandboxConfig {
 }
 
 /// The walls of the sandbox, by the names `daemon/info` gives them.
-pub const WALLS: &[&str] = &["filesystem", "syscalls", "namespaces", "unix_sockets", "network"];
+pub const WALLS: &[&str] = &["filesystem", "syscalls", "namespaces", "unix_sockets", "network", "layer"];
 
 /// What gives a container (or a machine) a missing wall, for
 /// `--require-sandbox`'s message.
@@ -68,6 +69,9 @@ fn what_provides(wall: &str) -> &'static str {
         }
         "unix_sockets" => "seccomp user notification and pidfd_getfd (Linux 5.9 or later) and an unmasked /proc",
         "network" => "network namespaces per call (as for namespaces, and /proc/sys/net writable in the call's)",
+        "layer" => {
+            "unprivileged overlayfs (Linux 5.11 or later) with agentd's state directory on a file system that can be an overlay's upper one (not an overlay itself)"
+        }
         _ => "",
     }
 }
@@ -117,6 +121,9 @@ pub struct Facility {
     pub unix_wall: bool,
     /// A call can have a network namespace of its own: the network gate.
     pub gate: bool,
+    /// A foreground `workspace_write` call's roots can be seen through a
+    /// copy-on-write layer (see [`layer`]).
+    pub layer: bool,
     /// `daemon/info`'s view of it.
     pub status: SandboxStatus,
     /// Hidden from every confined call (the daemon's socket directory).
@@ -158,6 +165,7 @@ impl Facility {
                 namespaces: probe.namespaces && helper.is_some(),
                 unix_wall: false,
                 gate: false,
+                layer: false,
                 status: SandboxStatus {
                     available: false,
                     walls: walls(&probe, Some(&reason)),
@@ -211,6 +219,7 @@ impl Facility {
                 }
                 "unix_sockets" => probe.unix_wall = false,
                 "network" => probe.network_namespace = false,
+                "layer" => probe.overlay = false,
                 _ => {}
             }
         }
@@ -238,7 +247,9 @@ impl Facility {
             );
         }
         let walls = walls(&probe, None);
-        let level = if walls.iter().all(|w| w.applied) {
+        // Without the layer a call has the older wall around it: the level
+        // is about confinement.
+        let level = if walls.iter().filter(|w| w.name != "layer").all(|w| w.applied) {
             agentd_protocol::methods::SandboxLevel::Full
         } else {
             agentd_protocol::methods::SandboxLevel::Partial
@@ -248,6 +259,7 @@ impl Facility {
             namespaces: probe.namespaces,
             unix_wall: probe.unix_wall,
             gate: probe.network_namespace,
+            layer: probe.overlay,
             status: SandboxStatus {
                 available: true,
                 walls,
@@ -287,6 +299,7 @@ impl Facility {
             namespaces: false,
             unix_wall: false,
             gate: false,
+            layer: false,
             status: SandboxStatus::default(),
             hide: Vec::new(),
             state_dir: None,
@@ -326,6 +339,12 @@ fn walls(probe: &Probe, off: Option<&str>) -> Vec<agentd_protocol::methods::Sand
             "network",
             probe.network_namespace,
             "a network namespace per call cannot be made: confined commands have no network",
+        ),
+        wall(
+            "layer",
+            probe.overlay,
+            "an overlay cannot be mounted in a call's namespace: a command's writes reach the workspace as it makes them, \
+             behind the older wall (protected paths bound read-only, a scan after the call)",
         ),
     ]
 }

@@ -53,7 +53,9 @@ pub(super) fn walls_missing(ctx: &ToolContext, profile: SandboxProfile) -> Vec<S
     if profile == SandboxProfile::Off {
         return Vec::new();
     }
-    ctx.sandbox().missing_walls().into_iter().map(str::to_owned).collect()
+    // The layer is a wall for calls that may write.
+    let layer = |w: &&str| *w != "layer" || profile == SandboxProfile::WorkspaceWrite;
+    ctx.sandbox().missing_walls().into_iter().filter(layer).map(str::to_owned).collect()
 }
 
 /// What git would obey of a worktree EnterWorktree made, bound read-only:
@@ -114,6 +116,7 @@ pub(super) fn launch<'a>(
     tmp: &Path,
     foreground: bool,
     guard: Option<&crate::sandbox::CallGuard>,
+    layers: Option<&crate::sandbox::layer::CallLayers>,
 ) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
     let profile = ctx.grant.sandbox_profile;
     // Without a helper, directly. With the sandbox off the helper still
@@ -167,7 +170,9 @@ pub(super) fn launch<'a>(
             read.extend(worktree_git_reads(ctx));
             read
         },
-        protect: if profile == SandboxProfile::WorkspaceWrite {
+        // Behind a layer nothing of the workspace needs binding: what the
+        // command changes there is judged after it.
+        protect: if profile == SandboxProfile::WorkspaceWrite && layers.is_none() {
             let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
             let mut protect = crate::sandbox::protected_paths(&roots, &extra).map_err(ToolError::new)?;
             protect.extend(
@@ -225,9 +230,10 @@ pub(super) fn launch<'a>(
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
         caches,
+        layers: layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
     };
     let mut spec = spec;
-    if profile == SandboxProfile::WorkspaceWrite {
+    if profile == SandboxProfile::WorkspaceWrite && layers.is_none() {
         // `.git` (whose hooks and config are protected) and every directory
         // between a root and a protected path: none can be renamed away.
         let mut pin = crate::sandbox::git_dirs(&spec.roots);

@@ -29,6 +29,7 @@ use crate::shell;
 use crate::tool::{InterruptBehavior, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
 mod caches;
+mod effects;
 mod facts;
 mod launch;
 mod result;
@@ -254,7 +255,19 @@ impl Tool for Bash {
         // In a worktree the repository's objects are read-only: new ones go
         // to the worktree's staging directory, taken in at the end.
         let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(&ctx) } else { None };
-        let guard = (profile == SandboxProfile::WorkspaceWrite)
+        // A foreground call that may write runs with its roots behind a
+        // copy-on-write layer: what it changes is judged and applied when it
+        // ends, and nothing of the workspace is examined before (issue 48).
+        // Background jobs write through, behind the older wall.
+        let layers = if effects::layered(&ctx, profile, input.run_in_background, staging.is_some()) {
+            Some(effects::prepare(&ctx, &roots, &marker).map_err(|e| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                ToolError::new(e)
+            })?)
+        } else {
+            None
+        };
+        let guard = (profile == SandboxProfile::WorkspaceWrite && layers.is_none())
             .then(|| {
                 let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders)?;
                 Ok(match staging.clone() {
@@ -276,8 +289,8 @@ impl Tool for Bash {
             None => script,
         };
         if input.run_in_background {
-            let (launch, _gate) =
-                launch(&ctx, &self.0, &input, &marker, &tmp, false, guard.as_ref()).inspect_err(|_| {
+            let (launch, _gate) = launch(&ctx, &self.0, &input, &marker, &tmp, false, guard.as_ref(), None)
+                .inspect_err(|_| {
                     let _ = std::fs::remove_dir_all(&tmp);
                 })?;
             let job = ctx
@@ -327,6 +340,8 @@ impl Tool for Bash {
                 unexamined: Vec::new(),
                 objects_refused: Vec::new(),
                 walls_missing: walls_missing(&ctx, profile),
+                layered: false,
+                effects: effects::Effects::default(),
             }));
         }
 
@@ -334,13 +349,22 @@ impl Tool for Bash {
         // (and a sibling's Edit meanwhile is not blamed on it), as Claude
         // Code looks only at commands that may write.
         let watched = (!read_only(&input.command)).then(|| stale::Watched::before(ctx.session.files.keys().cloned()));
-        let (launch, gate) = launch(&ctx, &self.0, &input, &marker, &tmp, true, guard.as_ref()).inspect_err(|_| {
-            let _ = std::fs::remove_dir_all(&tmp);
-        })?;
-        let mut tree = process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch).map_err(|e| {
-            let _ = std::fs::remove_dir_all(&tmp);
-            ToolError::new(format!("cannot start bash: {e}"))
-        })?;
+        let launched = launch(&ctx, &self.0, &input, &marker, &tmp, true, guard.as_ref(), layers.as_ref());
+        let started_tree = launched.and_then(|(launch, gate)| {
+            process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch)
+                .map(|tree| (tree, gate))
+                .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))
+        });
+        let (mut tree, gate) = match started_tree {
+            Ok(started) => started,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                if let Some(layers) = layers {
+                    layers.discard();
+                }
+                return Err(e);
+            }
+        };
         let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
             return Err(ToolError::new("cannot read the command's output"));
         };
@@ -417,7 +441,10 @@ impl Tool for Bash {
                 process::jobs::Adopted {
                     limit: Duration::from_millis(BACKGROUND_DEFAULT_TIMEOUT_MS),
                     tmp: Some(tmp),
-                    at_end: job_end(guard),
+                    at_end: match layers {
+                        Some(layers) => Some(effects::at_end(layers, ctx.rules.clone())),
+                        None => job_end(guard),
+                    },
                 },
             );
             let refused = gate.as_ref().map(|g| g.refusals()).unwrap_or_default();
@@ -433,6 +460,27 @@ impl Tool for Bash {
         let finished = match guard {
             Some(g) => tokio::task::spawn_blocking(move || g.finish()).await.unwrap_or_default(),
             None => crate::sandbox::Finished::default(),
+        };
+        // What the command changed, judged and applied — unless the
+        // sandbox could not be applied (then nothing ran).
+        let layered = layers.is_some();
+        let effects = match layers {
+            Some(layers) if report.as_ref().is_none_or(|r| r.error.is_none()) => {
+                let rules = ctx.rules.clone();
+                let mut effects = tokio::task::spawn_blocking(move || effects::finish(layers, rules))
+                    .await
+                    .unwrap_or_else(|_| effects::Effects {
+                        discarded: Some("the command's changes could not be applied (the check failed)".into()),
+                        ..effects::Effects::default()
+                    });
+                effects.base = cwd.clone();
+                effects
+            }
+            Some(layers) => {
+                tokio::task::spawn_blocking(move || layers.discard());
+                effects::Effects::default()
+            }
+            None => effects::Effects::default(),
         };
         // Nothing of the call is left to use it: removed after the result
         // is out (a directory's removal cost the call ~0.1 ms on ext4).
@@ -507,6 +555,8 @@ impl Tool for Bash {
             unexamined: finished.unexamined,
             objects_refused: finished.objects_refused,
             walls_missing: walls_missing(&ctx, profile),
+            layered,
+            effects,
         };
         let failed = result.killed.is_some() || (result.exit_code != Some(0) && result.note.is_none());
         if failed {

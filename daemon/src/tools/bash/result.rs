@@ -91,6 +91,13 @@ pub struct BashResult {
     /// (`daemon/info`'s `sandbox.walls`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub walls_missing: Vec<String>,
+    /// It ran with the workspace behind a copy-on-write layer: what it
+    /// changed was judged, and applied or not, when it ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub layered: bool,
+    /// What it changed (`changes`), what was not applied and why.
+    #[serde(flatten)]
+    pub effects: super::effects::Effects,
 }
 
 impl BashResult {
@@ -162,6 +169,8 @@ pub(super) fn moved_result(
         unexamined: Vec::new(),
         objects_refused: Vec::new(),
         walls_missing: walls_missing(ctx, profile),
+        layered: false,
+        effects: super::effects::Effects::default(),
     }
 }
 
@@ -241,6 +250,9 @@ pub(super) fn result_text(r: &BashResult) -> String {
     }
     for what in &r.unexamined {
         note(format!("[{what}]"));
+    }
+    for line in r.effects.lines() {
+        note(line);
     }
     match (&r.cwd, &r.reset_to) {
         (Some(dir), None) => note(format!("[the shell's directory is now {}]", dir.display())),

@@ -1,0 +1,872 @@
+//! The copy-on-write layer of a foreground `workspace_write` call (issue
+//! 48: judge what a command did, not what it says).
+//!
+//! Each workspace root is seen by the call through an overlay whose upper
+//! directory the daemon makes here, in its state directory (on the root's
+//! own file system where it is, so a change is applied by a rename). The
+//! command writes freely; nothing reaches the workspace while it runs.
+//! When the call ends the daemon reads **only the upper directory** — what
+//! the command changed: files created and modified, deletions
+//! (whiteouts), directories replaced (opaque), links, modes — judges each
+//! change as a file tool's write is judged (the protected names, at any
+//! depth and in any repository; Edit deny rules) and applies the accepted
+//! ones, each by itself and atomically. Nothing is scanned, nothing is
+//! bounded but the call's own output, and an upper directory the daemon
+//! cannot read completely is discarded whole: no error is read as "nothing
+//! there".
+//!
+//! A file changed in the workspace while the command ran (another session,
+//! a file tool, the user's editor) is a conflict: its change time is at or
+//! after the layer's, and it is reported, never overwritten.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::Mode;
+
+/// The most a call may write to its layer (bytes of files): a call over
+/// it applies nothing.
+pub const MAX_LAYER_BYTES: u64 = 4 << 30;
+
+/// The most entries (files, directories, links, deletions) a call's layer
+/// may hold: a call over it applies nothing.
+pub const MAX_LAYER_ENTRIES: usize = 1_000_000;
+
+/// What one change did to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// It did not exist.
+    Created,
+    /// Its content (or link target) changed.
+    Modified,
+    /// It is gone.
+    Deleted,
+    /// Only its mode changed.
+    Mode,
+}
+
+/// One change a command made, applied or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The path in the workspace (absolute).
+    pub path: PathBuf,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// Its size before (files).
+    pub bytes_before: Option<u64>,
+    /// Its size after (files).
+    pub bytes_after: Option<u64>,
+}
+
+/// A change that was not applied, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The change.
+    pub change: Change,
+    /// Why it was not applied.
+    pub reason: String,
+}
+
+/// What came of a call's layers.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Changes applied to the workspace, in the order applied.
+    pub applied: Vec<Change>,
+    /// Changes not applied (protected, denied, conflicting, not a kind of
+    /// file the workspace takes).
+    pub refused: Vec<Refused>,
+    /// Why nothing was applied, when nothing was (an upper directory the
+    /// daemon could not read completely, or the call over its bounds).
+    pub discarded: Option<String>,
+}
+
+/// What the caller says about a path the command changed: `Err(why)`
+/// refuses it (an Edit deny rule); the protected names are judged here.
+pub type Judge<'a> = &'a (dyn Fn(&Path, ChangeKind) -> Result<(), String> + Sync);
+
+/// Called before a change replaces or removes `path` (absolute), whose
+/// state before is `before` (`None`: it did not exist): the turn history
+/// keeps what it needs to rewind it.
+pub type BeforeHook<'a> = &'a (dyn Fn(&Path, Option<&std::fs::Metadata>) + Sync);
+
+/// The layers of one call: made before it starts, finished after it ends.
+#[derive(Debug)]
+pub struct CallLayers {
+    base: PathBuf,
+    layers: Vec<agentd_sandbox::Layer>,
+    /// The change time of the layer's own directory, made just before the
+    /// call: a root file whose change time is not before it changed while
+    /// the call ran.
+    since: (i64, i64),
+}
+
+impl CallLayers {
+    /// Makes a layer for each root not inside another, under
+    /// `<state>/layers/<marker>`.
+    pub fn prepare(state_dir: &Path, roots: &[PathBuf], marker: &str) -> Result<CallLayers, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = state_dir.join("layers").join(marker);
+        let make = |dir: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot make the call's layer {}: {e}", dir.display()))
+        };
+        make(&base)?;
+        let mut layers = Vec::new();
+        let tops = roots.iter().filter(|r| !roots.iter().any(|o| o != *r && r.starts_with(o)));
+        for (i, root) in tops.enumerate() {
+            let dir = base.join(i.to_string());
+            let (upper, work) = (dir.join("u"), dir.join("w"));
+            make(&upper)?;
+            make(&work)?;
+            layers.push(agentd_sandbox::Layer { root: root.clone(), upper, work });
+        }
+        let meta = std::fs::metadata(&base).map_err(|e| format!("cannot examine {}: {e}", base.display()))?;
+        Ok(CallLayers { base, layers, since: (meta.ctime(), meta.ctime_nsec()) })
+    }
+
+    /// What the helper is told.
+    pub fn spec(&self) -> Vec<agentd_sandbox::Layer> {
+        self.layers.clone()
+    }
+
+    /// The roots with a layer.
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        self.layers.iter().map(|l| l.root.as_path())
+    }
+
+    /// Reads what the command changed, judges each change and applies the
+    /// accepted ones; then removes the layers. `before` is told of each
+    /// path about to be replaced or removed.
+    pub fn finish(self, judge: Judge, before: BeforeHook) -> Outcome {
+        let mut outcome = Outcome::default();
+        let mut found = Vec::new();
+        let mut budget = Budget::default();
+        for layer in &self.layers {
+            match collect(layer, &mut budget) {
+                Ok(entries) => found.push((layer, entries)),
+                Err(why) => {
+                    outcome.discarded = Some(why);
+                    break;
+                }
+            }
+        }
+        if outcome.discarded.is_none() {
+            for (layer, entries) in &found {
+                let mut apply = Apply { layer, since: self.since, judge, before, outcome: &mut outcome };
+                apply.run(entries);
+            }
+            // A directory made for what was applied beneath it goes without
+            // saying.
+            let applied = &outcome.applied;
+            let implied: Vec<bool> = applied
+                .iter()
+                .map(|c| {
+                    c.kind == ChangeKind::Created
+                        && c.bytes_after.is_none()
+                        && applied.iter().any(|o| o.path != c.path && o.path.starts_with(&c.path))
+                })
+                .collect();
+            let mut i = 0;
+            outcome.applied.retain(|_| {
+                i += 1;
+                !implied[i - 1]
+            });
+        }
+        agentd_sandbox::helper::remove_layer_dir(&self.base);
+        outcome
+    }
+
+    /// Removes the layers unapplied (the call never ran).
+    pub fn discard(self) {
+        agentd_sandbox::helper::remove_layer_dir(&self.base);
+    }
+}
+
+/// Removes layers a daemon that stopped mid-call left behind.
+pub fn sweep(state_dir: &Path) {
+    let dir = state_dir.join("layers");
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            agentd_sandbox::helper::remove_layer_dir(&entry.path());
+        }
+    }
+}
+
+/// What the upper directories hold so far, against the bounds.
+#[derive(Default)]
+struct Budget {
+    bytes: u64,
+    entries: usize,
+}
+
+/// One entry of an upper directory.
+#[derive(Debug)]
+struct Entry {
+    /// Relative to the root.
+    rel: PathBuf,
+    what: What,
+}
+
+#[derive(Debug)]
+enum What {
+    File {
+        len: u64,
+        mode: u32,
+    },
+    Link,
+    /// A directory; `opaque`: it replaced the lower one (whose entries not
+    /// in the upper are gone).
+    Dir {
+        mode: u32,
+        opaque: bool,
+    },
+    /// A deletion.
+    Whiteout,
+    /// A FIFO, socket or device: not a kind of file the workspace takes.
+    Other(&'static str),
+}
+
+/// Reads a layer's upper directory whole (or says why it cannot).
+fn collect(layer: &agentd_sandbox::Layer, budget: &mut Budget) -> Result<Vec<Entry>, String> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = layer.upper.join(&rel);
+        let entries = std::fs::read_dir(&dir).map_err(|e| {
+            format!("the command's changes could not be read completely ({}: {e}), so none were applied", shown(&rel))
+        })?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| {
+                format!(
+                    "the command's changes could not be read completely ({}: {e}), so none were applied",
+                    shown(&rel)
+                )
+            })?;
+            names.push(entry.file_name());
+        }
+        names.sort();
+        for name in names {
+            let rel = rel.join(&name);
+            let path = layer.upper.join(&rel);
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| {
+                format!(
+                    "the command's changes could not be read completely ({}: {e}), so none were applied",
+                    shown(&rel)
+                )
+            })?;
+            budget.entries += 1;
+            if budget.entries > MAX_LAYER_ENTRIES {
+                return Err(format!(
+                    "the command changed more than {MAX_LAYER_ENTRIES} files and directories, so none of its changes \
+                     were applied"
+                ));
+            }
+            let ft = meta.file_type();
+            let what = if ft.is_file() {
+                budget.bytes += meta.len();
+                if budget.bytes > MAX_LAYER_BYTES {
+                    return Err(format!(
+                        "the command wrote more than {} GiB, so none of its changes were applied",
+                        MAX_LAYER_BYTES >> 30
+                    ));
+                }
+                What::File { len: meta.len(), mode: meta.mode() & 0o7777 }
+            } else if ft.is_symlink() {
+                What::Link
+            } else if ft.is_dir() {
+                let opaque = xattr(&path, "user.overlay.opaque").map_err(|e| {
+                    format!(
+                        "the command's changes could not be read completely ({}: {e}), so none were applied",
+                        shown(&rel)
+                    )
+                })?;
+                stack.push(rel.clone());
+                What::Dir { mode: meta.mode() & 0o7777, opaque: opaque.as_deref() == Some(b"y") }
+            } else if ft.is_char_device() && meta.rdev() == 0 {
+                What::Whiteout
+            } else if ft.is_fifo() {
+                What::Other("a FIFO")
+            } else if ft.is_socket() {
+                What::Other("a socket")
+            } else {
+                What::Other("a device")
+            };
+            out.push(Entry { rel, what });
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+/// A path for a message (relative, lossy).
+fn shown(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() { ".".to_owned() } else { rel.to_string_lossy().into_owned() }
+}
+
+/// Applies one layer's entries: every change is judged first, against the
+/// upper directory as the command left it, then the accepted ones are
+/// applied (applying moves files out of the upper directory, which would
+/// change what a later judgement sees).
+struct Apply<'a> {
+    layer: &'a agentd_sandbox::Layer,
+    since: (i64, i64),
+    judge: Judge<'a>,
+    before: BeforeHook<'a>,
+    outcome: &'a mut Outcome,
+}
+
+/// One change, planned: where, what, and the verdict on it.
+struct Planned {
+    rel: PathBuf,
+    kind: ChangeKind,
+    /// The root's entry before (none: absent).
+    lower: Option<std::fs::Metadata>,
+    /// What the upper holds (`None`: a deletion).
+    what: Option<Step>,
+    verdict: Result<(), String>,
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    File { len: u64, mode: u32 },
+    Link,
+    Dir { mode: u32 },
+}
+
+impl Apply<'_> {
+    fn run(&mut self, entries: &[Entry]) {
+        let root = self.layer.root.clone();
+        // 1. Deletions (whiteouts; what an opaque directory, or a file or
+        //    a directory of another kind, replaced), each expanded to what
+        //    lies beneath, children first; then the changes the upper holds.
+        let mut plan: Vec<Planned> = Vec::new();
+        let mut refused_whole: Vec<(PathBuf, String)> = Vec::new();
+        for e in entries {
+            let lower = std::fs::symlink_metadata(root.join(&e.rel));
+            let replaced = match (&e.what, &lower) {
+                (What::Whiteout, Ok(_)) => vec![e.rel.clone()],
+                (What::Dir { opaque: true, .. }, Ok(m)) if m.is_dir() => match std::fs::read_dir(root.join(&e.rel)) {
+                    Ok(names) => names
+                        .flatten()
+                        .map(|n| e.rel.join(n.file_name()))
+                        .filter(|rel| !entries.iter().any(|x| x.rel == *rel))
+                        .collect(),
+                    Err(err) => {
+                        refused_whole.push((e.rel.clone(), format!("what it replaced cannot be listed: {err}")));
+                        Vec::new()
+                    }
+                },
+                (What::Dir { .. }, Ok(m)) if !m.is_dir() => vec![e.rel.clone()],
+                (What::File { .. } | What::Link, Ok(m)) if m.is_dir() => vec![e.rel.clone()],
+                _ => Vec::new(),
+            };
+            for rel in replaced {
+                self.expand_deletion(&rel, &mut plan, &mut refused_whole);
+            }
+        }
+        for e in entries {
+            let step = match e.what {
+                What::File { len, mode } => Step::File { len, mode },
+                What::Link => Step::Link,
+                What::Dir { mode, .. } => Step::Dir { mode },
+                What::Whiteout => continue,
+                What::Other(what) => {
+                    let change = self.change(&e.rel, ChangeKind::Created, None, None);
+                    self.refuse(change, format!("{what}: not applied to the workspace"));
+                    continue;
+                }
+            };
+            let lower = std::fs::symlink_metadata(root.join(&e.rel)).ok();
+            let Some(kind) = self.kind_of(&e.rel, step, lower.as_ref()) else { continue };
+            let verdict = self.verdict(&e.rel, kind);
+            plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict });
+        }
+        for (rel, why) in refused_whole {
+            let change = self.change(&rel, ChangeKind::Deleted, None, None);
+            self.refuse(change, why);
+        }
+        // 2. Applied in that order; nothing beneath a path whose change
+        //    failed or was refused.
+        let mut blocked: Vec<PathBuf> = Vec::new();
+        let mut kept: Vec<PathBuf> = Vec::new();
+        for p in plan {
+            if p.what.is_some() && blocked.iter().any(|b| p.rel.starts_with(b) && p.rel != *b) {
+                continue;
+            }
+            // A directory that keeps what was not deleted stays, silently
+            // (what stayed is listed).
+            if p.what.is_none() && kept.iter().any(|k| k.starts_with(&p.rel) && *k != p.rel) {
+                continue;
+            }
+            let before = p.lower.as_ref().filter(|m| m.is_file()).map(|m| m.len());
+            let after = match p.what {
+                Some(Step::File { len, .. }) => Some(len),
+                _ => None,
+            };
+            let change = self.change(&p.rel, p.kind, before, after);
+            let done = match p.verdict.clone() {
+                Err(why) => Err(why),
+                Ok(()) => match p.what {
+                    None => self.delete(&p),
+                    Some(Step::Dir { mode }) => self.directory(&p, mode),
+                    Some(step) => self.file(&p, step),
+                },
+            };
+            match done {
+                Ok(()) => self.outcome.applied.push(change),
+                Err(why) => {
+                    self.refuse(change, why);
+                    // A deletion that did not happen keeps its parents; a
+                    // creation that did not happen takes its children.
+                    match p.what {
+                        None => kept.push(p.rel.clone()),
+                        Some(_) => blocked.push(p.rel.clone()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a change of the upper's entry is (`None`: no change at all, a
+    /// directory the command only passed through).
+    fn kind_of(&self, rel: &Path, step: Step, lower: Option<&std::fs::Metadata>) -> Option<ChangeKind> {
+        Some(match (step, lower) {
+            (Step::Dir { mode }, Some(m)) if m.is_dir() => {
+                if m.mode() & 0o7777 == mode {
+                    return None;
+                }
+                ChangeKind::Mode
+            }
+            (Step::Dir { .. }, _) => ChangeKind::Created,
+            (_, Some(m)) if m.is_dir() => ChangeKind::Created,
+            (Step::File { len, mode }, Some(m)) if m.is_file() => {
+                let same = m.len() == len && same_content(&self.layer.root.join(rel), &self.layer.upper.join(rel));
+                if same && m.mode() & 0o7777 != mode { ChangeKind::Mode } else { ChangeKind::Modified }
+            }
+            (_, Some(_)) => ChangeKind::Modified,
+            (_, None) => ChangeKind::Created,
+        })
+    }
+
+    /// Plans the deletion of the root's `rel` and of everything beneath it
+    /// (children first).
+    fn expand_deletion(&self, rel: &Path, plan: &mut Vec<Planned>, refused: &mut Vec<(PathBuf, String)>) {
+        let abs = self.layer.root.join(rel);
+        let Ok(meta) = std::fs::symlink_metadata(&abs) else { return };
+        if meta.is_dir() {
+            match std::fs::read_dir(&abs) {
+                Ok(names) => {
+                    let mut names: Vec<_> = names.flatten().map(|n| n.file_name()).collect();
+                    names.sort();
+                    for name in names {
+                        self.expand_deletion(&rel.join(name), plan, refused);
+                    }
+                }
+                Err(e) => {
+                    refused.push((rel.to_owned(), format!("cannot be listed: {e}")));
+                    return;
+                }
+            }
+        }
+        let verdict = self.verdict(rel, ChangeKind::Deleted);
+        plan.push(Planned { rel: rel.to_owned(), kind: ChangeKind::Deleted, lower: Some(meta), what: None, verdict });
+    }
+
+    fn change(&self, rel: &Path, kind: ChangeKind, before: Option<u64>, after: Option<u64>) -> Change {
+        Change { path: self.layer.root.join(rel), kind, bytes_before: before, bytes_after: after }
+    }
+
+    fn refuse(&mut self, change: Change, reason: String) {
+        self.outcome.refused.push(Refused { change, reason });
+    }
+
+    /// Why a change of `rel` may not be applied, if it may not.
+    fn verdict(&self, rel: &Path, kind: ChangeKind) -> Result<(), String> {
+        if let Some(why) = command_may_not_change(self.layer, rel, kind) {
+            return Err(why);
+        }
+        (self.judge)(&self.layer.root.join(rel), kind)
+    }
+
+    /// Whether the root's entry changed since the call began (or cannot be
+    /// examined, which counts the same).
+    fn conflict(&self, lower: &std::io::Result<std::fs::Metadata>) -> Result<(), String> {
+        match lower {
+            Ok(m) if (m.ctime(), m.ctime_nsec()) >= self.since => {
+                Err("changed in the workspace while the command ran (a conflict: left as it is)".into())
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("cannot be examined in the workspace: {e}")),
+        }
+    }
+
+    /// Removes the root's entry (its contents went before it).
+    fn delete(&self, p: &Planned) -> Result<(), String> {
+        let abs = self.layer.root.join(&p.rel);
+        let now = std::fs::symlink_metadata(&abs);
+        // A directory's own change time moves with its entries (ours
+        // included): only files are checked for a conflict.
+        if !now.as_ref().is_ok_and(|m| m.is_dir()) {
+            self.conflict(&now)?;
+        }
+        let Ok(meta) = now else { return Ok(()) };
+        (self.before)(&abs, Some(&meta));
+        let (dir, name) = parent_beneath(&self.layer.root, &p.rel)?;
+        let flag =
+            if meta.is_dir() { nix::unistd::UnlinkatFlags::RemoveDir } else { nix::unistd::UnlinkatFlags::NoRemoveDir };
+        nix::unistd::unlinkat(dir.as_fd(), name, flag).map_err(|e| format!("could not be removed: {e}"))
+    }
+
+    /// A directory of the upper: made when new, its mode set when changed.
+    fn directory(&self, p: &Planned, mode: u32) -> Result<(), String> {
+        if mode & 0o6000 != 0 {
+            return Err("a setuid or setgid directory: not applied".into());
+        }
+        let exists = std::fs::symlink_metadata(self.layer.root.join(&p.rel)).is_ok_and(|m| m.is_dir());
+        let (dir, name) = parent_beneath(&self.layer.root, &p.rel)?;
+        let mode = Mode::from_bits_truncate(mode);
+        let chmod =
+            || nix::sys::stat::fchmodat(dir.as_fd(), name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink);
+        if exists { chmod() } else { nix::sys::stat::mkdirat(dir.as_fd(), name, mode).and_then(|()| chmod()) }
+            .map_err(|e| format!("could not be applied: {e}"))
+    }
+
+    /// A file or a link of the upper: moved into the root.
+    fn file(&self, p: &Planned, step: Step) -> Result<(), String> {
+        let abs = self.layer.root.join(&p.rel);
+        let upper = self.layer.upper.join(&p.rel);
+        if let Step::File { mode, .. } = step
+            && mode & 0o6000 != 0
+            && p.lower.as_ref().is_none_or(|m| m.mode() & 0o6000 != mode & 0o6000)
+        {
+            return Err("a setuid or setgid file: not applied".into());
+        }
+        match special_xattrs(&upper) {
+            Ok(None) => {}
+            Ok(Some(name)) => return Err(format!("carries the extended attribute {name}: not applied")),
+            Err(e) => return Err(format!("cannot be examined: {e}")),
+        }
+        let now = std::fs::symlink_metadata(&abs);
+        let existing = now.as_ref().ok().filter(|m| !m.is_dir()).cloned();
+        if existing.is_some() {
+            self.conflict(&now)?;
+        }
+        (self.before)(&abs, existing.as_ref());
+        self.move_in(&p.rel, existing.is_none()).map_err(|e| format!("could not be applied: {e}"))?;
+        strip_overlay_xattrs(&abs);
+        Ok(())
+    }
+
+    /// Renames the upper's `rel` over the root's (never following a link
+    /// on the way; a new file never replaces one that appeared meanwhile),
+    /// or copies it where the two are on different file systems.
+    fn move_in(&self, rel: &Path, new: bool) -> Result<(), String> {
+        let (to_dir, name) = parent_beneath(&self.layer.root, rel)?;
+        let (from_dir, from_name) = parent_beneath(&self.layer.upper, rel)?;
+        let flags = if new { nix::fcntl::RenameFlags::RENAME_NOREPLACE } else { nix::fcntl::RenameFlags::empty() };
+        match nix::fcntl::renameat2(from_dir.as_fd(), from_name, to_dir.as_fd(), name, flags) {
+            Ok(()) => Ok(()),
+            Err(nix::errno::Errno::EEXIST) => Err("a file appeared there while the command ran (a conflict)".into()),
+            Err(nix::errno::Errno::EXDEV) => copy_in(&self.layer.upper.join(rel), to_dir.as_fd(), name, new),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The upper's file `from` copied into `dir` as `name`: a temporary file
+/// beside it, then a rename (the layer on another file system).
+fn copy_in(from: &Path, dir: std::os::fd::BorrowedFd, name: &OsStr, new: bool) -> Result<(), String> {
+    let tmp = format!(".{}.agentd-{}.tmp", name.to_string_lossy(), uuid::Uuid::new_v4().simple());
+    let meta = std::fs::symlink_metadata(from).map_err(|e| e.to_string())?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(from).map_err(|e| e.to_string())?;
+        nix::unistd::symlinkat(target.as_path(), dir, tmp.as_str()).map_err(|e| e.to_string())?;
+    } else {
+        let fd = nix::fcntl::openat(
+            dir,
+            tmp.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut out = std::fs::File::from(fd);
+        let copied = std::fs::File::open(from)
+            .and_then(|mut src| std::io::copy(&mut src, &mut out))
+            .and_then(|_| out.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o777)));
+        if let Err(e) = copied {
+            let _ = nix::unistd::unlinkat(dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            return Err(e.to_string());
+        }
+    }
+    let flags = if new { nix::fcntl::RenameFlags::RENAME_NOREPLACE } else { nix::fcntl::RenameFlags::empty() };
+    nix::fcntl::renameat2(dir, tmp.as_str(), dir, name, flags).map_err(|e| {
+        let _ = nix::unistd::unlinkat(dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        e.to_string()
+    })
+}
+
+/// The directory holding `rel` beneath `root`, opened without following
+/// any link (a directory swapped for a link since cannot carry a change
+/// elsewhere), and `rel`'s last name.
+fn parent_beneath<'a>(root: &Path, rel: &'a Path) -> Result<(OwnedFd, &'a OsStr), String> {
+    let name = rel.file_name().ok_or_else(|| "the root itself".to_owned())?;
+    let parent = rel.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let how = OpenHow::new()
+        .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let root_fd = openat2(AT_FDCWD, root, how).map_err(|e| format!("open {}: {e}", root.display()))?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let dir = openat2(root_fd.as_fd(), parent, how).map_err(|e| match e {
+        nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => {
+            format!("{} is reached through a link (not followed)", parent.display())
+        }
+        e => format!("open {}: {e}", parent.display()),
+    })?;
+    Ok((dir, name))
+}
+
+/// Whether two files hold the same bytes.
+fn same_content(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(mut a), Ok(mut b)) = (std::fs::File::open(a), std::fs::File::open(b)) else { return false };
+    let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let Ok(n) = a.read(&mut x) else { return false };
+        if n == 0 {
+            return b.read(&mut y).is_ok_and(|m| m == 0);
+        }
+        if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
+            return false;
+        }
+    }
+}
+
+/// A path's metadata in the call's merged view: the upper's entry, else
+/// the lower's (`None`: absent, or deleted by the command).
+fn merged_meta(layer: &agentd_sandbox::Layer, rel: &Path) -> Option<std::fs::Metadata> {
+    match std::fs::symlink_metadata(layer.upper.join(rel)) {
+        Ok(m) if m.file_type().is_char_device() && m.rdev() == 0 => return None,
+        Ok(m) => return Some(m),
+        Err(_) => {}
+    }
+    // Beneath a deletion, a file or a directory the command replaced, the
+    // lower is gone.
+    let mut above: Vec<&Path> = rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
+    above.reverse();
+    for a in above {
+        match std::fs::symlink_metadata(layer.upper.join(a)) {
+            Err(_) => break,
+            Ok(m) if !m.is_dir() => return None,
+            Ok(_) if xattr(&layer.upper.join(a), "user.overlay.opaque").ok().flatten().as_deref() == Some(b"y") => {
+                return None;
+            }
+            Ok(_) => {}
+        }
+    }
+    std::fs::symlink_metadata(layer.root.join(rel)).ok()
+}
+
+/// Names of files and directories a command's change never reaches, at
+/// any depth and in any case: what configures agentd or Claude Code, MCP
+/// servers, an editor's tasks, what git clones.
+const NEVER_CHANGED: &[&str] = &[".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
+
+/// Why a command may not make this change at `rel` of `layer`'s root, if
+/// it may not: a protected name at any depth (see [`NEVER_CHANGED`]); in
+/// any git directory (a `.git`, or what git takes for one: `HEAD`,
+/// `objects/` and `refs/`), its hooks, and its `config`,
+/// `config.worktree`, `commondir`, `gitdir` and `info/` unless the command
+/// made them new (a `git init`, a clone, a worktree) with nothing in a
+/// configuration that runs a program; a `.git` file that sends git
+/// elsewhere than inside the root. Git's own bookkeeping (index, refs,
+/// logs, objects, packed-refs) changes as any file does. Paths are looked
+/// up as the command left them (the upper directory over the root).
+pub fn command_may_not_change(layer: &agentd_sandbox::Layer, rel: &Path, kind: ChangeKind) -> Option<String> {
+    let root = &layer.root;
+    let names: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let why = |what: &str| Some(what.to_owned());
+    if let Some(n) = names.iter().find(|n| NEVER_CHANGED.iter().any(|p| n.eq_ignore_ascii_case(p))) {
+        return why(&format!("protected ({} configures agentd or runs code later)", n.to_string_lossy()));
+    }
+    // The deepest git directory above the path (or the path itself).
+    let git_dir = (0..names.len()).rev().find(|&i| {
+        let dir: PathBuf = names[..=i].iter().collect();
+        (names[i].eq_ignore_ascii_case(".git") && merged_meta(layer, &dir).is_some_and(|m| m.is_dir()))
+            || looks_like_git_dir(layer, &dir)
+    });
+    if let Some(i) = git_dir {
+        let git: PathBuf = names[..=i].iter().collect();
+        return git_change_refused(layer, &git, &names[i + 1..], kind).and_then(|w| why(&w));
+    }
+    // A `.git` file: where git goes for this directory's repository.
+    if names.last().is_some_and(|n| n.eq_ignore_ascii_case(".git")) && kind != ChangeKind::Deleted {
+        return gitfile_refused(layer, rel).and_then(|w| why(&w));
+    }
+    if crate::permission::is_user_protected(&root.join(rel)) {
+        return why("protected (the user's own configuration)");
+    }
+    if crate::permission::is_protected_target(root, &root.join(rel)) {
+        return why("protected (a protected name links here)");
+    }
+    if crate::fs::in_state_dir(&root.join(rel)) {
+        return why("agentd's state");
+    }
+    None
+}
+
+/// What git takes for a repository: `HEAD`, `objects/` and `refs/`.
+fn looks_like_git_dir(layer: &agentd_sandbox::Layer, dir: &Path) -> bool {
+    merged_meta(layer, &dir.join("HEAD")).is_some_and(|m| m.is_file())
+        && merged_meta(layer, &dir.join("objects")).is_some_and(|m| m.is_dir())
+        && merged_meta(layer, &dir.join("refs")).is_some_and(|m| m.is_dir())
+}
+
+/// The command's version of a file (the upper's, else the root's), at
+/// most 4 MiB, never waiting on a FIFO.
+fn merged_read(layer: &agentd_sandbox::Layer, rel: &Path) -> std::io::Result<Vec<u8>> {
+    match crate::fs::read_regular(&layer.upper.join(rel), 4 << 20) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::fs::read_regular(&layer.root.join(rel), 4 << 20),
+        other => other,
+    }
+}
+
+/// Why a change inside the git directory `git` (names `inside` beneath
+/// it) is refused, if it is.
+fn git_change_refused(
+    layer: &agentd_sandbox::Layer,
+    git: &Path,
+    inside: &[&OsStr],
+    kind: ChangeKind,
+) -> Option<String> {
+    let first = inside.first()?;
+    // Bookkeeping: refs, logs and objects are data git reads, never runs.
+    if [OsStr::new("refs"), OsStr::new("logs"), OsStr::new("objects")].contains(first) {
+        return None;
+    }
+    let last = inside.last().copied().unwrap_or_default();
+    let rel: PathBuf = git.iter().chain(inside.iter().copied()).collect();
+    if let Some(h) = inside.iter().position(|n| n.eq_ignore_ascii_case("hooks")) {
+        let hook = "protected (a git hook runs at the next git command)".to_owned();
+        // The hooks directory itself, made by `git init` (a deletion takes
+        // its hooks with it, and those are judged one by one).
+        if h + 1 == inside.len() {
+            return (kind == ChangeKind::Mode).then_some(hook);
+        }
+        // `git init` writes examples git never runs.
+        if kind == ChangeKind::Created && last.as_bytes().ends_with(b".sample") {
+            return None;
+        }
+        return Some(hook);
+    }
+    let configures = ["config", "config.worktree", "commondir", "gitdir"].iter().any(|n| last.eq_ignore_ascii_case(n))
+        || (first.eq_ignore_ascii_case("info") && !last.eq_ignore_ascii_case("exclude"));
+    if !configures {
+        return None;
+    }
+    let refused = "protected (git's configuration: it can make git run programs)";
+    if kind != ChangeKind::Created {
+        return Some(refused.to_owned());
+    }
+    if last.eq_ignore_ascii_case("config") || last.eq_ignore_ascii_case("config.worktree") {
+        return match merged_read(layer, &rel) {
+            Ok(bytes) => crate::permission::config_text_runs_code(&String::from_utf8_lossy(&bytes))
+                .map(|what| format!("{refused}; it says {what}")),
+            Err(e) => Some(format!("{refused}; it cannot be examined: {e}")),
+        };
+    }
+    None
+}
+
+/// Why a `.git` file the command wrote is refused: it must send git to a
+/// directory inside the root.
+fn gitfile_refused(layer: &agentd_sandbox::Layer, rel: &Path) -> Option<String> {
+    if merged_meta(layer, rel).is_some_and(|m| m.is_dir()) {
+        return None;
+    }
+    let text = match merged_read(layer, rel) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => return Some(format!("a .git file that cannot be examined: {e}")),
+    };
+    let Some(target) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
+        return Some("a .git file that is not a `gitdir:` pointer".into());
+    };
+    let dir = rel.parent().unwrap_or(Path::new(""));
+    let target =
+        if Path::new(target).is_absolute() { PathBuf::from(target) } else { layer.root.join(dir).join(target) };
+    let target = crate::fs::normalize(&target);
+    if target.starts_with(&layer.root) {
+        None
+    } else {
+        Some(format!("protected (a .git file that sends git to {}, outside the workspace)", target.display()))
+    }
+}
+
+/// An extended attribute of `path` (not followed), `None` when absent.
+#[allow(unsafe_code)]
+fn xattr(path: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let c_name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a buffer of the length given.
+    let n = unsafe { nix::libc::lgetxattr(c_path.as_ptr(), c_name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(nix::libc::ENODATA) | Some(nix::libc::ENOTSUP) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    buf.truncate(n as usize);
+    Ok(Some(buf))
+}
+
+/// The names of `path`'s extended attributes (not followed).
+#[allow(unsafe_code)]
+fn xattr_names(path: &Path) -> std::io::Result<Vec<Vec<u8>>> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a valid C string and a buffer of the length given.
+    let n = unsafe { nix::libc::llistxattr(c_path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(nix::libc::ENOTSUP) => Ok(Vec::new()),
+            _ => Err(e),
+        };
+    }
+    buf.truncate(n as usize);
+    Ok(buf.split(|b| *b == 0).filter(|n| !n.is_empty()).map(<[u8]>::to_vec).collect())
+}
+
+/// The first extended attribute of an upper file that the workspace does
+/// not take (capabilities, security labels, anything not `user.*`).
+fn special_xattrs(path: &Path) -> std::io::Result<Option<String>> {
+    Ok(xattr_names(path)?
+        .into_iter()
+        .find(|n| !n.starts_with(b"user."))
+        .map(|n| String::from_utf8_lossy(&n).into_owned()))
+}
+
+/// Removes the overlay's own attributes from an applied file.
+#[allow(unsafe_code)]
+fn strip_overlay_xattrs(path: &Path) {
+    let Ok(names) = xattr_names(path) else { return };
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return };
+    for name in names.into_iter().filter(|n| n.starts_with(b"user.overlay.")) {
+        let Ok(c_name) = std::ffi::CString::new(name) else { continue };
+        // SAFETY: valid C strings.
+        unsafe { nix::libc::lremovexattr(c_path.as_ptr(), c_name.as_ptr()) };
+    }
+}

@@ -1,0 +1,168 @@
+//! A foreground `workspace_write` command's effects: it runs with its
+//! roots behind a copy-on-write layer (`sandbox::layer`), and when it ends
+//! what it changed is judged — by the protected names, at any depth, and
+//! the session's Edit deny rules — and applied, each change by itself.
+
+use std::path::{Path, PathBuf};
+
+use agentd_protocol::session::SandboxProfile;
+use serde::Serialize;
+
+use crate::permission::rules::{Facts, RuleKind, RuleSet};
+use crate::sandbox::layer::{CallLayers, ChangeKind, Outcome};
+use crate::tool::ToolContext;
+
+/// How many changes (applied, and not applied) a result's text names; the
+/// structured result has them all.
+const SHOWN: usize = 20;
+
+/// One change as a result carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangeView {
+    /// The path (lossy where it is not UTF-8).
+    pub path: String,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// Its size before (files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_before: Option<u64>,
+    /// Its size after (files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_after: Option<u64>,
+}
+
+/// A change not applied, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedView {
+    /// The path (lossy where it is not UTF-8).
+    pub path: String,
+    /// What the command did to it.
+    pub kind: ChangeKind,
+    /// Why it was not applied.
+    pub reason: String,
+}
+
+/// What a result says of a call's layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Effects {
+    /// Changes applied to the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ChangeView>,
+    /// Changes not applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedView>,
+    /// Why none were applied, when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
+    /// Where paths in the text are shown from (the command's directory).
+    #[serde(skip)]
+    pub base: PathBuf,
+}
+
+impl Effects {
+    fn from(outcome: Outcome) -> Effects {
+        let view = |c: &crate::sandbox::layer::Change| ChangeView {
+            path: c.path.to_string_lossy().into_owned(),
+            kind: c.kind,
+            bytes_before: c.bytes_before,
+            bytes_after: c.bytes_after,
+        };
+        Effects {
+            changes: outcome.applied.iter().map(view).collect(),
+            refused: outcome
+                .refused
+                .iter()
+                .map(|r| RefusedView {
+                    path: r.change.path.to_string_lossy().into_owned(),
+                    kind: r.change.kind,
+                    reason: r.reason.clone(),
+                })
+                .collect(),
+            discarded: outcome.discarded,
+            base: PathBuf::from("/"),
+        }
+    }
+
+    /// The lines a result's text carries: what was not applied, and why
+    /// (what was applied is in the structured `changes`, not in what the
+    /// model reads: the command's own output says what it did). Paths
+    /// relative to [`Effects::base`] where inside.
+    pub fn lines(&self) -> Vec<String> {
+        let rel = |p: &str| {
+            let p = Path::new(p);
+            p.strip_prefix(&self.base).ok().filter(|r| !r.as_os_str().is_empty()).unwrap_or(p).display().to_string()
+        };
+        let mut lines = Vec::new();
+        if let Some(why) = &self.discarded {
+            lines.push(format!("[{why}]"));
+        }
+        for r in self.refused.iter().take(SHOWN) {
+            lines.push(format!("[not applied: {} {} — {}]", kind_word(r.kind), rel(&r.path), r.reason));
+        }
+        if self.refused.len() > SHOWN {
+            lines.push(format!("[and {} more changes not applied]", self.refused.len() - SHOWN));
+        }
+        lines
+    }
+}
+
+fn kind_word(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Created => "created",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Mode => "mode of",
+    }
+}
+
+/// Whether this call runs with its roots behind a layer: a foreground
+/// `workspace_write` call where the kernel can make one and the daemon has
+/// a state directory for it (not in a worktree, whose objects go to a
+/// staging directory of their own).
+pub(super) fn layered(ctx: &ToolContext, profile: SandboxProfile, background: bool, staging: bool) -> bool {
+    let facility = ctx.sandbox();
+    profile == SandboxProfile::WorkspaceWrite
+        && !background
+        && !staging
+        && facility.layer
+        && facility.namespaces
+        && facility.state_dir.is_some()
+}
+
+/// Makes the call's layers.
+pub(super) fn prepare(ctx: &ToolContext, roots: &[PathBuf], marker: &str) -> Result<CallLayers, String> {
+    let state = ctx.sandbox().state_dir.as_deref().ok_or("no state directory for the call's layer")?;
+    CallLayers::prepare(state, roots, marker)
+}
+
+/// Judges and applies what the command changed (off the runtime's
+/// threads: the caller runs it on the blocking pool).
+pub(super) fn finish(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> Effects {
+    let judge = move |path: &Path, _kind: ChangeKind| -> Result<(), String> {
+        match rules.decide("Edit", &Facts::Path(path.to_owned())) {
+            Some(rule) if rule.kind == RuleKind::Deny => {
+                Err(format!("the rule {} ({}) denies writing it", rule.text, rule.origin.source))
+            }
+            _ => Ok(()),
+        }
+    };
+    let before = |_: &Path, _: Option<&std::fs::Metadata>| {};
+    Effects::from(layers.finish(&judge, &before))
+}
+
+/// What a foreground call moved to the background does with its layer
+/// when its processes are gone: applies it, saying so in the job's output.
+pub(super) fn at_end(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> crate::process::jobs::AtEnd {
+    Box::new(move || {
+        let effects = finish(layers, rules);
+        let mut lines: Vec<String> = effects.lines().into_iter().map(strip_brackets).collect();
+        if !effects.changes.is_empty() {
+            lines.push("the job's changes are not rewindable".to_owned());
+        }
+        lines
+    })
+}
+
+fn strip_brackets(line: String) -> String {
+    line.strip_prefix('[').and_then(|l| l.strip_suffix(']')).map(str::to_owned).unwrap_or(line)
+}
