@@ -535,6 +535,7 @@ mod tests {
             sandbox: None,
             network: None,
             structured_content: None,
+            changes: Vec::new(),
         };
         for i in 0..100 {
             log.push(big(i));

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod changes;
 pub mod docs;
 pub mod error;
 pub mod hooks;

@@ -85,6 +85,8 @@ method_list!(
     McpLogin,
     McpLoginComplete,
     McpLogout,
+    TurnDiff,
+    TurnRewind,
 );
 
 method!(
@@ -128,6 +130,17 @@ method!(
 method!(
     /// `turn/discard`: drop a turn's queued and running calls; nothing more is yielded for them.
     TurnDiscard, "turn/discard", crate::turn::TurnDiscardParams => crate::turn::TurnDiscardResult
+);
+method!(
+    /// `turn/diff`: every change a turn's file tools made to the workspace,
+    /// as a list and one unified diff.
+    TurnDiff, "turn/diff", crate::changes::TurnDiffParams => crate::changes::TurnDiffResult
+);
+method!(
+    /// `turn/rewind`: restore the workspace to before a turn (or a call),
+    /// undoing it and everything after it; a file changed since by
+    /// something else is a conflict, left alone unless `force`.
+    TurnRewind, "turn/rewind", crate::changes::TurnRewindParams => crate::changes::TurnRewindResult
 );
 
 method!(

@@ -203,4 +203,8 @@ pub struct ToolCallResult {
     /// applies, and only on a result that is not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<serde_json::Value>,
+    /// What the call changed in the workspace (Write, Edit, NotebookEdit),
+    /// in the order it changed it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<crate::changes::FileChange>,
 }

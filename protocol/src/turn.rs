@@ -183,6 +183,10 @@ pub enum EventKind {
         /// structured fields (see `tool/call`'s result).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         structured_content: Option<serde_json::Value>,
+        /// What the call changed in the workspace (Write, Edit,
+        /// NotebookEdit), in the order it changed it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<crate::changes::FileChange>,
     },
     /// A call needs the user's approval before it runs. Answer with
     /// `permission/respond`; until then the call waits (calls behind an

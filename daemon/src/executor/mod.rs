@@ -352,6 +352,8 @@ pub struct SessionServices {
     /// Connections all of the session's commands may have open through
     /// the network gate (a child session shares its parent's).
     pub net_slots: Mutex<Arc<tokio::sync::Semaphore>>,
+    /// What its calls changed in the workspace, kept to diff and rewind.
+    pub history: Arc<crate::fs::history::History>,
 }
 
 /// What the verdict grants a call beside running it.
@@ -420,6 +422,8 @@ pub struct Storage {
     pub off_limits: Arc<crate::fs::OffLimits>,
     /// Where events are written as they happen.
     pub journal: Option<Arc<dyn crate::store::Journal>>,
+    /// What its calls changed in the workspace (read back after a restart).
+    pub history: Arc<crate::fs::history::History>,
     /// The session as the store had it.
     pub restored: Option<Restored>,
 }
@@ -469,7 +473,7 @@ impl SessionExecutor {
         let Checks { rules, hooks } = checks;
         let sibling_cancel = info.sibling_cancel == agentd_protocol::turn::SiblingCancel::BashFailure;
         let jobs = Arc::new(JobTable::new(cancel.clone(), tracker.clone()));
-        let Storage { output_dir, plan_file, off_limits, journal, restored } = storage;
+        let Storage { output_dir, plan_file, off_limits, journal, history, restored } = storage;
         let (context, past, granted) = match restored {
             Some(r) => (r.context, r.events, r.granted_rules),
             None => (SessionContext::default(), Vec::new(), Vec::new()),
@@ -515,6 +519,7 @@ impl SessionExecutor {
                 sandbox,
                 hooks,
                 net_slots: Mutex::new(Arc::new(tokio::sync::Semaphore::new(crate::sandbox::gate::SESSION_CONNECTIONS))),
+                history,
             },
             cancel,
             tracker,
@@ -528,6 +533,12 @@ impl SessionExecutor {
         });
         executor.services.asks.restore_granted(&granted);
         executor
+    }
+
+    /// What the session's calls changed in the workspace (`turn/diff`,
+    /// `turn/rewind`).
+    pub fn history(&self) -> &Arc<crate::fs::history::History> {
+        &self.services.history
     }
 
     /// The session's hooks.

@@ -97,6 +97,14 @@ impl SessionExecutor {
     /// What a call of `kind` gets beside the session's services: a line
     /// back to its session for what it does while it runs.
     fn provide_lines(&self, ctx: &mut ToolContext, kind: ToolKind, slot: &Slot, ids: &CallIds) {
+        // Calls that change files record what they change, under their ids.
+        if matches!(kind, ToolKind::EditsFile | ToolKind::Shell) {
+            ctx.services.provide(Arc::new(crate::fs::history::CallRecorder {
+                history: self.services.history.clone(),
+                turn_id: slot.turn_id.clone(),
+                tool_use_id: slot.tool_use_id.clone(),
+            }));
+        }
         if kind == ToolKind::Agents
             && let Some(host) = self.agent_host.get()
         {

@@ -96,6 +96,7 @@ impl SessionExecutor {
             sandbox: None,
             network: None,
             structured_content: None,
+            changes: Vec::new(),
         }))
     }
 

@@ -129,6 +129,7 @@ impl SessionExecutor {
         // record is saved again.
         let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
         let slot = &mut inner.slots[i];
+        let changes = self.services.history.changes_of(&slot.turn_id, &slot.tool_use_id);
         slot.prepared = None;
         slot.token = None;
         slot.live.store(false, Ordering::Relaxed);
@@ -142,6 +143,7 @@ impl SessionExecutor {
             sandbox: slot.sandbox,
             network: slot.network,
             structured_content: outcome.structured.clone(),
+            changes: changes.clone(),
         });
         if let Some(worktree) = worktree_changed {
             self.events.push(EventKind::WorktreeChanged {
@@ -167,6 +169,7 @@ impl SessionExecutor {
                 sandbox: slot.sandbox,
                 network: slot.network,
                 structured_content: outcome.structured,
+                changes,
             });
         }
     }

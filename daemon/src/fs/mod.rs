@@ -9,6 +9,7 @@
 //! the session context; [`FileState`] is its entry.
 
 pub mod append_log;
+pub mod history;
 
 use std::fs::File;
 use std::hash::Hasher;

@@ -561,6 +561,11 @@ impl SessionManager {
             plan_file: self.off_limits.plan_file(&info.session_id),
             off_limits: self.off_limits.clone(),
             journal: self.store.journal(&info.session_id),
+            history: Arc::new(crate::fs::history::History::open(
+                self.state_dir.join("sessions").join(&info.session_id).join("history"),
+                history_bounds(),
+                self.off_limits.pending_writes(),
+            )),
             restored,
         };
         let executor = SessionExecutor::new(
@@ -850,6 +855,17 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// The bounds of a session's change history: the defaults, or in a test
+/// build a smaller per-file bound from `AGENTD_TEST_HISTORY_FILE_BYTES`
+/// (so a test need not write 64 MiB).
+fn history_bounds() -> crate::fs::history::Bounds {
+    let bounds = crate::fs::history::Bounds::default();
+    #[cfg(feature = "test-tools")]
+    if let Some(n) = std::env::var("AGENTD_TEST_HISTORY_FILE_BYTES").ok().and_then(|n| n.parse().ok()) {
+        return crate::fs::history::Bounds { file_bytes: n, ..bounds };
+    }
+    bounds
+}
 #[cfg(test)]
 mod tests {
     use super::*;

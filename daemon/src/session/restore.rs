@@ -130,6 +130,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
             sandbox: None,
             network: None,
             structured_content: None,
+            changes: Vec::new(),
         });
     }
     for turn_id in turns {

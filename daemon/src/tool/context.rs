@@ -239,7 +239,10 @@ impl ToolContext {
     /// a protected file is refused, but the one the call named and the user
     /// approved (a grant covers that file, not a protected one a directory
     /// swapped for a link meanwhile would carry the write to); the temporary
-    /// file is recorded where the daemon keeps its writes in progress.
+    /// file is recorded where the daemon keeps its writes in progress. When
+    /// the call has a [`crate::fs::history::CallRecorder`], what the file
+    /// was is kept in the session's history first, and the change recorded
+    /// once written (so the call's result lists it and a rewind undoes it).
     pub fn write_file(
         &self,
         path: &crate::fs::WsPath,
@@ -249,8 +252,21 @@ impl ToolContext {
         let records = self.services.get::<crate::fs::pending::Records>().unwrap_or(&crate::fs::pending::Records::NONE);
         let named = path.abs();
         let approved = self.grant.may_write_protected && names_protected(&path.root, &named);
+        // What the file was, kept in the session's history first (not the
+        // plan file, which is agentd's own).
+        let plan = self.services.get::<PlanFile>().is_some_and(|p| p.0 == named);
+        let inside = self.inside(&named) && crate::fs::real_path(&named).is_none_or(|r| self.inside(&r));
+        let capture = self
+            .services
+            .get::<crate::fs::history::CallRecorder>()
+            .filter(|_| !plan)
+            .map(|recorder| recorder.capture(path, inside));
         let protected = move |root: &Path, real: &Path| names_protected(root, real) && !(approved && real == named);
-        crate::fs::write_atomic_guarded(path, content, Some(&protected), records)
+        let written = crate::fs::write_atomic_guarded(path, content, Some(&protected), records)?;
+        if let Some(capture) = capture {
+            capture.commit(&written.state);
+        }
+        Ok(written)
     }
 
     /// The service of type `T`, or an error naming what is missing.

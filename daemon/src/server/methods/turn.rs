@@ -1,5 +1,5 @@
-//! `turn/submit`, `turn/cancel`, `turn/discard` and the `turn/stream`
-//! subscription.
+//! `turn/submit`, `turn/cancel`, `turn/discard`, `turn/diff`,
+//! `turn/rewind` and the `turn/stream` subscription.
 
 use std::sync::Arc;
 
@@ -34,6 +34,32 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
         let discarded = session.discard(&p.turn_id).map_err(RpcError::from)?;
         Ok(TurnDiscardResult { discarded })
+    });
+    rpc::register_async::<agentd_protocol::methods::TurnDiff, _, _, _>(module, |p, state| async move {
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let history = session.executor.history().clone();
+        drop(session);
+        blocking(move || history.diff(p.turn_id.as_deref()).map_err(history_error)).await
+    });
+    rpc::register_async::<agentd_protocol::methods::TurnRewind, _, _, _>(module, |p, state| async move {
+        use crate::fs::history::Target;
+        let target = match (p.turn_id, p.tool_use_id) {
+            (Some(turn), None) => Target::Turn(turn),
+            (None, Some(call)) => Target::Call(call),
+            (Some(_), Some(_)) => {
+                return Err(RpcError::invalid_params("tool_use_id", "name a turn_id or a tool_use_id, not both"));
+            }
+            (None, None) => {
+                return Err(RpcError::invalid_params(
+                    "turn_id",
+                    "name the turn_id (or the tool_use_id) to rewind to before",
+                ));
+            }
+        };
+        let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
+        let history = session.executor.history().clone();
+        drop(session);
+        blocking(move || history.rewind(&target, p.dry_run, p.force).map_err(history_error)).await
     });
     rpc::register::<agentd_protocol::methods::AgentRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
@@ -121,5 +147,20 @@ async fn stream(pending: PendingSubscriptionSink, params: Result<TurnStreamParam
             sent = sink.send(SubscriptionMessage::from(raw)) => if sent.is_err() { return },
             _ = sink.closed() => return,
         }
+    }
+}
+
+/// Runs `f` (file work) on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, RpcError> + Send + 'static) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(RpcError::new(agentd_protocol::ErrorCode::InternalError, format!("the history's work failed: {e}")))
+    })
+}
+
+/// A history's error as an answer: an unknown turn or call names the field.
+fn history_error(e: crate::fs::history::HistoryError) -> RpcError {
+    match e {
+        crate::fs::history::HistoryError::Unknown(_) => RpcError::invalid_params("turn_id", e),
+        other => RpcError::new(agentd_protocol::ErrorCode::InternalError, other.to_string()),
     }
 }
