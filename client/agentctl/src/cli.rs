@@ -165,6 +165,32 @@ enum Command {
         #[arg(long)]
         tool: Option<String>,
     },
+    /// Show what a turn's file tools changed: the paths and one unified diff
+    Diff {
+        /// The session
+        session: String,
+        /// The turn [default: the latest turn the session's history keeps]
+        turn: Option<String>,
+    },
+    /// Restore the workspace to before a turn (or a call), undoing it and
+    /// everything after it; files changed since by something else are
+    /// conflicts, left alone unless --force
+    Rewind {
+        /// The session
+        session: String,
+        /// Back to before this turn
+        #[arg(long, required_unless_present = "call", conflicts_with = "call")]
+        turn: Option<String>,
+        /// Back to before this call (its tool_use id)
+        #[arg(long)]
+        call: Option<String>,
+        /// Only say what would be restored
+        #[arg(long)]
+        dry_run: bool,
+        /// Restore conflicting files too
+        #[arg(long)]
+        force: bool,
+    },
     /// Answer a permission request (shown by `watch` and `run` as `asking`)
     Respond {
         /// The session
@@ -876,6 +902,48 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 println!("cancelled {}", result.cancelled.join(", "));
             }
         }
+        Command::Diff { session, turn } => {
+            let params =
+                agentd_client::protocol::changes::TurnDiffParams { session_id: session.clone(), turn_id: turn.clone() };
+            let result = client.call::<agentd_client::protocol::methods::TurnDiff>(params).await?;
+            if cli.json {
+                print_json(&result);
+            } else {
+                println!("turn {}: {}", result.turn_id, counted_changes(result.changes.len()));
+                for change in &result.changes {
+                    println!("  {}", describe_change(change));
+                }
+                print!("{}", result.diff);
+            }
+        }
+        Command::Rewind { session, turn, call, dry_run, force } => {
+            let params = agentd_client::protocol::changes::TurnRewindParams {
+                session_id: session.clone(),
+                turn_id: turn.clone(),
+                tool_use_id: call.clone(),
+                dry_run: *dry_run,
+                force: *force,
+            };
+            let result = client.call::<agentd_client::protocol::methods::TurnRewind>(params).await?;
+            if cli.json {
+                print_json(&result);
+            } else {
+                let verb = if *dry_run { "would restore" } else { "restored" };
+                println!("{verb}: {}", counted_changes(result.restored.len()));
+                for change in &result.restored {
+                    println!("  undo {}", describe_change(change));
+                }
+                for c in &result.conflicts {
+                    println!("  conflict {}: {}", c.path, c.reason);
+                }
+                for n in &result.not_rewindable {
+                    println!("  not rewindable {}: {}", n.path, n.reason);
+                }
+                if !result.conflicts.is_empty() && !*force {
+                    println!("(--force restores the conflicting files too)");
+                }
+            }
+        }
         Command::Respond { session, request_id, decision, rule, message, answers } => {
             let given = key_values(answers, |a| format!("--answer {a:?}: expected QUESTION=ANSWER"))?;
             let params = PermissionRespondParams {
@@ -973,6 +1041,26 @@ fn mode_name(mode: PermissionMode) -> &'static str {
         PermissionMode::Plan => "plan",
         PermissionMode::Bypass => "bypass",
     }
+}
+
+/// "1 change", "3 changes".
+fn counted_changes(n: usize) -> String {
+    if n == 1 { "1 change".into() } else { format!("{n} changes") }
+}
+
+/// One change on a line: its kind, path and sizes.
+fn describe_change(change: &agentd_client::protocol::changes::FileChange) -> String {
+    use agentd_client::protocol::changes::ChangeKind;
+    let kind = match change.kind {
+        ChangeKind::Created => "created",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Renamed => "renamed",
+        ChangeKind::Mode => "mode",
+    };
+    let from = change.from.as_ref().map(|f| format!(" (from {f})")).unwrap_or_default();
+    let size = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+    format!("{kind:<8} {}{from} ({} -> {} bytes)", change.path, size(change.bytes_before), size(change.bytes_after))
 }
 
 fn print_json(value: &impl Serialize) {
