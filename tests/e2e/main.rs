@@ -14,6 +14,7 @@ mod files;
 mod first_hour;
 mod gate;
 mod grep_vs_rg;
+mod history;
 mod hooks;
 mod lifecycle;
 mod mcp;

@@ -159,18 +159,23 @@ impl SessionExecutor {
                 tasks,
             });
         }
-        if let Some(waiter) = slot.waiter.take() {
-            let _ = waiter.send(ToolCallResult {
-                name: slot.name.clone(),
-                content: outcome.content,
-                is_error: outcome.is_error,
-                render: outcome.render,
-                render_use: slot.render_use.clone(),
-                sandbox: slot.sandbox,
-                network: slot.network,
-                structured_content: outcome.structured,
-                changes,
-            });
-        }
+        answer_waiter(slot, outcome, changes);
+    }
+}
+
+/// A `tool/call` waiting for the call's result gets it.
+fn answer_waiter(slot: &mut Slot, outcome: CallOutcome, changes: Vec<agentd_protocol::changes::FileChange>) {
+    if let Some(waiter) = slot.waiter.take() {
+        let _ = waiter.send(ToolCallResult {
+            name: slot.name.clone(),
+            content: outcome.content,
+            is_error: outcome.is_error,
+            render: outcome.render,
+            render_use: slot.render_use.clone(),
+            sandbox: slot.sandbox,
+            network: slot.network,
+            structured_content: outcome.structured,
+            changes,
+        });
     }
 }

@@ -82,6 +82,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// What the session's calls changed in the workspace, kept to diff
+    /// and rewind (`turn/diff`, `turn/rewind`).
+    pub fn history(&self) -> Arc<crate::fs::history::History> {
+        self.executor.history().clone()
+    }
+
     /// Its MCP servers.
     pub fn mcp(&self) -> &crate::mcp::SessionMcp {
         &self.mcp

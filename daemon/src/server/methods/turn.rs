@@ -37,12 +37,13 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     });
     rpc::register_async::<agentd_protocol::methods::TurnDiff, _, _, _>(module, |p, state| async move {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let history = session.executor.history().clone();
+        let history = session.history();
         drop(session);
-        blocking(move || history.diff(p.turn_id.as_deref()).map_err(history_error)).await
+        blocking(move || history.diff(p.turn_id.as_deref()).map_err(|e| history_error(e, "turn_id"))).await
     });
     rpc::register_async::<agentd_protocol::methods::TurnRewind, _, _, _>(module, |p, state| async move {
         use crate::fs::history::Target;
+        let field = if p.tool_use_id.is_some() { "tool_use_id" } else { "turn_id" };
         let target = match (p.turn_id, p.tool_use_id) {
             (Some(turn), None) => Target::Turn(turn),
             (None, Some(call)) => Target::Call(call),
@@ -57,9 +58,9 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             }
         };
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
-        let history = session.executor.history().clone();
+        let history = session.history();
         drop(session);
-        blocking(move || history.rewind(&target, p.dry_run, p.force).map_err(history_error)).await
+        blocking(move || history.rewind(&target, p.dry_run, p.force).map_err(|e| history_error(e, field))).await
     });
     rpc::register::<agentd_protocol::methods::AgentRespond, _, _>(module, |p, state| {
         let session = state.sessions.handle(&p.session_id).map_err(RpcError::from)?;
@@ -157,10 +158,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, RpcError> + S
     })
 }
 
-/// A history's error as an answer: an unknown turn or call names the field.
-fn history_error(e: crate::fs::history::HistoryError) -> RpcError {
+/// A history's error as an answer: an unknown turn or call names `field`.
+fn history_error(e: crate::fs::history::HistoryError, field: &str) -> RpcError {
     match e {
-        crate::fs::history::HistoryError::Unknown(_) => RpcError::invalid_params("turn_id", e),
+        crate::fs::history::HistoryError::Unknown(_) => RpcError::invalid_params(field, e),
         other => RpcError::new(agentd_protocol::ErrorCode::InternalError, other.to_string()),
     }
 }
