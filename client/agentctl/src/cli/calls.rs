@@ -756,8 +756,13 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         EventKind::ToolQueued { tool_use_id, render, .. } => format!("queued    {tool_use_id}  {render}"),
         EventKind::ToolStarted { tool_use_id, render, .. } => format!("executing {tool_use_id}  {render}"),
         EventKind::ToolProgress { tool_use_id, render, .. } => format!("  …       {tool_use_id}  {render}"),
-        EventKind::ToolResult { tool_use_id, render, is_error, .. } => {
-            format!("{} {tool_use_id}  {render}", if *is_error { "failed   " } else { "yielded  " })
+        EventKind::ToolResult { tool_use_id, render, is_error, changes, .. } => {
+            let mut line = format!("{} {tool_use_id}  {render}", if *is_error { "failed   " } else { "yielded  " });
+            // What the call changed, one line each.
+            for change in changes {
+                line.push_str(&format!("\n          changed {}", super::describe_change(change)));
+            }
+            line
         }
         EventKind::PermissionRequest { tool_use_id, request_id, reason, render, kind, host, port, .. } => {
             let what = match (kind.as_deref(), host, port) {
