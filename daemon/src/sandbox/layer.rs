@@ -36,23 +36,13 @@ pub const MAX_LAYER_BYTES: u64 = 4 << 30;
 /// may hold: a call over it applies nothing.
 pub const MAX_LAYER_ENTRIES: usize = 1_000_000;
 
-/// What one change did to a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeKind {
-    /// It did not exist.
-    Created,
-    /// Its content (or link target) changed.
-    Modified,
-    /// It is gone.
-    Deleted,
-    /// Only its mode changed.
-    Mode,
-}
+pub use agentd_protocol::changes::ChangeKind;
 
 /// One change a command made, applied or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// The workspace root it is in.
+    pub root: PathBuf,
     /// The path in the workspace (absolute).
     pub path: PathBuf,
     /// What happened to it.
@@ -89,10 +79,10 @@ pub struct Outcome {
 /// refuses it (an Edit deny rule); the protected names are judged here.
 pub type Judge<'a> = &'a (dyn Fn(&Path, ChangeKind) -> Result<(), String> + Sync);
 
-/// Called before a change replaces or removes `path` (absolute), whose
-/// state before is `before` (`None`: it did not exist): the turn history
-/// keeps what it needs to rewind it.
-pub type BeforeHook<'a> = &'a (dyn Fn(&Path, Option<&std::fs::Metadata>) + Sync);
+/// Told of each change once it is applied, with what the path was before
+/// (an earlier file's content kept aside in the layer's directory until
+/// the call's layers are removed): the turn history keeps it to rewind.
+pub type Recorder<'a> = &'a (dyn Fn(&Change, crate::fs::history::Before) + Sync);
 
 /// The layers of one call: made before it starts, finished after it ends.
 #[derive(Debug)]
@@ -143,9 +133,9 @@ impl CallLayers {
     }
 
     /// Reads what the command changed, judges each change and applies the
-    /// accepted ones; then removes the layers. `before` is told of each
-    /// path about to be replaced or removed.
-    pub fn finish(self, judge: Judge, before: BeforeHook) -> Outcome {
+    /// accepted ones; then removes the layers. `record` is told of each
+    /// change applied.
+    pub fn finish(self, judge: Judge, record: Recorder) -> Outcome {
         let mut outcome = Outcome::default();
         let mut found = Vec::new();
         let mut budget = Budget::default();
@@ -160,7 +150,9 @@ impl CallLayers {
         }
         if outcome.discarded.is_none() {
             for (layer, entries) in &found {
-                let mut apply = Apply { layer, since: self.since, judge, before, outcome: &mut outcome };
+                let aside = self.base.join("aside");
+                let mut apply =
+                    Apply { layer, since: self.since, judge, record, aside: &aside, kept: 0, outcome: &mut outcome };
                 apply.run(entries);
             }
             // A directory made for what was applied beneath it goes without
@@ -320,7 +312,10 @@ struct Apply<'a> {
     layer: &'a agentd_sandbox::Layer,
     since: (i64, i64),
     judge: Judge<'a>,
-    before: BeforeHook<'a>,
+    record: Recorder<'a>,
+    /// Where earlier contents wait for the history.
+    aside: &'a Path,
+    kept: usize,
     outcome: &'a mut Outcome,
 }
 
@@ -422,7 +417,10 @@ impl Apply<'_> {
                 },
             };
             match done {
-                Ok(()) => self.outcome.applied.push(change),
+                Ok(kept) => {
+                    (self.record)(&change, kept);
+                    self.outcome.applied.push(change)
+                }
                 Err(why) => {
                     self.refuse(change, why);
                     // A deletion that did not happen keeps its parents; a
@@ -482,7 +480,13 @@ impl Apply<'_> {
     }
 
     fn change(&self, rel: &Path, kind: ChangeKind, before: Option<u64>, after: Option<u64>) -> Change {
-        Change { path: self.layer.root.join(rel), kind, bytes_before: before, bytes_after: after }
+        Change {
+            root: self.layer.root.clone(),
+            path: self.layer.root.join(rel),
+            kind,
+            bytes_before: before,
+            bytes_after: after,
+        }
     }
 
     fn refuse(&mut self, change: Change, reason: String) {
@@ -510,8 +514,38 @@ impl Apply<'_> {
         }
     }
 
+    /// Keeps the root's entry `rel` (as `meta` says it is) for the history
+    /// before a change replaces or removes it: a file hard-linked aside
+    /// (copied where the layer is on another file system).
+    fn keep(&mut self, rel: &Path, meta: Option<&std::fs::Metadata>) -> crate::fs::history::Before {
+        use crate::fs::history::Before;
+        let Some(meta) = meta else { return Before::Absent };
+        if meta.is_dir() {
+            return Before::Directory;
+        }
+        if !meta.is_file() {
+            return Before::NotRewindable("not a regular file".into());
+        }
+        if std::fs::create_dir_all(self.aside).is_err() {
+            return Before::NotRewindable("no room to keep it".into());
+        }
+        self.kept += 1;
+        let to = self.aside.join(self.kept.to_string());
+        let linked = parent_beneath(&self.layer.root, rel).and_then(|(dir, name)| {
+            nix::unistd::linkat(dir.as_fd(), name, AT_FDCWD, to.as_path(), nix::fcntl::AtFlags::empty())
+                .map_err(|e| e.to_string())
+        });
+        match linked {
+            Ok(()) => Before::Content(to),
+            Err(_) => match std::fs::copy(self.layer.root.join(rel), &to) {
+                Ok(_) => Before::Content(to),
+                Err(e) => Before::NotRewindable(format!("its earlier content could not be kept: {e}")),
+            },
+        }
+    }
+
     /// Removes the root's entry (its contents went before it).
-    fn delete(&self, p: &Planned) -> Result<(), String> {
+    fn delete(&mut self, p: &Planned) -> Result<crate::fs::history::Before, String> {
         let abs = self.layer.root.join(&p.rel);
         let now = std::fs::symlink_metadata(&abs);
         // A directory's own change time moves with its entries (ours
@@ -519,16 +553,17 @@ impl Apply<'_> {
         if !now.as_ref().is_ok_and(|m| m.is_dir()) {
             self.conflict(&now)?;
         }
-        let Ok(meta) = now else { return Ok(()) };
-        (self.before)(&abs, Some(&meta));
+        let Ok(meta) = now else { return Ok(crate::fs::history::Before::Absent) };
+        let kept = self.keep(&p.rel, Some(&meta));
         let (dir, name) = parent_beneath(&self.layer.root, &p.rel)?;
         let flag =
             if meta.is_dir() { nix::unistd::UnlinkatFlags::RemoveDir } else { nix::unistd::UnlinkatFlags::NoRemoveDir };
-        nix::unistd::unlinkat(dir.as_fd(), name, flag).map_err(|e| format!("could not be removed: {e}"))
+        nix::unistd::unlinkat(dir.as_fd(), name, flag).map_err(|e| format!("could not be removed: {e}"))?;
+        Ok(kept)
     }
 
     /// A directory of the upper: made when new, its mode set when changed.
-    fn directory(&self, p: &Planned, mode: u32) -> Result<(), String> {
+    fn directory(&self, p: &Planned, mode: u32) -> Result<crate::fs::history::Before, String> {
         if mode & 0o6000 != 0 {
             return Err("a setuid or setgid directory: not applied".into());
         }
@@ -538,11 +573,12 @@ impl Apply<'_> {
         let chmod =
             || nix::sys::stat::fchmodat(dir.as_fd(), name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink);
         if exists { chmod() } else { nix::sys::stat::mkdirat(dir.as_fd(), name, mode).and_then(|()| chmod()) }
-            .map_err(|e| format!("could not be applied: {e}"))
+            .map_err(|e| format!("could not be applied: {e}"))?;
+        Ok(if exists { crate::fs::history::Before::Directory } else { crate::fs::history::Before::Absent })
     }
 
     /// A file or a link of the upper: moved into the root.
-    fn file(&self, p: &Planned, step: Step) -> Result<(), String> {
+    fn file(&mut self, p: &Planned, step: Step) -> Result<crate::fs::history::Before, String> {
         let abs = self.layer.root.join(&p.rel);
         let upper = self.layer.upper.join(&p.rel);
         if let Step::File { mode, .. } = step
@@ -561,10 +597,10 @@ impl Apply<'_> {
         if existing.is_some() {
             self.conflict(&now)?;
         }
-        (self.before)(&abs, existing.as_ref());
+        let kept = self.keep(&p.rel, existing.as_ref());
         self.move_in(&p.rel, existing.is_none()).map_err(|e| format!("could not be applied: {e}"))?;
         strip_overlay_xattrs(&abs);
-        Ok(())
+        Ok(kept)
     }
 
     /// Renames the upper's `rel` over the root's (never following a link

@@ -112,6 +112,7 @@ fn kind_word(kind: ChangeKind) -> &'static str {
         ChangeKind::Modified => "modified",
         ChangeKind::Deleted => "deleted",
         ChangeKind::Mode => "mode of",
+        ChangeKind::Renamed => "renamed",
     }
 }
 
@@ -136,8 +137,13 @@ pub(super) fn prepare(ctx: &ToolContext, roots: &[PathBuf], marker: &str) -> Res
 }
 
 /// Judges and applies what the command changed (off the runtime's
-/// threads: the caller runs it on the blocking pool).
-pub(super) fn finish(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> Effects {
+/// threads: the caller runs it on the blocking pool); each change applied
+/// goes to the turn's history when the call has one.
+pub(super) fn finish(
+    layers: CallLayers,
+    rules: std::sync::Arc<RuleSet>,
+    recorder: Option<std::sync::Arc<crate::fs::history::CallRecorder>>,
+) -> Effects {
     let judge = move |path: &Path, _kind: ChangeKind| -> Result<(), String> {
         match rules.decide("Edit", &Facts::Path(path.to_owned())) {
             Some(rule) if rule.kind == RuleKind::Deny => {
@@ -146,15 +152,22 @@ pub(super) fn finish(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> Effe
             _ => Ok(()),
         }
     };
-    let before = |_: &Path, _: Option<&std::fs::Metadata>| {};
-    Effects::from(layers.finish(&judge, &before))
+    let record = |change: &crate::sandbox::layer::Change, before: crate::fs::history::Before| {
+        let Some(r) = &recorder else { return };
+        let change =
+            crate::fs::history::Change { root: &change.root, path: &change.path, kind: change.kind, from: None };
+        if let Err(e) = r.history.record(&r.turn_id, &r.tool_use_id, change, before) {
+            tracing::warn!("a command's change could not be recorded for rewind: {e}");
+        }
+    };
+    Effects::from(layers.finish(&judge, &record))
 }
 
 /// What a foreground call moved to the background does with its layer
 /// when its processes are gone: applies it, saying so in the job's output.
 pub(super) fn at_end(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> crate::process::jobs::AtEnd {
     Box::new(move || {
-        let effects = finish(layers, rules);
+        let effects = finish(layers, rules, None);
         let mut lines: Vec<String> = effects.lines().into_iter().map(strip_brackets).collect();
         if !effects.changes.is_empty() {
             lines.push("the job's changes are not rewindable".to_owned());

@@ -467,7 +467,8 @@ impl Tool for Bash {
         let effects = match layers {
             Some(layers) if report.as_ref().is_none_or(|r| r.error.is_none()) => {
                 let rules = ctx.rules.clone();
-                let mut effects = tokio::task::spawn_blocking(move || effects::finish(layers, rules))
+                let recorder = ctx.services.shared::<crate::fs::history::CallRecorder>();
+                let mut effects = tokio::task::spawn_blocking(move || effects::finish(layers, rules, recorder))
                     .await
                     .unwrap_or_else(|_| effects::Effects {
                         discarded: Some("the command's changes could not be applied (the check failed)".into()),
