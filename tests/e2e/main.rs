@@ -16,6 +16,7 @@ mod gate;
 mod grep_vs_rg;
 mod history;
 mod hooks;
+mod layer;
 mod lifecycle;
 mod mcp;
 mod mcp_oauth;

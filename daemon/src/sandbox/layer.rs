@@ -327,6 +327,9 @@ struct Planned {
     lower: Option<std::fs::Metadata>,
     /// What the upper holds (`None`: a deletion).
     what: Option<Step>,
+    /// The same bytes and mode as before (a `touch`, a copy-up): applied
+    /// (its times are the command's), not listed.
+    same: bool,
     verdict: Result<(), String>,
 }
 
@@ -381,9 +384,9 @@ impl Apply<'_> {
                 }
             };
             let lower = std::fs::symlink_metadata(root.join(&e.rel)).ok();
-            let Some(kind) = self.kind_of(&e.rel, step, lower.as_ref()) else { continue };
+            let Some((kind, same)) = self.kind_of(&e.rel, step, lower.as_ref()) else { continue };
             let verdict = self.verdict(&e.rel, kind);
-            plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict });
+            plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict, same });
         }
         for (rel, why) in refused_whole {
             let change = self.change(&rel, ChangeKind::Deleted, None, None);
@@ -417,6 +420,7 @@ impl Apply<'_> {
                 },
             };
             match done {
+                Ok(_) if p.same => {}
                 Ok(kept) => {
                     (self.record)(&change, kept);
                     self.outcome.applied.push(change)
@@ -434,25 +438,36 @@ impl Apply<'_> {
         }
     }
 
-    /// What a change of the upper's entry is (`None`: no change at all, a
-    /// directory the command only passed through).
-    fn kind_of(&self, rel: &Path, step: Step, lower: Option<&std::fs::Metadata>) -> Option<ChangeKind> {
-        Some(match (step, lower) {
-            (Step::Dir { mode }, Some(m)) if m.is_dir() => {
-                if m.mode() & 0o7777 == mode {
-                    return None;
+    /// What a change of the upper's entry is, and whether its bytes and
+    /// mode are as before (`None`: no change at all, a directory the
+    /// command only passed through).
+    fn kind_of(&self, rel: &Path, step: Step, lower: Option<&std::fs::Metadata>) -> Option<(ChangeKind, bool)> {
+        if let (Step::File { len, mode }, Some(m)) = (step, lower)
+            && m.is_file()
+        {
+            let same = m.len() == len && same_content(&self.layer.root.join(rel), &self.layer.upper.join(rel));
+            let same_mode = m.mode() & 0o7777 == mode;
+            return Some(if same && !same_mode {
+                (ChangeKind::Mode, false)
+            } else {
+                (ChangeKind::Modified, same && same_mode)
+            });
+        }
+        Some((
+            match (step, lower) {
+                (Step::Dir { mode }, Some(m)) if m.is_dir() => {
+                    if m.mode() & 0o7777 == mode {
+                        return None;
+                    }
+                    ChangeKind::Mode
                 }
-                ChangeKind::Mode
-            }
-            (Step::Dir { .. }, _) => ChangeKind::Created,
-            (_, Some(m)) if m.is_dir() => ChangeKind::Created,
-            (Step::File { len, mode }, Some(m)) if m.is_file() => {
-                let same = m.len() == len && same_content(&self.layer.root.join(rel), &self.layer.upper.join(rel));
-                if same && m.mode() & 0o7777 != mode { ChangeKind::Mode } else { ChangeKind::Modified }
-            }
-            (_, Some(_)) => ChangeKind::Modified,
-            (_, None) => ChangeKind::Created,
-        })
+                (Step::Dir { .. }, _) => ChangeKind::Created,
+                (_, Some(m)) if m.is_dir() => ChangeKind::Created,
+                (_, Some(_)) => ChangeKind::Modified,
+                (_, None) => ChangeKind::Created,
+            },
+            false,
+        ))
     }
 
     /// Plans the deletion of the root's `rel` and of everything beneath it
@@ -476,7 +491,14 @@ impl Apply<'_> {
             }
         }
         let verdict = self.verdict(rel, ChangeKind::Deleted);
-        plan.push(Planned { rel: rel.to_owned(), kind: ChangeKind::Deleted, lower: Some(meta), what: None, verdict });
+        plan.push(Planned {
+            rel: rel.to_owned(),
+            kind: ChangeKind::Deleted,
+            lower: Some(meta),
+            what: None,
+            verdict,
+            same: false,
+        });
     }
 
     fn change(&self, rel: &Path, kind: ChangeKind, before: Option<u64>, after: Option<u64>) -> Change {

@@ -1,0 +1,301 @@
+//! A foreground command that may write runs behind a copy-on-write layer
+//! (issue 48): what it changed is judged when it ends — as a file tool's
+//! write is, at any depth and in any repository — and applied change by
+//! change; results list the changes, turns that ran commands rewind, and
+//! real programs (git, make, Python, npm, cargo) work inside it.
+
+use std::path::{Path, PathBuf};
+
+use agentd_tests::{StandaloneDaemon, StreamedSession, procs, tag, tool_use};
+use serde_json::{Value, json};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// A daemon and a workspace beside its state directory (not in it), a git
+/// repository with one commit.
+fn daemon() -> (StandaloneDaemon, PathBuf) {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&ws, &["add", "."]);
+    git(&ws, &["commit", "-qm", "init"]);
+    (d, ws)
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A session in `mode` on `ws` (plus `extra` session/create fields).
+async fn session(d: &StandaloneDaemon, ws: &Path, mode: &str, extra: Value) -> StreamedSession {
+    let mut params = json!({ "cwd": ws, "mode": mode, "permission_timeout_ms": 200 });
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    StreamedSession::open(&d.socket, params).await.0
+}
+
+/// Runs `command` as one ended turn: the turn and its result.
+async fn run(s: &mut StreamedSession, command: &str) -> (String, Value) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = format!("b{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let turn = s.submit_ended(vec![tool_use(&id, "Bash", json!({ "command": command }))]).await;
+    let results = s.results(&turn).await;
+    (turn, results.into_iter().next().unwrap())
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn paths(r: &Value) -> Vec<(String, String)> {
+    r["changes"]
+        .as_array()
+        .map(|a| {
+            a.iter().map(|c| (c["path"].as_str().unwrap().to_owned(), c["kind"].as_str().unwrap().to_owned())).collect()
+        })
+        .unwrap_or_default()
+}
+
+fn daemon_info(d: &StandaloneDaemon) -> Value {
+    rt().block_on(async { agentd_tests::RawConn::connect(&d.socket).await.ok("daemon/info", json!({})).await })
+}
+
+fn layer_wall(info: &Value) -> Value {
+    let walls = info["sandbox"]["walls"].as_array().unwrap_or_else(|| panic!("{info}"));
+    walls.iter().find(|w| w["name"] == "layer").unwrap_or_else(|| panic!("{info}")).clone()
+}
+
+#[test]
+fn daemon_info_lists_the_layer_as_a_wall() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let info = daemon_info(&d);
+    assert_eq!(layer_wall(&info)["applied"], true, "this kernel makes unprivileged overlays: {info}");
+    // Turned off, it is a missing wall, and the level stays full: a call
+    // then has the older wall around it.
+    let off = StandaloneDaemon::start(&["--sandbox-without", "layer"], &[]);
+    let info = daemon_info(&off);
+    assert_eq!(layer_wall(&info)["applied"], false, "{info}");
+    assert_eq!(info["sandbox"]["level"], "full", "{info}");
+}
+
+/// What a command plants is not applied, at depths 1 to 8, under nested
+/// repositories, in every mode that lets a command write; what it writes
+/// beside is; the result says what was not, and lists what was.
+#[test]
+fn planted_names_at_any_depth_are_not_applied_in_any_mode() {
+    let (d, ws) = daemon();
+    let planted = [
+        ".claude/settings.json",
+        ".mcp.json",
+        ".vscode/tasks.json",
+        ".idea/workspace.xml",
+        ".gitmodules",
+        ".agentd/settings.json",
+        ".git/hooks/pre-commit",
+        ".git/config",
+    ];
+    rt().block_on(async {
+        for (mode, extra) in [
+            ("bypass", json!({})),
+            ("accept_edits", json!({ "permissions": { "allow": ["Bash"] } })),
+            ("default", json!({ "sandbox": { "auto_allow": true } })),
+        ] {
+            let mut s = session(&d, &ws, mode, extra).await;
+            for depth in 1..=8 {
+                let dir: PathBuf = (0..depth).map(|i| format!("d{i}")).collect();
+                let dir = dir.display().to_string();
+                // A nested repository at each depth, and every name in it.
+                let mut cmd = format!("git init -q {dir} && echo kept > {dir}/kept.txt");
+                for p in &planted {
+                    let p = format!("{dir}/{p}");
+                    cmd.push_str(&format!(" && mkdir -p \"$(dirname {p})\" && printf x >> {p}"));
+                }
+                let (_, r) = run(&mut s, &cmd).await;
+                assert_eq!(r["is_error"], false, "{mode} depth {depth}: {r}");
+                assert_eq!(std::fs::read_to_string(ws.join(&dir).join("kept.txt")).unwrap(), "kept\n", "{r}");
+                for p in &planted[..7] {
+                    assert!(!ws.join(&dir).join(p).exists(), "{mode} depth {depth}: {p} applied: {r}");
+                }
+                assert!(text(&r).contains("[not applied:"), "{r}");
+                let kept = ws.join(&dir).join("kept.txt").display().to_string();
+                assert!(paths(&r).contains(&(kept, "created".into())), "{r}");
+                std::fs::remove_dir_all(ws.join("d0")).unwrap();
+            }
+        }
+        // The workspace's own repository: hooks and config are not applied,
+        // its bookkeeping is (git add, commit).
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let (_, r) = run(
+            &mut s,
+            "printf '#!/bin/sh\\necho PWNED\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+             git config core.hooksPath /tmp; echo two >> a.txt && git add a.txt && \
+             git -c user.name=t -c user.email=t@t commit -qm two",
+        )
+        .await;
+        assert!(!ws.join(".git/hooks/pre-commit").exists(), "{r}");
+        assert!(!std::fs::read_to_string(ws.join(".git/config")).unwrap().contains("hooksPath"), "{r}");
+        assert_eq!(git(&ws, &["log", "--format=%s"]), "two\ninit\n", "{r}");
+        assert_eq!(git(&ws, &["status", "--porcelain"]), "", "{r}");
+    });
+}
+
+/// git inside the layer: status never causes a question or a refusal;
+/// branches, stash, rebase and worktrees work, and what they did is in
+/// the real repository afterwards.
+#[test]
+fn git_works_inside_the_layer() {
+    let (d, ws) = daemon();
+    rt().block_on(async {
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let (_, r) = run(&mut s, "git status --short && echo ok").await;
+        assert_eq!(text(&r), "ok\n", "git status: nothing to say: {r}");
+        let steps = [
+            "git checkout -q -b feature && echo f > f.txt && git add f.txt && git commit -qm feature",
+            "git checkout -q main && echo m > m.txt && git add m.txt && git commit -qm main-work",
+            "echo wip >> a.txt && git stash -q && git stash list | wc -l",
+            "git checkout -q feature && git rebase -q main && git log --format=%s | head -3",
+            "git worktree add -q wt-inside -b side && echo made",
+        ];
+        for step in steps {
+            let (_, r) = run(
+                &mut s,
+                &format!(
+                    "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; {step}"
+                ),
+            )
+            .await;
+            assert_eq!(r["is_error"], false, "{step}: {r}");
+            assert!(!text(&r).contains("[not applied:"), "{step}: {r}");
+        }
+        assert_eq!(git(&ws, &["log", "--format=%s", "feature"]), "feature\nmain-work\ninit\n");
+        assert_eq!(git(&ws, &["stash", "list"]).lines().count(), 1);
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+        // A worktree inside the workspace: git knows it.
+        assert!(git(&ws, &["worktree", "list"]).contains("wt-inside"), "{}", git(&ws, &["worktree", "list"]));
+        assert_eq!(git(&ws.join("wt-inside"), &["status", "--porcelain"]), "");
+    });
+}
+
+/// Each kind of change, and the kinds of file the workspace does not
+/// take: a clear result, nothing unchecked applied, nothing left behind.
+#[test]
+fn each_kind_of_change_and_bad_input_has_a_clear_result() {
+    let (d, ws) = daemon();
+    std::fs::create_dir_all(ws.join("dir/sub")).unwrap();
+    std::fs::write(ws.join("dir/sub/x"), "x").unwrap();
+    std::fs::write(ws.join("file"), "f").unwrap();
+    std::fs::write(ws.join("gone"), "g").unwrap();
+    std::fs::write(ws.join("mode.sh"), "m").unwrap();
+    rt().block_on(async {
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let (_, r) = run(
+            &mut s,
+            "rm -rf dir && echo now-a-file > dir; rm file && mkdir -p file/inner && echo in > file/inner/y; \
+             rm gone; chmod +x mode.sh; mkfifo fifo; python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); \
+             s.bind(\"sock\")'; printf n > \"$(printf 'new\\nline')\"; printf b > \"$(printf 'bad\\377name')\"; \
+             for i in $(seq 50); do echo $i > r$i; mv r$i s$i; done; ln -s a.txt link; ln a.txt hard; echo done",
+        )
+        .await;
+        assert_eq!(r["is_error"], false, "{r}");
+        let t = text(&r);
+        assert!(t.contains("[not applied: created fifo — a FIFO"), "{t}");
+        assert!(t.contains("[not applied: created sock — a socket"), "{t}");
+        assert_eq!(std::fs::read_to_string(ws.join("dir")).unwrap(), "now-a-file\n");
+        assert_eq!(std::fs::read_to_string(ws.join("file/inner/y")).unwrap(), "in\n");
+        assert!(!ws.join("gone").exists());
+        use std::os::unix::fs::PermissionsExt;
+        assert_ne!(std::fs::metadata(ws.join("mode.sh")).unwrap().permissions().mode() & 0o111, 0);
+        assert!(!ws.join("fifo").exists() && !ws.join("sock").exists());
+        assert_eq!(std::fs::read_to_string(ws.join("new\nline")).unwrap(), "n");
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(std::fs::read(ws.join(std::ffi::OsStr::from_bytes(b"bad\xffname"))).unwrap(), b"b");
+        assert_eq!(std::fs::read_to_string(ws.join("s50")).unwrap(), "50\n");
+        assert!(!ws.join("r50").exists());
+        assert_eq!(std::fs::read_link(ws.join("link")).unwrap(), Path::new("a.txt"));
+        assert_eq!(std::fs::read_to_string(ws.join("hard")).unwrap(), "one\n");
+        let kinds = paths(&r);
+        let kind = |p: &str| kinds.iter().find(|(q, _)| q == &ws.join(p).display().to_string()).map(|(_, k)| k.clone());
+        assert_eq!(kind("mode.sh").as_deref(), Some("mode"), "{r}");
+        assert_eq!(kind("gone").as_deref(), Some("deleted"), "{r}");
+        assert_eq!(kind("s1").as_deref(), Some("created"), "{r}");
+        // Nothing of the call's layer is left in the state directory.
+        let layers = d.dir.path().join("state/layers");
+        let left: Vec<_> =
+            std::fs::read_dir(&layers).map(|e| e.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        // setuid is refused while the command runs (seccomp).
+        let (_, r) = run(&mut s, "touch su && chmod u+s su; ls -l su").await;
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(ws.join("su")).unwrap().mode() & 0o6000, 0, "{r}");
+    });
+}
+
+/// A file changed in the workspace while the command ran (here by the
+/// test, as by the user's editor) is a conflict: reported, never
+/// overwritten; the command's other changes apply.
+#[test]
+fn a_file_changed_meanwhile_is_a_conflict_left_alone() {
+    let (d, ws) = daemon();
+    let t = tag();
+    rt().block_on(async {
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let command = format!(
+            "echo from-command > a.txt; echo other > b.txt; trap 'exit 0' USR1; while :; do sleep 0.05; done # {t}"
+        );
+        let turn = s.submit_ended(vec![tool_use("b", "Bash", json!({ "command": command }))]).await;
+        // Once the command has written (its upper directory holds a.txt),
+        // the user's editor saves the file.
+        let state = d.dir.path().join("state/layers");
+        agentd_tests::eventually("the command wrote", || {
+            std::fs::read_dir(&state).into_iter().flatten().flatten().any(|l| l.path().join("0/u/b.txt").exists())
+        })
+        .await;
+        std::fs::write(ws.join("a.txt"), "from-editor\n").unwrap();
+        for pid in procs(&t) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGUSR1);
+        }
+        let r = s.results(&turn).await.remove(0);
+        assert!(text(&r).contains("a.txt") && text(&r).contains("conflict"), "{r}");
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "from-editor\n");
+        assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "other\n");
+    });
+}
+
+/// A turn that ran commands is diffed and rewound like one of file tools:
+/// modified files get their content back, created ones go, deleted ones
+/// come back; across a daemon restart.
+#[test]
+fn a_commands_turn_is_diffed_and_rewound_across_a_restart() {
+    let (mut d, ws) = daemon();
+    std::fs::write(ws.join("del.txt"), "keep me\n").unwrap();
+    let (session_id, turn) = rt().block_on(async {
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let (turn, r) = run(&mut s, "echo two >> a.txt; echo new > new.txt; rm del.txt").await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert_eq!(paths(&r).len(), 3, "{r}");
+        let diff = s.c.ok("turn/diff", json!({ "session_id": s.id, "turn_id": turn })).await;
+        let text = diff["diff"].as_str().unwrap();
+        for needle in ["+two", "+new", "-keep me"] {
+            assert!(text.contains(needle), "{needle:?} in {text}");
+        }
+        (s.id.clone(), turn)
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
+    d.restart();
+    let (code, out, err) = agentd_tests::agentctl(&d.socket, &["rewind", &session_id, "--turn", &turn]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    assert!(!ws.join("new.txt").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("del.txt")).unwrap(), "keep me\n");
+}
