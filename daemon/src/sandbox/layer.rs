@@ -118,8 +118,22 @@ impl CallLayers {
             make(&work)?;
             layers.push(agentd_sandbox::Layer { root: root.clone(), upper, work });
         }
-        let meta = std::fs::metadata(&base).map_err(|e| format!("cannot examine {}: {e}", base.display()))?;
-        Ok(CallLayers { base, layers, since: (meta.ctime(), meta.ctime_nsec()) })
+        // The layer's own change time, taken fine-grained where the file
+        // system has multigrain timestamps: looked at once (so the next
+        // change of it is stamped finely), changed, looked at again. Files
+        // changed before it then have earlier times, and files changed
+        // after it (coarse times are never below a fine one handed out)
+        // have the same or later ones.
+        let ctime = || {
+            std::fs::metadata(&base)
+                .map(|m| (m.ctime(), m.ctime_nsec()))
+                .map_err(|e| format!("cannot examine {}: {e}", base.display()))
+        };
+        ctime()?;
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot examine {}: {e}", base.display()))?;
+        let since = ctime()?;
+        Ok(CallLayers { base, layers, since })
     }
 
     /// What the helper is told.
@@ -137,9 +151,16 @@ impl CallLayers {
     /// change applied.
     pub fn finish(self, judge: Judge, record: Recorder) -> Outcome {
         let mut outcome = Outcome::default();
+        // What git obeys beyond its own directory, as the workspace's
+        // repositories are configured now (before anything is applied).
+        let obeyed = git_obeyed(self.layers.iter().map(|l| l.root.as_path()));
+        if let Err(why) = &obeyed {
+            outcome.discarded = Some(why.clone());
+        }
+        let obeyed = obeyed.unwrap_or_default();
         let mut found = Vec::new();
         let mut budget = Budget::default();
-        for layer in &self.layers {
+        for layer in self.layers.iter().filter(|_| outcome.discarded.is_none()) {
             match collect(layer, &mut budget) {
                 Ok(entries) => found.push((layer, entries)),
                 Err(why) => {
@@ -151,8 +172,16 @@ impl CallLayers {
         if outcome.discarded.is_none() {
             for (layer, entries) in &found {
                 let aside = self.base.join("aside");
-                let mut apply =
-                    Apply { layer, since: self.since, judge, record, aside: &aside, kept: 0, outcome: &mut outcome };
+                let mut apply = Apply {
+                    layer,
+                    since: self.since,
+                    judge,
+                    record,
+                    aside: &aside,
+                    kept: 0,
+                    obeyed: &obeyed,
+                    outcome: &mut outcome,
+                };
                 apply.run(entries);
             }
             // A directory made for what was applied beneath it goes without
@@ -316,6 +345,8 @@ struct Apply<'a> {
     /// Where earlier contents wait for the history.
     aside: &'a Path,
     kept: usize,
+    /// Paths git obeys outside its directory (see [`git_obeyed`]).
+    obeyed: &'a [PathBuf],
     outcome: &'a mut Outcome,
 }
 
@@ -356,7 +387,7 @@ impl Apply<'_> {
                     Ok(names) => names
                         .flatten()
                         .map(|n| e.rel.join(n.file_name()))
-                        .filter(|rel| !entries.iter().any(|x| x.rel == *rel))
+                        .filter(|rel| entries.binary_search_by(|x| x.rel.cmp(rel)).is_err())
                         .collect(),
                     Err(err) => {
                         refused_whole.push((e.rel.clone(), format!("what it replaced cannot be listed: {err}")));
@@ -394,15 +425,20 @@ impl Apply<'_> {
         }
         // 2. Applied in that order; nothing beneath a path whose change
         //    failed or was refused.
-        let mut blocked: Vec<PathBuf> = Vec::new();
-        let mut kept: Vec<PathBuf> = Vec::new();
+        // Paths whose creation failed or was refused (nothing beneath them
+        // is applied); directories holding what was not deleted (they stay,
+        // silently: what stayed is listed); directories made only for what
+        // lies beneath them, not made until something there is applied.
+        let mut blocked: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        let mut kept: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        let mut deferred: std::collections::BTreeMap<PathBuf, (Planned, Change)> = std::collections::BTreeMap::new();
+        let parents: std::collections::HashSet<&Path> =
+            entries.iter().filter_map(|e| e.rel.parent()).filter(|p| !p.as_os_str().is_empty()).collect();
         for p in plan {
-            if p.what.is_some() && blocked.iter().any(|b| p.rel.starts_with(b) && p.rel != *b) {
+            if p.what.is_some() && p.rel.ancestors().skip(1).any(|a| blocked.contains(a)) {
                 continue;
             }
-            // A directory that keeps what was not deleted stays, silently
-            // (what stayed is listed).
-            if p.what.is_none() && kept.iter().any(|k| k.starts_with(&p.rel) && *k != p.rel) {
+            if p.what.is_none() && kept.contains(&p.rel) {
                 continue;
             }
             let before = p.lower.as_ref().filter(|m| m.is_file()).map(|m| m.len());
@@ -411,6 +447,18 @@ impl Apply<'_> {
                 _ => None,
             };
             let change = self.change(&p.rel, p.kind, before, after);
+            // A new directory with entries beneath it waits for one of them.
+            if p.kind == ChangeKind::Created
+                && matches!(p.what, Some(Step::Dir { .. }))
+                && p.verdict.is_ok()
+                && parents.contains(p.rel.as_path())
+            {
+                deferred.insert(p.rel.clone(), (p, change));
+                continue;
+            }
+            if p.what.is_some() && p.verdict.is_ok() && !self.make_deferred(&p.rel, &mut deferred, &mut blocked) {
+                continue;
+            }
             let done = match p.verdict.clone() {
                 Err(why) => Err(why),
                 Ok(()) => match p.what {
@@ -430,12 +478,43 @@ impl Apply<'_> {
                     // A deletion that did not happen keeps its parents; a
                     // creation that did not happen takes its children.
                     match p.what {
-                        None => kept.push(p.rel.clone()),
-                        Some(_) => blocked.push(p.rel.clone()),
+                        None => kept.extend(p.rel.ancestors().skip(1).map(Path::to_owned)),
+                        Some(_) => {
+                            blocked.insert(p.rel.clone());
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Makes the new directories above `rel` that waited for something
+    /// beneath them (parents first); false when one could not be made.
+    fn make_deferred(
+        &mut self,
+        rel: &Path,
+        deferred: &mut std::collections::BTreeMap<PathBuf, (Planned, Change)>,
+        blocked: &mut std::collections::HashSet<PathBuf>,
+    ) -> bool {
+        let mut above: Vec<PathBuf> =
+            rel.ancestors().skip(1).filter(|a| deferred.contains_key(*a)).map(Path::to_owned).collect();
+        above.reverse();
+        for a in above {
+            let Some((p, change)) = deferred.remove(&a) else { continue };
+            let Some(Step::Dir { mode }) = p.what else { continue };
+            match self.directory(&p, mode) {
+                Ok(kept) => {
+                    (self.record)(&change, kept);
+                    self.outcome.applied.push(change);
+                }
+                Err(why) => {
+                    self.refuse(change, why);
+                    blocked.insert(a);
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// What a change of the upper's entry is, and whether its bytes and
@@ -519,6 +598,13 @@ impl Apply<'_> {
     fn verdict(&self, rel: &Path, kind: ChangeKind) -> Result<(), String> {
         if let Some(why) = command_may_not_change(self.layer, rel, kind) {
             return Err(why);
+        }
+        let abs = self.layer.root.join(rel);
+        if let Some(p) = self.obeyed.iter().find(|p| abs.starts_with(p)) {
+            return Err(format!(
+                "protected (the repository's configuration has git run or read {} as its own)",
+                p.display()
+            ));
         }
         (self.judge)(&self.layer.root.join(rel), kind)
     }
@@ -775,13 +861,67 @@ pub fn command_may_not_change(layer: &agentd_sandbox::Layer, rel: &Path, kind: C
     if crate::permission::is_user_protected(&root.join(rel)) {
         return why("protected (the user's own configuration)");
     }
-    if crate::permission::is_protected_target(root, &root.join(rel)) {
+    if crate::permission::is_protected_target(root, &root.join(rel)) || links_here(root, &root.join(rel)) {
         return why("protected (a protected name links here)");
     }
     if crate::fs::in_state_dir(&root.join(rel)) {
         return why("agentd's state");
     }
     None
+}
+
+/// Whether `abs` is, or is inside, where a protected name at the root's top
+/// links to, read as written (the target need not exist: the command may
+/// be making it).
+fn links_here(root: &Path, abs: &Path) -> bool {
+    NEVER_CHANGED.iter().chain(&[".git"]).any(|name| {
+        let link = root.join(name);
+        std::fs::read_link(&link).is_ok_and(|target| abs.starts_with(crate::fs::normalize(&root.join(target))))
+    })
+}
+
+/// What the repositories of `roots` (their own, found as git finds them)
+/// obey outside their git directory, as configured now: the hook directory
+/// `core.hooksPath` names, the files their configuration includes
+/// (whatever the condition), where a `hooks` that is a link leads. A
+/// configuration the daemon cannot read refuses every change.
+pub fn git_obeyed<'a>(roots: impl Iterator<Item = &'a Path>) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for root in roots {
+        let Some(dir) = crate::permission::git_dir(root) else { continue };
+        let config = dir.join("config");
+        match crate::fs::read_regular(&config, 4 << 20) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(format!(
+                    "the repository's configuration {} cannot be read ({e}), so none of the command's changes were                      applied",
+                    config.display()
+                ));
+            }
+        }
+        let top = dir.parent().unwrap_or(&dir).to_owned();
+        for entry in crate::permission::git_config_entries(&config) {
+            let path = match entry.key.as_str() {
+                "core.hookspath" => match entry.value.strip_prefix("~/") {
+                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
+                    None => Some(top.join(&entry.value)),
+                },
+                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
+                    crate::permission::git_config_path(&entry.value, &entry.file)
+                }
+                _ => None,
+            };
+            out.extend(path.map(|p| crate::fs::normalize(&p)));
+            if entry.file != config {
+                out.push(crate::fs::normalize(&entry.file));
+            }
+        }
+        if let Ok(target) = std::fs::read_link(dir.join("hooks")) {
+            out.push(crate::fs::normalize(&dir.join(target)));
+        }
+    }
+    Ok(out)
 }
 
 /// What git takes for a repository: `HEAD`, `objects/` and `refs/`.
@@ -808,7 +948,11 @@ fn git_change_refused(
     inside: &[&OsStr],
     kind: ChangeKind,
 ) -> Option<String> {
-    let first = inside.first()?;
+    let Some(first) = inside.first() else {
+        // The git directory itself: made (`git init`), or removed; its mode
+        // is the user's (000 would hide it from everyone's checks).
+        return (kind == ChangeKind::Mode).then(|| "protected (a git directory's mode)".to_owned());
+    };
     // Bookkeeping: refs, logs and objects are data git reads, never runs.
     if [OsStr::new("refs"), OsStr::new("logs"), OsStr::new("objects")].contains(first) {
         return None;
@@ -817,10 +961,10 @@ fn git_change_refused(
     let rel: PathBuf = git.iter().chain(inside.iter().copied()).collect();
     if let Some(h) = inside.iter().position(|n| n.eq_ignore_ascii_case("hooks")) {
         let hook = "protected (a git hook runs at the next git command)".to_owned();
-        // The hooks directory itself, made by `git init` (a deletion takes
-        // its hooks with it, and those are judged one by one).
+        // The hooks directory itself may be made (`git init`), nothing
+        // else.
         if h + 1 == inside.len() {
-            return (kind == ChangeKind::Mode).then_some(hook);
+            return (kind != ChangeKind::Created).then_some(hook);
         }
         // `git init` writes examples git never runs.
         if kind == ChangeKind::Created && last.as_bytes().ends_with(b".sample") {
