@@ -536,6 +536,7 @@ mod tests {
             network: None,
             structured_content: None,
             changes: Vec::new(),
+            changes_omitted: None,
         };
         for i in 0..100 {
             log.push(big(i));

@@ -203,8 +203,12 @@ pub struct ToolCallResult {
     /// applies, and only on a result that is not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<serde_json::Value>,
-    /// What the call changed in the workspace (Write, Edit, NotebookEdit),
-    /// in the order it changed it.
+    /// What the call changed in the workspace (Write, Edit, NotebookEdit,
+    /// and a foreground Bash command behind its layer), in the order it
+    /// changed it: the first 1,000 (`turn/diff` has all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<crate::changes::FileChange>,
+    /// How many more changes the call made than `changes` lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_omitted: Option<u64>,
 }

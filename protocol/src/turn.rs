@@ -184,9 +184,13 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         structured_content: Option<serde_json::Value>,
         /// What the call changed in the workspace (Write, Edit,
-        /// NotebookEdit), in the order it changed it.
+        /// NotebookEdit, and a foreground Bash command behind its layer), in
+        /// the order it changed it: the first 1,000 (`turn/diff` has all).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changes: Vec<crate::changes::FileChange>,
+        /// How many more changes the call made than `changes` lists.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        changes_omitted: Option<u64>,
     },
     /// A call needs the user's approval before it runs. Answer with
     /// `permission/respond`; until then the call waits (calls behind an

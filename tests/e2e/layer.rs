@@ -299,3 +299,145 @@ fn a_commands_turn_is_diffed_and_rewound_across_a_restart() {
     assert!(!ws.join("new.txt").exists());
     assert_eq!(std::fs::read_to_string(ws.join("del.txt")).unwrap(), "keep me\n");
 }
+
+/// The attack review of the layer (each a way a refused change reached
+/// the workspace and ran code at the user's next git command): a new
+/// `commondir` in an existing repository; a new repository whose `hooks`
+/// is a link; `HEAD` made a link to hide a git directory; a directory made
+/// a repository over two calls; a new repository's configuration with a
+/// key the old check missed, or past its read limit; a workspace that is
+/// a bare repository; a rewind through a directory swapped for a link.
+#[test]
+fn the_layer_attack_reviews_findings_stay_closed() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let top = std::fs::canonicalize(d.dir.path()).unwrap();
+    let pwned = top.join("pwned");
+    std::fs::create_dir(&pwned).unwrap();
+    let call = |ws: &Path, command: &str| -> String {
+        let (_, out, err) = agentd_tests::agentctl(
+            &d.socket,
+            &[
+                "call",
+                "Bash",
+                "--arg",
+                &format!("command={command}"),
+                "--mode",
+                "bypass",
+                "--cwd",
+                ws.to_str().unwrap(),
+            ],
+        );
+        format!("{out}{err}")
+    };
+    let user_git = |dir: &Path, args: &[&str]| {
+        let _ = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_PAGER", "cat")
+            .output();
+    };
+    let new_ws = |name: &str| {
+        let ws = top.join(name);
+        std::fs::create_dir_all(&ws).unwrap();
+        ws
+    };
+    let mark = |n: &str| pwned.join(n).display().to_string();
+    let hook = |n: &str| format!("printf '#!/bin/sh\\ntouch {}\\n'", mark(n));
+    let mut said = Vec::new();
+    // 1. commondir in an existing repository.
+    let w1 = new_ws("w1");
+    git(&w1, &["init", "-q"]);
+    git(&w1, &["commit", "-q", "--allow-empty", "-m", "i"]);
+    said.push(call(
+        &w1,
+        &format!(
+            "mkdir evil && cp -r .git/objects .git/refs evil/ && printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' \
+             > evil/config && echo ../evil > .git/commondir",
+            mark("1")
+        ),
+    ));
+    user_git(&w1, &["status"]);
+    // 2. a new repository whose hooks directory is a link.
+    let w2 = new_ws("w2");
+    said.push(call(
+        &w2,
+        &format!(
+            "git init -q sub && mkdir s && rm -rf sub/.git/hooks && ln -s ../../s sub/.git/hooks && {} > s/pre-commit \
+             && chmod +x s/pre-commit",
+            hook("2")
+        ),
+    ));
+    user_git(&w2.join("sub"), &["commit", "-q", "--allow-empty", "-m", "x"]);
+    // 3. HEAD made a link in an existing separate git directory.
+    let w3 = new_ws("w3");
+    git(&w3, &["init", "-q", "--separate-git-dir", w3.join("p.git").to_str().unwrap(), "p"]);
+    said.push(call(
+        &w3,
+        &format!(
+            "cd p.git && rm HEAD && ln -s refs/heads/main HEAD && {} > hooks/pre-commit && chmod +x hooks/pre-commit",
+            hook("3")
+        ),
+    ));
+    user_git(&w3.join("p"), &["commit", "-q", "--allow-empty", "-m", "x"]);
+    // 4. a directory made a repository over two calls.
+    let w4 = new_ws("w4");
+    said.push(call(
+        &w4,
+        &format!("mkdir -p t/hooks && {} > t/hooks/pre-commit && chmod +x t/hooks/pre-commit", hook("4")),
+    ));
+    said.push(call(
+        &w4,
+        "mkdir -p t/objects t/refs/heads s && echo 'ref: refs/heads/main' > t/HEAD && echo 'gitdir: ../t' > s/.git",
+    ));
+    user_git(&w4.join("s"), &["commit", "-q", "--allow-empty", "-m", "x"]);
+    // 5. a new repository's configuration: a key the old check missed; a
+    //    configuration past its read limit.
+    let w5 = new_ws("w5");
+    said.push(call(
+        &w5,
+        &format!(
+            "git init -q r && printf '[remote \"o\"]\\n\\turl = {}\\n\\tuploadpack = \"touch {}; git-upload-pack\"\\n' >> \
+             r/.git/config",
+            w5.join("r").display(),
+            mark("5a")
+        ),
+    ));
+    user_git(&w5.join("r"), &["fetch", "-q", "o"]);
+    said.push(call(
+        &w5,
+        &format!(
+            "git init -q big && head -c 4300000 /dev/zero | tr '\\0' '#' | fold -w 100 >> big/.git/config && printf \
+             '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' >> big/.git/config",
+            mark("5b")
+        ),
+    ));
+    user_git(&w5.join("big"), &["status"]);
+    // 6. the workspace is a bare repository.
+    let w6 = top.join("w6.git");
+    git(&top, &["init", "-q", "--bare", w6.to_str().unwrap()]);
+    said.push(call(&w6, "printf '#!/bin/sh\\n' > hooks/pre-receive && chmod +x hooks/pre-receive && echo '[core] fsmonitor = x' >> config"));
+    assert!(!w6.join("hooks/pre-receive").exists(), "{said:?}");
+    assert!(!std::fs::read_to_string(w6.join("config")).unwrap().contains("fsmonitor"), "{said:?}");
+    let ran: Vec<_> = std::fs::read_dir(&pwned).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(ran.is_empty(), "planted code ran: {ran:?}\n{}", said.join("\n"));
+    // (The first of the two calls of 4 plants in a plain directory: no
+    // repository yet, nothing to refuse.)
+    for (i, out) in said.iter().enumerate().filter(|(i, _)| *i != 3) {
+        assert!(out.contains("[not applied:"), "{i}: {out}");
+    }
+    // 8. A rewind through a directory swapped for a link since (a
+    //    background job writes through): refused, not written into hooks.
+    let w8 = new_ws("w8");
+    git(&w8, &["init", "-q"]);
+    rt().block_on(async {
+        let mut s = session(&d, &w8, "bypass", json!({})).await;
+        run(&mut s, &format!("mkdir d && {} > d/pre-commit && chmod +x d/pre-commit", hook("8"))).await;
+        let (turn, _) = run(&mut s, "rm d/pre-commit").await;
+        std::fs::remove_dir(w8.join("d")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", w8.join("d")).unwrap();
+        let r = s.c.ok("turn/rewind", json!({ "session_id": s.id, "turn_id": turn })).await;
+        assert!(!w8.join(".git/hooks/pre-commit").exists(), "{r}");
+        assert_eq!(r["restored"].as_array().map(Vec::len), Some(0), "{r}");
+    });
+}

@@ -97,6 +97,7 @@ impl SessionExecutor {
             network: None,
             structured_content: None,
             changes: Vec::new(),
+            changes_omitted: None,
         }))
     }
 

@@ -129,7 +129,10 @@ impl SessionExecutor {
         // record is saved again.
         let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
         let slot = &mut inner.slots[i];
-        let changes = self.services.history.changes_of(&slot.turn_id, &slot.tool_use_id);
+        let mut changes = self.services.history.changes_of(&slot.turn_id, &slot.tool_use_id);
+        // A result stays small: the first changes, and how many more.
+        let changes_omitted = (changes.len() > RESULT_CHANGES).then(|| (changes.len() - RESULT_CHANGES) as u64);
+        changes.truncate(RESULT_CHANGES);
         slot.prepared = None;
         slot.token = None;
         slot.live.store(false, Ordering::Relaxed);
@@ -144,6 +147,7 @@ impl SessionExecutor {
             network: slot.network,
             structured_content: outcome.structured.clone(),
             changes: changes.clone(),
+            changes_omitted,
         });
         if let Some(worktree) = worktree_changed {
             self.events.push(EventKind::WorktreeChanged {
@@ -159,12 +163,20 @@ impl SessionExecutor {
                 tasks,
             });
         }
-        answer_waiter(slot, outcome, changes);
+        answer_waiter(slot, outcome, changes, changes_omitted);
     }
 }
 
 /// A `tool/call` waiting for the call's result gets it.
-fn answer_waiter(slot: &mut Slot, outcome: CallOutcome, changes: Vec<agentd_protocol::changes::FileChange>) {
+/// The most changes a result lists.
+const RESULT_CHANGES: usize = 1_000;
+
+fn answer_waiter(
+    slot: &mut Slot,
+    outcome: CallOutcome,
+    changes: Vec<agentd_protocol::changes::FileChange>,
+    changes_omitted: Option<u64>,
+) {
     if let Some(waiter) = slot.waiter.take() {
         let _ = waiter.send(ToolCallResult {
             name: slot.name.clone(),
@@ -176,6 +188,7 @@ fn answer_waiter(slot: &mut Slot, outcome: CallOutcome, changes: Vec<agentd_prot
             network: slot.network,
             structured_content: outcome.structured,
             changes,
+            changes_omitted,
         });
     }
 }

@@ -291,22 +291,32 @@ const GIT_CODE_KEYS: &[&str] = &[
     "cmd",
     "tool",
     "driver",
+    "uploadpack",
+    "receivepack",
+    "gitproxy",
+    "difffilter",
+    "alternaterefscommand",
 ];
 
 /// The first line of a git configuration's `text` that makes git run a
 /// program of the configuration's choosing (see [`git_config_runs_code`]).
 pub fn config_text_runs_code(text: &str) -> Option<String> {
+    // `[pager] status = …`: every key of the section names a program.
+    let mut pager = false;
     for raw in text.lines() {
         let mut line = raw.trim().to_ascii_lowercase();
         if line.starts_with('[') {
             if line.starts_with("[include") || line.starts_with("[filter") || line.starts_with("[alias") {
                 return Some(raw.trim().to_owned());
             }
+            pager = line.starts_with("[pager");
             // `[core] fsmonitor = …` on one line; the header ends at the
-            // first `]` outside quotes (`[diff "a]b"]`).
-            let mut quoted = false;
+            // first `]` outside quotes (`[diff "a]b"]`, `[diff "x\"]y"]`).
+            let (mut quoted, mut escaped) = (false, false);
             let end = line.char_indices().find(|&(_, c)| {
-                if c == '"' {
+                let was_escaped = escaped;
+                escaped = c == '\\' && !escaped;
+                if c == '"' && !was_escaped {
                     quoted = !quoted;
                 }
                 c == ']' && !quoted
@@ -314,7 +324,11 @@ pub fn config_text_runs_code(text: &str) -> Option<String> {
             line = end.map(|(i, _)| line[i + 1..].trim().to_owned()).unwrap_or_default();
         }
         let key = line.split('=').next().unwrap_or("").trim();
-        if line.contains('=') && GIT_CODE_KEYS.contains(&key) {
+        if !key.is_empty() && !key.starts_with(['#', ';']) && pager {
+            return Some(format!("pager.{key}"));
+        }
+        let named = GIT_CODE_KEYS.contains(&key) || key.ends_with("cmd") || key.ends_with("command");
+        if line.contains('=') && named {
             return Some(key.to_owned());
         }
     }

@@ -131,6 +131,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
             network: None,
             structured_content: None,
             changes: Vec::new(),
+            changes_omitted: None,
         });
     }
     for turn_id in turns {

@@ -58,6 +58,9 @@ pub const MAX_TURNS: usize = 20;
 pub const MAX_TOTAL_BYTES: u64 = 512 * 1024 * 1024;
 /// The largest file whose earlier content is kept.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// Changes kept, all turns together (a command that makes a million files
+/// must not make the history's index a million entries long).
+pub const MAX_ENTRIES: usize = 100_000;
 
 /// The bounds of one session's history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +200,13 @@ impl Entry {
 struct Turn {
     turn_id: String,
     entries: Vec<Entry>,
+    /// Changes of the turn not kept: past the session's bound on entries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What `index.json` holds.
@@ -403,6 +413,101 @@ impl History {
         self.push(turn_id, entry)
     }
 
+    /// Records many changes of one call at once (what a command's layer
+    /// applied), as [`History::record`] does each, saving the index once.
+    /// Past [`MAX_ENTRIES`] older turns go whole; what still does not fit
+    /// is counted as omitted, and a rewind of the turn says so.
+    pub fn record_all(&self, turn_id: &str, tool_use_id: &str, items: Vec<(Change<'_>, Before)>) -> Vec<FileChange> {
+        let mut entries = Vec::with_capacity(items.len());
+        for (change, before) in items {
+            let kept = match before {
+                Before::Absent => Kept::Absent,
+                Before::Directory => Kept::Directory,
+                Before::NotRewindable(reason) => Kept::Lost { reason, size: None },
+                Before::Content(from) => self.link_blob(&from).unwrap_or_else(|e| Kept::Lost {
+                    reason: format!("its earlier content could not be kept: {e}"),
+                    size: None,
+                }),
+            };
+            entries.push(Entry {
+                tool_use_id: tool_use_id.to_owned(),
+                root: change.root.to_owned(),
+                path: change.path.to_owned(),
+                kind: change.kind,
+                from: change.from.map(Path::to_owned),
+                before: kept,
+                after: state_at(change.path, self.bounds.file_bytes),
+            });
+        }
+        let mut index = self.lock();
+        let mut dropped = Vec::new();
+        if !index.turns.iter().any(|t| t.turn_id == turn_id) {
+            while index.turns.len() >= self.bounds.turns.max(1) {
+                dropped.push(index.turns.remove(0));
+            }
+            index.turns.push(Turn { turn_id: turn_id.to_owned(), entries: Vec::new(), omitted: 0 });
+        }
+        let mut bytes = kept_bytes(&index);
+        let mut count: usize = index.turns.iter().map(|t| t.entries.len()).sum();
+        let mut changes = Vec::with_capacity(entries.len());
+        let mut omitted = 0u64;
+        for mut entry in entries {
+            let size = match &entry.before {
+                Kept::File { size, .. } => *size,
+                _ => 0,
+            };
+            // Room: older turns go whole.
+            while (bytes + size > self.bounds.total_bytes || count >= MAX_ENTRIES) && index.turns.len() > 1 {
+                let oldest = if index.turns[0].turn_id == turn_id { 1 } else { 0 };
+                let turn = index.turns.remove(oldest);
+                bytes -= turn
+                    .entries
+                    .iter()
+                    .map(|e| match &e.before {
+                        Kept::File { size, .. } => *size,
+                        _ => 0,
+                    })
+                    .sum::<u64>();
+                count -= turn.entries.len();
+                dropped.push(turn);
+            }
+            if count >= MAX_ENTRIES {
+                if let Kept::File { blob, .. } = &entry.before {
+                    let _ = std::fs::remove_file(self.blobs().join(blob));
+                }
+                omitted += 1;
+                continue;
+            }
+            if bytes + size > self.bounds.total_bytes {
+                if let Kept::File { blob, .. } = &entry.before {
+                    let _ = std::fs::remove_file(self.blobs().join(blob));
+                }
+                entry.before = Kept::Lost {
+                    reason: format!("the session's history is full ({} bytes)", self.bounds.total_bytes),
+                    size: Some(size),
+                };
+            } else {
+                bytes += size;
+            }
+            count += 1;
+            changes.push(entry.change());
+            if let Some(turn) = index.turns.iter_mut().find(|t| t.turn_id == turn_id) {
+                turn.entries.push(entry);
+            }
+        }
+        if let Some(turn) = index.turns.iter_mut().find(|t| t.turn_id == turn_id) {
+            turn.omitted += omitted;
+        }
+        if let Err(e) = self.save(&index) {
+            tracing::warn!("the session's history could not be saved: {e}");
+        }
+        drop(index);
+        for turn in dropped {
+            self.forget(&turn.entries);
+        }
+        changes
+    }
+
     /// Adds `entry` to `turn_id`'s (a new turn drops the oldest beyond the
     /// bound), makes room for its blob, and saves the index.
     fn push(&self, turn_id: &str, mut entry: Entry) -> Result<FileChange, HistoryError> {
@@ -412,7 +517,7 @@ impl History {
             while index.turns.len() >= self.bounds.turns.max(1) {
                 dropped.push(index.turns.remove(0));
             }
-            index.turns.push(Turn { turn_id: turn_id.to_owned(), entries: Vec::new() });
+            index.turns.push(Turn { turn_id: turn_id.to_owned(), entries: Vec::new(), omitted: 0 });
         }
         let size = match &entry.before {
             Kept::File { size, .. } => *size,

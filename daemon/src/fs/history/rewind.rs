@@ -112,6 +112,18 @@ impl History {
             chosen.extend((from..turn.entries.len()).map(|i| (t, i)));
         }
         let mut result = TurnRewindResult::default();
+        for turn in index.turns.iter().skip(start.0).filter(|t| t.omitted > 0) {
+            let root = turn.entries.first().map(|e| e.root.display().to_string()).unwrap_or_default();
+            result.not_rewindable.push(RewindSkipped {
+                path: root,
+                reason: format!(
+                    "turn {} made {} more changes than the history keeps ({} entries): those are not rewound",
+                    turn.turn_id,
+                    turn.omitted,
+                    super::MAX_ENTRIES
+                ),
+            });
+        }
         // What each path is once the undone entries so far are undone.
         let mut now: HashMap<PathBuf, State> = HashMap::new();
         let mut leaving: Vec<At> = Vec::new();
@@ -178,6 +190,15 @@ impl History {
     /// Puts back what the entry's path was before it (`current`: what it is).
     fn undo(&self, entry: &Entry, current: State) -> Result<(), String> {
         let rel = entry.path.strip_prefix(&entry.root).map_err(|_| "not inside its workspace".to_owned())?;
+        // The path as recorded, never another a link now leads to (a
+        // directory swapped for a link to `.git/hooks` since).
+        let mut step = entry.root.clone();
+        for c in rel.parent().unwrap_or(Path::new("")).components() {
+            step.push(c);
+            if std::fs::symlink_metadata(&step).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(format!("{} is a link now; the change is not restored through it", step.display()));
+            }
+        }
         let ws = crate::fs::WsPath { root: entry.root.clone(), rel: rel.to_owned() };
         let remove = |what| {
             if crate::fs::remove_no_links(&entry.path, what) {
@@ -198,7 +219,9 @@ impl History {
             }
             (Kept::File { blob, mode, .. }, _) => {
                 let bytes = std::fs::read(self.blobs().join(blob)).map_err(|e| format!("its earlier content: {e}"))?;
-                crate::fs::write_atomic_guarded(&ws, &bytes, None, &self.records).map_err(|e| e.to_string())?;
+                let elsewhere = |_: &Path, real: &Path| real != entry.path;
+                crate::fs::write_atomic_guarded(&ws, &bytes, Some(&elsewhere), &self.records)
+                    .map_err(|e| e.to_string())?;
                 super::set_mode(&ws, *mode)
             }
             (Kept::Lost { reason, .. }, _) => Err(reason.clone()),

@@ -152,13 +152,16 @@ pub(super) fn finish(
             _ => Ok(()),
         }
     };
-    let record = |change: &crate::sandbox::layer::Change, before: crate::fs::history::Before| {
+    let record = |done: Vec<(crate::sandbox::layer::Change, crate::fs::history::Before)>| {
         let Some(r) = &recorder else { return };
-        let change =
-            crate::fs::history::Change { root: &change.root, path: &change.path, kind: change.kind, from: None };
-        if let Err(e) = r.history.record(&r.turn_id, &r.tool_use_id, change, before) {
-            tracing::warn!("a command's change could not be recorded for rewind: {e}");
-        }
+        let items = done
+            .iter()
+            .map(|(c, before)| {
+                let change = crate::fs::history::Change { root: &c.root, path: &c.path, kind: c.kind, from: None };
+                (change, before.clone())
+            })
+            .collect();
+        r.history.record_all(&r.turn_id, &r.tool_use_id, items);
     };
     Effects::from(layers.finish(&judge, &record))
 }

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 
+mod judge;
+pub use judge::{NEVER_CHANGED, git_obeyed};
+
 /// The most a call may write to its layer (bytes of files): a call over
 /// it applies nothing.
 pub const MAX_LAYER_BYTES: u64 = 4 << 30;
@@ -79,10 +82,10 @@ pub struct Outcome {
 /// refuses it (an Edit deny rule); the protected names are judged here.
 pub type Judge<'a> = &'a (dyn Fn(&Path, ChangeKind) -> Result<(), String> + Sync);
 
-/// Told of each change once it is applied, with what the path was before
-/// (an earlier file's content kept aside in the layer's directory until
-/// the call's layers are removed): the turn history keeps it to rewind.
-pub type Recorder<'a> = &'a (dyn Fn(&Change, crate::fs::history::Before) + Sync);
+/// Told, once, of every change applied, each with what its path was
+/// before (an earlier file's content kept aside in the layer's directory,
+/// which is removed after): the turn history keeps them to rewind.
+pub type Recorder<'a> = &'a (dyn Fn(Vec<(Change, crate::fs::history::Before)>) + Sync);
 
 /// The layers of one call: made before it starts, finished after it ends.
 #[derive(Debug)]
@@ -179,10 +182,14 @@ impl CallLayers {
                     record,
                     aside: &aside,
                     kept: 0,
+                    done: Vec::new(),
                     obeyed: &obeyed,
+                    judgement: judge::Judgement::new(layer),
                     outcome: &mut outcome,
                 };
                 apply.run(entries);
+                let done = std::mem::take(&mut apply.done);
+                (apply.record)(done);
             }
             // A directory made for what was applied beneath it goes without
             // saying.
@@ -345,8 +352,12 @@ struct Apply<'a> {
     /// Where earlier contents wait for the history.
     aside: &'a Path,
     kept: usize,
+    /// What was applied, with what it was before, for the history.
+    done: Vec<(Change, crate::fs::history::Before)>,
     /// Paths git obeys outside its directory (see [`git_obeyed`]).
     obeyed: &'a [PathBuf],
+    /// The protected names and git directories, as the command left them.
+    judgement: judge::Judgement<'a>,
     outcome: &'a mut Outcome,
 }
 
@@ -380,13 +391,13 @@ impl Apply<'_> {
         let mut plan: Vec<Planned> = Vec::new();
         let mut refused_whole: Vec<(PathBuf, String)> = Vec::new();
         for e in entries {
-            let lower = std::fs::symlink_metadata(root.join(&e.rel));
+            let lower = lower_meta(&root, &e.rel).ok_or(());
             let replaced = match (&e.what, &lower) {
                 (What::Whiteout, Ok(_)) => vec![e.rel.clone()],
-                (What::Dir { opaque: true, .. }, Ok(m)) if m.is_dir() => match std::fs::read_dir(root.join(&e.rel)) {
+                (What::Dir { opaque: true, .. }, Ok(m)) if m.is_dir() => match read_dir_beneath(&root, &e.rel) {
                     Ok(names) => names
-                        .flatten()
-                        .map(|n| e.rel.join(n.file_name()))
+                        .into_iter()
+                        .map(|n| e.rel.join(n))
                         .filter(|rel| entries.binary_search_by(|x| x.rel.cmp(rel)).is_err())
                         .collect(),
                     Err(err) => {
@@ -414,7 +425,7 @@ impl Apply<'_> {
                     continue;
                 }
             };
-            let lower = std::fs::symlink_metadata(root.join(&e.rel)).ok();
+            let lower = lower_meta(&root, &e.rel);
             let Some((kind, same)) = self.kind_of(&e.rel, step, lower.as_ref()) else { continue };
             let verdict = self.verdict(&e.rel, kind);
             plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict, same });
@@ -470,7 +481,7 @@ impl Apply<'_> {
             match done {
                 Ok(_) if p.same => {}
                 Ok(kept) => {
-                    (self.record)(&change, kept);
+                    self.done.push((change.clone(), kept));
                     self.outcome.applied.push(change)
                 }
                 Err(why) => {
@@ -504,7 +515,7 @@ impl Apply<'_> {
             let Some(Step::Dir { mode }) = p.what else { continue };
             match self.directory(&p, mode) {
                 Ok(kept) => {
-                    (self.record)(&change, kept);
+                    self.done.push((change.clone(), kept));
                     self.outcome.applied.push(change);
                 }
                 Err(why) => {
@@ -524,7 +535,8 @@ impl Apply<'_> {
         if let (Step::File { len, mode }, Some(m)) = (step, lower)
             && m.is_file()
         {
-            let same = m.len() == len && same_content(&self.layer.root.join(rel), &self.layer.upper.join(rel));
+            let same = m.len() == len
+                && beneath(&self.layer.root, rel, |r| same_content(r, &self.layer.upper.join(rel))).unwrap_or(false);
             let same_mode = m.mode() & 0o7777 == mode;
             return Some(if same && !same_mode {
                 (ChangeKind::Mode, false)
@@ -552,12 +564,10 @@ impl Apply<'_> {
     /// Plans the deletion of the root's `rel` and of everything beneath it
     /// (children first).
     fn expand_deletion(&self, rel: &Path, plan: &mut Vec<Planned>, refused: &mut Vec<(PathBuf, String)>) {
-        let abs = self.layer.root.join(rel);
-        let Ok(meta) = std::fs::symlink_metadata(&abs) else { return };
+        let Some(meta) = lower_meta(&self.layer.root, rel) else { return };
         if meta.is_dir() {
-            match std::fs::read_dir(&abs) {
-                Ok(names) => {
-                    let mut names: Vec<_> = names.flatten().map(|n| n.file_name()).collect();
+            match read_dir_beneath(&self.layer.root, rel) {
+                Ok(mut names) => {
                     names.sort();
                     for name in names {
                         self.expand_deletion(&rel.join(name), plan, refused);
@@ -596,7 +606,7 @@ impl Apply<'_> {
 
     /// Why a change of `rel` may not be applied, if it may not.
     fn verdict(&self, rel: &Path, kind: ChangeKind) -> Result<(), String> {
-        if let Some(why) = command_may_not_change(self.layer, rel, kind) {
+        if let Some(why) = self.judgement.refuses(rel, kind) {
             return Err(why);
         }
         let abs = self.layer.root.join(rel);
@@ -645,17 +655,18 @@ impl Apply<'_> {
         });
         match linked {
             Ok(()) => Before::Content(to),
-            Err(_) => match std::fs::copy(self.layer.root.join(rel), &to) {
-                Ok(_) => Before::Content(to),
-                Err(e) => Before::NotRewindable(format!("its earlier content could not be kept: {e}")),
+            Err(_) => match beneath(&self.layer.root, rel, |from| std::fs::copy(from, &to)) {
+                Some(Ok(_)) => Before::Content(to),
+                Some(Err(e)) => Before::NotRewindable(format!("its earlier content could not be kept: {e}")),
+                None => Before::NotRewindable("its earlier content could not be kept".into()),
             },
         }
     }
 
     /// Removes the root's entry (its contents went before it).
     fn delete(&mut self, p: &Planned) -> Result<crate::fs::history::Before, String> {
-        let abs = self.layer.root.join(&p.rel);
-        let now = std::fs::symlink_metadata(&abs);
+        let now =
+            lower_meta(&self.layer.root, &p.rel).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound));
         // A directory's own change time moves with its entries (ours
         // included): only files are checked for a conflict.
         if !now.as_ref().is_ok_and(|m| m.is_dir()) {
@@ -675,7 +686,7 @@ impl Apply<'_> {
         if mode & 0o6000 != 0 {
             return Err("a setuid or setgid directory: not applied".into());
         }
-        let exists = std::fs::symlink_metadata(self.layer.root.join(&p.rel)).is_ok_and(|m| m.is_dir());
+        let exists = lower_meta(&self.layer.root, &p.rel).is_some_and(|m| m.is_dir());
         let (dir, name) = parent_beneath(&self.layer.root, &p.rel)?;
         let mode = Mode::from_bits_truncate(mode);
         let chmod =
@@ -700,7 +711,8 @@ impl Apply<'_> {
             Ok(Some(name)) => return Err(format!("carries the extended attribute {name}: not applied")),
             Err(e) => return Err(format!("cannot be examined: {e}")),
         }
-        let now = std::fs::symlink_metadata(&abs);
+        let now =
+            lower_meta(&self.layer.root, &p.rel).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound));
         let existing = now.as_ref().ok().filter(|m| !m.is_dir()).cloned();
         if existing.is_some() {
             self.conflict(&now)?;
@@ -759,6 +771,40 @@ fn copy_in(from: &Path, dir: std::os::fd::BorrowedFd, name: &OsStr, new: bool) -
     })
 }
 
+/// The root's entry `rel` (not followed), reached through no link: a
+/// directory a background job swapped for a link cannot make the daemon
+/// look outside the workspace. `None` when absent or unreachable.
+pub(crate) fn lower_meta(root: &Path, rel: &Path) -> Option<std::fs::Metadata> {
+    if rel.as_os_str().is_empty() {
+        return std::fs::symlink_metadata(root).ok();
+    }
+    beneath(root, rel, |p| std::fs::symlink_metadata(p).ok()).flatten()
+}
+
+/// Runs `f` with a path that names the root's entry `rel` through its
+/// parent, opened beneath the root with no link followed
+/// (`/proc/self/fd/N/name`, valid while `f` runs).
+fn beneath<T>(root: &Path, rel: &Path, f: impl FnOnce(&Path) -> T) -> Option<T> {
+    use std::os::fd::AsRawFd;
+    let (dir, name) = parent_beneath(root, rel).ok()?;
+    let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let out = f(&path);
+    drop(dir);
+    Some(out)
+}
+
+/// Lists the root's directory `rel`, reached through no link.
+fn read_dir_beneath(root: &Path, rel: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    beneath(root, rel, |path| {
+        let meta = std::fs::symlink_metadata(path)?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other("not a directory"));
+        }
+        std::fs::read_dir(path)?.map(|e| e.map(|e| e.file_name())).collect()
+    })
+    .unwrap_or_else(|| Err(std::io::Error::other("reached through a link")))
+}
+
 /// The directory holding `rel` beneath `root`, opened without following
 /// any link (a directory swapped for a link since cannot carry a change
 /// elsewhere), and `rel`'s last name.
@@ -784,7 +830,17 @@ fn parent_beneath<'a>(root: &Path, rel: &'a Path) -> Result<(OwnedFd, &'a OsStr)
 /// Whether two files hold the same bytes.
 fn same_content(a: &Path, b: &Path) -> bool {
     use std::io::Read;
-    let (Ok(mut a), Ok(mut b)) = (std::fs::File::open(a), std::fs::File::open(b)) else { return false };
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never waiting on a FIFO swapped in meanwhile, never following a link.
+    let open = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+            .open(p)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+    };
+    let (Some(mut a), Some(mut b)) = (open(a), open(b)) else { return false };
     let (mut x, mut y) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
     loop {
         let Ok(n) = a.read(&mut x) else { return false };
@@ -794,224 +850,6 @@ fn same_content(a: &Path, b: &Path) -> bool {
         if b.read_exact(&mut y[..n]).is_err() || x[..n] != y[..n] {
             return false;
         }
-    }
-}
-
-/// A path's metadata in the call's merged view: the upper's entry, else
-/// the lower's (`None`: absent, or deleted by the command).
-fn merged_meta(layer: &agentd_sandbox::Layer, rel: &Path) -> Option<std::fs::Metadata> {
-    match std::fs::symlink_metadata(layer.upper.join(rel)) {
-        Ok(m) if m.file_type().is_char_device() && m.rdev() == 0 => return None,
-        Ok(m) => return Some(m),
-        Err(_) => {}
-    }
-    // Beneath a deletion, a file or a directory the command replaced, the
-    // lower is gone.
-    let mut above: Vec<&Path> = rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
-    above.reverse();
-    for a in above {
-        match std::fs::symlink_metadata(layer.upper.join(a)) {
-            Err(_) => break,
-            Ok(m) if !m.is_dir() => return None,
-            Ok(_) if xattr(&layer.upper.join(a), "user.overlay.opaque").ok().flatten().as_deref() == Some(b"y") => {
-                return None;
-            }
-            Ok(_) => {}
-        }
-    }
-    std::fs::symlink_metadata(layer.root.join(rel)).ok()
-}
-
-/// Names of files and directories a command's change never reaches, at
-/// any depth and in any case: what configures agentd or Claude Code, MCP
-/// servers, an editor's tasks, what git clones.
-const NEVER_CHANGED: &[&str] = &[".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
-
-/// Why a command may not make this change at `rel` of `layer`'s root, if
-/// it may not: a protected name at any depth (see [`NEVER_CHANGED`]); in
-/// any git directory (a `.git`, or what git takes for one: `HEAD`,
-/// `objects/` and `refs/`), its hooks, and its `config`,
-/// `config.worktree`, `commondir`, `gitdir` and `info/` unless the command
-/// made them new (a `git init`, a clone, a worktree) with nothing in a
-/// configuration that runs a program; a `.git` file that sends git
-/// elsewhere than inside the root. Git's own bookkeeping (index, refs,
-/// logs, objects, packed-refs) changes as any file does. Paths are looked
-/// up as the command left them (the upper directory over the root).
-pub fn command_may_not_change(layer: &agentd_sandbox::Layer, rel: &Path, kind: ChangeKind) -> Option<String> {
-    let root = &layer.root;
-    let names: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
-    let why = |what: &str| Some(what.to_owned());
-    if let Some(n) = names.iter().find(|n| NEVER_CHANGED.iter().any(|p| n.eq_ignore_ascii_case(p))) {
-        return why(&format!("protected ({} configures agentd or runs code later)", n.to_string_lossy()));
-    }
-    // The deepest git directory above the path (or the path itself).
-    let git_dir = (0..names.len()).rev().find(|&i| {
-        let dir: PathBuf = names[..=i].iter().collect();
-        (names[i].eq_ignore_ascii_case(".git") && merged_meta(layer, &dir).is_some_and(|m| m.is_dir()))
-            || looks_like_git_dir(layer, &dir)
-    });
-    if let Some(i) = git_dir {
-        let git: PathBuf = names[..=i].iter().collect();
-        return git_change_refused(layer, &git, &names[i + 1..], kind).and_then(|w| why(&w));
-    }
-    // A `.git` file: where git goes for this directory's repository.
-    if names.last().is_some_and(|n| n.eq_ignore_ascii_case(".git")) && kind != ChangeKind::Deleted {
-        return gitfile_refused(layer, rel).and_then(|w| why(&w));
-    }
-    if crate::permission::is_user_protected(&root.join(rel)) {
-        return why("protected (the user's own configuration)");
-    }
-    if crate::permission::is_protected_target(root, &root.join(rel)) || links_here(root, &root.join(rel)) {
-        return why("protected (a protected name links here)");
-    }
-    if crate::fs::in_state_dir(&root.join(rel)) {
-        return why("agentd's state");
-    }
-    None
-}
-
-/// Whether `abs` is, or is inside, where a protected name at the root's top
-/// links to, read as written (the target need not exist: the command may
-/// be making it).
-fn links_here(root: &Path, abs: &Path) -> bool {
-    NEVER_CHANGED.iter().chain(&[".git"]).any(|name| {
-        let link = root.join(name);
-        std::fs::read_link(&link).is_ok_and(|target| abs.starts_with(crate::fs::normalize(&root.join(target))))
-    })
-}
-
-/// What the repositories of `roots` (their own, found as git finds them)
-/// obey outside their git directory, as configured now: the hook directory
-/// `core.hooksPath` names, the files their configuration includes
-/// (whatever the condition), where a `hooks` that is a link leads. A
-/// configuration the daemon cannot read refuses every change.
-pub fn git_obeyed<'a>(roots: impl Iterator<Item = &'a Path>) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
-    for root in roots {
-        let Some(dir) = crate::permission::git_dir(root) else { continue };
-        let config = dir.join("config");
-        match crate::fs::read_regular(&config, 4 << 20) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(format!(
-                    "the repository's configuration {} cannot be read ({e}), so none of the command's changes were                      applied",
-                    config.display()
-                ));
-            }
-        }
-        let top = dir.parent().unwrap_or(&dir).to_owned();
-        for entry in crate::permission::git_config_entries(&config) {
-            let path = match entry.key.as_str() {
-                "core.hookspath" => match entry.value.strip_prefix("~/") {
-                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
-                    None => Some(top.join(&entry.value)),
-                },
-                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
-                    crate::permission::git_config_path(&entry.value, &entry.file)
-                }
-                _ => None,
-            };
-            out.extend(path.map(|p| crate::fs::normalize(&p)));
-            if entry.file != config {
-                out.push(crate::fs::normalize(&entry.file));
-            }
-        }
-        if let Ok(target) = std::fs::read_link(dir.join("hooks")) {
-            out.push(crate::fs::normalize(&dir.join(target)));
-        }
-    }
-    Ok(out)
-}
-
-/// What git takes for a repository: `HEAD`, `objects/` and `refs/`.
-fn looks_like_git_dir(layer: &agentd_sandbox::Layer, dir: &Path) -> bool {
-    merged_meta(layer, &dir.join("HEAD")).is_some_and(|m| m.is_file())
-        && merged_meta(layer, &dir.join("objects")).is_some_and(|m| m.is_dir())
-        && merged_meta(layer, &dir.join("refs")).is_some_and(|m| m.is_dir())
-}
-
-/// The command's version of a file (the upper's, else the root's), at
-/// most 4 MiB, never waiting on a FIFO.
-fn merged_read(layer: &agentd_sandbox::Layer, rel: &Path) -> std::io::Result<Vec<u8>> {
-    match crate::fs::read_regular(&layer.upper.join(rel), 4 << 20) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::fs::read_regular(&layer.root.join(rel), 4 << 20),
-        other => other,
-    }
-}
-
-/// Why a change inside the git directory `git` (names `inside` beneath
-/// it) is refused, if it is.
-fn git_change_refused(
-    layer: &agentd_sandbox::Layer,
-    git: &Path,
-    inside: &[&OsStr],
-    kind: ChangeKind,
-) -> Option<String> {
-    let Some(first) = inside.first() else {
-        // The git directory itself: made (`git init`), or removed; its mode
-        // is the user's (000 would hide it from everyone's checks).
-        return (kind == ChangeKind::Mode).then(|| "protected (a git directory's mode)".to_owned());
-    };
-    // Bookkeeping: refs, logs and objects are data git reads, never runs.
-    if [OsStr::new("refs"), OsStr::new("logs"), OsStr::new("objects")].contains(first) {
-        return None;
-    }
-    let last = inside.last().copied().unwrap_or_default();
-    let rel: PathBuf = git.iter().chain(inside.iter().copied()).collect();
-    if let Some(h) = inside.iter().position(|n| n.eq_ignore_ascii_case("hooks")) {
-        let hook = "protected (a git hook runs at the next git command)".to_owned();
-        // The hooks directory itself may be made (`git init`), nothing
-        // else.
-        if h + 1 == inside.len() {
-            return (kind != ChangeKind::Created).then_some(hook);
-        }
-        // `git init` writes examples git never runs.
-        if kind == ChangeKind::Created && last.as_bytes().ends_with(b".sample") {
-            return None;
-        }
-        return Some(hook);
-    }
-    let configures = ["config", "config.worktree", "commondir", "gitdir"].iter().any(|n| last.eq_ignore_ascii_case(n))
-        || (first.eq_ignore_ascii_case("info") && !last.eq_ignore_ascii_case("exclude"));
-    if !configures {
-        return None;
-    }
-    let refused = "protected (git's configuration: it can make git run programs)";
-    if kind != ChangeKind::Created {
-        return Some(refused.to_owned());
-    }
-    if last.eq_ignore_ascii_case("config") || last.eq_ignore_ascii_case("config.worktree") {
-        return match merged_read(layer, &rel) {
-            Ok(bytes) => crate::permission::config_text_runs_code(&String::from_utf8_lossy(&bytes))
-                .map(|what| format!("{refused}; it says {what}")),
-            Err(e) => Some(format!("{refused}; it cannot be examined: {e}")),
-        };
-    }
-    None
-}
-
-/// Why a `.git` file the command wrote is refused: it must send git to a
-/// directory inside the root.
-fn gitfile_refused(layer: &agentd_sandbox::Layer, rel: &Path) -> Option<String> {
-    if merged_meta(layer, rel).is_some_and(|m| m.is_dir()) {
-        return None;
-    }
-    let text = match merged_read(layer, rel) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => return Some(format!("a .git file that cannot be examined: {e}")),
-    };
-    let Some(target) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
-        return Some("a .git file that is not a `gitdir:` pointer".into());
-    };
-    let dir = rel.parent().unwrap_or(Path::new(""));
-    let target =
-        if Path::new(target).is_absolute() { PathBuf::from(target) } else { layer.root.join(dir).join(target) };
-    let target = crate::fs::normalize(&target);
-    if target.starts_with(&layer.root) {
-        None
-    } else {
-        Some(format!("protected (a .git file that sends git to {}, outside the workspace)", target.display()))
     }
 }
 
