@@ -93,6 +93,8 @@ impl Daemon {
         // ending what a previous daemon left): one daemon per directory.
         let state_lock = listen::lock_state_dir(&config.state_dir, config.socket.path())?;
         crate::fs::pending::clean(&config.state_dir);
+        // Layers a daemon that stopped mid-call left behind.
+        crate::sandbox::layer::sweep(&config.state_dir);
         let (placeholders, _) = crate::sandbox::placeholders::Ledger::open(&config.state_dir);
         let (ledger, _) = crate::process::Ledger::open(&config.state_dir);
         if crate::BUILD_FEATURES.contains(&"test-tools") {

@@ -72,6 +72,22 @@ pub struct Judgement<'a> {
     /// Where protected names at the root's top link to (as written, and
     /// resolved where the target exists).
     links: Vec<PathBuf>,
+    /// What the upper directory holds at a directory's path.
+    upper_dirs: RefCell<HashMap<PathBuf, Upper>>,
+    /// Whether the root has a directory at a path.
+    lower_dirs: RefCell<HashMap<PathBuf, bool>>,
+}
+
+/// What the upper directory holds at a path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Upper {
+    /// Nothing: the root's shows through.
+    Nothing,
+    /// A directory merged with the root's.
+    Merged,
+    /// Something that hides the root's beneath it: a deletion, a file, a
+    /// directory that replaced the root's.
+    Hides,
 }
 
 impl<'a> Judgement<'a> {
@@ -90,7 +106,14 @@ impl<'a> Judgement<'a> {
             .into_iter()
             .filter(|p| p.starts_with(root) || root.starts_with(p))
             .collect();
-        Judgement { layer, git_dirs: RefCell::new(HashMap::new()), user, links }
+        Judgement {
+            layer,
+            git_dirs: RefCell::new(HashMap::new()),
+            user,
+            links,
+            upper_dirs: RefCell::new(HashMap::new()),
+            lower_dirs: RefCell::new(HashMap::new()),
+        }
     }
 
     /// Why the command may not make this change at `rel`, if it may not.
@@ -144,7 +167,54 @@ impl<'a> Judgement<'a> {
     /// A path's metadata as the command left it: the upper's entry, else
     /// the root's (`None`: absent, or deleted by the command).
     pub fn meta(&self, rel: &Path) -> Option<std::fs::Metadata> {
-        merged_meta(self.layer, rel)
+        match std::fs::symlink_metadata(self.layer.upper.join(rel)) {
+            Ok(m) if m.file_type().is_char_device() && m.rdev() == 0 => return None,
+            Ok(m) => return Some(m),
+            Err(_) => {}
+        }
+        let mut above: Vec<&Path> = rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
+        above.reverse();
+        for a in above {
+            match self.upper_at(a) {
+                Upper::Nothing => break,
+                Upper::Hides => return None,
+                Upper::Merged => {}
+            }
+        }
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if !parent.as_os_str().is_empty() && !self.lower_dir(parent) {
+            return None;
+        }
+        super::lower_meta(&self.layer.root, rel)
+    }
+
+    /// What the upper directory holds at `dir` (cached).
+    fn upper_at(&self, dir: &Path) -> Upper {
+        if let Some(u) = self.upper_dirs.borrow().get(dir) {
+            return *u;
+        }
+        let path = self.layer.upper.join(dir);
+        let u = match std::fs::symlink_metadata(&path) {
+            Err(_) => Upper::Nothing,
+            Ok(m) if !m.is_dir() => Upper::Hides,
+            Ok(_) if super::xattr(&path, "user.overlay.opaque").ok().flatten().as_deref() == Some(b"y") => Upper::Hides,
+            Ok(_) => Upper::Merged,
+        };
+        self.upper_dirs.borrow_mut().insert(dir.to_owned(), u);
+        u
+    }
+
+    /// Whether the root has a directory at `dir`, reached through no link
+    /// (cached).
+    fn lower_dir(&self, dir: &Path) -> bool {
+        if let Some(d) = self.lower_dirs.borrow().get(dir) {
+            return *d;
+        }
+        let parent = dir.parent().unwrap_or(Path::new(""));
+        let d = (parent.as_os_str().is_empty() || self.lower_dir(parent))
+            && super::lower_meta(&self.layer.root, dir).is_some_and(|m| m.is_dir());
+        self.lower_dirs.borrow_mut().insert(dir.to_owned(), d);
+        d
     }
 
     /// Whether `dir` is what git takes for a git directory in the merged
@@ -390,35 +460,6 @@ impl<'a> Judgement<'a> {
 /// A path for a message (relative, lossy).
 fn shown(rel: &Path) -> String {
     if rel.as_os_str().is_empty() { ".".to_owned() } else { rel.to_string_lossy().into_owned() }
-}
-
-/// A path's metadata in the call's merged view: the upper's entry, else
-/// the root's (`None`: absent, or deleted by the command).
-pub fn merged_meta(layer: &agentd_sandbox::Layer, rel: &Path) -> Option<std::fs::Metadata> {
-    match std::fs::symlink_metadata(layer.upper.join(rel)) {
-        Ok(m) if m.file_type().is_char_device() && m.rdev() == 0 => return None,
-        Ok(m) => return Some(m),
-        Err(_) => {}
-    }
-    // Beneath a deletion, a file or a directory the command replaced, the
-    // root's is gone.
-    let mut above: Vec<&Path> = rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect();
-    above.reverse();
-    for a in above {
-        match std::fs::symlink_metadata(layer.upper.join(a)) {
-            Err(_) => break,
-            Ok(m) if !m.is_dir() => return None,
-            Ok(_)
-                if super::xattr(&layer.upper.join(a), "user.overlay.opaque").ok().flatten().as_deref()
-                    == Some(b"y") =>
-            {
-                return None;
-            }
-            Ok(_) => {}
-        }
-    }
-    // The root's, reached through no link.
-    super::lower_meta(&layer.root, rel)
 }
 
 /// The command's version of a file (the upper's, else the root's), at

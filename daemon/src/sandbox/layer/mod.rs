@@ -194,13 +194,11 @@ impl CallLayers {
             // A directory made for what was applied beneath it goes without
             // saying.
             let applied = &outcome.applied;
+            let parents: std::collections::HashSet<&Path> =
+                applied.iter().flat_map(|c| c.path.ancestors().skip(1)).collect();
             let implied: Vec<bool> = applied
                 .iter()
-                .map(|c| {
-                    c.kind == ChangeKind::Created
-                        && c.bytes_after.is_none()
-                        && applied.iter().any(|o| o.path != c.path && o.path.starts_with(&c.path))
-                })
+                .map(|c| c.kind == ChangeKind::Created && c.bytes_after.is_none() && parents.contains(c.path.as_path()))
                 .collect();
             let mut i = 0;
             outcome.applied.retain(|_| {
@@ -208,7 +206,12 @@ impl CallLayers {
                 !implied[i - 1]
             });
         }
-        agentd_sandbox::helper::remove_layer_dir(&self.base);
+        // What is left (refused changes, the work directory) goes after the
+        // result, on a thread of its own: a call that made 100,000 files
+        // does not wait for their removal. A daemon that stops first
+        // leaves it to the next one's sweep.
+        let base = self.base;
+        std::thread::spawn(move || agentd_sandbox::helper::remove_layer_dir(&base));
         outcome
     }
 
