@@ -2,13 +2,17 @@
 """How many Bash commands agentd runs without a prompt.
 
 Reads commands (one JSON string per line, or plain lines) and runs each
-through a running agentd in a scratch workspace, in `default` mode and
-with `sandbox.auto_allow`, with nobody attached to approve: a command
-that needed approval comes back "permission required". Network is off
-for the auto_allow session; what runs unasked in default mode runs in
-the read-only sandbox.
+through a running agentd in a scratch workspace (a git repository with a
+small Python project), in `default` mode, with `sandbox.auto_allow`, and
+with `sandbox.auto_allow: "effects"` (in `default` and `accept_edits`
+modes), with nobody attached to approve: a command that needed approval
+before it ran comes back "permission required"; under "effects", one
+whose changes needed approval comes back "not approved" (nothing of it
+applied). Network is off for the auto_allow sessions; what runs unasked
+in default mode runs in the read-only sandbox. The workspace is set up
+again before each command.
 
-    python3 scripts/prompt_rate.py --socket "$AGENTD_SOCKET" commands.txt
+    python3 scripts/prompt_rate.py --socket "$AGENTD_SOCKET" scripts/prompt-rate-commands.txt
 """
 import argparse, json, os, socket, sys, tempfile
 
@@ -43,23 +47,50 @@ def main():
             raise RuntimeError(reply["error"]["message"])
         return reply["result"]
 
+    def project(ws):
+        import shutil, subprocess
+        for name in os.listdir(ws):
+            p = os.path.join(ws, name)
+            shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+        os.makedirs(os.path.join(ws, "src"))
+        with open(os.path.join(ws, "README.md"), "w") as f:
+            f.write("# demo\nhello\n")
+        with open(os.path.join(ws, "src", "app.py"), "w") as f:
+            f.write("print('hello')\n")
+        with open(os.path.join(ws, "run.sh"), "w") as f:
+            f.write("#!/bin/sh\necho run\n")
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["init", "-q"], cwd=ws, check=True)
+        subprocess.run(git + ["add", "."], cwd=ws, check=True)
+        subprocess.run(git + ["commit", "-qm", "init"], cwd=ws, check=True)
+
+    kinds = [
+        ("default", {}, "default"),
+        ("auto_allow", {"auto_allow": True, "network": False}, "default"),
+        ("effects", {"auto_allow": "effects", "network": False}, "default"),
+        ("effects, accept_edits", {"auto_allow": "effects", "network": False}, "accept_edits"),
+    ]
     with tempfile.TemporaryDirectory() as ws:
-        sessions = {
-            "default": call("session/create", cwd=ws, permission_timeout_ms=10)["session_id"],
-            "auto_allow": call("session/create", cwd=ws, permission_timeout_ms=10,
-                               sandbox={"auto_allow": True, "network": False})["session_id"],
-        }
-        for name, sid in sessions.items():
-            unasked = 0
+        ws = os.path.realpath(ws)
+        for name, sandbox, mode in kinds:
+            unasked = effects_asked = 0
             for command in commands:
+                project(ws)
+                sid = call("session/create", cwd=ws, permission_timeout_ms=10, mode=mode,
+                           **({"sandbox": sandbox} if sandbox else {}))["session_id"]
                 r = call("tool/call", session_id=sid, name="Bash",
                          input={"command": command, "timeout": args.timeout_ms})
+                call("session/close", session_id=sid)
                 text = "".join(b.get("text", "") for b in r["content"])
                 if "permission required" not in text and "permission denied" not in text:
                     unasked += 1
-            print(f"{name}: {unasked}/{len(commands)} ran without a prompt ({100.0 * unasked / max(1, len(commands)):.1f}%)")
-            call("session/close", session_id=sid)
-
+                    if "not approved" in text:
+                        effects_asked += 1
+            total = max(1, len(commands))
+            line = f"{name}: {unasked}/{len(commands)} ran without a prompt first ({100.0 * unasked / total:.1f}%)"
+            if sandbox.get("auto_allow") == "effects":
+                line += f"; of those, {effects_asked} had changes that then needed approval ({100.0 * effects_asked / total:.1f}% of all)"
+            print(line, flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())

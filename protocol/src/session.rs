@@ -113,10 +113,14 @@ pub struct SandboxOptions {
     /// from the user's settings file only (what a client sends is ignored).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network_allow_all: bool,
-    /// Claude Code's `autoAllowBashIfSandboxed`: every command that no deny
-    /// or ask rule matches runs without asking, in `workspace_write`.
+    /// Claude Code's `autoAllowBashIfSandboxed`: `true`, every command
+    /// that no deny or ask rule matches runs without asking, in
+    /// `workspace_write`; `"effects"`, it runs so too, and what it changed
+    /// in the workspace then waits for approval (a `permission/request` of
+    /// `kind: effects` carrying the changes and a diff) unless an Edit
+    /// would apply it unasked in the session's mode.
     #[serde(default)]
-    pub auto_allow: bool,
+    pub auto_allow: AutoAllow,
     /// Unix sockets outside the sandbox that confined commands may connect
     /// to (absolute paths; Claude Code's `sandbox.network.allowUnixSockets`
     /// in the user's settings adds to it). Every other socket outside the
@@ -131,6 +135,49 @@ pub struct SandboxOptions {
     /// commands may read; every other one of the list is hidden.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_credentials: Vec<String>,
+}
+
+/// `sandbox.auto_allow`: `true`, `false`, or `"effects"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AutoAllow {
+    /// `true`: commands run unasked, confined; `false`: they ask.
+    Switch(bool),
+    /// `"effects"`: commands run unasked, confined, and their changes to
+    /// the workspace wait for approval.
+    Word(AutoAllowWord),
+}
+
+/// The word `sandbox.auto_allow` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoAllowWord {
+    /// Permission by effect.
+    Effects,
+}
+
+impl Default for AutoAllow {
+    fn default() -> Self {
+        AutoAllow::Switch(false)
+    }
+}
+
+impl AutoAllow {
+    /// Commands run without asking first.
+    pub fn runs_unasked(&self) -> bool {
+        !matches!(self, AutoAllow::Switch(false))
+    }
+
+    /// What commands change waits for approval.
+    pub fn effects(&self) -> bool {
+        matches!(self, AutoAllow::Word(AutoAllowWord::Effects))
+    }
+}
+
+impl From<bool> for AutoAllow {
+    fn from(on: bool) -> Self {
+        AutoAllow::Switch(on)
+    }
 }
 
 /// `sandbox.network` of `session/create`.
@@ -203,7 +250,7 @@ impl Default for SandboxOptions {
             mode: SandboxMode::Auto,
             network: SandboxNetwork::default(),
             network_allow_all: false,
-            auto_allow: false,
+            auto_allow: AutoAllow::Switch(false),
             allow_unix_sockets: Vec::new(),
             allow_all_unix_sockets: false,
             allow_credentials: Vec::new(),

@@ -226,6 +226,15 @@ pub enum EventKind {
         /// For `kind: network`: the port.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         port: Option<u16>,
+        /// For `kind: effects` (a command that ran unasked under
+        /// `sandbox.auto_allow: "effects"`): what it changed, waiting for
+        /// the answer (`allow` applies them, `deny` discards them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<crate::changes::FileChange>,
+        /// For `kind: effects`: the changes as one unified diff (bounded
+        /// per file; binaries as one line with their sizes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     /// A `permission/request` was answered (by a client, a timeout, or the
     /// last client leaving); UIs showing it can dismiss it.

@@ -442,3 +442,45 @@ fn the_layer_attack_reviews_findings_stay_closed() {
         assert_eq!(r["restored"].as_array().map(Vec::len), Some(0), "{r}");
     });
 }
+
+/// Permission by effect (`sandbox.auto_allow: "effects"`): a command runs
+/// confined and unasked, and what it changed waits for approval — the
+/// question carries the changes and a diff, nothing reaches the workspace
+/// before the answer; `allow` applies, `deny` discards. In `accept_edits`
+/// what an Edit would apply unasked applies without a question.
+#[test]
+fn effects_mode_asks_about_what_a_command_changed() {
+    let (d, ws) = daemon();
+    rt().block_on(async {
+        let effects = json!({ "sandbox": { "auto_allow": "effects" }, "permission_timeout_ms": 60_000 });
+        let mut s = session(&d, &ws, "default", effects.clone()).await;
+        let uses = vec![tool_use("e1", "Bash", json!({ "command": "echo two >> a.txt; echo new > n.txt" }))];
+        let turn = s.submit_ended(uses).await;
+        let request = s.permission_request().await;
+        assert_eq!(request["kind"], "effects", "{request}");
+        assert_eq!(request["changes"].as_array().map(Vec::len), Some(2), "{request}");
+        let diff = request["diff"].as_str().unwrap_or_default();
+        assert!(diff.contains("+two") && diff.contains("+new"), "{diff}");
+        // Nothing applied while the question waits.
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+        assert!(!ws.join("n.txt").exists());
+        s.respond(&request, json!({ "decision": "allow" })).await;
+        let r = s.results(&turn).await.remove(0);
+        assert_eq!(r["is_error"], false, "{r}");
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
+        assert_eq!(paths(&r).len(), 2, "{r}");
+        // Denied: discarded, and the result says so.
+        let turn = s.submit_ended(vec![tool_use("e2", "Bash", json!({ "command": "echo three >> a.txt" }))]).await;
+        let request = s.permission_request().await;
+        assert_eq!(request["kind"], "effects", "{request}");
+        s.respond(&request, json!({ "decision": "deny" })).await;
+        let r = s.results(&turn).await.remove(0);
+        assert!(text(&r).contains("not approved"), "{r}");
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
+        // In accept_edits: applied, no question.
+        let mut s = session(&d, &ws, "accept_edits", effects).await;
+        let (_, r) = run(&mut s, "echo four >> a.txt").await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\nfour\n");
+    });
+}

@@ -87,6 +87,9 @@ impl SessionExecutor {
                 }
                 grant.profile = p;
                 grant.scrub_env = unasked;
+                grant.effects = unasked
+                    && p == Some(agentd_protocol::session::SandboxProfile::WorkspaceWrite)
+                    && self.services.info.sandbox.auto_allow.effects();
                 Ok(None)
             }
             Verdict::Ask { reason, suggestion, suggest, profile: p } => {

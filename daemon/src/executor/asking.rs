@@ -7,16 +7,16 @@ use super::*;
 impl SessionExecutor {
     /// Opens a permission request for a call: the call itself, or (`what`:
     /// kind, host, port) something it asks for while it runs.
-    pub(super) fn open_request(&self, call: &CallIds, ask: AskFor, what: Option<(&str, String, u16)>) -> Waiting {
+    pub(super) fn open_request(&self, call: &CallIds, ask: AskFor, what: Option<Asked>) -> Waiting {
         let no_client = format!(
             "permission required: {}. No client is attached to the session's event stream to approve it \
              (subscribe with turn/stream to be asked), so it was denied",
             ask.reason
         );
         let (request_id, answer) = self.services.asks.open(ask.suggestions.clone(), &call.turn_id, &call.tool_use_id);
-        let (kind, host, port) = match what {
-            Some((kind, host, port)) => (Some(kind.to_owned()), Some(host), Some(port)),
-            None => (None, None, None),
+        let (kind, host, port, changes, diff) = match what {
+            Some(a) => (Some(a.kind.to_owned()), a.host, a.port, a.changes, a.diff),
+            None => (None, None, None, Vec::new(), None),
         };
         self.events.push(EventKind::PermissionRequest {
             turn_id: call.turn_id.clone(),
@@ -30,6 +30,8 @@ impl SessionExecutor {
             kind,
             host,
             port,
+            changes,
+            diff,
         });
         self.notify_hooks(call);
         Waiting {

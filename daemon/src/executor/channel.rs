@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use agentd_protocol::turn::EventKind;
 use tokio_util::sync::CancellationToken;
 
-use super::{AskFor, CallIds, SessionExecutor};
+use super::{AskFor, Asked, CallIds, SessionExecutor};
 
 /// A running call's [`CallChannel`]: asks and events go to its session.
 pub(super) struct CallPort {
@@ -31,11 +31,11 @@ impl crate::tool::CallChannel for CallPort {
         let token = self.token.clone();
         Box::pin(async move {
             let Some(me) = executor.upgrade() else { return Err("the session is closed".to_owned()) };
-            let what = Some((ask.kind, ask.host, ask.port));
+            let what = Asked { kind: ask.kind, host: ask.host, port: ask.port, changes: ask.changes, diff: ask.diff };
             let wait = me.open_request(
                 &call,
                 AskFor { reason: ask.reason, suggestions: ask.suggestions, input: ask.input, outside: None },
-                what,
+                Some(what),
             );
             me.wait_for_answer(wait, &token).await.map(|_| ())
         })

@@ -365,6 +365,23 @@ struct Grant {
     profile: Option<agentd_protocol::session::SandboxProfile>,
     /// Nobody approved it: no secrets in its environment.
     scrub_env: bool,
+    /// It runs unasked under `auto_allow: "effects"`: what it changes
+    /// waits for approval.
+    effects: bool,
+}
+
+/// What a mid-call request asks about, beyond the call itself.
+struct Asked {
+    /// `network` or `effects`.
+    kind: &'static str,
+    /// `network`: where the command connects.
+    host: Option<String>,
+    /// `network`: the port.
+    port: Option<u16>,
+    /// `effects`: what the command changed.
+    changes: Vec<agentd_protocol::changes::FileChange>,
+    /// `effects`: the changes as one unified diff.
+    diff: Option<String>,
 }
 
 /// A call that may run only once the client approves it.

@@ -36,8 +36,9 @@ impl SessionExecutor {
         let mut grant = Grant::default();
         let admitted = self.admit(&inner.slots[i], call.as_ref(), &inner.context, &ctx, &mut grant, pre.allows());
         let admitted = pre.overrule(admitted, &inner.slots[i]);
-        let Grant { approved_outside, profile, scrub_env } = grant;
+        let Grant { approved_outside, profile, scrub_env, effects } = grant;
         ctx.grant.scrub_env = scrub_env;
+        ctx.grant.effects = effects;
         ctx.grant.may_write_protected =
             inner.context.mode.unwrap_or(self.services.info.mode) == agentd_protocol::session::PermissionMode::Bypass;
         if let Some(profile) = profile {

@@ -209,9 +209,11 @@ pub fn decide(f: &CallFacts) -> Verdict {
         }
         (None, Decision::Ask { .. })
             if bash.is_some()
-                && f.sandbox.auto_allow
+                && f.sandbox.auto_allow.runs_unasked()
                 && confinable
-                && !f.missing_walls.iter().any(|w| w != "network" && w != "layer") =>
+                && !f.missing_walls.iter().any(|w| w != "network" && w != "layer")
+                // Effects are judged in the layer: without it, asked.
+                && !(f.sandbox.auto_allow.effects() && f.missing_walls.iter().any(|w| w == "layer")) =>
         {
             auto_allowed = true;
             Decision::Allow

@@ -294,7 +294,7 @@ fn the_table() {
         (
             "Bash",
             "auto_allow runs what no rule asks about",
-            ("auto", |f| f.sandbox.auto_allow = true, Want::Allow(Some(WorkspaceWrite))),
+            ("auto", |f| f.sandbox.auto_allow = true.into(), Want::Allow(Some(WorkspaceWrite))),
         ),
         (
             "Bash",
@@ -302,7 +302,7 @@ fn the_table() {
             (
                 "auto ask",
                 |f| {
-                    f.sandbox.auto_allow = true;
+                    f.sandbox.auto_allow = true.into();
                     f.rule = rule(RuleKind::Ask)
                 },
                 Want::Ask,
@@ -314,7 +314,7 @@ fn the_table() {
             (
                 "auto unavailable",
                 |f| {
-                    f.sandbox.auto_allow = true;
+                    f.sandbox.auto_allow = true.into();
                     f.sandbox_available = false
                 },
                 Want::Ask,
@@ -326,10 +326,35 @@ fn the_table() {
             (
                 "auto with a wall missing",
                 |f| {
-                    f.sandbox.auto_allow = true;
+                    f.sandbox.auto_allow = true.into();
                     f.missing_walls = vec!["unix_sockets".into()]
                 },
                 Want::Ask,
+            ),
+        ),
+        (
+            "Bash",
+            "auto_allow: \"effects\" runs unasked behind the layer, and asks without it",
+            (
+                "effects without the layer",
+                |f| {
+                    f.sandbox.auto_allow =
+                        agentd_protocol::session::AutoAllow::Word(agentd_protocol::session::AutoAllowWord::Effects);
+                    f.missing_walls = vec!["layer".into()]
+                },
+                Want::Ask,
+            ),
+        ),
+        (
+            "Bash",
+            "auto_allow: \"effects\" runs what no rule asks about",
+            (
+                "effects",
+                |f| {
+                    f.sandbox.auto_allow =
+                        agentd_protocol::session::AutoAllow::Word(agentd_protocol::session::AutoAllowWord::Effects)
+                },
+                Want::Allow(Some(WorkspaceWrite)),
             ),
         ),
         (
@@ -338,7 +363,7 @@ fn the_table() {
             (
                 "auto tool deny",
                 |f| {
-                    f.sandbox.auto_allow = true;
+                    f.sandbox.auto_allow = true.into();
                     f.tool_view = Decision::deny("too complex")
                 },
                 Want::Refuse,

@@ -244,7 +244,8 @@ pub(super) fn user_sandbox_settings(
     if let Some(sandbox) = value.as_ref().and_then(|v| v.get("sandbox")) {
         options.network_allow_all = sandbox["network"]["allowAll"].as_bool() == Some(true);
         if !named {
-            options.auto_allow = sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false);
+            options.auto_allow =
+                sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false).into();
         }
         let network = &sandbox["network"];
         if network["allowAllUnixSockets"].as_bool() == Some(true) {

@@ -121,6 +121,10 @@ pub struct CallGrant {
     /// The user approved this call (or the session is in bypass mode): a
     /// file tool may write a protected file it names.
     pub may_write_protected: bool,
+    /// It runs unasked under `auto_allow: "effects"`: what it changes in
+    /// the workspace waits for the user's approval (Bash, behind its
+    /// layer).
+    pub effects: bool,
 }
 
 impl Default for CallGrant {
@@ -131,6 +135,7 @@ impl Default for CallGrant {
             sandbox_profile: agentd_protocol::session::SandboxProfile::Off,
             scrub_env: false,
             may_write_protected: false,
+            effects: false,
         }
     }
 }

@@ -307,7 +307,7 @@ pub(super) async fn run_turn(
                 _ => say(describe(&event, session)),
             }
         }
-        if let EventKind::PermissionRequest { request_id, tool, input, suggestions, .. } = &event.kind {
+        if let EventKind::PermissionRequest { request_id, tool, input, suggestions, changes, diff, .. } = &event.kind {
             let (decision, answers, message) = match answering {
                 Answering::Yes => (PermissionDecision::Allow, None, None),
                 Answering::Deny => {
@@ -318,10 +318,22 @@ pub(super) async fn run_turn(
                 }
                 Answering::Prompt(asker) => {
                     let (tool, input, suggestions) = (tool.clone(), input.clone(), suggestions.clone());
+                    // A command's changes waiting for approval: shown first.
+                    let mut shown = String::new();
+                    for change in changes {
+                        shown.push_str(&format!("would change {}\n", super::describe_change(change)));
+                    }
+                    shown.push_str(diff.as_deref().unwrap_or_default());
                     let multi = live.as_ref().map(|l| l.multi.clone());
+                    let ask = move || {
+                        if !shown.is_empty() {
+                            eprint!("{shown}");
+                        }
+                        prompt(asker, &tool, &input, &suggestions)
+                    };
                     let asked = tokio::task::spawn_blocking(move || match multi {
-                        Some(m) => m.suspend(|| prompt(asker, &tool, &input, &suggestions)),
-                        None => prompt(asker, &tool, &input, &suggestions),
+                        Some(m) => m.suspend(ask),
+                        None => ask(),
                     });
                     let answered = tokio::select! {
                         a = asked => a.map_err(|e| Failure::Local(format!("prompt: {e}")))?,
@@ -764,14 +776,37 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             }
             line
         }
-        EventKind::PermissionRequest { tool_use_id, request_id, reason, render, kind, host, port, .. } => {
+        EventKind::PermissionRequest {
+            tool_use_id,
+            request_id,
+            reason,
+            render,
+            kind,
+            host,
+            port,
+            changes,
+            diff,
+            ..
+        } => {
             let what = match (kind.as_deref(), host, port) {
                 (Some("network"), Some(host), Some(port)) => format!("network {host}:{port} for {render}"),
+                (Some("effects"), _, _) => format!("the changes of {render}"),
                 _ => render.clone(),
             };
-            format!(
+            let mut line = format!(
                 "asking    {tool_use_id}  {what}: {reason} (agentctl respond {session} {request_id} allow|deny|allow-always)"
-            )
+            );
+            // What a command changed, waiting for the answer: each path,
+            // then the diff.
+            for change in changes {
+                line.push_str(&format!("\n          would change {}", super::describe_change(change)));
+            }
+            if let Some(diff) = diff {
+                for l in diff.lines() {
+                    line.push_str(&format!("\n          {l}"));
+                }
+            }
+            line
         }
         EventKind::SandboxNetwork { tool_use_id, host, port, allowed, rule, bytes_up, bytes_down, .. } => {
             if *allowed {

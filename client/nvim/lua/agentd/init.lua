@@ -187,6 +187,18 @@ on_event = function(event)
     table.insert(choices, "Always allow " .. suggestion)
   end
   local prompt = "agentd: " .. (event.render or event.tool) .. " — " .. (event.reason or "")
+  if event.kind == "effects" and event.diff then
+    -- What a command changed, waiting for the answer: shown as a diff.
+    local lines = {}
+    for _, change in ipairs(event.changes or {}) do
+      table.insert(lines, "# " .. (change.kind or "?") .. " " .. (change.path or "?"))
+    end
+    for l in (event.diff .. "\n"):gmatch("(.-)\n") do
+      table.insert(lines, l)
+    end
+    local buf = M.show("changes", lines)
+    vim.bo[buf].filetype = "diff"
+  end
   vim.ui.select(choices, { prompt = prompt }, function(_, idx)
     local decision = ({ "allow", "deny", "allow_always" })[idx or 2] or "deny"
     respond(event.request_id, decision)

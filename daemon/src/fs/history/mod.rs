@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 use agentd_protocol::changes::{ChangeKind, FileChange};
 use serde::{Deserialize, Serialize};
 
-pub use rewind::Target;
+pub use rewind::{Target, file_diff};
 
 /// Turns kept per session; a new one drops the oldest whole.
 pub const MAX_TURNS: usize = 20;

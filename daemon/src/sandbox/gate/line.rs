@@ -15,12 +15,16 @@ pub struct MidCallAsk {
     pub suggestions: Vec<String>,
     /// The call's input, as the client should see it.
     pub input: serde_json::Value,
-    /// What is asked for (`network`).
+    /// What is asked for (`network`, `effects`).
     pub kind: &'static str,
-    /// The host asked for.
-    pub host: String,
-    /// The port.
-    pub port: u16,
+    /// The host asked for (`network`).
+    pub host: Option<String>,
+    /// The port (`network`).
+    pub port: Option<u16>,
+    /// What the command changed (`effects`).
+    pub changes: Vec<agentd_protocol::changes::FileChange>,
+    /// The changes as one unified diff (`effects`).
+    pub diff: Option<String>,
 }
 
 /// A connection the network gate let through or refused, for the

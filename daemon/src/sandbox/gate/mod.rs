@@ -567,8 +567,10 @@ async fn ask(shared: &Shared, host: &str, port: u16, why: &str) -> Result<String
                     suggestions: vec![format!("WebFetch(domain:{host})")],
                     input: shared.input.clone(),
                     kind: "network",
-                    host: host.to_owned(),
-                    port,
+                    host: Some(host.to_owned()),
+                    port: Some(port),
+                    changes: Vec::new(),
+                    diff: None,
                 })
                 .await
                 .map(|()| "asked: the user allowed it".to_owned()),

@@ -80,7 +80,23 @@ pub struct Outcome {
 
 /// What the caller says about a path the command changed: `Err(why)`
 /// refuses it (an Edit deny rule); the protected names are judged here.
-pub type Judge<'a> = &'a (dyn Fn(&Path, ChangeKind) -> Result<(), String> + Sync);
+pub type Judge<'a> = &'a (dyn Fn(&Path, ChangeKind) -> Say + Sync);
+
+/// What the caller says about a change the protected names let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Say {
+    /// Apply it.
+    Apply,
+    /// Apply it only if the user approves (`auto_allow: "effects"`).
+    Ask,
+    /// Not applied, for this reason.
+    Refuse(String),
+}
+
+/// Asked once, before anything is applied, about the changes the judge
+/// said to ask about: the changes and one unified diff of them; true
+/// applies them.
+pub type Approve<'a> = &'a (dyn Fn(Vec<agentd_protocol::changes::FileChange>, String) -> bool + Sync);
 
 /// Told, once, of every change applied, each with what its path was
 /// before (an earlier file's content kept aside in the layer's directory,
@@ -152,7 +168,7 @@ impl CallLayers {
     /// Reads what the command changed, judges each change and applies the
     /// accepted ones; then removes the layers. `record` is told of each
     /// change applied.
-    pub fn finish(self, judge: Judge, record: Recorder) -> Outcome {
+    pub fn finish(self, judge: Judge, record: Recorder, approve: Option<Approve>) -> Outcome {
         let mut outcome = Outcome::default();
         // What git obeys beyond its own directory, as the workspace's
         // repositories are configured now (before anything is applied).
@@ -180,6 +196,7 @@ impl CallLayers {
                     since: self.since,
                     judge,
                     record,
+                    approve,
                     aside: &aside,
                     kept: 0,
                     done: Vec::new(),
@@ -352,6 +369,7 @@ struct Apply<'a> {
     since: (i64, i64),
     judge: Judge<'a>,
     record: Recorder<'a>,
+    approve: Option<Approve<'a>>,
     /// Where earlier contents wait for the history.
     aside: &'a Path,
     kept: usize,
@@ -375,6 +393,8 @@ struct Planned {
     /// The same bytes and mode as before (a `touch`, a copy-up): applied
     /// (its times are the command's), not listed.
     same: bool,
+    /// Applied only once the user approves.
+    ask: bool,
     verdict: Result<(), String>,
 }
 
@@ -430,12 +450,37 @@ impl Apply<'_> {
             };
             let lower = lower_meta(&root, &e.rel);
             let Some((kind, same)) = self.kind_of(&e.rel, step, lower.as_ref()) else { continue };
-            let verdict = self.verdict(&e.rel, kind);
-            plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict, same });
+            let (verdict, ask) = split(self.verdict(&e.rel, kind));
+            plan.push(Planned { rel: e.rel.clone(), kind, lower, what: Some(step), verdict, same, ask });
         }
         for (rel, why) in refused_whole {
             let change = self.change(&rel, ChangeKind::Deleted, None, None);
             self.refuse(change, why);
+        }
+        // What waits for approval: asked once, with a diff, before anything
+        // is applied (a directory made for what lies beneath it follows
+        // that; unchanged bytes are not asked about).
+        let parents: std::collections::HashSet<&Path> =
+            entries.iter().filter_map(|e| e.rel.parent()).filter(|p| !p.as_os_str().is_empty()).collect();
+        let asked: Vec<usize> = (0..plan.len())
+            .filter(|&i| {
+                let p = &plan[i];
+                p.ask
+                    && p.verdict.is_ok()
+                    && !p.same
+                    && !(p.kind == ChangeKind::Created
+                        && matches!(p.what, Some(Step::Dir { .. }))
+                        && parents.contains(p.rel.as_path()))
+            })
+            .collect();
+        if !asked.is_empty() {
+            let (changes, diff) = self.question(&plan, &asked);
+            let approved = self.approve.is_some_and(|approve| approve(changes, diff));
+            if !approved {
+                for p in plan.iter_mut().filter(|p| p.ask) {
+                    p.verdict = Err("not approved: the user did not allow what the command changed".into());
+                }
+            }
         }
         // 2. Applied in that order; nothing beneath a path whose change
         //    failed or was refused.
@@ -500,6 +545,51 @@ impl Apply<'_> {
                 }
             }
         }
+    }
+
+    /// The question about the changes at `asked`: each as a change, and one
+    /// unified diff (text bounded per file and in all; binaries and large
+    /// files as one line with their sizes).
+    fn question(&self, plan: &[Planned], asked: &[usize]) -> (Vec<agentd_protocol::changes::FileChange>, String) {
+        let mut changes = Vec::new();
+        let mut diff = String::new();
+        for &i in asked {
+            let p = &plan[i];
+            let abs = self.layer.root.join(&p.rel);
+            let before = p.lower.as_ref().filter(|m| m.is_file()).map(|m| m.len());
+            let after = match p.what {
+                Some(Step::File { len, .. }) => Some(len),
+                _ => None,
+            };
+            let change = agentd_protocol::changes::FileChange {
+                path: abs.to_string_lossy().into_owned(),
+                kind: p.kind,
+                from: None,
+                bytes_before: before,
+                bytes_after: after,
+            };
+            if diff.len() < DIFF_BYTES {
+                let small = |n: Option<u64>| n.is_none_or(|n| n <= DIFF_FILE_BYTES);
+                let old = if small(before) {
+                    before.and_then(|_| beneath(&self.layer.root, &p.rel, |path| read_plain(path)).flatten())
+                } else {
+                    None
+                };
+                let new =
+                    if small(after) && after.is_some() { read_plain(&self.layer.upper.join(&p.rel)) } else { None };
+                let (old, new) = match (p.kind, old, new) {
+                    (ChangeKind::Created, _, new) => (Some(Vec::new()), new),
+                    (ChangeKind::Deleted, old, _) => (old, Some(Vec::new())),
+                    (_, old, new) => (old, new),
+                };
+                diff.push_str(&crate::fs::history::file_diff(&self.layer.root, &abs, &change, old, new));
+            }
+            changes.push(change);
+        }
+        if diff.len() >= DIFF_BYTES {
+            diff.push_str("[the rest of the diff is left out]\n");
+        }
+        (changes, diff)
     }
 
     /// Makes the new directories above `rel` that waited for something
@@ -582,7 +672,7 @@ impl Apply<'_> {
                 }
             }
         }
-        let verdict = self.verdict(rel, ChangeKind::Deleted);
+        let (verdict, ask) = split(self.verdict(rel, ChangeKind::Deleted));
         plan.push(Planned {
             rel: rel.to_owned(),
             kind: ChangeKind::Deleted,
@@ -590,6 +680,7 @@ impl Apply<'_> {
             what: None,
             verdict,
             same: false,
+            ask,
         });
     }
 
@@ -607,8 +698,9 @@ impl Apply<'_> {
         self.outcome.refused.push(Refused { change, reason });
     }
 
-    /// Why a change of `rel` may not be applied, if it may not.
-    fn verdict(&self, rel: &Path, kind: ChangeKind) -> Result<(), String> {
+    /// Why a change of `rel` may not be applied, if it may not (`Ok(true)`:
+    /// only once approved).
+    fn verdict(&self, rel: &Path, kind: ChangeKind) -> Result<bool, String> {
         if let Some(why) = self.judgement.refuses(rel, kind) {
             return Err(why);
         }
@@ -619,7 +711,11 @@ impl Apply<'_> {
                 p.display()
             ));
         }
-        (self.judge)(&self.layer.root.join(rel), kind)
+        match (self.judge)(&self.layer.root.join(rel), kind) {
+            Say::Apply => Ok(false),
+            Say::Ask => Ok(true),
+            Say::Refuse(why) => Err(why),
+        }
     }
 
     /// Whether the root's entry changed since the call began (or cannot be
@@ -742,6 +838,20 @@ impl Apply<'_> {
     }
 }
 
+/// A verdict, and whether it waits for approval.
+fn split(verdict: Result<bool, String>) -> (Result<(), String>, bool) {
+    match verdict {
+        Ok(ask) => (Ok(()), ask),
+        Err(why) => (Err(why), false),
+    }
+}
+
+/// The most of one file a question's diff shows.
+const DIFF_FILE_BYTES: u64 = 64 * 1024;
+
+/// The most a question's diff holds.
+const DIFF_BYTES: usize = 1 << 20;
+
 /// The upper's file `from` copied into `dir` as `name`: a temporary file
 /// beside it, then a rename (the layer on another file system).
 fn copy_in(from: &Path, dir: std::os::fd::BorrowedFd, name: &OsStr, new: bool) -> Result<(), String> {
@@ -828,6 +938,22 @@ fn parent_beneath<'a>(root: &Path, rel: &'a Path) -> Result<(OwnedFd, &'a OsStr)
         e => format!("open {}: {e}", parent.display()),
     })?;
     Ok((dir, name))
+}
+
+/// A regular file's bytes (never a FIFO, never through a link), at most
+/// [`DIFF_FILE_BYTES`].
+fn read_plain(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+    let mut bytes = Vec::new();
+    file.take(DIFF_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// Whether two files hold the same bytes.

@@ -9,7 +9,7 @@ use agentd_protocol::session::SandboxProfile;
 use serde::Serialize;
 
 use crate::permission::rules::{Facts, RuleKind, RuleSet};
-use crate::sandbox::layer::{CallLayers, ChangeKind, Outcome};
+use crate::sandbox::layer::{CallLayers, ChangeKind, Outcome, Say};
 use crate::tool::ToolContext;
 
 /// How many changes (applied, and not applied) a result's text names; the
@@ -136,20 +136,60 @@ pub(super) fn prepare(ctx: &ToolContext, roots: &[PathBuf], marker: &str) -> Res
     CallLayers::prepare(state, roots, marker)
 }
 
+/// How a command that ran unasked under `auto_allow: "effects"` has its
+/// changes approved: asked over its call's line, mid-call.
+pub(super) struct Asking {
+    /// The call's line back to its session (none: nobody can be asked,
+    /// so nothing that waits for approval is applied).
+    pub line: Option<crate::tool::context::CallLine>,
+    /// The call's input, as the client should see it.
+    pub input: serde_json::Value,
+    /// The command, for the question.
+    pub command: String,
+    /// An Edit applies unasked in the session's mode (`accept_edits`,
+    /// `bypass`): so do the command's changes (but what a rule asks).
+    pub edits_unasked: bool,
+    /// The runtime, to wait for the answer from the blocking pool.
+    pub handle: tokio::runtime::Handle,
+}
+
+/// How this call's changes are approved, when it runs unasked under
+/// `auto_allow: "effects"`.
+pub(super) fn asking(ctx: &ToolContext, input: &super::BashInput) -> Option<Asking> {
+    if !ctx.grant.effects {
+        return None;
+    }
+    use agentd_protocol::session::PermissionMode;
+    let mode = crate::tools::plan_mode::current_mode(ctx);
+    Some(Asking {
+        line: ctx.services.get::<crate::tool::context::CallLine>().cloned(),
+        input: serde_json::json!({ "command": input.command, "description": input.description }),
+        command: input.command.clone(),
+        edits_unasked: matches!(mode, PermissionMode::AcceptEdits | PermissionMode::Bypass),
+        handle: tokio::runtime::Handle::current(),
+    })
+}
+
 /// Judges and applies what the command changed (off the runtime's
 /// threads: the caller runs it on the blocking pool); each change applied
-/// goes to the turn's history when the call has one.
+/// goes to the turn's history when the call has one. With `asking`, what
+/// an Edit would ask about waits for the user's answer.
 pub(super) fn finish(
     layers: CallLayers,
     rules: std::sync::Arc<RuleSet>,
     recorder: Option<std::sync::Arc<crate::fs::history::CallRecorder>>,
+    asking: Option<Asking>,
 ) -> Effects {
-    let judge = move |path: &Path, _kind: ChangeKind| -> Result<(), String> {
+    let effects = asking.as_ref().map(|a| a.edits_unasked);
+    let judge = move |path: &Path, _kind: ChangeKind| -> Say {
         match rules.decide("Edit", &Facts::Path(path.to_owned())) {
             Some(rule) if rule.kind == RuleKind::Deny => {
-                Err(format!("the rule {} ({}) denies writing it", rule.text, rule.origin.source))
+                Say::Refuse(format!("the rule {} ({}) denies writing it", rule.text, rule.origin.source))
             }
-            _ => Ok(()),
+            Some(rule) if rule.kind == RuleKind::Ask && effects.is_some() => Say::Ask,
+            Some(rule) if rule.kind == RuleKind::Allow => Say::Apply,
+            _ if effects == Some(false) => Say::Ask,
+            _ => Say::Apply,
         }
     };
     let record = |done: Vec<(crate::sandbox::layer::Change, crate::fs::history::Before)>| {
@@ -163,14 +203,33 @@ pub(super) fn finish(
             .collect();
         r.history.record_all(&r.turn_id, &r.tool_use_id, items);
     };
-    Effects::from(layers.finish(&judge, &record))
+    let approve = |changes: Vec<agentd_protocol::changes::FileChange>, diff: String| -> bool {
+        let Some((a, line)) = asking.as_ref().and_then(|a| a.line.as_ref().map(|l| (a, l))) else { return false };
+        let n = changes.len();
+        let ask = crate::tool::MidCallAsk {
+            reason: format!(
+                "apply what `{}` changed in the workspace: {}",
+                super::one_line(&a.command, 80),
+                crate::tools::counted(n, "change", "changes")
+            ),
+            suggestions: Vec::new(),
+            input: a.input.clone(),
+            kind: "effects",
+            host: None,
+            port: None,
+            changes,
+            diff: Some(diff),
+        };
+        a.handle.block_on(line.ask(ask)).is_ok()
+    };
+    Effects::from(layers.finish(&judge, &record, Some(&approve)))
 }
 
 /// What a foreground call moved to the background does with its layer
 /// when its processes are gone: applies it, saying so in the job's output.
 pub(super) fn at_end(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> crate::process::jobs::AtEnd {
     Box::new(move || {
-        let effects = finish(layers, rules, None);
+        let effects = finish(layers, rules, None, None);
         let mut lines: Vec<String> = effects.lines().into_iter().map(strip_brackets).collect();
         if !effects.changes.is_empty() {
             lines.push("the job's changes are not rewindable".to_owned());

@@ -267,6 +267,34 @@ impl Tool for Bash {
         } else {
             None
         };
+        // Under `auto_allow: "effects"` a command with no layer (a job, a
+        // worktree's) would write the workspace as it goes: it asks first.
+        if ctx.grant.effects && layers.is_none() {
+            let asked = match ctx.services.get::<crate::tool::context::CallLine>() {
+                None => Err("nobody can be asked".to_owned()),
+                Some(line) => {
+                    line.ask(crate::tool::MidCallAsk {
+                        reason: format!(
+                            "run `{}`: it writes the workspace as it goes (a background job, or no layer here), so \
+                             what it changes cannot wait for approval",
+                            one_line(&input.command, 80)
+                        ),
+                        suggestions: Vec::new(),
+                        input: serde_json::json!({ "command": input.command, "description": input.description }),
+                        kind: "command",
+                        host: None,
+                        port: None,
+                        changes: Vec::new(),
+                        diff: None,
+                    })
+                    .await
+                }
+            };
+            if let Err(why) = asked {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(ToolError::new(format!("permission denied: {why}")));
+            }
+        }
         let guard = (profile == SandboxProfile::WorkspaceWrite && layers.is_none())
             .then(|| {
                 let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders)?;
@@ -468,7 +496,8 @@ impl Tool for Bash {
             Some(layers) if report.as_ref().is_none_or(|r| r.error.is_none()) => {
                 let rules = ctx.rules.clone();
                 let recorder = ctx.services.shared::<crate::fs::history::CallRecorder>();
-                let mut effects = tokio::task::spawn_blocking(move || effects::finish(layers, rules, recorder))
+                let asking = effects::asking(&ctx, &input);
+                let mut effects = tokio::task::spawn_blocking(move || effects::finish(layers, rules, recorder, asking))
                     .await
                     .unwrap_or_else(|_| effects::Effects {
                         discarded: Some("the command's changes could not be applied (the check failed)".into()),
