@@ -484,3 +484,81 @@ fn effects_mode_asks_about_what_a_command_changed() {
         assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\nfour\n");
     });
 }
+
+/// The second attack review of the layer: under `"effects"`, a command
+/// that outlasts its timeout (moved to the background) applies nothing
+/// that waited for approval; a nested repository's `core.hooksPath`
+/// (husky) and the user's own relative `core.hooksPath` are protected; a
+/// rebase's todo list with an `exec` line is not applied; a directory
+/// made a repository over two calls has its earlier configuration judged
+/// as a new one's.
+#[test]
+fn the_second_layer_reviews_findings_stay_closed() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+    let d = StandaloneDaemon::start(&[], &[("HOME", home.path().to_str().unwrap())]);
+    let top = std::fs::canonicalize(d.dir.path()).unwrap();
+    let ws = top.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&ws, &["add", "."]);
+    git(&ws, &["commit", "-qm", "one"]);
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    git(&ws, &["commit", "-qam", "two"]);
+    let proj = ws.join("proj");
+    std::fs::create_dir_all(proj.join(".husky")).unwrap();
+    git(&proj, &["init", "-q"]);
+    git(&proj, &["config", "core.hooksPath", ".husky"]);
+    rt().block_on(async {
+        // F1: effects, moved to the background at its timeout.
+        let effects = json!({ "sandbox": { "auto_allow": "effects" } });
+        let mut s = session(&d, &ws, "default", effects).await;
+        let uses = vec![tool_use(
+            "t1",
+            "Bash",
+            json!({ "command": "echo evil >> a.txt; echo new > n2.txt; sleep 2", "timeout": 500 }),
+        )];
+        let turn = s.submit_ended(uses).await;
+        let r = s.results(&turn).await.remove(0);
+        assert!(text(&r).contains("background"), "{r}");
+        let layers = top.join("state/layers");
+        agentd_tests::eventually("the job ends", || {
+            std::fs::read_dir(&layers).map(|e| e.count() == 0).unwrap_or(true)
+                && !procs("sleep 2").iter().any(|_| false)
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
+        assert!(!ws.join("n2.txt").exists());
+        // F3, F4, F5 (bypass: the judge is the same in every mode).
+        let mut b = session(&d, &ws, "bypass", json!({})).await;
+        let hook = "printf '#!/bin/sh\\ntouch PWNED\\n'";
+        for (command, planted) in [
+            (format!("{hook} > proj/.husky/pre-commit"), "proj/.husky/pre-commit"),
+            (format!("mkdir -p .githooks && {hook} > .githooks/pre-commit"), ".githooks/pre-commit"),
+        ] {
+            let (_, r) = run(&mut b, &command).await;
+            assert!(!ws.join(planted).exists(), "{planted}: {r}");
+            assert!(text(&r).contains("[not applied:"), "{r}");
+        }
+        let (_, r) = run(
+            &mut b,
+            "GIT_SEQUENCE_EDITOR='sed -i 1ibreak' git -c user.name=t -c user.email=t@t rebase -q -i HEAD~1; \
+             sed -i '1iexec touch PWNED' .git/rebase-merge/git-rebase-todo",
+        )
+        .await;
+        let todo = std::fs::read_to_string(ws.join(".git/rebase-merge/git-rebase-todo")).unwrap_or_default();
+        assert!(!todo.contains("exec"), "{r}");
+        let (_, r) =
+            run(&mut b, "mkdir -p t && printf '[remote \"o\"]\\n\\turl = ext::sh -c touch%% PWNED\\n' > t/config")
+                .await;
+        assert!(ws.join("t/config").exists(), "a plain file in a plain directory: {r}");
+        let (_, r) = run(
+            &mut b,
+            "mkdir -p t/objects t/refs/heads s && echo 'ref: refs/heads/main' > t/HEAD && echo 'gitdir: ../t' > s/.git",
+        )
+        .await;
+        assert!(!ws.join("t/HEAD").exists() && !ws.join("s/.git").exists(), "{r}");
+    });
+}

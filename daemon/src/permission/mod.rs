@@ -104,6 +104,27 @@ pub const USER_PROTECTED_DIRS: &[&str] = &[
     ".gradle",
     ".config/pip",
     ".pip",
+    ".bashrc.d",
+    ".zshrc.d",
+    ".local/share/systemd",
+    ".local/share/dbus-1",
+    ".local/share/nvim",
+    ".local/share/fish",
+    ".oh-my-zsh",
+    ".emacs.d",
+    ".config/emacs",
+    ".config/VSCodium/User",
+    ".config/Code - OSS/User",
+    ".config/direnv",
+    ".config/kitty",
+    ".config/alacritty",
+    ".config/wezterm",
+    ".config/starship.toml",
+    ".sdkman",
+    ".rvm",
+    ".rbenv",
+    ".asdf",
+    ".volta",
 ];
 
 /// Files of the user's, likewise: shell and tool start-up files, tool
@@ -144,6 +165,18 @@ pub const USER_PROTECTED_FILES: &[&str] = &[
     ".netrc",
     ".git-credentials",
     ".m2/settings.xml",
+    ".Rprofile",
+    ".irbrc",
+    ".pryrc",
+    ".sqliterc",
+    ".psqlrc",
+    ".p10k.zsh",
+    ".fzf.bash",
+    ".fzf.zsh",
+    ".emacs",
+    ".envrc",
+    ".wezterm.lua",
+    ".pythonrc",
 ];
 
 /// Files of the user's that configure agentd, git or the shell, or hold
@@ -467,6 +500,27 @@ mod tests {
     /// A case-insensitive directory takes `.Claude` for `.claude`: any case
     /// of a protected name is protected; names that merely contain one are
     /// not.
+    /// What makes git run a program in a configuration's text: every key
+    /// of a `[pager]` section, keys that name commands, a header whose
+    /// quotes hold an escaped quote (`[diff "x\"]y"]`), and not what merely
+    /// looks alike.
+    #[test]
+    fn configuration_text_that_runs_programs() {
+        for (text, runs) in [
+            ("[pager]\n\tstatus = touch x; cat\n", true),
+            ("[remote \"o\"]\n\turl = /r\n\tuploadpack = touch x\n", true),
+            ("[diff \"x\\\"]y\"]\n\ttextconv = touch x\n", true),
+            ("[diff \"x\\\"]y\"] textconv = touch x\n", true),
+            ("[sendemail]\n\tsmtpservercmd = x\n", true),
+            ("[core] fsmonitor = x\n", true),
+            ("[core]\n\trepositoryformatversion = 0\n\tbare = false\n", false),
+            ("[remote \"origin\"]\n\turl = https://x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n", false),
+            ("[branch \"pager\"]\n\tremote = origin\n", false),
+        ] {
+            assert_eq!(config_text_runs_code(text).is_some(), runs, "{text:?}");
+        }
+    }
+
     #[test]
     fn protected_names_in_any_case() {
         for p in [".claude/settings.json", ".CLAUDE/settings.json", "pkg/.Mcp.json", ".GIT/hooks/x", "a/.AgentD/s"] {

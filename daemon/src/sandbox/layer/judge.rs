@@ -76,6 +76,13 @@ pub struct Judgement<'a> {
     upper_dirs: RefCell<HashMap<PathBuf, Upper>>,
     /// Whether the root has a directory at a path.
     lower_dirs: RefCell<HashMap<PathBuf, bool>>,
+    /// The nearest repository (its top, relative) of a directory.
+    repos: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
+    /// What a repository (by its top) obeys outside its git directory.
+    obeyed: RefCell<HashMap<PathBuf, Vec<PathBuf>>>,
+    /// Hook directories the user's own git configuration names relative
+    /// to a repository's top (`core.hooksPath = .githooks`), by components.
+    user_hooks: Vec<PathBuf>,
 }
 
 /// What the upper directory holds at a path.
@@ -113,6 +120,9 @@ impl<'a> Judgement<'a> {
             links,
             upper_dirs: RefCell::new(HashMap::new()),
             lower_dirs: RefCell::new(HashMap::new()),
+            repos: RefCell::new(HashMap::new()),
+            obeyed: RefCell::new(HashMap::new()),
+            user_hooks: user_hook_paths(),
         }
     }
 
@@ -152,6 +162,22 @@ impl<'a> Judgement<'a> {
             }
         }
         let abs = root.join(rel);
+        // What the repository the path is in obeys elsewhere (its
+        // `core.hooksPath`, included files); hook directories the user's
+        // own configuration names for every repository.
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if let Some(top) = self.nearest_repo(parent)
+            && let Some(p) = self.repo_obeys(&top).iter().find(|p| abs.starts_with(p))
+        {
+            return Some(format!("protected (the repository's configuration has git run or read {})", p.display()));
+        }
+        let comps: Vec<&OsStr> = names.clone();
+        for hooks in &self.user_hooks {
+            let h: Vec<&OsStr> = hooks.components().map(|c| c.as_os_str()).collect();
+            if !h.is_empty() && comps.windows(h.len()).any(|w| w == h.as_slice()) && comps.len() > h.len() {
+                return Some(format!("protected (your git configuration runs hooks from {})", hooks.display()));
+            }
+        }
         if self.user.iter().any(|p| crate::permission::starts_with_any_case(&abs, p)) {
             return Some("protected (the user's own configuration)".into());
         }
@@ -217,6 +243,36 @@ impl<'a> Judgement<'a> {
         d
     }
 
+    /// The top of the repository `dir` is in (relative; the nearest
+    /// directory up from it with a `.git`, as the command left it).
+    fn nearest_repo(&self, dir: &Path) -> Option<PathBuf> {
+        if let Some(known) = self.repos.borrow().get(dir) {
+            return known.clone();
+        }
+        let found = if self.meta(&dir.join(".git")).is_some() {
+            Some(dir.to_owned())
+        } else if dir.as_os_str().is_empty() {
+            None
+        } else {
+            self.nearest_repo(dir.parent().unwrap_or(Path::new("")))
+        };
+        self.repos.borrow_mut().insert(dir.to_owned(), found.clone());
+        found
+    }
+
+    /// What the repository whose top is `top` obeys outside its git
+    /// directory, as configured before the call (its configuration cannot
+    /// be changed by one): its `core.hooksPath` and included files.
+    fn repo_obeys(&self, top: &Path) -> Vec<PathBuf> {
+        if let Some(known) = self.obeyed.borrow().get(top) {
+            return known.clone();
+        }
+        let abs = self.layer.root.join(top);
+        let out = crate::permission::git_dir_of(&abs.join(".git")).map(|dir| obeyed_by(&dir, &abs)).unwrap_or_default();
+        self.obeyed.borrow_mut().insert(top.to_owned(), out.clone());
+        out
+    }
+
     /// Whether `dir` is what git takes for a git directory in the merged
     /// view, loosely (a false yes only protects more): a `.git`
     /// directory; or one holding a `HEAD` (file or link), a `commondir`,
@@ -258,6 +314,14 @@ impl<'a> Judgement<'a> {
         }
         let last = inside.last().copied().unwrap_or_default();
         let new_repository = !self.lower_is_git_dir(git);
+        // A rebase or cherry-pick in progress: its todo list can hold
+        // `exec` lines the user's `git rebase --continue` runs.
+        if ["rebase-merge", "rebase-apply", "sequencer"].iter().any(|n| first.eq_ignore_ascii_case(n))
+            && kind != ChangeKind::Deleted
+            && let Some(why) = self.todo_refused(rel)
+        {
+            return Some(why);
+        }
         if let Some(h) = inside.iter().position(|n| n.eq_ignore_ascii_case("hooks")) {
             let hook = "protected (a git hook runs at the next git command)".to_owned();
             // The hooks directory itself may be made (`git init`): a
@@ -291,11 +355,31 @@ impl<'a> Judgement<'a> {
         None
     }
 
-    /// Why a configuration the command made for a new repository is
-    /// refused: a key beyond what git writes for one (read by git itself,
-    /// with no other configuration and no includes).
+    /// Why a change to a rebase's or sequencer's state is refused: a line
+    /// that runs a program (`exec`, `x`), or a file that cannot be read.
+    fn todo_refused(&self, rel: &Path) -> Option<String> {
+        if self.meta(rel).is_some_and(|m| m.is_dir()) {
+            return None;
+        }
+        let text = match merged_read(self.layer, rel) {
+            Ok(bytes) if bytes.len() <= 4 << 20 => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(_) => return Some("protected (a rebase's state larger than it reads)".into()),
+            Err(e) => return Some(format!("protected (a rebase's state that cannot be examined: {e})")),
+        };
+        let runs = text.lines().map(str::trim_start).any(|l| {
+            let word = l.split_whitespace().next().unwrap_or("");
+            word.eq_ignore_ascii_case("exec") || word.eq_ignore_ascii_case("x")
+        });
+        runs.then(|| "protected (a rebase's todo list that runs a program at `git rebase --continue`)".into())
+    }
+
+    /// Why a configuration for a new repository is refused: a key beyond
+    /// what git writes for one (read by git itself, with no other
+    /// configuration and no includes). `rel` is read as the command left
+    /// it.
     fn new_config_refused(&self, rel: &Path) -> Option<String> {
-        let file = self.layer.upper.join(rel);
+        let upper = self.layer.upper.join(rel);
+        let file = if std::fs::symlink_metadata(&upper).is_ok() { upper } else { self.layer.root.join(rel) };
         match std::fs::symlink_metadata(&file) {
             Ok(m) if m.is_file() && m.len() <= 1 << 20 => {}
             Ok(m) if m.is_file() => return Some("it is larger than 1 MiB".into()),
@@ -316,7 +400,13 @@ impl<'a> Judgement<'a> {
             Err(e) => return Some(format!("git cannot be run to read it: {e}")),
         };
         for item in out.split(|b| *b == 0).filter(|i| !i.is_empty()) {
-            let key = String::from_utf8_lossy(item.split(|b| *b == b'\n').next().unwrap_or_default()).to_lowercase();
+            let mut parts = item.splitn(2, |b| *b == b'\n');
+            let key = String::from_utf8_lossy(parts.next().unwrap_or_default()).to_lowercase();
+            let value = String::from_utf8_lossy(parts.next().unwrap_or_default()).to_lowercase();
+            // A remote whose transport is a program (`ext::sh -c …`).
+            if (key.ends_with(".url") || key.ends_with(".pushurl")) && value.trim_start().starts_with("ext::") {
+                return Some(format!("{key} runs a program (an ext:: transport)"));
+            }
             let plain = NEW_CONFIG_KEYS.contains(&key.as_str());
             let sub = key.split_once('.').is_some_and(|(section, rest)| {
                 rest.rsplit_once('.').is_some_and(|(_, var)| NEW_CONFIG_SUBSECTION_KEYS.contains(&(section, var)))
@@ -413,19 +503,11 @@ impl<'a> Judgement<'a> {
                 }
             }
         }
+        // Its configuration, whoever wrote it and when: it was never a
+        // repository's until now, so what git writes for a new one is all
+        // it may hold.
         let config = dir.join("config");
         if self.meta(&config).is_some() {
-            if std::fs::symlink_metadata(self.layer.upper.join(&config)).is_err() {
-                // The configuration was there before: the user's, judged
-                // as such (read, not allow-listed).
-                return match merged_read(self.layer, &config) {
-                    Ok(bytes) if bytes.len() <= 4 << 20 => {
-                        crate::permission::config_text_runs_code(&String::from_utf8_lossy(&bytes))
-                            .map(|what| format!("protected ({} says {what})", shown(&config)))
-                    }
-                    _ => Some(format!("protected ({} cannot be examined)", shown(&config))),
-                };
-            }
             return self.new_config_refused(&config).map(|why| format!("protected ({}: {why})", shown(&config)));
         }
         None
@@ -469,6 +551,60 @@ fn merged_read(layer: &agentd_sandbox::Layer, rel: &Path) -> std::io::Result<Vec
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::fs::read_regular(&layer.root.join(rel), 4 << 20),
         other => other,
     }
+}
+
+/// What the git directory `dir` (of the worktree at `top`) obeys outside
+/// itself, as its configuration names it: `core.hooksPath` (relative to
+/// the worktree's top), included files.
+fn obeyed_by(dir: &Path, top: &Path) -> Vec<PathBuf> {
+    let config = dir.join("config");
+    let mut out = Vec::new();
+    for entry in crate::permission::git_config_entries(&config) {
+        let path = match entry.key.as_str() {
+            "core.hookspath" => match entry.value.strip_prefix("~/") {
+                Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
+                None => Some(top.join(&entry.value)),
+            },
+            k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
+                crate::permission::git_config_path(&entry.value, &entry.file)
+            }
+            _ => None,
+        };
+        out.extend(path.map(|p| crate::fs::normalize(&p)));
+        if entry.file != config {
+            out.push(crate::fs::normalize(&entry.file));
+        }
+    }
+    out
+}
+
+/// Hook directories the user's own git configuration (`~/.gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config`, `/etc/gitconfig`) names relative to
+/// every repository's top.
+fn user_hook_paths() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let xdg =
+        std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let files = home
+        .iter()
+        .map(|h| h.join(".gitconfig"))
+        .chain(xdg.iter().map(|x| x.join("git/config")))
+        .chain(std::iter::once(PathBuf::from("/etc/gitconfig")));
+    let mut out = Vec::new();
+    for file in files {
+        for entry in crate::permission::git_config_entries(&file) {
+            if entry.key == "core.hookspath" && !entry.value.starts_with(['/', '~']) && !entry.value.is_empty() {
+                out.push(
+                    crate::fs::normalize(&PathBuf::from("/").join(&entry.value))
+                        .strip_prefix("/")
+                        .map(Path::to_owned)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+    }
+    out.retain(|p| !p.as_os_str().is_empty());
+    out
 }
 
 /// What the repositories of `roots` (their own, found as git finds them)

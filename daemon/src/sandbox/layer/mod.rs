@@ -556,6 +556,7 @@ impl Apply<'_> {
     fn question(&self, plan: &[Planned], asked: &[usize]) -> (Vec<agentd_protocol::changes::FileChange>, String) {
         let mut changes = Vec::new();
         let mut diff = String::new();
+        let mut partial = false;
         for &i in asked {
             let p = &plan[i];
             let abs = self.layer.root.join(&p.rel);
@@ -571,8 +572,27 @@ impl Apply<'_> {
                 bytes_before: before,
                 bytes_after: after,
             };
+            // Links: where they lead, on either side.
+            let lower_link = p.lower.as_ref().is_some_and(|m| m.file_type().is_symlink());
+            let upper_link = matches!(p.what, Some(Step::Link));
+            if lower_link || upper_link {
+                let name = p.rel.display();
+                if lower_link
+                    && let Some(Some(t)) = beneath(&self.layer.root, &p.rel, |path| std::fs::read_link(path).ok())
+                {
+                    diff.push_str(&format!("# {name}: was a link to {}\n", t.display()));
+                }
+                if upper_link && let Ok(t) = std::fs::read_link(self.layer.upper.join(&p.rel)) {
+                    diff.push_str(&format!("# {name}: becomes a link to {}\n", t.display()));
+                }
+                changes.push(change);
+                continue;
+            }
+            let small = |n: Option<u64>| n.is_none_or(|n| n <= DIFF_FILE_BYTES);
+            if !small(before) || !small(after) {
+                partial = true;
+            }
             if diff.len() < DIFF_BYTES {
-                let small = |n: Option<u64>| n.is_none_or(|n| n <= DIFF_FILE_BYTES);
                 let old = if small(before) {
                     before.and_then(|_| beneath(&self.layer.root, &p.rel, |path| read_plain(path)).flatten())
                 } else {
@@ -590,7 +610,11 @@ impl Apply<'_> {
             changes.push(change);
         }
         if diff.len() >= DIFF_BYTES {
+            partial = true;
             diff.push_str("[the rest of the diff is left out]\n");
+        }
+        if partial {
+            diff.insert_str(0, "# NOT SHOWN IN FULL: some of these changes are larger than the diff shows\n");
         }
         (changes, diff)
     }
@@ -849,8 +873,10 @@ fn split(verdict: Result<bool, String>) -> (Result<(), String>, bool) {
     }
 }
 
-/// The most of one file a question's diff shows.
-const DIFF_FILE_BYTES: u64 = 64 * 1024;
+/// The largest file a question's diff reads (the diff itself shows the
+/// changed regions; a larger file is named with its sizes, and the
+/// question says some changes are not shown in full).
+const DIFF_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The most a question's diff holds.
 const DIFF_BYTES: usize = 1 << 20;

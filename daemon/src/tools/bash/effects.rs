@@ -227,9 +227,16 @@ pub(super) fn finish(
 
 /// What a foreground call moved to the background does with its layer
 /// when its processes are gone: applies it, saying so in the job's output.
-pub(super) fn at_end(layers: CallLayers, rules: std::sync::Arc<RuleSet>) -> crate::process::jobs::AtEnd {
+/// Under `auto_allow: "effects"` (`asking`) nobody is asked any more:
+/// what would wait for approval is discarded.
+pub(super) fn at_end(
+    layers: CallLayers,
+    rules: std::sync::Arc<RuleSet>,
+    asking: Option<Asking>,
+) -> crate::process::jobs::AtEnd {
+    let asking = asking.map(|a| Asking { line: None, ..a });
     Box::new(move || {
-        let effects = finish(layers, rules, None, None);
+        let effects = finish(layers, rules, None, asking);
         let mut lines: Vec<String> = effects.lines().into_iter().map(strip_brackets).collect();
         if !effects.changes.is_empty() {
             lines.push("the job's changes are not rewindable".to_owned());

@@ -470,7 +470,7 @@ impl Tool for Bash {
                     limit: Duration::from_millis(BACKGROUND_DEFAULT_TIMEOUT_MS),
                     tmp: Some(tmp),
                     at_end: match layers {
-                        Some(layers) => Some(effects::at_end(layers, ctx.rules.clone())),
+                        Some(layers) => Some(effects::at_end(layers, ctx.rules.clone(), effects::asking(&ctx, &input))),
                         None => job_end(guard),
                     },
                 },
