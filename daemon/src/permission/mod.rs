@@ -481,6 +481,8 @@ pub fn git_config_path(value: &str, file: &std::path::Path) -> Option<std::path:
 mod tests {
     use std::path::Path;
 
+    use super::config_text_runs_code;
+
     /// Attack review of issue 48: a repository whose `config` is a FIFO
     /// stalled whoever read it; it is now a configuration that may run code.
     #[test]

@@ -562,7 +562,7 @@ fn sweep() -> Vec<CallFacts> {
                                     f.protected = (protected && f.edits).then(|| ".git/config".to_owned());
                                     f.sandbox_available = available;
                                     f.sandbox.mode = smode;
-                                    f.sandbox.auto_allow = auto;
+                                    f.sandbox.auto_allow = auto.into();
                                     if let Some(b) = f.bash.as_mut() {
                                         b.disable_sandbox = disable;
                                     } else if disable {
