@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentd_protocol::hooks::HookEvent;
+use agentd_protocol::session::SandboxProfile::WorkspaceWrite;
 use agentd_protocol::tools::ContentBlock;
 
 use super::{AskFor, Grant, SessionExecutor, Slot};
@@ -87,9 +88,8 @@ impl SessionExecutor {
                 }
                 grant.profile = p;
                 grant.scrub_env = unasked;
-                grant.effects = unasked
-                    && p == Some(agentd_protocol::session::SandboxProfile::WorkspaceWrite)
-                    && self.services.info.sandbox.auto_allow.effects();
+                // Unasked in workspace_write: `auto_allow` did it.
+                grant.effects = unasked && p == Some(WorkspaceWrite) && self.services.info.sandbox.auto_allow.effects();
                 Ok(None)
             }
             Verdict::Ask { reason, suggestion, suggest, profile: p } => {

@@ -594,7 +594,7 @@ impl Apply<'_> {
             }
             if diff.len() < DIFF_BYTES {
                 let old = if small(before) {
-                    before.and_then(|_| beneath(&self.layer.root, &p.rel, |path| read_plain(path)).flatten())
+                    before.and_then(|_| beneath(&self.layer.root, &p.rel, read_plain).flatten())
                 } else {
                     None
                 };

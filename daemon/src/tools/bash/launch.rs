@@ -104,6 +104,16 @@ fn start_gate(
     Gate::start(shared).map_err(|e| ToolError::new(format!("cannot start the network gate: {e}")))
 }
 
+/// What keeps a `workspace_write` call's writes in check: its layer, or
+/// the older wall's guard (neither in other profiles).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Wall<'a> {
+    /// The older wall (placeholders, pins, the scan).
+    pub guard: Option<&'a crate::sandbox::CallGuard>,
+    /// The copy-on-write layer.
+    pub layers: Option<&'a crate::sandbox::layer::CallLayers>,
+}
+
 /// How to start the call's shell: through the sandbox helper (in the
 /// profile the permission check chose) where there is one; and its network
 /// gate's state when it has one.
@@ -115,8 +125,7 @@ pub(super) fn launch<'a>(
     marker: &str,
     tmp: &Path,
     foreground: bool,
-    guard: Option<&crate::sandbox::CallGuard>,
-    layers: Option<&crate::sandbox::layer::CallLayers>,
+    wall: Wall<'_>,
 ) -> Result<(Launch<'a>, Option<std::sync::Arc<crate::sandbox::gate::Shared>>), ToolError> {
     let profile = ctx.grant.sandbox_profile;
     // Without a helper, directly. With the sandbox off the helper still
@@ -172,8 +181,8 @@ pub(super) fn launch<'a>(
         },
         // Behind a layer nothing of the workspace needs binding: what the
         // command changes there is judged after it.
-        protect: if profile == SandboxProfile::WorkspaceWrite && layers.is_none() {
-            let extra = guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
+        protect: if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
+            let extra = wall.guard.map(crate::sandbox::CallGuard::protect_too).unwrap_or_default();
             let mut protect = crate::sandbox::protected_paths(&roots, &extra).map_err(ToolError::new)?;
             protect.extend(
                 worktree_protected(ctx, &roots)?.into_iter().filter(|p| roots.iter().any(|r| p.starts_with(r))),
@@ -230,10 +239,10 @@ pub(super) fn launch<'a>(
         drain_ms: DRAIN_AFTER_EXIT.as_millis() as u64,
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
         caches,
-        layers: layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
+        layers: wall.layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
     };
     let mut spec = spec;
-    if profile == SandboxProfile::WorkspaceWrite && layers.is_none() {
+    if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
         // `.git` (whose hooks and config are protected) and every directory
         // between a root and a protected path: none can be renamed away.
         let mut pin = crate::sandbox::git_dirs(&spec.roots);

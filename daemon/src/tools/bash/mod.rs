@@ -34,7 +34,7 @@ mod facts;
 mod launch;
 mod result;
 mod stale;
-use launch::{launch, network_of, object_staging, sandbox_roots, walls_missing};
+use launch::{Wall, launch, network_of, object_staging, sandbox_roots, walls_missing};
 pub use result::{BashResult, KillReason};
 use result::{moved_result, result_text};
 
@@ -317,10 +317,11 @@ impl Tool for Bash {
             None => script,
         };
         if input.run_in_background {
-            let (launch, _gate) = launch(&ctx, &self.0, &input, &marker, &tmp, false, guard.as_ref(), None)
-                .inspect_err(|_| {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                })?;
+            let (launch, _gate) =
+                launch(&ctx, &self.0, &input, &marker, &tmp, false, Wall { guard: guard.as_ref(), layers: None })
+                    .inspect_err(|_| {
+                        let _ = std::fs::remove_dir_all(&tmp);
+                    })?;
             let job = ctx
                 .need::<process::jobs::JobTable>()?
                 .start(
@@ -377,7 +378,8 @@ impl Tool for Bash {
         // (and a sibling's Edit meanwhile is not blamed on it), as Claude
         // Code looks only at commands that may write.
         let watched = (!read_only(&input.command)).then(|| stale::Watched::before(ctx.session.files.keys().cloned()));
-        let launched = launch(&ctx, &self.0, &input, &marker, &tmp, true, guard.as_ref(), layers.as_ref());
+        let wall = Wall { guard: guard.as_ref(), layers: layers.as_ref() };
+        let launched = launch(&ctx, &self.0, &input, &marker, &tmp, true, wall);
         let started_tree = launched.and_then(|(launch, gate)| {
             process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch)
                 .map(|tree| (tree, gate))
