@@ -49,8 +49,10 @@ async fn run(s: &mut StreamedSession, command: &str) -> (String, Value) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let id = format!("b{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let turn = s.submit_ended(vec![tool_use(&id, "Bash", json!({ "command": command }))]).await;
+    // (The stream also carries results of earlier `tool/call`s.)
     let results = s.results(&turn).await;
-    (turn, results.into_iter().next().unwrap())
+    let result = results.into_iter().find(|r| r["turn_id"] == turn.as_str()).unwrap();
+    (turn, result)
 }
 
 fn text(r: &Value) -> String {
@@ -560,5 +562,28 @@ fn the_second_layer_reviews_findings_stay_closed() {
         )
         .await;
         assert!(!ws.join("t/HEAD").exists() && !ws.join("s/.git").exists(), "{r}");
+    });
+}
+
+/// One table of protected names for file tools and commands: in
+/// `accept_edits` a Write of `.vscode/tasks.json` (a task VS Code may run
+/// when the folder opens) asks, as a command's change to it is not
+/// applied.
+#[test]
+fn file_tools_and_commands_protect_the_same_names() {
+    let (d, ws) = daemon();
+    rt().block_on(async {
+        let mut s = session(&d, &ws, "accept_edits", json!({ "permissions": { "allow": ["Bash"] } })).await;
+        for name in [".vscode/tasks.json", ".idea/workspace.xml", ".gitmodules", "pkg/.mcp.json"] {
+            let r = s.c.tool(&s.id, "Write", json!({ "file_path": name, "content": "{}" })).await;
+            assert_eq!(r["is_error"], true, "{name}: {r}");
+            assert!(text(&r).contains("permission"), "asked, nobody answered: {name}: {r}");
+            let (_, r) = run(&mut s, &format!("mkdir -p \"$(dirname {name})\" && echo '{{}}' > {name}")).await;
+            assert!(text(&r).contains("[not applied:"), "{name}: {r}");
+            assert!(!ws.join(name).exists(), "{name}");
+        }
+        // An ordinary file: written unasked.
+        let r = s.c.tool(&s.id, "Write", json!({ "file_path": "notes.json", "content": "{}" })).await;
+        assert_eq!(r["is_error"], false, "{r}");
     });
 }

@@ -29,9 +29,15 @@ pub enum PermissionTarget {
 
 /// Names of files and directories that configure agentd or run code
 /// later (`.git` hooks and config, agentd's and Claude Code's settings,
-/// MCP servers): a write to one asks in every mode but `bypass`, whatever
-/// a rule or `accept_edits` says.
-pub const PROTECTED_NAMES: &[&str] = &[".git", ".agentd", ".claude", ".mcp.json"];
+/// MCP servers, an editor's tasks and launch configurations, what git
+/// clones), at any depth and in any case: a file tool's write to one asks
+/// in every mode but `bypass`, whatever a rule or `accept_edits` says; a
+/// command's change to one is not applied (`sandbox::layer`, which judges
+/// `.git` by what git obeys in it: [`SETTINGS_NAMES`]).
+pub const PROTECTED_NAMES: &[&str] = &[".git", ".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
+
+/// [`PROTECTED_NAMES`] but `.git`: what a command's change never reaches.
+pub const SETTINGS_NAMES: &[&str] = PROTECTED_NAMES.split_at(1).1;
 
 /// Whether writing `path` (relative to the workspace, or absolute) would
 /// change such a file: any component of it is one of [`PROTECTED_NAMES`],
@@ -525,7 +531,16 @@ mod tests {
 
     #[test]
     fn protected_names_in_any_case() {
-        for p in [".claude/settings.json", ".CLAUDE/settings.json", "pkg/.Mcp.json", ".GIT/hooks/x", "a/.AgentD/s"] {
+        for p in [
+            ".claude/settings.json",
+            ".CLAUDE/settings.json",
+            "pkg/.Mcp.json",
+            ".GIT/hooks/x",
+            "a/.AgentD/s",
+            ".vscode/tasks.json",
+            "a/.IDEA/workspace.xml",
+            "sub/.gitmodules",
+        ] {
             assert!(super::is_protected(Path::new(p)), "{p}");
         }
         for p in ["claude/settings.json", ".claudex/s", "x.mcp.json", "src/.gitignore"] {

@@ -15,9 +15,8 @@ use std::path::{Path, PathBuf};
 use super::ChangeKind;
 
 /// Names of files and directories a command's change never reaches, at
-/// any depth and in any case: what configures agentd or Claude Code, MCP
-/// servers, an editor's tasks, what git clones.
-pub const NEVER_CHANGED: &[&str] = &[".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
+/// any depth and in any case (the one table in `permission`).
+pub const NEVER_CHANGED: &[&str] = crate::permission::SETTINGS_NAMES;
 
 /// The keys a new repository's configuration may hold: what `git init`,
 /// `git clone`, `git submodule` and `git worktree` write. Anything else in
