@@ -123,7 +123,7 @@ fn call_runs_one_tool_and_exits_4_when_its_result_is_an_error() {
     let cwd = work.path().to_str().unwrap();
     let (code, out, err) = agentctl(&d.socket, &["call", "Read", r#"{"file_path": "notes.txt"}"#, "--cwd", cwd]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "     1\talpha\n     2\tbeta\n");
+    assert_eq!(out, "1\talpha\n2\tbeta\n");
     assert!(err.contains("Read 2 lines"), "{err}");
     let (code, out, _) = agentctl(
         &d.socket,

@@ -49,11 +49,12 @@ async fn read_numbers_pages_and_cuts_long_lines() {
     std::fs::write(s.ws.join("long.txt"), &body).unwrap();
     let r = s.read("long.txt").await;
     let t = text(&r);
-    assert!(t.starts_with("     1\tline 1\n     2\tline 2\n"), "{}", &t[..60]);
-    assert!(t.contains("  2000\tline 2000\n") && !t.contains("line 2001"));
+    // Numbered as Claude Code 2.1.332 numbers them: `1\t`, unpadded.
+    assert!(t.starts_with("1\tline 1\n2\tline 2\n"), "{}", &t[..60]);
+    assert!(t.contains("\n2000\tline 2000\n") && !t.contains("line 2001"));
     assert!(t.contains("[lines 1-2000 of 2500; read on with offset=2001]"), "{}", &t[t.len() - 100..]);
     let r = s.call("Read", json!({ "file_path": s.ws.join("long.txt"), "offset": 2499, "limit": 5 })).await;
-    assert_eq!(text(&r), "  2499\tline 2499\n  2500\tline 2500\n");
+    assert_eq!(text(&r), "2499\tline 2499\n2500\tline 2500\n");
     std::fs::write(s.ws.join("wide.txt"), "x".repeat(5000)).unwrap();
     let t = text(&s.read("wide.txt").await);
     assert!(t.contains("… [3000 more characters]") && t.contains("long lines were cut"), "{t}");
@@ -63,16 +64,12 @@ async fn read_numbers_pages_and_cuts_long_lines() {
     // allow_large (Claude Code 2.1): past the 2000-line default, whole
     // lines up to 1 MiB of text, then where to read on.
     let t = text(&s.call("Read", json!({ "file_path": "long.txt", "allow_large": true })).await);
-    assert!(t.contains("  2500\tline 2500\n") && !t.contains("read on"), "{}", &t[t.len() - 100..]);
+    assert!(t.contains("\n2500\tline 2500\n") && !t.contains("read on"), "{}", &t[t.len() - 100..]);
     let wide: String = (1..=20_000).map(|i| format!("{i:>8} {}\n", "y".repeat(90))).collect();
     std::fs::write(s.ws.join("big.txt"), &wide).unwrap();
     let t = text(&s.call("Read", json!({ "file_path": "big.txt", "allow_large": "true", "offset": 10 })).await);
     assert!(t.len() > 1024 * 1024 && t.len() < 1024 * 1024 + 4096, "{}", t.len());
-    assert!(
-        t.starts_with("    10\t      10 y") && t.contains("of 20000; read on with offset="),
-        "{}",
-        &t[t.len() - 100..]
-    );
+    assert!(t.starts_with("10\t      10 y") && t.contains("of 20000; read on with offset="), "{}", &t[t.len() - 100..]);
 }
 
 #[tokio::test]

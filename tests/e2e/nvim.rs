@@ -82,7 +82,7 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
         .unwrap();
     let out = std::fs::read_to_string(&out_file).unwrap_or_default();
     assert!(status.status.success(), "{out}\n{}", String::from_utf8_lossy(&status.stderr));
-    assert!(out.contains("     1\thello from nvim"), "{out}");
+    assert!(out.contains("1\thello from nvim"), "{out}");
     // Issue 49 #13: one line is "1 line".
     assert!(out.contains("✓ Read 1 line of 1\n"), "{out}");
     assert!(out.contains("buf: ") && out.contains("hello.txt:1"), "{out}");

@@ -24,7 +24,7 @@ with Agentd() as d:
         last_seq = event["seq"]
         if event["type"] == "tool/result" and event["turn_id"] == turn:
             results[event["tool_use_id"]] = event["content"][0]["text"]
-    assert results == {"a": "one\n", "b": "     1\thello\n"}, results
+    assert results == {"a": "one\n", "b": "1\thello\n"}, results
     try:
         d.call("session/get", session_id="nope")
         raise SystemExit("expected an error")

@@ -1,4 +1,4 @@
-//! Read: a file's lines, numbered like `cat -n`, paged; images as image
+//! Read: a file's lines, numbered (`1\t…`, as Claude Code 2.1.332 does), paged; images as image
 //! blocks. Records what it saw in the session's file-state cache, which
 //! Edit and Write check before they change the file.
 
@@ -94,7 +94,7 @@ impl Tool for Read {
     const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::READ_ONLY;
 
     fn description(&self) -> String {
-        "Reads a file from the workspace. Lines are numbered like `cat -n`; by default up to 2000 lines \
+        "Reads a file from the workspace. Lines are numbered (`1\t…`); by default up to 2000 lines \
          from the start, very long lines are cut. For longer files, read on with offset and limit \
          (allow_large: true reads past 2000 lines, up to 1 MiB of text). PNG, JPEG, GIF and WebP files are \
          returned as images. PDF files are returned as their text, page by page: a PDF of more than 10 \
@@ -490,9 +490,11 @@ fn read(path: &fs::WsPath, opened: Opened, lines: Lines) -> Result<Read_, ToolEr
             Some((cut, _)) => {
                 cut_lines += 1;
                 let rest = line[cut..].chars().count();
-                text.push_str(&format!("{number:>6}\t{}… [{rest} more characters]\n", &line[..cut]));
+                text.push_str(&format!("{number}\t{}… [{rest} more characters]\n", &line[..cut]));
             }
-            None => text.push_str(&format!("{number:>6}\t{line}\n")),
+            // `1\t…`, unpadded, as Claude Code 2.1.332 numbers lines
+            // (earlier releases padded to six columns, as `cat -n`).
+            None => text.push_str(&format!("{number}\t{line}\n")),
         }
         shown_last = number;
         // Room for another line?
