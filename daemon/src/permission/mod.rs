@@ -483,6 +483,33 @@ pub fn git_config_path(value: &str, file: &std::path::Path) -> Option<std::path:
     }
 }
 
+/// What the git directory `dir` (of the worktree at `top`) obeys outside
+/// itself as its configuration names it: the hook directory
+/// `core.hooksPath` names (relative to the worktree's top), the files the
+/// configuration includes (whatever the condition, and the included files
+/// themselves). Paths as written, not normalized.
+pub fn git_config_obeys(dir: &std::path::Path, top: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let config = dir.join("config");
+    let mut out = Vec::new();
+    for entry in git_config_entries(&config) {
+        let path = match entry.key.as_str() {
+            "core.hookspath" => match entry.value.strip_prefix("~/") {
+                Some(_) => git_config_path(&entry.value, &entry.file),
+                None => Some(top.join(&entry.value)),
+            },
+            k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
+                git_config_path(&entry.value, &entry.file)
+            }
+            _ => None,
+        };
+        out.extend(path);
+        if entry.file != config {
+            out.push(entry.file);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

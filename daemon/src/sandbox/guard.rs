@@ -486,23 +486,7 @@ pub fn git_obeys(git_dirs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     for dir in git_dirs {
         out.push(dir.join("hooks"));
         out.push(dir.join("config"));
-        let top = dir.parent().unwrap_or(dir);
-        for entry in crate::permission::git_config_entries(&dir.join("config")) {
-            let path = match entry.key.as_str() {
-                "core.hookspath" => match entry.value.strip_prefix("~/") {
-                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
-                    None => Some(top.join(&entry.value)),
-                },
-                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
-                    crate::permission::git_config_path(&entry.value, &entry.file)
-                }
-                _ => None,
-            };
-            out.extend(path);
-            if entry.file != dir.join("config") {
-                out.push(entry.file);
-            }
-        }
+        out.extend(crate::permission::git_config_obeys(dir, dir.parent().unwrap_or(dir)));
         // Fail closed (issue 48): a `modules` made unlistable (`chmod 000
         // .git/modules`) hid its submodules' hooks from the call. A
         // submodule's git directory may hold submodules of its own

@@ -394,52 +394,37 @@ impl History {
         change: Change<'_>,
         before: Before,
     ) -> Result<FileChange, HistoryError> {
-        let kept = match before {
+        let kept = self.keep(before)?;
+        self.push(turn_id, self.entry(tool_use_id, change, kept))
+    }
+
+    /// What the history keeps of `before` (an earlier content linked or
+    /// copied into it).
+    fn keep(&self, before: Before) -> Result<Kept, HistoryError> {
+        Ok(match before {
             Before::Absent => Kept::Absent,
             Before::Directory => Kept::Directory,
             Before::NotRewindable(reason) => Kept::Lost { reason, size: None },
             Before::Content(from) => self.link_blob(&from)?,
-        };
-        let after = state_at(change.path, self.bounds.file_bytes);
-        let entry = Entry {
+        })
+    }
+
+    /// The entry of `change` (its path's state now is what it left).
+    fn entry(&self, tool_use_id: &str, change: Change<'_>, before: Kept) -> Entry {
+        Entry {
             tool_use_id: tool_use_id.to_owned(),
             root: change.root.to_owned(),
             path: change.path.to_owned(),
             kind: change.kind,
             from: change.from.map(Path::to_owned),
-            before: kept,
-            after,
-        };
-        self.push(turn_id, entry)
+            before,
+            after: state_at(change.path, self.bounds.file_bytes),
+        }
     }
 
-    /// Records many changes of one call at once (what a command's layer
-    /// applied), as [`History::record`] does each, saving the index once.
-    /// Past [`MAX_ENTRIES`] older turns go whole; what still does not fit
-    /// is counted as omitted, and a rewind of the turn says so.
-    pub fn record_all(&self, turn_id: &str, tool_use_id: &str, items: Vec<(Change<'_>, Before)>) -> Vec<FileChange> {
-        let mut entries = Vec::with_capacity(items.len());
-        for (change, before) in items {
-            let kept = match before {
-                Before::Absent => Kept::Absent,
-                Before::Directory => Kept::Directory,
-                Before::NotRewindable(reason) => Kept::Lost { reason, size: None },
-                Before::Content(from) => self.link_blob(&from).unwrap_or_else(|e| Kept::Lost {
-                    reason: format!("its earlier content could not be kept: {e}"),
-                    size: None,
-                }),
-            };
-            entries.push(Entry {
-                tool_use_id: tool_use_id.to_owned(),
-                root: change.root.to_owned(),
-                path: change.path.to_owned(),
-                kind: change.kind,
-                from: change.from.map(Path::to_owned),
-                before: kept,
-                after: state_at(change.path, self.bounds.file_bytes),
-            });
-        }
-        let mut index = self.lock();
+    /// Makes `turn_id` the newest turn if it is not there yet; returns the
+    /// turns that left for it (beyond the bound on turns).
+    fn open_turn(&self, index: &mut Index, turn_id: &str) -> Vec<Turn> {
         let mut dropped = Vec::new();
         if !index.turns.iter().any(|t| t.turn_id == turn_id) {
             while index.turns.len() >= self.bounds.turns.max(1) {
@@ -447,6 +432,26 @@ impl History {
             }
             index.turns.push(Turn { turn_id: turn_id.to_owned(), entries: Vec::new(), omitted: 0 });
         }
+        dropped
+    }
+
+    /// Records many changes of one call at once (what a command's layer
+    /// applied), as [`History::record`] does each, saving the index once.
+    /// Past [`MAX_ENTRIES`] older turns go whole; what still does not fit
+    /// is counted as omitted, and a rewind of the turn says so.
+    pub fn record_all(&self, turn_id: &str, tool_use_id: &str, items: Vec<(Change<'_>, Before)>) -> Vec<FileChange> {
+        let entries: Vec<Entry> = items
+            .into_iter()
+            .map(|(change, before)| {
+                let kept = self.keep(before).unwrap_or_else(|e| Kept::Lost {
+                    reason: format!("its earlier content could not be kept: {e}"),
+                    size: None,
+                });
+                self.entry(tool_use_id, change, kept)
+            })
+            .collect();
+        let mut index = self.lock();
+        let mut dropped = self.open_turn(&mut index, turn_id);
         let mut bytes = kept_bytes(&index);
         let mut count: usize = index.turns.iter().map(|t| t.entries.len()).sum();
         let mut changes = Vec::with_capacity(entries.len());
@@ -512,13 +517,7 @@ impl History {
     /// bound), makes room for its blob, and saves the index.
     fn push(&self, turn_id: &str, mut entry: Entry) -> Result<FileChange, HistoryError> {
         let mut index = self.lock();
-        let mut dropped = Vec::new();
-        if !index.turns.iter().any(|t| t.turn_id == turn_id) {
-            while index.turns.len() >= self.bounds.turns.max(1) {
-                dropped.push(index.turns.remove(0));
-            }
-            index.turns.push(Turn { turn_id: turn_id.to_owned(), entries: Vec::new(), omitted: 0 });
-        }
+        let mut dropped = self.open_turn(&mut index, turn_id);
         let size = match &entry.before {
             Kept::File { size, .. } => *size,
             _ => 0,

@@ -553,28 +553,9 @@ fn merged_read(layer: &agentd_sandbox::Layer, rel: &Path) -> std::io::Result<Vec
 }
 
 /// What the git directory `dir` (of the worktree at `top`) obeys outside
-/// itself, as its configuration names it: `core.hooksPath` (relative to
-/// the worktree's top), included files.
+/// itself (see [`crate::permission::git_config_obeys`]), normalized.
 fn obeyed_by(dir: &Path, top: &Path) -> Vec<PathBuf> {
-    let config = dir.join("config");
-    let mut out = Vec::new();
-    for entry in crate::permission::git_config_entries(&config) {
-        let path = match entry.key.as_str() {
-            "core.hookspath" => match entry.value.strip_prefix("~/") {
-                Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
-                None => Some(top.join(&entry.value)),
-            },
-            k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
-                crate::permission::git_config_path(&entry.value, &entry.file)
-            }
-            _ => None,
-        };
-        out.extend(path.map(|p| crate::fs::normalize(&p)));
-        if entry.file != config {
-            out.push(crate::fs::normalize(&entry.file));
-        }
-    }
-    out
+    crate::permission::git_config_obeys(dir, top).iter().map(|p| crate::fs::normalize(p)).collect()
 }
 
 /// Hook directories the user's own git configuration (`~/.gitconfig`,
@@ -627,23 +608,7 @@ pub fn git_obeyed<'a>(roots: impl Iterator<Item = &'a Path>) -> Result<Vec<PathB
                 ));
             }
         }
-        let top = dir.parent().unwrap_or(&dir).to_owned();
-        for entry in crate::permission::git_config_entries(&config) {
-            let path = match entry.key.as_str() {
-                "core.hookspath" => match entry.value.strip_prefix("~/") {
-                    Some(_) => crate::permission::git_config_path(&entry.value, &entry.file),
-                    None => Some(top.join(&entry.value)),
-                },
-                k if k.ends_with(".path") && (k.starts_with("include.") || k.starts_with("includeif.")) => {
-                    crate::permission::git_config_path(&entry.value, &entry.file)
-                }
-                _ => None,
-            };
-            out.extend(path.map(|p| crate::fs::normalize(&p)));
-            if entry.file != config {
-                out.push(crate::fs::normalize(&entry.file));
-            }
-        }
+        out.extend(obeyed_by(&dir, dir.parent().unwrap_or(&dir)));
         if let Ok(target) = std::fs::read_link(dir.join("hooks")) {
             out.push(crate::fs::normalize(&dir.join(target)));
         }
