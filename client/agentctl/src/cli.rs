@@ -18,6 +18,8 @@ use serde::Serialize;
 
 mod calls;
 use calls::*;
+mod changes;
+use changes::describe_change;
 mod mcp;
 use mcp::*;
 mod session;
@@ -672,46 +674,6 @@ fn local_command_references(page: &str) -> String {
     out
 }
 
-/// A call's input: the JSON object given, then each `key=value` on top.
-fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, Failure> {
-    let mut input = match json {
-        Some(text) => serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| Failure::Usage(format!("the input is not JSON: {e}")))?,
-        None => serde_json::json!({}),
-    };
-    let Some(object) = input.as_object_mut() else {
-        return Err(Failure::Usage("the input must be a JSON object".into()));
-    };
-    for arg in args {
-        let Some((key, value)) = arg.split_once('=') else {
-            return Err(Failure::Usage(format!("--arg {arg:?} is not key=value")));
-        };
-        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-        object.insert(key.to_owned(), value);
-    }
-    Ok(input)
-}
-
-/// `KEY=VALUE` arguments as a map (a later key wins); `bad` words the
-/// failure of the first one with no `=`.
-fn key_values(
-    args: &[String],
-    bad: impl Fn(&str) -> String,
-) -> Result<std::collections::BTreeMap<String, String>, Failure> {
-    args.iter()
-        .map(|a| match a.split_once('=') {
-            Some((key, value)) => Ok((key.to_owned(), value.to_owned())),
-            None => Err(Failure::Usage(bad(a))),
-        })
-        .collect()
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Self {
-        Failure::Client(e)
-    }
-}
-
 /// The sandbox's level in a line: `full`, `partial (missing: namespaces)`,
 /// `none (why)`.
 fn sandbox_line(status: &agentd_protocol::methods::SandboxStatus) -> String {
@@ -902,47 +864,9 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
                 println!("cancelled {}", result.cancelled.join(", "));
             }
         }
-        Command::Diff { session, turn } => {
-            let params =
-                agentd_client::protocol::changes::TurnDiffParams { session_id: session.clone(), turn_id: turn.clone() };
-            let result = client.call::<agentd_client::protocol::methods::TurnDiff>(params).await?;
-            if cli.json {
-                print_json(&result);
-            } else {
-                println!("turn {}: {}", result.turn_id, counted_changes(result.changes.len()));
-                for change in &result.changes {
-                    println!("  {}", describe_change(change));
-                }
-                print!("{}", result.diff);
-            }
-        }
+        Command::Diff { session, turn } => changes::diff(&client, cli.json, session, turn.as_deref()).await?,
         Command::Rewind { session, turn, call, dry_run, force } => {
-            let params = agentd_client::protocol::changes::TurnRewindParams {
-                session_id: session.clone(),
-                turn_id: turn.clone(),
-                tool_use_id: call.clone(),
-                dry_run: *dry_run,
-                force: *force,
-            };
-            let result = client.call::<agentd_client::protocol::methods::TurnRewind>(params).await?;
-            if cli.json {
-                print_json(&result);
-            } else {
-                let verb = if *dry_run { "would restore" } else { "restored" };
-                println!("{verb}: {}", counted_changes(result.restored.len()));
-                for change in &result.restored {
-                    println!("  undo {}", describe_change(change));
-                }
-                for c in &result.conflicts {
-                    println!("  conflict {}: {}", c.path, c.reason);
-                }
-                for n in &result.not_rewindable {
-                    println!("  not rewindable {}: {}", n.path, n.reason);
-                }
-                if !result.conflicts.is_empty() && !*force {
-                    println!("(--force restores the conflicting files too)");
-                }
-            }
+            changes::rewind(&client, cli.json, session, turn.as_deref(), call.as_deref(), *dry_run, *force).await?
         }
         Command::Respond { session, request_id, decision, rule, message, answers } => {
             let given = key_values(answers, |a| format!("--answer {a:?}: expected QUESTION=ANSWER"))?;
@@ -991,49 +915,6 @@ fn wire<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-async fn tools(
-    cli: &Cli,
-    client: &Client,
-    session: Option<&str>,
-    cwd: Option<&std::path::Path>,
-    all: bool,
-) -> Result<(), Failure> {
-    let list = match session {
-        Some(id) => client.tools_list(id).await?,
-        None => {
-            let params = TemporarySession { cwd: cwd.map(ToOwned::to_owned), mode: None }.params()?;
-            in_temporary_session(client, params, |sid: String| async move { client.tools_list(&sid).await }).await?
-        }
-    };
-    if cli.json {
-        print_json(&list);
-        return Ok(());
-    }
-    println!("tools ({}, ~{} tokens):", list.tools.len(), list.estimated_tokens);
-    let width = list.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
-    for tool in &list.tools {
-        if all {
-            println!("\n{}\n  {}", tool.name, tool.description.replace('\n', "\n  "));
-            let schema = serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default();
-            println!("  input_schema: {}", schema.replace('\n', "\n  "));
-        } else {
-            let first = tool.description.lines().next().unwrap_or("");
-            println!("  {:<width$}  {}", tool.name, first);
-        }
-    }
-    if !list.deferred.is_empty() {
-        println!(
-            "deferred ({}, ~{} tokens saved; loaded on demand with ToolSearch):",
-            list.deferred.len(),
-            list.deferred_tokens_saved
-        );
-        for name in &list.deferred {
-            println!("  {name}");
-        }
-    }
-    Ok(())
-}
-
 fn mode_name(mode: PermissionMode) -> &'static str {
     match mode {
         PermissionMode::Default => "default",
@@ -1041,26 +922,6 @@ fn mode_name(mode: PermissionMode) -> &'static str {
         PermissionMode::Plan => "plan",
         PermissionMode::Bypass => "bypass",
     }
-}
-
-/// "1 change", "3 changes".
-fn counted_changes(n: usize) -> String {
-    if n == 1 { "1 change".into() } else { format!("{n} changes") }
-}
-
-/// One change on a line: its kind, path and sizes.
-fn describe_change(change: &agentd_client::protocol::changes::FileChange) -> String {
-    use agentd_client::protocol::changes::ChangeKind;
-    let kind = match change.kind {
-        ChangeKind::Created => "created",
-        ChangeKind::Modified => "modified",
-        ChangeKind::Deleted => "deleted",
-        ChangeKind::Renamed => "renamed",
-        ChangeKind::Mode => "mode",
-    };
-    let from = change.from.as_ref().map(|f| format!(" (from {f})")).unwrap_or_default();
-    let size = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
-    format!("{kind:<8} {}{from} ({} -> {} bytes)", change.path, size(change.bytes_before), size(change.bytes_after))
 }
 
 fn print_json(value: &impl Serialize) {

@@ -15,6 +15,7 @@
 //!   it), [`Report`] (what happened), [`Probe`] (what the kernel offers).
 pub mod confine;
 pub mod helper;
+pub mod mounts;
 pub mod netns;
 pub mod pdf;
 pub mod unix_wall;
@@ -270,7 +271,7 @@ fn probe_overlay(scratch: &std::path::Path, ns_spec: &Spec) -> bool {
     let ok = in_child(|| helper::enter_namespaces(&spec).is_ok() && std::fs::write(root.join("probe"), b"1").is_ok())
         && upper.join("probe").is_file()
         && !root.join("probe").exists();
-    helper::remove_layer_dir(&base);
+    mounts::remove_layer_dir(&base);
     ok
 }
 

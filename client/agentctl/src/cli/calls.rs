@@ -902,3 +902,43 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         EventKind::SessionClosed {} => "session closed".to_owned(),
     }
 }
+
+/// A call's input: the JSON object given, then each `key=value` on top.
+pub(super) fn call_input(json: Option<&str>, args: &[String]) -> Result<serde_json::Value, Failure> {
+    let mut input = match json {
+        Some(text) => serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| Failure::Usage(format!("the input is not JSON: {e}")))?,
+        None => serde_json::json!({}),
+    };
+    let Some(object) = input.as_object_mut() else {
+        return Err(Failure::Usage("the input must be a JSON object".into()));
+    };
+    for arg in args {
+        let Some((key, value)) = arg.split_once('=') else {
+            return Err(Failure::Usage(format!("--arg {arg:?} is not key=value")));
+        };
+        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        object.insert(key.to_owned(), value);
+    }
+    Ok(input)
+}
+
+/// `KEY=VALUE` arguments as a map (a later key wins); `bad` words the
+/// failure of the first one with no `=`.
+pub(super) fn key_values(
+    args: &[String],
+    bad: impl Fn(&str) -> String,
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((key, value)) => Ok((key.to_owned(), value.to_owned())),
+            None => Err(Failure::Usage(bad(a))),
+        })
+        .collect()
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Client(e)
+    }
+}

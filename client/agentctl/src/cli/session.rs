@@ -237,3 +237,47 @@ where
     closed?;
     Ok(result)
 }
+
+/// `agentctl tools`: the tools a session offers the model.
+pub(super) async fn tools(
+    cli: &Cli,
+    client: &Client,
+    session: Option<&str>,
+    cwd: Option<&std::path::Path>,
+    all: bool,
+) -> Result<(), Failure> {
+    let list = match session {
+        Some(id) => client.tools_list(id).await?,
+        None => {
+            let params = TemporarySession { cwd: cwd.map(ToOwned::to_owned), mode: None }.params()?;
+            in_temporary_session(client, params, |sid: String| async move { client.tools_list(&sid).await }).await?
+        }
+    };
+    if cli.json {
+        print_json(&list);
+        return Ok(());
+    }
+    println!("tools ({}, ~{} tokens):", list.tools.len(), list.estimated_tokens);
+    let width = list.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for tool in &list.tools {
+        if all {
+            println!("\n{}\n  {}", tool.name, tool.description.replace('\n', "\n  "));
+            let schema = serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default();
+            println!("  input_schema: {}", schema.replace('\n', "\n  "));
+        } else {
+            let first = tool.description.lines().next().unwrap_or("");
+            println!("  {:<width$}  {}", tool.name, first);
+        }
+    }
+    if !list.deferred.is_empty() {
+        println!(
+            "deferred ({}, ~{} tokens saved; loaded on demand with ToolSearch):",
+            list.deferred.len(),
+            list.deferred_tokens_saved
+        );
+        for name in &list.deferred {
+            println!("  {name}");
+        }
+    }
+    Ok(())
+}

@@ -231,13 +231,13 @@ impl CallLayers {
         // does not wait for their removal. A daemon that stops first
         // leaves it to the next one's sweep.
         let base = self.base;
-        std::thread::spawn(move || agentd_sandbox::helper::remove_layer_dir(&base));
+        std::thread::spawn(move || agentd_sandbox::mounts::remove_layer_dir(&base));
         outcome
     }
 
     /// Removes the layers unapplied (the call never ran).
     pub fn discard(self) {
-        agentd_sandbox::helper::remove_layer_dir(&self.base);
+        agentd_sandbox::mounts::remove_layer_dir(&self.base);
     }
 }
 
@@ -246,7 +246,7 @@ pub fn sweep(state_dir: &Path) {
     let dir = state_dir.join("layers");
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for entry in entries.flatten() {
-            agentd_sandbox::helper::remove_layer_dir(&entry.path());
+            agentd_sandbox::mounts::remove_layer_dir(&entry.path());
         }
     }
 }
