@@ -105,27 +105,33 @@ pub fn built_in() -> Vec<AgentDef> {
 
 /// The sub-agent definitions of a workspace and the user (after the
 /// built-in one), and what could not be read.
-pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<AgentDef>, Vec<String>) {
-    let mut roots = vec![cwd.join(".claude/agents")];
+/// The workspace's own count only as `trust` approved them.
+pub fn discover(
+    cwd: &Path,
+    rules: &crate::permission::rules::RuleSet,
+    trust: &crate::trust::TrustStore,
+) -> (Vec<AgentDef>, Vec<String>) {
+    let mut roots = vec![(cwd.join(".claude/agents"), Some(trust))];
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
-        roots.push(home.join(".claude/agents"));
+        roots.push((home.join(".claude/agents"), None));
     }
     let mut defs = built_in();
     let mut errors = Vec::new();
-    for root in roots {
+    for (root, trust) in roots {
         let Ok(entries) = std::fs::read_dir(&root) else { continue };
         let mut files: Vec<PathBuf> =
             entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md")).collect();
         files.sort();
         for file in files {
             let shown = file.display();
-            let (pairs, body) = match crate::definitions::read_definition(&root, &file, rules, MAX_DEFINITION_BYTES) {
-                Ok(x) => x,
-                Err(why) => {
-                    errors.push(format!("{shown}: {why}"));
-                    continue;
-                }
-            };
+            let (pairs, body) =
+                match crate::definitions::read_definition(&root, &file, rules, MAX_DEFINITION_BYTES, trust) {
+                    Ok(d) => (d.pairs, d.body),
+                    Err(why) => {
+                        errors.push(format!("{shown}: {why}"));
+                        continue;
+                    }
+                };
             let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.trim().to_owned());
             let Some(name) = get("name").filter(|n| valid_name(n)) else {
                 errors.push(format!("{shown}: no valid name (letters, digits, '-', '_')"));

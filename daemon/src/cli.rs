@@ -53,6 +53,11 @@ struct Args {
     /// memory only
     #[arg(long, env = "AGENTD_EPHEMERAL", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
     ephemeral: bool,
+    /// Obey every workspace's settings, .mcp.json, skills and agent
+    /// definitions without the user's approval of their content (for
+    /// unattended use on workspaces that are the user's own)
+    #[arg(long, env = "AGENTD_TRUST_PROJECT_FILES", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
+    trust_project_files: bool,
     /// Sessions the store keeps; at start the least recently used beyond this are removed
     #[arg(long, env = "AGENTD_STORE_MAX_SESSIONS", default_value_t = 1000)]
     store_max_sessions: usize,
@@ -132,6 +137,7 @@ fn start(args: Args) -> anyhow::Result<()> {
         require: args.require_sandbox,
     };
     config.persist = !args.ephemeral;
+    config.trust_project_files = args.trust_project_files;
     if let (Some(listen), Some(cert), Some(key), Some(client_ca)) =
         (args.listen_tls, args.tls_cert, args.tls_key, args.tls_client_ca)
     {

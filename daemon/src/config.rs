@@ -58,6 +58,9 @@ pub struct Config {
     /// Keep sessions in the state directory across restarts (`false`:
     /// in memory only).
     pub persist: bool,
+    /// Obey every workspace's project files without the user's approval
+    /// (`--trust-project-files`; see [`crate::trust`]).
+    pub trust_project_files: bool,
     /// The network face (`--listen-tls`): the protocol over mutual TLS.
     pub tls: Option<TlsConfig>,
     /// The daemon's way to the web: `--resolve` pins, the WebSearch
@@ -80,6 +83,7 @@ impl Config {
             store_limits: crate::store::disk::StoreLimits::default(),
             tls: None,
             persist: true,
+            trust_project_files: false,
             web: Default::default(),
         }
     }

@@ -74,22 +74,43 @@ pub fn readable(rules: &crate::permission::rules::RuleSet, path: &Path) -> Resul
     Ok(())
 }
 
+/// A definition file read: its front matter, body, and the SHA-256 of its
+/// whole text (what the user approved, for a workspace's file).
+pub struct Definition {
+    /// The front matter's pairs.
+    pub pairs: FrontMatter,
+    /// What follows the front matter.
+    pub body: String,
+    /// The SHA-256 of the file's text.
+    pub sha256: String,
+}
+
 /// A definition file (SKILL.md, `.claude/agents/*.md`) of `root`, read
-/// and split: its front matter and body. `Err` says why it is left out: it
-/// leads outside `root`, `rules` deny reading it, it is larger than
-/// `max_bytes`, or it has no front matter.
+/// and split. `Err` says why it is left out: it leads outside `root`,
+/// `rules` deny reading it, it is larger than `max_bytes`, it has no front
+/// matter, or — a workspace's file, `trust` given — the user has not
+/// approved this content.
 pub fn read_definition(
     root: &Path,
     file: &Path,
     rules: &crate::permission::rules::RuleSet,
     max_bytes: u64,
-) -> Result<(FrontMatter, String), String> {
+    trust: Option<&crate::trust::TrustStore>,
+) -> Result<Definition, String> {
     let real = contained(root, file).ok_or_else(|| format!("leads outside {}; left out", root.display()))?;
     readable(rules, &real).map_err(|why| format!("{why}; left out"))?;
     if std::fs::metadata(&real).map_or(true, |m| !m.is_file() || m.len() > max_bytes) {
         return Err(format!("not a file of at most {max_bytes} bytes"));
     }
     let text = std::fs::read_to_string(&real).map_err(|e| e.to_string())?;
+    if let Some(trust) = trust
+        && !trust.trusted(file, text.as_bytes())
+    {
+        return Err(NOT_TRUSTED.into());
+    }
     let (pairs, body) = front_matter(&text)?;
-    Ok((pairs, body.to_owned()))
+    Ok(Definition { pairs, body: body.to_owned(), sha256: crate::trust::sha256(text.as_bytes()) })
 }
+
+/// Why a workspace's definition the user has not approved is left out.
+pub const NOT_TRUSTED: &str = "its content is not trusted yet (approve it with `agentctl trust`); left out";

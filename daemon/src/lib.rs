@@ -25,6 +25,7 @@ pub(crate) mod shell;
 pub(crate) mod store;
 pub(crate) mod tool;
 pub(crate) mod tools;
+pub mod trust;
 pub mod web;
 
 pub use config::{Config, SocketConfig};
@@ -72,7 +73,8 @@ pub fn compose_sessions(
         sandbox,
     )
     .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()), ledger)))
-    .with_off_limits(off_limits);
+    .with_off_limits(off_limits)
+    .with_trust(Arc::new(trust::TrustStore::open(&config.state_dir, config.trust_project_files, config.persist)));
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();
     Ok(sessions)

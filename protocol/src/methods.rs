@@ -81,6 +81,7 @@ method_list!(
     WorkspaceFiles,
     WorkspaceRead,
     SkillsList,
+    WorkspaceTrust,
     McpSamplingRespond,
     McpLogin,
     McpLoginComplete,
@@ -203,6 +204,16 @@ method!(
     /// prompts).
     SkillsList, "skills/list",
     crate::workspace::SkillsListParams => crate::workspace::SkillsListResult
+);
+
+method!(
+    /// `workspace/trust`: the files inside a workspace that agentd obeys
+    /// only once the user approved their content (settings, `.mcp.json`,
+    /// skills, agent definitions), each with its standing; with `approve`
+    /// or `revoke`, records the user's answer first. Sessions created
+    /// after obey what is approved.
+    WorkspaceTrust, "workspace/trust",
+    crate::workspace::WorkspaceTrustParams => crate::workspace::WorkspaceTrustResult
 );
 
 /// `turn/stream`: a subscription of the session's events. The subscribe

@@ -707,6 +707,13 @@ pub struct SessionInfo {
     /// but is not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settings_notes: Vec<String>,
+    /// The workspace's project files this session does not obey because
+    /// the user has not approved their present content (new or changed
+    /// since): approve them with `workspace/trust` (`agentctl trust`) and
+    /// open a new session. Settings files not trusted still add their
+    /// `deny` and `ask` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted: Vec<crate::workspace::ProjectFile>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
 }

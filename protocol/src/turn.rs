@@ -409,6 +409,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changed: Vec<String>,
     },
+    /// The session does not obey some of its workspace's project files
+    /// (settings, `.mcp.json`, skills, agent definitions): the user has not
+    /// approved their present content. Approve them with `workspace/trust`
+    /// (`agentctl trust`); sessions created after obey them.
+    #[serde(rename = "trust/required")]
+    TrustRequired {
+        /// The files, each new or changed.
+        files: Vec<crate::workspace::ProjectFile>,
+    },
     /// An HTTP MCP server of the session needs an OAuth authorization: it
     /// answered 401 (or 403 for more scope). Log in with `mcp/login`
     /// (`agentctl mcp login SERVER`); until then its tools fail with this
@@ -565,6 +574,7 @@ impl EventKind {
             EventKind::ToolsChanged { .. } => "tools/changed",
             EventKind::McpListChanged { .. } => "mcp/list_changed",
             EventKind::McpAuthRequired { .. } => "mcp/auth_required",
+            EventKind::TrustRequired { .. } => "trust/required",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",
             EventKind::HookRequest { .. } => "hook/request",

@@ -124,3 +124,91 @@ pub struct SkillsListResult {
     /// The skills, by name.
     pub skills: Vec<SkillInfo>,
 }
+
+/// Params of `workspace/trust`: what a session on `cwd` would obey from
+/// inside it, and the user's approval of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceTrustParams {
+    /// The workspace (absolute, existing).
+    pub cwd: std::path::PathBuf,
+    /// Files to trust, each with the SHA-256 of the content the user saw
+    /// (as this method listed it): a file whose content changed since is
+    /// refused, and nothing is recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<TrustApproval>,
+    /// Files whose approval to withdraw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revoke: Vec<std::path::PathBuf>,
+}
+
+/// One file the user approved, as they saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrustApproval {
+    /// The file (as `workspace/trust` listed it).
+    pub path: std::path::PathBuf,
+    /// The SHA-256 of its content, lower-case hex (as listed).
+    pub sha256: String,
+}
+
+/// What kind of file a workspace's project file is: what obeying it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProjectFileKind {
+    /// `.agentd/settings.json`, `.claude/settings.json`,
+    /// `.claude/settings.local.json`: permission rules and hooks.
+    Settings,
+    /// `.mcp.json`: MCP servers (programs started as the user).
+    Mcp,
+    /// `.claude/skills/*/SKILL.md`: instructions the model is given.
+    Skill,
+    /// `.claude/agents/*.md`: sub-agents' prompts and tools.
+    Agent,
+}
+
+/// Whether the user approved a project file's present content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustStanding {
+    /// Approved as it is now (or the daemon trusts every project file:
+    /// `--trust-project-files`).
+    Trusted,
+    /// Never approved.
+    New,
+    /// Approved once, changed since.
+    Changed,
+}
+
+/// A file inside a workspace that agentd obeys once the user trusts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectFile {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// What obeying it does.
+    pub kind: ProjectFileKind,
+    /// The SHA-256 of its content, lower-case hex: what `approve` names.
+    pub sha256: String,
+    /// Its size.
+    pub bytes: u64,
+    /// Approved, new or changed.
+    pub standing: TrustStanding,
+    /// Its content (the first 64 KiB, invalid UTF-8 replaced), in
+    /// `workspace/trust`'s answer only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// Result of `workspace/trust`: every project file of the workspace, after
+/// the approvals and withdrawals asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkspaceTrustResult {
+    /// The workspace (canonical).
+    pub cwd: std::path::PathBuf,
+    /// Its project files, each with its standing.
+    pub files: Vec<ProjectFile>,
+    /// The daemon trusts every project file without asking
+    /// (`--trust-project-files`, for unattended use).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trust_all: bool,
+}

@@ -40,6 +40,7 @@ mod systemd;
 mod terminal;
 mod tls;
 mod tools;
+mod trust;
 mod turns;
 mod wall;
 mod web;

@@ -110,10 +110,13 @@ impl AsNobody {
 }
 
 /// `agentd --socket <socket> --state-dir <state_dir>` (the binary
-/// [`bin_path`] names), to add to and start.
+/// [`bin_path`] names), to add to and start. It obeys the workspaces'
+/// project files without asking (`AGENTD_TRUST_PROJECT_FILES=1`): most
+/// tests are about what those files do; `trust.rs` starts daemons with
+/// `AGENTD_TRUST_PROJECT_FILES=0`, as a user's daemon runs.
 pub fn agentd_command(socket: &Path, state_dir: &Path) -> Command {
     let mut cmd = Command::new(bin_path("agentd"));
-    cmd.arg("--socket").arg(socket).arg("--state-dir").arg(state_dir);
+    cmd.arg("--socket").arg(socket).arg("--state-dir").arg(state_dir).env("AGENTD_TRUST_PROJECT_FILES", "1");
     cmd
 }
 
@@ -147,6 +150,8 @@ impl TestDaemon {
         // process, which is also the daemon's: only the tools' processes
         // are refused here.
         config.refuse_descendants = false;
+        // As `agentd_command`: the workspaces' files are obeyed unasked.
+        config.trust_project_files = true;
         adjust(&mut config);
         let daemon = Daemon::bind(config).expect("daemon binds");
         let state = daemon.state();

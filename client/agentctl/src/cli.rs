@@ -24,6 +24,7 @@ mod mcp;
 use mcp::*;
 mod session;
 use session::*;
+mod trust;
 
 /// The daemon answered with an error.
 const EXIT_ERROR: u8 = 1;
@@ -192,6 +193,19 @@ enum Command {
         /// Restore conflicting files too
         #[arg(long)]
         force: bool,
+    },
+    /// Show what a workspace holds that agentd obeys only once you approve
+    /// its content (settings, .mcp.json, skills, agent definitions), and
+    /// approve it: sessions created after obey it
+    Trust {
+        /// The workspace [default: the current directory]
+        dir: Option<PathBuf>,
+        /// Approve without asking (unattended use)
+        #[arg(long)]
+        yes: bool,
+        /// Withdraw every approval of the workspace's files
+        #[arg(long, conflicts_with = "yes")]
+        revoke: bool,
     },
     /// Answer a permission request (shown by `watch` and `run` as `asking`)
     Respond {
@@ -863,6 +877,9 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
             } else {
                 println!("cancelled {}", result.cancelled.join(", "));
             }
+        }
+        Command::Trust { dir, yes, revoke } => {
+            trust::trust(&client, cli.json, workspace(dir.as_deref())?, *yes, *revoke).await?
         }
         Command::Diff { session, turn } => changes::diff(&client, cli.json, session, turn.as_deref()).await?,
         Command::Rewind { session, turn, call, dry_run, force } => {

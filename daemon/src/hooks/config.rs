@@ -317,12 +317,18 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     })
 }
 
-/// A settings file and whether it is the workspace's own.
+/// A settings file, read by the caller, and whether it is the workspace's
+/// own.
 pub struct SettingsSource<'a> {
     /// The file.
     pub path: &'a Path,
     /// The workspace's (project or local settings), not the user's.
     pub project: bool,
+    /// Its text (`None`: not there), or why it could not be read.
+    pub text: Result<Option<&'a str>, &'a str>,
+    /// The user approved this text (`crate::trust`; the user's own files
+    /// always are): a workspace's file's hooks run only then.
+    pub approved: bool,
 }
 
 /// The session's hooks: its own (`session/create`), then each settings
@@ -331,42 +337,48 @@ pub struct SettingsSource<'a> {
 /// file turns every hook off; in a workspace's file, the workspace's.
 pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: bool) -> HookSet {
     let mut set = HookSet::default();
-    let mut read: Vec<(bool, String, Value)> = Vec::new();
+    let mut read: Vec<(bool, bool, String, Value)> = Vec::new();
     for file in files {
-        let text = match crate::fs::read_settings(file.path) {
-            Ok(t) => t,
-            // A directory is a sandbox's placeholder for a file that is not there.
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => continue,
+        let text = match file.text {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
             Err(e) => {
-                set.errors.push(format!("{}: cannot be read: {e}", file.path.display()));
+                set.errors.push(format!("{}: {e}", file.path.display()));
                 continue;
             }
         };
-        match serde_json::from_str::<Value>(&text) {
-            Ok(v) => read.push((file.project, file.path.display().to_string(), v)),
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => read.push((file.project, file.approved, file.path.display().to_string(), v)),
             // The permission rules report it too; hooks say they are off.
             Err(e) => set.errors.push(format!("{}: not JSON ({e}); its hooks do not run", file.path.display())),
         }
     }
     let off = |v: &Value| v.get("disableAllHooks").and_then(Value::as_bool) == Some(true);
-    if read.iter().any(|(project, _, v)| !project && off(v)) {
+    if read.iter().any(|(project, _, _, v)| !project && off(v)) {
         return set;
     }
-    let project_off = read.iter().any(|(project, _, v)| *project && off(v));
+    let project_off = read.iter().any(|(project, _, _, v)| *project && off(v));
     if let Some(hooks) = session {
         set.add("session", hooks);
     }
     // The user's before the workspace's: where both name a hook, the
     // user's entry is the one that runs.
-    read.sort_by_key(|(project, _, _)| *project);
-    for (project, source, value) in &read {
+    read.sort_by_key(|(project, _, _, _)| *project);
+    for (project, approved, source, value) in &read {
         let Some(hooks) = value.get("hooks") else { continue };
         if *project && project_off {
             continue;
         }
+        let n: usize =
+            hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
+        if *project && !approved {
+            set.errors.push(format!(
+                "{source}: {n} hook group(s) not run: the file's content is not trusted yet (approve it with \
+                 `agentctl trust`)"
+            ));
+            continue;
+        }
         if *project && !trusted {
-            let n: usize =
-                hooks.as_object().map(|o| o.values().filter_map(Value::as_array).map(Vec::len).sum()).unwrap_or(0);
             set.errors.push(format!(
                 "{source}: {n} hook group(s) not run: the workspace is not trusted (session/create \
                  enable_project_hooks, agentctl session create --enable-project-hooks, or \
@@ -486,9 +498,10 @@ mod tests {
         let user = dir.path().join("user.json");
         let project = dir.path().join("project.json");
         let entry = |c: &str| json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": c}]}]}});
-        std::fs::write(&user, entry("mine").to_string()).unwrap();
-        std::fs::write(&project, entry("theirs").to_string()).unwrap();
-        let files = [SettingsSource { path: &user, project: false }, SettingsSource { path: &project, project: true }];
+        let src =
+            |path, project, text: &'static str| SettingsSource { path, project, text: Ok(Some(text)), approved: true };
+        let (mine, theirs) = (entry("mine").to_string().leak() as &str, entry("theirs").to_string().leak() as &str);
+        let files = [src(&user, false, mine), src(&project, true, theirs)];
         let commands = |set: &HookSet| {
             set.matching(HookEvent::PreToolUse, "Read").into_iter().map(|h| h.command).collect::<Vec<_>>()
         };
@@ -497,16 +510,19 @@ mod tests {
         assert!(untrusted.errors[0].contains("not trusted"), "{:?}", untrusted.errors);
         assert_eq!(commands(&resolve(Some(&entry("own")["hooks"]), &files, true)), ["own", "mine", "theirs"]);
         // Read in any order, the user's come before the workspace's.
-        let reversed =
-            [SettingsSource { path: &project, project: true }, SettingsSource { path: &user, project: false }];
+        let reversed = [src(&project, true, theirs), src(&user, false, mine)];
         assert_eq!(commands(&resolve(None, &reversed, true)), ["mine", "theirs"]);
+        // Content the user has not approved does not run, trusted workspace or not.
+        let unapproved = [src(&user, false, mine), SettingsSource { approved: false, ..src(&project, true, theirs) }];
+        let set = resolve(None, &unapproved, true);
+        assert_eq!(commands(&set), ["mine"]);
+        assert!(set.errors[0].contains("not trusted yet"), "{:?}", set.errors);
         // A workspace cannot turn the user's hooks off; the user can.
-        std::fs::write(&project, json!({"disableAllHooks": true}).to_string()).unwrap();
-        assert_eq!(commands(&resolve(None, &files, true)), ["mine"]);
-        std::fs::write(&user, json!({"disableAllHooks": true, "hooks": entry("mine")["hooks"]}).to_string()).unwrap();
-        assert!(commands(&resolve(None, &files, true)).is_empty());
-        std::fs::write(&project, "{not json").unwrap();
-        std::fs::write(&user, "{}").unwrap();
-        assert!(resolve(None, &files, true).errors[0].contains("not JSON"));
+        let off = json!({"disableAllHooks": true}).to_string().leak() as &str;
+        assert_eq!(commands(&resolve(None, &[src(&user, false, mine), src(&project, true, off)], true)), ["mine"]);
+        let user_off = json!({"disableAllHooks": true, "hooks": entry("mine")["hooks"]}).to_string().leak() as &str;
+        assert!(commands(&resolve(None, &[src(&user, false, user_off), src(&project, true, theirs)], true)).is_empty());
+        let bad = resolve(None, &[src(&user, false, "{}"), src(&project, true, "{not json")], true);
+        assert!(bad.errors[0].contains("not JSON"));
     }
 }

@@ -84,8 +84,14 @@ pub fn is_valid_server_name(name: &str) -> bool {
 }
 
 /// The servers a session on `cwd` uses, and what could not be used (one
-/// line each, naming the source and the server).
-pub fn resolve(session: &BTreeMap<String, Value>, enable_project: bool, cwd: &Path) -> (Vec<ServerSpec>, Vec<String>) {
+/// line each, naming the source and the server). The workspace's
+/// `.mcp.json` counts only once `trust` says the user approved its content.
+pub fn resolve(
+    session: &BTreeMap<String, Value>,
+    enable_project: bool,
+    cwd: &Path,
+    trust: &crate::trust::TrustStore,
+) -> (Vec<ServerSpec>, Vec<String>) {
     let user_file = user_settings_file();
     let user: Option<Value> = user_file.as_ref().and_then(|f| read_json(f).ok().flatten());
     let mut chosen: BTreeMap<String, (McpSource, Value, String)> = BTreeMap::new();
@@ -95,7 +101,11 @@ pub fn resolve(session: &BTreeMap<String, Value>, enable_project: bool, cwd: &Pa
         collect(&mut chosen, &mut errors, McpSource::User, &file.display().to_string(), user.get("mcpServers"));
     }
     let project_file = cwd.join(".mcp.json");
-    match read_json(&project_file) {
+    let text = read_text(&project_file);
+    let trusted = matches!(&text, Ok(Some(t)) if trust.trusted(&project_file, t.as_bytes()));
+    match text
+        .and_then(|t| t.map(|t| serde_json::from_str::<Value>(&t).map_err(|e| format!("not JSON: {e}"))).transpose())
+    {
         Ok(None) => {}
         Err(e) => errors.push(format!("{}: {e}", project_file.display())),
         Ok(Some(project)) => {
@@ -133,6 +143,15 @@ pub fn resolve(session: &BTreeMap<String, Value>, enable_project: bool, cwd: &Pa
                     }
                     !taken
                 });
+                if !trusted && !map.is_empty() {
+                    errors.push(format!(
+                        "{}: {} server(s) not started: the file's content is not trusted yet (approve it with \
+                         `agentctl trust`)",
+                        project_file.display(),
+                        map.len()
+                    ));
+                    map.clear();
+                }
             }
             collect(
                 &mut chosen,
@@ -302,8 +321,13 @@ fn user_settings_file() -> Option<PathBuf> {
 
 /// A JSON file: `None` when it does not exist.
 fn read_json(path: &Path) -> Result<Option<Value>, String> {
+    read_text(path)?.map(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON: {e}"))).transpose()
+}
+
+/// A settings file's text: `None` when it does not exist.
+fn read_text(path: &Path) -> Result<Option<String>, String> {
     match crate::fs::read_settings(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("not JSON: {e}")),
+        Ok(text) => Ok(Some(text)),
         // A directory is a sandbox's placeholder for a file that is not
         // there (or nothing agentd could read as one).
         Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),

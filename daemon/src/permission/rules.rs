@@ -22,6 +22,18 @@ use std::path::{Path, PathBuf};
 
 use crate::shell;
 
+/// Whose settings file a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsOwner {
+    /// The user's own.
+    User,
+    /// The workspace's, and whether the user trusts its present content.
+    Workspace {
+        /// Approved (`crate::trust`).
+        trusted: bool,
+    },
+}
+
 /// What a rule says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleKind {
@@ -690,34 +702,52 @@ impl RuleSet {
     /// its `/path` rules start at the file's directory, its relative ones
     /// at the session's workspace `cwd`.
     pub fn add_settings_file(&mut self, path: &Path, cwd: &Path) {
-        let root = path.parent().unwrap_or(cwd).to_owned();
-        self.add_settings_file_from(
-            path,
-            Origin { source: path.display().to_string(), root, cwd: cwd.to_owned() },
-            false,
-        );
+        if let Some(text) = self.read_settings_file(path) {
+            self.add_settings_text(path, &text, cwd, SettingsOwner::User);
+        }
     }
 
-    /// Adds the `permissions` of a workspace's own settings file: its allow
-    /// rules for MCP tools (`mcp__…`, the resource tools) are ignored, with
-    /// a note in `errors` — a repository must not pre-approve what the
-    /// user's MCP servers do, outside any sandbox.
-    /// Its paths start at the workspace `cwd`.
+    /// Adds the `permissions` of a workspace's own settings file the user
+    /// trusts (see [`RuleSet::add_settings_text`]).
     pub fn add_project_settings_file(&mut self, path: &Path, cwd: &Path) {
-        self.add_settings_file_from(path, Origin::session(path.display().to_string(), cwd), true);
+        if let Some(text) = self.read_settings_file(path) {
+            self.add_settings_text(path, &text, cwd, SettingsOwner::Workspace { trusted: true });
+        }
     }
 
-    fn add_settings_file_from(&mut self, path: &Path, origin: Origin, project: bool) {
-        let text = match crate::fs::read_settings(path) {
-            Ok(text) => text,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => return,
+    /// A settings file's text; `None` when it is not there, or (noted in
+    /// `errors`) cannot be read.
+    fn read_settings_file(&mut self, path: &Path) -> Option<String> {
+        match crate::fs::read_settings(path) {
+            Ok(text) => Some(text),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => None,
             Err(e) => {
                 let source = path.display().to_string();
                 self.errors.push(RuleError { origin: source, index: 0, text: String::new(), message: e.to_string() });
-                return;
+                None
             }
+        }
+    }
+
+    /// Adds the `permissions` of the settings file `path` whose text is
+    /// `text`. A user's file: its `/path` rules start at the file's
+    /// directory, its relative ones at the session's workspace `cwd`. A
+    /// workspace's own: its paths start at `cwd`, and its allow rules for
+    /// MCP tools (`mcp__…`, the resource tools) are ignored, with a note in
+    /// `errors` — a repository must not pre-approve what the user's MCP
+    /// servers do, outside any sandbox; while the user has not trusted its
+    /// content, only its deny and ask rules count (they can only take away).
+    pub fn add_settings_text(&mut self, path: &Path, text: &str, cwd: &Path, owner: SettingsOwner) {
+        let source = path.display().to_string();
+        let (origin, project) = match owner {
+            SettingsOwner::User => {
+                let root = path.parent().unwrap_or(cwd).to_owned();
+                (Origin { source, root, cwd: cwd.to_owned() }, false)
+            }
+            SettingsOwner::Workspace { .. } => (Origin::session(source, cwd), true),
         };
-        let value: serde_json::Value = match serde_json::from_str(&text) {
+        let untrusted = owner == SettingsOwner::Workspace { trusted: false };
+        let value: serde_json::Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
                 self.errors.push(RuleError {
@@ -773,6 +803,19 @@ impl RuleSet {
         };
         allow.extend(domains("allowedDomains"));
         deny.extend(domains("deniedDomains"));
+        if untrusted && !allow.is_empty() {
+            self.errors.push(RuleError {
+                origin: origin.source.clone(),
+                index: 0,
+                text: String::new(),
+                message: format!(
+                    "{} allow rule(s) not in force: the file's content is not trusted yet (approve it with \
+                     `agentctl trust`; its deny and ask rules are in force)",
+                    allow.len()
+                ),
+            });
+            allow.clear();
+        }
         let first = self.rules.len();
         self.add(&origin, &allow, &deny, &list("ask"));
         for rule in &mut self.rules[first..] {

@@ -31,7 +31,7 @@ mod toolsets;
 pub(crate) use settings::claude_settings_not_imported;
 pub use settings::user_network_allow_all;
 use settings::{
-    bypass_disabled_by, check_env, session_env, session_hooks, session_rules, user_sandbox_settings,
+    bypass_disabled_by, check_env, session_env, session_hooks, session_rules, settings_files, user_sandbox_settings,
     user_trusts_project_hooks,
 };
 
@@ -277,6 +277,9 @@ pub struct SessionManager {
     /// What no tool may touch (the state directory, the TLS face's
     /// files), kept so while any session lives.
     off_limits: Arc<crate::fs::OffLimits>,
+    /// The user's approvals of what workspaces hold (settings, `.mcp.json`,
+    /// skills, agent definitions).
+    trust: Arc<crate::trust::TrustStore>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -320,7 +323,21 @@ impl SessionManager {
             owned: Mutex::new(Owned::default()),
             agent_host: std::sync::OnceLock::new(),
             mcp: Arc::new(crate::mcp::Pool::new(None, ledger)),
+            trust: Arc::new(crate::trust::TrustStore::open(Path::new("/nonexistent"), false, false)),
         }
+    }
+
+    /// Uses `trust` for what workspaces hold (the daemon's, kept in its
+    /// state directory) in place of one that trusts nothing and keeps
+    /// nothing.
+    pub fn with_trust(mut self, trust: Arc<crate::trust::TrustStore>) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// The user's approvals of what workspaces hold.
+    pub fn trust(&self) -> &Arc<crate::trust::TrustStore> {
+        &self.trust
     }
 
     /// Uses `pool` for MCP servers (the daemon's, keeping tool lists in
@@ -393,8 +410,9 @@ impl SessionManager {
                 tracing::warn!("a running background job created {moved}: settings moved aside, not obeyed");
             }
         }
+        let files = settings_files(&cwd, &self.trust);
         if params.mode == Some(agentd_protocol::session::PermissionMode::Bypass)
-            && let Some(by) = bypass_disabled_by(&cwd)
+            && let Some(by) = bypass_disabled_by(&files)
         {
             return Err(SessionError::Invalid { field: "mode", why: format!("bypass mode is disabled by {by}") });
         }
@@ -486,11 +504,13 @@ impl SessionManager {
             env: Default::default(),
             rules_in_force: Vec::new(),
             settings_notes: Vec::new(),
+            untrusted: Vec::new(),
             created_at_ms: now_ms(),
         };
-        let rules = session_rules(&mut info);
-        session_env(&mut info);
-        let hooks = session_hooks(&mut info);
+        let rules = session_rules(&mut info, &files);
+        session_env(&mut info, &files);
+        let hooks = session_hooks(&mut info, &files);
+        info.untrusted = crate::trust::untrusted(&info.cwd, &self.trust);
         info.hooks = hooks.info();
         let mcp = self.session_mcp(&mut info);
         Ok(Prepared { info, rules, hooks, mcp })
@@ -499,7 +519,8 @@ impl SessionManager {
     /// The MCP servers `info` names (with the settings files), leased;
     /// what cannot be used goes to `info.mcp_errors`.
     fn session_mcp(&self, info: &mut SessionInfo) -> crate::mcp::SessionMcp {
-        let (specs, errors) = crate::mcp::config::resolve(&info.mcp_servers, info.enable_project_mcp, &info.cwd);
+        let (specs, errors) =
+            crate::mcp::config::resolve(&info.mcp_servers, info.enable_project_mcp, &info.cwd, &self.trust);
         for e in &errors {
             tracing::warn!(session_id = %info.session_id, "MCP configuration: {e}");
         }
@@ -542,7 +563,7 @@ impl SessionManager {
     ) -> SessionInfo {
         let mut info = info;
         // Skills, found now (the workspace's and the user's).
-        let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd, &rules);
+        let (skills, skill_errors) = crate::tools::skill::discover(&info.cwd, &rules, &self.trust);
         info.skill_errors = skill_errors;
         let mut skill_list: Vec<agentd_protocol::workspace::SkillInfo> = skills
             .iter()
@@ -555,7 +576,7 @@ impl SessionManager {
         skill_list.sort_by(|a, b| a.name.cmp(&b.name));
         let skills = Arc::new(crate::tools::skill::SkillSource::new(skills));
         // Sub-agent definitions, likewise.
-        let (agents, agent_errors) = crate::agents::discover(&info.cwd, &rules);
+        let (agents, agent_errors) = crate::agents::discover(&info.cwd, &rules, &self.trust);
         info.agent_errors = agent_errors;
         let agents = Arc::new(crate::tools::task::AgentSource::new(agents));
         let sources = toolsets::Sources { mcp: mcp.servers(), skills, agents };
@@ -585,6 +606,9 @@ impl SessionManager {
         );
         if let Some(host) = self.agent_host.get() {
             executor.set_agent_host(host.clone());
+        }
+        if !info.untrusted.is_empty() {
+            executor.events().push(EventKind::TrustRequired { files: info.untrusted.clone() });
         }
         if let Some(parent) = info.parent_session_id.as_ref().and_then(|p| self.lock().get(p).cloned()) {
             executor.share_net_slots(&parent.executor);
@@ -842,7 +866,7 @@ fn at_most(field: &'static str, len: usize, max: usize, unit: &str) -> Result<()
 }
 
 /// An absolute, existing directory, with symlinks and `..` resolved.
-fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
+pub(crate) fn canonical_workspace(cwd: &Path) -> Result<PathBuf, SessionError> {
     let invalid = |why: String| SessionError::Invalid { field: "cwd", why };
     if !cwd.is_absolute() {
         return Err(invalid(format!("must be an absolute path, got {:?}", cwd.display().to_string())));

@@ -49,9 +49,11 @@ impl SessionManager {
                 }
             }
             info.max_concurrency = info.max_concurrency.clamp(1, MAX_TOOL_CONCURRENCY_LIMIT);
-            let rules = session_rules(&mut info);
-            session_env(&mut info);
-            let hooks = session_hooks(&mut info);
+            let files = settings_files(&info.cwd, &self.trust);
+            let rules = session_rules(&mut info, &files);
+            session_env(&mut info, &files);
+            let hooks = session_hooks(&mut info, &files);
+            info.untrusted = crate::trust::untrusted(&info.cwd, &self.trust);
             let mcp = self.session_mcp(&mut info);
             let past_jobs: Vec<JobInfo> = jobs
                 .into_iter()

@@ -11,33 +11,52 @@ use std::path::{Path, PathBuf};
 
 use agentd_protocol::session::SessionInfo;
 
-/// A settings file that applies to a workspace.
+/// A settings file that applies to a workspace, read once: every reader
+/// (rules, hooks, env, bypass) takes this text, so what was judged
+/// trusted is what is obeyed.
 pub(super) struct SettingsFile {
     pub path: PathBuf,
     /// The workspace's own, not the user's.
     pub project: bool,
+    /// Its text (`None`: not there), or why it could not be read.
+    pub text: Result<Option<String>, String>,
+    /// The user approved this text (`crate::trust`); the user's own files
+    /// always are.
+    pub trusted: bool,
+}
+
+impl SettingsFile {
+    /// Its text parsed, when it is there and JSON.
+    fn value(&self) -> Option<serde_json::Value> {
+        self.text.as_ref().ok()?.as_deref().and_then(|t| serde_json::from_str(t).ok())
+    }
 }
 
 /// The session's rules: its own, then the workspace's files', then the
 /// user's. Rules that cannot be read are reported in `info.rule_errors`
 /// and ignored.
-pub(super) fn session_rules(info: &mut SessionInfo) -> crate::permission::rules::RuleSet {
-    use crate::permission::rules::{Origin, RuleSet};
+pub(super) fn session_rules(info: &mut SessionInfo, files: &[SettingsFile]) -> crate::permission::rules::RuleSet {
+    use crate::permission::rules::{Origin, RuleError, RuleSet, SettingsOwner};
     let mut rules = RuleSet::default();
     let p = &info.permissions;
     rules.add(&Origin::session("session", &info.cwd), &p.allow, &p.deny, &p.ask);
     // The workspace's own are its own even when the workspace is the home
     // directory and so holds the user's file too.
-    let files = settings_files(&info.cwd);
-    for file in &files {
-        if file.project {
-            rules.add_project_settings_file(&file.path, &info.cwd);
-        } else {
-            rules.add_settings_file(&file.path, &info.cwd);
+    for file in files {
+        let owner = if file.project { SettingsOwner::Workspace { trusted: file.trusted } } else { SettingsOwner::User };
+        match &file.text {
+            Ok(Some(text)) => rules.add_settings_text(&file.path, text, &info.cwd, owner),
+            Ok(None) => {}
+            Err(e) => rules.errors.push(RuleError {
+                origin: file.path.display().to_string(),
+                index: 0,
+                text: String::new(),
+                message: e.clone(),
+            }),
         }
     }
     info.rule_errors = rules.errors.iter().map(|e| e.to_string()).collect();
-    info.rules_in_force = rules_in_force(&rules, &files);
+    info.rules_in_force = rules_in_force(&rules, files);
     info.settings_notes = claude_settings_not_imported().into_iter().collect();
     // The session's own domain lists for the network gate: a domain that
     // does not parse is reported (and left out) here too.
@@ -101,10 +120,16 @@ pub(crate) fn claude_settings_not_imported() -> Option<String> {
 /// The session's command hooks: its own, the user's, and the workspace's
 /// once it is trusted (`info.enable_project_hooks`); what cannot be used
 /// goes to `info.hook_errors`.
-pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
-    let files = settings_files(&info.cwd);
-    let sources: Vec<crate::hooks::config::SettingsSource<'_>> =
-        files.iter().map(|f| crate::hooks::config::SettingsSource { path: &f.path, project: f.project }).collect();
+pub(super) fn session_hooks(info: &mut SessionInfo, files: &[SettingsFile]) -> crate::hooks::HookSet {
+    let sources: Vec<crate::hooks::config::SettingsSource<'_>> = files
+        .iter()
+        .map(|f| crate::hooks::config::SettingsSource {
+            path: &f.path,
+            project: f.project,
+            text: f.text.as_ref().map(|t| t.as_deref()).map_err(String::as_str),
+            approved: f.trusted,
+        })
+        .collect();
     let mut set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
     info.hook_errors = set.errors.clone();
     set.env = info.env.clone();
@@ -117,14 +142,12 @@ pub(super) fn session_hooks(info: &mut SessionInfo) -> crate::hooks::HookSet {
 /// put `PATH` or `LD_PRELOAD` there would choose what the user's allowed
 /// commands run — and saying so goes to `info.rule_errors`, as does an
 /// entry that is not a usable variable. Call after [`session_rules`].
-pub(super) fn session_env(info: &mut SessionInfo) {
+pub(super) fn session_env(info: &mut SessionInfo, files: &[SettingsFile]) {
     let mut env = std::collections::BTreeMap::new();
-    let mut files = settings_files(&info.cwd);
     // The user's in the order they override each other: the imported
     // Claude Code file first, agentd's own after it.
-    files.reverse();
-    for file in files {
-        let Some(value) = read(&file.path) else { continue };
+    for file in files.iter().rev() {
+        let Some(value) = file.value() else { continue };
         let Some(entries) = value.get("env") else { continue };
         if file.project {
             info.rule_errors.push(format!(
@@ -189,26 +212,39 @@ pub(super) fn user_trusts_project_hooks(cwd: &Path) -> bool {
         .is_some_and(|u| u["projects"][cwd.to_string_lossy().as_ref()]["enableProjectHooks"].as_bool() == Some(true))
 }
 
-/// The settings files that apply to a workspace: the workspace's, then the
-/// user's.
-fn settings_files(cwd: &Path) -> Vec<SettingsFile> {
-    let project = |rel: &str| SettingsFile { path: cwd.join(rel), project: true };
-    let mut files = vec![
-        project(".agentd/settings.json"),
-        project(".claude/settings.json"),
-        project(".claude/settings.local.json"),
-    ];
-    if let Some((file, home)) = user_settings_file() {
-        let import = read(&file).is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
-        files.push(SettingsFile { path: file, project: false });
+/// The settings files that apply to a workspace, each read once: the
+/// workspace's (trusted or not, by `trust`), then the user's.
+pub(super) fn settings_files(cwd: &Path, trust: &crate::trust::TrustStore) -> Vec<SettingsFile> {
+    let file = |path: PathBuf, project: bool| {
+        let text = match crate::fs::read_settings(&path) {
+            Ok(text) => Ok(Some(text)),
+            // A directory is a sandbox's placeholder for a file that is not there.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
+            Err(e) => Err(format!("cannot be read: {e}")),
+        };
+        let trusted = match &text {
+            Ok(Some(t)) if project => trust.trusted(&path, t.as_bytes()),
+            _ => true,
+        };
+        SettingsFile { path, project, text, trusted }
+    };
+    let mut files: Vec<SettingsFile> =
+        crate::trust::SETTINGS_FILES.iter().map(|rel| file(cwd.join(rel), true)).collect();
+    if let Some((user, home)) = user_settings_file() {
+        let user = file(user, false);
+        let import = user.value().is_some_and(|v| v["importClaudeSettings"].as_bool() == Some(true));
+        files.push(user);
         let claude = home.join(".claude/settings.json");
         // The user's own Claude Code settings. In a session on the home
         // directory they are also the workspace's file: imported, they are
         // the user's there too (their hooks run untrusted as the user's do).
         match files.iter_mut().find(|f| f.path == claude) {
-            Some(file) if import => file.project = false,
+            Some(f) if import => {
+                f.project = false;
+                f.trusted = true;
+            }
             Some(_) => {}
-            None if import => files.push(SettingsFile { path: claude, project: false }),
+            None if import => files.push(file(claude, false)),
             None => {}
         }
     }
@@ -275,12 +311,13 @@ pub fn user_network_allow_all() -> bool {
 /// What forbids `bypass` mode, if anything: `AGENTD_DISABLE_BYPASS=1` in
 /// the daemon's environment, or `"disableBypassPermissionsMode": "disable"`
 /// under `permissions` in a settings file (Claude Code's key).
-pub(super) fn bypass_disabled_by(cwd: &Path) -> Option<String> {
+/// (A workspace's file need not be trusted to take bypass away.)
+pub(super) fn bypass_disabled_by(files: &[SettingsFile]) -> Option<String> {
     if std::env::var("AGENTD_DISABLE_BYPASS").is_ok_and(|v| !v.is_empty() && v != "0") {
         return Some("AGENTD_DISABLE_BYPASS in the daemon's environment".to_owned());
     }
-    settings_files(cwd).into_iter().find_map(|file| {
-        let value = read(&file.path)?;
+    files.iter().find_map(|file| {
+        let value = file.value()?;
         (value["permissions"]["disableBypassPermissionsMode"] == "disable").then(|| file.path.display().to_string())
     })
 }

@@ -231,7 +231,7 @@ fn parse_line(line: &[u8]) -> Option<Line> {
 
 /// Writes `body` to `tmp`, syncs it, renames it over `path`, syncs the
 /// directory.
-fn write_atomically(tmp: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(tmp: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
     let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(tmp)?;
     f.write_all(body)?;
     f.sync_all()?;

@@ -385,6 +385,7 @@ impl ToolContext {
             env: Default::default(),
             rules_in_force: Vec::new(),
             settings_notes: Vec::new(),
+            untrusted: Vec::new(),
             created_at_ms: 0,
         };
         let mut services = Services::default();

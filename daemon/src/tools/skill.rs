@@ -36,6 +36,9 @@ pub struct SkillDef {
     pub dir: PathBuf,
     /// `project` or `user`.
     pub source: &'static str,
+    /// A workspace's skill: the SHA-256 of the content the user approved;
+    /// a call reads it again and refuses other content.
+    pub approved: Option<String>,
 }
 
 use crate::definitions::{contained, read_definition, valid_name};
@@ -43,7 +46,12 @@ use crate::definitions::{contained, read_definition, valid_name};
 /// The skills of a workspace and the user, and what could not be read
 /// (files outside their skills directory, or that `rules` deny reading,
 /// are left out).
-pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<SkillDef>, Vec<String>) {
+/// The workspace's own count only as `trust` approved them.
+pub fn discover(
+    cwd: &Path,
+    rules: &crate::permission::rules::RuleSet,
+    trust: &crate::trust::TrustStore,
+) -> (Vec<SkillDef>, Vec<String>) {
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let mut roots = vec![(cwd.join(".claude/skills"), "project")];
     if let Some(home) = home {
@@ -60,12 +68,13 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<S
                 continue;
             }
             let shown = file.display();
-            let read = read_definition(&root, &file, rules, MAX_SKILL_BYTES).and_then(|(pairs, _)| {
+            let project = source == "project";
+            let read = read_definition(&root, &file, rules, MAX_SKILL_BYTES, project.then_some(trust)).and_then(|d| {
                 let dir =
                     contained(&root, &dir).ok_or_else(|| format!("leads outside {}; left out", root.display()))?;
-                Ok((dir, pairs))
+                Ok((dir, d.pairs, project.then_some(d.sha256)))
             });
-            let (dir, pairs) = match read {
+            let (dir, pairs, approved) = match read {
                 Ok(x) => x,
                 Err(why) => {
                     errors.push(format!("{shown}: {why}"));
@@ -95,6 +104,7 @@ pub fn discover(cwd: &Path, rules: &crate::permission::rules::RuleSet) -> (Vec<S
                 description: description.chars().take(MAX_DESCRIPTION).collect(),
                 dir,
                 source,
+                approved,
             });
         }
     }
@@ -229,8 +239,16 @@ impl Tool for SkillTool {
         let def = self.find(name).ok_or_else(|| ToolError::new(format!("no skill {name:?}")))?;
         // Still where it was found, and still readable for this session.
         let file = def.dir.join("SKILL.md");
-        let (_, body) = read_definition(&def.dir, &file, &ctx.rules, MAX_SKILL_BYTES)
+        let read = read_definition(&def.dir, &file, &ctx.rules, MAX_SKILL_BYTES, None)
             .map_err(|why| ToolError::new(format!("{}: {why}", file.display())))?;
+        if def.approved.as_ref().is_some_and(|sha| *sha != read.sha256) {
+            return Err(ToolError::new(format!(
+                "{}: changed since the session opened, and the user has not approved the new content (approve it \
+                 with `agentctl trust`, then open a new session)",
+                file.display()
+            )));
+        }
+        let body = read.body;
         Ok(ToolOutput::new(SkillOutput {
             name: def.name.clone(),
             dir: def.dir.clone(),

@@ -548,6 +548,17 @@ impl Asker {
         Asker::tty().ok().map(|_| Asker::Tty)
     }
 
+    /// Asks `question`; whether the answer is yes.
+    pub(super) fn yes_no(self, question: &str) -> bool {
+        use std::io::{BufRead, Write};
+        let Ok((mut term_in, mut out)) = self.open() else { return false };
+        let _ = write!(out, "{question}");
+        let _ = out.flush();
+        let mut line = String::new();
+        let _ = term_in.read_line(&mut line);
+        matches!(line.trim().to_lowercase().as_str(), "y" | "yes")
+    }
+
     fn tty() -> std::io::Result<std::fs::File> {
         std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")
     }
@@ -729,7 +740,8 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::McpSampling { .. }
         | EventKind::ToolsChanged { .. }
         | EventKind::McpListChanged { .. }
-        | EventKind::McpAuthRequired { .. } => None,
+        | EventKind::McpAuthRequired { .. }
+        | EventKind::TrustRequired { .. } => None,
     }
 }
 
@@ -843,6 +855,11 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             format!("mcp       {server}: its {} changed", super::wire(list))
         }
         EventKind::McpAuthRequired { message, .. } => format!("mcp       {message}"),
+        EventKind::TrustRequired { files } => format!(
+            "trust     {} project file(s) not obeyed until approved (agentctl trust): {}",
+            files.len(),
+            files.iter().map(|f| f.path.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })
         }

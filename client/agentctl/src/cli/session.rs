@@ -52,6 +52,13 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
                 for note in &created.session.settings_notes {
                     eprintln!("agentctl: note: {note}");
                 }
+                if !created.session.untrusted.is_empty() {
+                    eprintln!(
+                        "agentctl: note: {} project file(s) not obeyed until you approve them: `agentctl trust {}`",
+                        created.session.untrusted.len(),
+                        created.session.cwd.display()
+                    );
+                }
             }
         }
         SessionCommand::List => {
@@ -147,6 +154,9 @@ pub(super) fn show_session(s: &SessionInfo) {
     }
     for note in &s.settings_notes {
         println!("settings note:   {note}");
+    }
+    for f in &s.untrusted {
+        println!("not trusted:     {} ({:?}, {:?})", f.path.display(), f.kind, f.standing);
     }
     println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
 }

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use agentd_protocol::ErrorCode;
-use agentd_protocol::methods::{SkillsList, WorkspaceFiles, WorkspaceRead};
-use agentd_protocol::workspace::{DEFAULT_FILES_PAGE, MAX_FILES_PAGE, SkillsListResult};
+use agentd_protocol::methods::{SkillsList, WorkspaceFiles, WorkspaceRead, WorkspaceTrust};
+use agentd_protocol::workspace::{DEFAULT_FILES_PAGE, MAX_FILES_PAGE, SkillsListResult, WorkspaceTrustResult};
 use jsonrpsee::RpcModule;
 
 use crate::server::DaemonState;
@@ -48,6 +48,21 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     rpc::register::<SkillsList, _, _>(module, |params, state| {
         let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
         Ok(SkillsListResult { skills: session.skills().to_vec() })
+    });
+    rpc::register_async::<WorkspaceTrust, _, _, _>(module, |params, state| async move {
+        let trust = state.sessions.trust().clone();
+        blocking(move || {
+            let cwd = crate::session::canonical_workspace(&params.cwd).map_err(RpcError::from)?;
+            if params.approve.len() + params.revoke.len() > crate::trust::MAX_APPROVALS {
+                return Err(RpcError::invalid_params("approve", "too many files at once"));
+            }
+            trust
+                .answer(&cwd, &params.approve, &params.revoke)
+                .map_err(|why| RpcError::invalid_params("approve", why))?;
+            let files = crate::trust::survey(&cwd, &trust, true);
+            Ok(WorkspaceTrustResult { cwd, files, trust_all: trust.trusts_all() })
+        })
+        .await
     });
 }
 
