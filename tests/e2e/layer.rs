@@ -587,3 +587,32 @@ fn file_tools_and_commands_protect_the_same_names() {
         assert_eq!(r["is_error"], false, "{r}");
     });
 }
+
+/// A call writing past its layer's bound is stopped while it runs (not
+/// when it would have ended), and nothing of it applies.
+#[test]
+fn a_call_over_the_layers_bound_is_stopped_while_it_runs() {
+    let d = StandaloneDaemon::start(&[], &[("AGENTD_TEST_LAYER_MAX_BYTES", "1000000")]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    rt().block_on(async {
+        let mut s = session(&d, &ws, "bypass", json!({})).await;
+        let started = std::time::Instant::now();
+        let (_, r) = run(
+            &mut s,
+            "head -c 600000 /dev/zero > a; head -c 600000 /dev/zero > b; sleep 120; echo late > c",
+        )
+        .await;
+        let t = text(&r);
+        assert!(t.contains("[killed: what it wrote passed the layer's bounds]"), "{r}");
+        assert!(t.contains("wrote more than 1000000 bytes, so none of its changes were applied"), "{r}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(100), "stopped while it ran");
+        for f in ["a", "b", "c"] {
+            assert!(!ws.join(f).exists(), "{f} applied: {r}");
+        }
+        // Under the bound, the next call applies as usual.
+        let (_, r) = run(&mut s, "head -c 1000 /dev/zero > small").await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(ws.join("small").exists());
+    });
+}

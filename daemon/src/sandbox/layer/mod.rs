@@ -42,6 +42,83 @@ pub const MAX_LAYER_BYTES: u64 = 4 << 30;
 /// may hold: a call over it applies nothing.
 pub const MAX_LAYER_ENTRIES: usize = 1_000_000;
 
+/// How often a running call's layer is measured against the bounds.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The bytes bound in force ([`MAX_LAYER_BYTES`]; the tests lower it with
+/// `AGENTD_TEST_LAYER_MAX_BYTES`).
+fn max_bytes() -> u64 {
+    std::env::var("AGENTD_TEST_LAYER_MAX_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_LAYER_BYTES)
+}
+
+/// Why a layer holding this much is over its bounds, if it is.
+fn over(budget: &Budget) -> Option<String> {
+    if budget.entries > MAX_LAYER_ENTRIES {
+        return Some(format!(
+            "the command changed more than {MAX_LAYER_ENTRIES} files and directories, so none of its changes were \
+             applied"
+        ));
+    }
+    let max = max_bytes();
+    (budget.bytes > max).then(|| {
+        let shown = if max >= 1 << 30 { format!("{} GiB", max >> 30) } else { format!("{max} bytes") };
+        format!("the command wrote more than {shown}, so none of its changes were applied")
+    })
+}
+
+/// Watches a running call's upper directories: every [`WATCH_EVERY`] they
+/// are measured (a walk that stops at the bounds), and the first time they
+/// are over, the returned receiver says why. The watch ends when the
+/// guard is dropped. (What cannot be read now is left to the final
+/// reading, which discards the call whole.)
+pub fn watch(uppers: Vec<PathBuf>) -> (WatchGuard, tokio::sync::oneshot::Receiver<String>) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let uppers = std::sync::Arc::new(uppers);
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let these = uppers.clone();
+            let measured = tokio::task::spawn_blocking(move || measure(&these)).await;
+            if let Ok(Some(why)) = measured {
+                let _ = tx.send(why);
+                return;
+            }
+        }
+    });
+    (WatchGuard(task.abort_handle()), rx)
+}
+
+/// Ends a [`watch`] when dropped.
+pub struct WatchGuard(tokio::task::AbortHandle);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Walks `uppers` until the bounds are passed: why, if they are.
+fn measure(uppers: &[PathBuf]) -> Option<String> {
+    let mut budget = Budget::default();
+    let mut stack: Vec<PathBuf> = uppers.to_vec();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            budget.entries += 1;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                budget.bytes += meta.len();
+            }
+            if let Some(why) = over(&budget) {
+                return Some(why);
+            }
+        }
+    }
+    None
+}
+
 pub use agentd_protocol::changes::ChangeKind;
 
 /// One change a command made, applied or not.
@@ -161,6 +238,11 @@ impl CallLayers {
     /// What the helper is told.
     pub fn spec(&self) -> Vec<agentd_sandbox::Layer> {
         self.layers.clone()
+    }
+
+    /// The upper directories (what [`watch`] measures).
+    pub fn uppers(&self) -> Vec<PathBuf> {
+        self.layers.iter().map(|l| l.upper.clone()).collect()
     }
 
     /// The roots with a layer.
@@ -315,20 +397,14 @@ fn collect(layer: &agentd_sandbox::Layer, budget: &mut Budget) -> Result<Vec<Ent
                 )
             })?;
             budget.entries += 1;
-            if budget.entries > MAX_LAYER_ENTRIES {
-                return Err(format!(
-                    "the command changed more than {MAX_LAYER_ENTRIES} files and directories, so none of its changes \
-                     were applied"
-                ));
+            if let Some(why) = over(&budget) {
+                return Err(why);
             }
             let ft = meta.file_type();
             let what = if ft.is_file() {
                 budget.bytes += meta.len();
-                if budget.bytes > MAX_LAYER_BYTES {
-                    return Err(format!(
-                        "the command wrote more than {} GiB, so none of its changes were applied",
-                        MAX_LAYER_BYTES >> 30
-                    ));
+                if let Some(why) = over(&budget) {
+                    return Err(why);
                 }
                 What::File { len: meta.len(), mode: meta.mode() & 0o7777 }
             } else if ft.is_symlink() {

@@ -414,6 +414,16 @@ impl Tool for Bash {
         // Where a command that reaches its timeout goes on running.
         let jobs = ctx.need::<process::jobs::JobTable>().ok();
         let mut moved = false;
+        // A layer is measured while the call runs: past its bounds, the
+        // command is stopped and nothing of it applies.
+        let (_watching, mut overflow) = match &layers {
+            Some(l) => {
+                let (guard, rx) = crate::sandbox::layer::watch(l.uppers());
+                (Some(guard), Some(rx))
+            }
+            None => (None, None),
+        };
+        let mut overflowed: Option<String> = None;
         loop {
             tokio::select! {
                 n = out.read(&mut out_buf), if out_open => match n {
@@ -445,6 +455,20 @@ impl Tool for Bash {
                     killed = Some(KillReason::Cancelled);
                     tree.terminate().await;
                     break;
+                }
+                why = async {
+                    match overflow.as_mut() {
+                        Some(rx) => rx.await,
+                        None => std::future::pending().await,
+                    }
+                }, if overflow.is_some() && exit.is_none() => {
+                    overflow = None;
+                    if let Ok(why) = why {
+                        overflowed = Some(why);
+                        killed = Some(KillReason::Overflow);
+                        tree.terminate().await;
+                        break;
+                    }
                 }
             }
             if pending.len() >= PROGRESS_CHUNK {
@@ -495,7 +519,7 @@ impl Tool for Bash {
         // sandbox could not be applied (then nothing ran).
         let layered = layers.is_some();
         let effects = match layers {
-            Some(layers) if report.as_ref().is_none_or(|r| r.error.is_none()) => {
+            Some(layers) if overflowed.is_none() && report.as_ref().is_none_or(|r| r.error.is_none()) => {
                 let rules = ctx.rules.clone();
                 let recorder = ctx.services.shared::<crate::fs::history::CallRecorder>();
                 let asking = effects::asking(&ctx, &input);
@@ -513,6 +537,10 @@ impl Tool for Bash {
                 effects::Effects::default()
             }
             None => effects::Effects::default(),
+        };
+        let effects = match overflowed {
+            Some(why) => effects::Effects { discarded: Some(why), ..effects },
+            None => effects,
         };
         // Nothing of the call is left to use it: removed after the result
         // is out (a directory's removal cost the call ~0.1 ms on ext4).

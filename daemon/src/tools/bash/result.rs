@@ -20,6 +20,8 @@ pub enum KillReason {
     Timeout,
     /// The call was cancelled (the user, a failed sibling, the session).
     Cancelled,
+    /// What it wrote passed its layer's bounds (nothing of it applies).
+    Overflow,
 }
 
 /// The result of a command.
@@ -202,6 +204,7 @@ pub(super) fn result_text(r: &BashResult) -> String {
     match r.killed {
         Some(KillReason::Timeout) => note(format!("[killed: timed out after {} ms]", r.timeout_ms)),
         Some(KillReason::Cancelled) => note("[killed: cancelled]".to_owned()),
+        Some(KillReason::Overflow) => note("[killed: what it wrote passed the layer's bounds]".to_owned()),
         None => {}
     }
     if let Some(code) = r.exit_code
