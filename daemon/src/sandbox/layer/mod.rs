@@ -255,16 +255,9 @@ impl CallLayers {
     /// change applied.
     pub fn finish(self, judge: Judge, record: Recorder, approve: Option<Approve>) -> Outcome {
         let mut outcome = Outcome::default();
-        // What git obeys beyond its own directory, as the workspace's
-        // repositories are configured now (before anything is applied).
-        let obeyed = git_obeyed(self.layers.iter().map(|l| l.root.as_path()));
-        if let Err(why) = &obeyed {
-            outcome.discarded = Some(why.clone());
-        }
-        let obeyed = obeyed.unwrap_or_default();
         let mut found = Vec::new();
         let mut budget = Budget::default();
-        for layer in self.layers.iter().filter(|_| outcome.discarded.is_none()) {
+        for layer in &self.layers {
             match collect(layer, &mut budget) {
                 Ok(entries) => found.push((layer, entries)),
                 Err(why) => {
@@ -273,7 +266,20 @@ impl CallLayers {
                 }
             }
         }
-        if outcome.discarded.is_none() {
+        // A command that changed nothing (most calls) is done: nothing to
+        // judge, so nothing of the repositories is read.
+        let changed = found.iter().any(|(_, entries)| !entries.is_empty());
+        // What git obeys beyond its own directory, as the workspace's
+        // repositories are configured now (before anything is applied).
+        let obeyed = match (&outcome.discarded, changed) {
+            (None, true) => git_obeyed(self.layers.iter().map(|l| l.root.as_path())),
+            _ => Ok(Default::default()),
+        };
+        if let Err(why) = &obeyed {
+            outcome.discarded = Some(why.clone());
+        }
+        let obeyed = obeyed.unwrap_or_default();
+        if outcome.discarded.is_none() && changed {
             for (layer, entries) in &found {
                 let aside = self.base.join("aside");
                 let mut apply = Apply {
