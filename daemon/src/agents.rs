@@ -111,7 +111,11 @@ pub fn discover(
     rules: &crate::permission::rules::RuleSet,
     trust: &crate::trust::TrustStore,
 ) -> (Vec<AgentDef>, Vec<String>) {
+    // The home directory's are the user's own (read below as theirs).
     let mut roots = vec![(cwd.join(".claude/agents"), Some(trust))];
+    if crate::trust::is_home(cwd) {
+        roots.clear();
+    }
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
         roots.push((home.join(".claude/agents"), None));
     }

@@ -1,7 +1,8 @@
 //! Trust on first use: what agentd obeys from inside a workspace — its
 //! settings files, `.mcp.json`, skills and agent definitions — is obeyed
 //! only once the user approved that file's content. The approval is the
-//! content's SHA-256, kept in the state directory (`trust.json`): whatever
+//! content's SHA-256, kept in the state directory (`trust/approved.json`,
+//! hidden from commands): whatever
 //! changes the file afterwards (a `git pull` or checkout, a background
 //! job, another program) makes it new again, and it waits for the user.
 //!
@@ -44,7 +45,7 @@ struct Record {
 /// The user's approvals of project files, by path.
 #[derive(Debug)]
 pub struct TrustStore {
-    /// `<state>/trust.json`; `None` for a daemon that keeps nothing.
+    /// `<state>/trust/approved.json`; `None` for a daemon that keeps nothing.
     file: Option<PathBuf>,
     /// Every project file is trusted (`--trust-project-files`).
     all: bool,
@@ -61,18 +62,20 @@ impl TrustStore {
     /// The approvals kept in `state_dir` (none when `persist` is off).
     /// A file that cannot be read trusts nothing, and says so.
     pub fn open(state_dir: &Path, all: bool, persist: bool) -> TrustStore {
-        let file = persist.then(|| state_dir.join("trust.json"));
+        let file = persist.then(|| state_dir.join("trust/approved.json"));
         let approved = match file.as_deref().map(std::fs::read) {
             None => BTreeMap::new(),
             Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Some(Err(e)) => {
-                tracing::warn!("trust.json cannot be read ({e}): no project file is trusted until approved again");
+                tracing::warn!(
+                    "trust/approved.json cannot be read ({e}): no project file is trusted until approved again"
+                );
                 BTreeMap::new()
             }
             Some(Ok(bytes)) => match serde_json::from_slice::<Record>(&bytes) {
                 Ok(record) => record.files,
                 Err(e) => {
-                    tracing::warn!("trust.json is not what agentd writes ({e}): no project file is trusted");
+                    tracing::warn!("trust/approved.json is not what agentd writes ({e}): no project file is trusted");
                     BTreeMap::new()
                 }
             },
@@ -108,7 +111,8 @@ impl TrustStore {
 
     /// Records the user's answer for workspace `cwd`: each approval names
     /// one of its project files and the content the user saw; withdrawals
-    /// forget files. All or nothing: an approval of a file that is not one
+    /// forget files (`cwd` itself: every approval of a file under it, there
+    /// now or not). All or nothing: an approval of a file that is not one
     /// of `cwd`'s project files, or whose content changed, refuses the lot.
     pub fn answer(&self, cwd: &Path, approve: &[TrustApproval], revoke: &[PathBuf]) -> Result<(), String> {
         if approve.is_empty() && revoke.is_empty() {
@@ -131,7 +135,11 @@ impl TrustStore {
         }
         let mut map = self.lock();
         for path in revoke {
-            map.remove(path);
+            if path == cwd {
+                map.retain(|p, _| !p.starts_with(cwd));
+            } else {
+                map.remove(path);
+            }
         }
         map.extend(approvals);
         while map.len() > MAX_APPROVALS {
@@ -155,26 +163,37 @@ impl TrustStore {
 /// The project files of workspace `cwd` (each path as it is under `cwd`),
 /// with their kind: what a session there would obey. A directory that
 /// cannot be listed holds nothing a session could read either.
+///
+/// A name that is not UTF-8 is left out: what it names cannot be shown
+/// or approved, and is never obeyed (each reader asks [`TrustStore`]).
+/// The workspace that is the home directory holds the user's own skills
+/// and agents, not the workspace's.
 pub fn project_files(cwd: &Path) -> Vec<(PathBuf, ProjectFileKind)> {
     let mut out: Vec<(PathBuf, ProjectFileKind)> =
         SETTINGS_FILES.iter().map(|rel| (cwd.join(rel), ProjectFileKind::Settings)).collect();
     out.push((cwd.join(".mcp.json"), ProjectFileKind::Mcp));
-    let listed = |dir: PathBuf| -> Vec<PathBuf> {
+    let listed = |dir: PathBuf, wanted: &dyn Fn(&Path) -> Option<PathBuf>| -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> =
-            std::fs::read_dir(dir).map(|e| e.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+            std::fs::read_dir(dir).map(|e| e.flatten().filter_map(|e| wanted(&e.path())).collect()).unwrap_or_default();
+        paths.retain(|p| p.to_str().is_some());
         paths.sort();
         paths.truncate(MAX_DEFINITIONS);
         paths
     };
-    for dir in listed(cwd.join(".claude/skills")) {
-        out.push((dir.join("SKILL.md"), ProjectFileKind::Skill));
-    }
-    for file in listed(cwd.join(".claude/agents")) {
-        if file.extension().is_some_and(|x| x == "md") {
-            out.push((file, ProjectFileKind::Agent));
-        }
+    if !is_home(cwd) {
+        let skill = |dir: &Path| dir.is_dir().then(|| dir.join("SKILL.md"));
+        out.extend(listed(cwd.join(".claude/skills"), &skill).into_iter().map(|f| (f, ProjectFileKind::Skill)));
+        let agent = |file: &Path| file.extension().is_some_and(|x| x == "md").then(|| file.to_owned());
+        out.extend(listed(cwd.join(".claude/agents"), &agent).into_iter().map(|f| (f, ProjectFileKind::Agent)));
     }
     out
+}
+
+/// Whether `cwd` is the user's home directory (whose `.claude/skills` and
+/// `.claude/agents` are the user's own).
+pub fn is_home(cwd: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    home.is_some_and(|h| std::fs::canonicalize(h).is_ok_and(|h| h == cwd))
 }
 
 /// Each project file of `cwd` that is there, with its standing (and its
@@ -248,7 +267,8 @@ mod tests {
     #[test]
     fn a_damaged_store_trusts_nothing() {
         let state = tempfile::tempdir().unwrap();
-        std::fs::write(state.path().join("trust.json"), "{not json").unwrap();
+        std::fs::create_dir_all(state.path().join("trust")).unwrap();
+        std::fs::write(state.path().join("trust/approved.json"), "{not json").unwrap();
         let store = TrustStore::open(state.path(), false, true);
         assert_eq!(store.standing(Path::new("/w/.mcp.json"), b""), TrustStanding::New);
     }

@@ -137,7 +137,8 @@ pub struct WorkspaceTrustParams {
     /// refused, and nothing is recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approve: Vec<TrustApproval>,
-    /// Files whose approval to withdraw.
+    /// Files whose approval to withdraw; `cwd` itself withdraws every
+    /// approval of a file under it (there now or not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revoke: Vec<std::path::PathBuf>,
 }
@@ -194,7 +195,9 @@ pub struct ProjectFile {
     /// Approved, new or changed.
     pub standing: TrustStanding,
     /// Its content (the first 64 KiB, invalid UTF-8 replaced), in
-    /// `workspace/trust`'s answer only.
+    /// `workspace/trust`'s answer only. It is the repository's: a client
+    /// shows control characters escaped (a carriage return or an escape
+    /// sequence could otherwise hide what is approved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }

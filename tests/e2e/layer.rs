@@ -598,11 +598,8 @@ fn a_call_over_the_layers_bound_is_stopped_while_it_runs() {
     rt().block_on(async {
         let mut s = session(&d, &ws, "bypass", json!({})).await;
         let started = std::time::Instant::now();
-        let (_, r) = run(
-            &mut s,
-            "head -c 600000 /dev/zero > a; head -c 600000 /dev/zero > b; sleep 120; echo late > c",
-        )
-        .await;
+        let (_, r) =
+            run(&mut s, "head -c 600000 /dev/zero > a; head -c 600000 /dev/zero > b; sleep 120; echo late > c").await;
         let t = text(&r);
         assert!(t.contains("[killed: what it wrote passed the layer's bounds]"), "{r}");
         assert!(t.contains("wrote more than 1000000 bytes, so none of its changes were applied"), "{r}");

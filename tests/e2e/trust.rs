@@ -222,3 +222,60 @@ fn settings_smuggled_through_a_commit_wait_for_the_user() {
         assert!(!ws.join("pkg/planted-ran").exists());
     });
 }
+
+/// The attack review's findings (F3–F7; F1 is agentctl's `visible`).
+#[test]
+fn the_trust_reviews_findings_stay_closed() {
+    let (d, ws, home) = daemon();
+    rt().block_on(async {
+        // F3: a name that is not UTF-8 breaks nothing, and is not obeyed.
+        use std::os::unix::ffi::OsStrExt;
+        let bad = ws.join(".claude/skills").join(std::ffi::OsStr::from_bytes(b"bad\xff"));
+        write(&bad.join("SKILL.md"), "---\nname: bad\ndescription: Bad.\n---\nx\n");
+        let (mut s, created) = open(&d, &ws).await;
+        assert!(kinds(&created["session"]).is_empty(), "{created}");
+        assert!(created["session"]["skill_errors"].to_string().contains("not trusted yet"), "{created}");
+        trust_call(&d, json!({ "cwd": ws })).await.unwrap();
+        let listed = s.c.ok("session/list", json!({})).await;
+        assert!(listed.to_string().contains(&s.id), "{listed}");
+        std::fs::remove_dir_all(ws.join(".claude/skills")).unwrap();
+
+        // F5: what is not a definition does not use up the listing.
+        for i in 0..300 {
+            write(&ws.join(format!(".claude/agents/a{i:03}.txt")), "");
+        }
+        write(&ws.join(".claude/agents/zz.md"), "---\nname: zz\ndescription: Z.\n---\nYou z.\n");
+        let listed = trust_call(&d, json!({ "cwd": ws })).await.unwrap();
+        assert!(listed.to_string().contains("zz.md"), "{listed}");
+        std::fs::remove_dir_all(ws.join(".claude/agents")).unwrap();
+
+        // F4: withdrawing the workspace forgets files absent right now.
+        write(&ws.join(".mcp.json"), &json!({ "mcpServers": {} }).to_string());
+        let (code, _, err) = agentctl(&d.socket, &["trust", ws.to_str().unwrap(), "--yes"]);
+        assert_eq!(code, 0, "{err}");
+        std::fs::rename(ws.join(".mcp.json"), ws.join("mcp.away")).unwrap();
+        let (code, _, err) = agentctl(&d.socket, &["trust", ws.to_str().unwrap(), "--revoke"]);
+        assert_eq!(code, 0, "{err}");
+        std::fs::rename(ws.join("mcp.away"), ws.join(".mcp.json")).unwrap();
+        let (_, created) = open(&d, &ws).await;
+        assert_eq!(kinds(&created["session"]), [("mcp".to_owned(), "new".to_owned())], "{created}");
+
+        // F7: the approvals are hidden from commands.
+        let state = d.dir.path().join("state/trust");
+        assert!(state.join("approved.json").exists());
+        let r = bash(&mut s, "f7", &format!("cat {}/approved.json", state.display())).await;
+        assert!(!r.to_string().contains("sha256"), "{r}");
+    });
+    // F6: on the home directory, its skills are the user's own: not listed
+    // as waiting, and offered.
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    write(&home_dir.join(".claude/skills/hs/SKILL.md"), "---\nname: hs\ndescription: Home.\n---\nMine.\n");
+    rt().block_on(async {
+        let (s, created) = open(&d, &home_dir).await;
+        assert!(!created["session"]["untrusted"].to_string().contains("hs"), "{created}");
+        let mut s = s;
+        let skills = s.c.ok("skills/list", json!({ "session_id": s.id })).await;
+        assert_eq!(skills["skills"][0]["source"], "user", "{skills}");
+        let _ = &mut s;
+    });
+}

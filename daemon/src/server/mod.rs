@@ -173,6 +173,9 @@ impl Daemon {
                 // MCP servers' OAuth tokens: never a command's.
                 if config.persist {
                     let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("mcp-auth"));
+                    // The user's approvals of workspaces' files name every
+                    // trusted path on the machine.
+                    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("trust"));
                 }
             }
             let private = [
@@ -183,6 +186,7 @@ impl Daemon {
                 config.persist.then_some("store"),
                 config.persist.then_some("mcp-tools"),
                 config.persist.then_some("mcp-auth"),
+                config.persist.then_some("trust"),
             ];
             for dir in private.into_iter().flatten().map(|d| state.join(d)) {
                 // A directory under one already hidden is gone with it.

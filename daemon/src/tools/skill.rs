@@ -53,7 +53,11 @@ pub fn discover(
     trust: &crate::trust::TrustStore,
 ) -> (Vec<SkillDef>, Vec<String>) {
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    // The home directory's are the user's own (read below as theirs).
     let mut roots = vec![(cwd.join(".claude/skills"), "project")];
+    if crate::trust::is_home(cwd) {
+        roots.clear();
+    }
     if let Some(home) = home {
         roots.push((home.join(".claude/skills"), "user"));
     }

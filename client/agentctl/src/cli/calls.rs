@@ -858,7 +858,7 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         EventKind::TrustRequired { files } => format!(
             "trust     {} project file(s) not obeyed until approved (agentctl trust): {}",
             files.len(),
-            files.iter().map(|f| f.path.display().to_string()).collect::<Vec<_>>().join(", ")
+            files.iter().map(|f| super::trust::visible(&f.path.display().to_string())).collect::<Vec<_>>().join(", ")
         ),
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })

@@ -156,7 +156,8 @@ pub(super) fn show_session(s: &SessionInfo) {
         println!("settings note:   {note}");
     }
     for f in &s.untrusted {
-        println!("not trusted:     {} ({:?}, {:?})", f.path.display(), f.kind, f.standing);
+        let path = super::trust::visible(&f.path.display().to_string());
+        println!("not trusted:     {path} ({:?}, {:?})", f.kind, f.standing);
     }
     println!("age:             {}", human_duration(now_ms().saturating_sub(s.created_at_ms)));
 }

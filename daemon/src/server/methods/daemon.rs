@@ -30,7 +30,14 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             },
             store_bytes: state.sessions.store_size(),
             listen_tls: state.tls.map(|a| a.to_string()),
-            notes: crate::session::claude_settings_not_imported().into_iter().collect(),
+            notes: crate::session::claude_settings_not_imported()
+                .into_iter()
+                .chain(state.sessions.trust().trusts_all().then(|| {
+                    "every workspace's settings, .mcp.json, skills and agent definitions are obeyed without your \
+                     approval (--trust-project-files)"
+                        .to_owned()
+                }))
+                .collect(),
         })
     });
 }
