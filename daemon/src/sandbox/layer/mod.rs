@@ -403,13 +403,13 @@ fn collect(layer: &agentd_sandbox::Layer, budget: &mut Budget) -> Result<Vec<Ent
                 )
             })?;
             budget.entries += 1;
-            if let Some(why) = over(&budget) {
+            if let Some(why) = over(budget) {
                 return Err(why);
             }
             let ft = meta.file_type();
             let what = if ft.is_file() {
                 budget.bytes += meta.len();
-                if let Some(why) = over(&budget) {
+                if let Some(why) = over(budget) {
                     return Err(why);
                 }
                 What::File { len: meta.len(), mode: meta.mode() & 0o7777 }
