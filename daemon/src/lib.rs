@@ -16,6 +16,7 @@ pub(crate) mod fs;
 pub(crate) mod hooks;
 pub(crate) mod inline;
 pub(crate) mod mcp;
+pub mod peers;
 pub(crate) mod permission;
 pub(crate) mod process;
 pub mod sandbox;
@@ -77,6 +78,7 @@ pub fn compose_sessions(
     .with_trust(Arc::new(trust::TrustStore::open(&config.state_dir, config.trust_project_files, config.persist)));
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();
+    sessions.install_peers();
     Ok(sessions)
 }
 

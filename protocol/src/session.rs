@@ -457,6 +457,15 @@ pub struct SessionCreateParams {
     /// `~/.cargo/bin`. Names are `[A-Za-z_][A-Za-z0-9_]*`, not `AGENTD_*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// A name other sessions reach this one by (SendMessage's `to`,
+    /// ListAgents): 1 to 64 letters, digits, `-`, `_` or `.`, unique among
+    /// the daemon's sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Whether other sessions may list and message this one (default
+    /// true); `false` keeps it out of ListAgents and refuses messages to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discoverable: Option<bool>,
 }
 
 /// A git worktree the session works in (EnterWorktree made it; ExitWorktree
@@ -526,6 +535,8 @@ impl SessionCreateParams {
             hooks: None,
             enable_project_hooks: None,
             env: None,
+            name: None,
+            discoverable: None,
         }
     }
 }
@@ -716,6 +727,20 @@ pub struct SessionInfo {
     pub untrusted: Vec<crate::workspace::ProjectFile>,
     /// When the session was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
+    /// The name other sessions reach it by, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Whether other sessions may list and message it.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub discoverable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// A permission rule in force for a session, and where it comes from.

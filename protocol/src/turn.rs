@@ -409,6 +409,34 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changed: Vec<String>,
     },
+    /// Another session of the daemon sent this one a message (its
+    /// SendMessage tool): for the harness to hand to its model.
+    #[serde(rename = "message/received")]
+    MessageReceived {
+        /// The sender's session id.
+        from: String,
+        /// The sender's name, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_name: Option<String>,
+        /// The sender's few words on it, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// The message.
+        message: String,
+    },
+    /// A session this one asked about (SendMessage `notify_when_idle`)
+    /// finished its turn, or closed: sent once.
+    #[serde(rename = "session/idle")]
+    SessionIdle {
+        /// That session's id.
+        session_id: String,
+        /// Its name, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// It closed rather than finished a turn.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        closed: bool,
+    },
     /// The session does not obey some of its workspace's project files
     /// (settings, `.mcp.json`, skills, agent definitions): the user has not
     /// approved their present content. Approve them with `workspace/trust`
@@ -575,6 +603,8 @@ impl EventKind {
             EventKind::McpListChanged { .. } => "mcp/list_changed",
             EventKind::McpAuthRequired { .. } => "mcp/auth_required",
             EventKind::TrustRequired { .. } => "trust/required",
+            EventKind::MessageReceived { .. } => "message/received",
+            EventKind::SessionIdle { .. } => "session/idle",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",
             EventKind::HookRequest { .. } => "hook/request",

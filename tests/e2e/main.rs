@@ -25,6 +25,7 @@ mod mcp_served;
 mod mcp_support;
 mod nvim;
 mod pdf;
+mod peers;
 mod permissions;
 mod policy;
 mod python;

@@ -52,6 +52,18 @@ local ok, cancel_err = pcall(vim.cmd, "AgentdCancel")
 table.insert(out, "cancel: " .. tostring(ok) .. (ok and "" or " " .. tostring(cancel_err)))
 vim.wait(20000, function() return vim.api.nvim_buf_get_name(0):find("agentd://Bash") ~= nil end, 10)
 for _, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do table.insert(out, "long: " .. l) end
+-- Another session messages the plugin's: a notification.
+local notices = {}
+vim.notify = function(msg, level, opts)
+  if msg:find("^agentd: message from") then table.insert(notices, msg) end
+  return notify(msg, level, opts)
+end
+agentd.request("session/create", { cwd = vim.fn.getcwd(), name = "peer" }, function(err, created)
+  local input = { to = agentd.session_id(), message = "hello from peer\nsecond line" }
+  agentd.request("tool/call", { session_id = created.session_id, name = "SendMessage", input = input }, function() end)
+end)
+vim.wait(20000, function() return #notices > 0 end, 10)
+for _, n in ipairs(notices) do table.insert(out, "notice: " .. n) end
 for _, e in ipairs(errors) do table.insert(out, "error: " .. e) end
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
 vim.cmd("qa!")
@@ -93,4 +105,5 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert_eq!(out.matches("long: tick-from-nvim").count(), 1, "the output, once: {out}");
     assert!(out.contains("long: ✗ cancelled: the user interrupted this call\n"), "one line of summary: {out}");
     assert!(!out.contains("error: "), "{out}");
+    assert!(out.contains("notice: agentd: message from peer: hello from peer\n"), "{out}");
 }

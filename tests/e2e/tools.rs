@@ -13,6 +13,9 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 }
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
+/// The built-in tools deferred behind ToolSearch when deferral is on.
+const DEFERRED_BUILTIN: &[&str] = &["ListAgents", "SendMessage"];
+
 const BUILTIN: &[&str] = &[
     "AskUserQuestion",
     "Bash",
@@ -26,8 +29,10 @@ const BUILTIN: &[&str] = &[
     "ExitWorktree",
     "Glob",
     "Grep",
+    "ListAgents",
     "NotebookEdit",
     "Read",
+    "SendMessage",
     "TaskCreate",
     "TaskGet",
     "TaskList",
@@ -122,8 +127,9 @@ async fn session_options_drive_the_filter_pipeline() {
     let always = session(&mut c, json!({ "tools": { "defer": { "mode": "always" } } })).await;
     let list = c.ok("tools/list", json!({ "session_id": always })).await;
     let listed: Vec<&str> = TEST_TOOLS.iter().copied().filter(|t| *t != "TestDeferred").collect();
-    assert_eq!(names(&list), sorted(&[BUILTIN, &listed, &["ToolSearch"]].concat()));
-    assert_eq!(list["deferred"], json!(["TestDeferred"]));
+    let core: Vec<&str> = BUILTIN.iter().copied().filter(|t| !DEFERRED_BUILTIN.contains(t)).collect();
+    assert_eq!(names(&list), sorted(&[&core[..], &listed[..], &["ToolSearch"]].concat()));
+    assert_eq!(list["deferred"], json!(["ListAgents", "SendMessage", "TestDeferred"]));
 }
 
 #[test]
@@ -136,7 +142,7 @@ fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
         let list = c.ok("tools/list", json!({ "session_id": deferred })).await;
         assert_api_ready(&list);
         let deferred_names = list["deferred"].as_array().unwrap();
-        assert_eq!(deferred_names.len(), 61, "60 external tools and TestDeferred");
+        assert_eq!(deferred_names.len(), 63, "60 external tools, TestDeferred, ListAgents and SendMessage");
         assert!(names(&list).contains(&"ToolSearch".to_owned()));
         assert!(!names(&list).iter().any(|n| n.starts_with("mcp__")));
 
@@ -207,7 +213,7 @@ async fn a_deferred_tool_must_be_loaded_with_tool_search_first() {
     let r = within("call", c.ok("tool/call", call)).await;
     assert_eq!((r["is_error"].clone(), r["content"][0]["text"].clone()), (json!(false), json!("TestDeferred ran")));
     let after = c.ok("tools/list", json!({ "session_id": sid })).await;
-    assert_eq!(after["deferred"], json!([]));
+    assert_eq!(after["deferred"], json!(["ListAgents", "SendMessage"]));
     let (b, a) = (names(&before), names(&after));
     assert_eq!(a[..b.len()], b[..], "loaded tools are appended, the prefix stays");
     assert_eq!(a.last().unwrap(), "TestDeferred");
@@ -219,12 +225,12 @@ fn agentctl_tools_shows_definitions_deferred_names_and_tokens() {
     let (code, out, err) = agentctl(&d.socket, &["tools"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("TestEcho") && out.contains("ToolSearch"), "{out}");
-    assert!(out.contains("deferred (61, ~") && out.contains("mcp__synthetic__create_issue"), "{out}");
+    assert!(out.contains("deferred (63, ~") && out.contains("mcp__synthetic__create_issue"), "{out}");
     assert!(out.contains("tokens saved"), "{out}");
     let (code, out, _) = agentctl(&d.socket, &["--json", "tools"]);
     assert_eq!(code, 0);
     let list: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(list["deferred"].as_array().unwrap().len(), 61);
+    assert_eq!(list["deferred"].as_array().unwrap().len(), 63);
     // The temporary session agentctl opened is closed again.
     let (_, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["sessions"], json!([]));

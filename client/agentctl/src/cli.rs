@@ -400,6 +400,12 @@ enum SessionCommand {
         /// Start the MCP servers of the workspace's .mcp.json (off by default)
         #[arg(long)]
         enable_project_mcp: bool,
+        /// A name other sessions reach it by (SendMessage, ListAgents), unique among the daemon's
+        #[arg(long)]
+        name: Option<String>,
+        /// Keep it out of other sessions' ListAgents and refuse their messages
+        #[arg(long)]
+        hidden: bool,
         #[command(flatten)]
         network: NetworkFlags,
     },

@@ -424,6 +424,8 @@ pub struct SessionExecutor {
     durable: Mutex<crate::store::Durable>,
     /// Makes child sessions for the Task tool (set once by the manager).
     agent_host: std::sync::OnceLock<crate::agents::Host>,
+    /// The daemon's other sessions (ListAgents, SendMessage).
+    peers: std::sync::OnceLock<crate::peers::PeerBook>,
     /// The session's open `agent/request`s.
     agent_requests: Arc<crate::agents::Requests>,
 }
@@ -546,6 +548,7 @@ impl SessionExecutor {
             revision: std::sync::atomic::AtomicU64::new(0),
             durable,
             agent_host: std::sync::OnceLock::new(),
+            peers: std::sync::OnceLock::new(),
             agent_requests: Arc::default(),
         });
         executor.services.asks.restore_granted(&granted);
@@ -576,6 +579,19 @@ impl SessionExecutor {
     /// Gives the executor what makes child sessions for the Task tool.
     pub fn set_agent_host(&self, host: crate::agents::Host) {
         let _ = self.agent_host.set(host);
+    }
+
+    /// Gives the executor the daemon's other sessions, for ListAgents and
+    /// SendMessage.
+    pub fn set_peers(&self, book: crate::peers::PeerBook) {
+        let _ = self.peers.set(book);
+    }
+
+    /// Whether a turn is open (a call queued or running, or more to come):
+    /// the session is `running`, else `idle`.
+    pub fn busy(&self) -> bool {
+        let inner = self.lock();
+        (inner.turns.start()..inner.turns.end()).any(|t| !inner.machine.turn_ended(t))
     }
 
     /// Counts changes worth saving (calls finished, rules granted): the

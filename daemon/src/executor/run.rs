@@ -148,6 +148,11 @@ impl SessionExecutor {
             });
             ctx.services.provide(Arc::new(line));
         }
+        if kind == ToolKind::Peers
+            && let Some(book) = self.peers.get()
+        {
+            ctx.services.provide(Arc::new(book.clone()));
+        }
         if kind == ToolKind::Messages {
             let log = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());

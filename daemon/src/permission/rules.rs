@@ -135,6 +135,7 @@ pub const TOOL_ALIASES: &[(&str, &str)] = &[
     // KillBash before): a rule written for either still applies.
     ("KillBash", "TaskStop"),
     ("KillShell", "TaskStop"),
+    ("ListPeers", "ListAgents"),
     ("SlashCommand", "Skill"),
     ("exit_plan_mode", "ExitPlanMode"),
 ];

@@ -25,6 +25,7 @@ use crate::tool::{ExternalToolSource, Registry, SessionContext, ToolSet};
 
 mod children;
 mod files;
+mod peers;
 mod restore;
 mod settings;
 mod toolsets;
@@ -280,6 +281,10 @@ pub struct SessionManager {
     /// The user's approvals of what workspaces hold (settings, `.mcp.json`,
     /// skills, agent definitions).
     trust: Arc<crate::trust::TrustStore>,
+    /// The daemon's sessions as each sees the others (set once).
+    peers: std::sync::OnceLock<crate::peers::PeerBook>,
+    /// How many `notify_when_idle` requests wait on each session.
+    idle_watchers: Mutex<HashMap<String, usize>>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -324,6 +329,8 @@ impl SessionManager {
             agent_host: std::sync::OnceLock::new(),
             mcp: Arc::new(crate::mcp::Pool::new(None, ledger)),
             trust: Arc::new(crate::trust::TrustStore::open(Path::new("/nonexistent"), false, false)),
+            peers: std::sync::OnceLock::new(),
+            idle_watchers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -455,6 +462,17 @@ impl SessionManager {
             });
         }
         let enable_project_hooks = params.enable_project_hooks.unwrap_or(false) || user_trusts_project_hooks(&cwd);
+        if let Some(name) = &params.name {
+            if !crate::peers::valid_name(name) {
+                return Err(SessionError::Invalid {
+                    field: "name",
+                    why: "1 to 64 letters, digits, '-', '_' or '.' (and not \"main\")".into(),
+                });
+            }
+            if self.name_taken(name) {
+                return Err(SessionError::Invalid { field: "name", why: format!("a session named {name:?} is open") });
+            }
+        }
         let mut add_dirs: Vec<PathBuf> = Vec::new();
         for dir in &requested {
             let dir = canonical_workspace(dir).map_err(|e| match e {
@@ -506,6 +524,8 @@ impl SessionManager {
             settings_notes: Vec::new(),
             untrusted: Vec::new(),
             created_at_ms: now_ms(),
+            name: params.name,
+            discoverable: params.discoverable.unwrap_or(true),
         };
         let rules = session_rules(&mut info, &files);
         session_env(&mut info, &files);
@@ -606,6 +626,9 @@ impl SessionManager {
         );
         if let Some(host) = self.agent_host.get() {
             executor.set_agent_host(host.clone());
+        }
+        if let Some(book) = self.peers.get() {
+            executor.set_peers(book.clone());
         }
         if !info.untrusted.is_empty() {
             executor.events().push(EventKind::TrustRequired { files: info.untrusted.clone() });

@@ -386,6 +386,8 @@ impl ToolContext {
             rules_in_force: Vec::new(),
             settings_notes: Vec::new(),
             untrusted: Vec::new(),
+            name: None,
+            discoverable: true,
             created_at_ms: 0,
         };
         let mut services = Services::default();

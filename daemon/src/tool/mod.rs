@@ -71,6 +71,9 @@ pub enum ToolKind {
     Agents,
     /// Sends the user messages (Brief): it gets a way to send them.
     Messages,
+    /// Reaches the daemon's other sessions (ListAgents, SendMessage): it
+    /// gets the session's [`crate::peers::PeerBook`].
+    Peers,
 }
 
 /// A call's input was legal JSON of the right shape but is not acceptable

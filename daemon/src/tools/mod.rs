@@ -12,6 +12,7 @@ pub mod glob;
 pub mod grep;
 pub mod ls;
 pub mod notebook_edit;
+pub mod peers;
 pub mod plan_mode;
 pub mod read;
 pub mod skill;
@@ -53,6 +54,8 @@ pub fn builtin_registry(web: Arc<crate::web::Web>) -> Registry {
     registry.add(notebook_edit::NotebookEdit);
     registry.add(todo_write::TodoWrite);
     registry.add(brief::Brief);
+    registry.add(peers::ListAgents);
+    registry.add(peers::SendMessage);
     registry.add(config::Config);
     registry.add(tasks::TaskCreate);
     registry.add(tasks::TaskGet);

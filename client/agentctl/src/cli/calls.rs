@@ -741,7 +741,9 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::ToolsChanged { .. }
         | EventKind::McpListChanged { .. }
         | EventKind::McpAuthRequired { .. }
-        | EventKind::TrustRequired { .. } => None,
+        | EventKind::TrustRequired { .. }
+        | EventKind::MessageReceived { .. }
+        | EventKind::SessionIdle { .. } => None,
     }
 }
 
@@ -855,6 +857,19 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             format!("mcp       {server}: its {} changed", super::wire(list))
         }
         EventKind::McpAuthRequired { message, .. } => format!("mcp       {message}"),
+        EventKind::MessageReceived { from, from_name, message, .. } => {
+            let who = from_name.as_deref().map_or_else(|| from.clone(), |n| format!("{n} [{from}]"));
+            let first = message.lines().next().unwrap_or_default();
+            format!("message   from {}: {}", super::trust::visible(&who), super::trust::visible(first))
+        }
+        EventKind::SessionIdle { session_id, name, closed } => {
+            let who = name.as_deref().map_or_else(|| session_id.clone(), |n| format!("{n} [{session_id}]"));
+            format!(
+                "idle      {} {}",
+                super::trust::visible(&who),
+                if *closed { "closed" } else { "finished its turn" }
+            )
+        }
         EventKind::TrustRequired { files } => format!(
             "trust     {} project file(s) not obeyed until approved (agentctl trust): {}",
             files.len(),

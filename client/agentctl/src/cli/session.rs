@@ -21,6 +21,8 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
             add_dirs,
             enable_project_hooks,
             enable_project_mcp,
+            name,
+            hidden,
             network,
         } => {
             // The daemon wants an absolute path; resolve a relative one here,
@@ -42,6 +44,8 @@ pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) ->
                 enable_project_hooks: enable_project_hooks.then_some(true),
                 enable_project_mcp: enable_project_mcp.then_some(true),
                 sandbox: network.sandbox(),
+                name: name.clone(),
+                discoverable: hidden.then_some(false),
                 ..SessionCreateParams::new(cwd)
             };
             let created = client.session_create(params).await?;
@@ -106,6 +110,9 @@ pub(super) fn show_session(s: &SessionInfo) {
         if v.is_empty() { "-".to_owned() } else { v.join(", ") }
     };
     println!("session:         {}", s.session_id);
+    if let Some(name) = &s.name {
+        println!("name:            {name}{}", if s.discoverable { "" } else { " (hidden)" });
+    }
     println!("cwd:             {}", s.cwd.display());
     if !s.add_dirs.is_empty() {
         let dirs: Vec<String> = s.add_dirs.iter().map(|d| d.display().to_string()).collect();

@@ -165,6 +165,32 @@ end
 --- The last progress line a running call reported (also echoed).
 M.last_progress = nil
 
+--- The plugin's session id, once it has one.
+function M.session_id()
+  return session_id
+end
+
+--- What another session or the daemon tells the user: a message from
+--- another session, one that went idle, project files that wait for trust.
+local function notice(event)
+  local line
+  if event.type == "message/received" then
+    local who = event.from_name or event.from
+    line = "message from " .. who .. ": " .. ((event.message or ""):match("^[^\n]*") or "")
+  elseif event.type == "session/idle" then
+    local who = event.name or event.session_id
+    line = who .. (event.closed and " closed" or " finished its turn")
+  elseif event.type == "trust/required" then
+    line = #(event.files or {}) .. " project file(s) not obeyed until approved (agentctl trust)"
+  end
+  if line then
+    -- Shown as text, whatever the repository or the other session put in it.
+    line = line:gsub("%c", "?")
+    vim.notify("agentd: " .. line, event.type == "trust/required" and vim.log.levels.WARN or vim.log.levels.INFO)
+  end
+  return line ~= nil
+end
+
 on_event = function(event)
   if type(event) ~= "table" then
     return
@@ -173,6 +199,9 @@ on_event = function(event)
     local line = ((event.render or ""):match("([^\n]*)\n*$") or ""):gsub("\t", " ")
     M.last_progress = line
     vim.api.nvim_echo({ { "agentd: " .. line:sub(1, math.max(vim.o.columns - 12, 20)) } }, false, {})
+    return
+  end
+  if notice(event) then
     return
   end
   if event.type ~= "permission/request" then

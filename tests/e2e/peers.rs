@@ -1,0 +1,124 @@
+//! Sessions that talk (issue 51, item 2): ListAgents and SendMessage
+//! between sessions of different clients, `message/received` in the
+//! target's log (queued until a client attaches), `notify_when_idle`'s one
+//! `session/idle`, names, hidden sessions, and bad input.
+
+use agentd_tests::{EventStream, RawConn, StandaloneDaemon, StreamedSession};
+use serde_json::{Value, json};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+async fn open(d: &StandaloneDaemon, ws: &std::path::Path, extra: Value) -> (StreamedSession, Value) {
+    let mut params = json!({ "cwd": ws });
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    StreamedSession::open(&d.socket, params).await
+}
+
+/// One tool call in `session` (its own connection): the result.
+async fn call(c: &mut RawConn, session: &str, name: &str, input: Value) -> Value {
+    c.ok("tool/call", json!({ "session_id": session, "name": name, "input": input })).await
+}
+
+fn text(r: &Value) -> String {
+    r["content"].as_array().into_iter().flatten().filter_map(|b| b["text"].as_str()).collect()
+}
+
+#[test]
+fn sessions_of_different_clients_list_and_message_each_other() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    rt().block_on(async {
+        let (mut alpha, _) = open(&d, &ws, json!({ "name": "alpha" })).await;
+        let (mut beta, _) = open(&d, &ws, json!({ "name": "beta" })).await;
+        let (gamma, _) = open(&d, &ws, json!({ "name": "gamma", "discoverable": false })).await;
+        // Another client, a session without a name, not attached.
+        let mut other = RawConn::connect(&d.socket).await;
+        let quiet = other.ok("session/create", json!({ "cwd": ws })).await["session_id"].as_str().unwrap().to_owned();
+
+        // ListAgents: the reachable others, not itself, not the hidden one.
+        let r = call(&mut alpha.c, &alpha.id, "ListAgents", json!({})).await;
+        let listed = text(&r);
+        assert!(listed.contains(&format!("beta [{}]", beta.id)), "{listed}");
+        assert!(listed.contains(&quiet), "{listed}");
+        assert!(!listed.contains("gamma") && !listed.contains(&gamma.id), "{listed}");
+        assert!(!listed.contains(&alpha.id), "{listed}");
+        assert!(listed.contains("idle"), "{listed}");
+
+        // A message by name arrives in beta's stream at once.
+        let r = call(
+            &mut alpha.c,
+            &alpha.id,
+            "SendMessage",
+            json!({ "to": "beta", "summary": "build status", "message": "The build is green.\nDetails follow." }),
+        )
+        .await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(text(&r).contains("Message sent to beta"), "{r}");
+        let got = beta.events.until(|e| e["type"] == "message/received").await;
+        let m = got.last().unwrap();
+        assert_eq!(m["from"], json!(alpha.id), "{m}");
+        assert_eq!(m["from_name"], "alpha", "{m}");
+        assert_eq!(m["message"], "The build is green.\nDetails follow.", "{m}");
+        assert_eq!(m["summary"], "build status", "{m}");
+
+        // By id as listed, to a session no client watches: queued, then
+        // replayed when one attaches.
+        let r = call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": quiet, "message": "Are you there?" })).await;
+        assert!(text(&r).contains("queued"), "{r}");
+        let mut late = EventStream::open(&d.socket, &quiet, Some(0)).await.unwrap();
+        let got = late.until(|e| e["type"] == "message/received").await;
+        assert_eq!(got.last().unwrap()["message"], "Are you there?");
+
+        // notify_when_idle: one notice when beta next finishes a turn.
+        let r = call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": "beta", "notify_when_idle": true })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        assert!(text(&r).contains("Subscribed to beta"), "{r}");
+        let turn = beta.submit_ended(vec![agentd_tests::tool_use("b1", "Bash", json!({ "command": "true" }))]).await;
+        beta.events.until_turn_done(&turn).await;
+        let got = alpha.events.until(|e| e["type"] == "session/idle").await;
+        let idle = got.last().unwrap();
+        assert_eq!(idle["session_id"], json!(beta.id), "{idle}");
+        assert_eq!(idle["name"], "beta", "{idle}");
+        assert_eq!(idle.get("closed"), None, "{idle}");
+        // Once: another turn of beta's sends nothing more; a close does.
+        let turn = beta.submit_ended(vec![agentd_tests::tool_use("b2", "Bash", json!({ "command": "true" }))]).await;
+        beta.events.until_turn_done(&turn).await;
+        let r = call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": quiet, "notify_when_idle": true })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        other.ok("session/close", json!({ "session_id": quiet })).await;
+        let got = alpha.events.until(|e| e["type"] == "session/idle").await;
+        let idle = got.last().unwrap();
+        assert_eq!(idle["session_id"], json!(quiet), "the next notice is the close, not beta's second turn: {got:?}");
+        assert_eq!(idle["closed"], true, "{idle}");
+
+        // Bad input: each a clear error, nothing delivered.
+        let bad = [
+            (json!({ "to": "gamma", "message": "hi" }), "no session \"gamma\""),
+            (json!({ "to": gamma.id, "message": "hi" }), "no session"),
+            (json!({ "to": "alpha", "message": "hi" }), "oneself"),
+            (json!({ "to": "main", "message": "hi" }), "not a sub-agent"),
+            (json!({ "to": "beta", "message": "" }), "nothing to send"),
+            (json!({ "to": "beta", "message": "x".repeat(10 << 20) }), "at most 262144"),
+            (json!({ "to": "be\nta", "message": "hi" }), "one line"),
+            (json!({ "to": quiet, "message": "closed" }), "no session"),
+        ];
+        for (input, why) in bad {
+            let r = call(&mut alpha.c, &alpha.id, "SendMessage", input.clone()).await;
+            assert_eq!(r["is_error"], true, "{input}: {r}");
+            assert!(text(&r).contains(why), "{why}: {r}");
+        }
+        // A name that collides, or is not a name, is refused.
+        let mut c = RawConn::connect(&d.socket).await;
+        for name in ["beta", "main", "a b", ""] {
+            let reply = c.request("session/create", json!({ "cwd": ws, "name": name })).await;
+            assert!(reply["error"]["message"].as_str().is_some_and(|m| m.contains("name")), "{name}: {reply}");
+        }
+        // session/get shows the name.
+        let info = c.ok("session/get", json!({ "session_id": beta.id })).await;
+        assert_eq!(info["name"], "beta", "{info}");
+        let info = c.ok("session/get", json!({ "session_id": gamma.id })).await;
+        assert_eq!(info["discoverable"], false, "{info}");
+    });
+}
