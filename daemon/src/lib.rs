@@ -20,6 +20,7 @@ pub mod peers;
 pub(crate) mod permission;
 pub(crate) mod process;
 pub mod sandbox;
+pub mod schedule;
 pub mod server;
 pub mod session;
 pub(crate) mod shell;
@@ -75,7 +76,8 @@ pub fn compose_sessions(
     )
     .with_mcp_pool(Arc::new(mcp::Pool::new(config.persist.then(|| config.state_dir.clone()), ledger)))
     .with_off_limits(off_limits)
-    .with_trust(Arc::new(trust::TrustStore::open(&config.state_dir, config.trust_project_files, config.persist)));
+    .with_trust(Arc::new(trust::TrustStore::open(&config.state_dir, config.trust_project_files, config.persist)))
+    .with_schedules(Arc::new(schedule::Scheduler::open(&config.state_dir, config.persist)));
     let sessions = Arc::new(sessions);
     sessions.install_agent_host();
     sessions.install_peers();

@@ -18,6 +18,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod methods;
 pub mod permission;
+pub mod schedule;
 pub mod schema;
 pub mod session;
 pub mod socket;

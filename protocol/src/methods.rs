@@ -82,6 +82,8 @@ method_list!(
     WorkspaceRead,
     SkillsList,
     WorkspaceTrust,
+    CronList,
+    CronDelete,
     McpSamplingRespond,
     McpLogin,
     McpLoginComplete,
@@ -204,6 +206,18 @@ method!(
     /// prompts).
     SkillsList, "skills/list",
     crate::workspace::SkillsListParams => crate::workspace::SkillsListResult
+);
+
+method!(
+    /// `cron/list`: the session's schedules (CronCreate's), soonest first.
+    CronList, "cron/list",
+    crate::schedule::CronListParams => crate::schedule::CronListResult
+);
+
+method!(
+    /// `cron/delete`: removes one of the session's schedules.
+    CronDelete, "cron/delete",
+    crate::schedule::CronDeleteParams => crate::schedule::CronDeleteResult
 );
 
 method!(

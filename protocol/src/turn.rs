@@ -409,6 +409,23 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changed: Vec<String>,
     },
+    /// A schedule of the session fired (CronCreate): its prompt, for the
+    /// harness to hand to its model.
+    #[serde(rename = "cron/fired")]
+    CronFired {
+        /// The schedule (what CronDelete takes).
+        cron_id: String,
+        /// What to enqueue.
+        prompt: String,
+        /// The time it was due (RFC 3339, local time).
+        scheduled_at: String,
+        /// When it fired.
+        fired_at: String,
+        /// It fired late: the daemon was down (a firing missed meanwhile
+        /// fires once, when the daemon is back).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        missed: bool,
+    },
     /// Another session of the daemon sent this one a message (its
     /// SendMessage tool): for the harness to hand to its model.
     #[serde(rename = "message/received")]
@@ -604,6 +621,7 @@ impl EventKind {
             EventKind::McpAuthRequired { .. } => "mcp/auth_required",
             EventKind::TrustRequired { .. } => "trust/required",
             EventKind::MessageReceived { .. } => "message/received",
+            EventKind::CronFired { .. } => "cron/fired",
             EventKind::SessionIdle { .. } => "session/idle",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",

@@ -32,6 +32,7 @@ mod python;
 mod readme;
 mod restart;
 mod sandbox;
+mod schedules;
 mod seams;
 mod search;
 mod seccomp;

@@ -312,10 +312,13 @@ async fn invariant_8_context_modifiers_apply_when_results_are_yielded() {
     // modifier is not applied yet.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let list = s.c.ok("tools/list", json!({ "session_id": s.id })).await;
-    assert_eq!(list["deferred"], json!(["ListAgents", "SendMessage", "TestDeferred"]));
+    assert_eq!(
+        list["deferred"],
+        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage", "TestDeferred"])
+    );
     s.events.until_turn_done(&turn).await;
     let list = s.c.ok("tools/list", json!({ "session_id": s.id })).await;
-    assert_eq!(list["deferred"], json!(["ListAgents", "SendMessage"]));
+    assert_eq!(list["deferred"], json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage"]));
     // And a later turn can call the loaded tool.
     let next = s.submit(None, vec![tool_use("use", "TestDeferred", json!({}))], true).await;
     let events = s.events.until_turn_done(&next).await;

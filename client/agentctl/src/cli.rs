@@ -89,6 +89,9 @@ enum Command {
     /// Create, list, show and close sessions
     #[command(subcommand)]
     Session(SessionCommand),
+    /// List and delete a session's schedules (its CronCreate calls')
+    #[command(subcommand)]
+    Cron(CronCommand),
     /// List the tools a session offers the model: definitions, deferred
     /// names, estimated tokens
     Tools {
@@ -240,6 +243,45 @@ enum Command {
     },
 }
 
+/// `agentctl cron list|delete`.
+async fn cron(json: bool, client: &Client, cmd: &CronCommand) -> Result<(), Failure> {
+    use agentd_client::protocol::methods::{CronDelete, CronList};
+    use agentd_client::protocol::schedule::{CronDeleteParams, CronListParams};
+    match cmd {
+        CronCommand::List { session } => {
+            let list = client.call::<CronList>(CronListParams { session_id: session.clone() }).await?;
+            if json {
+                print_json(&list);
+            } else if list.jobs.is_empty() {
+                println!("no schedules");
+            } else {
+                for j in &list.jobs {
+                    let kind = if j.recurring { "recurring" } else { "one-shot" };
+                    let keep = if j.durable { "durable" } else { "session-only" };
+                    let first = j.prompt.lines().next().unwrap_or_default();
+                    let next = human_duration(j.next_at_ms.saturating_sub(now_ms()));
+                    println!(
+                        "{}  {:<15}  {kind}, {keep}  next in {next}  {}",
+                        j.cron_id,
+                        j.cron,
+                        trust::visible(first)
+                    );
+                }
+            }
+        }
+        CronCommand::Delete { session, cron_id } => {
+            let params = CronDeleteParams { session_id: session.clone(), cron_id: cron_id.clone() };
+            let deleted = client.call::<CronDelete>(params).await?;
+            if json {
+                print_json(&deleted);
+            } else {
+                println!("deleted {} ({})", deleted.job.cron_id, deleted.job.cron);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An answer to a permission request.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Decision {
@@ -357,6 +399,24 @@ enum McpCommand {
 }
 
 // Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+enum CronCommand {
+    /// The session's schedules, soonest first
+    List {
+        /// The session
+        session: String,
+    },
+    /// Delete one
+    Delete {
+        /// The session
+        session: String,
+        /// The schedule's id
+        cron_id: String,
+    },
+}
+
+// Parsed once per run: the size of its largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum SessionCommand {
@@ -745,6 +805,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
             }
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
+        Command::Cron(cmd) => cron(cli.json, &client, cmd).await?,
         Command::Mcp(McpArgs { command: Some(McpCommand::List { session }), .. }) => {
             mcp_list(cli, &client, session.as_deref()).await?
         }

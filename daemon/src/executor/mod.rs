@@ -426,6 +426,8 @@ pub struct SessionExecutor {
     agent_host: std::sync::OnceLock<crate::agents::Host>,
     /// The daemon's other sessions (ListAgents, SendMessage).
     peers: std::sync::OnceLock<crate::peers::PeerBook>,
+    /// The daemon's schedules (CronCreate, CronList, CronDelete).
+    schedules: std::sync::OnceLock<Arc<crate::schedule::Scheduler>>,
     /// The session's open `agent/request`s.
     agent_requests: Arc<crate::agents::Requests>,
 }
@@ -549,6 +551,7 @@ impl SessionExecutor {
             durable,
             agent_host: std::sync::OnceLock::new(),
             peers: std::sync::OnceLock::new(),
+            schedules: std::sync::OnceLock::new(),
             agent_requests: Arc::default(),
         });
         executor.services.asks.restore_granted(&granted);
@@ -585,6 +588,11 @@ impl SessionExecutor {
     /// SendMessage.
     pub fn set_peers(&self, book: crate::peers::PeerBook) {
         let _ = self.peers.set(book);
+    }
+
+    /// Gives the executor the daemon's schedules, for the Cron tools.
+    pub fn set_schedules(&self, schedules: Arc<crate::schedule::Scheduler>) {
+        let _ = self.schedules.set(schedules);
     }
 
     /// Whether a turn is open (a call queued or running, or more to come):

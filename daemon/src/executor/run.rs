@@ -153,6 +153,11 @@ impl SessionExecutor {
         {
             ctx.services.provide(Arc::new(book.clone()));
         }
+        if kind == ToolKind::Schedules
+            && let Some(schedules) = self.schedules.get()
+        {
+            ctx.services.provide(schedules.clone());
+        }
         if kind == ToolKind::Messages {
             let log = self.events.clone();
             let (turn_id, tool_use_id) = (slot.turn_id.to_string(), slot.tool_use_id.clone());

@@ -176,6 +176,8 @@ impl Daemon {
                     // The user's approvals of workspaces' files name every
                     // trusted path on the machine.
                     let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("trust"));
+                    // Schedules' prompts are the sessions' own.
+                    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state.join("schedules"));
                 }
             }
             let private = [
@@ -187,6 +189,7 @@ impl Daemon {
                 config.persist.then_some("mcp-tools"),
                 config.persist.then_some("mcp-auth"),
                 config.persist.then_some("trust"),
+                config.persist.then_some("schedules"),
             ];
             for dir in private.into_iter().flatten().map(|d| state.join(d)) {
                 // A directory under one already hidden is gone with it.
@@ -227,6 +230,7 @@ impl Daemon {
         if restored > 0 {
             tracing::info!(sessions = restored, "sessions restored from {}", config.state_dir.display());
         }
+        state.sessions.start_schedules(&tracker, root.clone());
         // Said once where a user reads the log; daemon/info and each
         // session say it too.
         if let Some(note) = crate::session::claude_settings_not_imported() {

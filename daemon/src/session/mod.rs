@@ -285,6 +285,8 @@ pub struct SessionManager {
     peers: std::sync::OnceLock<crate::peers::PeerBook>,
     /// How many `notify_when_idle` requests wait on each session.
     idle_watchers: Mutex<HashMap<String, usize>>,
+    /// The sessions' schedules.
+    schedules: Arc<crate::schedule::Scheduler>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -331,7 +333,37 @@ impl SessionManager {
             trust: Arc::new(crate::trust::TrustStore::open(Path::new("/nonexistent"), false, false)),
             peers: std::sync::OnceLock::new(),
             idle_watchers: Mutex::new(HashMap::new()),
+            schedules: Arc::new(crate::schedule::Scheduler::open(Path::new("/nonexistent"), false)),
         }
+    }
+
+    /// Uses `schedules` (the daemon's, durable ones kept in its state
+    /// directory) in place of one that keeps nothing.
+    pub fn with_schedules(mut self, schedules: Arc<crate::schedule::Scheduler>) -> Self {
+        self.schedules = schedules;
+        self
+    }
+
+    /// The sessions' schedules.
+    pub fn schedules(&self) -> &Arc<crate::schedule::Scheduler> {
+        &self.schedules
+    }
+
+    /// Starts firing schedules (after the sessions were restored: a
+    /// durable schedule's session must be there to take it), until `stop`.
+    pub fn start_schedules(self: &Arc<Self>, tracker: &tokio_util::task::TaskTracker, stop: CancellationToken) {
+        let sessions = Arc::downgrade(self);
+        let deliver: crate::schedule::Deliver = Arc::new(move |session_id: &str, event: EventKind| {
+            let Some(sessions) = sessions.upgrade() else { return false };
+            match sessions.handle(session_id) {
+                Ok(session) => {
+                    session.executor.events().push(event);
+                    true
+                }
+                Err(_) => false,
+            }
+        });
+        tracker.spawn(self.schedules.clone().run(deliver, stop));
     }
 
     /// Uses `trust` for what workspaces hold (the daemon's, kept in its
@@ -630,6 +662,7 @@ impl SessionManager {
         if let Some(book) = self.peers.get() {
             executor.set_peers(book.clone());
         }
+        executor.set_schedules(self.schedules.clone());
         if !info.untrusted.is_empty() {
             executor.events().push(EventKind::TrustRequired { files: info.untrusted.clone() });
         }
@@ -789,6 +822,7 @@ impl SessionManager {
         for child in self.children(session_id) {
             let _ = self.close(&child);
         }
+        self.schedules.session_closed(session_id);
         let hooks = session.executor.hooks().clone();
         hooks.close();
         session.executor.close();

@@ -74,6 +74,9 @@ pub enum ToolKind {
     /// Reaches the daemon's other sessions (ListAgents, SendMessage): it
     /// gets the session's [`crate::peers::PeerBook`].
     Peers,
+    /// Makes and lists the session's schedules (CronCreate, CronList,
+    /// CronDelete): it gets the daemon's [`crate::schedule::Scheduler`].
+    Schedules,
 }
 
 /// A call's input was legal JSON of the right shape but is not acceptable

@@ -7,6 +7,7 @@ pub mod bash;
 pub mod bash_output;
 pub mod brief;
 pub mod config;
+pub mod cron;
 pub mod edit;
 pub mod glob;
 pub mod grep;
@@ -56,6 +57,9 @@ pub fn builtin_registry(web: Arc<crate::web::Web>) -> Registry {
     registry.add(brief::Brief);
     registry.add(peers::ListAgents);
     registry.add(peers::SendMessage);
+    registry.add(cron::CronCreate);
+    registry.add(cron::CronList);
+    registry.add(cron::CronDelete);
     registry.add(config::Config);
     registry.add(tasks::TaskCreate);
     registry.add(tasks::TaskGet);

@@ -743,6 +743,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::McpAuthRequired { .. }
         | EventKind::TrustRequired { .. }
         | EventKind::MessageReceived { .. }
+        | EventKind::CronFired { .. }
         | EventKind::SessionIdle { .. } => None,
     }
 }
@@ -861,6 +862,11 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             let who = from_name.as_deref().map_or_else(|| from.clone(), |n| format!("{n} [{from}]"));
             let first = message.lines().next().unwrap_or_default();
             format!("message   from {}: {}", super::trust::visible(&who), super::trust::visible(first))
+        }
+        EventKind::CronFired { cron_id, prompt, missed, .. } => {
+            let first = prompt.lines().next().unwrap_or_default();
+            let late = if *missed { " (missed while the daemon was down)" } else { "" };
+            format!("cron      {cron_id}{late}: {}", super::trust::visible(first))
         }
         EventKind::SessionIdle { session_id, name, closed } => {
             let who = name.as_deref().map_or_else(|| session_id.clone(), |n| format!("{n} [{session_id}]"));

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use agentd_protocol::ErrorCode;
-use agentd_protocol::methods::{SkillsList, WorkspaceFiles, WorkspaceRead, WorkspaceTrust};
+use agentd_protocol::methods::{CronDelete, CronList, SkillsList, WorkspaceFiles, WorkspaceRead, WorkspaceTrust};
 use agentd_protocol::workspace::{DEFAULT_FILES_PAGE, MAX_FILES_PAGE, SkillsListResult, WorkspaceTrustResult};
 use jsonrpsee::RpcModule;
 
@@ -49,6 +49,20 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         let session = state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
         Ok(SkillsListResult { skills: session.skills().to_vec() })
     });
+    rpc::register::<CronList, _, _>(module, |params, state| {
+        state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        let jobs = state.sessions.schedules().list(&params.session_id).iter().map(cron_job).collect();
+        Ok(agentd_protocol::schedule::CronListResult { jobs })
+    });
+    rpc::register::<CronDelete, _, _>(module, |params, state| {
+        state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
+        let job = state
+            .sessions
+            .schedules()
+            .delete(&params.session_id, &params.cron_id)
+            .map_err(|why| RpcError::invalid_params("cron_id", why))?;
+        Ok(agentd_protocol::schedule::CronDeleteResult { job: cron_job(&job) })
+    });
     rpc::register_async::<WorkspaceTrust, _, _, _>(module, |params, state| async move {
         let trust = state.sessions.trust().clone();
         blocking(move || {
@@ -64,6 +78,18 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         })
         .await
     });
+}
+
+/// A schedule as the protocol shows it.
+fn cron_job(job: &crate::schedule::Job) -> agentd_protocol::schedule::CronJob {
+    agentd_protocol::schedule::CronJob {
+        cron_id: job.id.clone(),
+        cron: job.cron.clone(),
+        prompt: job.prompt.clone(),
+        recurring: job.recurring,
+        durable: job.durable,
+        next_at_ms: job.next_at_ms,
+    }
 }
 
 /// Runs `f` on the blocking pool within [`DEADLINE`].
