@@ -161,17 +161,17 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     let d = StandaloneDaemon::start(&[], &[("RUST_LOG", "warn")]);
     let mut probe = RawConn::connect(&d.socket).await;
     // The baseline: only the probe is connected (start-up's readiness check
-    // may still be closing); the tasks are its connection, the reaper and
-    // the store's flusher.
+    // may still be closing); the tasks are its connection, the reaper,
+    // the store's flusher and the schedules' timer.
     let deadline = Instant::now() + agentd_tests::STEP;
     let before = loop {
         let info = probe.ok("daemon/info", json!({})).await;
-        if (info["connections"] == json!(1) && info["tasks"] == json!(3)) || Instant::now() > deadline {
+        if (info["connections"] == json!(1) && info["tasks"] == json!(4)) || Instant::now() > deadline {
             break info;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(3)), "{before}");
+    assert_eq!((before["connections"].clone(), before["tasks"].clone()), (json!(1), json!(4)), "{before}");
     let fds_before = d.fd_count();
     let socket = d.socket.clone();
     let workers: Vec<_> = (0..8)
