@@ -4,7 +4,7 @@
 //! editor plugins are written against: extend, never rename.
 
 use schemars::JsonSchema;
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::session::{
     SessionCloseResult, SessionCreateParams, SessionCreateResult, SessionIdParams, SessionInfo, SessionListParams,
@@ -60,6 +60,7 @@ macro_rules! method_list {
 
 method_list!(
     DaemonInfo,
+    DaemonActivity,
     SessionCreate,
     SessionList,
     SessionGet,
@@ -95,6 +96,12 @@ method_list!(
 method!(
     /// `daemon/info`: version, protocol version, uptime and counts.
     DaemonInfo, "daemon/info", DaemonInfoParams => DaemonInfoResult
+);
+method!(
+    /// `daemon/activity`: what every session is doing now — its calls
+    /// queued and running, background jobs, schedules and questions
+    /// waiting for an answer, with ages — across harnesses and clients.
+    DaemonActivity, "daemon/activity", DaemonActivityParams => DaemonActivityResult
 );
 method!(
     /// `session/create`: open a session on a workspace.
@@ -424,3 +431,65 @@ method!(
     /// `mcp/get_prompt`: one prompt's messages, with its arguments filled in.
     McpGetPrompt, "mcp/get_prompt", crate::mcp::McpGetPromptParams => crate::mcp::McpGetPromptResult
 );
+
+/// Params of `daemon/activity`: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonActivityParams {}
+
+/// One call queued or running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ActiveCall {
+    /// Its `tool_use` id.
+    pub tool_use_id: String,
+    /// Its turn.
+    pub turn_id: String,
+    /// The tool.
+    pub name: String,
+    /// What it does, in a line.
+    pub render: String,
+    /// Running (else queued, or waiting for an answer).
+    pub running: bool,
+    /// Since it was accepted, in milliseconds.
+    pub age_ms: u64,
+}
+
+/// What one session is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionActivity {
+    /// The session.
+    pub session_id: String,
+    /// Its name, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its workspace.
+    pub cwd: std::path::PathBuf,
+    /// The session it is a sub-agent of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    /// `running` (a turn is open) or `idle`.
+    pub state: String,
+    /// Since it was created, in milliseconds.
+    pub age_ms: u64,
+    /// Its calls queued or running.
+    pub calls: Vec<ActiveCall>,
+    /// Its background jobs still running.
+    pub jobs: Vec<crate::session::JobInfo>,
+    /// Its schedules.
+    pub schedules: Vec<crate::schedule::CronJob>,
+    /// Its permission requests waiting for an answer (their ids).
+    pub questions: Vec<String>,
+    /// Events its log keeps, and their estimated bytes (its memory).
+    pub events_kept: u64,
+    /// See `events_kept`.
+    pub event_bytes: u64,
+}
+
+/// Result of `daemon/activity`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DaemonActivityResult {
+    /// Every open session, oldest first.
+    pub sessions: Vec<SessionActivity>,
+    /// The daemon's resident memory, in KiB.
+    pub rss_kib: u64,
+}

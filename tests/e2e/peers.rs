@@ -122,3 +122,46 @@ fn sessions_of_different_clients_list_and_message_each_other() {
         assert_eq!(info["discoverable"], false, "{info}");
     });
 }
+
+/// `daemon/activity` and `agentctl top`: every session's calls, jobs,
+/// schedules and questions, with ages, whichever client opened it.
+#[test]
+fn one_view_shows_what_every_session_does() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    rt().block_on(async {
+        let (mut busy, _) = open(&d, &ws, json!({ "name": "busy" })).await;
+        let (mut other, _) = open(&d, &ws, json!({ "name": "planner" })).await;
+        let r = call(&mut other.c, &other.id, "CronCreate", json!({ "cron": "0 9 * * *", "prompt": "standup" })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        let uses = vec![agentd_tests::tool_use("long", "Bash", json!({ "command": "sleep 30" }))];
+        let turn = busy.submit(None, uses, true).await;
+        busy.events.until(|e| e["type"] == "tool/started" && e["tool_use_id"] == "long").await;
+
+        let mut c = RawConn::connect(&d.socket).await;
+        let activity = c.ok("daemon/activity", json!({})).await;
+        let sessions = activity["sessions"].as_array().unwrap();
+        let of = |name: &str| sessions.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{activity}"));
+        let b = of("busy");
+        assert_eq!(b["state"], "running", "{b}");
+        assert_eq!(b["calls"][0]["name"], "Bash", "{b}");
+        assert_eq!(b["calls"][0]["running"], true, "{b}");
+        assert!(b["calls"][0]["render"].as_str().unwrap().contains("sleep 30"), "{b}");
+        let p = of("planner");
+        assert_eq!(p["state"], "idle", "{p}");
+        assert_eq!(p["schedules"][0]["prompt"], "standup", "{p}");
+        assert!(activity["rss_kib"].as_u64().unwrap() > 0, "{activity}");
+
+        let (code, out, err) = agentd_tests::agentctl(&d.socket, &["top"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("busy") && out.contains("running  Bash") && out.contains("sleep 30"), "{out}");
+        assert!(out.contains("planner"), "{out}");
+
+        busy.c.ok("turn/cancel", json!({ "session_id": busy.id, "turn_id": turn })).await;
+        busy.events.until_turn_done(&turn).await;
+        let activity = c.ok("daemon/activity", json!({})).await;
+        let b = activity["sessions"].as_array().unwrap().iter().find(|s| s["name"] == "busy").unwrap().clone();
+        assert_eq!(b["calls"], json!([]), "{b}");
+        assert_eq!(b["state"], "idle", "{b}");
+    });
+}

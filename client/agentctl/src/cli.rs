@@ -89,6 +89,9 @@ enum Command {
     /// Create, list, show and close sessions
     #[command(subcommand)]
     Session(SessionCommand),
+    /// What every session on the daemon is doing now: calls queued and running, background
+    /// jobs, schedules, questions waiting, with ages (all harnesses and clients)
+    Top,
     /// List and delete a session's schedules (its CronCreate calls')
     #[command(subcommand)]
     Cron(CronCommand),
@@ -241,6 +244,40 @@ enum Command {
         #[arg(long)]
         error: bool,
     },
+}
+
+/// `agentctl top`: `daemon/activity`, one line a session and one a call.
+async fn top(json: bool, client: &Client) -> Result<(), Failure> {
+    use agentd_client::protocol::methods::{DaemonActivity, DaemonActivityParams};
+    let activity = client.call::<DaemonActivity>(DaemonActivityParams {}).await?;
+    if json {
+        print_json(&activity);
+        return Ok(());
+    }
+    println!("{} session(s); the daemon holds {} MiB", activity.sessions.len(), activity.rss_kib / 1024);
+    println!("{:<36}  {:<12}  {:<7}  {:>6}  CALLS JOBS CRON ASKING  CWD", "SESSION", "NAME", "STATE", "AGE");
+    for s in &activity.sessions {
+        println!(
+            "{:<36}  {:<12}  {:<7}  {:>6}  {:>5} {:>4} {:>4} {:>6}  {}",
+            s.session_id,
+            trust::visible(s.name.as_deref().unwrap_or("-")),
+            s.state,
+            human_duration(s.age_ms),
+            s.calls.len(),
+            s.jobs.len(),
+            s.schedules.len(),
+            s.questions.len(),
+            s.cwd.display()
+        );
+        for c in &s.calls {
+            let state = if c.running { "running" } else { "queued" };
+            println!("    {state:<8} {:<12} {:>6}  {}", c.name, human_duration(c.age_ms), trust::visible(&c.render));
+        }
+        for j in &s.jobs {
+            println!("    job      {:<12}         {}", j.job_id, trust::visible(&j.command));
+        }
+    }
+    Ok(())
 }
 
 /// `agentctl cron list|delete`.
@@ -806,6 +843,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
         Command::Cron(cmd) => cron(cli.json, &client, cmd).await?,
+        Command::Top => top(cli.json, &client).await?,
         Command::Mcp(McpArgs { command: Some(McpCommand::List { session }), .. }) => {
             mcp_list(cli, &client, session.as_deref()).await?
         }

@@ -193,6 +193,7 @@ impl SessionExecutor {
             render_use: String::new(),
             input: Some(input.clone()),
             sandbox: None,
+            since: std::time::Instant::now(),
             network: None,
         };
         // Against the session as it is now, as a call's admission is.

@@ -247,6 +247,8 @@ struct Slot {
     input: Option<serde_json::Value>,
     /// The sandbox profile a Bash call runs in.
     sandbox: Option<agentd_protocol::session::SandboxProfile>,
+    /// When it was accepted (`daemon/activity`'s ages).
+    since: std::time::Instant,
     /// The network it had (Bash).
     network: Option<agentd_protocol::session::NetworkAccess>,
 }
@@ -595,11 +597,42 @@ impl SessionExecutor {
         let _ = self.schedules.set(schedules);
     }
 
-    /// Whether a turn is open (a call queued or running, or more to come):
+    /// The calls queued or running now: each one's id, tool, what it does,
+    /// whether it runs, and how long since it was accepted.
+    pub fn calls_now(&self) -> Vec<agentd_protocol::methods::ActiveCall> {
+        use machine::CallState;
+        let inner = self.lock();
+        (inner.slots.start()..inner.slots.end())
+            .filter_map(|i| {
+                let state = inner.machine.state(i)?;
+                let slot = inner.slots.get(i)?;
+                let running = match state {
+                    CallState::Queued => false,
+                    CallState::Executing => true,
+                    _ => return None,
+                };
+                Some(agentd_protocol::methods::ActiveCall {
+                    tool_use_id: slot.tool_use_id.clone(),
+                    turn_id: slot.turn_id.to_string(),
+                    name: slot.name.clone(),
+                    render: slot.render_use.clone(),
+                    running,
+                    age_ms: slot.since.elapsed().as_millis() as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a turn is open (a call queued, running or not yet handed
+    /// out, or more calls to come):
     /// the session is `running`, else `idle`.
     pub fn busy(&self) -> bool {
+        use machine::CallState;
         let inner = self.lock();
-        (inner.turns.start()..inner.turns.end()).any(|t| !inner.machine.turn_ended(t))
+        let calls = (inner.slots.start()..inner.slots.end()).any(|i| {
+            matches!(inner.machine.state(i), Some(CallState::Queued | CallState::Executing | CallState::Completed))
+        });
+        calls || (inner.turns.start()..inner.turns.end()).any(|t| !inner.machine.turn_ended(t))
     }
 
     /// Counts changes worth saving (calls finished, rules granted): the

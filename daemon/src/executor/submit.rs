@@ -148,6 +148,7 @@ impl SessionExecutor {
             render_use,
             input: Some(tu.input),
             sandbox: None,
+            since: std::time::Instant::now(),
             network: None,
         });
         match spec {

@@ -535,7 +535,7 @@ fn signal_tree(pgid: Pid, marker: &str, signal: Signal) {
 pub use agentd_sandbox::descendants;
 
 /// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: i32) -> Option<u64> {
+pub fn rss_kib(pid: i32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
 }

@@ -49,6 +49,18 @@ pub struct Job {
 }
 
 impl Job {
+    /// As the protocol shows it.
+    pub fn protocol(&self) -> agentd_protocol::schedule::CronJob {
+        agentd_protocol::schedule::CronJob {
+            cron_id: self.id.clone(),
+            cron: self.cron.clone(),
+            prompt: self.prompt.clone(),
+            recurring: self.recurring,
+            durable: self.durable,
+            next_at_ms: self.next_at_ms,
+        }
+    }
+
     /// When a recurring schedule ends.
     pub fn expires_at_ms(&self) -> Option<u64> {
         self.recurring.then(|| self.created_at_ms + RECURRING_DAYS as u64 * 86_400_000)

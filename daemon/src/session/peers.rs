@@ -19,6 +19,34 @@ impl SessionManager {
         let _ = self.peers.set(book);
     }
 
+    /// What every open session is doing now (`daemon/activity`), oldest
+    /// first.
+    pub fn activity(&self) -> Vec<agentd_protocol::methods::SessionActivity> {
+        let mut sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
+        sessions.sort_by_key(|s| s.seq);
+        sessions
+            .into_iter()
+            .map(|s| {
+                let (_, _, events, bytes) = s.executor.kept();
+                let schedules = self.schedules.list(&s.info.session_id);
+                agentd_protocol::methods::SessionActivity {
+                    session_id: s.info.session_id.clone(),
+                    name: s.info.name.clone(),
+                    cwd: s.info.cwd.clone(),
+                    parent_session_id: s.info.parent_session_id.clone(),
+                    state: if s.executor.busy() { "running" } else { "idle" }.to_owned(),
+                    age_ms: now_ms().saturating_sub(s.info.created_at_ms),
+                    calls: s.executor.calls_now(),
+                    jobs: s.executor.jobs().list().into_iter().filter(|j| j.status == "running").collect(),
+                    schedules: schedules.iter().map(crate::schedule::Job::protocol).collect(),
+                    questions: s.executor.pending_permissions(),
+                    events_kept: events as u64,
+                    event_bytes: bytes as u64,
+                }
+            })
+            .collect()
+    }
+
     /// Whether `name` is taken by an open session.
     pub(super) fn name_taken(&self, name: &str) -> bool {
         self.lock().values().any(|s| s.info.name.as_deref() == Some(name))

@@ -1,13 +1,19 @@
-//! `daemon/info`.
+//! `daemon/info` and `daemon/activity`.
 
 use agentd_protocol::PROTOCOL_VERSION;
-use agentd_protocol::methods::{DaemonInfo, DaemonInfoResult};
+use agentd_protocol::methods::{DaemonActivity, DaemonActivityResult, DaemonInfo, DaemonInfoResult};
 use jsonrpsee::RpcModule;
 
 use crate::server::DaemonState;
 use crate::server::rpc;
 
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
+    rpc::register::<DaemonActivity, _, _>(module, |_params, state| {
+        Ok(DaemonActivityResult {
+            sessions: state.sessions.activity(),
+            rss_kib: crate::process::rss_kib(std::process::id() as i32).unwrap_or(0),
+        })
+    });
     rpc::register::<DaemonInfo, _, _>(module, |_params, state| {
         use std::sync::atomic::Ordering::Relaxed;
         Ok(DaemonInfoResult {

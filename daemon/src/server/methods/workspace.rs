@@ -51,7 +51,8 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
     });
     rpc::register::<CronList, _, _>(module, |params, state| {
         state.sessions.handle(&params.session_id).map_err(RpcError::from)?;
-        let jobs = state.sessions.schedules().list(&params.session_id).iter().map(cron_job).collect();
+        let jobs =
+            state.sessions.schedules().list(&params.session_id).iter().map(crate::schedule::Job::protocol).collect();
         Ok(agentd_protocol::schedule::CronListResult { jobs })
     });
     rpc::register::<CronDelete, _, _>(module, |params, state| {
@@ -61,7 +62,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
             .schedules()
             .delete(&params.session_id, &params.cron_id)
             .map_err(|why| RpcError::invalid_params("cron_id", why))?;
-        Ok(agentd_protocol::schedule::CronDeleteResult { job: cron_job(&job) })
+        Ok(agentd_protocol::schedule::CronDeleteResult { job: job.protocol() })
     });
     rpc::register_async::<WorkspaceTrust, _, _, _>(module, |params, state| async move {
         let trust = state.sessions.trust().clone();
@@ -78,18 +79,6 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         })
         .await
     });
-}
-
-/// A schedule as the protocol shows it.
-fn cron_job(job: &crate::schedule::Job) -> agentd_protocol::schedule::CronJob {
-    agentd_protocol::schedule::CronJob {
-        cron_id: job.id.clone(),
-        cron: job.cron.clone(),
-        prompt: job.prompt.clone(),
-        recurring: job.recurring,
-        durable: job.durable,
-        next_at_ms: job.next_at_ms,
-    }
 }
 
 /// Runs `f` on the blocking pool within [`DEADLINE`].
