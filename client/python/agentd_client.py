@@ -239,6 +239,27 @@ class Agentd:
         """Forgets an HTTP MCP server's OAuth tokens: {forgotten}."""
         return self.call("mcp/logout", session_id=session_id, server=server)
 
+    def activity(self):
+        """What every session on the daemon is doing now (daemon/activity)."""
+        return self.call("daemon/activity")
+
+    def schedules(self, session_id):
+        """The session's schedules (cron/list): its CronCreate calls'."""
+        return self.call("cron/list", session_id=session_id)["jobs"]
+
+    def delete_schedule(self, session_id, cron_id):
+        """Removes one of the session's schedules (cron/delete)."""
+        return self.call("cron/delete", session_id=session_id, cron_id=cron_id)["job"]
+
+    def messages(self, session_id, after_seq=0):
+        """The session's incoming traffic, as it comes: messages from other
+        sessions (message/received), schedule firings (cron/fired) and
+        idle notices (session/idle), replayed from after_seq first."""
+        wanted = ("message/received", "cron/fired", "session/idle")
+        for event in self.events(session_id, after_seq=after_seq):
+            if event["type"] in wanted:
+                yield event
+
     def _run_agent(self, session_id, event, handler):
         with Agentd(self.path, *self._tls) as d:
             try:

@@ -90,6 +90,18 @@ with Agentd() as d:
             break
         import time; time.sleep(0.05)
     assert not d.call("session/get", session_id=sid)["hooks"], "closed: the hook is gone"
+    # Sessions that talk, schedules, one view of all work.
+    peer = d.create_session(os.getcwd(), name="py-peer")
+    d.tool(sid, "SendMessage", to="py-peer", message="hello from python")
+    d.tool(peer, "CronCreate", cron="0 9 * * *", prompt="standup")
+    got = next(d.messages(peer))
+    assert got["type"] == "message/received" and got["message"] == "hello from python", got
+    jobs = d.schedules(peer)
+    assert [j["prompt"] for j in jobs] == ["standup"], jobs
+    names = [s.get("name") for s in d.activity()["sessions"]]
+    assert "py-peer" in names, names
+    assert d.delete_schedule(peer, jobs[0]["cron_id"])["prompt"] == "standup"
+    assert d.schedules(peer) == []
     print("ok", last_seq)
 "#;
 
