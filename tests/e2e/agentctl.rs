@@ -278,10 +278,16 @@ fn watch_follows_a_session_until_it_closes() {
     });
     let (code, _, err) = agentctl(&d.socket, &["call", "Grep", "--arg", "pattern=x", "--session", &sid]);
     assert_eq!(code, 0, "{err}");
+    // A message from another session shows too.
+    let (_, peer, _) = agentctl(&d.socket, &["session", "create", "--cwd", cwd, "--name", "w-peer"]);
+    let input = format!(r#"{{"to": "{sid}", "message": "tests pass\nall of them"}}"#);
+    let (code, _, err) = agentctl(&d.socket, &["call", "SendMessage", &input, "--session", peer.trim()]);
+    assert_eq!(code, 0, "{err}");
     agentctl(&d.socket, &["session", "close", &sid]);
     let out = watch.wait_with_output().unwrap();
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.contains("executing") && out.contains("yielded") && out.contains("session closed"), "{out}");
+    assert!(out.contains(&format!("message   from w-peer [{}]: tests pass\n", peer.trim())), "{out}");
 }
 
 /// `watch` on a session where nothing runs says so (once), rather than
