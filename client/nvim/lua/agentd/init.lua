@@ -177,6 +177,9 @@ local function notice(event)
   if event.type == "message/received" then
     local who = event.from_name or event.from
     line = "message from " .. who .. ": " .. ((event.message or ""):match("^[^\n]*") or "")
+  elseif event.type == "cron/fired" then
+    line = "schedule " .. (event.cron_id or "?") .. (event.missed and " (missed while the daemon was down)" or "")
+      .. ": " .. ((event.prompt or ""):match("^[^\n]*") or "")
   elseif event.type == "session/idle" then
     local who = event.name or event.session_id
     line = who .. (event.closed and " closed" or " finished its turn")
