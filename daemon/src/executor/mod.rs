@@ -597,44 +597,6 @@ impl SessionExecutor {
         let _ = self.schedules.set(schedules);
     }
 
-    /// The calls queued or running now: each one's id, tool, what it does,
-    /// whether it runs, and how long since it was accepted.
-    pub fn calls_now(&self) -> Vec<agentd_protocol::methods::ActiveCall> {
-        use machine::CallState;
-        let inner = self.lock();
-        (inner.slots.start()..inner.slots.end())
-            .filter_map(|i| {
-                let state = inner.machine.state(i)?;
-                let slot = inner.slots.get(i)?;
-                let running = match state {
-                    CallState::Queued => false,
-                    CallState::Executing => true,
-                    _ => return None,
-                };
-                Some(agentd_protocol::methods::ActiveCall {
-                    tool_use_id: slot.tool_use_id.clone(),
-                    turn_id: slot.turn_id.to_string(),
-                    name: slot.name.clone(),
-                    render: slot.render_use.clone(),
-                    running,
-                    age_ms: slot.since.elapsed().as_millis() as u64,
-                })
-            })
-            .collect()
-    }
-
-    /// Whether a turn is open (a call queued, running or not yet handed
-    /// out, or more calls to come):
-    /// the session is `running`, else `idle`.
-    pub fn busy(&self) -> bool {
-        use machine::CallState;
-        let inner = self.lock();
-        let calls = (inner.slots.start()..inner.slots.end()).any(|i| {
-            matches!(inner.machine.state(i), Some(CallState::Queued | CallState::Executing | CallState::Completed))
-        });
-        calls || (inner.turns.start()..inner.turns.end()).any(|t| !inner.machine.turn_ended(t))
-    }
-
     /// Counts changes worth saving (calls finished, rules granted): the
     /// store saves the session when it moves.
     pub fn revision(&self) -> u64 {
