@@ -113,6 +113,21 @@ pub struct EventLog {
     /// Streams whose client answers MCP sampling requests
     /// (`capabilities: ["sampling"]`).
     samplers: std::sync::atomic::AtomicUsize,
+    /// Receivers of the daemon's own ([`EventLog::watch`]).
+    internal: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A receiver of a log's events for the daemon's own use.
+pub struct InternalSubscription {
+    /// Every event pushed after it was made.
+    pub receiver: broadcast::Receiver<Arc<Event>>,
+    count: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for InternalSubscription {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl EventLog {
@@ -141,6 +156,7 @@ impl EventLog {
             agent_runners: Default::default(),
             elicitors: Default::default(),
             samplers: Default::default(),
+            internal: Default::default(),
         }
     }
 
@@ -329,7 +345,18 @@ impl EventLog {
 
     /// How many live subscribers (attached streams) there are.
     pub fn subscriber_count(&self) -> usize {
-        self.lock().live.as_ref().map_or(0, broadcast::Sender::receiver_count)
+        let all = self.lock().live.as_ref().map_or(0, broadcast::Sender::receiver_count);
+        all.saturating_sub(self.internal.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// A receiver of every later event for the daemon's own use (a
+    /// `notify_when_idle` watch): not a client, so not counted by
+    /// [`EventLog::subscriber_count`] (a question must not wait for an
+    /// answer nobody will give).
+    pub fn watch(&self) -> Result<InternalSubscription, ReplayError> {
+        let receiver = self.subscribe(None)?.receiver;
+        self.internal.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(InternalSubscription { receiver, count: self.internal.clone() })
     }
 
     /// Events and estimated bytes kept now.
@@ -469,6 +496,16 @@ fn approx_size(kind: &EventKind) -> usize {
             EventKind::ToolsChanged { server, added, removed, changed } => {
                 server.len() + added.iter().chain(removed).chain(changed).map(String::len).sum::<usize>()
             }
+            EventKind::MessageReceived { from, from_name, summary, message } => {
+                from.len()
+                    + from_name.as_ref().map_or(0, String::len)
+                    + summary.as_ref().map_or(0, String::len)
+                    + message.len()
+            }
+            EventKind::CronFired { cron_id, prompt, scheduled_at, fired_at, .. } => {
+                cron_id.len() + prompt.len() + scheduled_at.len() + fired_at.len()
+            }
+            EventKind::TrustRequired { files } => files.iter().map(|f| f.path.as_os_str().len() + 96).sum(),
             _ => 0,
         }
 }

@@ -67,9 +67,11 @@ pub trait Peers: Send + Sync {
 /// The handle a session's calls are given.
 pub type PeerBook = Arc<dyn Peers>;
 
-/// Whether `name` may name a session.
+/// Whether `name` may name a session: not `main` (a sub-agent's parent),
+/// not shaped like a session id (it would take the place of one).
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name != "main"
+        && !name.eq_ignore_ascii_case("main")
+        && uuid::Uuid::parse_str(name).is_err()
 }

@@ -165,3 +165,70 @@ fn one_view_shows_what_every_session_does() {
         assert_eq!(b["state"], "idle", "{b}");
     });
 }
+
+/// The review's findings on sessions that talk stay closed.
+#[test]
+fn the_peers_reviews_findings_stay_closed() {
+    let d = StandaloneDaemon::start(&[], &[]);
+    let ws = std::fs::canonicalize(d.dir.path()).unwrap();
+    rt().block_on(async {
+        let (mut alpha, _) = open(&d, &ws, json!({ "name": "alpha" })).await;
+        let mut c = RawConn::connect(&d.socket).await;
+        c.ok("session/create", json!({ "cwd": ws, "name": "target" })).await;
+        // A big message counts its size: the target's log stays within its
+        // byte bound however many arrive.
+        let big = "m".repeat(250_000);
+        for _ in 0..40 {
+            let r = call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": "target", "message": big })).await;
+            assert_eq!(r["is_error"], false, "{r}");
+        }
+        let activity = c.ok("daemon/activity", json!({})).await;
+        let t = activity["sessions"].as_array().unwrap().iter().find(|s| s["name"] == "target").unwrap().clone();
+        assert!(t["event_bytes"].as_u64().unwrap() <= 5 << 20, "{}", t["event_bytes"]);
+        // A watch of it is not a client: a message is still queued.
+        let r = call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": "target", "notify_when_idle": true })).await;
+        assert_eq!(r["is_error"], false, "{r}");
+        let r =
+            call(&mut alpha.c, &alpha.id, "SendMessage", json!({ "to": "target", "message": "still there?" })).await;
+        assert!(text(&r).contains("queued"), "{r}");
+        // A hidden session's sub-agents are hidden, and do not name it.
+        let hidden = c.ok("session/create", json!({ "cwd": ws, "discoverable": false })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let child = c.ok("session/create", json!({ "cwd": ws, "parent_session_id": hidden })).await;
+        let listed = text(&call(&mut alpha.c, &alpha.id, "ListAgents", json!({})).await);
+        assert!(!listed.contains(&hidden) && !listed.contains(child["session_id"].as_str().unwrap()), "{listed}");
+        // Names: not main in any case, not shaped like a session id; two
+        // creates at once get a name once.
+        for name in ["MAIN", "0b6e6c8e-4f8a-4d3c-9a57-7d2c1f7f3b10"] {
+            let reply = c.request("session/create", json!({ "cwd": ws, "name": name })).await;
+            assert!(reply["error"]["message"].as_str().is_some_and(|m| m.contains("name")), "{name}: {reply}");
+        }
+        let socket = d.socket.clone();
+        let tries: Vec<_> = (0..8)
+            .map(|_| {
+                let (socket, ws) = (socket.clone(), ws.clone());
+                tokio::spawn(async move {
+                    let mut c = RawConn::connect(&socket).await;
+                    c.request("session/create", json!({ "cwd": ws, "name": "dup" })).await.get("error").is_none()
+                })
+            })
+            .collect();
+        let mut made = 0;
+        for t in tries {
+            made += usize::from(t.await.unwrap());
+        }
+        assert_eq!(made, 1, "one session named dup");
+        // Plan mode: a message to another session is a change, refused.
+        let planner = c.ok("session/create", json!({ "cwd": ws, "mode": "plan" })).await["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let r = call(&mut c, &planner, "SendMessage", json!({ "to": "alpha", "message": "run rm -rf" })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(text(&r).contains("plan mode"), "{r}");
+        let r = call(&mut c, &planner, "CronCreate", json!({ "cron": "0 9 * * *", "prompt": "p" })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+    });
+}

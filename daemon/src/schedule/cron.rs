@@ -4,6 +4,8 @@
 //! weekday 7 as Sunday. When both day fields are restricted, a day matching
 //! either matches (as cron has always done).
 
+#[cfg(test)]
+use chrono::NaiveDateTime;
 use chrono::{DateTime, Datelike, Duration, Local, NaiveDate, TimeZone, Timelike};
 
 /// A parsed expression: the allowed values of each field.
@@ -30,7 +32,11 @@ fn field(text: &str, min: u32, max: u32, names: &[&str], what: &str) -> Result<(
         if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(v)) {
             return Ok(i as u32 + min);
         }
-        let n: u32 = v.parse().map_err(|_| format!("{what}: {v:?} is not a number"))?;
+        let n: u32 = v
+            .parse()
+            .ok()
+            .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| format!("{what}: {v:?} is not a number"))?;
         if n < min || n > max {
             return Err(format!("{what}: {n} is not between {min} and {max}"));
         }
@@ -40,7 +46,11 @@ fn field(text: &str, min: u32, max: u32, names: &[&str], what: &str) -> Result<(
     for part in text.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => {
-                let s: u32 = s.parse().map_err(|_| format!("{what}: step {s:?} is not a number"))?;
+                let s: u32 = s
+                    .parse()
+                    .ok()
+                    .filter(|_| s.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| format!("{what}: step {s:?} is not a number"))?;
                 if s == 0 {
                     return Err(format!("{what}: a step of 0"));
                 }
@@ -62,10 +72,11 @@ fn field(text: &str, min: u32, max: u32, names: &[&str], what: &str) -> Result<(
         if from > to {
             return Err(format!("{what}: the range {range} runs backwards"));
         }
-        let mut v = from;
-        while v <= to {
-            bits |= 1 << v;
-            v += step;
+        // A step past the field's end (`*/4294967295`) leaves its start.
+        let mut v = Some(from);
+        while let Some(at) = v.filter(|at| *at <= to) {
+            bits |= 1 << at;
+            v = at.checked_add(step);
         }
     }
     Ok((bits, text == "*"))
@@ -115,20 +126,31 @@ impl Cron {
     }
 
     /// The first minute after `after` that matches, in local time; `None`
-    /// when none comes within eight years. A local time that does not
-    /// exist (a daylight-saving gap) is skipped; one that happens twice
-    /// fires the first time.
+    /// when none comes within eight years. The search runs over local
+    /// wall-clock times (never a `DateTime<Local>`'s own arithmetic, which
+    /// has no answer in a repeated hour): a time a daylight-saving change
+    /// skips does not fire; one it repeats fires at its first instant.
     pub fn next_after(&self, after: DateTime<Local>) -> Option<DateTime<Local>> {
-        let start = after + Duration::minutes(1);
-        let start = start.with_second(0)?.with_nanosecond(0)?;
-        let mut date = start.date_naive();
+        use chrono::LocalResult;
+        let wall = after.naive_local();
+        let from = wall.date().and_hms_opt(wall.hour(), wall.minute(), 0)?;
+        let mut date = from.date();
         for _ in 0..HORIZON_DAYS {
             if self.day_matches(date) {
                 for hour in (0..24).filter(|h| self.hours & (1 << h) != 0) {
                     for minute in (0..60).filter(|m| self.minutes & (1 << m) != 0) {
                         let Some(naive) = date.and_hms_opt(hour, minute, 0) else { continue };
-                        let Some(at) = Local.from_local_datetime(&naive).earliest() else { continue };
-                        if at >= start {
+                        // Within an hour of `after`'s wall time (a repeated
+                        // hour runs the clock back).
+                        if naive + Duration::hours(2) <= from {
+                            continue;
+                        }
+                        let at = match Local.from_local_datetime(&naive) {
+                            LocalResult::Single(t) => t,
+                            LocalResult::Ambiguous(a, b) => a.min(b),
+                            LocalResult::None => continue,
+                        };
+                        if at > after {
                             return Some(at);
                         }
                     }
@@ -145,7 +167,13 @@ pub fn describe(text: &str) -> String {
     let f: Vec<&str> = text.split_whitespace().collect();
     match f[..] {
         ["*", "*", "*", "*", "*"] => "every minute".into(),
-        [m, "*", "*", "*", "*"] if m.starts_with("*/") => format!("every {} minutes", &m[2..]),
+        [m, "*", "*", "*", "*"]
+            if m.strip_prefix("*/")
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n > 0 && n < 60 && 60 % n == 0) =>
+        {
+            format!("every {} minutes", &m[2..])
+        }
         [m, h, "*", "*", "*"] if m.parse::<u32>().is_ok() && h.parse::<u32>().is_ok() => {
             format!("every day at {h:0>2}:{m:0>2}")
         }
@@ -179,9 +207,57 @@ mod tests {
         assert_eq!(next("0 0 13 * 5", t), at(2026, 12, 11, 0, 0), "day of month OR day of week");
         assert_eq!(next("15,45 */6 * * *", t), at(2026, 12, 7, 18, 15));
         assert!(Cron::parse("0 0 31 2 *").unwrap().next_after(t).is_none(), "never");
-        for bad in ["* * * *", "60 * * * *", "* 24 * * *", "*/0 * * * *", "5-1 * * * *", "x * * * *", "* * 0 * *"] {
+        for bad in [
+            "* * * *",
+            "60 * * * *",
+            "* 24 * * *",
+            "*/0 * * * *",
+            "5-1 * * * *",
+            "x * * * *",
+            "* * 0 * *",
+            "+5 * * * *",
+        ] {
             assert!(Cron::parse(bad).is_err(), "{bad}");
         }
+        // A step past the end leaves the start (no overflow, no wrap).
+        assert_eq!(next("1-59/4294967295 * * * *", t), at(2026, 12, 7, 14, 1));
+        assert_eq!(next("0 23/4294967295 * * *", t), at(2026, 12, 7, 23, 0));
+        assert_eq!(describe("*/90 * * * *"), "cron */90 * * * *");
         assert_eq!(describe("*/5 * * * *"), "every 5 minutes");
+    }
+
+    /// Daylight saving: in a repeated hour a schedule goes on (it fired
+    /// at the first 01:30 and fires at 01:35, and on through the repeat).
+    /// The zone is the process's, so the test runs itself again in a
+    /// process of its own with `TZ=America/New_York` (Debian's tzdata).
+    #[test]
+    fn a_repeated_hour_keeps_a_schedule() {
+        const NAME: &str = "schedule::cron::tests::a_repeated_hour_keeps_a_schedule";
+        if std::env::var("TZ").as_deref() != Ok("America/New_York") {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+                .env("TZ", "America/New_York")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("1 passed"),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let naive = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
+        let first = match Local.from_local_datetime(&naive("2026-11-01 01:30")) {
+            chrono::LocalResult::Ambiguous(a, b) => a.min(b),
+            other => panic!("not a repeated hour here: {other:?}"),
+        };
+        let c = Cron::parse("*/5 * * * *").unwrap();
+        let next = c.next_after(first).unwrap();
+        assert_eq!(next.naive_local(), naive("2026-11-01 01:35"));
+        let mut t = first;
+        for _ in 0..40 {
+            t = c.next_after(t).expect("never dropped in the repeated hour");
+        }
     }
 }

@@ -94,13 +94,28 @@ impl Scheduler {
     /// The schedules kept in `state_dir` (none when `persist` is off).
     pub fn open(state_dir: &std::path::Path, persist: bool) -> Scheduler {
         let file = persist.then(|| state_dir.join("schedules/jobs.json"));
-        let jobs: Vec<Job> = match file.as_deref().map(std::fs::read) {
+        let entries: Vec<serde_json::Value> = match file.as_deref().map(std::fs::read) {
             Some(Ok(bytes)) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!("schedules/jobs.json is not what agentd writes ({e}): its schedules are dropped");
+                // Kept aside, not overwritten by the next change.
+                let aside = file.as_ref().map(|f| f.with_extension("json.unreadable"));
+                if let (Some(f), Some(aside)) = (&file, &aside) {
+                    let _ = std::fs::rename(f, aside);
+                }
+                tracing::warn!("schedules/jobs.json is not what agentd writes ({e}): moved aside, none kept");
                 Vec::new()
             }),
             _ => Vec::new(),
         };
+        let jobs: Vec<Job> = entries
+            .into_iter()
+            .filter_map(|e| {
+                serde_json::from_value(e)
+                    .map_err(|e| {
+                        tracing::warn!("a schedule in schedules/jobs.json is not one agentd wrote ({e}): dropped")
+                    })
+                    .ok()
+            })
+            .collect();
         let jobs = jobs.into_iter().filter(|j| j.durable).map(|j| (j.id.clone(), j)).collect();
         Scheduler { jobs: Mutex::new(jobs), file, wake: tokio::sync::Notify::new() }
     }
@@ -190,6 +205,19 @@ impl Scheduler {
             tracing::warn!("the schedules could not be saved: {e}");
         }
         Ok(job)
+    }
+
+    /// Keeps only the schedules of sessions `open` says are there.
+    pub fn keep_sessions(&self, open: impl Fn(&str) -> bool) {
+        let mut jobs = self.lock();
+        let before = jobs.len();
+        jobs.retain(|_, j| open(&j.session_id));
+        if jobs.len() != before {
+            tracing::info!(dropped = before - jobs.len(), "schedules of sessions that are gone were dropped");
+            if let Err(e) = self.save(&jobs) {
+                tracing::warn!("the schedules could not be saved: {e}");
+            }
+        }
     }
 
     /// A closed session's schedules go with it.

@@ -118,6 +118,9 @@ impl SessionManager {
             parent_session_id: Some(parent_id.to_owned()),
             // The parent's own variables; the user's come from the settings.
             env: info.session_env.clone(),
+            name: asked.name.clone(),
+            // A hidden parent's sub-agents are hidden too (they would name it).
+            discoverable: Some(info.discoverable && asked.discoverable.unwrap_or(true)),
             ..SessionCreateParams::new(info.cwd.clone())
         })
     }

@@ -284,9 +284,11 @@ pub struct SessionManager {
     /// The daemon's sessions as each sees the others (set once).
     peers: std::sync::OnceLock<crate::peers::PeerBook>,
     /// How many `notify_when_idle` requests wait on each session.
-    idle_watchers: Mutex<HashMap<String, usize>>,
+    idle_watchers: Mutex<HashMap<String, std::collections::HashSet<String>>>,
     /// The sessions' schedules.
     schedules: Arc<crate::schedule::Scheduler>,
+    /// Held while a named session is committed.
+    naming: Mutex<()>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -334,6 +336,7 @@ impl SessionManager {
             peers: std::sync::OnceLock::new(),
             idle_watchers: Mutex::new(HashMap::new()),
             schedules: Arc::new(crate::schedule::Scheduler::open(Path::new("/nonexistent"), false)),
+            naming: Mutex::new(()),
         }
     }
 
@@ -363,6 +366,8 @@ impl SessionManager {
                 Err(_) => false,
             }
         });
+        // Durable schedules of sessions that were not restored go now.
+        self.schedules.keep_sessions(|id| self.handle(id).is_ok());
         tracker.spawn(self.schedules.clone().run(deliver, stop));
     }
 
@@ -498,7 +503,7 @@ impl SessionManager {
             if !crate::peers::valid_name(name) {
                 return Err(SessionError::Invalid {
                     field: "name",
-                    why: "1 to 64 letters, digits, '-', '_' or '.' (and not \"main\")".into(),
+                    why: "1 to 64 letters, digits, '-', '_' or '.' (not \"main\", not a session id)".into(),
                 });
             }
             if self.name_taken(name) {
@@ -583,6 +588,14 @@ impl SessionManager {
     /// Stores and opens a prepared session.
     pub fn commit(&self, prepared: Prepared) -> Result<SessionInfo, SessionError> {
         let Prepared { mut info, rules, hooks, mcp } = prepared;
+        // A name is checked again and taken under one lock: two creates
+        // asking for it at once get it once.
+        let _naming = info.name.is_some().then(|| self.naming.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(name) = &info.name
+            && self.name_taken(name)
+        {
+            return Err(SessionError::Invalid { field: "name", why: format!("a session named {name:?} is open") });
+        }
         info.mcp = mcp.status();
         self.store.save(&SessionRecord {
             version: RECORD_VERSION,

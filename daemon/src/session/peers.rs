@@ -80,18 +80,19 @@ impl SessionManager {
     /// with nothing open, or closes.
     fn notify_when_idle(self: &Arc<Self>, target: &Arc<Session>, sender: &Arc<Session>) -> Result<(), String> {
         let key = target.info.session_id.clone();
-        {
-            let mut watching = self.idle_watchers.lock().unwrap_or_else(|e| e.into_inner());
-            let n = watching.entry(key.clone()).or_insert(0);
-            if *n >= MAX_IDLE_WATCHERS {
-                return Err(format!("{MAX_IDLE_WATCHERS} sessions already wait for this one to be idle"));
-            }
-            *n += 1;
+        let sender_id = sender.info.session_id.clone();
+        let mut watching = self.idle_watchers.lock().unwrap_or_else(|e| e.into_inner());
+        let senders = watching.entry(key.clone()).or_default();
+        // One notice a sender: asking again changes nothing.
+        if senders.contains(&sender_id) {
+            return Ok(());
         }
-        let mut receiver = match target.executor.events().subscribe(None) {
-            Ok(sub) => sub.receiver,
-            Err(e) => return Err(format!("cannot watch it: {e}")),
-        };
+        if senders.len() >= MAX_IDLE_WATCHERS {
+            return Err(format!("{MAX_IDLE_WATCHERS} other sessions already wait for this one to be idle"));
+        }
+        let mut watch = target.executor.events().watch().map_err(|e| format!("cannot watch it: {e}"))?;
+        senders.insert(sender_id.clone());
+        drop(watching);
         let executor = Arc::downgrade(&target.executor);
         let log = sender.executor.events().clone();
         let (session_id, name) = (key.clone(), target.info.name.clone());
@@ -100,7 +101,7 @@ impl SessionManager {
             use tokio::sync::broadcast::error::RecvError;
             let idle = || executor.upgrade().is_none_or(|e| !e.busy());
             let closed = loop {
-                let turn_end = match receiver.recv().await {
+                let turn_end = match watch.receiver.recv().await {
                     Ok(event) => match event.kind {
                         EventKind::SessionClosed {} => break true,
                         EventKind::TurnCompleted { .. } | EventKind::TurnDiscarded { .. } => true,
@@ -117,9 +118,9 @@ impl SessionManager {
             log.push(EventKind::SessionIdle { session_id: session_id.clone(), name, closed });
             if let Some(manager) = manager.upgrade() {
                 let mut watching = manager.idle_watchers.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(n) = watching.get_mut(&session_id) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
+                if let Some(senders) = watching.get_mut(&session_id) {
+                    senders.remove(&sender_id);
+                    if senders.is_empty() {
                         watching.remove(&session_id);
                     }
                 }
@@ -152,7 +153,12 @@ impl Peers for PeerDesk {
                 name: s.info.name.clone(),
                 cwd: s.info.cwd.clone(),
                 state: if s.executor.busy() { "running" } else { "idle" },
-                parent: s.info.parent_session_id.clone(),
+                // A parent the caller cannot reach is not named.
+                parent: s
+                    .info
+                    .parent_session_id
+                    .clone()
+                    .filter(|p| map.get(p).is_some_and(|p| p.info.session_id == caller || reachable(&me, p))),
                 is_parent: me.info.parent_session_id.as_deref() == Some(s.info.session_id.as_str()),
             })
             .collect()

@@ -79,8 +79,8 @@ impl Tool for CronCreate {
 
     const NAME: &'static str = "CronCreate";
     const KIND: ToolKind = ToolKind::Schedules;
-    const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
+    // A schedule outlives plan mode's turn: not read-only.
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::ADDITIVE;
 
     fn should_defer(&self) -> bool {
         true
@@ -239,8 +239,8 @@ impl Tool for CronDelete {
 
     const NAME: &'static str = "CronDelete";
     const KIND: ToolKind = ToolKind::Schedules;
-    const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
+    // A schedule outlives plan mode's turn: not read-only.
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::ADDITIVE;
 
     fn should_defer(&self) -> bool {
         true

@@ -218,8 +218,9 @@ impl Tool for SendMessage {
     const NAME: &'static str = "SendMessage";
     const CONCURRENCY_SAFE: bool = true;
     const KIND: ToolKind = ToolKind::Peers;
-    const HINTS: agentd_protocol::tools::ToolHints =
-        agentd_protocol::tools::ToolHints { idempotent: false, ..agentd_protocol::tools::ToolHints::READ_ONLY };
+    // Another session may act on it (in any mode): not read-only, so plan
+    // mode refuses it.
+    const HINTS: agentd_protocol::tools::ToolHints = agentd_protocol::tools::ToolHints::ADDITIVE;
 
     fn should_defer(&self) -> bool {
         true
@@ -301,6 +302,11 @@ impl Tool for SendMessage {
     }
 
     fn render_result(&self, out: &SendMessageOutput) -> String {
-        if out.attached { "sent" } else { "queued" }.to_owned()
+        match (out.success, out.attached) {
+            (false, _) => "subscribed",
+            (true, true) => "sent",
+            (true, false) => "queued",
+        }
+        .to_owned()
     }
 }
