@@ -558,6 +558,9 @@ const PROGRAM_OPTIONS: &[(&[&str], &[&str])] = &[
     (&["cargo"], &["--config"]),
     (&["make", "gmake"], &["-f", "--file", "--makefile", "--eval", "-E", "SHELL", "MAKESHELL", ".SHELLFLAGS"]),
     (&["go"], &["-exec", "-toolexec", "-overlay", "-modfile"]),
+    // Claude Code 2.1.332: `Bash(find:*)` does not approve running,
+    // deleting or writing files.
+    (&["find"], &["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"]),
     (&["gradle", "gradlew", "./gradlew"], &["--init-script", "-I", "--settings-file", "-c", "-b", "--build-file"]),
     (&["mvn", "mvnw", "./mvnw"], &["-s", "--settings", "-gs", "--global-settings", "-f", "--file"]),
     (

@@ -63,10 +63,24 @@ fn compound_commands_are_never_allowed_by_a_partial_match() {
     ] {
         assert_eq!(bash(&s, command), None, "{command:?} must not be allowed");
     }
-    // A rule is the user's word: `Bash(find:*)` allows every find, with
-    // -exec and -delete too (as in Claude Code); rules say `find . -name:*`
-    // to be narrower.
+    // `Bash(find:*)` allows a find that only looks; as in Claude Code
+    // 2.1.332, not one that runs, deletes or writes files (a rule naming
+    // the whole command does).
     assert_eq!(bash(&s, "find . -name x"), Some(RuleKind::Allow));
+    for command in [
+        "find . -delete",
+        "find . -name '*.o' -delete",
+        "find . -exec ls {} ;",
+        "find . -execdir ls {} +",
+        "find . -ok ls {} ;",
+        "find . -fprint out.txt",
+        "find . -fls out.txt",
+        "/usr/bin/find . -delete",
+    ] {
+        assert_eq!(bash(&s, command), None, "{command:?} must not be allowed by Bash(find:*)");
+    }
+    let exact = set(&["Bash(find . -delete)"], &[], &[]);
+    assert_eq!(bash(&exact, "find . -delete"), Some(RuleKind::Allow));
 }
 
 #[test]
@@ -468,4 +482,29 @@ fn a_directory_rule_with_a_trailing_slash_denies_its_contents() {
         assert!(s.read_denied(Path::new(path)).is_some(), "{path}");
     }
     assert!(s.read_denied(Path::new("/ws/secretsx/key")).is_none());
+}
+
+/// Claude Code 2.1.332: deny rules see through the wrappers a command can
+/// hide behind.
+#[test]
+fn deny_rules_see_through_wrappers() {
+    let s = set(&["Bash"], &["Bash(rm:*)"], &[]);
+    for command in [
+        "env rm x",
+        "env -i FOO=1 rm x",
+        "sudo rm x",
+        "sudo -u root rm x",
+        "watch rm x",
+        "watch -n 1 rm x",
+        "ionice -c 3 rm x",
+        "setsid rm x",
+        "nice -n 5 rm x",
+        "timeout 5 rm x",
+        "nohup rm x",
+        "command rm x",
+        "xargs rm < list",
+        "find . -exec rm {} ;",
+    ] {
+        assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command:?}");
+    }
 }
