@@ -49,7 +49,9 @@ printf 'hello\n' >"$scratch/ws/hello.txt"
 printf -- '---\nname: greet\ndescription: Greets the user\n---\nSay hello.\n' >"$scratch/ws/.claude/skills/greet/SKILL.md"
 export AGENTD_SOCKET=$scratch/run/s.sock
 export HOME=$scratch/home XDG_CONFIG_HOME=$scratch/home/.config XDG_STATE_HOME=$scratch/home/.state
-"$bin/agentd" --socket "$AGENTD_SOCKET" --state-dir "$scratch/state" --ephemeral >"$scratch/daemon.log" 2>&1 &
+# The scratch workspace is this script's own: its skill is obeyed unasked.
+"$bin/agentd" --socket "$AGENTD_SOCKET" --state-dir "$scratch/state" --ephemeral --trust-project-files \
+  >"$scratch/daemon.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$AGENTD_SOCKET" ] && break; sleep 0.1; done
 [ -S "$AGENTD_SOCKET" ] || { echo "agentd did not start:" >&2; cat "$scratch/daemon.log" >&2; exit 1; }
@@ -58,7 +60,8 @@ for _ in $(seq 100); do [ -S "$AGENTD_SOCKET" ] && break; sleep 0.1; done
 pids+=($!)
 port=
 for _ in $(seq 100); do
-  port=$(sed -n 's|.*serving MCP at http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$scratch/mcp.log")
+  # (The log may not be there yet: the redirection is the child's.)
+  port=$(sed -n 's|.*serving MCP at http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$scratch/mcp.log" 2>/dev/null || true)
   [ -n "$port" ] && break
   sleep 0.1
 done
