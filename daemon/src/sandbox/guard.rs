@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{PROTECTED, objects, placeholders};
+use super::{objects, placeholders, protected};
 
 /// Names that hold settings agentd, other agents or git obey (a
 /// `commondir` sends git to another repository's hooks).
@@ -165,7 +165,7 @@ fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)
 }
 
-/// Every path of [`PROTECTED`] at the roots and of the user's protected
+/// Every path of [`protected`] at the roots and of the user's protected
 /// files inside them that does not exist: these get placeholders for the
 /// call. `.git/*` only where `.git` is a directory (an empty `.git` would
 /// hide a repository above), and nothing whose parent would have to be made
@@ -198,7 +198,7 @@ fn absent_protected_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots {
         let git_dir = std::fs::symlink_metadata(root.join(".git")).is_ok_and(|m| m.is_dir());
-        for rel in PROTECTED {
+        for rel in protected() {
             if rel.starts_with(".git/") && !git_dir {
                 continue;
             }
@@ -329,7 +329,7 @@ impl CallGuard {
         let user = crate::permission::user_protected_paths();
         let candidates: Vec<PathBuf> = roots
             .iter()
-            .flat_map(|r| PROTECTED.iter().map(move |rel| r.join(rel)))
+            .flat_map(|r| protected().map(move |rel| r.join(rel)))
             .chain(user.into_iter().filter(|p| inside(p)))
             .chain(obeyed.iter().cloned())
             .chain(before.iter().cloned())
@@ -391,8 +391,8 @@ impl CallGuard {
 
     /// Settings present at the start, the nested repositories' hooks and
     /// config, and the placeholders it holds (a hook directory git is told
-    /// to use that does not exist is none of [`PROTECTED`]): bound
-    /// read-only with [`PROTECTED`].
+    /// to use that does not exist is none of [`protected`]): bound
+    /// read-only with [`protected`].
     pub fn protect_too(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         for p in self.before.iter().chain(&self.git_protect).chain(self.held.paths()).chain(self.held.pinned()) {

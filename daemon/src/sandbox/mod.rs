@@ -27,14 +27,20 @@ pub use guard::{CallGuard, Finished, parents_to_pin, quarantine_live};
 use agentd_protocol::methods::SandboxStatus;
 use agentd_protocol::session::SandboxProfile;
 
-/// Files inside a workspace root that configure agentd or run code later:
+/// What git obeys in a repository's own directory that the older wall
+/// binds read-only (the layer judges `.git` whole: `layer::judge`).
+const GIT_OBEYED: [&str; 2] = [".git/hooks", ".git/config"];
+
+/// Files inside a workspace root that configure agentd or run code later,
+/// for the older wall (background jobs, calls without the layer):
 /// read-only even in `workspace_write`, so an approved command cannot plant
-/// a hook or a rule for the next session.
-/// Whether or not they exist: an absent one gets a placeholder for the
-/// call (see [`placeholders`]). `.vscode` and `.idea` hold tasks and launch
-/// configurations an editor runs; `.gitmodules` names what git clones.
-pub const PROTECTED: &[&str] =
-    &[".git/hooks", ".git/config", ".agentd", ".claude", ".mcp.json", ".vscode", ".idea", ".gitmodules"];
+/// a hook or a rule for the next session, whether or not they exist (an
+/// absent one gets a placeholder for the call, see [`placeholders`]). The
+/// names are the one table's ([`crate::permission::SETTINGS_NAMES`]), with
+/// what git obeys in `.git`.
+pub fn protected() -> impl Iterator<Item = &'static str> + Clone {
+    GIT_OBEYED.into_iter().chain(crate::permission::SETTINGS_NAMES.iter().copied())
+}
 
 /// How the daemon was told to treat the sandbox.
 #[derive(Debug, Clone, Default)]
@@ -533,8 +539,8 @@ pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Result<Vec<Pa
             }
         }
         let deeper =
-            settings.iter().filter(|p| p.starts_with(root) && !PROTECTED.iter().any(|rel| root.join(rel) == **p));
-        for path in PROTECTED.iter().map(|rel| root.join(rel)).chain(deeper.cloned()).chain(user.iter().cloned()) {
+            settings.iter().filter(|p| p.starts_with(root) && !protected().any(|rel| root.join(rel) == **p));
+        for path in protected().map(|rel| root.join(rel)).chain(deeper.cloned()).chain(user.iter().cloned()) {
             // A symlink is bound where it points; outside the roots that
             // is not writable anyway.
             if let Some(real) = real(&path)?
