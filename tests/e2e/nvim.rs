@@ -63,6 +63,9 @@ agentd.request("session/create", { cwd = vim.fn.getcwd(), name = "peer" }, funct
   agentd.request("tool/call", { session_id = created.session_id, name = "SendMessage", input = input }, function() end)
 end)
 vim.wait(20000, function() return #notices > 0 end, 10)
+-- A schedule's firing (its minute is not waited for: the event as it comes).
+vim.notify = function(msg, level, opts) table.insert(notices, msg) end
+agentd.notice({ type = "cron/fired", cron_id = "c1", prompt = "standup\nand more", missed = true })
 for _, n in ipairs(notices) do table.insert(out, "notice: " .. n) end
 for _, e in ipairs(errors) do table.insert(out, "error: " .. e) end
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
@@ -106,4 +109,5 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert!(out.contains("long: ✗ cancelled: the user interrupted this call\n"), "one line of summary: {out}");
     assert!(!out.contains("error: "), "{out}");
     assert!(out.contains("notice: agentd: message from peer: hello from peer\n"), "{out}");
+    assert!(out.contains("notice: agentd: schedule c1 (missed while the daemon was down): standup\n"), "{out}");
 }

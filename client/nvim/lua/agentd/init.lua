@@ -193,6 +193,8 @@ local function notice(event)
   end
   return line ~= nil
 end
+-- For the plugin's tests: what an event would show.
+M.notice = notice
 
 on_event = function(event)
   if type(event) ~= "table" then
