@@ -354,6 +354,22 @@ impl Client {
         Ok(sub)
     }
 
+    /// `daemon/watch`: what every session does, now and after each change.
+    pub async fn watch_activity(
+        &self,
+    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::methods::DaemonActivityResult>, ClientError>
+    {
+        use jsonrpsee::core::client::SubscriptionClientT;
+        self.inner
+            .subscribe(
+                agentd_protocol::methods::DAEMON_WATCH,
+                transport::ByName(agentd_protocol::methods::DaemonActivityParams {}),
+                agentd_protocol::methods::DAEMON_UNWATCH,
+            )
+            .await
+            .map_err(|e| ClientError::from_rpc(e, &self.socket))
+    }
+
     /// `session/close`.
     pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
         self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await

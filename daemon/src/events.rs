@@ -115,6 +115,55 @@ pub struct EventLog {
     samplers: std::sync::atomic::AtomicUsize,
     /// Receivers of the daemon's own ([`EventLog::watch`]).
     internal: Arc<std::sync::atomic::AtomicUsize>,
+    /// Rung at each event (`daemon/watch`).
+    bell: std::sync::OnceLock<Arc<Bell>>,
+}
+
+/// Rung at every event of every session (and when sessions come and go):
+/// what wakes `daemon/watch`'s subscribers. Cheap when nobody waits.
+#[derive(Debug, Default)]
+pub struct Bell {
+    rings: std::sync::atomic::AtomicU64,
+    /// Tasks waiting in [`Bell::after`]: with none, a ring is one atomic add.
+    waiting: std::sync::atomic::AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl Bell {
+    /// Something changed.
+    pub fn ring(&self) {
+        self.rings.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// How many times it rang.
+    pub fn rings(&self) -> u64 {
+        self.rings.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits for the next ring after `seen` rings.
+    pub async fn after(&self, seen: u64) {
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        self.waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _waiting = Waiting(&self.waiting);
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the count is read again: no ring is lost.
+            notified.as_mut().enable();
+            if self.rings.load(std::sync::atomic::Ordering::SeqCst) != seen {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// A receiver of a log's events for the daemon's own use.
@@ -157,6 +206,7 @@ impl EventLog {
             elicitors: Default::default(),
             samplers: Default::default(),
             internal: Default::default(),
+            bell: std::sync::OnceLock::new(),
         }
     }
 
@@ -215,7 +265,16 @@ impl EventLog {
         // Events of a batch that just ended go first, in order.
         inner.unsent.push(event);
         inner.send_unsent();
+        drop(inner);
+        if let Some(bell) = self.bell.get() {
+            bell.ring();
+        }
         seq
+    }
+
+    /// Rings `bell` at each event from now on.
+    pub fn ring_on_push(&self, bell: Arc<Bell>) {
+        let _ = self.bell.set(bell);
     }
 
     /// Writes the session's durable state (see [`crate::store::Durable`])
@@ -257,6 +316,10 @@ impl EventLog {
             inner.unwritten.clear();
         }
         inner.send_unsent();
+        drop(inner);
+        if let Some(bell) = self.bell.get() {
+            bell.ring();
+        }
     }
 
     /// The events after `after_seq` (none when `None`), a receiver of

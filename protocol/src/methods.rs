@@ -237,6 +237,18 @@ method!(
     crate::workspace::WorkspaceTrustParams => crate::workspace::WorkspaceTrustResult
 );
 
+/// `daemon/watch`: a subscription of `daemon/activity` (params: none). The
+/// subscribe call answers with a subscription id; a
+/// [`DaemonActivityResult`] arrives at once as a notification of method
+/// [`DAEMON_ACTIVITY_EVENT`], then again whenever any session's work
+/// changes (an event in any session's log, a session opened or closed; a
+/// burst is sent once, within 200 ms). `daemon/unwatch` with the id ends it.
+pub const DAEMON_WATCH: &str = "daemon/watch";
+/// Notification method of `daemon/watch`.
+pub const DAEMON_ACTIVITY_EVENT: &str = "daemon/activity_event";
+/// Unsubscribe method of `daemon/watch`.
+pub const DAEMON_UNWATCH: &str = "daemon/unwatch";
+
 /// `turn/stream`: a subscription of the session's events. The subscribe
 /// call answers with a subscription id (a string); events arrive as
 /// notifications of method [`TURN_EVENT`] whose `params.result` is an

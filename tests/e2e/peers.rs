@@ -130,6 +130,19 @@ fn one_view_shows_what_every_session_does() {
     let d = StandaloneDaemon::start(&[], &[]);
     let ws = std::fs::canonicalize(d.dir.path()).unwrap();
     rt().block_on(async {
+        // A subscription: the activity now, then after each change.
+        let mut watch = RawConn::connect(&d.socket).await;
+        let reply = watch.request("daemon/watch", json!({})).await;
+        let subscription = reply["result"].clone();
+        assert!(subscription.is_string(), "{reply}");
+        let mut next_activity = async || loop {
+            let note = watch.recv().await.expect("the subscription goes on");
+            if note["method"] == "daemon/activity_event" && note["params"]["subscription"] == subscription {
+                return note["params"]["result"].clone();
+            }
+        };
+        let first = next_activity().await;
+        assert_eq!(first["sessions"], json!([]), "{first}");
         let (mut busy, _) = open(&d, &ws, json!({ "name": "busy" })).await;
         let (mut other, _) = open(&d, &ws, json!({ "name": "planner" })).await;
         let r = call(&mut other.c, &other.id, "CronCreate", json!({ "cron": "0 9 * * *", "prompt": "standup" })).await;
@@ -152,6 +165,19 @@ fn one_view_shows_what_every_session_does() {
         assert_eq!(p["schedules"][0]["prompt"], "standup", "{p}");
         assert!(activity["rss_kib"].as_u64().unwrap() > 0, "{activity}");
 
+        // The subscription saw the call run (within a few snapshots).
+        let mut seen = false;
+        for _ in 0..20 {
+            let a = next_activity().await;
+            let running = a["sessions"].as_array().unwrap().iter().any(|s| {
+                s["name"] == "busy" && s["calls"].as_array().is_some_and(|c| c.iter().any(|c| c["running"] == true))
+            });
+            if running {
+                seen = true;
+                break;
+            }
+        }
+        assert!(seen, "a snapshot with the running call");
         let (code, out, err) = agentd_tests::agentctl(&d.socket, &["top"]);
         assert_eq!(code, 0, "{err}");
         assert!(out.contains("busy") && out.contains("running  Bash") && out.contains("sleep 30"), "{out}");

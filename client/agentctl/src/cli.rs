@@ -91,7 +91,11 @@ enum Command {
     Session(SessionCommand),
     /// What every session on the daemon is doing now: calls queued and running, background
     /// jobs, schedules, questions waiting, with ages (all harnesses and clients)
-    Top,
+    Top {
+        /// Print it again after each change, until interrupted
+        #[arg(long)]
+        follow: bool,
+    },
     /// List and delete a session's schedules (its CronCreate calls')
     #[command(subcommand)]
     Cron(CronCommand),
@@ -247,13 +251,32 @@ enum Command {
 }
 
 /// `agentctl top`: `daemon/activity`, one line a session and one a call.
-async fn top(json: bool, client: &Client) -> Result<(), Failure> {
+async fn top(json: bool, client: &Client, follow: bool) -> Result<(), Failure> {
     use agentd_client::protocol::methods::{DaemonActivity, DaemonActivityParams};
+    if follow {
+        let mut watch = client.watch_activity().await?;
+        while let Some(activity) = watch.next().await {
+            let activity = activity.map_err(|e| Failure::Local(format!("daemon/watch: {e}")))?;
+            if json {
+                print_json(&activity);
+            } else {
+                println!();
+                print_activity(&activity);
+            }
+        }
+        return Ok(());
+    }
     let activity = client.call::<DaemonActivity>(DaemonActivityParams {}).await?;
     if json {
         print_json(&activity);
         return Ok(());
     }
+    print_activity(&activity);
+    Ok(())
+}
+
+/// One snapshot of `daemon/activity`, a line a session and one a call.
+fn print_activity(activity: &agentd_client::protocol::methods::DaemonActivityResult) {
     println!("{} session(s); the daemon holds {} MiB", activity.sessions.len(), activity.rss_kib / 1024);
     println!("{:<36}  {:<12}  {:<7}  {:>6}  CALLS JOBS CRON ASKING  CWD", "SESSION", "NAME", "STATE", "AGE");
     for s in &activity.sessions {
@@ -277,7 +300,6 @@ async fn top(json: bool, client: &Client) -> Result<(), Failure> {
             println!("    job      {:<12}         {}", j.job_id, trust::visible(&j.command));
         }
     }
-    Ok(())
 }
 
 /// `agentctl cron list|delete`.
@@ -843,7 +865,7 @@ async fn run(cli: &Cli, endpoint: &Endpoint) -> Result<(), Failure> {
         }
         Command::Session(cmd) => session(cli, &client, cmd).await?,
         Command::Cron(cmd) => cron(cli.json, &client, cmd).await?,
-        Command::Top => top(cli.json, &client).await?,
+        Command::Top { follow } => top(cli.json, &client, *follow).await?,
         Command::Mcp(McpArgs { command: Some(McpCommand::List { session }), .. }) => {
             mcp_list(cli, &client, session.as_deref()).await?
         }

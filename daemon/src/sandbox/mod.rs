@@ -538,8 +538,7 @@ pub fn protected_paths(roots: &[PathBuf], settings: &[PathBuf]) -> Result<Vec<Pa
                 }
             }
         }
-        let deeper =
-            settings.iter().filter(|p| p.starts_with(root) && !protected().any(|rel| root.join(rel) == **p));
+        let deeper = settings.iter().filter(|p| p.starts_with(root) && !protected().any(|rel| root.join(rel) == **p));
         for path in protected().map(|rel| root.join(rel)).chain(deeper.cloned()).chain(user.iter().cloned()) {
             // A symlink is bound where it points; outside the roots that
             // is not writable anyway.

@@ -289,6 +289,9 @@ pub struct SessionManager {
     schedules: Arc<crate::schedule::Scheduler>,
     /// Held while a named session is committed.
     naming: Mutex<()>,
+    /// Rung at every session's every event, and as sessions come and go
+    /// (`daemon/watch`).
+    bell: Arc<crate::events::Bell>,
 }
 
 /// A `session/create` checked, its MCP servers leased but not started:
@@ -337,6 +340,7 @@ impl SessionManager {
             idle_watchers: Mutex::new(HashMap::new()),
             schedules: Arc::new(crate::schedule::Scheduler::open(Path::new("/nonexistent"), false)),
             naming: Mutex::new(()),
+            bell: Arc::default(),
         }
     }
 
@@ -345,6 +349,11 @@ impl SessionManager {
     pub fn with_schedules(mut self, schedules: Arc<crate::schedule::Scheduler>) -> Self {
         self.schedules = schedules;
         self
+    }
+
+    /// What rings when any session's work changes (`daemon/watch`).
+    pub fn bell(&self) -> &Arc<crate::events::Bell> {
+        &self.bell
     }
 
     /// The sessions' schedules.
@@ -676,6 +685,7 @@ impl SessionManager {
             executor.set_peers(book.clone());
         }
         executor.set_schedules(self.schedules.clone());
+        executor.events().ring_on_push(self.bell.clone());
         if !info.untrusted.is_empty() {
             executor.events().push(EventKind::TrustRequired { files: info.untrusted.clone() });
         }
@@ -701,6 +711,7 @@ impl SessionManager {
             read_slots: tokio::sync::Semaphore::new(files::READ_SLOTS),
         };
         self.lock().insert(info.session_id.clone(), Arc::new(session));
+        self.bell.ring();
         info
     }
 
@@ -836,6 +847,7 @@ impl SessionManager {
             let _ = self.close(&child);
         }
         self.schedules.session_closed(session_id);
+        self.bell.ring();
         let hooks = session.executor.hooks().clone();
         hooks.close();
         session.executor.close();
