@@ -14,7 +14,7 @@ use crate::server::DaemonState;
 use crate::server::rpc;
 
 pub(super) fn register(module: &mut RpcModule<DaemonState>) {
-    rpc::register::<DaemonActivity, _, _>(module, |_params, state| Ok(activity(&state)));
+    rpc::register::<DaemonActivity, _, _>(module, |_params, state| Ok(activity(state)));
     let registered = module.register_subscription_raw(
         DAEMON_WATCH,
         DAEMON_ACTIVITY_EVENT,
