@@ -516,3 +516,27 @@ async fn dot_dot_through_a_missing_directory_does_not_leave_an_allowed_directory
     let r = c.tool(&strict, "Write", json!({ "file_path": fine, "content": "y" })).await;
     assert_eq!(r["is_error"], false, "the rule itself allows: {r}");
 }
+
+/// Claude Code 2.1.332's `Tool(param:value)` rules, through the socket: a
+/// deny rule on a field of the input refuses that call and not another; a
+/// number is matched as its text.
+#[tokio::test]
+async fn param_rules_decide_by_the_calls_input() {
+    let d = TestDaemon::start().await;
+    let mut c = d.raw().await;
+    let cwd = d.dir.path().to_str().unwrap().to_owned();
+    let deny = ["TestEcho(text:*forbidden*)", "TestEcho(repeat:3)"];
+    let sid = c.ok("session/create", json!({ "cwd": cwd, "permissions": { "deny": deny } })).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = c.tool(&sid, "TestEcho", json!({ "text": "a forbidden topic" })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(&r).contains("TestEcho(text:*forbidden*)"), "the rule is named: {r}");
+    let r = c.tool(&sid, "TestEcho", json!({ "text": "hello", "repeat": 3 })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    let r = c.tool(&sid, "TestEcho", json!({ "text": "hello", "repeat": 2 })).await;
+    assert_eq!(r["is_error"], false, "another input is not the rules': {r}");
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    assert_eq!(info["rule_errors"], json!([]), "{info}");
+}

@@ -42,7 +42,7 @@ impl SessionExecutor {
         let kind = call.kind();
         let plan_file = self.off_limits(kind, &facts)?;
         let granted;
-        let mut rule = self.services.rules.decide(&slot.name, &facts);
+        let mut rule = self.services.rules.decide_call(&slot.name, &facts, slot.input.as_ref());
         if rule.is_none() {
             granted = self.services.asks.granted(&slot.name, &facts);
             rule = granted.as_ref();

@@ -110,6 +110,20 @@ enum Spec {
     Domain(String),
     /// `Task(Explore)`: calls that name exactly this (an agent type).
     Name(String),
+    /// `Tool(param:value)` (Claude Code 2.1.332, e.g. `Agent(model:opus)`):
+    /// calls whose input field `param` is `value` (`*` a wildcard; a
+    /// number or a flag as its text).
+    Param { key: String, pattern: String },
+}
+
+/// `param:value` of a `Tool(param:value)` rule, when `s` is one.
+fn param_spec(s: &str) -> Option<Spec> {
+    let (key, value) = s.trim().split_once(':')?;
+    let mut chars = key.chars();
+    let identifier = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (identifier && !value.trim().is_empty())
+        .then(|| Spec::Param { key: key.to_owned(), pattern: value.trim().to_owned() })
 }
 
 /// A rule that could not be read.
@@ -181,6 +195,16 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
         // `Bash(*)` is every command: the tool itself.
         Some(s) if tool == "Bash" && s.trim() == "*" => Spec::Any,
         Some(s) if tool == "Bash" => bash_spec(s.trim()).map_err(err)?,
+        // `Tool(param:value)` for tools whose specifier is not a command,
+        // a path or a domain.
+        Some(s)
+            if tool != "WebFetch"
+                && !READ_TOOLS.contains(&tool)
+                && !EDIT_TOOLS.contains(&tool)
+                && param_spec(s).is_some() =>
+        {
+            param_spec(s).ok_or_else(|| err("not param:value".into()))?
+        }
         Some(s) if NAMED_TOOLS.contains(&tool) => {
             let name = s.trim();
             if name.contains(['(', ')', '*']) {
@@ -200,7 +224,9 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
                 .map_err(|e| err(format!("not a glob: {e}")))?;
             Spec::Path(glob.compile_matcher())
         }
-        Some(_) => return Err(err(format!("{tool} takes no specifier here"))),
+        Some(_) => {
+            return Err(err(format!("{tool} takes no specifier here but param:value (as `{tool}(model:opus)`)")));
+        }
     };
     Ok(Rule { kind, text: trimmed.to_owned(), tool: tool.to_owned(), spec, origin: origin.clone(), workspace: false })
 }
@@ -343,11 +369,25 @@ impl Rule {
 
     /// How this rule matches a call of `tool` with `facts`.
     pub fn matches(&self, tool: &str, facts: &Facts) -> Match {
+        self.matches_call(tool, facts, None)
+    }
+
+    /// [`Rule::matches`] with the call's `input` (what `Tool(param:value)`
+    /// rules look at; without it they match nothing).
+    pub fn matches_call(&self, tool: &str, facts: &Facts, input: Option<&serde_json::Value>) -> Match {
         if !self.names(tool) {
             return Match::No;
         }
         match (&self.spec, facts) {
             (Spec::Any, _) => Match::All,
+            (Spec::Param { key, pattern }, _) => {
+                let value = match input.and_then(|i| i.get(key)) {
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => v.to_string(),
+                    _ => return Match::No,
+                };
+                if wildcard_match(pattern, &value) { Match::All } else { Match::No }
+            }
             (Spec::BashExact(_) | Spec::BashWildcard(_), Facts::Bash(command)) => self.match_bash(command, false),
             (Spec::Path(glob), Facts::Path(path)) => {
                 if glob.is_match(path) {
@@ -920,10 +960,16 @@ impl RuleSet {
     /// The strongest rule for a call: deny beats ask beats allow. An allow
     /// rule must cover the whole call; deny and ask rules any part of it.
     pub fn decide(&self, tool: &str, facts: &Facts) -> Option<&Rule> {
+        self.decide_call(tool, facts, None)
+    }
+
+    /// [`RuleSet::decide`] for a call whose input is `input`
+    /// (`Tool(param:value)` rules look at it).
+    pub fn decide_call(&self, tool: &str, facts: &Facts, input: Option<&serde_json::Value>) -> Option<&Rule> {
         let find = |kind: RuleKind, need_all: bool| {
             self.rules.iter().find(|r| {
                 r.kind == kind && {
-                    let m = r.matches(tool, facts);
+                    let m = r.matches_call(tool, facts, input);
                     if need_all { m == Match::All } else { m != Match::No }
                 }
             })

@@ -508,3 +508,39 @@ fn deny_rules_see_through_wrappers() {
         assert_eq!(bash(&s, command), Some(RuleKind::Deny), "{command:?}");
     }
 }
+
+/// Claude Code 2.1.332's `Tool(param:value)` rules: a call whose input
+/// field is that value (`*` a wildcard); without the input, no match.
+#[test]
+fn param_rules_look_at_the_calls_input() {
+    use serde_json::json;
+    let s = set(&["Agent(model:opus)", "mcp__db__query(table:public_*)"], &["WebSearch(query:*password*)"], &[]);
+    let decide =
+        |tool: &str, facts: &Facts, input: serde_json::Value| s.decide_call(tool, facts, Some(&input)).map(|r| r.kind);
+    let agent = Facts::Name("general-purpose".into());
+    assert_eq!(decide("Task", &agent, json!({ "model": "opus", "prompt": "p" })), Some(RuleKind::Allow));
+    assert_eq!(decide("Task", &agent, json!({ "model": "sonnet" })), None);
+    assert_eq!(decide("Task", &agent, json!({})), None);
+    assert!(s.decide("Task", &agent).is_none(), "no input, no match");
+    assert_eq!(decide("WebSearch", &Facts::Other, json!({ "query": "reset my password now" })), Some(RuleKind::Deny));
+    assert_eq!(decide("WebSearch", &Facts::Other, json!({ "query": "weather" })), None);
+    assert_eq!(decide("mcp__db__query", &Facts::Other, json!({ "table": "public_users" })), Some(RuleKind::Allow));
+    assert_eq!(decide("mcp__db__query", &Facts::Other, json!({ "table": "secrets" })), None);
+    // A number or a flag is matched as its text; an object never.
+    let n = set(&["TaskGet(taskId:7)"], &[], &[]);
+    assert_eq!(
+        n.decide_call("TaskGet", &Facts::Other, Some(&json!({ "taskId": 7 }))).map(|r| r.kind),
+        Some(RuleKind::Allow)
+    );
+    assert!(n.decide_call("TaskGet", &Facts::Other, Some(&json!({ "taskId": { "x": 7 } }))).is_none());
+    // Bash, path and WebFetch rules keep their own specifiers.
+    let kept = set(&["Bash(model:opus)", "Read(model:x)"], &[], &[]);
+    assert_eq!(
+        kept.decide_call("Bash", &Facts::Bash("model:opus".into()), None).map(|r| r.kind),
+        Some(RuleKind::Allow)
+    );
+    assert!(kept.errors.is_empty(), "{:?}", kept.errors);
+    // `Task(Explore)` is still the agent type.
+    let named = set(&["Task(Explore)"], &[], &[]);
+    assert_eq!(named.decide("Task", &Facts::Name("Explore".into())).map(|r| r.kind), Some(RuleKind::Allow));
+}
