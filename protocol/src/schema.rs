@@ -56,6 +56,19 @@ pub fn protocol_schema() -> Value {
             "item": event,
         }),
     );
+    let watch_params = generator.subschema_for::<crate::methods::DaemonActivityParams>();
+    let activity = generator.subschema_for::<crate::methods::DaemonActivityResult>();
+    methods.insert(
+        crate::methods::DAEMON_WATCH.to_owned(),
+        json!({
+            "description": "`daemon/watch`: a subscription of `daemon/activity`. It answers with a subscription id; a DaemonActivityResult arrives at once as a `daemon/activity_event` notification (its `params.result`), then again after each change of any session's work (a burst once, within 200 ms); `daemon/unwatch` with the id ends it.",
+            "params": watch_params,
+            "result": {"type": "string", "description": "subscription id"},
+            "notification": crate::methods::DAEMON_ACTIVITY_EVENT,
+            "unsubscribe": crate::methods::DAEMON_UNWATCH,
+            "item": activity,
+        }),
+    );
     let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
 
     let errors: Map<String, Value> = ErrorCode::ALL.iter().map(|c| (c.name().to_owned(), json!(c.code()))).collect();

@@ -52,8 +52,15 @@ fn the_daemon_serves_exactly_the_documented_methods() {
     documented.sort();
     assert_eq!(served, documented, "served vs in {}", agentd_protocol::schema::SCHEMA_PATH);
     let mut listed: Vec<String> = agentd_protocol::methods::METHOD_NAMES.iter().map(|s| (*s).to_owned()).collect();
-    listed
-        .extend([agentd_protocol::methods::TURN_STREAM.to_owned(), agentd_protocol::methods::TURN_UNSTREAM.to_owned()]);
+    listed.extend(
+        [
+            agentd_protocol::methods::TURN_STREAM,
+            agentd_protocol::methods::TURN_UNSTREAM,
+            agentd_protocol::methods::DAEMON_WATCH,
+            agentd_protocol::methods::DAEMON_UNWATCH,
+        ]
+        .map(str::to_owned),
+    );
     listed.sort();
     assert_eq!(served, listed, "served vs the protocol crate's method list");
     let docs = std::fs::read_to_string(root.join(agentd_protocol::docs::DOCS_PATH)).unwrap();
