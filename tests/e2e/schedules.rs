@@ -89,7 +89,8 @@ fn schedules_fire_into_the_session_and_outlive_a_restart() {
 
     // The daemon is down when the one-shot is due: it fires once when the
     // daemon is back, saying so.
-    d.signal(nix::sys::signal::Signal::SIGTERM);
+    // (Killed, not stopped: nothing durable is lost across kill -9.)
+    d.signal(nix::sys::signal::Signal::SIGKILL);
     d.wait_exit();
     let mut jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(&jobs_file).unwrap()).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
