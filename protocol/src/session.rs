@@ -135,6 +135,11 @@ pub struct SandboxOptions {
     /// commands may read; every other one of the list is hidden.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_credentials: Vec<String>,
+    /// Claude Code's `sandbox.network.strictAllowlist` (here, or in the
+    /// user's settings): a domain no rule allows is refused at the network
+    /// gate rather than asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict_allowlist: bool,
 }
 
 /// `sandbox.auto_allow`: `true`, `false`, or `"effects"`.
@@ -254,6 +259,7 @@ impl Default for SandboxOptions {
             allow_unix_sockets: Vec::new(),
             allow_all_unix_sockets: false,
             allow_credentials: Vec::new(),
+            strict_allowlist: false,
         }
     }
 }

@@ -596,3 +596,41 @@ async fn a_connection_cut_off_with_its_call_is_audited_and_webfetch_keeps_to_the
     assert_eq!(r["is_error"], true, "{r}");
     assert!(r["content"][0]["text"].as_str().unwrap().contains("allowed_domains"), "{r}");
 }
+
+/// Claude Code 2.1.332's `sandbox.network.strictAllowlist`: a domain no
+/// rule allows is refused at once, nobody is asked; one a rule allows
+/// passes.
+#[tokio::test]
+async fn a_strict_allowlist_refuses_instead_of_asking() {
+    let site = site();
+    let www = serve(&site.path().join("www"));
+    let pins = PINS.join(",");
+    let d = StandaloneDaemon::start(&[], &[("AGENTD_RESOLVE", pins.as_str())]);
+    let work = tempfile::tempdir().unwrap();
+    let create = |allow: &[&str]| {
+        json!({
+            "cwd": work.path(),
+            "permissions": { "allow": allow },
+            "sandbox": { "network": { "allow_private_network": true }, "strict_allowlist": true },
+            "permission_timeout_ms": 20000,
+        })
+    };
+    let mut c = RawConn::connect(&d.socket).await;
+    let id = c.session(create(&["Bash"])).await;
+    let mut events = agentd_tests::EventStream::open(&d.socket, &id, None).await.unwrap();
+    let curl = format!("curl -sS http://ask.test:{}/file.txt", www.port);
+    let turn =
+        json!({ "session_id": id, "tool_uses": [tool_use("s1", "Bash", json!({ "command": curl }))], "end": true });
+    c.ok("turn/submit", turn).await;
+    let done = within("the result", events.until(|e| e["type"] == "tool/result")).await;
+    assert!(!done.iter().any(|e| e["type"] == "permission/request"), "nobody is asked: {done:?}");
+    let result = done.last().unwrap();
+    assert!(!result["content"][0]["text"].as_str().unwrap_or_default().contains("hello through the gate"), "{result}");
+    let audit: Vec<&Value> = done.iter().filter(|e| e["type"] == "sandbox/network").collect();
+    assert_eq!(audit.first().map(|a| a["allowed"].clone()), Some(json!(false)), "{done:?}");
+    assert!(audit[0].to_string().contains("strictAllowlist"), "{:?}", audit[0]);
+    // A domain a rule allows passes.
+    let id = c.session(create(&["Bash", "WebFetch(domain:ask.test)"])).await;
+    let r = within("bash", c.tool(&id, "Bash", json!({ "command": curl }))).await;
+    assert_eq!(text(&r), "hello through the gate\n", "{r}");
+}

@@ -284,6 +284,9 @@ pub(super) fn user_sandbox_settings(
                 sandbox.get("autoAllowBashIfSandboxed").and_then(|v| v.as_bool()).unwrap_or(false).into();
         }
         let network = &sandbox["network"];
+        if network["strictAllowlist"].as_bool() == Some(true) {
+            options.strict_allowlist = true;
+        }
         if network["allowAllUnixSockets"].as_bool() == Some(true) {
             options.allow_all_unix_sockets = true;
         }

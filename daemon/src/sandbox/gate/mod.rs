@@ -88,6 +88,8 @@ pub struct GatePolicy {
     pub allow_private: bool,
     /// Bypass mode: what would ask is allowed.
     pub bypass: bool,
+    /// `strictAllowlist`: what would ask is refused.
+    pub strict: bool,
 }
 
 impl GatePolicy {
@@ -107,6 +109,7 @@ impl GatePolicy {
             denied: gate.map(|g| check(&g.denied_domains, "denied_domains")).unwrap_or_default(),
             allow_private: gate.is_some_and(|g| g.allow_private_network),
             bypass,
+            strict: options.strict_allowlist,
         };
         (policy, errors)
     }
@@ -145,6 +148,17 @@ pub enum Verdict {
 /// one), then allow and ask rules, what the user granted, bypass mode;
 /// else ask.
 pub fn decide(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<String>) -> Verdict {
+    match decide_open(host, policy, rules, granted) {
+        // `strictAllowlist`: nothing asks; what no rule allows is refused.
+        Verdict::Ask(why) if policy.strict => {
+            Verdict::Deny(format!("{why}, and sandbox.network.strictAllowlist refuses what no rule allows"))
+        }
+        verdict => verdict,
+    }
+}
+
+/// [`decide`] before `strictAllowlist` turns a question into a refusal.
+fn decide_open(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<String>) -> Verdict {
     if let Some(d) = policy.denied.iter().find(|d| domain_covers(d, host)) {
         return Verdict::Deny(format!("the session's sandbox.network.denied_domains names {d}"));
     }
