@@ -36,6 +36,24 @@ fn definition<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
     generator.subschema_for::<T>().to_value()
 }
 
+/// A subscription's entry: `[subscribe, notification, unsubscribe]`
+/// methods, its params `P` and the item `I` each notification carries.
+fn subscription<P: JsonSchema, I: JsonSchema>(
+    generator: &mut SchemaGenerator,
+    [subscribe, notification, unsubscribe]: [&str; 3],
+    description: &str,
+) -> (String, Value) {
+    let entry = json!({
+        "description": description,
+        "params": generator.subschema_for::<P>(),
+        "result": {"type": "string", "description": "subscription id"},
+        "notification": notification,
+        "unsubscribe": unsubscribe,
+        "item": generator.subschema_for::<I>(),
+    });
+    (subscribe.to_owned(), entry)
+}
+
 /// Builds the protocol document.
 pub fn protocol_schema() -> Value {
     let mut generator =
@@ -43,32 +61,19 @@ pub fn protocol_schema() -> Value {
     let mut entries = Entries { generator: &mut generator, methods: Map::new() };
     visit_methods(&mut entries);
     let mut methods = entries.methods;
-    let stream_params = generator.subschema_for::<crate::turn::TurnStreamParams>();
-    let event = generator.subschema_for::<crate::turn::Event>();
-    methods.insert(
-        crate::methods::TURN_STREAM.to_owned(),
-        json!({
-            "description": "`turn/stream`: a subscription of the session's events. It answers with a subscription id; events arrive as `turn/event` notifications whose `params.result` is an Event; `turn/unstream` with the id ends it.",
-            "params": stream_params,
-            "result": {"type": "string", "description": "subscription id"},
-            "notification": crate::methods::TURN_EVENT,
-            "unsubscribe": crate::methods::TURN_UNSTREAM,
-            "item": event,
-        }),
-    );
-    let watch_params = generator.subschema_for::<crate::methods::DaemonActivityParams>();
-    let activity = generator.subschema_for::<crate::methods::DaemonActivityResult>();
-    methods.insert(
-        crate::methods::DAEMON_WATCH.to_owned(),
-        json!({
-            "description": "`daemon/watch`: a subscription of `daemon/activity`. It answers with a subscription id; a DaemonActivityResult arrives at once as a `daemon/activity_event` notification (its `params.result`), then again after each change of any session's work (a burst once, within 200 ms); `daemon/unwatch` with the id ends it.",
-            "params": watch_params,
-            "result": {"type": "string", "description": "subscription id"},
-            "notification": crate::methods::DAEMON_ACTIVITY_EVENT,
-            "unsubscribe": crate::methods::DAEMON_UNWATCH,
-            "item": activity,
-        }),
-    );
+    let subscriptions = [
+        subscription::<crate::turn::TurnStreamParams, crate::turn::Event>(
+            &mut generator,
+            [crate::methods::TURN_STREAM, crate::methods::TURN_EVENT, crate::methods::TURN_UNSTREAM],
+            "`turn/stream`: a subscription of the session's events. It answers with a subscription id; events arrive as `turn/event` notifications whose `params.result` is an Event; `turn/unstream` with the id ends it.",
+        ),
+        subscription::<crate::methods::DaemonActivityParams, crate::methods::DaemonActivityResult>(
+            &mut generator,
+            [crate::methods::DAEMON_WATCH, crate::methods::DAEMON_ACTIVITY_EVENT, crate::methods::DAEMON_UNWATCH],
+            "`daemon/watch`: a subscription of `daemon/activity`. It answers with a subscription id; a DaemonActivityResult arrives at once as a `daemon/activity_event` notification (its `params.result`), then again after each change of any session's work (a burst once, within 200 ms); `daemon/unwatch` with the id ends it.",
+        ),
+    ];
+    methods.extend(subscriptions);
     let invalid_params_data = definition::<crate::error::InvalidParamsData>(&mut generator);
 
     let errors: Map<String, Value> = ErrorCode::ALL.iter().map(|c| (c.name().to_owned(), json!(c.code()))).collect();

@@ -24,7 +24,9 @@ mod mcp;
 use mcp::*;
 mod session;
 use session::*;
+mod activity;
 mod trust;
+use activity::{CronCommand, cron, top};
 
 /// The daemon answered with an error.
 const EXIT_ERROR: u8 = 1;
@@ -250,97 +252,6 @@ enum Command {
     },
 }
 
-/// `agentctl top`: `daemon/activity`, one line a session and one a call.
-async fn top(json: bool, client: &Client, follow: bool) -> Result<(), Failure> {
-    use agentd_client::protocol::methods::{DaemonActivity, DaemonActivityParams};
-    if follow {
-        let mut watch = client.watch_activity().await?;
-        while let Some(activity) = watch.next().await {
-            let activity = activity.map_err(|e| Failure::Local(format!("daemon/watch: {e}")))?;
-            if json {
-                print_json(&activity);
-            } else {
-                println!();
-                print_activity(&activity);
-            }
-        }
-        return Ok(());
-    }
-    let activity = client.call::<DaemonActivity>(DaemonActivityParams {}).await?;
-    if json {
-        print_json(&activity);
-        return Ok(());
-    }
-    print_activity(&activity);
-    Ok(())
-}
-
-/// One snapshot of `daemon/activity`, a line a session and one a call.
-fn print_activity(activity: &agentd_client::protocol::methods::DaemonActivityResult) {
-    println!("{} session(s); the daemon holds {} MiB", activity.sessions.len(), activity.rss_kib / 1024);
-    println!("{:<36}  {:<12}  {:<7}  {:>6}  CALLS JOBS CRON ASKING  CWD", "SESSION", "NAME", "STATE", "AGE");
-    for s in &activity.sessions {
-        println!(
-            "{:<36}  {:<12}  {:<7}  {:>6}  {:>5} {:>4} {:>4} {:>6}  {}",
-            s.session_id,
-            trust::visible(s.name.as_deref().unwrap_or("-")),
-            s.state,
-            human_duration(s.age_ms),
-            s.calls.len(),
-            s.jobs.len(),
-            s.schedules.len(),
-            s.questions.len(),
-            s.cwd.display()
-        );
-        for c in &s.calls {
-            let state = if c.running { "running" } else { "queued" };
-            println!("    {state:<8} {:<12} {:>6}  {}", c.name, human_duration(c.age_ms), trust::visible(&c.render));
-        }
-        for j in &s.jobs {
-            println!("    job      {:<12}         {}", j.job_id, trust::visible(&j.command));
-        }
-    }
-}
-
-/// `agentctl cron list|delete`.
-async fn cron(json: bool, client: &Client, cmd: &CronCommand) -> Result<(), Failure> {
-    use agentd_client::protocol::methods::{CronDelete, CronList};
-    use agentd_client::protocol::schedule::{CronDeleteParams, CronListParams};
-    match cmd {
-        CronCommand::List { session } => {
-            let list = client.call::<CronList>(CronListParams { session_id: session.clone() }).await?;
-            if json {
-                print_json(&list);
-            } else if list.jobs.is_empty() {
-                println!("no schedules");
-            } else {
-                for j in &list.jobs {
-                    let kind = if j.recurring { "recurring" } else { "one-shot" };
-                    let keep = if j.durable { "durable" } else { "session-only" };
-                    let first = j.prompt.lines().next().unwrap_or_default();
-                    let next = human_duration(j.next_at_ms.saturating_sub(now_ms()));
-                    println!(
-                        "{}  {:<15}  {kind}, {keep}  next in {next}  {}",
-                        j.cron_id,
-                        j.cron,
-                        trust::visible(first)
-                    );
-                }
-            }
-        }
-        CronCommand::Delete { session, cron_id } => {
-            let params = CronDeleteParams { session_id: session.clone(), cron_id: cron_id.clone() };
-            let deleted = client.call::<CronDelete>(params).await?;
-            if json {
-                print_json(&deleted);
-            } else {
-                println!("deleted {} ({})", deleted.job.cron_id, deleted.job.cron);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// An answer to a permission request.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Decision {
@@ -454,91 +365,6 @@ enum McpCommand {
         /// An argument (repeatable): name=value
         #[arg(long = "arg", value_name = "NAME=VALUE")]
         args: Vec<String>,
-    },
-}
-
-// Parsed once per process: the size of its largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-enum CronCommand {
-    /// The session's schedules, soonest first
-    List {
-        /// The session
-        session: String,
-    },
-    /// Delete one
-    Delete {
-        /// The session
-        session: String,
-        /// The schedule's id
-        cron_id: String,
-    },
-}
-
-// Parsed once per run: the size of its largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-enum SessionCommand {
-    /// Open a session on a workspace; prints its id
-    Create {
-        /// Workspace directory [default: the current directory]
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// Permission mode
-        #[arg(long, value_enum)]
-        mode: Option<Mode>,
-        /// Allow rule, e.g. 'Bash(npm test:*)' (repeatable)
-        #[arg(long = "allow", value_name = "RULE")]
-        allow: Vec<String>,
-        /// Deny rule (repeatable)
-        #[arg(long = "deny", value_name = "RULE")]
-        deny: Vec<String>,
-        /// Ask rule (repeatable)
-        #[arg(long = "ask", value_name = "RULE")]
-        ask: Vec<String>,
-        /// Offer only Bash, Read and Edit
-        #[arg(long)]
-        simple: bool,
-        /// Do not offer this tool (repeatable)
-        #[arg(long = "disable", value_name = "TOOL")]
-        disable: Vec<String>,
-        /// Tool calls run at once
-        #[arg(long)]
-        max_concurrency: Option<u32>,
-        /// An environment variable for the session's commands and hooks,
-        /// NAME=VALUE (repeatable)
-        #[arg(long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
-        /// Another directory that counts as the workspace (repeatable)
-        #[arg(long = "add-dir", value_name = "DIR")]
-        add_dirs: Vec<PathBuf>,
-        /// Run the hooks of the workspace's own settings files (off by
-        /// default: a repository must not run code by being opened)
-        #[arg(long)]
-        enable_project_hooks: bool,
-        /// Start the MCP servers of the workspace's .mcp.json (off by default)
-        #[arg(long)]
-        enable_project_mcp: bool,
-        /// A name other sessions reach it by (SendMessage, ListAgents), unique among the daemon's
-        #[arg(long)]
-        name: Option<String>,
-        /// Keep it out of other sessions' ListAgents and refuse their messages
-        #[arg(long)]
-        hidden: bool,
-        #[command(flatten)]
-        network: NetworkFlags,
-    },
-    /// List open sessions
-    List,
-    /// Show one session
-    Show {
-        /// Session id
-        session_id: String,
-    },
-    /// Close a session, cancelling everything it runs
-    Close {
-        /// Session id
-        session_id: String,
     },
 }
 

@@ -8,6 +8,7 @@ pub const READ_TOOL: &str = "Read";
 
 pub mod ask;
 pub mod policy;
+mod program_options;
 pub mod rules;
 
 use serde::Serialize;

@@ -5,6 +5,73 @@
 use super::*;
 use agentd_client::protocol::session::{RuleInForce, RuleKind, RuleSource};
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub(super) enum SessionCommand {
+    /// Open a session on a workspace; prints its id
+    Create {
+        /// Workspace directory [default: the current directory]
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Permission mode
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Allow rule, e.g. 'Bash(npm test:*)' (repeatable)
+        #[arg(long = "allow", value_name = "RULE")]
+        allow: Vec<String>,
+        /// Deny rule (repeatable)
+        #[arg(long = "deny", value_name = "RULE")]
+        deny: Vec<String>,
+        /// Ask rule (repeatable)
+        #[arg(long = "ask", value_name = "RULE")]
+        ask: Vec<String>,
+        /// Offer only Bash, Read and Edit
+        #[arg(long)]
+        simple: bool,
+        /// Do not offer this tool (repeatable)
+        #[arg(long = "disable", value_name = "TOOL")]
+        disable: Vec<String>,
+        /// Tool calls run at once
+        #[arg(long)]
+        max_concurrency: Option<u32>,
+        /// An environment variable for the session's commands and hooks,
+        /// NAME=VALUE (repeatable)
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Another directory that counts as the workspace (repeatable)
+        #[arg(long = "add-dir", value_name = "DIR")]
+        add_dirs: Vec<PathBuf>,
+        /// Run the hooks of the workspace's own settings files (off by
+        /// default: a repository must not run code by being opened)
+        #[arg(long)]
+        enable_project_hooks: bool,
+        /// Start the MCP servers of the workspace's .mcp.json (off by default)
+        #[arg(long)]
+        enable_project_mcp: bool,
+        /// A name other sessions reach it by (SendMessage, ListAgents), unique among the daemon's
+        #[arg(long)]
+        name: Option<String>,
+        /// Keep it out of other sessions' ListAgents and refuse their messages
+        #[arg(long)]
+        hidden: bool,
+        #[command(flatten)]
+        network: NetworkFlags,
+    },
+    /// List open sessions
+    List,
+    /// Show one session
+    Show {
+        /// Session id
+        session_id: String,
+    },
+    /// Close a session, cancelling everything it runs
+    Close {
+        /// Session id
+        session_id: String,
+    },
+}
+
 /// `agentctl session …`.
 pub(super) async fn session(cli: &Cli, client: &Client, cmd: &SessionCommand) -> Result<(), Failure> {
     match cmd {
