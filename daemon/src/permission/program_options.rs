@@ -87,7 +87,8 @@ pub(crate) fn program_option(program: &str, args: &[String]) -> Option<String> {
     // After the script (node) or the host (ssh) the arguments are theirs.
     let stops_at_operand = names.contains(&"node") || names.contains(&"ssh");
     for arg in args {
-        if arg == "--" || (stops_at_operand && !arg.starts_with('-')) {
+        // find's `--` ends only its own options: its expression follows.
+        if (arg == "--" && name != "find") || (stops_at_operand && !arg.starts_with('-')) {
             break; // what follows is the script's, not the program's
         }
         let head = arg.split('=').next().unwrap_or(arg);

@@ -383,7 +383,8 @@ impl Rule {
             (Spec::Any, _) => Match::All,
             (Spec::Param { key, pattern }, _) => {
                 let value = match input.and_then(|i| i.get(key)) {
-                    Some(serde_json::Value::String(s)) => s.clone(),
+                    // As tools read them: surrounding blanks do not count.
+                    Some(serde_json::Value::String(s)) => s.trim().to_owned(),
                     Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => v.to_string(),
                     _ => return Match::No,
                 };

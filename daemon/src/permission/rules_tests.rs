@@ -76,6 +76,11 @@ fn compound_commands_are_never_allowed_by_a_partial_match() {
         "find . -fprint out.txt",
         "find . -fls out.txt",
         "/usr/bin/find . -delete",
+        // The attack review: after find's `--` the expression still counts.
+        "find -- d1 -delete",
+        "find -L -- d1 -delete",
+        "find -- . -maxdepth 0 -fprint fp1",
+        "find -- . -fls fp2",
     ] {
         assert_eq!(bash(&s, command), None, "{command:?} must not be allowed by Bash(find:*)");
     }
@@ -520,6 +525,9 @@ fn param_rules_look_at_the_calls_input() {
     let agent = Facts::Name("general-purpose".into());
     assert_eq!(decide("Task", &agent, json!({ "model": "opus", "prompt": "p" })), Some(RuleKind::Allow));
     assert_eq!(decide("Task", &agent, json!({ "model": "sonnet" })), None);
+    // The attack review: blanks around a value do not dodge a rule.
+    assert_eq!(decide("Task", &agent, json!({ "model": " opus " })), Some(RuleKind::Allow));
+    assert_eq!(decide("WebSearch", &Facts::Other, json!({ "query": " password " })), Some(RuleKind::Deny));
     assert_eq!(decide("Task", &agent, json!({})), None);
     assert!(s.decide("Task", &agent).is_none(), "no input, no match");
     assert_eq!(decide("WebSearch", &Facts::Other, json!({ "query": "reset my password now" })), Some(RuleKind::Deny));

@@ -148,6 +148,14 @@ pub enum Verdict {
 /// one), then allow and ask rules, what the user granted, bypass mode;
 /// else ask.
 pub fn decide(host: &str, policy: &GatePolicy, rules: &RuleSet, granted: Option<String>) -> Verdict {
+    // Strict: only rules allow; bypass mode and earlier grants do not.
+    let open;
+    let (policy, granted) = if policy.strict {
+        open = GatePolicy { bypass: false, ..policy.clone() };
+        (&open, None)
+    } else {
+        (policy, granted)
+    };
     match decide_open(host, policy, rules, granted) {
         // `strictAllowlist`: nothing asks; what no rule allows is refused.
         Verdict::Ask(why) if policy.strict => {

@@ -29,6 +29,8 @@ fn the_decision_table() {
     );
     assert_eq!(errors.len(), 1, "the malformed domain is reported: {errors:?}");
     let bypass = GatePolicy { bypass: true, ..GatePolicy::default() };
+    // strictAllowlist: only rules allow, not bypass mode or a grant.
+    let strict = GatePolicy { bypass: true, strict: true, ..GatePolicy::default() };
     let is = |v: Verdict, kind: &str| match (v, kind) {
         (Allow(_), "allow") | (Deny(_), "deny") | (Ask(_), "ask") => true,
         (v, _) => panic!("{v:?}, wanted {kind}"),
@@ -52,6 +54,10 @@ fn the_decision_table() {
         ("good.test", &closed, None, "deny"),
         ("new.test", &closed, Some("WebFetch(domain:new.test)"), "deny"),
         ("bad.good.test", &closed, None, "deny"),
+        ("good.test", &strict, None, "allow"),
+        ("new.test", &strict, None, "deny"),
+        ("ask.test", &strict, None, "deny"),
+        ("new.test", &strict, Some("WebFetch(domain:new.test)"), "deny"),
     ];
     for (host, policy, granted, want) in rows {
         assert!(is(decide(host, policy, &r, granted.map(str::to_owned)), want), "{host}");
