@@ -426,6 +426,28 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         missed: bool,
     },
+    /// A watch of the session (its Monitor tool) saw something: a line its
+    /// command wrote to standard output, or a text frame of its WebSocket,
+    /// or it ended (`ended`). `text` is what the model is given, as Claude
+    /// Code 2.1.332 gives it; hand it to the model as it comes. Lines are
+    /// cut at 2,000 characters, and at most 10 events a second are sent
+    /// (a burst of 50 first): what is over is counted in `dropped` of the
+    /// next event and kept whole in the job's output file.
+    #[serde(rename = "monitor/event")]
+    MonitorEvent {
+        /// The watch's background task (what TaskStop takes).
+        task_id: String,
+        /// What it watches, in the model's words.
+        description: String,
+        /// For the model.
+        text: String,
+        /// Lines left out since the last event (over the rate).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped: u64,
+        /// Set on its last event: `exited`, `timed_out` or `stopped`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended: Option<String>,
+    },
     /// Another session of the daemon sent this one a message (its
     /// SendMessage tool): for the harness to hand to its model.
     #[serde(rename = "message/received")]
@@ -622,6 +644,7 @@ impl EventKind {
             EventKind::TrustRequired { .. } => "trust/required",
             EventKind::MessageReceived { .. } => "message/received",
             EventKind::CronFired { .. } => "cron/fired",
+            EventKind::MonitorEvent { .. } => "monitor/event",
             EventKind::SessionIdle { .. } => "session/idle",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",

@@ -23,6 +23,7 @@ mod mcp_oauth;
 mod mcp_requests;
 mod mcp_served;
 mod mcp_support;
+mod monitor;
 mod nvim;
 mod pdf;
 mod peers;

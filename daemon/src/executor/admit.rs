@@ -43,8 +43,16 @@ impl SessionExecutor {
         let plan_file = self.off_limits(kind, &facts)?;
         let granted;
         let mut rule = self.services.rules.decide_call(&slot.name, &facts, slot.input.as_ref());
+        // A call judged by another tool's rules too (Monitor's command by
+        // Bash's): the stricter answer holds.
+        let family = call.rule_family();
+        if let Some(family) = family {
+            let theirs = self.services.rules.decide_call(family, &facts, None);
+            rule = crate::permission::rules::stricter(rule, theirs);
+        }
+        let rule_tool = family.unwrap_or(&slot.name);
         if rule.is_none() {
-            granted = self.services.asks.granted(&slot.name, &facts);
+            granted = self.services.asks.granted(rule_tool, &facts);
             rule = granted.as_ref();
         }
         let outside = match &facts {
@@ -96,7 +104,7 @@ impl SessionExecutor {
                 grant.profile = p;
                 let mut suggestions: Vec<String> = suggestion.into_iter().collect();
                 if suggest {
-                    let more = ask::suggestions(&slot.name, &target, &facts, &ctx.cwd);
+                    let more = ask::suggestions(rule_tool, &target, &facts, &ctx.cwd);
                     suggestions.extend(more.into_iter().filter(|s| !suggestions.contains(s)).collect::<Vec<_>>());
                 }
                 Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))

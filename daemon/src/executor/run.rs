@@ -147,6 +147,11 @@ impl SessionExecutor {
                 notes: std::sync::atomic::AtomicUsize::new(0),
             });
             ctx.services.provide(Arc::new(line));
+            let log = self.events.clone();
+            let events: crate::tool::context::SessionEvents = Arc::new(move |event| {
+                log.push(event);
+            });
+            ctx.services.provide(Arc::new(events));
         }
         if kind == ToolKind::Peers
             && let Some(book) = self.peers.get()

@@ -951,3 +951,17 @@ pub fn domain_rule(raw: &str) -> Result<String, String> {
     }
     canonical_host(d).ok_or_else(|| format!("{raw:?} is not a valid domain"))
 }
+
+/// The stricter of two rules' answers about one call: deny before ask
+/// before allow; either when only one answers.
+pub fn stricter<'a>(a: Option<&'a Rule>, b: Option<&'a Rule>) -> Option<&'a Rule> {
+    let rank = |r: &Rule| match r.kind {
+        RuleKind::Deny => 0,
+        RuleKind::Ask => 1,
+        RuleKind::Allow => 2,
+    };
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if rank(b) < rank(a) { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}

@@ -60,6 +60,8 @@ pub enum JobKind {
     Shell,
     /// A sub-agent run in the background (Task).
     Agent,
+    /// A watch (Monitor): a command or a WebSocket whose lines are events.
+    Monitor,
 }
 
 impl JobKind {
@@ -68,8 +70,30 @@ impl JobKind {
         match self {
             JobKind::Shell => "local_bash",
             JobKind::Agent => "local_agent",
+            JobKind::Monitor => "monitor",
         }
     }
+}
+
+/// How a job ended, as its watcher is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Its command exited with this code.
+    Exited(i32),
+    /// It reached its own time limit and was stopped.
+    TimedOut,
+    /// TaskStop, or the session closed.
+    Stopped,
+}
+
+/// Who watches a job's standard output line by line (Monitor): each
+/// complete line as it comes (without its newline; a last line without
+/// one at the end), then the end. Called on the job's task: keep it quick.
+pub trait Watcher: Send + Sync {
+    /// One line of the job `job`'s standard output (lossy UTF-8).
+    fn line(&self, job: &str, line: &str);
+    /// The job is over.
+    fn ended(&self, job: &str, how: JobEnd);
 }
 
 /// One background job.
@@ -113,6 +137,12 @@ impl Job {
         let text = String::from_utf8_lossy(&std::mem::take(&mut s.unread)).into_owned();
         let dropped = std::mem::take(&mut s.dropped);
         JobOutput { text, dropped, status: s.status.clone(), file: s.capture.summary().file }
+    }
+
+    /// Adds to the job's output (what a job run by [`JobTable::start_work_as`]
+    /// writes as it goes).
+    pub fn append(&self, bytes: &[u8]) {
+        push(self, bytes);
     }
 
     /// The job's status.
@@ -169,6 +199,9 @@ pub struct JobRun<'a> {
     /// its sandbox guarded on its workspace is checked, and what it says
     /// goes to the job's output (settings it created moved aside).
     pub at_end: Option<AtEnd>,
+    /// A Monitor's: told each line of standard output and the end (the
+    /// job is then of [`JobKind::Monitor`]).
+    pub watcher: Option<Arc<dyn Watcher>>,
 }
 
 /// What a job taken over from a foreground call keeps of it.
@@ -235,12 +268,13 @@ impl JobTable {
 
     /// Starts `script` (for `command`) in `cwd` as a job.
     pub fn start(&self, command: &str, script: &str, cwd: &Path, run: JobRun<'_>) -> std::io::Result<Arc<Job>> {
-        let JobRun { marker, output_file, launch, env, tmp, limit, at_end } = run;
+        let JobRun { marker, output_file, launch, env, tmp, limit, at_end, watcher } = run;
         self.room()?;
         let tree = spawn_bash(script, cwd, marker, env, launch)?;
-        let job = self.new_job(command, JobKind::Shell, output_file);
+        let kind = if watcher.is_some() { JobKind::Monitor } else { JobKind::Shell };
+        let job = self.new_job(command, kind, output_file);
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end));
+        self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end, watcher));
         Ok(job)
     }
 
@@ -263,7 +297,7 @@ impl JobTable {
             finished: tokio::sync::Notify::new(),
         });
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, run.limit, run.tmp, run.at_end));
+        self.tracker.spawn(pump(job.clone(), tree, run.limit, run.tmp, run.at_end, None));
         job
     }
 
@@ -275,9 +309,24 @@ impl JobTable {
     where
         F: std::future::Future<Output = Result<String, String>> + Send + 'static,
     {
+        self.start_work_as(what, JobKind::Agent, None, |token, _| work(token))
+    }
+
+    /// [`JobTable::start_work`] for a job of `kind` whose output also goes
+    /// to `output_file` (a Monitor's WebSocket watch).
+    pub fn start_work_as<F>(
+        &self,
+        what: &str,
+        kind: JobKind,
+        output_file: Option<&Path>,
+        work: impl FnOnce(CancellationToken, Arc<Job>) -> F,
+    ) -> std::io::Result<Arc<Job>>
+    where
+        F: std::future::Future<Output = Result<String, String>> + Send + 'static,
+    {
         self.room()?;
-        let job = self.new_job(what, JobKind::Agent, None);
-        let work = work(job.cancel.clone());
+        let job = self.new_job(what, kind, output_file);
+        let work = work(job.cancel.clone(), job.clone());
         self.lock().push(job.clone());
         let done = job.clone();
         self.tracker.spawn(async move {
@@ -311,8 +360,16 @@ impl JobTable {
 
 /// Moves a job's output into its state until the job's process group is
 /// gone (not merely until EOF), or kills it when its token is cancelled.
-async fn pump(job: Arc<Job>, mut tree: ProcessTree, limit: Duration, tmp: Option<PathBuf>, at_end: Option<AtEnd>) {
-    pump_output(&job, &mut tree, limit).await;
+async fn pump(
+    job: Arc<Job>,
+    mut tree: ProcessTree,
+    limit: Duration,
+    tmp: Option<PathBuf>,
+    at_end: Option<AtEnd>,
+    watcher: Option<Arc<dyn Watcher>>,
+) {
+    let mut lines = watcher.map(|w| Lines { watcher: w, job: job.id.clone(), partial: Vec::new() });
+    let end = pump_output(&job, &mut tree, limit, lines.as_mut()).await;
     if let Some(at_end) = at_end {
         for line in tokio::task::spawn_blocking(at_end).await.unwrap_or_default() {
             push(&job, format!("[{line}]\n").as_bytes());
@@ -326,13 +383,60 @@ async fn pump(job: Arc<Job>, mut tree: ProcessTree, limit: Duration, tmp: Option
     if let Some(tmp) = tmp {
         let _ = std::fs::remove_dir_all(tmp);
     }
+    if let Some(lines) = lines {
+        lines.finish(end);
+    }
     job.finished.notify_waiters();
 }
 
-async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration) {
+/// A watcher and the line it has not been given yet.
+struct Lines {
+    watcher: Arc<dyn Watcher>,
+    job: String,
+    partial: Vec<u8>,
+}
+
+/// The most of one line a watcher waits for: a longer one is given in
+/// pieces of this size.
+const MAX_WATCHED_LINE: usize = 64 * 1024;
+
+impl Lines {
+    fn push(&mut self, bytes: &[u8]) {
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            match piece.strip_suffix(b"\n") {
+                Some(end) => {
+                    self.partial.extend_from_slice(end);
+                    self.give();
+                }
+                None => {
+                    self.partial.extend_from_slice(piece);
+                    if self.partial.len() >= MAX_WATCHED_LINE {
+                        self.give();
+                    }
+                }
+            }
+        }
+    }
+
+    fn give(&mut self) {
+        let line = std::mem::take(&mut self.partial);
+        let line = String::from_utf8_lossy(&line);
+        self.watcher.line(&self.job, line.strip_suffix('\r').unwrap_or(&line));
+    }
+
+    fn finish(mut self, end: JobEnd) {
+        if !self.partial.is_empty() {
+            self.give();
+        }
+        self.watcher.ended(&self.job, end);
+    }
+}
+
+async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration, mut lines: Option<&mut Lines>) -> JobEnd {
     let (Some(mut out), Some(mut err)) = (tree.child.stdout.take(), tree.child.stderr.take()) else {
-        return;
+        return JobEnd::Stopped;
     };
+    let mut timed_out = false;
     let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     let (mut out_open, mut err_open) = (true, true);
     let mut exit: Option<i32> = None;
@@ -345,7 +449,12 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration) {
         tokio::select! {
             n = out.read(&mut out_buf), if out_open => match n {
                 Ok(0) | Err(_) => out_open = false,
-                Ok(n) => push(job, &out_buf[..n]),
+                Ok(n) => {
+                    push(job, &out_buf[..n]);
+                    if let Some(lines) = lines.as_deref_mut() {
+                        lines.push(&out_buf[..n]);
+                    }
+                }
             },
             n = err.read(&mut err_buf), if err_open => match n {
                 Ok(0) | Err(_) => err_open = false,
@@ -366,6 +475,7 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration) {
             _ = &mut deadline, if exit.is_none() => {
                 tree.terminate().await;
                 push(job, format!("[stopped: the job ran out of its timeout of {} ms]\n", limit.as_millis()).as_bytes());
+                timed_out = true;
                 break JobStatus::Killed;
             }
         }
@@ -379,26 +489,37 @@ async fn pump_output(job: &Arc<Job>, tree: &mut ProcessTree, limit: Duration) {
     if matches!(status, JobStatus::Exited(_)) {
         let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
         if out_open {
-            drain(job, &mut out, &mut out_buf, deadline).await;
+            drain(job, &mut out, &mut out_buf, deadline, lines).await;
         }
         if err_open {
-            drain(job, &mut err, &mut err_buf, deadline).await;
+            drain(job, &mut err, &mut err_buf, deadline, None).await;
         }
     }
     // Whatever the command left behind goes with it.
     tree.kill_now();
+    let end = match status {
+        JobStatus::Exited(code) => JobEnd::Exited(code),
+        _ if timed_out => JobEnd::TimedOut,
+        _ => JobEnd::Stopped,
+    };
     job.lock().status = status;
+    end
 }
 
-/// Reads `pipe` into the job's output until its end or `deadline`.
+/// Reads `pipe` into the job's output (and its watcher) until its end or
+/// `deadline`.
 async fn drain(
     job: &Job,
     pipe: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut [u8],
     deadline: tokio::time::Instant,
+    mut lines: Option<&mut Lines>,
 ) {
     while let Ok(Ok(n @ 1..)) = tokio::time::timeout_at(deadline, pipe.read(buf)).await {
         push(job, &buf[..n]);
+        if let Some(lines) = lines.as_deref_mut() {
+            lines.push(&buf[..n]);
+        }
     }
 }
 

@@ -177,6 +177,10 @@ pub struct PlanFile(pub PathBuf);
 /// events): provided to shell calls.
 pub type CallLine = Arc<dyn CallChannel>;
 
+/// The session's event log, for what a call's work says after the call
+/// (a Monitor's `monitor/event`s): provided to shell calls.
+pub type SessionEvents = Arc<dyn Fn(agentd_protocol::turn::EventKind) + Send + Sync>;
+
 /// Where a message for the user goes (a `user/message` event): provided to
 /// calls of [`super::ToolKind::Messages`].
 pub type UserMessages = Arc<dyn Fn(String) + Send + Sync>;

@@ -171,6 +171,10 @@ pub trait PreparedCall: Send + Sync {
     fn permission_target(&self) -> crate::permission::PermissionTarget {
         crate::permission::PermissionTarget::None
     }
+    /// The tool whose rules also judge the call (see [`super::Tool::rule_family`]).
+    fn rule_family(&self) -> Option<&'static str> {
+        None
+    }
     /// One line describing the call.
     fn render_use(&self) -> String;
     /// Short text when the call is refused.
@@ -319,6 +323,10 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
 
     fn permission_target(&self) -> crate::permission::PermissionTarget {
         self.tool.permission_target(&self.input)
+    }
+
+    fn rule_family(&self) -> Option<&'static str> {
+        self.tool.rule_family(&self.input)
     }
 
     fn kind(&self) -> super::ToolKind {

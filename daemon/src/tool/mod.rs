@@ -185,6 +185,14 @@ pub trait Tool: Send + Sync + Sized + 'static {
         crate::permission::PermissionTarget::None
     }
 
+    /// The tool whose rules also judge this call, beside the tool's own
+    /// (Monitor's command is judged by `Bash(…)` rules, its WebSocket by
+    /// `WebFetch(domain:…)`): the stricter of the two answers holds, and
+    /// the user's "always" answers are kept under that name.
+    fn rule_family(&self, _input: &Self::Input) -> Option<&'static str> {
+        None
+    }
+
     /// The facts the permission policy decides a shell command on, from
     /// one parse of it (tools of [`ToolKind::Shell`] only).
     fn shell_facts(&self, _input: &Self::Input, _ctx: &ToolContext) -> Option<crate::permission::policy::BashFacts> {

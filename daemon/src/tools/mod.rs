@@ -12,6 +12,7 @@ pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod ls;
+pub mod monitor;
 pub mod notebook_edit;
 pub mod peers;
 pub mod plan_mode;
@@ -45,6 +46,7 @@ pub fn builtin_registry(web: Arc<crate::web::Web>) -> Registry {
     registry.add(bash_output::BashOutput);
     registry.add(bash_output::TaskOutput);
     registry.add(task_stop::TaskStop);
+    registry.add(monitor::Monitor(web.clone()));
     registry.add(read::Read);
     registry.add(write::Write);
     registry.add(edit::Edit);

@@ -744,6 +744,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::TrustRequired { .. }
         | EventKind::MessageReceived { .. }
         | EventKind::CronFired { .. }
+        | EventKind::MonitorEvent { .. }
         | EventKind::SessionIdle { .. } => None,
     }
 }
@@ -867,6 +868,14 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             let first = prompt.lines().next().unwrap_or_default();
             let late = if *missed { " (missed while the daemon was down)" } else { "" };
             format!("cron      {cron_id}{late}: {}", super::trust::visible(first))
+        }
+        EventKind::MonitorEvent { task_id, description, text, dropped, .. } => {
+            let over = if *dropped > 0 { format!(" ({dropped} lines left out: over the rate)") } else { String::new() };
+            format!(
+                "monitor   {task_id} {}: {}{over}",
+                super::trust::visible(description),
+                super::trust::visible(text.lines().next().unwrap_or_default())
+            )
         }
         EventKind::SessionIdle { session_id, name, closed } => {
             let who = name.as_deref().map_or_else(|| session_id.clone(), |n| format!("{n} [{session_id}]"));

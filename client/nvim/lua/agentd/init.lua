@@ -180,6 +180,9 @@ local function notice(event)
   elseif event.type == "cron/fired" then
     line = "schedule " .. (event.cron_id or "?") .. (event.missed and " (missed while the daemon was down)" or "")
       .. ": " .. ((event.prompt or ""):match("^[^\n]*") or "")
+  elseif event.type == "monitor/event" then
+    line = "monitor " .. (event.task_id or "?") .. " (" .. (event.description or "") .. "): "
+      .. ((event.text or ""):match("^[^\n]*") or "")
   elseif event.type == "session/idle" then
     local who = event.name or event.session_id
     line = who .. (event.closed and " closed" or " finished its turn")

@@ -221,158 +221,13 @@ impl Tool for Bash {
     ) -> Result<ToolOutput<BashResult>, ToolError> {
         let started = std::time::Instant::now();
         let workspace: &Path = &ctx.cwd;
-        let cwd = ctx
-            .session
-            .shell_cwd
-            .clone()
-            .filter(|d| carries(&ctx, d) && d.is_dir())
-            .unwrap_or_else(|| workspace.to_owned());
-        let marker = uuid::Uuid::new_v4().simple().to_string();
-        let _ = std::fs::create_dir_all(&*ctx.output_dir);
-        let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
-        let tmp = private_tmp(ctx.sandbox().call_tmp.as_deref().unwrap_or(&ctx.output_dir), &marker)?;
-        let cwd_file = tmp.join(".agentd-cwd");
-        let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
-        let profile = ctx.grant.sandbox_profile;
-        if profile == SandboxProfile::Off
-            && ctx.info.sandbox.network.gate().is_some_and(|g| g.allowed_domains.is_some())
-        {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(ToolError::new(
-                "this session limits the network to its sandbox.network.allowed_domains, and a command outside \
-                 the sandbox would not be held to that list, so it was not run; run it in the sandbox (without \
-                 dangerouslyDisableSandbox)",
-            ));
-        }
-
-        // What a confined command could leave for later: protected paths
-        // that do not exist get placeholders bound read-only for the call
-        // (its job's, in the background), and settings it creates where
-        // the scan found none are moved aside at the end — in every mode,
-        // bypass included (bypass is for this session's calls, not for the
-        // sessions that would obey the settings).
-        let roots = sandbox_roots(&ctx);
-        // In a worktree the repository's objects are read-only: new ones go
-        // to the worktree's staging directory, taken in at the end.
-        let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(&ctx) } else { None };
-        // A foreground call that may write runs with its roots behind a
-        // copy-on-write layer: what it changes is judged and applied when it
-        // ends, and nothing of the workspace is examined before (issue 48).
-        // Background jobs write through, behind the older wall.
-        let layers = if effects::layered(&ctx, profile, input.run_in_background, staging.is_some()) {
-            Some(effects::prepare(&ctx, &roots, &marker).map_err(|e| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                ToolError::new(e)
-            })?)
-        } else {
-            None
-        };
-        // Under `auto_allow: "effects"` a command with no layer (a job, a
-        // worktree's) would write the workspace as it goes: it asks first.
-        if ctx.grant.effects && layers.is_none() {
-            let asked = match ctx.services.get::<crate::tool::context::CallLine>() {
-                None => Err("nobody can be asked".to_owned()),
-                Some(line) => {
-                    line.ask(crate::tool::MidCallAsk {
-                        reason: format!(
-                            "run `{}`: it writes the workspace as it goes (a background job, or no layer here), so \
-                             what it changes cannot wait for approval",
-                            one_line(&input.command, 80)
-                        ),
-                        suggestions: Vec::new(),
-                        input: serde_json::json!({ "command": input.command, "description": input.description }),
-                        kind: "command",
-                        host: None,
-                        port: None,
-                        changes: Vec::new(),
-                        diff: None,
-                    })
-                    .await
-                }
-            };
-            if let Err(why) = asked {
-                let _ = std::fs::remove_dir_all(&tmp);
-                return Err(ToolError::new(format!("permission denied: {why}")));
-            }
-        }
-        let guard = (profile == SandboxProfile::WorkspaceWrite && layers.is_none())
-            .then(|| {
-                let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders)?;
-                Ok(match staging.clone() {
-                    Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
-                    None => guard,
-                })
-            })
-            .transpose()
-            .map_err(|e: String| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                ToolError::new(e)
-            })?;
-        let script = match &staging {
-            Some((staging, main, _)) => format!(
-                "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
-                quote(staging),
-                quote(main)
-            ),
-            None => script,
-        };
         if input.run_in_background {
-            let (launch, _gate) =
-                launch(&ctx, &self.0, &input, &marker, &tmp, false, Wall { guard: guard.as_ref(), layers: None })
-                    .inspect_err(|_| {
-                        let _ = std::fs::remove_dir_all(&tmp);
-                    })?;
-            let job = ctx
-                .need::<process::jobs::JobTable>()?
-                .start(
-                    &input.command,
-                    &script,
-                    &cwd,
-                    process::jobs::JobRun {
-                        marker: &marker,
-                        output_file: Some(&log_file),
-                        launch,
-                        env: &ctx.info.env,
-                        tmp: Some(tmp.clone()),
-                        limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
-                        at_end: job_end(guard),
-                    },
-                )
-                .map_err(|e| {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    ToolError::new(format!("cannot start bash: {e}"))
-                })?;
-            return Ok(ToolOutput::new(BashResult {
-                exit_code: None,
-                killed: None,
-                output: String::new(),
-                elided_chars: 0,
-                // The job's file, made as it started (none only when it
-                // could not be written).
-                output_file: job.output_file.clone(),
-                note: None,
-                stale_reads: Vec::new(),
-                stale_read_hint: None,
-                output_bytes: 0,
-                ended_leftovers: 0,
-                cwd: None,
-                cwd_reset: false,
-                reset_to: None,
-                job_id: Some(job.id.clone()),
-                timed_out_after_ms: None,
-                duration_ms: 0,
-                timeout_ms: input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS),
-                sandbox: profile,
-                network: network_of(&ctx, profile),
-                network_refused: Vec::new(),
-                quarantined: Vec::new(),
-                unexamined: Vec::new(),
-                objects_refused: Vec::new(),
-                walls_missing: walls_missing(&ctx, profile),
-                layered: false,
-                effects: effects::Effects::default(),
-            }));
+            let job = self.start_job(&input, &ctx, None).await?;
+            let timeout_ms = input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS);
+            return Ok(ToolOutput::new(BashResult::started(job.id.clone(), job.output_file.clone(), timeout_ms, &ctx)));
         }
+        let Ready { cwd, marker, log_file, tmp, cwd_file, script, profile, roots, layers, guard } =
+            self.ready(&input, &ctx).await?;
 
         // A command that only reads changes no file: its call pays no stat
         // (and a sibling's Edit meanwhile is not blamed on it), as Claude
@@ -668,6 +523,161 @@ impl Tool for Bash {
     fn render_error(&self, input: &BashInput, error: &ToolError) -> String {
         let last = error.message.lines().rev().find(|l| l.starts_with('[')).unwrap_or("failed");
         format!("{}: {last}", self.render_use(input))
+    }
+}
+
+/// What a call made ready before its command starts.
+struct Ready {
+    cwd: PathBuf,
+    marker: String,
+    log_file: PathBuf,
+    tmp: PathBuf,
+    cwd_file: PathBuf,
+    script: String,
+    profile: SandboxProfile,
+    roots: Vec<PathBuf>,
+    layers: Option<crate::sandbox::layer::CallLayers>,
+    guard: Option<crate::sandbox::CallGuard>,
+}
+
+impl Bash {
+    /// Starts `input`'s command as a background job of the session (Bash's
+    /// `run_in_background`, or a Monitor's command with its `watcher`),
+    /// confined as the call's grant says.
+    pub(crate) async fn start_job(
+        &self,
+        input: &BashInput,
+        ctx: &ToolContext,
+        watcher: Option<std::sync::Arc<dyn process::jobs::Watcher>>,
+    ) -> Result<std::sync::Arc<process::jobs::Job>, ToolError> {
+        let Ready { cwd, marker, log_file, tmp, script, guard, .. } = self.ready(input, ctx).await?;
+        let (launch, _gate) =
+            launch(ctx, &self.0, input, &marker, &tmp, false, Wall { guard: guard.as_ref(), layers: None })
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                })?;
+        ctx.need::<process::jobs::JobTable>()?
+            .start(
+                &input.command,
+                &script,
+                &cwd,
+                process::jobs::JobRun {
+                    marker: &marker,
+                    output_file: Some(&log_file),
+                    launch,
+                    env: &ctx.info.env,
+                    tmp: Some(tmp.clone()),
+                    limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
+                    at_end: job_end(guard),
+                    watcher,
+                },
+            )
+            .map_err(|e| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                ToolError::new(format!("cannot start bash: {e}"))
+            })
+    }
+
+    /// Makes ready what a call's command needs: its directory, private
+    /// temp directory and output file, the walls of its profile (a layer
+    /// or the older guard), and the script that runs it.
+    async fn ready(&self, input: &BashInput, ctx: &ToolContext) -> Result<Ready, ToolError> {
+        let cwd = ctx
+            .session
+            .shell_cwd
+            .clone()
+            .filter(|d| carries(ctx, d) && d.is_dir())
+            .unwrap_or_else(|| ctx.cwd.to_path_buf());
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let _ = std::fs::create_dir_all(&*ctx.output_dir);
+        let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
+        let tmp = private_tmp(ctx.sandbox().call_tmp.as_deref().unwrap_or(&ctx.output_dir), &marker)?;
+        let cwd_file = tmp.join(".agentd-cwd");
+        let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
+        let profile = ctx.grant.sandbox_profile;
+        if profile == SandboxProfile::Off
+            && ctx.info.sandbox.network.gate().is_some_and(|g| g.allowed_domains.is_some())
+        {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(ToolError::new(
+                "this session limits the network to its sandbox.network.allowed_domains, and a command outside \
+                 the sandbox would not be held to that list, so it was not run; run it in the sandbox (without \
+                 dangerouslyDisableSandbox)",
+            ));
+        }
+
+        // What a confined command could leave for later: protected paths
+        // that do not exist get placeholders bound read-only for the call
+        // (its job's, in the background), and settings it creates where
+        // the scan found none are moved aside at the end — in every mode,
+        // bypass included (bypass is for this session's calls, not for the
+        // sessions that would obey the settings).
+        let roots = sandbox_roots(ctx);
+        // In a worktree the repository's objects are read-only: new ones go
+        // to the worktree's staging directory, taken in at the end.
+        let staging = if profile == SandboxProfile::WorkspaceWrite { object_staging(ctx) } else { None };
+        // A foreground call that may write runs with its roots behind a
+        // copy-on-write layer: what it changes is judged and applied when it
+        // ends, and nothing of the workspace is examined before (issue 48).
+        // Background jobs write through, behind the older wall.
+        let layers = if effects::layered(ctx, profile, input.run_in_background, staging.is_some()) {
+            Some(effects::prepare(ctx, &roots, &marker).map_err(|e| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                ToolError::new(e)
+            })?)
+        } else {
+            None
+        };
+        // Under `auto_allow: "effects"` a command with no layer (a job, a
+        // worktree's) would write the workspace as it goes: it asks first.
+        if ctx.grant.effects && layers.is_none() {
+            let asked = match ctx.services.get::<crate::tool::context::CallLine>() {
+                None => Err("nobody can be asked".to_owned()),
+                Some(line) => {
+                    line.ask(crate::tool::MidCallAsk {
+                        reason: format!(
+                            "run `{}`: it writes the workspace as it goes (a background job, or no layer here), so \
+                             what it changes cannot wait for approval",
+                            one_line(&input.command, 80)
+                        ),
+                        suggestions: Vec::new(),
+                        input: serde_json::json!({ "command": input.command, "description": input.description }),
+                        kind: "command",
+                        host: None,
+                        port: None,
+                        changes: Vec::new(),
+                        diff: None,
+                    })
+                    .await
+                }
+            };
+            if let Err(why) = asked {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(ToolError::new(format!("permission denied: {why}")));
+            }
+        }
+        let guard = (profile == SandboxProfile::WorkspaceWrite && layers.is_none())
+            .then(|| {
+                let guard = crate::sandbox::CallGuard::new(&roots, &ctx.sandbox().placeholders)?;
+                Ok(match staging.clone() {
+                    Some((staging, main, sha256)) => guard.with_objects(staging, main, sha256),
+                    None => guard,
+                })
+            })
+            .transpose()
+            .map_err(|e: String| {
+                let _ = std::fs::remove_dir_all(&tmp);
+                ToolError::new(e)
+            })?;
+        let script = match &staging {
+            Some((staging, main, _)) => format!(
+                "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
+                quote(staging),
+                quote(main)
+            ),
+            None => script,
+        };
+        Ok(Ready { cwd, marker, log_file, tmp, cwd_file, script, profile, roots, layers, guard })
     }
 }
 

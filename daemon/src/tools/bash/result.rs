@@ -176,6 +176,48 @@ pub(super) fn moved_result(
     }
 }
 
+impl BashResult {
+    /// A background job's start (`run_in_background`): its id and the file
+    /// its output goes to (made as it started; none only when it could not
+    /// be written).
+    pub(super) fn started(
+        job_id: String,
+        output_file: Option<std::path::PathBuf>,
+        timeout_ms: u64,
+        ctx: &ToolContext,
+    ) -> BashResult {
+        let profile = ctx.grant.sandbox_profile;
+        BashResult {
+            exit_code: None,
+            killed: None,
+            output: String::new(),
+            elided_chars: 0,
+            output_file,
+            note: None,
+            stale_reads: Vec::new(),
+            stale_read_hint: None,
+            output_bytes: 0,
+            ended_leftovers: 0,
+            cwd: None,
+            cwd_reset: false,
+            reset_to: None,
+            job_id: Some(job_id),
+            timed_out_after_ms: None,
+            duration_ms: 0,
+            timeout_ms,
+            sandbox: profile,
+            network: network_of(ctx, profile),
+            network_refused: Vec::new(),
+            quarantined: Vec::new(),
+            unexamined: Vec::new(),
+            objects_refused: Vec::new(),
+            walls_missing: walls_missing(ctx, profile),
+            layered: false,
+            effects: super::effects::Effects::default(),
+        }
+    }
+}
+
 /// The text the model reads: the output, then bracketed notes.
 pub(super) fn result_text(r: &BashResult) -> String {
     let mut text = r.output.clone();
