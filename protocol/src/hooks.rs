@@ -28,11 +28,17 @@ pub enum HookEvent {
     SubagentStart,
     /// When a sub-agent's answer comes back.
     SubagentStop,
+    /// When TaskCreate makes a task: exit code 2 prevents it.
+    TaskCreated,
+    /// When TaskUpdate marks a task completed: exit code 2 prevents it.
+    TaskCompleted,
+    /// When the session's shell directory moved (a Bash `cd` that carries).
+    CwdChanged,
 }
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 9] = [
+    pub const ALL: [HookEvent; 12] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -42,6 +48,9 @@ impl HookEvent {
         HookEvent::SessionEnd,
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
+        HookEvent::TaskCreated,
+        HookEvent::TaskCompleted,
+        HookEvent::CwdChanged,
     ];
 
     /// The name as settings files and `hook_event_name` spell it.
@@ -56,7 +65,22 @@ impl HookEvent {
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::SubagentStart => "SubagentStart",
             HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::TaskCreated => "TaskCreated",
+            HookEvent::TaskCompleted => "TaskCompleted",
+            HookEvent::CwdChanged => "CwdChanged",
         }
+    }
+
+    /// Whether the event is about one tool call (its input has
+    /// `tool_name` and `tool_input`; a hook's `if` can be checked).
+    pub fn is_about_a_call(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::PermissionRequest
+        )
     }
 
     /// The event named `name`, if agentd runs it.

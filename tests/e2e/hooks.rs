@@ -716,3 +716,157 @@ async fn a_session_on_home_runs_the_users_imported_claude_hooks() {
         assert!(marker.exists(), "the user's imported hook ran in a session on {}", cwd.display());
     }
 }
+
+/// Claude Code 2.1.332's `if`: a permission rule the call must match for
+/// the hook to run (a guard for `rm` does not start for every command);
+/// a part of a compound command is enough, wrappers are seen through.
+#[tokio::test]
+async fn a_hooks_if_runs_it_only_for_the_calls_its_rule_matches() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let log = dir.path().join("ran.log");
+    let guard = script(
+        dir.path(),
+        "guard.sh",
+        &format!("cat >/dev/null; echo ran >> {}; echo 'no rm' >&2; exit 2", log.display()),
+    );
+    let entry = json!({ "PreToolUse": [{ "matcher": "Bash", "hooks": [
+        { "type": "command", "command": guard, "if": "Bash(rm:*)" }
+    ] }] });
+    let mut s = session(&d, json!({ "hooks": entry, "mode": "bypass" })).await;
+    std::fs::write(d.dir.path().join("keep.txt"), "k").unwrap();
+    let turn = s.submit_ended(vec![tool_use("e", "Bash", json!({ "command": "echo fine" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    assert_eq!(results(&events)[0]["is_error"], false, "{events:#?}");
+    assert!(!log.exists(), "the hook did not start for echo");
+    for (id, command) in [("r1", "rm keep.txt"), ("r2", "echo a; rm keep.txt"), ("r3", "env rm keep.txt")] {
+        let turn = s.submit_ended(vec![tool_use(id, "Bash", json!({ "command": command }))]).await;
+        let events = turn_events(&mut s, &turn).await;
+        let r = &results(&events)[0];
+        assert!(r["is_error"] == true && text(r).contains("no rm"), "{command}: {r}");
+    }
+    assert!(d.dir.path().join("keep.txt").exists());
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 3);
+    // A path rule on Edit, relative to the workspace.
+    let entry = json!({ "PreToolUse": [{ "hooks": [
+        { "type": "command", "command": guard, "if": "Edit(src/**)" }
+    ] }] });
+    let mut s = session(&d, json!({ "hooks": entry, "mode": "bypass" })).await;
+    let write =
+        |id: &str, path: &str| tool_use(id, "Write", json!({ "file_path": d.dir.path().join(path), "content": "x" }));
+    let turn = s.submit_ended(vec![write("w1", "notes.txt")]).await;
+    assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], false);
+    let turn = s.submit_ended(vec![write("w2", "src/lib.rs")]).await;
+    assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], true);
+    // A bad rule is reported, and that hook never runs.
+    let entry = json!({ "PreToolUse": [{ "hooks": [{ "type": "command", "command": guard, "if": "Bash(:*)" }] }] });
+    let mut c = d.raw().await;
+    let created = c.ok("session/create", json!({ "cwd": d.dir.path(), "hooks": entry })).await;
+    assert!(created["session"]["hook_errors"].to_string().contains("not a permission rule"), "{created}");
+}
+
+/// A `type: "http"` hook: the moment's JSON is POSTed; the answer is read
+/// as a command hook's stdout. A TaskCreated hook's block prevents the
+/// task; a PreToolUse `defer` keeps the call from running.
+#[tokio::test]
+async fn http_hooks_task_hooks_cwd_changed_and_defer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen_tx = seen_tx.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 8192];
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            let _ = seen_tx.send(text.clone());
+                            let answer = if body.contains("\"rm ") {
+                                r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"the http hook says no"}}"#
+                            } else {
+                                ""
+                            };
+                            let reply = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                                answer.len()
+                            );
+                            let _ = stream.write_all(reply.as_bytes()).await;
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let no_tasks = script(dir.path(), "no-tasks.sh", "cat >/dev/null; echo 'no new tasks on Fridays' >&2; exit 2");
+    let cwd_log = dir.path().join("cwd.log");
+    let cwd_hook = script(dir.path(), "cwd.sh", &format!("cat >> {}", cwd_log.display()));
+    let defer = script(
+        dir.path(),
+        "defer.sh",
+        r#"cat >/dev/null; echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"defer"}}'"#,
+    );
+    let entry = json!({
+        "PreToolUse": [
+            { "matcher": "Bash", "hooks": [{ "type": "http", "url": format!("http://127.0.0.1:{port}/hook"),
+                "headers": { "X-Team": "$TEAM", "X-Other": "$HOME" }, "allowedEnvVars": ["TEAM"] }] },
+            { "matcher": "Write", "hooks": [{ "type": "command", "command": defer }] }
+        ],
+        "TaskCreated": [{ "hooks": [{ "type": "command", "command": no_tasks }] }],
+        "CwdChanged": [{ "hooks": [{ "type": "command", "command": cwd_hook }] }]
+    });
+    let mut s = session(&d, json!({ "hooks": entry, "mode": "bypass", "env": { "TEAM": "core" } })).await;
+    std::fs::write(d.dir.path().join("keep.txt"), "k").unwrap();
+    let turn = s.submit_ended(vec![tool_use("r", "Bash", json!({ "command": "rm keep.txt" }))]).await;
+    let r = &results(&turn_events(&mut s, &turn).await)[0];
+    assert!(r["is_error"] == true && text(r).contains("the http hook says no"), "{r}");
+    assert!(d.dir.path().join("keep.txt").exists());
+    let posted = within("the POST", seen.recv()).await.unwrap();
+    assert!(posted.starts_with("POST /hook "), "{posted}");
+    assert!(
+        posted.contains("\"hook_event_name\":\"PreToolUse\"") && posted.contains("\"tool_name\":\"Bash\""),
+        "{posted}"
+    );
+    let lower = posted.to_ascii_lowercase();
+    assert!(lower.contains("x-team: core") && lower.contains("x-other: \r\n"), "only allowed variables: {posted}");
+    // An empty 2xx answer lets the call go on; the cd carries and the
+    // CwdChanged hook hears where.
+    std::fs::create_dir_all(d.dir.path().join("sub")).unwrap();
+    let turn = s.submit_ended(vec![tool_use("c", "Bash", json!({ "command": "cd sub" }))]).await;
+    assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], false);
+    let moved = std::fs::read_to_string(&cwd_log).unwrap();
+    assert!(moved.contains("\"hook_event_name\":\"CwdChanged\"") && moved.contains("/sub\""), "{moved}");
+    // TaskCreated's exit code 2 prevents the task.
+    let turn = s.submit_ended(vec![tool_use("t", "TaskCreate", json!({ "subject": "s", "description": "d" }))]).await;
+    let r = &results(&turn_events(&mut s, &turn).await)[0];
+    assert!(r["is_error"] == true && text(r).contains("no new tasks on Fridays"), "{r}");
+    let list = s.c.tool(&s.id, "TaskList", json!({})).await;
+    assert!(!text(&list).contains("#1"), "{list}");
+    // defer: not run.
+    let turn = s
+        .submit_ended(vec![tool_use("w", "Write", json!({ "file_path": d.dir.path().join("w.txt"), "content": "x" }))])
+        .await;
+    let events = turn_events(&mut s, &turn).await;
+    let r = results(&events).into_iter().find(|r| r["tool_use_id"] == "w").unwrap();
+    assert!(r["is_error"] == true && text(&r).contains("deferred"), "{r}");
+    assert!(!d.dir.path().join("w.txt").exists());
+}

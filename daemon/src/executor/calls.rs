@@ -54,6 +54,7 @@ impl SessionExecutor {
         services.provide(self.services.sandbox.clone());
         services.provide(self.services.plan_file.clone());
         services.provide(self.services.pending_writes.clone());
+        services.provide(self.services.hooks.clone());
         ToolContext {
             session_id: self.session_id.clone(),
             cwd,

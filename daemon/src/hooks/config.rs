@@ -81,11 +81,27 @@ impl Matcher {
 const ALIASES: &[(&str, &str)] =
     &[("Task", "Agent"), ("TaskStop", "KillShell"), ("TaskStop", "KillBash"), ("Brief", "SendUserMessage")];
 
-/// One `type: "command"` hook.
+/// Where a `type: "http"` hook posts the moment's JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTarget {
+    /// The URL (http or https).
+    pub url: String,
+    /// Headers to send; `$VAR` and `${VAR}` in a value are replaced by the
+    /// variable when `allowedEnvVars` names it (and it is no credential),
+    /// by nothing otherwise.
+    pub headers: Vec<(String, String)>,
+    /// `allowedEnvVars`.
+    pub allowed_env: Vec<String>,
+}
+
+/// One hook: `type: "command"` (a program) or `type: "http"` (a POST).
 #[derive(Clone)]
 pub struct CommandHook {
-    /// The shell command line (with `args`: the program).
+    /// The shell command line (with `args`: the program; an http hook's
+    /// URL, for the events that name it).
     pub command: String,
+    /// `type: "http"`: where it posts instead of running a program.
+    pub http: Option<HttpTarget>,
     /// `args`: the program is run with these, no shell.
     pub args: Option<Vec<String>>,
     /// `shell: "bash"`: `bash -c` instead of `sh -c`.
@@ -102,6 +118,10 @@ pub struct CommandHook {
     pub background: bool,
     /// `once: true`: runs the first time it matches only.
     pub once: bool,
+    /// `if`: a permission rule (`Bash(git *)`) the call must match for the
+    /// hook to run — on tool events only; on others the hook is skipped,
+    /// as in Claude Code 2.1.332.
+    pub condition: Option<String>,
     /// Where it was read from (a file's path, or `session`).
     pub source: Arc<str>,
 }
@@ -119,8 +139,8 @@ impl CommandHook {
     /// [`CommandHook::same_as`]'s key.
     pub fn key(&self) -> String {
         format!(
-            "{}\0{:?}\0{}\0{}\0{}\0{}",
-            self.command, self.args, self.bash, self.background, self.fail_closed, self.once
+            "{}\0{:?}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
+            self.command, self.args, self.bash, self.background, self.fail_closed, self.once, self.condition, self.http
         )
     }
 }
@@ -259,17 +279,20 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     let Some(map) = entry.as_object() else {
         return Err(format!("must be an object, got {}", agentd_protocol::json_kind(entry)));
     };
-    match map.get("type").and_then(Value::as_str) {
-        Some("command") => {}
+    let http = match map.get("type").and_then(Value::as_str) {
+        Some("command") => None,
+        Some("http") => Some(http_target(map)?),
         Some(other) => {
             return Err(format!(
-                "type {other:?} is not run by agentd (only \"command\" hooks run: a prompt or agent hook needs a model)"
+                "type {other:?} is not run by agentd (\"command\" and \"http\" hooks run: a prompt or agent hook \
+                 needs a model, and mcp_tool hooks are not supported yet)"
             ));
         }
-        None => return Err("type must be \"command\"".into()),
-    }
-    let command = match map.get("command") {
-        Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+        None => return Err("type must be \"command\" or \"http\"".into()),
+    };
+    let command = match (&http, map.get("command")) {
+        (Some(target), _) => target.url.clone(),
+        (None, Some(Value::String(c))) if !c.trim().is_empty() => c.clone(),
         _ => return Err("command must be a non-empty string".into()),
     };
     let (timeout, timeout_set) = match map.get("timeout") {
@@ -293,11 +316,18 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         Some("bash") => true,
         Some(other) => return Err(format!("shell {other:?} is not run by agentd (only bash and sh)")),
     };
-    if map.get("if").is_some_and(|v| !v.is_null()) {
-        // Running it on every match would run an automation where it was
-        // not meant to; skipping a guard quietly is worse: it is reported.
-        return Err("\"if\" conditions are not supported by agentd yet; this hook does not run".into());
-    }
+    let condition = match map.get("if") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(rule)) => {
+            // Checked now (an error is reported, the hook not run), read
+            // again where the session's workspace is known.
+            let origin = crate::permission::rules::Origin::session("hook if", Path::new("/"));
+            crate::permission::rules::parse(rule, crate::permission::rules::RuleKind::Allow, &origin, 0)
+                .map_err(|e| format!("if {rule:?} is not a permission rule: {}", e.message))?;
+            Some(rule.clone())
+        }
+        Some(other) => return Err(format!("if must be a permission rule, got {}", agentd_protocol::json_kind(other))),
+    };
     let flag = |key: &str| map.get(key).and_then(Value::as_bool) == Some(true);
     let fail_closed = match map.get("onFailure").and_then(Value::as_str) {
         None | Some("continue") => false,
@@ -306,6 +336,7 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     };
     Ok(CommandHook {
         command,
+        http,
         args,
         bash,
         timeout: Duration::from_secs(timeout),
@@ -313,8 +344,42 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         fail_closed,
         background: flag("async") || flag("asyncRewake"),
         once: flag("once"),
+        condition,
         source: source.clone(),
     })
+}
+
+/// An http hook's target, from its entry.
+fn http_target(map: &serde_json::Map<String, Value>) -> Result<HttpTarget, String> {
+    let url = match map.get("url") {
+        Some(Value::String(u)) => u.trim().to_owned(),
+        _ => return Err("an http hook needs a url".into()),
+    };
+    match url::Url::parse(&url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+        _ => return Err(format!("url {url:?} is not an http(s) URL")),
+    }
+    let headers = match map.get("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(h)) => h
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(v) if http::HeaderName::try_from(k.as_str()).is_ok() => Ok((k.clone(), v.clone())),
+                _ => Err(format!("header {k:?} must be a header name with a string value")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(format!("headers must be an object, got {}", agentd_protocol::json_kind(other))),
+    };
+    let allowed_env = match map.get("allowedEnvVars") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
+            a.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+        }
+        Some(other) => {
+            return Err(format!("allowedEnvVars must be an array of names, got {}", agentd_protocol::json_kind(other)));
+        }
+    };
+    Ok(HttpTarget { url, headers, allowed_env })
 }
 
 /// A settings file, read by the caller, and whether it is the workspace's

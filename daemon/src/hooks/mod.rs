@@ -124,8 +124,13 @@ async fn command(
     ledger: &Arc<crate::process::Ledger>,
     cancel: &CancellationToken,
 ) -> output::HookResult {
-    let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash, ledger };
-    let ran = run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await;
+    let ran = match &hook.http {
+        Some(target) => run::post(target, input, hook.timeout, env, cancel).await,
+        None => {
+            let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash, ledger };
+            run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await
+        }
+    };
     // An `async` hook's failure blocks nothing: nobody waits for it.
     output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
 }
@@ -379,6 +384,9 @@ impl Hooks {
         let bytes = if commands.is_empty() { Vec::new() } else { serde_json::to_vec(&input).unwrap_or_default() };
         let mut runs: Vec<futures_util::future::BoxFuture<'_, output::HookResult>> = Vec::new();
         for mut hook in commands {
+            if hook.condition.as_deref().is_some_and(|rule| !self.condition_holds(event, rule, &input)) {
+                continue;
+            }
             if hook.once && !self.first_time(&hook) {
                 continue;
             }
@@ -418,6 +426,42 @@ impl Hooks {
         }
         let results = futures_util::future::join_all(runs).await;
         Combined::of(event, results)
+    }
+
+    /// Runs the hooks of a moment a tool makes happen (TaskCreated,
+    /// TaskCompleted, CwdChanged) with `input`, for the call `ctx` is of;
+    /// `Err` holds why one blocked it (exit code 2 or `decision:
+    /// "block"`), for the model. Nothing runs (and no time is spent) when
+    /// no hook wants the moment.
+    pub async fn moment(ctx: &crate::tool::ToolContext, event: HookEvent, input: Value) -> Result<(), String> {
+        let Some(hooks) = ctx.services.get::<Hooks>() else { return Ok(()) };
+        if !hooks.wants(event, "") {
+            return Ok(());
+        }
+        let about = About { turn_id: None, tool_use_id: None, tool_name: None };
+        let said = hooks.run(event, "", input, &about, &ctx.cancel, Completions::Pushed).await;
+        if said.blocks.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} hook: {}", event.as_str(), said.blocks.join("; ")))
+        }
+    }
+
+    /// Whether a hook's `if` lets it run for this call: the call's tool and
+    /// input (as the model sent them) match the rule, read with the
+    /// session's workspace for relative paths. Only tool events have a
+    /// call to match; on the others the hook does not run.
+    fn condition_holds(&self, event: HookEvent, rule: &str, input: &Value) -> bool {
+        if !event.is_about_a_call() {
+            return false;
+        }
+        let origin = crate::permission::rules::Origin::session("hook if", &self.cwd);
+        let Ok(rule) = crate::permission::rules::parse(rule, crate::permission::rules::RuleKind::Allow, &origin, 0)
+        else {
+            return false;
+        };
+        let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or_default();
+        rule.covers_input(tool, input.get("tool_input").unwrap_or(&Value::Null))
     }
 
     /// `run` with its `hook/started` (when `announce`) and `hook/completed`

@@ -161,6 +161,9 @@ fn blocking_decision(event: HookEvent) -> Option<Decision> {
         // prompt; its documentation says it denies, and agentd fails closed.
         HookEvent::PreToolUse | HookEvent::PermissionRequest => Some(Decision::Deny),
         HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => Some(Decision::Block),
+        // Claude Code 2.1.332: "show stderr to model and prevent task
+        // creation" (completion).
+        HookEvent::TaskCreated | HookEvent::TaskCompleted => Some(Decision::Block),
         _ => None,
     }
 }
@@ -270,10 +273,20 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
                 Some("allow") => Some(Decision::Allow),
                 Some("deny") => Some(Decision::Deny),
                 Some("ask") => Some(Decision::Ask),
+                // Claude Code 2.1.332 ends a print-mode turn on it and runs
+                // the call on resume; here the call is not run and the
+                // model is told to call it again (fails closed).
+                Some("defer") => {
+                    result.decision = Some(Decision::Deny);
+                    result.message = Some(
+                        "a PreToolUse hook deferred this call: it did not run; make the call again when ready".into(),
+                    );
+                    return result;
+                }
                 Some(other) => {
                     return HookResult::ended(
                         Outcome::Error,
-                        Some(format!("permissionDecision must be allow, deny or ask, got {other:?}")),
+                        Some(format!("permissionDecision must be allow, deny, ask or defer, got {other:?}")),
                     );
                 }
                 None => None,
@@ -306,7 +319,11 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
                 None => {}
             }
         }
-        HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => {
+        HookEvent::PostToolUse
+        | HookEvent::PostToolUseFailure
+        | HookEvent::SubagentStop
+        | HookEvent::TaskCreated
+        | HookEvent::TaskCompleted => {
             if legacy == Some("block") {
                 result.decision = Some(Decision::Block);
                 result.message = Some(reason.unwrap_or_else(|| "(no reason given)".into()));

@@ -250,3 +250,116 @@ mod tests {
         false
     }
 }
+
+/// Posts `input` (JSON) to an http hook's URL and reads its answer as a
+/// command hook's stdout: a 2xx answer's body (empty is `{}`), else a
+/// non-blocking error naming the status. No redirects; within `timeout`.
+///
+/// # Cancellation safety
+/// Dropping the future drops the request.
+pub async fn post(
+    target: &super::config::HttpTarget,
+    input: &[u8],
+    timeout: Duration,
+    session_env: &std::collections::BTreeMap<String, String>,
+    cancel: &CancellationToken,
+) -> Ran {
+    crate::web::install_tls_provider();
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(timeout)
+        .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION"), " (hook)"))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return Ran { failed: Some(format!("cannot make the HTTP client: {e}")), ..Ran::default() },
+    };
+    let mut request = client.post(&target.url).header("Content-Type", "application/json").body(input.to_vec());
+    for (name, value) in &target.headers {
+        if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding") {
+            continue;
+        }
+        request = request.header(name, interpolate(value, &target.allowed_env, session_env));
+    }
+    let answer = async {
+        let response = request.send().await.map_err(|e| crate::web::describe(&e))?;
+        let status = response.status();
+        let body = crate::web::body(response, cancel).await?;
+        Ok::<_, String>((status, body))
+    };
+    let result = tokio::select! {
+        r = answer => r,
+        _ = cancel.cancelled() => return Ran { cancelled: true, ..Ran::default() },
+    };
+    match result {
+        Ok((status, body)) if status.is_success() => {
+            let cut = body.len() > MAX_STDOUT;
+            let kept = &body[..body.len().min(MAX_STDOUT)];
+            Ran { code: Some(0), stdout: String::from_utf8_lossy(kept).into_owned(), cut, ..Ran::default() }
+        }
+        Ok((status, _)) => Ran { code: Some(1), stderr: format!("the hook's URL answered {status}"), ..Ran::default() },
+        Err(e) if e.contains("timed out") => Ran { timed_out: true, ..Ran::default() },
+        Err(e) => Ran { failed: Some(e), ..Ran::default() },
+    }
+}
+
+/// `$VAR` and `${VAR}` in `value` replaced: by the variable (the session's
+/// command environment first, then the daemon's) when `allowed` names it
+/// and it is not the model's or agentd's own credential, by nothing
+/// otherwise (as Claude Code 2.1.332 leaves them).
+fn interpolate(value: &str, allowed: &[String], session_env: &std::collections::BTreeMap<String, String>) -> String {
+    let own = |name: &str| {
+        name.starts_with("AGENTD_")
+            || ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"].contains(&name)
+    };
+    let lookup = |name: &str| -> String {
+        if !allowed.iter().any(|a| a == name) || own(name) {
+            return String::new();
+        }
+        session_env.get(name).cloned().or_else(|| std::env::var(name).ok()).unwrap_or_default()
+    };
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, skip) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            }
+        } else {
+            let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+            (&after[..end], end)
+        };
+        if name.is_empty() {
+            out.push('$');
+            rest = after;
+        } else {
+            out.push_str(&lookup(name));
+            rest = &after[skip..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod http_tests {
+    use super::*;
+
+    #[test]
+    fn headers_take_only_the_variables_allowed() {
+        let env: std::collections::BTreeMap<String, String> =
+            [("TEAM".to_owned(), "core".to_owned()), ("OTHER".to_owned(), "x".to_owned())].into();
+        let allowed = vec!["TEAM".to_owned()];
+        assert_eq!(interpolate("team=$TEAM other=${OTHER}!", &allowed, &env), "team=core other=!");
+        assert_eq!(interpolate("${TEAM}-$", &allowed, &env), "core-$");
+        assert_eq!(interpolate("cost $5", &allowed, &env), "cost ");
+        let own = vec!["ANTHROPIC_API_KEY".to_owned()];
+        let env: std::collections::BTreeMap<String, String> =
+            [("ANTHROPIC_API_KEY".to_owned(), "sk".to_owned())].into();
+        assert_eq!(interpolate("Bearer $ANTHROPIC_API_KEY", &own, &env), "Bearer ", "never the model's key");
+    }
+}

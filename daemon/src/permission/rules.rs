@@ -414,6 +414,28 @@ impl Rule {
         }
     }
 
+    /// Whether this rule covers a call of `tool` whose input, as the model
+    /// sent it, is `input` (a hook's `if`): its command, the path it names
+    /// (relative to the rule's `cwd`), its URL's host or its agent type,
+    /// by what the rule's specifier is about. A rule that covers a part of
+    /// a compound command covers the call (a guard runs for it).
+    pub fn covers_input(&self, tool: &str, input: &serde_json::Value) -> bool {
+        let text = |keys: &[&str]| keys.iter().find_map(|k| input.get(*k).and_then(serde_json::Value::as_str));
+        let facts = match &self.spec {
+            Spec::BashExact(_) | Spec::BashWildcard(_) => text(&["command"]).map(|c| Facts::Bash(c.to_owned())),
+            Spec::Path(_) => text(&["file_path", "notebook_path", "path"]).map(|p| {
+                let p = Path::new(p);
+                Facts::Path(lexical(&if p.is_absolute() { p.to_owned() } else { self.origin.cwd.join(p) }))
+            }),
+            Spec::Domain(_) => text(&["url"])
+                .and_then(|u| url::Url::parse(u.trim()).ok())
+                .and_then(|u| u.host_str().map(|h| Facts::Domain(h.to_owned()))),
+            Spec::Name(_) => text(&["subagent_type", "skill"]).map(|n| Facts::Name(n.trim().to_owned())),
+            Spec::Any | Spec::Param { .. } => Some(Facts::Other),
+        };
+        facts.is_some_and(|f| self.matches_call(tool, &f, Some(input)) != Match::No)
+    }
+
     /// Whether this Bash rule matches one command text.
     fn covers(&self, text: &str) -> bool {
         match &self.spec {
@@ -964,4 +986,19 @@ pub fn stricter<'a>(a: Option<&'a Rule>, b: Option<&'a Rule>) -> Option<&'a Rule
         (Some(a), Some(b)) => Some(if rank(b) < rank(a) { b } else { a }),
         (a, b) => a.or(b),
     }
+}
+
+/// `path` with `.` and `..` taken out, without touching the file system.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }

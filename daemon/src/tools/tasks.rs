@@ -280,6 +280,9 @@ impl Tool for TaskCreate {
             blocked_by: Vec::new(),
             metadata: input.metadata.unwrap_or_default(),
         };
+        crate::hooks::Hooks::moment(&ctx, agentd_protocol::hooks::HookEvent::TaskCreated, task_hook_input(&task))
+            .await
+            .map_err(|why| ToolError::new(format!("the task was not created: {why}")))?;
         let message = format!("Task #{number} created: {}", task.subject);
         let kept = task.clone();
         let modifier = Box::new(move |s: &mut SessionContext| {
@@ -503,6 +506,12 @@ impl Tool for TaskUpdate {
         _p: ProgressSink,
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let new = updated(&ctx.session.tasks, &input).map_err(ToolError::new)?;
+        let was_done = |id: &str| ctx.session.tasks.iter().any(|t| t.id == id && t.status == TodoStatus::Completed);
+        if let Some(t) = new.as_ref().filter(|t| t.status == TodoStatus::Completed && !was_done(&t.id)) {
+            crate::hooks::Hooks::moment(&ctx, agentd_protocol::hooks::HookEvent::TaskCompleted, task_hook_input(t))
+                .await
+                .map_err(|why| ToolError::new(format!("the task was not marked completed: {why}")))?;
+        }
         let (message, tasks) = match &new {
             None => (format!("Task #{} deleted.", input.task_id.trim().trim_start_matches('#')), Vec::new()),
             Some(t) => (format!("Task #{} updated: {}", t.id, describe(t, false)), vec![t.clone()]),
@@ -522,6 +531,16 @@ impl Tool for TaskUpdate {
     fn render_result(&self, out: &TasksOutput) -> String {
         out.message.clone()
     }
+}
+
+/// What TaskCreated and TaskCompleted hooks get of a task (Claude Code
+/// 2.1.332's fields).
+fn task_hook_input(task: &TaskItem) -> serde_json::Value {
+    serde_json::json!({
+        "task_id": task.id,
+        "task_subject": task.subject,
+        "task_description": task.description,
+    })
 }
 
 #[cfg(test)]

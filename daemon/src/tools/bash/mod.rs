@@ -482,6 +482,11 @@ impl Tool for Bash {
             }
             return Err(ToolError::new(text));
         }
+        if let Some(dir) = kept_cwd.as_ref().filter(|d| **d != cwd) {
+            // Observed, not decided: the command has run.
+            let moved = serde_json::json!({ "old_cwd": cwd, "new_cwd": dir });
+            let _ = crate::hooks::Hooks::moment(&ctx, agentd_protocol::hooks::HookEvent::CwdChanged, moved).await;
+        }
         match kept_cwd {
             Some(dir) => Ok(ToolOutput::with_modifier(result, Box::new(move |s| s.shell_cwd = Some(dir)))),
             None => Ok(ToolOutput::new(result)),
