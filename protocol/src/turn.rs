@@ -426,13 +426,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         missed: bool,
     },
-    /// A watch of the session (its Monitor tool) saw something: a line its
-    /// command wrote to standard output, or a text frame of its WebSocket,
-    /// or it ended (`ended`). `text` is what the model is given, as Claude
-    /// Code 2.1.332 gives it; hand it to the model as it comes. Lines are
-    /// cut at 2,000 characters, and at most 10 events a second are sent
-    /// (a burst of 50 first): what is over is counted in `dropped` of the
-    /// next event and kept whole in the job's output file.
+    /// A watch of the session (its Monitor tool) saw something: lines its
+    /// command wrote to standard output (those within 200 ms are one
+    /// event), a frame of its WebSocket, or it ended (`ended`). `text` is
+    /// what the model is given, as Claude Code 2.1.332 gives it (a
+    /// `<task-notification>`; wrap it as the harness wraps notices). A line
+    /// is cut at 500 characters and an event at 3,000; a watch sends at
+    /// most 10 events at once and one more each 2 s: what comes meanwhile
+    /// is counted in the next event's `dropped` (and said in its text), and
+    /// a watch held back for 30 s is stopped. Everything is kept whole in
+    /// the job's output file.
     #[serde(rename = "monitor/event")]
     MonitorEvent {
         /// The watch's background task (what TaskStop takes).
@@ -441,7 +444,7 @@ pub enum EventKind {
         description: String,
         /// For the model.
         text: String,
-        /// Lines left out since the last event (over the rate).
+        /// Events left out since the last one sent (over the rate).
         #[serde(default, skip_serializing_if = "is_zero")]
         dropped: u64,
         /// Set on its last event: `exited`, `timed_out` or `stopped`.

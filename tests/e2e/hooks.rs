@@ -758,6 +758,20 @@ async fn a_hooks_if_runs_it_only_for_the_calls_its_rule_matches() {
     assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], false);
     let turn = s.submit_ended(vec![write("w2", "src/lib.rs")]).await;
     assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], true);
+    // Through a link to src: judged where it leads (review finding).
+    std::os::unix::fs::symlink(d.dir.path().join("src"), d.dir.path().join("link")).unwrap();
+    let turn = s.submit_ended(vec![write("w3", "link/c.rs")]).await;
+    assert_eq!(results(&turn_events(&mut s, &turn).await)[0]["is_error"], true);
+    assert!(!d.dir.path().join("src/c.rs").exists());
+    // A Bash guard runs for Monitor's commands too (its rule family).
+    let entry = json!({ "PreToolUse": [{ "matcher": "Bash", "hooks": [
+        { "type": "command", "command": guard, "if": "Bash(rm:*)" }
+    ] }] });
+    let mut s = session(&d, json!({ "hooks": entry, "mode": "bypass" })).await;
+    s.c.tool(&s.id, "ToolSearch", json!({ "query": "select:Monitor" })).await;
+    let r = s.c.tool(&s.id, "Monitor", json!({ "description": "d", "command": "rm -f keep.txt; echo gone" })).await;
+    assert!(r["is_error"] == true && text(&r).contains("no rm"), "{r}");
+    assert!(d.dir.path().join("keep.txt").exists());
     // A bad rule is reported, and that hook never runs.
     let entry = json!({ "PreToolUse": [{ "hooks": [{ "type": "command", "command": guard, "if": "Bash(:*)" }] }] });
     let mut c = d.raw().await;

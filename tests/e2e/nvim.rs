@@ -66,6 +66,7 @@ vim.wait(20000, function() return #notices > 0 end, 10)
 -- A schedule's firing (its minute is not waited for: the event as it comes).
 vim.notify = function(msg, level, opts) table.insert(notices, msg) end
 agentd.notice({ type = "cron/fired", cron_id = "c1", prompt = "standup\nand more", missed = true })
+agentd.notice({ type = "monitor/event", task_id = "job_1", description = "build", text = "<task-notification>\n<event>ERROR x\nmore</event>" })
 for _, n in ipairs(notices) do table.insert(out, "notice: " .. n) end
 for _, e in ipairs(errors) do table.insert(out, "error: " .. e) end
 vim.fn.writefile(out, os.getenv("OUT_FILE"))
@@ -110,4 +111,5 @@ fn the_neovim_plugin_runs_a_tool_call_and_shows_the_result() {
     assert!(!out.contains("error: "), "{out}");
     assert!(out.contains("notice: agentd: message from peer: hello from peer\n"), "{out}");
     assert!(out.contains("notice: agentd: schedule c1 (missed while the daemon was down): standup\n"), "{out}");
+    assert!(out.contains("notice: agentd: monitor job_1 (build): ERROR x\n"), "{out}");
 }

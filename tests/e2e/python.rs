@@ -91,7 +91,7 @@ with Agentd() as d:
         import time; time.sleep(0.05)
     assert not d.call("session/get", session_id=sid)["hooks"], "closed: the hook is gone"
     # Sessions that talk, schedules, one view of all work.
-    peer = d.create_session(os.getcwd(), name="py-peer")
+    peer = d.create_session(os.getcwd(), name="py-peer", mode="bypass")
     d.tool(sid, "SendMessage", to="py-peer", message="hello from python")
     d.tool(peer, "CronCreate", cron="0 9 * * *", prompt="standup")
     got = next(d.messages(peer))
@@ -102,6 +102,17 @@ with Agentd() as d:
     assert "py-peer" in names, names
     assert d.delete_schedule(peer, jobs[0]["cron_id"])["prompt"] == "standup"
     assert d.schedules(peer) == []
+    # A watch's events come with the rest of the session's traffic.
+    d.tool(peer, "ToolSearch", query="select:Monitor")
+    started = d.tool(peer, "Monitor", description="ticks", command="echo tick")
+    assert not started["is_error"], started
+    seen = []
+    for event in d.messages(peer):
+        if event["type"] == "monitor/event":
+            seen.append(event)
+            if event.get("ended"):
+                break
+    assert "<event>tick</event>" in seen[0]["text"] and seen[-1]["ended"] == "exited", seen
     print("ok", last_seq)
 "#;
 

@@ -14,7 +14,7 @@ async fn session(c: &mut RawConn, extra: Value) -> String {
 
 /// Built-in tools of every build (ToolSearch is listed only when deferring).
 /// The built-in tools deferred behind ToolSearch when deferral is on.
-const DEFERRED_BUILTIN: &[&str] = &["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage"];
+const DEFERRED_BUILTIN: &[&str] = &["CronCreate", "CronDelete", "CronList", "ListAgents", "Monitor", "SendMessage"];
 
 const BUILTIN: &[&str] = &[
     "AskUserQuestion",
@@ -33,6 +33,7 @@ const BUILTIN: &[&str] = &[
     "Glob",
     "Grep",
     "ListAgents",
+    "Monitor",
     "NotebookEdit",
     "Read",
     "SendMessage",
@@ -134,7 +135,7 @@ async fn session_options_drive_the_filter_pipeline() {
     assert_eq!(names(&list), sorted(&[&core[..], &listed[..], &["ToolSearch"]].concat()));
     assert_eq!(
         list["deferred"],
-        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage", "TestDeferred"])
+        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "Monitor", "SendMessage", "TestDeferred"])
     );
 }
 
@@ -148,7 +149,7 @@ fn sixty_external_tools_are_deferred_and_the_saving_is_reported() {
         let list = c.ok("tools/list", json!({ "session_id": deferred })).await;
         assert_api_ready(&list);
         let deferred_names = list["deferred"].as_array().unwrap();
-        assert_eq!(deferred_names.len(), 66, "60 external tools, TestDeferred and 5 built-ins");
+        assert_eq!(deferred_names.len(), 67, "60 external tools, TestDeferred and 6 built-ins");
         assert!(names(&list).contains(&"ToolSearch".to_owned()));
         assert!(!names(&list).iter().any(|n| n.starts_with("mcp__")));
 
@@ -219,7 +220,10 @@ async fn a_deferred_tool_must_be_loaded_with_tool_search_first() {
     let r = within("call", c.ok("tool/call", call)).await;
     assert_eq!((r["is_error"].clone(), r["content"][0]["text"].clone()), (json!(false), json!("TestDeferred ran")));
     let after = c.ok("tools/list", json!({ "session_id": sid })).await;
-    assert_eq!(after["deferred"], json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage"]));
+    assert_eq!(
+        after["deferred"],
+        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "Monitor", "SendMessage"])
+    );
     let (b, a) = (names(&before), names(&after));
     assert_eq!(a[..b.len()], b[..], "loaded tools are appended, the prefix stays");
     assert_eq!(a.last().unwrap(), "TestDeferred");
@@ -231,12 +235,12 @@ fn agentctl_tools_shows_definitions_deferred_names_and_tokens() {
     let (code, out, err) = agentctl(&d.socket, &["tools"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("TestEcho") && out.contains("ToolSearch"), "{out}");
-    assert!(out.contains("deferred (66, ~") && out.contains("mcp__synthetic__create_issue"), "{out}");
+    assert!(out.contains("deferred (67, ~") && out.contains("mcp__synthetic__create_issue"), "{out}");
     assert!(out.contains("tokens saved"), "{out}");
     let (code, out, _) = agentctl(&d.socket, &["--json", "tools"]);
     assert_eq!(code, 0);
     let list: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(list["deferred"].as_array().unwrap().len(), 66);
+    assert_eq!(list["deferred"].as_array().unwrap().len(), 67);
     // The temporary session agentctl opened is closed again.
     let (_, out, _) = agentctl(&d.socket, &["--json", "session", "list"]);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["sessions"], json!([]));

@@ -314,11 +314,14 @@ async fn invariant_8_context_modifiers_apply_when_results_are_yielded() {
     let list = s.c.ok("tools/list", json!({ "session_id": s.id })).await;
     assert_eq!(
         list["deferred"],
-        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage", "TestDeferred"])
+        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "Monitor", "SendMessage", "TestDeferred"])
     );
     s.events.until_turn_done(&turn).await;
     let list = s.c.ok("tools/list", json!({ "session_id": s.id })).await;
-    assert_eq!(list["deferred"], json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "SendMessage"]));
+    assert_eq!(
+        list["deferred"],
+        json!(["CronCreate", "CronDelete", "CronList", "ListAgents", "Monitor", "SendMessage"])
+    );
     // And a later turn can call the loaded tool.
     let next = s.submit(None, vec![tool_use("use", "TestDeferred", json!({}))], true).await;
     let events = s.events.until_turn_done(&next).await;

@@ -37,20 +37,12 @@ impl SessionExecutor {
         let _paths = crate::fs::remember_canonical();
         self.offered_and_valid(slot, call, context, ctx)?;
         let mode = context.mode.unwrap_or(self.services.info.mode);
-        let target = call.permission_target();
+        let (target, kind) = (call.permission_target(), call.kind());
         let facts = self.facts(ctx, target.clone());
-        let kind = call.kind();
         let plan_file = self.off_limits(kind, &facts)?;
+        let rule_tool = call.rule_family().unwrap_or(&slot.name);
         let granted;
-        let mut rule = self.services.rules.decide_call(&slot.name, &facts, slot.input.as_ref());
-        // A call judged by another tool's rules too (Monitor's command by
-        // Bash's): the stricter answer holds.
-        let family = call.rule_family();
-        if let Some(family) = family {
-            let theirs = self.services.rules.decide_call(family, &facts, None);
-            rule = crate::permission::rules::stricter(rule, theirs);
-        }
-        let rule_tool = family.unwrap_or(&slot.name);
+        let mut rule = self.rule_for(slot, call, &facts);
         if rule.is_none() {
             granted = self.services.asks.granted(rule_tool, &facts);
             rule = granted.as_ref();
@@ -110,6 +102,18 @@ impl SessionExecutor {
                 Ok(Some(AskFor { reason, suggestions, input: slot.input.clone().unwrap_or_default(), outside }))
             }
             Verdict::Refuse { message } => Err(refused(call, message)),
+        }
+    }
+
+    /// The rule that decides a call: its tool's, and for a call judged by
+    /// another tool's rules too (Monitor's command by Bash's) the stricter.
+    fn rule_for(&self, slot: &Slot, call: &dyn PreparedCall, facts: &Facts) -> Option<&crate::permission::rules::Rule> {
+        let own = self.services.rules.decide_call(&slot.name, facts, slot.input.as_ref());
+        match call.rule_family() {
+            Some(family) => {
+                crate::permission::rules::stricter(own, self.services.rules.decide_call(family, facts, None))
+            }
+            None => own,
         }
     }
 

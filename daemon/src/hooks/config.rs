@@ -57,6 +57,7 @@ impl Matcher {
     /// Whether `subject` (a tool name, a notification type, …) matches.
     pub fn matches(&self, subject: &str) -> bool {
         self.matches_one(subject)
+            || family_of(subject).is_some_and(|f| self.matches_one(f))
             || ALIASES
                 .iter()
                 .any(|(a, b)| (subject == *a && self.matches_one(b)) || (subject == *b && self.matches_one(a)))
@@ -81,6 +82,16 @@ impl Matcher {
 const ALIASES: &[(&str, &str)] =
     &[("Task", "Agent"), ("TaskStop", "KillShell"), ("TaskStop", "KillBash"), ("Brief", "SendUserMessage")];
 
+/// Tools whose calls are also another tool's (their rule family): a
+/// matcher or an `if` naming the family covers them (a Bash guard hook
+/// runs for Monitor's commands).
+pub const FAMILIES: &[(&str, &str)] = &[("Monitor", "Bash")];
+
+/// The family `tool` belongs to, if any.
+pub fn family_of(tool: &str) -> Option<&'static str> {
+    FAMILIES.iter().find(|(t, _)| *t == tool).map(|(_, f)| *f)
+}
+
 /// Where a `type: "http"` hook posts the moment's JSON.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpTarget {
@@ -102,6 +113,10 @@ pub struct CommandHook {
     pub command: String,
     /// `type: "http"`: where it posts instead of running a program.
     pub http: Option<HttpTarget>,
+    /// It comes from a workspace's own settings file: its http headers
+    /// take variables from the session's environment only, never the
+    /// daemon's.
+    pub workspace: bool,
     /// `args`: the program is run with these, no shell.
     pub args: Option<Vec<String>>,
     /// `shell: "bash"`: `bash -c` instead of `sh -c`.
@@ -337,6 +352,7 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     Ok(CommandHook {
         command,
         http,
+        workspace: false,
         args,
         bash,
         timeout: Duration::from_secs(timeout),
@@ -364,8 +380,12 @@ fn http_target(map: &serde_json::Map<String, Value>) -> Result<HttpTarget, Strin
         Some(Value::Object(h)) => h
             .iter()
             .map(|(k, v)| match v {
-                Value::String(v) if http::HeaderName::try_from(k.as_str()).is_ok() => Ok((k.clone(), v.clone())),
-                _ => Err(format!("header {k:?} must be a header name with a string value")),
+                Value::String(v)
+                    if http::HeaderName::try_from(k.as_str()).is_ok() && !v.contains(['\r', '\n', '\0']) =>
+                {
+                    Ok((k.clone(), v.clone()))
+                }
+                _ => Err(format!("header {k:?} must be a header name with a one-line string value")),
             })
             .collect::<Result<_, _>>()?,
         Some(other) => return Err(format!("headers must be an object, got {}", agentd_protocol::json_kind(other))),
@@ -451,7 +471,13 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
             ));
             continue;
         }
+        let first = set.groups.len();
         set.add(source, hooks);
+        for group in &mut set.groups[first..] {
+            for hook in &mut group.hooks {
+                hook.workspace = *project;
+            }
+        }
     }
     set
 }

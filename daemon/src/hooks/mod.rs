@@ -125,7 +125,7 @@ async fn command(
     cancel: &CancellationToken,
 ) -> output::HookResult {
     let ran = match &hook.http {
-        Some(target) => run::post(target, input, hook.timeout, env, cancel).await,
+        Some(target) => run::post(target, input, hook.timeout, env, !hook.workspace, cancel).await,
         None => {
             let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash, ledger };
             run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await
@@ -455,13 +455,18 @@ impl Hooks {
         if !event.is_about_a_call() {
             return false;
         }
-        let origin = crate::permission::rules::Origin::session("hook if", &self.cwd);
+        // Paths are judged where they lead (links followed), from the
+        // workspace as it really is.
+        let cwd = crate::fs::canonical(&self.cwd).unwrap_or_else(|_| self.cwd.clone());
+        let origin = crate::permission::rules::Origin::session("hook if", &cwd);
         let Ok(rule) = crate::permission::rules::parse(rule, crate::permission::rules::RuleKind::Allow, &origin, 0)
         else {
             return false;
         };
         let tool = input.get("tool_name").and_then(Value::as_str).unwrap_or_default();
-        rule.covers_input(tool, input.get("tool_input").unwrap_or(&Value::Null))
+        let tool_input = input.get("tool_input").unwrap_or(&Value::Null);
+        rule.covers_input(tool, tool_input)
+            || config::family_of(tool).is_some_and(|family| rule.covers_input(family, tool_input))
     }
 
     /// `run` with its `hook/started` (when `announce`) and `hook/completed`

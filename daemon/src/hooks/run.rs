@@ -262,6 +262,7 @@ pub async fn post(
     input: &[u8],
     timeout: Duration,
     session_env: &std::collections::BTreeMap<String, String>,
+    daemon_env: bool,
     cancel: &CancellationToken,
 ) -> Ran {
     crate::web::install_tls_provider();
@@ -277,10 +278,10 @@ pub async fn post(
     };
     let mut request = client.post(&target.url).header("Content-Type", "application/json").body(input.to_vec());
     for (name, value) in &target.headers {
-        if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding") {
+        if ["content-length", "transfer-encoding", "content-type"].iter().any(|h| name.eq_ignore_ascii_case(h)) {
             continue;
         }
-        request = request.header(name, interpolate(value, &target.allowed_env, session_env));
+        request = request.header(name, interpolate(value, &target.allowed_env, session_env, daemon_env));
     }
     let answer = async {
         let response = request.send().await.map_err(|e| crate::web::describe(&e))?;
@@ -305,10 +306,16 @@ pub async fn post(
 }
 
 /// `$VAR` and `${VAR}` in `value` replaced: by the variable (the session's
-/// command environment first, then the daemon's) when `allowed` names it
-/// and it is not the model's or agentd's own credential, by nothing
-/// otherwise (as Claude Code 2.1.332 leaves them).
-fn interpolate(value: &str, allowed: &[String], session_env: &std::collections::BTreeMap<String, String>) -> String {
+/// command environment first, then — unless the hook is a workspace's own,
+/// `daemon_env` false — the daemon's) when `allowed` names it and it is not
+/// the model's or agentd's own credential, by nothing otherwise (as Claude
+/// Code 2.1.332 leaves them).
+fn interpolate(
+    value: &str,
+    allowed: &[String],
+    session_env: &std::collections::BTreeMap<String, String>,
+    daemon_env: bool,
+) -> String {
     let own = |name: &str| {
         name.starts_with("AGENTD_")
             || ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"].contains(&name)
@@ -317,7 +324,8 @@ fn interpolate(value: &str, allowed: &[String], session_env: &std::collections::
         if !allowed.iter().any(|a| a == name) || own(name) {
             return String::new();
         }
-        session_env.get(name).cloned().or_else(|| std::env::var(name).ok()).unwrap_or_default()
+        let from_daemon = || if daemon_env { std::env::var(name).ok() } else { None };
+        session_env.get(name).cloned().or_else(from_daemon).unwrap_or_default()
     };
     let mut out = String::new();
     let mut rest = value;
@@ -354,12 +362,16 @@ mod http_tests {
         let env: std::collections::BTreeMap<String, String> =
             [("TEAM".to_owned(), "core".to_owned()), ("OTHER".to_owned(), "x".to_owned())].into();
         let allowed = vec!["TEAM".to_owned()];
-        assert_eq!(interpolate("team=$TEAM other=${OTHER}!", &allowed, &env), "team=core other=!");
-        assert_eq!(interpolate("${TEAM}-$", &allowed, &env), "core-$");
-        assert_eq!(interpolate("cost $5", &allowed, &env), "cost ");
+        assert_eq!(interpolate("team=$TEAM other=${OTHER}!", &allowed, &env, true), "team=core other=!");
+        assert_eq!(interpolate("${TEAM}-$", &allowed, &env, true), "core-$");
+        assert_eq!(interpolate("cost $5", &allowed, &env, true), "cost ");
+        // A workspace's hook never reads the daemon's environment.
+        let path = vec!["PATH".to_owned()];
+        assert!(!interpolate("$PATH", &path, &Default::default(), true).is_empty());
+        assert_eq!(interpolate("$PATH", &path, &Default::default(), false), "");
         let own = vec!["ANTHROPIC_API_KEY".to_owned()];
         let env: std::collections::BTreeMap<String, String> =
             [("ANTHROPIC_API_KEY".to_owned(), "sk".to_owned())].into();
-        assert_eq!(interpolate("Bearer $ANTHROPIC_API_KEY", &own, &env), "Bearer ", "never the model's key");
+        assert_eq!(interpolate("Bearer $ANTHROPIC_API_KEY", &own, &env, true), "Bearer ", "never the model's key");
     }
 }

@@ -425,7 +425,7 @@ impl Rule {
             Spec::BashExact(_) | Spec::BashWildcard(_) => text(&["command"]).map(|c| Facts::Bash(c.to_owned())),
             Spec::Path(_) => text(&["file_path", "notebook_path", "path"]).map(|p| {
                 let p = Path::new(p);
-                Facts::Path(lexical(&if p.is_absolute() { p.to_owned() } else { self.origin.cwd.join(p) }))
+                Facts::Path(followed(&lexical(&if p.is_absolute() { p.to_owned() } else { self.origin.cwd.join(p) })))
             }),
             Spec::Domain(_) => text(&["url"])
                 .and_then(|u| url::Url::parse(u.trim()).ok())
@@ -985,6 +985,18 @@ pub fn stricter<'a>(a: Option<&'a Rule>, b: Option<&'a Rule>) -> Option<&'a Rule
     match (a, b) {
         (Some(a), Some(b)) => Some(if rank(b) < rank(a) { b } else { a }),
         (a, b) => a.or(b),
+    }
+}
+
+/// Where `path` leads: its links followed (for a path not there yet, its
+/// directory's), as a call's own path is judged.
+fn followed(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    match (path.parent().map(std::fs::canonicalize), path.file_name()) {
+        (Some(Ok(dir)), Some(name)) => dir.join(name),
+        _ => path.to_owned(),
     }
 }
 

@@ -158,6 +158,11 @@ impl Job {
         }
     }
 
+    /// Asks the job to end (as [`Job::kill`] does) without waiting.
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+
     /// Ends the job (SIGTERM, grace, SIGKILL, sweep) and waits until it is over.
     pub async fn kill(&self) {
         self.cancel.cancel();

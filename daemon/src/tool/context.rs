@@ -69,6 +69,8 @@ pub trait ToolCatalogue: Send + Sync {
     fn is_deferred(&self, name: &str) -> bool;
     /// Names of the deferred tools.
     fn deferred_names(&self) -> Vec<String>;
+    /// Whether the session has the tool `name` (listed, deferred or legacy).
+    fn offers(&self, name: &str) -> bool;
 }
 
 pub use crate::sandbox::gate::line::{CallChannel, MidCallAsk, NetworkNote};
@@ -341,6 +343,9 @@ impl ToolCatalogue for NoTools {
     }
     fn deferred_names(&self) -> Vec<String> {
         Vec::new()
+    }
+    fn offers(&self, _: &str) -> bool {
+        false
     }
 }
 

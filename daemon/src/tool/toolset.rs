@@ -400,4 +400,8 @@ impl super::context::ToolCatalogue for ToolSet {
     fn deferred_names(&self) -> Vec<String> {
         ToolSet::deferred_names(self)
     }
+
+    fn offers(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
 }

@@ -9,12 +9,14 @@
 //! event. It ends when the command exits or the socket closes, at its
 //! `timeout_ms`, or by TaskStop; its last event says which.
 //!
-//! Bounds: a line (or frame) is cut at [`MAX_LINE_CHARS`] characters in its
-//! event; at most [`PER_SECOND`] events a second after a burst of
-//! [`BURST`] — what is over is counted in the next event's `dropped` and
-//! kept whole in the job's output file (readable by Read).
+//! Bounds, as 2.1.332's: lines that come within [`BATCH_WINDOW`] of each
+//! other are one event; a line is cut at [`MAX_LINE_CHARS`] characters
+//! and an event at [`MAX_EVENT_CHARS`]; events spend a bucket of
+//! [`BUCKET`] refilled one each [`REFILL`] — what comes meanwhile is
+//! counted and said in the next event, and a watch suppressed for
+//! [`MAX_SUPPRESSED`] is stopped. Everything is kept whole in the job's
+//! output file (readable by Read).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,14 +33,24 @@ use crate::tools::bash::{Bash, BashInput};
 
 /// Its name.
 pub const NAME: &str = "Monitor";
-/// A watch's limit when it names none, and the most it may name (2.1.332's).
+/// A watch's limit when it names none, the most it runs (a longer one is
+/// cut to it), and the most it may name (2.1.332's).
 const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 const MAX_TIMEOUT_MS: u64 = 1_800_000;
-/// The most of one line an event carries.
-pub const MAX_LINE_CHARS: usize = 2_000;
-/// Events a watch may send at once, then each second.
-pub const BURST: f64 = 50.0;
-pub const PER_SECOND: f64 = 10.0;
+const MAX_NAMED_TIMEOUT_MS: u64 = 3_600_000;
+const MIN_TIMEOUT_MS: u64 = 1_000;
+/// Lines that come within this of the first of a batch are one event.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(200);
+/// The most of one line an event carries, and of one event.
+pub const MAX_LINE_CHARS: usize = 500;
+pub const MAX_EVENT_CHARS: usize = 3_000;
+/// Events a watch may send at once; one more each `REFILL`.
+pub const BUCKET: u32 = 10;
+pub const REFILL: Duration = Duration::from_secs(2);
+/// A watch whose events are suppressed this long is stopped.
+pub const MAX_SUPPRESSED: Duration = Duration::from_secs(30);
+/// Lines waiting for their batch, at most (more are counted as suppressed).
+const MAX_PENDING_BYTES: usize = 1024 * 1024;
 /// How long a WebSocket may take to connect and agree.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest WebSocket message read (a larger one ends the watch).
@@ -52,9 +64,9 @@ pub struct Monitor(pub Arc<crate::web::Web>);
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WsTarget {
-    /// The `ws://` or `wss://` URL.
+    /// ws:// or wss://.
     pub url: String,
-    /// Subprotocols to offer (`Sec-WebSocket-Protocol`).
+    /// Subprotocols to offer.
     #[serde(default)]
     pub protocols: Option<Vec<String>>,
 }
@@ -63,26 +75,22 @@ pub struct WsTarget {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MonitorInput {
-    /// What is watched and why, in a few words (shown with each event).
+    /// What is watched, shown with each event.
     pub description: String,
-    /// A shell command whose every line of standard output is an event
-    /// (e.g. `tail -f build.log | grep --line-buffered ERROR`). Filter it
-    /// to the lines that matter; use `--line-buffered` with grep. Standard
-    /// error is not delivered (it is in the output file).
+    /// Each stdout line is an event; exit ends the watch.
     #[serde(default)]
     pub command: Option<String>,
-    /// A WebSocket whose every text frame is an event, instead of a command.
+    /// A WebSocket: each text frame is an event.
     #[serde(default)]
     pub ws: Option<WsTarget>,
-    /// How long the watch runs, in milliseconds (default 300000, at most
-    /// 1800000).
+    /// Milliseconds (default 300000, at most 1800000).
     #[serde(default, deserialize_with = "crate::tool::input::opt_u64")]
     pub timeout_ms: Option<u64>,
 }
 
 impl MonitorInput {
     fn timeout(&self) -> u64 {
-        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)
+        self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).min(MAX_TIMEOUT_MS)
     }
 
     /// The command as a background Bash call of it.
@@ -130,25 +138,24 @@ impl Tool for Monitor {
         agentd_protocol::tools::ToolHints { open_world: true, ..agentd_protocol::tools::ToolHints::FAIL_CLOSED };
 
     fn description(&self) -> String {
-        format!(
-            "Starts a watch in the background and returns at once: a shell command whose every line of standard \
-             output becomes a notification to you (filter it: `tail -f log | grep --line-buffered ERROR`), or a \
-             WebSocket (`ws`) whose every text frame does. Use it to be told when something happens (a build \
-             fails, a server logs an error, a job finishes) instead of polling or sleeping. It ends when the \
-             command exits or the socket closes, after timeout_ms (default {DEFAULT_TIMEOUT_MS}, at most \
-             {MAX_TIMEOUT_MS}), or with TaskStop on its task id. Lines over {MAX_LINE_CHARS} characters are cut \
-             and at most {PER_SECOND} notifications a second are sent; everything is kept in the output file the \
-             result names."
-        )
+        "Watches in the background and notifies you of each event: every stdout line of `command` (filter it: \
+         `tail -f log | grep --line-buffered ERROR`) or text frame of `ws`. Use it instead of polling or sleep. \
+         Ends when the source ends, after timeout_ms, or with TaskStop."
+            .to_owned()
     }
 
     fn should_defer(&self) -> bool {
         true
     }
 
-    fn validate_input(&self, input: &MonitorInput, _ctx: &ToolContext) -> Result<(), ValidationError> {
+    fn validate_input(&self, input: &MonitorInput, ctx: &ToolContext) -> Result<(), ValidationError> {
         if input.description.trim().is_empty() {
             return Err(ValidationError::new("description is empty"));
+        }
+        // A watched command is a Bash command: a session without Bash
+        // (disabled, or only the tools named) runs none.
+        if input.command.is_some() && !ctx.tools.offers(crate::tools::bash::NAME) {
+            return Err(ValidationError::new("this session has no Bash tool, so Monitor cannot run a command"));
         }
         match (&input.command, &input.ws) {
             (Some(c), None) if c.trim().is_empty() => return Err(ValidationError::new("command is empty")),
@@ -162,9 +169,11 @@ impl Tool for Monitor {
             _ => return Err(ValidationError::new("give exactly one of command and ws")),
         }
         match input.timeout_ms {
-            Some(0) => Err(ValidationError::new("timeout_ms must be at least 1")),
-            Some(t) if t > MAX_TIMEOUT_MS => {
-                Err(ValidationError::new(format!("timeout_ms must be at most {MAX_TIMEOUT_MS}")))
+            Some(t) if t < MIN_TIMEOUT_MS => {
+                Err(ValidationError::new(format!("timeout_ms must be at least {MIN_TIMEOUT_MS}")))
+            }
+            Some(t) if t > MAX_NAMED_TIMEOUT_MS => {
+                Err(ValidationError::new(format!("timeout_ms must be ≤ {MAX_NAMED_TIMEOUT_MS}")))
             }
             _ => Ok(()),
         }
@@ -217,11 +226,13 @@ impl Tool for Monitor {
             .get::<SessionEvents>()
             .cloned()
             .ok_or_else(|| ToolError::new("this session cannot receive a watch's events"))?;
-        let watch = Arc::new(Watch::new(events, input.description.trim().to_owned()));
+        let watch = Watch::new(events, input.description.trim().to_owned(), input.timeout());
+        Watch::send_batches(&watch);
         let job = match input.as_bash() {
             Some(bash) => Bash(self.0.clone()).start_job(&bash, &ctx, Some(watch.clone())).await?,
-            None => self.start_ws(&input, &ctx, watch).await?,
+            None => self.start_ws(&input, &ctx, watch.clone()).await?,
         };
+        watch.started(&job);
         Ok(ToolOutput::new(MonitorStarted {
             task_id: job.id.clone(),
             description: input.description.trim().to_owned(),
@@ -251,15 +262,16 @@ impl Tool for Monitor {
     }
 }
 
-/// What the model reads when a watch starts.
+/// What the model reads when a watch starts (2.1.332's words, then where
+/// its output goes).
 fn started_text(out: &MonitorStarted) -> String {
     let file = out.output_file.as_ref().map(|f| format!(" Everything it sees is also written to: {}.", f.display()));
     format!(
-        "Monitor started (task {id}, timeout {ms}ms). You will be notified on each event. Keep working — do not \
-         poll or sleep. Events may arrive while you are waiting for the user — an event is not their reply.{file} \
-         Stop it with TaskStop (task_id \"{id}\").",
+        "Monitor started (task {id}, expires in {expires} unless the source ends first; you get one notice at \
+         expiry — re-arm if you still need the watch). You will be notified on each event. Keep working — do not \
+         poll or sleep. Events may arrive while you are waiting for the user — an event is not their reply.{file}",
         id = out.task_id,
-        ms = out.timeout_ms,
+        expires = duration(Duration::from_millis(out.timeout_ms)),
         file = file.unwrap_or_default()
     )
 }
@@ -292,7 +304,8 @@ impl Monitor {
             return Err(ToolError::new(format!("refused: {why}")));
         }
         let port = url.port_or_known_default().unwrap_or(if url.scheme() == "wss" { 443 } else { 80 });
-        let allow_private = ctx.info.web.allow_private_network || policy.allow_private;
+        // As WebFetch: the session's web setting, not the sandbox's.
+        let allow_private = ctx.info.web.allow_private_network;
         let addrs = self
             .0
             .resolve_checked(&canonical, port, allow_private, "web.allow_private_network")
@@ -377,19 +390,36 @@ async fn run_ws(
                     job.append(format!("{}\n", text.as_str()).as_bytes());
                     watch.line(&job.id, text.as_str());
                 }
-                Some(Ok(Message::Close(_))) | None => {
+                Some(Ok(Message::Binary(bytes))) => {
+                    let said = format!("[binary frame, {} bytes]", bytes.len());
+                    job.append(format!("{said}\n").as_bytes());
+                    watch.line(&job.id, &said);
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let said = match frame {
+                        Some(f) => format!("[WebSocket closed: {} {}]", u16::from(f.code), f.reason),
+                        None => "[WebSocket closed]".to_owned(),
+                    };
+                    watch.line(&job.id, said.trim_end());
                     end.how = JobEnd::Exited(0);
-                    return Ok("[the WebSocket closed]\n".into());
+                    return Ok(format!("{said}\n"));
+                }
+                None => {
+                    end.how = JobEnd::Exited(0);
+                    return Ok("[WebSocket closed]\n".into());
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
+                    let said = format!("[WebSocket error: {e}]");
+                    watch.line(&job.id, &said);
                     end.how = JobEnd::Exited(1);
-                    return Err(format!("[the WebSocket failed: {e}]\n"));
+                    return Err(format!("{said}\n"));
                 }
             },
             _ = &mut deadline => {
                 end.how = JobEnd::TimedOut;
-                let _ = socket.close(None).await;
+                // A peer that never reads must not hold the watch open.
+                let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(None)).await;
                 return Ok(format!("[stopped: the watch ran out of its timeout of {} ms]\n", limit.as_millis()));
             }
             _ = token.cancelled() => {
@@ -413,54 +443,171 @@ impl Drop for EndOnDrop {
     }
 }
 
-/// One watch's side of the session: its events, bounded.
+/// One watch's side of the session: its lines batched, bounded and sent
+/// as events.
 struct Watch {
     events: SessionEvents,
     description: String,
+    timeout_ms: u64,
     started: Instant,
-    delivered: AtomicU64,
-    rate: Mutex<Bucket>,
+    job: std::sync::OnceLock<Arc<Job>>,
+    state: Mutex<WatchState>,
+    wake: Arc<tokio::sync::Notify>,
 }
 
-/// The rate's bucket: events that may go now, and lines left out.
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-    dropped: u64,
+/// What a watch holds between its lines and its events.
+#[derive(Default)]
+struct WatchState {
+    task: String,
+    /// Lines waiting for their batch, and their size.
+    pending: Vec<String>,
+    pending_bytes: usize,
+    /// The first of them came then.
+    since: Option<Instant>,
+    /// Events that may go now, and when the bucket was last filled.
+    tokens: u32,
+    filled: Option<Instant>,
+    /// Events left out since the last one sent; since when events keep
+    /// being left out (a delivery in a flood does not end it), and the last.
+    suppressed: u64,
+    suppressed_since: Option<Instant>,
+    last_suppressed: Option<Instant>,
+    delivered: u64,
+    /// The last notice is out: nothing more is sent.
+    done: bool,
 }
 
 impl Watch {
-    fn new(events: SessionEvents, description: String) -> Watch {
-        let now = Instant::now();
-        Watch {
+    fn new(events: SessionEvents, description: String, timeout_ms: u64) -> Arc<Watch> {
+        let watch = Arc::new(Watch {
             events,
             description,
-            started: now,
-            delivered: AtomicU64::new(0),
-            rate: Mutex::new(Bucket { tokens: BURST, at: now, dropped: 0 }),
-        }
+            timeout_ms,
+            started: Instant::now(),
+            job: std::sync::OnceLock::new(),
+            state: Mutex::new(WatchState { tokens: BUCKET, ..WatchState::default() }),
+            wake: Arc::new(tokio::sync::Notify::new()),
+        });
+        watch
     }
 
-    /// Whether one more event may go now; `Some(dropped)` if so (the
-    /// lines left out before it).
-    fn take(&self) -> Option<u64> {
-        let mut b = self.rate.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * PER_SECOND).min(BURST);
-        b.at = now;
-        if b.tokens < 1.0 {
-            b.dropped += 1;
-            return None;
-        }
-        b.tokens -= 1.0;
-        Some(std::mem::take(&mut b.dropped))
+    /// Sends each batch once its window is over, until the watch ends.
+    fn send_batches(watch: &Arc<Watch>) {
+        let weak = Arc::downgrade(watch);
+        let wake = watch.wake.clone();
+        tokio::spawn(async move {
+            loop {
+                let Some(watch) = weak.upgrade() else { return };
+                let due = {
+                    let s = watch.lock();
+                    if s.done {
+                        return;
+                    }
+                    s.since.map(|t| t + BATCH_WINDOW)
+                };
+                match due {
+                    Some(due) => {
+                        drop(watch);
+                        tokio::time::sleep_until(due.into()).await;
+                        if let Some(watch) = weak.upgrade() {
+                            watch.flush(Instant::now());
+                        }
+                    }
+                    None => {
+                        let notified = wake.notified();
+                        drop(watch);
+                        // Woken by a line, or looked at again now and then
+                        // (the watch may be gone).
+                        let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
+                    }
+                }
+            }
+        });
     }
 
-    fn send(&self, job: &str, text: String, dropped: u64, ended: Option<&str>) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The job is known: it can be stopped when its output is too much.
+    fn started(&self, job: &Arc<Job>) {
+        let _ = self.job.set(job.clone());
+    }
+
+    /// Sends the pending batch, if the rate lets it at `now`; stops a
+    /// watch held back for too long.
+    fn flush(&self, now: Instant) {
+        let mut s = self.lock();
+        if s.done || s.pending.is_empty() {
+            return;
+        }
+        let filled = *s.filled.get_or_insert(now);
+        let refills = (now.duration_since(filled).as_millis() / REFILL.as_millis()) as u32;
+        if refills > 0 {
+            s.tokens = (s.tokens + refills).min(BUCKET);
+            s.filled = Some(filled + REFILL * refills);
+        }
+        let lines = std::mem::take(&mut s.pending);
+        s.pending_bytes = 0;
+        s.since = None;
+        if s.tokens == 0 {
+            s.suppressed += 1;
+            s.last_suppressed = Some(now);
+            let since = *s.suppressed_since.get_or_insert(now);
+            if now.duration_since(since) > MAX_SUPPRESSED {
+                let text = format!(
+                    "[Monitor stopped — too much output ({} events suppressed over {}s). Restart with a more \
+                     selective source.]",
+                    s.suppressed,
+                    now.duration_since(since).as_secs()
+                );
+                s.done = true;
+                let task = s.task.clone();
+                let dropped = std::mem::take(&mut s.suppressed);
+                self.send(&task, &text, dropped, Some("stopped"));
+                drop(s);
+                if let Some(job) = self.job.get() {
+                    job.stop();
+                }
+            }
+            return;
+        }
+        s.tokens -= 1;
+        s.delivered += 1;
+        let dropped = std::mem::take(&mut s.suppressed);
+        // The flood is over only once nothing was left out for a while.
+        if s.last_suppressed.is_none_or(|t| now.duration_since(t) > REFILL * 2) {
+            s.suppressed_since = None;
+        }
+        let mut body = String::new();
+        if dropped > 0 {
+            body.push_str(&format!(
+                "[{dropped} events suppressed — output rate too high. Consider using TaskStop to restart this \
+                 monitor with a more selective filter.]\n"
+            ));
+        }
+        body.push_str(&batch(&lines));
+        let task = s.task.clone();
+        self.send(&task, &body, dropped, None);
+    }
+
+    /// A task's last notice, as 2.1.332 writes it when its source ended.
+    fn terminal(&self, task: &str, status: &str, summary: &str) -> String {
+        let file = self.job.get().and_then(|j| j.output_file.as_ref());
+        let file = file.map(|f| format!("<output-file>{}</output-file>\n", xml(&f.display().to_string())));
+        format!(
+            "<task-notification>\n<task-id>{}</task-id>\n{}<status>{status}</status>\n<summary>{}</summary>\n</task-notification>",
+            xml(task),
+            file.unwrap_or_default(),
+            xml(summary)
+        )
+    }
+
+    fn send(&self, task: &str, body: &str, dropped: u64, ended: Option<&str>) {
         (self.events)(EventKind::MonitorEvent {
-            task_id: job.to_owned(),
+            task_id: task.to_owned(),
             description: self.description.clone(),
-            text,
+            text: notification(task, &self.description, body),
             dropped,
             ended: ended.map(str::to_owned),
         });
@@ -469,56 +616,139 @@ impl Watch {
 
 impl Watcher for Watch {
     fn line(&self, job: &str, line: &str) {
-        let Some(dropped) = self.take() else { return };
-        self.delivered.fetch_add(1, Ordering::Relaxed);
-        self.send(job, cut(line), dropped, None);
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        if s.done {
+            return;
+        }
+        if s.task.is_empty() {
+            s.task = job.to_owned();
+        }
+        if s.pending_bytes + line.len() > MAX_PENDING_BYTES {
+            return;
+        }
+        s.pending_bytes += line.len();
+        s.pending.push(cut(line));
+        if s.since.is_none() {
+            s.since = Some(Instant::now());
+            self.wake.notify_one();
+        }
     }
 
     fn ended(&self, job: &str, how: JobEnd) {
-        let dropped = std::mem::take(&mut self.rate.lock().unwrap_or_else(|e| e.into_inner()).dropped);
-        let n = self.delivered.load(Ordering::Relaxed);
-        let (text, name) = end_text(how, n, self.started.elapsed());
-        self.send(job, text, dropped, Some(name));
+        // What waits for its window goes first, whatever the rate.
+        let mut s = self.lock();
+        if s.done {
+            return;
+        }
+        s.task = job.to_owned();
+        let last = std::mem::take(&mut s.pending);
+        if !last.is_empty() {
+            s.delivered += 1;
+        }
+        s.done = true;
+        let delivered = s.delivered;
+        let dropped = std::mem::take(&mut s.suppressed);
+        drop(s);
+        if !last.is_empty() {
+            self.send(job, &batch(&last), dropped, None);
+        }
+        let elapsed = self.started.elapsed();
+        tracing::debug!(task = job, ?elapsed, delivered, "a watch ended");
+        let text = match how {
+            // An expiry is one more event; an end is the task's last notice.
+            JobEnd::TimedOut => notification(job, &self.description, &expired(delivered, self.timeout_ms)),
+            JobEnd::Exited(code) => {
+                let status = if code == 0 { "completed" } else { "failed" };
+                self.terminal(job, status, &ended_text(&self.description, code, delivered))
+            }
+            JobEnd::Stopped => self.terminal(job, "killed", &format!("Monitor \"{}\" stopped", self.description)),
+        };
+        let name = match how {
+            JobEnd::TimedOut => "timed_out",
+            JobEnd::Exited(_) => "exited",
+            JobEnd::Stopped => "stopped",
+        };
+        (self.events)(EventKind::MonitorEvent {
+            task_id: job.to_owned(),
+            description: self.description.clone(),
+            text,
+            dropped: 0,
+            ended: Some(name.to_owned()),
+        });
+        self.wake.notify_one();
     }
 }
 
-/// The line as an event carries it: at most [`MAX_LINE_CHARS`] characters.
+/// A line as an event carries it: at most [`MAX_LINE_CHARS`] characters.
 fn cut(line: &str) -> String {
     match line.char_indices().nth(MAX_LINE_CHARS) {
-        Some((at, _)) => format!("{}… [{} more characters]", &line[..at], line[at..].chars().count()),
+        Some((at, _)) => format!("{}…(truncated)", &line[..at]),
         None => line.to_owned(),
     }
 }
 
-/// What the model reads when a watch ends, and the end's name.
-fn end_text(how: JobEnd, delivered: u64, after: Duration) -> (String, &'static str) {
-    let events = match delivered {
-        0 => "no events delivered".to_owned(),
-        1 => "1 event delivered".to_owned(),
-        n => format!("{n} events delivered"),
-    };
-    match how {
-        JobEnd::TimedOut => (
-            format!(
-                "[Monitor expired after {} with {events}. Re-arm it if you still need the watch{}.]",
-                duration(after),
-                if delivered == 0 { " — and widen the filter if silence was unexpected" } else { "" }
-            ),
-            "timed_out",
-        ),
-        JobEnd::Exited(code) => (format!("[Monitor ended: its command exited with code {code}, {events}.]"), "exited"),
-        JobEnd::Stopped => (format!("[Monitor stopped, {events}.]"), "stopped"),
+/// A batch's lines as one event's body: at most [`MAX_EVENT_CHARS`].
+fn batch(lines: &[String]) -> String {
+    let joined = lines.join("\n");
+    match joined.char_indices().nth(MAX_EVENT_CHARS) {
+        Some((at, _)) => format!("{}\n...(truncated)", &joined[..at]),
+        None => joined,
     }
 }
 
-/// `5m`, `1m 30s`, `45s`.
-fn duration(d: Duration) -> String {
-    let s = d.as_secs_f64().round() as u64;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s}s"),
-        (m, 0) => format!("{m}m"),
-        (m, s) => format!("{m}m {s}s"),
+/// What the model is given for one event of the watch `task` (2.1.332's
+/// `task-notification`; the harness adds its own system-reminder).
+fn notification(task: &str, description: &str, body: &str) -> String {
+    format!(
+        "<task-notification>\n<task-id>{}</task-id>\n<summary>Monitor event: \"{}\"</summary>\n<event>{}</event>\n</task-notification>",
+        xml(task),
+        xml(description),
+        xml(body)
+    )
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The notice of a watch that reached its time.
+fn expired(delivered: u64, timeout_ms: u64) -> String {
+    let after = duration(Duration::from_millis(timeout_ms));
+    match delivered {
+        0 => format!(
+            "[Monitor expired after {after} with no events delivered. Re-arm it if you still need the watch — and \
+             widen the filter if silence was unexpected.]"
+        ),
+        1 => format!("[Monitor expired after {after} with 1 event delivered. Re-arm it if you still need the watch.]"),
+        n => {
+            format!("[Monitor expired after {after} with {n} events delivered. Re-arm it if you still need the watch.]")
+        }
     }
+}
+
+/// The notice of a watch whose source ended.
+fn ended_text(description: &str, code: i32, delivered: u64) -> String {
+    match (code, delivered) {
+        (0, 0) => format!("Monitor \"{description}\" ended without producing output (exit 0)"),
+        (0, _) => format!("Monitor \"{description}\" stream ended"),
+        (code, _) => format!("Monitor \"{description}\" script failed (exit {code})"),
+    }
+}
+
+/// `5m`, `1h`, `1m 30s`, `45s` (as 2.1.332 writes a duration).
+fn duration(d: Duration) -> String {
+    let s = (d.as_millis() as f64 / 1000.0).round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    let parts: Vec<String> = [(h, "h"), (m, "m"), (s, "s")]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if parts.is_empty() { "0s".to_owned() } else { parts.join(" ") }
 }
 
 #[cfg(test)]
@@ -526,40 +756,102 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_long_line_is_cut_on_a_character() {
+    fn a_long_line_and_a_long_batch_are_cut_on_a_character() {
         let line = "é".repeat(MAX_LINE_CHARS + 5);
-        let cut = cut(&line);
-        assert!(cut.starts_with(&"é".repeat(MAX_LINE_CHARS)));
-        assert!(cut.ends_with("… [5 more characters]"), "{cut}");
-        assert_eq!(super::cut("short"), "short");
+        assert_eq!(cut(&line), format!("{}…(truncated)", "é".repeat(MAX_LINE_CHARS)));
+        assert_eq!(cut("short"), "short");
+        let lines: Vec<String> = (0..10).map(|_| "x".repeat(400)).collect();
+        let b = batch(&lines);
+        assert!(b.ends_with("\n...(truncated)") && b.chars().count() == MAX_EVENT_CHARS + 15, "{}", b.len());
     }
 
     #[test]
-    fn the_rate_lets_a_burst_through_then_counts_what_is_left_out() {
-        let sent = Arc::new(Mutex::new(Vec::new()));
-        let into = sent.clone();
-        let events: SessionEvents = Arc::new(move |e| into.lock().unwrap().push(e));
-        let watch = Watch::new(events, "d".into());
-        for i in 0..(BURST as usize + 30) {
-            watch.line("job_1", &format!("line {i}"));
-        }
-        watch.ended("job_1", JobEnd::Exited(0));
-        let sent = sent.lock().unwrap();
-        // The burst, maybe one refilled, then the end with the rest counted.
-        assert!(sent.len() <= BURST as usize + 2, "{}", sent.len());
-        let EventKind::MonitorEvent { dropped, ended, text, .. } = sent.last().unwrap() else { panic!() };
-        assert_eq!(ended.as_deref(), Some("exited"));
-        assert!(*dropped >= 28, "{dropped}");
-        assert!(text.contains("exited with code 0"), "{text}");
+    fn an_event_is_a_task_notification_with_its_text_escaped() {
+        let n = notification("job_3", "errors in <log>", "ERROR a & b\nERROR c");
+        assert_eq!(
+            n,
+            "<task-notification>\n<task-id>job_3</task-id>\n<summary>Monitor event: \"errors in &lt;log&gt;\"</summary>\n<event>ERROR a &amp; b\nERROR c</event>\n</task-notification>"
+        );
     }
 
     #[test]
     fn end_texts_say_how_and_how_much() {
-        let (t, n) = end_text(JobEnd::TimedOut, 0, Duration::from_secs(300));
-        assert_eq!(n, "timed_out");
-        assert!(t.starts_with("[Monitor expired after 5m with no events delivered."), "{t}");
-        let (t, _) = end_text(JobEnd::TimedOut, 3, Duration::from_secs(90));
-        assert!(t.contains("after 1m 30s with 3 events delivered"), "{t}");
-        assert_eq!(end_text(JobEnd::Stopped, 1, Duration::ZERO).1, "stopped");
+        assert!(expired(0, 300_000).starts_with("[Monitor expired after 5m with no events delivered."));
+        assert!(expired(3, 5_400_000).contains("after 1h 30m with 3 events delivered"));
+        assert_eq!(ended_text("d", 0, 0), "Monitor \"d\" ended without producing output (exit 0)");
+        assert_eq!(ended_text("d", 1, 4), "Monitor \"d\" script failed (exit 1)");
+        assert_eq!(duration(Duration::from_millis(1500)), "2s");
+    }
+
+    #[test]
+    fn lines_are_batched_and_the_rate_suppresses_says_how_many_then_stops() {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let into = sent.clone();
+        let events: SessionEvents = Arc::new(move |e| into.lock().unwrap().push(e));
+        let watch = Watch::new(events, "d".into(), 300_000);
+        let texts = || -> Vec<(String, u64)> {
+            sent.lock()
+                .unwrap()
+                .iter()
+                .map(|e| match e {
+                    EventKind::MonitorEvent { text, dropped, .. } => (text.clone(), *dropped),
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Lines of one window: one event (blank lines dropped).
+        for l in ["a", "  ", "b", "c"] {
+            watch.line("job_1", l);
+        }
+        watch.flush(at(200));
+        assert_eq!(texts().len(), 1);
+        assert!(texts()[0].0.contains("<event>a\nb\nc</event>"), "{:?}", texts());
+        // Nine more go (the bucket holds ten), the next two are held.
+        for i in 0..11 {
+            watch.line("job_1", &format!("l{i}"));
+            watch.flush(at(400 + i * 10));
+        }
+        assert_eq!(texts().len(), 10, "{:?}", texts());
+        // A refill later, the next event says how many were left out.
+        watch.line("job_1", "after");
+        watch.flush(at(2_300));
+        let last = texts().last().cloned().unwrap();
+        assert!(last.0.contains("[2 events suppressed — output rate too high.") && last.1 == 2, "{last:?}");
+        // Held back for more than 30 s (one event every 2 s gets through):
+        // stopped, with a last notice.
+        for i in 0..200 {
+            watch.line("job_1", "more");
+            watch.flush(at(2_400 + i * 200));
+        }
+        let last = texts().last().cloned().unwrap();
+        assert!(last.0.contains("[Monitor stopped — too much output ("), "{last:?}");
+        let n = texts().len();
+        watch.ended("job_1", JobEnd::Stopped);
+        assert_eq!(texts().len(), n, "one last notice only");
+    }
+
+    #[test]
+    fn the_end_sends_what_waits_then_says_how_it_ended() {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let into = sent.clone();
+        let events: SessionEvents = Arc::new(move |e| into.lock().unwrap().push(e));
+        let watch = Watch::new(events, "d".into(), 300_000);
+        watch.line("job_2", "last words");
+        watch.ended("job_2", JobEnd::Exited(3));
+        let sent = sent.lock().unwrap();
+        let texts: Vec<String> = sent
+            .iter()
+            .map(|e| match e {
+                EventKind::MonitorEvent { text, .. } => text.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(texts[0].contains("<event>last words</event>"), "{texts:?}");
+        assert!(
+            texts[1].contains("<status>failed</status>\n<summary>Monitor \"d\" script failed (exit 3)</summary>"),
+            "{texts:?}"
+        );
     }
 }

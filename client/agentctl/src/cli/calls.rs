@@ -870,11 +870,16 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
             format!("cron      {cron_id}{late}: {}", super::trust::visible(first))
         }
         EventKind::MonitorEvent { task_id, description, text, dropped, .. } => {
-            let over = if *dropped > 0 { format!(" ({dropped} lines left out: over the rate)") } else { String::new() };
+            // What it saw (the notice's body), else how it ended.
+            let between =
+                |open: &str, close: &str| text.split_once(open).and_then(|(_, r)| r.split_once(close)).map(|(b, _)| b);
+            let body = between("<event>", "</event>").or_else(|| between("<summary>", "</summary>")).unwrap_or(text);
+            let over =
+                if *dropped > 0 { format!(" ({dropped} events left out: over the rate)") } else { String::new() };
             format!(
                 "monitor   {task_id} {}: {}{over}",
                 super::trust::visible(description),
-                super::trust::visible(text.lines().next().unwrap_or_default())
+                super::trust::visible(body.lines().next().unwrap_or_default())
             )
         }
         EventKind::SessionIdle { session_id, name, closed } => {

@@ -181,8 +181,11 @@ local function notice(event)
     line = "schedule " .. (event.cron_id or "?") .. (event.missed and " (missed while the daemon was down)" or "")
       .. ": " .. ((event.prompt or ""):match("^[^\n]*") or "")
   elseif event.type == "monitor/event" then
+    -- What it saw (the event's body), else how it ended (its summary).
+    local text = event.text or ""
+    local body = text:match("<event>(.-)</event>") or text:match("<summary>(.-)</summary>") or text
     line = "monitor " .. (event.task_id or "?") .. " (" .. (event.description or "") .. "): "
-      .. ((event.text or ""):match("^[^\n]*") or "")
+      .. (body:match("^[^\n]*") or "")
   elseif event.type == "session/idle" then
     local who = event.name or event.session_id
     line = who .. (event.closed and " closed" or " finished its turn")
