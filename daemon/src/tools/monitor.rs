@@ -479,7 +479,7 @@ struct WatchState {
 
 impl Watch {
     fn new(events: SessionEvents, description: String, timeout_ms: u64) -> Arc<Watch> {
-        let watch = Arc::new(Watch {
+        Arc::new(Watch {
             events,
             description,
             timeout_ms,
@@ -487,8 +487,7 @@ impl Watch {
             job: std::sync::OnceLock::new(),
             state: Mutex::new(WatchState { tokens: BUCKET, ..WatchState::default() }),
             wake: Arc::new(tokio::sync::Notify::new()),
-        });
-        watch
+        })
     }
 
     /// Sends each batch once its window is over, until the watch ends.
