@@ -254,9 +254,10 @@ class Agentd:
     def messages(self, session_id, after_seq=0):
         """The session's incoming traffic, as it comes: messages from other
         sessions (message/received), schedule firings (cron/fired), what
-        its watches saw (monitor/event: `text` is for the model) and idle
-        notices (session/idle), replayed from after_seq first."""
-        wanted = ("message/received", "cron/fired", "monitor/event", "session/idle")
+        its watches saw (monitor/event: `text` is for the model), background
+        tasks that ended (task/notification) and idle notices
+        (session/idle), replayed from after_seq first."""
+        wanted = ("message/received", "cron/fired", "monitor/event", "task/notification", "session/idle")
         for event in self.events(session_id, after_seq=after_seq):
             if event["type"] in wanted:
                 yield event

@@ -194,16 +194,35 @@ pub trait AgentHost: Send + Sync {
     /// Makes a child session of `parent` whose tools are `tools` (all of
     /// the parent's when `None`) but `disallowed`, without Task itself;
     /// returns its id and the tools it offers.
-    fn spawn_child(
-        &self,
-        parent: &str,
-        tools: Option<&[String]>,
-        disallowed: &[String],
-    ) -> Result<(String, Vec<String>), String>;
+    fn spawn_child(&self, parent: &str, child: ChildAsk<'_>) -> Result<(String, Vec<String>), String>;
     /// Cancels everything the child runs.
     fn cancel_child(&self, child: &str);
     /// Closes the child.
     fn close_child(&self, child: &str);
+}
+
+/// What a Task call asks of the child it makes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildAsk<'a> {
+    /// Its tools (all the parent's when `None`), never Task.
+    pub tools: Option<&'a [String]>,
+    /// Tools it must not have.
+    pub disallowed: &'a [String],
+    /// The name other sessions reach it by while it runs (Agent's `name`).
+    pub name: Option<&'a str>,
+}
+
+/// Sub-agents a session may run at once (Claude Code 2.1.332's default).
+pub const MAX_CONCURRENT: usize = 20;
+/// Sub-agents one session may start in all.
+pub const MAX_PER_SESSION: u64 = 200;
+
+/// Claude Code 2.1.332's words when the cap is reached.
+pub fn cap_reached() -> String {
+    format!(
+        "Concurrent subagent limit reached. You can run {MAX_CONCURRENT} subagents at once. Do not retry. If the \
+         user wants more concurrent subagents, ask them to raise the limit."
+    )
 }
 
 /// The answer to an `agent/request`.

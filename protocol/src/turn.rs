@@ -451,6 +451,25 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ended: Option<String>,
     },
+    /// A background task of the session ended: a Bash job
+    /// (`run_in_background`, or a command moved there at its timeout) or a
+    /// sub-agent run in the background. `text` is Claude Code 2.1.332's
+    /// `<task-notification>` for the model (a sub-agent's result in
+    /// `<result>`): hand it over as the harness hands over notices.
+    /// (Monitor's watches say their end in `monitor/event`.)
+    #[serde(rename = "task/notification")]
+    TaskNotification {
+        /// The task (its job id).
+        task_id: String,
+        /// `local_bash` or `local_agent`.
+        task_type: String,
+        /// `completed`, `failed` or `killed`.
+        status: String,
+        /// One line on how it ended.
+        summary: String,
+        /// For the model.
+        text: String,
+    },
     /// Another session of the daemon sent this one a message (its
     /// SendMessage tool): for the harness to hand to its model.
     #[serde(rename = "message/received")]
@@ -648,6 +667,7 @@ impl EventKind {
             EventKind::MessageReceived { .. } => "message/received",
             EventKind::CronFired { .. } => "cron/fired",
             EventKind::MonitorEvent { .. } => "monitor/event",
+            EventKind::TaskNotification { .. } => "task/notification",
             EventKind::SessionIdle { .. } => "session/idle",
             EventKind::McpElicitation { .. } => "mcp/elicitation",
             EventKind::McpSampling { .. } => "mcp/sampling",

@@ -63,10 +63,14 @@ async fn tasks_run_side_by_side_in_child_sessions_bound_by_the_parents_rules() {
         tool_use(
             id,
             "Task",
-            json!({ "description": what, "prompt": format!("Please {what}."), "subagent_type": "general-purpose" }),
+            json!({ "run_in_background": false, "description": what, "prompt": format!("Please {what}."), "subagent_type": "general-purpose" }),
         )
     };
-    let bad = tool_use("x", "Agent", json!({ "description": "d", "prompt": "p", "subagent_type": "nope" }));
+    let bad = tool_use(
+        "x",
+        "Agent",
+        json!({ "run_in_background": false, "description": "d", "prompt": "p", "subagent_type": "nope" }),
+    );
     let uses = vec![task("a", "read the notes"), task("b", "fail on purpose"), bad];
     let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
         .as_str()
@@ -132,7 +136,7 @@ async fn cancelling_the_parents_turn_ends_the_childs_work() {
     let uses = vec![tool_use(
         "t",
         "Task",
-        json!({ "description": "wait", "prompt": "wait", "subagent_type": "general-purpose" }),
+        json!({ "run_in_background": false, "description": "wait", "prompt": "wait", "subagent_type": "general-purpose" }),
     )];
     let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
         .as_str()
@@ -197,7 +201,7 @@ fn agentctl_run_shows_an_agent_request_and_respond_agent_answers_it() {
     assert_eq!(code, 0, "{err}");
     let sid = serde_json::from_str::<Value>(&out).unwrap()["session_id"].as_str().unwrap().to_owned();
     let blocks = work.path().join("turn.jsonl");
-    let task = json!({ "id": "t", "name": "Task", "input": { "description": "look", "prompt": "Look around.", "subagent_type": "general-purpose" } });
+    let task = json!({ "id": "t", "name": "Task", "input": { "run_in_background": false, "description": "look", "prompt": "Look around.", "subagent_type": "general-purpose" } });
     std::fs::write(&blocks, format!("{task}\n")).unwrap();
     let mut child = std::process::Command::new(agentd_tests::bin_path("agentctl"))
         .arg("--socket")
@@ -252,7 +256,7 @@ async fn agent_definitions_narrow_the_childs_tools_and_bad_ones_are_reported() {
     let uses = vec![tool_use(
         "r",
         "Task",
-        json!({ "description": "review", "prompt": "Review x.rs", "subagent_type": "reviewer" }),
+        json!({ "run_in_background": false, "description": "review", "prompt": "Review x.rs", "subagent_type": "reviewer" }),
     )];
     c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
     let seen = until(&mut events, |e| e["type"] == "agent/request").await;
@@ -319,8 +323,11 @@ async fn a_task_fails_once_no_client_runs_agents() {
     let sid = c.session(json!({ "cwd": d.dir.path() })).await;
     let mut watcher = agentd_tests::EventStream::open(&d.socket, &sid, None).await.unwrap();
     let mut agents = runner(&d, &sid).await;
-    let uses =
-        vec![tool_use("t", "Task", json!({ "description": "d", "prompt": "p", "subagent_type": "general-purpose" }))];
+    let uses = vec![tool_use(
+        "t",
+        "Task",
+        json!({ "run_in_background": false, "description": "d", "prompt": "p", "subagent_type": "general-purpose" }),
+    )];
     c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
     until(&mut agents, |e| e["type"] == "agent/request").await;
     drop(agents);
@@ -364,8 +371,11 @@ async fn a_runner_gets_agent_requests_whatever_kinds_it_asked_for() {
     let mut agents = d.raw().await;
     let params = json!({ "session_id": sid, "capabilities": ["agents"], "kinds": ["tool/result"] });
     assert!(agents.request("turn/stream", params).await["result"].is_string());
-    let uses =
-        vec![tool_use("t", "Task", json!({ "description": "d", "prompt": "p", "subagent_type": "general-purpose" }))];
+    let uses = vec![tool_use(
+        "t",
+        "Task",
+        json!({ "run_in_background": false, "description": "d", "prompt": "p", "subagent_type": "general-purpose" }),
+    )];
     c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
     let request = next(&mut agents).await;
     assert_eq!(request["type"], "agent/request", "{request}");
@@ -413,17 +423,29 @@ async fn built_in_agent_types_models_and_rules_on_types() {
         tool_use(
             "e",
             "Agent",
-            json!({ "description": "look", "prompt": "Find main.", "subagent_type": "Explore", "model": "haiku", "effort": "low" }),
+            json!({ "run_in_background": false, "description": "look", "prompt": "Find main.", "subagent_type": "Explore", "model": "haiku", "effort": "low" }),
         ),
-        tool_use("g", "Task", json!({ "description": "do", "prompt": "Do it." })),
+        tool_use("g", "Task", json!({ "run_in_background": false, "description": "do", "prompt": "Do it." })),
         tool_use(
             "s",
             "Task",
-            json!({ "description": "line", "prompt": "Set it.", "subagent_type": "statusline-setup" }),
+            json!({ "run_in_background": false, "description": "line", "prompt": "Set it.", "subagent_type": "statusline-setup" }),
         ),
-        tool_use("p", "Task", json!({ "description": "plan", "prompt": "Plan it.", "subagent_type": "Plan" })),
-        tool_use("m", "Task", json!({ "description": "bad", "prompt": "x", "model": "gpt-5" })),
-        tool_use("i", "Agent", json!({ "description": "iso", "prompt": "x", "isolation": "worktree" })),
+        tool_use(
+            "p",
+            "Task",
+            json!({ "run_in_background": false, "description": "plan", "prompt": "Plan it.", "subagent_type": "Plan" }),
+        ),
+        tool_use(
+            "m",
+            "Task",
+            json!({ "run_in_background": false, "description": "bad", "prompt": "x", "model": "gpt-5" }),
+        ),
+        tool_use(
+            "i",
+            "Agent",
+            json!({ "run_in_background": false, "description": "iso", "prompt": "x", "isolation": "worktree" }),
+        ),
     ];
     let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
         .as_str()
@@ -527,4 +549,58 @@ async fn a_task_in_the_background_returns_at_once_and_its_result_comes_by_task_o
     let r = c.tool(&plain, "Task", json!({ "description": "d", "prompt": "p", "run_in_background": true })).await;
     assert_eq!(r["is_error"], true, "{r}");
     assert!(c.ok("session/get", json!({ "session_id": plain })).await["jobs"].as_array().is_none_or(|j| j.is_empty()));
+}
+
+/// Agent as Claude Code 2.1.332 takes it: in the background unless asked
+/// otherwise, its end a `task/notification` with its result; a `name`
+/// that SendMessage reaches while it runs and TaskStop stops it by; 20 at
+/// once; `mode` accepted and ignored.
+#[tokio::test]
+async fn an_agent_runs_in_the_background_by_default_is_named_notifies_and_is_capped() {
+    let d = TestDaemon::start().await;
+    let (mut c, sid, mut events) = parent(&d).await;
+    let text = |r: &Value| r["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let input = json!({ "description": "survey", "prompt": "Survey it.", "name": "surveyor", "mode": "plan" });
+    let r = within("Agent", c.tool(&sid, "Agent", input)).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    assert!(text(&r).starts_with("Async agent launched successfully.") && text(&r).contains("to: 'surveyor'"), "{r}");
+    let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
+    let child = request["child_session_id"].as_str().unwrap().to_owned();
+    // Addressable by its name while it runs.
+    let r = c.tool(&sid, "SendMessage", json!({ "to": "surveyor", "message": "also look at tests/" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    let mut child_events = agentd_tests::EventStream::open(&d.socket, &child, Some(0)).await.unwrap();
+    let got = within("the message", child_events.until(|e| e["type"] == "message/received")).await;
+    assert_eq!(got.last().unwrap()["message"], "also look at tests/");
+    c.ok("agent/respond", json!({ "session_id": sid, "request_id": request["request_id"], "result": "3 crates <ok>" }))
+        .await;
+    let done = until(&mut events, |e| e["type"] == "task/notification").await.pop().unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["task_type"], "local_agent");
+    let said = done["text"].as_str().unwrap();
+    assert!(said.contains("<summary>Agent \"survey\" finished</summary>"), "{said}");
+    assert!(said.contains("<result>3 crates &lt;ok&gt;"), "{said}");
+
+    // TaskStop by name.
+    let input = json!({ "description": "second", "prompt": "p", "name": "second" });
+    within("Agent", c.tool(&sid, "Agent", input)).await;
+    until(&mut events, |e| e["type"] == "agent/request").await;
+    let r = c.tool(&sid, "TaskStop", json!({ "task_id": "second" })).await;
+    assert!(r["is_error"] == false && text(&r).contains("killed"), "{r}");
+    let stopped = until(&mut events, |e| e["type"] == "task/notification").await.pop().unwrap();
+    assert_eq!(stopped["status"], "killed", "{stopped}");
+
+    // Bad names are refused before anything starts.
+    for bad in ["main", "-x", "job_1", "a b", &"x".repeat(65)] {
+        let r = c.tool(&sid, "Agent", json!({ "description": "d", "prompt": "p", "name": bad })).await;
+        assert!(r["is_error"] == true && text(&r).contains("name"), "{bad}: {r}");
+    }
+    // 20 at once; the 21st is refused in 2.1.332's words.
+    for i in 0..20 {
+        let r = c.tool(&sid, "Agent", json!({ "description": format!("w{i}"), "prompt": "wait" })).await;
+        assert_eq!(r["is_error"], false, "{i}: {r}");
+    }
+    let r = c.tool(&sid, "Agent", json!({ "description": "one more", "prompt": "wait" })).await;
+    let all = r.to_string();
+    assert!(all.contains("Concurrent subagent limit reached. You can run 20 subagents at once."), "{r}");
 }

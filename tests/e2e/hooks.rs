@@ -484,8 +484,11 @@ async fn subagent_hooks_add_to_the_sub_agents_instructions_and_to_its_answer() {
     let mut runner = d.raw().await;
     let reply = runner.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
     assert!(reply["result"].is_string(), "{reply}");
-    let task =
-        tool_use("t", "Task", json!({ "description": "look", "prompt": "Look.", "subagent_type": "general-purpose" }));
+    let task = tool_use(
+        "t",
+        "Task",
+        json!({ "run_in_background": false, "description": "look", "prompt": "Look.", "subagent_type": "general-purpose" }),
+    );
     let turn =
         c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": [task], "end": true })).await["turn_id"].clone();
     let request = loop {

@@ -916,8 +916,11 @@ fn a_sub_agent_limited_to_some_tools_gets_no_tool_its_server_adds_later() {
         let mut runner = RawConn::connect(&d.socket).await;
         let reply = runner.request("turn/stream", json!({ "session_id": sid, "capabilities": ["agents"] })).await;
         assert!(reply["result"].is_string(), "{reply}");
-        let uses =
-            vec![tool_use("a", "Task", json!({ "description": "e", "prompt": "echo", "subagent_type": "echoer" }))];
+        let uses = vec![tool_use(
+            "a",
+            "Task",
+            json!({ "run_in_background": false, "description": "e", "prompt": "echo", "subagent_type": "echoer" }),
+        )];
         c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await;
         let request = within("agent/request", async {
             loop {

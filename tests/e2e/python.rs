@@ -49,8 +49,8 @@ with Agentd() as d:
         r = d2.tool(event["child_session_id"], "Read", file_path="hello.txt")
         return "read: " + r["content"][0]["text"].split("\t")[1].strip()
     uses = [
-        {"id": "s1", "name": "Task", "input": {"description": "read", "prompt": "read hello", "subagent_type": "general-purpose"}},
-        {"id": "s2", "name": "Task", "input": {"description": "fail", "prompt": "fail please", "subagent_type": "general-purpose"}},
+        {"id": "s1", "name": "Task", "input": {"description": "read", "prompt": "read hello", "subagent_type": "general-purpose", "run_in_background": False}},
+        {"id": "s2", "name": "Task", "input": {"description": "fail", "prompt": "fail please", "subagent_type": "general-purpose", "run_in_background": False}},
     ]
     results = {}
     agents = d.serve_agents(sid, sub_agent)

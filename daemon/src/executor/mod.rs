@@ -504,6 +504,21 @@ impl SessionExecutor {
         let durable = Mutex::new(crate::store::Durable::of(&context, granted.clone()));
         let forgotten = Forgotten::of_past(&past);
         let events = Arc::new(EventLog::durable(crate::events::DEFAULT_LOG_CAPACITY, journal, past));
+        // A background task's end is the session's to hear (2.1.332 tells
+        // the model; the harness hands it over).
+        let log = Arc::downgrade(&events);
+        jobs.notify_with(Arc::new(move |job: &crate::process::jobs::Job| {
+            if let Some(log) = log.upgrade() {
+                let (status, summary, text) = job.notice();
+                log.push(agentd_protocol::turn::EventKind::TaskNotification {
+                    task_id: job.id.clone(),
+                    task_type: job.kind.task_type().to_owned(),
+                    status: status.to_owned(),
+                    summary,
+                    text,
+                });
+            }
+        }));
         let hooks = crate::hooks::Hooks::new(
             hooks,
             events.clone(),

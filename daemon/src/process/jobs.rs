@@ -102,6 +102,8 @@ pub struct Job {
     pub id: String,
     /// The command it runs.
     pub command: String,
+    /// A name it also answers to (a named sub-agent's).
+    pub name: Option<String>,
     /// A command or a sub-agent.
     pub kind: JobKind,
     /// The file that keeps its whole output, there from its start (so the
@@ -143,6 +145,53 @@ impl Job {
     /// writes as it goes).
     pub fn append(&self, bytes: &[u8]) {
         push(self, bytes);
+    }
+
+    /// How the job ended, as Claude Code 2.1.332 tells the model: its
+    /// status (`completed`, `failed`, `killed`), a line, and the
+    /// `<task-notification>` (a sub-agent's result in `<result>`).
+    pub fn notice(&self) -> (&'static str, String, String) {
+        let status = self.status();
+        let (name, summary) = match (self.kind, &status) {
+            (JobKind::Agent, JobStatus::Exited(0)) => ("completed", format!("Agent \"{}\" finished", self.what())),
+            (JobKind::Agent, JobStatus::Exited(_)) => ("failed", format!("Agent \"{}\" failed", self.what())),
+            (JobKind::Agent, _) => ("killed", format!("Agent \"{}\" was stopped", self.what())),
+            (_, JobStatus::Exited(0)) => {
+                ("completed", format!("Background command \"{}\" completed (exit code 0)", self.what()))
+            }
+            (_, JobStatus::Exited(code)) => {
+                ("failed", format!("Background command \"{}\" failed with exit code {code}", self.what()))
+            }
+            (_, _) => ("killed", format!("Background command \"{}\" was stopped", self.what())),
+        };
+        let file = self
+            .output_file
+            .as_ref()
+            .map(|f| format!("<output-file>{}</output-file>\n", xml(&f.display().to_string())));
+        let result = match self.kind {
+            JobKind::Agent => {
+                let s = self.lock();
+                format!("<result>{}</result>\n", xml(&String::from_utf8_lossy(&s.unread)))
+            }
+            _ => String::new(),
+        };
+        let text = format!(
+            "<task-notification>\n<task-id>{}</task-id>\n{}<status>{name}</status>\n<summary>{}</summary>\n{result}</task-notification>",
+            xml(&self.id),
+            file.unwrap_or_default(),
+            xml(&summary)
+        );
+        (name, summary, text)
+    }
+
+    /// What the job is, in a few words: a sub-agent's description, a
+    /// command's first line (cut at 80 characters).
+    fn what(&self) -> String {
+        let what = match self.kind {
+            JobKind::Agent => self.command.split_once(": ").map_or(self.command.as_str(), |(_, d)| d),
+            _ => self.command.lines().next().unwrap_or_default(),
+        };
+        what.chars().take(80).collect()
     }
 
     /// The job's status.
@@ -219,8 +268,30 @@ pub struct Adopted {
     pub at_end: Option<AtEnd>,
 }
 
+/// One running sub-agent's place (see [`JobTable::agent_slot`]).
+pub struct AgentSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for AgentSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `text` with `&`, `<` and `>` escaped (for a `<task-notification>`).
+pub fn xml(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Who hears that a job ended (the session's `task/notification`).
+pub type Notify = Arc<dyn Fn(&Job) + Send + Sync>;
+
 /// A session's jobs.
 pub struct JobTable {
+    notify: std::sync::OnceLock<Notify>,
+    /// Sub-agents running now, in the foreground or the background, and
+    /// started in all.
+    agents: Arc<std::sync::atomic::AtomicUsize>,
+    agents_started: AtomicU64,
     jobs: Mutex<Vec<Arc<Job>>>,
     next: AtomicU64,
     cancel: CancellationToken,
@@ -230,7 +301,43 @@ pub struct JobTable {
 impl JobTable {
     /// Jobs whose tokens are children of `cancel` (the session's).
     pub fn new(cancel: CancellationToken, tracker: TaskTracker) -> Self {
-        JobTable { jobs: Mutex::new(Vec::new()), next: AtomicU64::new(1), cancel, tracker }
+        JobTable {
+            notify: std::sync::OnceLock::new(),
+            agents: Arc::default(),
+            agents_started: AtomicU64::new(0),
+            jobs: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+            cancel,
+            tracker,
+        }
+    }
+
+    /// A place for one more sub-agent, held while it runs; refused (in
+    /// Claude Code 2.1.332's words) when `max` run already, and once the
+    /// session started `max_in_all`.
+    pub fn agent_slot(&self, max: usize, max_in_all: u64) -> Result<AgentSlot, String> {
+        let taken = self.agents.fetch_add(1, Ordering::SeqCst);
+        let slot = AgentSlot(self.agents.clone());
+        if taken >= max {
+            return Err(crate::agents::cap_reached());
+        }
+        if self.agents_started.fetch_add(1, Ordering::SeqCst) >= max_in_all {
+            return Err(format!(
+                "this session has started {max_in_all} subagents, the most one session may; do the rest of the work \
+                 directly with your tools"
+            ));
+        }
+        Ok(slot)
+    }
+
+    /// Tells `notify` of every job that ends from now on (set once).
+    pub fn notify_with(&self, notify: Notify) {
+        let _ = self.notify.set(notify);
+    }
+
+    /// Who hears of a job's end (not a watch's: it says its own).
+    fn notifier(&self, kind: JobKind) -> Option<Notify> {
+        self.notify.get().filter(|_| kind != JobKind::Monitor).cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Job>>> {
@@ -263,6 +370,7 @@ impl JobTable {
         Arc::new(Job {
             id: format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed)),
             command: command.to_owned(),
+            name: None,
             kind,
             output_file: capture.file_path(),
             state: Mutex::new(JobState { unread: Vec::new(), dropped: 0, status: JobStatus::Running, capture }),
@@ -279,7 +387,8 @@ impl JobTable {
         let kind = if watcher.is_some() { JobKind::Monitor } else { JobKind::Shell };
         let job = self.new_job(command, kind, output_file);
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end, watcher));
+        let notify = self.notifier(kind);
+        self.tracker.spawn(pump(job.clone(), tree, limit, tmp, at_end, watcher, notify));
         Ok(job)
     }
 
@@ -295,6 +404,7 @@ impl JobTable {
         let job = Arc::new(Job {
             id: format!("job_{}", self.next.fetch_add(1, Ordering::Relaxed)),
             command: command.to_owned(),
+            name: None,
             kind: JobKind::Shell,
             output_file: capture.file_path(),
             state: Mutex::new(JobState { unread: Vec::new(), dropped: 0, status: JobStatus::Running, capture }),
@@ -302,7 +412,8 @@ impl JobTable {
             finished: tokio::sync::Notify::new(),
         });
         self.lock().push(job.clone());
-        self.tracker.spawn(pump(job.clone(), tree, run.limit, run.tmp, run.at_end, None));
+        let notify = self.notifier(JobKind::Shell);
+        self.tracker.spawn(pump(job.clone(), tree, run.limit, run.tmp, run.at_end, None, notify));
         job
     }
 
@@ -314,7 +425,28 @@ impl JobTable {
     where
         F: std::future::Future<Output = Result<String, String>> + Send + 'static,
     {
-        self.start_work_as(what, JobKind::Agent, None, |token, _| work(token))
+        self.start_work_named(what, None, work)
+    }
+
+    /// [`JobTable::start_work`] for a job that also answers to `name`
+    /// (refused while a running job of the session has it).
+    pub fn start_work_named<F>(
+        &self,
+        what: &str,
+        name: Option<&str>,
+        work: impl FnOnce(CancellationToken) -> F,
+    ) -> std::io::Result<Arc<Job>>
+    where
+        F: std::future::Future<Output = Result<String, String>> + Send + 'static,
+    {
+        if let Some(name) = name
+            && self.lock().iter().any(|j| j.name.as_deref() == Some(name) && j.status() == JobStatus::Running)
+        {
+            return Err(std::io::Error::other(format!(
+                "an agent named {name:?} is running already; choose another name"
+            )));
+        }
+        self.start_work_as(what, JobKind::Agent, None, name, |token, _| work(token))
     }
 
     /// [`JobTable::start_work`] for a job of `kind` whose output also goes
@@ -324,16 +456,21 @@ impl JobTable {
         what: &str,
         kind: JobKind,
         output_file: Option<&Path>,
+        name: Option<&str>,
         work: impl FnOnce(CancellationToken, Arc<Job>) -> F,
     ) -> std::io::Result<Arc<Job>>
     where
         F: std::future::Future<Output = Result<String, String>> + Send + 'static,
     {
         self.room()?;
-        let job = self.new_job(what, kind, output_file);
+        let mut job = self.new_job(what, kind, output_file);
+        if let Some(job) = Arc::get_mut(&mut job) {
+            job.name = name.map(str::to_owned);
+        }
         let work = work(job.cancel.clone(), job.clone());
         self.lock().push(job.clone());
         let done = job.clone();
+        let notify = self.notifier(kind);
         self.tracker.spawn(async move {
             let status = tokio::select! {
                 result = work => {
@@ -342,19 +479,25 @@ impl JobTable {
                         Err(why) => (why, 1),
                     };
                     push(&done, text.as_bytes());
-                    JobStatus::Exited(code)
+                    // Ended because it was stopped (the work saw the token
+                    // first): stopped, not failed.
+                    if code != 0 && done.cancel.is_cancelled() { JobStatus::Killed } else { JobStatus::Exited(code) }
                 }
                 _ = done.cancel.cancelled() => JobStatus::Killed,
             };
             done.lock().status = status;
+            if let Some(notify) = notify {
+                notify(&done);
+            }
             done.finished.notify_waiters();
         });
         Ok(job)
     }
 
-    /// The job `id`.
+    /// The job `id`, or the latest job named `id`.
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
-        self.lock().iter().find(|j| j.id == id).cloned()
+        let jobs = self.lock();
+        jobs.iter().find(|j| j.id == id).or_else(|| jobs.iter().rev().find(|j| j.name.as_deref() == Some(id))).cloned()
     }
 
     /// Every job, oldest first.
@@ -372,6 +515,7 @@ async fn pump(
     tmp: Option<PathBuf>,
     at_end: Option<AtEnd>,
     watcher: Option<Arc<dyn Watcher>>,
+    notify: Option<Notify>,
 ) {
     let mut lines = watcher.map(|w| Lines { watcher: w, job: job.id.clone(), partial: Vec::new() });
     let end = pump_output(&job, &mut tree, limit, lines.as_mut()).await;
@@ -390,6 +534,9 @@ async fn pump(
     }
     if let Some(lines) = lines {
         lines.finish(end);
+    }
+    if let Some(notify) = notify {
+        notify(&job);
     }
     job.finished.notify_waiters();
 }

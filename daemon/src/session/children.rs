@@ -8,13 +8,8 @@ use super::*;
 pub(super) struct ChildMaker(std::sync::Weak<SessionManager>);
 
 impl crate::agents::AgentHost for ChildMaker {
-    fn spawn_child(
-        &self,
-        parent: &str,
-        tools: Option<&[String]>,
-        disallowed: &[String],
-    ) -> Result<(String, Vec<String>), String> {
-        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, tools, disallowed)
+    fn spawn_child(&self, parent: &str, child: crate::agents::ChildAsk<'_>) -> Result<(String, Vec<String>), String> {
+        self.0.upgrade().ok_or("the daemon is stopping")?.spawn_child(parent, child)
     }
 
     fn cancel_child(&self, child: &str) {
@@ -158,9 +153,13 @@ impl SessionManager {
     pub fn spawn_child(
         &self,
         parent: &str,
-        tools: Option<&[String]>,
-        disallowed: &[String],
+        child: crate::agents::ChildAsk<'_>,
     ) -> Result<(String, Vec<String>), String> {
+        let crate::agents::ChildAsk { tools, disallowed, name } = child;
+        // Claude Code 2.1.332's cap (checked again here: two calls may race).
+        if self.children(parent).len() >= crate::agents::MAX_CONCURRENT {
+            return Err(crate::agents::cap_reached());
+        }
         let handle = self.handle(parent).map_err(|e| e.to_string())?;
         let context = handle.context();
         let cwd = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone());
@@ -178,6 +177,7 @@ impl SessionManager {
                 ..Default::default()
             }),
             parent_session_id: Some(parent.to_owned()),
+            name: name.map(str::to_owned),
             ..SessionCreateParams::new(cwd)
         };
         let prepared = self.prepare(params).map_err(|e| e.to_string())?;

@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::permission::Decision;
-use crate::process::jobs::{Job, JobEnd, JobKind, Watcher};
+use crate::process::jobs::{Job, JobEnd, JobKind, Watcher, xml};
 use crate::tool::context::SessionEvents;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 use crate::tools::bash::{Bash, BashInput};
@@ -319,7 +319,7 @@ impl Monitor {
         let file = ctx.output_dir.join(format!("monitor-{}.log", uuid::Uuid::new_v4().simple()));
         let limit = Duration::from_millis(input.timeout());
         let jobs = ctx.need::<crate::process::jobs::JobTable>()?;
-        jobs.start_work_as(&ws.url, JobKind::Monitor, Some(&file), move |token, job| {
+        jobs.start_work_as(&ws.url, JobKind::Monitor, Some(&file), None, move |token, job| {
             run_ws(socket, job, watch, token, limit)
         })
         .map_err(|e| ToolError::new(e.to_string()))
@@ -708,10 +708,6 @@ fn notification(task: &str, description: &str, body: &str) -> String {
         xml(description),
         xml(body)
     )
-}
-
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// The notice of a watch that reached its time.

@@ -85,11 +85,23 @@ pub struct TaskInput {
     #[serde(default)]
     #[schemars(extend("enum" = ["low", "medium", "high", "xhigh", "max", "lower", "higher"]))]
     pub effort: Option<String>,
-    /// Run the agent in the background: the call returns at once with its
-    /// job id; TaskOutput with that task_id waits for its result, TaskStop
-    /// ends it. Only when you have other work to do meanwhile.
-    #[serde(default, deserialize_with = "crate::tool::input::flag")]
-    pub run_in_background: bool,
+    /// Run the agent in the background (the default, as in Claude Code
+    /// 2.1.332): the call returns at once with its id, and a
+    /// `task/notification` brings its result when it is done (TaskOutput
+    /// with that task_id waits for it; TaskStop ends it). false: wait for
+    /// its result.
+    #[serde(default, deserialize_with = "crate::tool::input::opt_flag")]
+    pub run_in_background: Option<bool>,
+    /// A name for the agent (letters, digits, `-`, `_`; up to 64): while it
+    /// runs, SendMessage reaches it by this name and TaskStop stops it.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Claude Code 2.1's `mode`, deprecated in 2.1.332: a sub-agent takes
+    /// its parent's mode. Accepted and ignored.
+    #[serde(default)]
+    #[schemars(skip)]
+    #[allow(dead_code)]
+    pub mode: Option<String>,
     /// Claude Code 2.1's `isolation` (a worktree or a remote machine for
     /// the agent): not done by agentd, refused with a clear message rather
     /// than as an unknown field, and not published.
@@ -100,6 +112,22 @@ pub struct TaskInput {
 
 fn general_purpose_name() -> String {
     "general-purpose".to_owned()
+}
+
+impl TaskInput {
+    fn background(&self) -> bool {
+        self.run_in_background.unwrap_or(true)
+    }
+}
+
+/// Whether `name` may name an agent (Claude Code 2.1.332's rule).
+fn valid_agent_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !["main", "team-lead", "user", "system"].contains(&name)
+        && !name.starts_with("job_")
 }
 
 /// The models a Task call may name (Claude Code 2.1's, and `inherit`).
@@ -172,6 +200,12 @@ impl Tool for TaskTool {
         if let Some(e) = input.effort.as_deref().filter(|e| !EFFORTS.contains(e)) {
             return Err(ValidationError::new(format!("effort {e:?} is none of {}", EFFORTS.join(", "))));
         }
+        if let Some(name) = input.name.as_deref().filter(|n| !valid_agent_name(n)) {
+            return Err(ValidationError::new(format!(
+                "name {name:?}: 1 to 64 letters, digits, `-` or `_`, starting with a letter or digit (not main, \
+                 team-lead, user, system, or a job id)"
+            )));
+        }
         if let Some(isolation) = &input.isolation {
             return Err(ValidationError::new(format!(
                 "isolation {isolation:?} is not supported by agentd: the sub-agent works in the parent's workspace \
@@ -205,7 +239,12 @@ impl Tool for TaskTool {
         ctx: ToolContext,
         _p: ProgressSink,
     ) -> Result<ToolOutput<TaskOutput>, ToolError> {
-        if !input.run_in_background {
+        let slot = ctx
+            .need::<crate::process::jobs::JobTable>()?
+            .agent_slot(crate::agents::MAX_CONCURRENT, crate::agents::MAX_PER_SESSION)
+            .map_err(ToolError::new)?;
+        if !input.background() {
+            let _slot = slot;
             return self.run(input, ctx).await.map(ToolOutput::new);
         }
         // A runner must be there to start it; the job then fails as the
@@ -221,20 +260,31 @@ impl Tool for TaskTool {
             .services
             .shared::<crate::process::jobs::JobTable>()
             .ok_or_else(|| ToolError::new("this session has no background jobs"))?;
+        let name = input.name.clone();
         let job = jobs
-            .start_work(&what, move |token| {
+            .start_work_named(&what, name.as_deref(), move |token| {
                 let ctx = ToolContext { cancel: token, ..ctx };
                 async move {
+                    let _slot = slot;
                     let out = tool.run(input, ctx).await.map_err(|e| e.to_string())?;
                     Ok(format!("{}\n[the sub-agent worked in the child session {}]", out.result, out.child_session_id))
                 }
             })
             .map_err(|e| ToolError::new(e.to_string()))?;
+        // Claude Code 2.1.332's words (its agent ids are agentd's job ids).
+        let reach = name.as_deref().map(|to| {
+            format!(" Use SendMessage with to: '{to}', summary: '<5-10 word recap>' to reach this agent while it runs.")
+        });
         let result = format!(
-            "Async agent launched successfully.\nagentId: {id}\nThe agent is working in the background. Its \
-             result: TaskOutput with task_id \"{id}\" (waits for it to finish); TaskStop with task_id \"{id}\" \
-             ends it. Continue with other work meanwhile; do not guess its results.",
-            id = job.id
+            "Async agent launched successfully. (This tool result is internal metadata — never quote or paste any \
+             part of it, including the agentId below, into a user-facing reply.)\nagentId: {id} (internal ID - do \
+             not mention to user.{reach})\nThe agent is working in the background. You will be notified automatically when it \
+             completes. You know nothing about its results until that notification arrives — do not report, \
+             assume, or predict them; continue other work or respond to the user in the meantime.\nDo not \
+             duplicate this agent's work — avoid working with the same files or topics it is using.\n(TaskOutput \
+             with task_id \"{id}\" waits for its result; TaskStop with task_id \"{id}\" ends it.)",
+            id = job.id,
+            reach = reach.unwrap_or_default()
         );
         Ok(ToolOutput::new(TaskOutput { child_session_id: String::new(), result, job_id: Some(job.id.clone()) }))
     }
@@ -244,7 +294,7 @@ impl Tool for TaskTool {
     }
 
     fn render_use(&self, input: &TaskInput) -> String {
-        let background = if input.run_in_background { " (in the background)" } else { "" };
+        let background = if input.background() { " (in the background)" } else { "" };
         format!("{}: {}{background}", input.subagent_type, input.description)
     }
 
@@ -270,7 +320,11 @@ impl TaskTool {
         // off the runtime's threads, with a deadline.
         let (host, parent, wanted, denied) =
             (agent.host.clone(), ctx.session_id.to_string(), def.tools.clone(), def.disallowed.clone());
-        let spawned = tokio::task::spawn_blocking(move || host.spawn_child(&parent, wanted.as_deref(), &denied));
+        let name = input.name.clone();
+        let spawned = tokio::task::spawn_blocking(move || {
+            let ask = crate::agents::ChildAsk { tools: wanted.as_deref(), disallowed: &denied, name: name.as_deref() };
+            host.spawn_child(&parent, ask)
+        });
         let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
             Ok(Ok(made)) => made.map_err(ToolError::new)?,
             Ok(Err(e)) => return Err(ToolError::new(format!("the child session could not be made: {e}"))),

@@ -745,6 +745,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::MessageReceived { .. }
         | EventKind::CronFired { .. }
         | EventKind::MonitorEvent { .. }
+        | EventKind::TaskNotification { .. }
         | EventKind::SessionIdle { .. } => None,
     }
 }
@@ -881,6 +882,9 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
                 super::trust::visible(description),
                 super::trust::visible(body.lines().next().unwrap_or_default())
             )
+        }
+        EventKind::TaskNotification { task_id, status, summary, .. } => {
+            format!("task      {task_id} {status}: {}", super::trust::visible(summary))
         }
         EventKind::SessionIdle { session_id, name, closed } => {
             let who = name.as_deref().map_or_else(|| session_id.clone(), |n| format!("{n} [{session_id}]"));

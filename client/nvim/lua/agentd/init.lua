@@ -186,6 +186,8 @@ local function notice(event)
     local body = text:match("<event>(.-)</event>") or text:match("<summary>(.-)</summary>") or text
     line = "monitor " .. (event.task_id or "?") .. " (" .. (event.description or "") .. "): "
       .. (body:match("^[^\n]*") or "")
+  elseif event.type == "task/notification" then
+    line = "task " .. (event.task_id or "?") .. " " .. (event.status or "") .. ": " .. (event.summary or "")
   elseif event.type == "session/idle" then
     local who = event.name or event.session_id
     line = who .. (event.closed and " closed" or " finished its turn")
