@@ -210,6 +210,8 @@ pub struct ChildAsk<'a> {
     pub disallowed: &'a [String],
     /// The name other sessions reach it by while it runs (Agent's `name`).
     pub name: Option<&'a str>,
+    /// The worktree it works in (Agent's `isolation: "worktree"`).
+    pub worktree: Option<&'a agentd_protocol::session::WorktreeInfo>,
 }
 
 /// Sub-agents a session may run at once (Claude Code 2.1.332's default).

@@ -406,7 +406,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     let schema = &task["input_schema"]["properties"];
     for (name, theirs) in fixture["tools"]["Agent"]["input_schema"]["properties"].as_object().unwrap() {
         if name == "isolation" {
-            assert!(schema.get(name).is_none(), "isolation is not offered");
+            assert_eq!(schema[name]["enum"], json!(["worktree"]), "only a worktree ({schema})");
             continue;
         }
         assert!(schema.get(name).is_some(), "Task lists {name}: {schema}");
@@ -444,7 +444,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
         tool_use(
             "i",
             "Agent",
-            json!({ "run_in_background": false, "description": "iso", "prompt": "x", "isolation": "worktree" }),
+            json!({ "run_in_background": false, "description": "iso", "prompt": "x", "isolation": "remote" }),
         ),
     ];
     let turn = c.ok("turn/submit", json!({ "session_id": sid, "tool_uses": uses, "end": true })).await["turn_id"]
@@ -498,7 +498,7 @@ async fn built_in_agent_types_models_and_rules_on_types() {
     let model = result("m");
     assert!(model["content"][0]["text"].as_str().unwrap().contains("gpt-5"), "{model}");
     let isolation = result("i");
-    assert!(isolation["content"][0]["text"].as_str().unwrap().contains("isolation \"worktree\" is not supported"));
+    assert!(isolation["content"][0]["text"].as_str().unwrap().contains("isolation \"remote\" is not supported"));
     assert_eq!(result("e")["content"][0]["text"], "done");
 }
 
@@ -603,4 +603,49 @@ async fn an_agent_runs_in_the_background_by_default_is_named_notifies_and_is_cap
     let r = c.tool(&sid, "Agent", json!({ "description": "one more", "prompt": "wait" })).await;
     let all = r.to_string();
     assert!(all.contains("Concurrent subagent limit reached. You can run 20 subagents at once."), "{r}");
+}
+
+/// `isolation: "worktree"`: the sub-agent's child session works in a new
+/// worktree of the repository; what it writes stays there, and the result
+/// says where.
+#[tokio::test]
+async fn an_isolated_agent_works_in_a_worktree_of_its_own() {
+    let d = TestDaemon::start().await;
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(d.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    std::fs::write(d.dir.path().join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "one"]);
+    let mut c = d.raw().await;
+    let sid = c.session(json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await;
+    let mut events = runner(&d, &sid).await;
+    let input =
+        json!({ "description": "iso", "prompt": "Write b.", "isolation": "worktree", "run_in_background": false });
+    let turn = c
+        .ok("turn/submit", json!({ "session_id": sid, "tool_uses": [tool_use("w", "Agent", input)], "end": true }))
+        .await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
+    let child = request["child_session_id"].as_str().unwrap().to_owned();
+    let info = c.ok("session/get", json!({ "session_id": child })).await;
+    let cwd = info["cwd"].as_str().unwrap().to_owned();
+    assert!(cwd.contains(".claude/worktrees/agent-"), "{info}");
+    let r = c.tool(&child, "Write", json!({ "file_path": "b.txt", "content": "b\n" })).await;
+    assert_eq!(r["is_error"], false, "{r}");
+    c.ok("agent/respond", json!({ "session_id": sid, "request_id": request["request_id"], "result": "wrote b" })).await;
+    let done = until(&mut events, |e| e["type"] == "tool/result" && e["turn_id"] == turn.as_str()).await.pop().unwrap();
+    let text = done["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("wrote b\nworktreePath: ") && text.contains("worktreeBranch: worktree/agent-"), "{done}");
+    assert!(std::path::Path::new(&cwd).join("b.txt").exists(), "written in the worktree");
+    assert!(!d.dir.path().join("b.txt").exists(), "the checkout is left alone");
 }

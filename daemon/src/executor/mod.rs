@@ -660,6 +660,14 @@ impl SessionExecutor {
         self.lock().context.clone()
     }
 
+    /// Moves the session into the worktree `w` (a sub-agent's isolation), as
+    /// EnterWorktree's modifier does.
+    pub fn work_in(&self, w: agentd_protocol::session::WorktreeInfo) {
+        let mut inner = self.lock();
+        inner.context.worktree = Some(w);
+        inner.context.shell_cwd = None;
+    }
+
     /// Runs `f` on the session context under the executor's lock.
     pub fn with_context<R>(&self, f: impl FnOnce(&SessionContext) -> R) -> R {
         f(&self.lock().context)

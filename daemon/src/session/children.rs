@@ -155,14 +155,17 @@ impl SessionManager {
         parent: &str,
         child: crate::agents::ChildAsk<'_>,
     ) -> Result<(String, Vec<String>), String> {
-        let crate::agents::ChildAsk { tools, disallowed, name } = child;
+        let crate::agents::ChildAsk { tools, disallowed, name, worktree } = child;
         // Claude Code 2.1.332's cap (checked again here: two calls may race).
         if self.children(parent).len() >= crate::agents::MAX_CONCURRENT {
             return Err(crate::agents::cap_reached());
         }
         let handle = self.handle(parent).map_err(|e| e.to_string())?;
         let context = handle.context();
-        let cwd = context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone());
+        let cwd = match worktree {
+            Some(w) => w.cwd.clone(),
+            None => context.worktree.as_ref().map(|w| w.cwd.clone()).unwrap_or_else(|| handle.info.cwd.clone()),
+        };
         let mut disabled = vec![crate::tools::task::NAME.to_owned()];
         disabled.extend(disallowed.iter().cloned());
         if let Some(keep) = tools {
@@ -183,6 +186,9 @@ impl SessionManager {
         let prepared = self.prepare(params).map_err(|e| e.to_string())?;
         let info = self.commit(prepared).map_err(|e| e.to_string())?;
         let child = self.handle(&info.session_id).map_err(|e| e.to_string())?;
+        if let Some(w) = worktree {
+            child.executor.work_in(w.clone());
+        }
         let tools = child.tools();
         let mut names = tools.listed_names();
         names.extend(tools.deferred_names());

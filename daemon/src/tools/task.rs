@@ -102,11 +102,12 @@ pub struct TaskInput {
     #[schemars(skip)]
     #[allow(dead_code)]
     pub mode: Option<String>,
-    /// Claude Code 2.1's `isolation` (a worktree or a remote machine for
-    /// the agent): not done by agentd, refused with a clear message rather
-    /// than as an unknown field, and not published.
+    /// `worktree`: the agent works in a new git worktree of the
+    /// repository (`.claude/worktrees/agent-…`, on a branch of its own),
+    /// an isolated copy where its changes leave the checkout alone; the
+    /// result names it. (Claude Code's `remote` is not done by agentd.)
     #[serde(default)]
-    #[schemars(skip)]
+    #[schemars(extend("enum" = ["worktree"]))]
     pub isolation: Option<String>,
 }
 
@@ -206,10 +207,10 @@ impl Tool for TaskTool {
                  team-lead, user, system, or a job id)"
             )));
         }
-        if let Some(isolation) = &input.isolation {
+        if let Some(isolation) = input.isolation.as_deref().filter(|i| *i != "worktree") {
             return Err(ValidationError::new(format!(
-                "isolation {isolation:?} is not supported by agentd: the sub-agent works in the parent's workspace \
-                 (to give it a worktree, say so in its prompt: it can call EnterWorktree)"
+                "isolation {isolation:?} is not supported by agentd (only \"worktree\": a remote machine is not \
+                 agentd's to start)"
             )));
         }
         if self.find(input.subagent_type.trim()).is_none() {
@@ -321,8 +322,24 @@ impl TaskTool {
         let (host, parent, wanted, denied) =
             (agent.host.clone(), ctx.session_id.to_string(), def.tools.clone(), def.disallowed.clone());
         let name = input.name.clone();
+        // Its own worktree, made before the child (and kept after it: the
+        // result names it).
+        let worktree = match input.isolation.as_deref() {
+            Some("worktree") => {
+                let (top, common) = crate::tools::worktree::repository(&ctx).await?;
+                let short = uuid::Uuid::new_v4().simple().to_string();
+                Some(crate::tools::worktree::make(&ctx, Some(format!("agent-{}", &short[..8])), top, common).await?)
+            }
+            _ => None,
+        };
+        let isolated = worktree.clone();
         let spawned = tokio::task::spawn_blocking(move || {
-            let ask = crate::agents::ChildAsk { tools: wanted.as_deref(), disallowed: &denied, name: name.as_deref() };
+            let ask = crate::agents::ChildAsk {
+                tools: wanted.as_deref(),
+                disallowed: &denied,
+                name: name.as_deref(),
+                worktree: isolated.as_ref(),
+            };
             host.spawn_child(&parent, ask)
         });
         let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
@@ -407,6 +424,10 @@ impl TaskTool {
             for reason in said.blocks {
                 answer.result.push_str(&format!("\n\nSubagentStop hook feedback: {reason}"));
             }
+        }
+        if let Some(w) = &worktree {
+            // 2.1.332's lines: where its work is.
+            answer.result.push_str(&format!("\nworktreePath: {}\nworktreeBranch: {}", w.path.display(), w.branch));
         }
         if answer.is_error {
             return Err(ToolError::new(answer.result));

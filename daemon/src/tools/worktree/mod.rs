@@ -335,8 +335,6 @@ impl Tool for EnterWorktree {
         ctx: ToolContext,
         _p: ProgressSink,
     ) -> Result<ToolOutput<WorktreeOutput>, ToolError> {
-        let cancel = &ctx.cancel;
-        let cwd: &Path = &ctx.cwd;
         // A background command could be rewriting the repository's git
         // files while git reads them.
         if ctx.need::<crate::process::jobs::JobTable>()?.list().iter().any(|j| j.status == "running") {
@@ -344,88 +342,12 @@ impl Tool for EnterWorktree {
                 "background commands of this session are still running; end them with TaskStop first",
             ));
         }
-        let Some(top) = git_line(cwd, &["rev-parse", "--show-toplevel"], cancel).await? else {
-            let bare = git_line(cwd, &["rev-parse", "--is-bare-repository"], cancel).await?;
-            return Err(ToolError::new(if bare.as_deref() == Some("true") {
-                format!("{} is a bare git repository: a worktree needs a checkout", cwd.display())
-            } else {
-                format!("{} is not in a git repository: EnterWorktree needs one", cwd.display())
-            }));
-        };
-        let top = std::fs::canonicalize(&top).map_err(|e| ToolError::new(format!("{top}: {e}")))?;
-        // A session inside a linked worktree makes the new one from the
-        // main checkout's repository all the same.
-        let common = git_line(&top, &["rev-parse", "--path-format=absolute", "--git-common-dir"], cancel)
-            .await?
-            .ok_or_else(|| ToolError::new("git did not name the repository's common directory"))?;
-        let common_dir = std::fs::canonicalize(&common).map_err(|e| ToolError::new(format!("{common}: {e}")))?;
-        // The main git directory names no other (a `commondir` there would
-        // send git, and the user's next commands, to another's config and
-        // hooks).
-        if common_dir.join("commondir").exists() {
-            return Err(ToolError::new(format!(
-                "{} holds a commondir file, which sends git elsewhere; refusing to run git on it",
-                common_dir.display()
-            )));
-        }
+        let (top, common_dir) = repository(&ctx).await?;
         if let Some(path) = &input.path {
             return enter_existing(path, &ctx, top, common_dir).await;
         }
-        let name =
-            input.name.clone().unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
-        let branch = format!("worktree/{name}");
-        git_line(&top, &["check-ref-format", "--branch", &branch], cancel)
-            .await?
-            .ok_or_else(|| ToolError::new(format!("{branch:?} is not a valid branch name")))?;
-        if git_line(&top, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")], cancel).await?.is_some() {
-            return Err(ToolError::new(format!("a branch {branch} already exists; choose another name")));
-        }
-        for dir in [top.join(".claude"), top.join(WORKTREES)] {
-            no_symlink(&dir)?;
-        }
-        let path = top.join(WORKTREES).join(&name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            return Err(ToolError::new(format!("{} already exists; choose another name", path.display())));
-        }
-        if common_dir.join("worktrees").join(&name).exists() {
-            return Err(ToolError::new(format!("git already has a worktree named {name}; choose another name")));
-        }
-        let base = git_line(&top, &["rev-parse", "--verify", "-q", "HEAD^{commit}"], cancel).await?;
-        let path_arg = path.to_string_lossy().into_owned();
-        let git_dir_arg = format!("--git-dir={}", common_dir.display());
-        let mut add: Vec<&str> = vec![&git_dir_arg, "worktree", "add", "--quiet"];
-        match &base {
-            Some(commit) => add.extend(["-b", &branch, "--", &path_arg, commit]),
-            // No commit yet: an orphan branch (git 2.42 or later).
-            None => add.extend(["--orphan", "-b", &branch, "--", &path_arg]),
-        }
-        let out = git(&top, &add, cancel).await?;
-        if !out.ok {
-            return Err(ToolError::new(format!("git worktree add failed: {}", out.why())));
-        }
-        let path = std::fs::canonicalize(&path).map_err(|e| ToolError::new(format!("{}: {e}", path.display())))?;
-        let git_dir = std::fs::canonicalize(common_dir.join("worktrees").join(&name))
-            .map_err(|e| ToolError::new(format!("git made no git directory for the worktree: {e}")))?;
-        // Present (empty, so nothing changes) and so bound read-only in the
-        // sandbox: a command cannot create one that git would obey.
-        ensure_worktree_config(&git_dir)?;
-        // The same place in the worktree as the session had in the
-        // checkout, where it exists.
-        let original_cwd = ctx.cwd.to_path_buf();
-        let rel = original_cwd.strip_prefix(&top).unwrap_or(Path::new(""));
-        let inner = path.join(rel);
-        let session_cwd = if rel.as_os_str().is_empty() || !inner.is_dir() { path.clone() } else { inner };
-        let info = WorktreeInfo {
-            path: path.clone(),
-            branch: branch.clone(),
-            cwd: session_cwd.clone(),
-            original_cwd,
-            repository: top,
-            common_dir,
-            git_dir,
-            base: base.clone(),
-            entered: false,
-        };
+        let info = make(&ctx, input.name.clone(), top, common_dir).await?;
+        let WorktreeInfo { path, branch, cwd: session_cwd, base, .. } = info.clone();
         let message = format!(
             "Created the worktree {} on the new branch {branch} ({}). The session now works there: \
              its working directory is {}. Leave with ExitWorktree (keep or remove).",
@@ -458,6 +380,108 @@ impl Tool for EnterWorktree {
     fn render_result(&self, out: &WorktreeOutput) -> String {
         format!("in {} ({})", out.worktree_path.display(), out.branch)
     }
+}
+
+/// The repository the session's directory is in: its top directory and
+/// its common git directory (a linked worktree's main repository), both
+/// canonical; refused for a bare repository, no repository, or a main git
+/// directory that sends git elsewhere.
+pub(crate) async fn repository(ctx: &ToolContext) -> Result<(PathBuf, PathBuf), ToolError> {
+    let cancel = &ctx.cancel;
+    let cwd: &Path = &ctx.cwd;
+    let Some(top) = git_line(cwd, &["rev-parse", "--show-toplevel"], cancel).await? else {
+        let bare = git_line(cwd, &["rev-parse", "--is-bare-repository"], cancel).await?;
+        return Err(ToolError::new(if bare.as_deref() == Some("true") {
+            format!("{} is a bare git repository: a worktree needs a checkout", cwd.display())
+        } else {
+            format!("{} is not in a git repository: EnterWorktree needs one", cwd.display())
+        }));
+    };
+    let top = std::fs::canonicalize(&top).map_err(|e| ToolError::new(format!("{top}: {e}")))?;
+    // A session inside a linked worktree makes the new one from the
+    // main checkout's repository all the same.
+    let common = git_line(&top, &["rev-parse", "--path-format=absolute", "--git-common-dir"], cancel)
+        .await?
+        .ok_or_else(|| ToolError::new("git did not name the repository's common directory"))?;
+    let common_dir = std::fs::canonicalize(&common).map_err(|e| ToolError::new(format!("{common}: {e}")))?;
+    // The main git directory names no other (a `commondir` there would
+    // send git, and the user's next commands, to another's config and
+    // hooks).
+    if common_dir.join("commondir").exists() {
+        return Err(ToolError::new(format!(
+            "{} holds a commondir file, which sends git elsewhere; refusing to run git on it",
+            common_dir.display()
+        )));
+    }
+    Ok((top, common_dir))
+}
+
+/// Makes a worktree of the repository at `top` (its common git directory
+/// `common_dir`) under `.claude/worktrees/<name>` on a new branch
+/// `worktree/<name>` from HEAD, as EnterWorktree and Agent's `isolation:
+/// "worktree"` make one: what a session working there needs to know.
+pub(crate) async fn make(
+    ctx: &ToolContext,
+    name: Option<String>,
+    top: PathBuf,
+    common_dir: PathBuf,
+) -> Result<WorktreeInfo, ToolError> {
+    let cancel = &ctx.cancel;
+    let name = name.unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+    let branch = format!("worktree/{name}");
+    git_line(&top, &["check-ref-format", "--branch", &branch], cancel)
+        .await?
+        .ok_or_else(|| ToolError::new(format!("{branch:?} is not a valid branch name")))?;
+    if git_line(&top, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")], cancel).await?.is_some() {
+        return Err(ToolError::new(format!("a branch {branch} already exists; choose another name")));
+    }
+    for dir in [top.join(".claude"), top.join(WORKTREES)] {
+        no_symlink(&dir)?;
+    }
+    let path = top.join(WORKTREES).join(&name);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Err(ToolError::new(format!("{} already exists; choose another name", path.display())));
+    }
+    if common_dir.join("worktrees").join(&name).exists() {
+        return Err(ToolError::new(format!("git already has a worktree named {name}; choose another name")));
+    }
+    let base = git_line(&top, &["rev-parse", "--verify", "-q", "HEAD^{commit}"], cancel).await?;
+    let path_arg = path.to_string_lossy().into_owned();
+    let git_dir_arg = format!("--git-dir={}", common_dir.display());
+    let mut add: Vec<&str> = vec![&git_dir_arg, "worktree", "add", "--quiet"];
+    match &base {
+        Some(commit) => add.extend(["-b", &branch, "--", &path_arg, commit]),
+        // No commit yet: an orphan branch (git 2.42 or later).
+        None => add.extend(["--orphan", "-b", &branch, "--", &path_arg]),
+    }
+    let out = git(&top, &add, cancel).await?;
+    if !out.ok {
+        return Err(ToolError::new(format!("git worktree add failed: {}", out.why())));
+    }
+    let path = std::fs::canonicalize(&path).map_err(|e| ToolError::new(format!("{}: {e}", path.display())))?;
+    let git_dir = std::fs::canonicalize(common_dir.join("worktrees").join(&name))
+        .map_err(|e| ToolError::new(format!("git made no git directory for the worktree: {e}")))?;
+    // Present (empty, so nothing changes) and so bound read-only in the
+    // sandbox: a command cannot create one that git would obey.
+    ensure_worktree_config(&git_dir)?;
+    // The same place in the worktree as the session had in the
+    // checkout, where it exists.
+    let original_cwd = ctx.cwd.to_path_buf();
+    let rel = original_cwd.strip_prefix(&top).unwrap_or(Path::new(""));
+    let inner = path.join(rel);
+    let session_cwd = if rel.as_os_str().is_empty() || !inner.is_dir() { path.clone() } else { inner };
+    let info = WorktreeInfo {
+        path: path.clone(),
+        branch: branch.clone(),
+        cwd: session_cwd.clone(),
+        original_cwd,
+        repository: top,
+        common_dir,
+        git_dir,
+        base: base.clone(),
+        entered: false,
+    };
+    Ok(info)
 }
 
 /// Git's options that make it work on the recorded worktree, not on what
