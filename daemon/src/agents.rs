@@ -219,14 +219,6 @@ pub const MAX_CONCURRENT: usize = 20;
 /// Sub-agents one session may start in all.
 pub const MAX_PER_SESSION: u64 = 200;
 
-/// Claude Code 2.1.332's words when the cap is reached.
-pub fn cap_reached() -> String {
-    format!(
-        "Concurrent subagent limit reached. You can run {MAX_CONCURRENT} subagents at once. Do not retry. If the \
-         user wants more concurrent subagents, ask them to raise the limit."
-    )
-}
-
 /// The answer to an `agent/request`.
 #[derive(Debug, Clone)]
 pub struct AgentAnswer {

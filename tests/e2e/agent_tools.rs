@@ -53,7 +53,9 @@ async fn the_task_list_round_trips_in_request_order() {
     assert!(text("b").1.contains("Task #2 created"), "{:?}", text("b"));
     let got = text("e").1;
     assert!(
-        got.contains("#2 [pending] Test the parser") && got.contains("owner: me") && got.contains("blocked by #1"),
+        got.contains("Task #2: Test the parser\nStatus: pending")
+            && got.contains("Owner: me")
+            && got.contains("Blocked by: #1"),
         "{got}"
     );
     let list = text("f").1;

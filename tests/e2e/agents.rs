@@ -535,7 +535,7 @@ async fn a_task_in_the_background_returns_at_once_and_its_result_comes_by_task_o
     let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
     let child = request["child_session_id"].as_str().unwrap().to_owned();
     let r = within("TaskStop", c.ok("tool/call", call("TaskStop", json!({ "task_id": "job_2" })))).await;
-    assert!(text(&r).contains("killed"), "{r}");
+    assert!(text(&r).contains("Successfully stopped task: job_2"), "{r}");
     let r = c.request("session/get", json!({ "session_id": child })).await;
     assert_eq!(r["error"]["code"], -32001, "{r}");
     let r = c
@@ -586,7 +586,7 @@ async fn an_agent_runs_in_the_background_by_default_is_named_notifies_and_is_cap
     within("Agent", c.tool(&sid, "Agent", input)).await;
     until(&mut events, |e| e["type"] == "agent/request").await;
     let r = c.tool(&sid, "TaskStop", json!({ "task_id": "second" })).await;
-    assert!(r["is_error"] == false && text(&r).contains("killed"), "{r}");
+    assert!(r["is_error"] == false && text(&r).contains("Successfully stopped task"), "{r}");
     let stopped = until(&mut events, |e| e["type"] == "task/notification").await.pop().unwrap();
     assert_eq!(stopped["status"], "killed", "{stopped}");
 

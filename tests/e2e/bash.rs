@@ -84,7 +84,7 @@ async fn a_command_that_reaches_its_timeout_moves_to_the_background_and_stops_as
     // Both sleeps (and the shell, whose command line names them) live on.
     assert!(procs(&format!("sleep {t}")).len() >= 2, "the moved command was killed");
     let r = s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
-    assert_eq!(text(&r), format!("job {job} killed"), "{r}");
+    assert!(text(&r).contains(&format!("Successfully stopped task: {job} (")), "{r}");
     none_left(&format!("sleep {t}")).await;
 }
 
@@ -371,7 +371,7 @@ async fn background_jobs_run_report_and_die_with_kill_or_the_session() {
     }
     assert!(seen.contains("line1\n") && seen.contains("line2\n"), "{seen}");
     let k = s.c.tool(&s.id, "KillShell", json!({ "shell_id": job })).await;
-    assert_eq!(text(&k), format!("job {job} killed"));
+    assert!(text(&k).contains(&format!("Successfully stopped task: {job} (")), "{k}");
     none_left(&format!("sleep {t}")).await;
     let out = s.c.tool(&s.id, "BashOutput", json!({ "job_id": job })).await;
     assert!(text(&out).contains("is killed"), "{out}");
@@ -474,10 +474,14 @@ async fn task_stop_is_offered_and_a_jobs_output_file_is_readable_by_read() {
     assert!(text(&r).contains(&format!("its whole output is in {file}")), "{r}");
 
     let r = s.c.tool(&s.id, "TaskStop", json!({ "task_id": job })).await;
-    assert_eq!((text(&r), r["name"].clone()), (format!("job {job} killed"), json!("TaskStop")), "{r}");
+    // 2.1.332's result: a JSON string.
+    let said: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(r["name"], "TaskStop", "{r}");
+    assert!(said["message"].as_str().unwrap().starts_with(&format!("Successfully stopped task: {job} (")), "{said}");
+    assert_eq!((said["task_id"].as_str(), said["task_type"].as_str()), (Some(job.as_str()), Some("local_bash")));
     none_left(&format!("sleep {t}")).await;
     let r = s.c.tool(&s.id, "KillShell", json!({ "shell_id": job })).await;
-    assert_eq!(text(&r), format!("job {job} was already killed"), "{r}");
+    assert!(text(&r).contains(&format!("Task {job} is not running (status: killed)")), "{r}");
 
     // A rule naming the old name applies to the new one: a blanket deny
     // takes the tool away.

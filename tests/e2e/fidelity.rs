@@ -371,7 +371,7 @@ async fn earlier_tools_do_their_work() {
     }
     assert!(!seen.contains("drop"), "{seen}");
     let r = call(&mut c, &id, "KillBash", json!({ "shell_id": job })).await;
-    assert_eq!(text(&r), format!("job {job} killed"));
+    assert!(text(&r).contains(&format!("Successfully stopped task: {job} (")), "{r}");
     let r = call(&mut c, &id, "BashOutput", json!({ "bash_id": job, "filter": "(" })).await;
     assert!(text(&r).contains("filter is not a valid regular expression"), "{r}");
 }

@@ -185,14 +185,14 @@ async fn write_creates_needs_a_read_to_replace_and_keeps_links_whole() {
     let mut s = session(&d).await;
     let r = s.call("Write", json!({ "file_path": "new/dir/f.txt", "content": "a\nb\n" })).await;
     assert_eq!(r["is_error"], false, "{r}");
-    assert!(text(&r).starts_with("Created"));
+    assert!(text(&r).starts_with("File created successfully at: "), "{r}");
     assert_eq!(std::fs::read_to_string(s.ws.join("new/dir/f.txt")).unwrap(), "a\nb\n");
     std::fs::write(s.ws.join("old.txt"), "old").unwrap();
     assert!(error(&s.call("Write", json!({ "file_path": "old.txt", "content": "x" })).await).contains("Read it first"));
     assert_eq!(std::fs::read_to_string(s.ws.join("old.txt")).unwrap(), "old");
     s.read("old.txt").await;
     let r = s.call("Write", json!({ "file_path": "old.txt", "content": "new" })).await;
-    assert!(text(&r).starts_with("Replaced"), "{r}");
+    assert!(text(&r).contains("has been updated successfully"), "{r}");
     std::fs::hard_link(s.ws.join("old.txt"), s.ws.join("twin.txt")).unwrap();
     s.read("old.txt").await;
     let r = s.call("Write", json!({ "file_path": "old.txt", "content": "newer" })).await;

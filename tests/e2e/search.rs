@@ -75,9 +75,12 @@ async fn glob_matches_like_fast_glob_newest_first_within_limits() {
     let (err, out) = s.call("Glob", json!({ "pattern": "/etc/*.conf" })).await;
     assert!(err && out.contains("outside the workspace"), "{out}");
     let (_, out) = s.call("Glob", json!({ "pattern": "**/*.rs", "limit": 1 })).await;
-    assert_eq!(out, "src/lib.rs\n[2 more files matched; narrow the pattern or raise the limit]\n");
+    assert_eq!(
+        out,
+        "src/lib.rs\n(Showing 1 of 3 matching files; 2 more are not listed. Narrow the pattern or path to see the rest.)\n"
+    );
     let (_, out) = s.call("Glob", json!({ "pattern": "*.log" })).await;
-    assert_eq!(out, "No files matched.\n", ".gitignore is honoured");
+    assert_eq!(out, "No files found\n", ".gitignore is honoured");
     let (_, out) = s.call("Glob", json!({ "pattern": "*.log", "include_ignored": true })).await;
     assert_eq!(out, "build.log\n");
     let (_, out) = s.call("Glob", json!({ "pattern": "**/secret.rs", "include_hidden": true })).await;
@@ -108,11 +111,11 @@ async fn grep_modes_and_filters_like_ripgrep() {
     let (_, out) =
         s.call("Grep", json!({ "pattern": "[a-z]", "output_mode": "content", "head_limit": 2, "offset": 1 })).await;
     assert!(out.starts_with("README.md:2:second line\nsrc/deep/mod.rs:1:"), "{out}");
-    assert!(out.contains("more entries; use offset"), "{out}");
+    assert!(out.contains("[Showing results with pagination = limit: 2, offset: 1;"), "{out}");
     let (_, out) = s.call("Grep", json!({ "pattern": "main\\(\\) \\{\\n\\s+println", "multiline": true })).await;
     assert_eq!(out, "src/main.rs\n");
     let (_, out) = s.call("Grep", json!({ "pattern": "zebra" })).await;
-    assert_eq!(out, "No matches.\n");
+    assert_eq!(out, "No files found\n");
     let (err, out) = s.call("Grep", json!({ "pattern": "(" })).await;
     assert!(err && out.contains("regex parse error"), "{out}");
 }
@@ -187,5 +190,5 @@ async fn review_glob_absolute_patterns_do_not_leave_the_workspace() {
     }
     // Walked from the workspace, a link out is not followed.
     let (_, out) = s.call("Glob", json!({ "pattern": format!("{ws}/**/leak.txt"), "include_hidden": true })).await;
-    assert_eq!(out, "No files matched.\n");
+    assert_eq!(out, "No files found\n");
 }

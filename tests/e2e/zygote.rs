@@ -120,7 +120,11 @@ fn a_helper_started_ahead_of_its_call_survives_idle_time_dies_with_the_daemon_an
         let stopped = zygotes(d.pid());
         let signal = |pids: &[i32], sig| {
             for pid in pids {
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), sig).unwrap();
+                // One that ended since it was listed is no longer there to stop.
+                match nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), sig) {
+                    Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+                    Err(e) => panic!("kill {pid}: {e}"),
+                }
             }
         };
         signal(&stopped, nix::sys::signal::Signal::SIGSTOP);

@@ -126,9 +126,9 @@ impl SessionExecutor {
         ctx: &ToolContext,
     ) -> Result<(), CallOutcome> {
         if let Err(e) = self.tools().resolve_for_call(&slot.name, context) {
-            return Err(CallOutcome::error(e.to_string()));
+            return Err(CallOutcome::input_error(e.to_string()));
         }
-        call.validate(ctx).map_err(|e| CallOutcome::error(format!("invalid input for {}: {e}", slot.name)))
+        call.validate(ctx).map_err(|e| CallOutcome::input_error(format!("invalid input for {}: {e}", slot.name)))
     }
 
     /// agentd's own state (every session's records, the ledgers) and its

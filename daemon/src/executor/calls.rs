@@ -5,11 +5,37 @@
 
 use super::*;
 
+/// A background task's end is the session's to hear: a
+/// `task/notification` (2.1.332 tells the model; the harness hands it over).
+pub(super) fn tell_ends(jobs: &JobTable, events: &Arc<EventLog>) {
+    let log = Arc::downgrade(events);
+    jobs.notify_with(Arc::new(move |job: &crate::process::jobs::Job| {
+        if let Some(log) = log.upgrade() {
+            let (status, summary, text) = job.notice();
+            log.push(EventKind::TaskNotification {
+                task_id: job.id.clone(),
+                task_type: job.kind.task_type().to_owned(),
+                status: status.to_owned(),
+                summary,
+                text,
+            });
+        }
+    }));
+}
+
 impl SessionExecutor {
+    /// Moves the session into the worktree `w` (a sub-agent's isolation), as
+    /// EnterWorktree's modifier does.
+    pub fn work_in(&self, w: agentd_protocol::session::WorktreeInfo) {
+        let mut inner = self.lock();
+        inner.context.worktree = Some(w);
+        inner.context.shell_cwd = None;
+    }
+
     pub(super) fn unknown_tool(&self, name: &str, context: &SessionContext) -> CallOutcome {
         match self.tools().resolve_for_call(name, context) {
-            Err(e) => CallOutcome::error(e.to_string()),
-            Ok(_) => CallOutcome::error(format!("no tool named {name:?}")),
+            Err(e) => CallOutcome::input_error(e.to_string()),
+            Ok(_) => CallOutcome::input_error(format!("no tool named {name:?}")),
         }
     }
 

@@ -504,21 +504,7 @@ impl SessionExecutor {
         let durable = Mutex::new(crate::store::Durable::of(&context, granted.clone()));
         let forgotten = Forgotten::of_past(&past);
         let events = Arc::new(EventLog::durable(crate::events::DEFAULT_LOG_CAPACITY, journal, past));
-        // A background task's end is the session's to hear (2.1.332 tells
-        // the model; the harness hands it over).
-        let log = Arc::downgrade(&events);
-        jobs.notify_with(Arc::new(move |job: &crate::process::jobs::Job| {
-            if let Some(log) = log.upgrade() {
-                let (status, summary, text) = job.notice();
-                log.push(agentd_protocol::turn::EventKind::TaskNotification {
-                    task_id: job.id.clone(),
-                    task_type: job.kind.task_type().to_owned(),
-                    status: status.to_owned(),
-                    summary,
-                    text,
-                });
-            }
-        }));
+        calls::tell_ends(&jobs, &events);
         let hooks = crate::hooks::Hooks::new(
             hooks,
             events.clone(),
@@ -658,14 +644,6 @@ impl SessionExecutor {
     /// A copy of the session context (what modifiers have changed).
     pub fn context(&self) -> SessionContext {
         self.lock().context.clone()
-    }
-
-    /// Moves the session into the worktree `w` (a sub-agent's isolation), as
-    /// EnterWorktree's modifier does.
-    pub fn work_in(&self, w: agentd_protocol::session::WorktreeInfo) {
-        let mut inner = self.lock();
-        inner.context.worktree = Some(w);
-        inner.context.shell_cwd = None;
     }
 
     /// Runs `f` on the session context under the executor's lock.

@@ -117,7 +117,9 @@ impl SessionExecutor {
             None => Err((tu.name.clone(), tu.name.clone(), self.unknown_tool(&tu.name, &inner.context))),
             Some(tool) => match tool.prepare(tu.input.clone()) {
                 Ok(call) => Ok((tool.name().to_owned(), call, tool.cancels_siblings_on_failure())),
-                Err(e) => Err((tool.name().to_owned(), tool.name().to_owned(), CallOutcome::error(e.to_string()))),
+                Err(e) => {
+                    Err((tool.name().to_owned(), tool.name().to_owned(), CallOutcome::input_error(e.to_string())))
+                }
             },
         };
         let idx = inner.machine.next_call();

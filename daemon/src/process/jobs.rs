@@ -268,6 +268,14 @@ pub struct Adopted {
     pub at_end: Option<AtEnd>,
 }
 
+/// Claude Code 2.1.332's words when `max` sub-agents run already.
+pub fn cap_reached(max: usize) -> String {
+    format!(
+        "Concurrent subagent limit reached. You can run {max} subagents at once. Do not retry. If the user wants \
+         more concurrent subagents, ask them to raise the limit."
+    )
+}
+
 /// One running sub-agent's place (see [`JobTable::agent_slot`]).
 pub struct AgentSlot(Arc<std::sync::atomic::AtomicUsize>);
 
@@ -319,7 +327,7 @@ impl JobTable {
         let taken = self.agents.fetch_add(1, Ordering::SeqCst);
         let slot = AgentSlot(self.agents.clone());
         if taken >= max {
-            return Err(crate::agents::cap_reached());
+            return Err(cap_reached(max));
         }
         if self.agents_started.fetch_add(1, Ordering::SeqCst) >= max_in_all {
             return Err(format!(

@@ -158,7 +158,7 @@ impl SessionManager {
         let crate::agents::ChildAsk { tools, disallowed, name, worktree } = child;
         // Claude Code 2.1.332's cap (checked again here: two calls may race).
         if self.children(parent).len() >= crate::agents::MAX_CONCURRENT {
-            return Err(crate::agents::cap_reached());
+            return Err(crate::process::jobs::cap_reached(crate::agents::MAX_CONCURRENT));
         }
         let handle = self.handle(parent).map_err(|e| e.to_string())?;
         let context = handle.context();

@@ -51,6 +51,21 @@ pub struct CallOutcome {
 }
 
 impl CallOutcome {
+    /// A call refused before it ran because of what the model sent (its
+    /// input, an unknown or unloaded tool): the model reads it inside
+    /// `<tool_use_error>…</tool_use_error>`, as Claude Code 2.1.332 gives
+    /// such errors; the render stays plain.
+    pub fn input_error(message: impl Into<String>) -> Self {
+        let message = message.into();
+        CallOutcome {
+            content: vec![ContentBlock::text(format!("<tool_use_error>{message}</tool_use_error>"))],
+            is_error: true,
+            render: message,
+            modifier: None,
+            structured: None,
+        }
+    }
+
     /// A failed call whose message is both the content and the render text.
     pub fn error(message: impl Into<String>) -> Self {
         let message = message.into();

@@ -152,13 +152,18 @@ where
 }
 
 fn edited_content(out: &EditOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
-    vec![agentd_protocol::tools::ContentBlock::text(format!(
-        "Edited {} ({} replacement{}):\n{}",
-        out.path.display(),
-        out.replacements,
-        if out.replacements == 1 { "" } else { "s" },
-        out.diff
-    ))]
+    // Claude Code 2.1.332's words, then the diff (richer than its text:
+    // the model sees what changed around the edit).
+    let said = if out.replacements > 1 {
+        format!(
+            "The file {} has been updated. All {} occurrences were successfully replaced.",
+            out.path.display(),
+            out.replacements
+        )
+    } else {
+        format!("The file {} has been updated successfully.", out.path.display())
+    };
+    vec![agentd_protocol::tools::ContentBlock::text(format!("{said} {}\n{}", crate::tools::write::CURRENT, out.diff))]
 }
 
 fn render_edited(out: &EditOutput) -> String {

@@ -134,11 +134,18 @@ impl Tool for Glob {
 
     fn result_content(&self, out: &GlobOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
         let mut text: String = out.files.iter().map(|f| format!("{}\n", f.display())).collect();
+        // Claude Code 2.1.332's words.
         if out.files.is_empty() {
-            text.push_str("No files matched.\n");
+            text.push_str("No files found\n");
         }
         if out.more > 0 {
-            text.push_str(&format!("[{} more files matched; narrow the pattern or raise the limit]\n", out.more));
+            text.push_str(&format!(
+                "(Showing {} of {} matching files; {} more are not listed. Narrow the pattern or path to see the \
+                 rest.)\n",
+                out.files.len(),
+                out.files.len() + out.more,
+                out.more
+            ));
         }
         vec![agentd_protocol::tools::ContentBlock::text(text)]
     }

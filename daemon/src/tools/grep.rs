@@ -117,6 +117,14 @@ pub struct GrepOutput {
     pub cut: Option<String>,
     /// The content was cut at the output limit.
     pub truncated: bool,
+    /// Files were asked for (`files_with_matches`), not lines or counts.
+    #[serde(skip)]
+    pub files_mode: bool,
+    /// The head_limit and offset that applied.
+    #[serde(skip)]
+    pub limit: usize,
+    #[serde(skip)]
+    pub offset: usize,
 }
 
 impl Tool for Grep {
@@ -192,8 +200,13 @@ impl Tool for Grep {
             text.push_str(e);
             text.push('\n');
         }
+        // Claude Code 2.1.332's words for nothing found and for a page.
         if out.entries.is_empty() && out.cut.is_none() {
-            text.push_str("No matches.\n");
+            text.push_str(match (out.offset > 0 && out.total > 0, out.files_mode) {
+                (true, _) => "No entries at this offset\n",
+                (false, true) => "No files found\n",
+                (false, false) => "No matches found\n",
+            });
         }
         if out.truncated {
             text.push_str(&format!(
@@ -202,8 +215,13 @@ impl Tool for Grep {
                 out.total
             ));
         }
-        if out.omitted > 0 {
-            text.push_str(&format!("[{} more entries; use offset to see them]\n", out.omitted));
+        if out.omitted > 0 || (out.offset > 0 && !out.entries.is_empty()) {
+            let limit = if out.limit == usize::MAX { "none".to_owned() } else { out.limit.to_string() };
+            text.push_str(&format!(
+                "[Showing results with pagination = limit: {limit}, offset: {}; {} more entries: use offset to see \
+                 them]\n",
+                out.offset, out.omitted
+            ));
         }
         if out.skipped_long_lines > 0 {
             text.push_str(&format!(
@@ -725,5 +743,8 @@ fn finish(found: Found, plan: &Plan<'_>) -> GrepOutput {
         skipped_long_lines: found.too_long,
         cut: found.cut,
         truncated,
+        files_mode: input.output_mode == OutputMode::FilesWithMatches,
+        limit,
+        offset,
     }
 }

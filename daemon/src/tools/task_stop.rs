@@ -96,10 +96,11 @@ impl Tool for TaskStop {
             .ok_or_else(|| ToolError::new(format!("no background job {id:?} in this session")))?;
         let before = job.status();
         job.kill().await;
+        // Claude Code 2.1.332's words.
         let message = match before {
-            JobStatus::Running => format!("job {} killed", job.id),
-            JobStatus::Exited(code) => format!("job {} had already exited with code {code}", job.id),
-            JobStatus::Killed => format!("job {} was already killed", job.id),
+            JobStatus::Running => format!("Successfully stopped task: {} ({})", job.id, job.command),
+            JobStatus::Exited(code) => format!("Task {} is not running (status: exited with code {code})", job.id),
+            JobStatus::Killed => format!("Task {} is not running (status: killed)", job.id),
         };
         Ok(ToolOutput::new(TaskStopResult {
             message,
@@ -113,8 +114,15 @@ impl Tool for TaskStop {
         format!("Stopping {}", input.id())
     }
 
+    /// A JSON string, as 2.1.332 gives it.
     fn result_content(&self, r: &TaskStopResult) -> Vec<agentd_protocol::tools::ContentBlock> {
-        vec![agentd_protocol::tools::ContentBlock::text(r.message.clone())]
+        let json = serde_json::json!({
+            "message": r.message,
+            "task_id": r.task_id,
+            "task_type": r.task_type,
+            "command": r.command,
+        });
+        vec![agentd_protocol::tools::ContentBlock::text(json.to_string())]
     }
 
     fn render_result(&self, r: &TaskStopResult) -> String {

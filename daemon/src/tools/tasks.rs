@@ -131,29 +131,35 @@ fn status_mark(status: TodoStatus) -> &'static str {
     }
 }
 
+/// A task as Claude Code 2.1.332 shows it: TaskList's line (`#1
+/// [pending] subject (owner) [blocked by #2]`), or TaskGet's lines
+/// (`Task #1: subject`, `Status:`, `Description:`, `Blocked by:`,
+/// `Blocks:`; then its owner and metadata).
 fn describe(t: &TaskItem, full: bool) -> String {
-    let mut text = format!("#{} [{}] {}", t.id, status_mark(t.status), t.subject);
+    let ids = |ids: &[String]| ids.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ");
+    if !full {
+        let mut text = format!("#{} [{}] {}", t.id, status_mark(t.status), t.subject);
+        if let Some(owner) = &t.owner {
+            text.push_str(&format!(" ({owner})"));
+        }
+        if !t.blocked_by.is_empty() {
+            text.push_str(&format!(" [blocked by {}]", ids(&t.blocked_by)));
+        }
+        return text;
+    }
+    let mut text =
+        format!("Task #{}: {}\nStatus: {}\nDescription: {}", t.id, t.subject, status_mark(t.status), t.description);
+    if !t.blocked_by.is_empty() {
+        text.push_str(&format!("\nBlocked by: {}", ids(&t.blocked_by)));
+    }
+    if !t.blocks.is_empty() {
+        text.push_str(&format!("\nBlocks: {}", ids(&t.blocks)));
+    }
     if let Some(owner) = &t.owner {
-        text.push_str(&format!(" (owner: {owner})"));
+        text.push_str(&format!("\nOwner: {owner}"));
     }
-    let open: Vec<&String> = t.blocked_by.iter().collect();
-    if !open.is_empty() {
-        text.push_str(&format!(
-            " (blocked by {})",
-            open.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    if full {
-        text.push_str(&format!("\n\n{}", t.description));
-        if !t.blocks.is_empty() {
-            text.push_str(&format!(
-                "\n\nBlocks: {}",
-                t.blocks.iter().map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ")
-            ));
-        }
-        if !t.metadata.is_empty() {
-            text.push_str(&format!("\n\nMetadata: {}", serde_json::Value::Object(t.metadata.clone())));
-        }
+    if !t.metadata.is_empty() {
+        text.push_str(&format!("\nMetadata: {}", serde_json::Value::Object(t.metadata.clone())));
     }
     text
 }
@@ -283,7 +289,7 @@ impl Tool for TaskCreate {
         crate::hooks::Hooks::moment(&ctx, agentd_protocol::hooks::HookEvent::TaskCreated, task_hook_input(&task))
             .await
             .map_err(|why| ToolError::new(format!("the task was not created: {why}")))?;
-        let message = format!("Task #{number} created: {}", task.subject);
+        let message = format!("Task #{number} created successfully: {}", task.subject);
         let kept = task.clone();
         let modifier = Box::new(move |s: &mut SessionContext| {
             s.last_task_id = s.last_task_id.max(number);
@@ -367,7 +373,7 @@ impl Tool for TaskList {
     ) -> Result<ToolOutput<TasksOutput>, ToolError> {
         let tasks = ctx.session.tasks.clone();
         let message = if tasks.is_empty() {
-            "No tasks.".to_owned()
+            "No tasks found".to_owned()
         } else {
             tasks.iter().map(|t| describe(t, false)).collect::<Vec<_>>().join("\n")
         };
@@ -513,8 +519,8 @@ impl Tool for TaskUpdate {
                 .map_err(|why| ToolError::new(format!("the task was not marked completed: {why}")))?;
         }
         let (message, tasks) = match &new {
-            None => (format!("Task #{} deleted.", input.task_id.trim().trim_start_matches('#')), Vec::new()),
-            Some(t) => (format!("Task #{} updated: {}", t.id, describe(t, false)), vec![t.clone()]),
+            None => (format!("Updated task #{} deleted", input.task_id.trim().trim_start_matches('#')), Vec::new()),
+            Some(t) => (format!("Updated task #{} {}", t.id, changed_fields(&input).join(", ")), vec![t.clone()]),
         };
         let modifier = Box::new(move |s: &mut SessionContext| apply(&mut s.tasks, &input));
         Ok(ToolOutput::with_modifier(TasksOutput { message, tasks }, modifier))
@@ -531,6 +537,23 @@ impl Tool for TaskUpdate {
     fn render_result(&self, out: &TasksOutput) -> String {
         out.message.clone()
     }
+}
+
+/// The fields a TaskUpdate names, as 2.1.332's result lists them.
+fn changed_fields(input: &TaskUpdateInput) -> Vec<&'static str> {
+    [
+        ("subject", input.subject.is_some()),
+        ("description", input.description.is_some()),
+        ("activeForm", input.active_form.is_some()),
+        ("owner", input.owner.is_some()),
+        ("metadata", input.metadata.is_some()),
+        ("status", input.status.is_some()),
+        ("blocks", input.add_blocks.is_some()),
+        ("blockedBy", input.add_blocked_by.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect()
 }
 
 /// What TaskCreated and TaskCompleted hooks get of a task (Claude Code

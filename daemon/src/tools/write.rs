@@ -58,6 +58,9 @@ pub fn check_unchanged(path: &fs::WsPath, session: &SessionContext) -> Result<Ve
     Ok(bytes)
 }
 
+/// What Claude Code 2.1.332 adds after a write: the model has the text.
+pub(crate) const CURRENT: &str = "(file state is current in your context — no need to Read it back)";
+
 impl Tool for Write {
     type Input = WriteInput;
     type Output = WriteOutput;
@@ -131,13 +134,13 @@ impl Tool for Write {
     }
 
     fn result_content(&self, out: &WriteOutput) -> Vec<agentd_protocol::tools::ContentBlock> {
-        let verb = if out.created { "Created" } else { "Replaced" };
-        vec![agentd_protocol::tools::ContentBlock::text(format!(
-            "{verb} {} ({} lines, {} bytes)",
-            out.path.display(),
-            out.lines,
-            out.bytes
-        ))]
+        // Claude Code 2.1.332's words.
+        let text = if out.created {
+            format!("File created successfully at: {} {CURRENT}", out.path.display())
+        } else {
+            format!("The file {} has been updated successfully. {CURRENT}", out.path.display())
+        };
+        vec![agentd_protocol::tools::ContentBlock::text(text)]
     }
 
     fn render_use(&self, input: &WriteInput) -> String {
