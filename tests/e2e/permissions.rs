@@ -540,3 +540,46 @@ async fn param_rules_decide_by_the_calls_input() {
     let info = c.ok("session/get", json!({ "session_id": sid })).await;
     assert_eq!(info["rule_errors"], json!([]), "{info}");
 }
+
+/// Claude Code 2.1.332's `sandbox` settings: what agentd cannot honour is
+/// reported in `rule_errors` (never silently ignored); `filesystem.denyWrite`
+/// and `denyRead` are Edit and Read deny rules; a domain with a port is
+/// left out rather than allowed on every port.
+#[tokio::test]
+async fn sandbox_settings_agentd_cannot_honour_are_reported_and_deny_paths_hold() {
+    let d = TestDaemon::start().await;
+    std::fs::create_dir_all(d.dir.path().join(".claude")).unwrap();
+    std::fs::create_dir_all(d.dir.path().join("secrets")).unwrap();
+    std::fs::write(d.dir.path().join("secrets/key.txt"), "k").unwrap();
+    std::fs::write(d.dir.path().join("private.txt"), "p").unwrap();
+    let settings = json!({ "sandbox": {
+        "excludedCommands": ["docker"],
+        "failIfUnavailable": true,
+        "network": { "allowedDomains": ["ok.example", "ported.example:8443"] },
+        "filesystem": { "denyWrite": ["secrets/"], "denyRead": ["private.txt"], "allowWrite": ["/opt"] }
+    }});
+    std::fs::write(d.dir.path().join(".claude/settings.json"), settings.to_string()).unwrap();
+    let mut c = d.raw().await;
+    let sid = c.session(json!({ "cwd": d.dir.path(), "mode": "bypass" })).await;
+    let info = c.ok("session/get", json!({ "session_id": sid })).await;
+    let errors = info["rule_errors"].to_string();
+    for key in [
+        "sandbox.excludedCommands",
+        "sandbox.failIfUnavailable",
+        "sandbox.network.allowedDomains",
+        "sandbox.filesystem.allowWrite",
+        "sandbox.filesystem.denyRead",
+    ] {
+        assert!(errors.contains(key), "{key} reported: {errors}");
+    }
+    assert!(errors.contains("ported.example:8443 left out"), "{errors}");
+    assert!(!errors.contains("not a domain"), "reported once, as not honoured: {errors}");
+    // denyWrite holds even in bypass mode (a deny rule), and denyRead.
+    let r = c.tool(&sid, "Write", json!({ "file_path": "secrets/new.txt", "content": "x" })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!d.dir.path().join("secrets/new.txt").exists());
+    let r = c.tool(&sid, "Read", json!({ "file_path": "private.txt" })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    let r = c.tool(&sid, "Read", json!({ "file_path": "secrets/key.txt" })).await;
+    assert_eq!(r["is_error"], false, "only writes are denied there: {r}");
+}

@@ -10,6 +10,7 @@ pub mod ask;
 pub mod policy;
 mod program_options;
 pub mod rules;
+pub mod sandbox_settings;
 
 use serde::Serialize;
 

@@ -732,14 +732,44 @@ impl RuleSet {
         // `sandbox.network.allowedDomains` / `deniedDomains`) are the same
         // rules as `WebFetch(domain:…)`: one list decides WebFetch and the
         // network gate.
+        // An entry with a port is left out (reported below): the gate
+        // tells hosts apart, not ports, and allowing the host would widen it.
         let domains = |key: &str| -> Vec<String> {
             value["sandbox"]["network"][key]
                 .as_array()
-                .map(|a| a.iter().map(|v| format!("WebFetch(domain:{})", v.as_str().unwrap_or(""))).collect())
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().unwrap_or(""))
+                        .filter(|d| !super::sandbox_settings::has_port(d))
+                        .map(|d| format!("WebFetch(domain:{d})"))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         allow.extend(domains("allowedDomains"));
         deny.extend(domains("deniedDomains"));
+        // `sandbox.filesystem.denyWrite`/`denyRead` are Edit and Read deny
+        // rules (a place and everything under it).
+        let paths = |key: &str, tool: &str| -> Vec<String> {
+            let under = |p: &str| if p.ends_with('/') { format!("{p}**") } else { format!("{p}/**") };
+            value["sandbox"]["filesystem"][key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().filter(|p| !p.trim().is_empty()))
+                .flat_map(|p| [format!("{tool}({})", p.trim_end_matches('/')), format!("{tool}({})", under(p))])
+                .collect()
+        };
+        deny.extend(paths("denyWrite", "Edit"));
+        deny.extend(paths("denyRead", "Read"));
+        for (index, (key, why)) in super::sandbox_settings::unhonoured(&value, project).into_iter().enumerate() {
+            self.errors.push(RuleError {
+                origin: origin.source.clone(),
+                index,
+                text: key,
+                message: format!("not honoured: {why}"),
+            });
+        }
         if untrusted && !allow.is_empty() {
             self.errors.push(RuleError {
                 origin: origin.source.clone(),
