@@ -28,6 +28,9 @@ pub enum HookEvent {
     SubagentStart,
     /// When a sub-agent's answer comes back.
     SubagentStop,
+    /// When a call is refused without anyone asked (a deny rule, the
+    /// policy): may tell the model it can try again (`retry`).
+    PermissionDenied,
     /// When TaskCreate makes a task: exit code 2 prevents it.
     TaskCreated,
     /// When TaskUpdate marks a task completed: exit code 2 prevents it.
@@ -38,7 +41,7 @@ pub enum HookEvent {
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 12] = [
+    pub const ALL: [HookEvent; 13] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -48,6 +51,7 @@ impl HookEvent {
         HookEvent::SessionEnd,
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
+        HookEvent::PermissionDenied,
         HookEvent::TaskCreated,
         HookEvent::TaskCompleted,
         HookEvent::CwdChanged,
@@ -65,6 +69,7 @@ impl HookEvent {
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::SubagentStart => "SubagentStart",
             HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PermissionDenied => "PermissionDenied",
             HookEvent::TaskCreated => "TaskCreated",
             HookEvent::TaskCompleted => "TaskCompleted",
             HookEvent::CwdChanged => "CwdChanged",
@@ -80,6 +85,7 @@ impl HookEvent {
                 | HookEvent::PostToolUse
                 | HookEvent::PostToolUseFailure
                 | HookEvent::PermissionRequest
+                | HookEvent::PermissionDenied
         )
     }
 

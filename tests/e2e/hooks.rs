@@ -887,3 +887,36 @@ async fn http_hooks_task_hooks_cwd_changed_and_defer() {
     assert!(r["is_error"] == true && text(&r).contains("deferred"), "{r}");
     assert!(!d.dir.path().join("w.txt").exists());
 }
+
+/// PermissionDenied: a call refused without anyone asked (a deny rule)
+/// is told to the hook, whose `retry` tells the model it may try again.
+#[tokio::test]
+async fn a_permission_denied_hook_hears_the_refusal_and_may_say_retry() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let log = dir.path().join("denied.log");
+    let hook = script(
+        dir.path(),
+        "denied.sh",
+        &format!(
+            r#"cat >> {}; echo '{{"hookSpecificOutput":{{"hookEventName":"PermissionDenied","retry":true}}}}'"#,
+            log.display()
+        ),
+    );
+    let entry =
+        json!({ "PermissionDenied": [{ "matcher": "Bash", "hooks": [{ "type": "command", "command": hook }] }] });
+    let permissions = json!({ "deny": ["Bash(rm:*)"] });
+    let mut s = session(&d, json!({ "hooks": entry, "permissions": permissions })).await;
+    let turn = s.submit_ended(vec![tool_use("r", "Bash", json!({ "command": "rm -f x" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    let r = &results(&events)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(text(r).contains("Bash(rm:*)") && text(r).contains("may make this call again"), "{r}");
+    let heard = std::fs::read_to_string(&log).unwrap();
+    assert!(heard.contains("\"hook_event_name\":\"PermissionDenied\"") && heard.contains("\"rm -f x\""), "{heard}");
+    assert!(heard.contains("\"reason\":"), "{heard}");
+    // An allowed call does not reach it.
+    let turn = s.submit_ended(vec![tool_use("e", "Bash", json!({ "command": "echo fine" }))]).await;
+    turn_events(&mut s, &turn).await;
+    assert_eq!(std::fs::read_to_string(&log).unwrap().matches("PermissionDenied").count(), 1);
+}

@@ -429,3 +429,44 @@ fn suggestions(rules: &[String]) -> Value {
         .collect();
     Value::Array(updates)
 }
+
+/// A call refused without anyone asked, for the session's PermissionDenied
+/// hooks (Claude Code 2.1.332's, there for its auto mode): they hear it
+/// (`tool_name`, `tool_input`, `tool_use_id`, `reason`), and one that says
+/// `retry` tells the model it may make the call again. The refusal is the
+/// call's result either way.
+pub(super) fn denied(
+    me: Arc<SessionExecutor>,
+    slot: &super::Slot,
+    i: super::CallIdx,
+    refused: CallOutcome,
+    token: CancellationToken,
+) -> crate::inline::BoxFuture<()> {
+    let reason = text_of(&refused.content);
+    let input = json!({
+        "tool_name": slot.name,
+        "tool_input": slot.input.clone().unwrap_or_default(),
+        "tool_use_id": slot.tool_use_id,
+        "reason": reason,
+    });
+    let about = crate::hooks::About {
+        turn_id: Some(slot.turn_id.to_string()),
+        tool_use_id: Some(slot.tool_use_id.clone()),
+        tool_name: Some(slot.name.clone()),
+    };
+    let name = slot.name.clone();
+    let mut guard = super::ReportOnDrop { me: Some(me.clone()), call: i };
+    Box::pin(async move {
+        let said =
+            me.services.hooks.run(HookEvent::PermissionDenied, &name, input, &about, &token, Completions::Pushed).await;
+        let mut outcome = refused;
+        if said.retry {
+            outcome
+                .content
+                .push(ContentBlock::text("A PermissionDenied hook says you may make this call again (retry)."));
+        }
+        if let Some(me) = guard.me.take() {
+            me.finished(i, outcome, false);
+        }
+    })
+}

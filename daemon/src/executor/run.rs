@@ -47,6 +47,12 @@ impl SessionExecutor {
         let ask = match admitted {
             Ok(ask) => ask,
             Err(refused) => {
+                if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PermissionDenied, &inner.slots[i].name)
+                    && let Some(me) = self.me.upgrade()
+                {
+                    let denied = hooked::denied(me, &inner.slots[i], i, refused, token);
+                    return inner.starts.push(denied);
+                }
                 inner.slots[i].outcome = Some(refused);
                 let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
                 return self.carry_out(inner, actions);

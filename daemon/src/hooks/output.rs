@@ -92,6 +92,8 @@ pub struct HookResult {
     pub stop_reason: Option<String>,
     /// `updatedToolOutput` (or the older `updatedMCPToolOutput`): PostToolUse.
     pub updated_mcp_output: Option<Value>,
+    /// PermissionDenied's `retry`: the model may make the call again.
+    pub retry: bool,
 }
 
 impl HookResult {
@@ -105,6 +107,7 @@ impl HookResult {
             system_message: None,
             stop_reason: None,
             updated_mcp_output: None,
+            retry: false,
         }
     }
 
@@ -333,6 +336,7 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
                     field("updatedToolOutput").or_else(|| field("updatedMCPToolOutput")).cloned();
             }
         }
+        HookEvent::PermissionDenied => result.retry = field("retry").and_then(Value::as_bool) == Some(true),
         _ => {}
     }
     result.additional_context = field("additionalContext").and_then(Value::as_str).map(|c| trimmed(c, false));
@@ -362,6 +366,8 @@ pub struct Combined {
     pub stop_reason: Option<String>,
     /// The last `updatedToolOutput`.
     pub updated_mcp_output: Option<Value>,
+    /// A PermissionDenied hook said `retry`.
+    pub retry: bool,
     /// The `hook/completed` events [`super::Hooks::run`] left (with [`super::Completions::Returned`]) for
     /// its caller to push.
     pub events: Vec<agentd_protocol::turn::EventKind>,
@@ -410,6 +416,7 @@ impl Combined {
             if r.updated_mcp_output.is_some() {
                 out.updated_mcp_output = r.updated_mcp_output.clone();
             }
+            out.retry |= r.retry;
         }
         out
     }
