@@ -37,11 +37,17 @@ pub enum HookEvent {
     TaskCompleted,
     /// When the session's shell directory moved (a Bash `cd` that carries).
     CwdChanged,
+    /// When an MCP server asks the user for input: may answer for them
+    /// (`action`, `content`), exit code 2 declines.
+    Elicitation,
+    /// When the answer to an elicitation is known: may change it; exit
+    /// code 2 declines.
+    ElicitationResult,
 }
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 13] = [
+    pub const ALL: [HookEvent; 15] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -55,6 +61,8 @@ impl HookEvent {
         HookEvent::TaskCreated,
         HookEvent::TaskCompleted,
         HookEvent::CwdChanged,
+        HookEvent::Elicitation,
+        HookEvent::ElicitationResult,
     ];
 
     /// The name as settings files and `hook_event_name` spell it.
@@ -73,6 +81,8 @@ impl HookEvent {
             HookEvent::TaskCreated => "TaskCreated",
             HookEvent::TaskCompleted => "TaskCompleted",
             HookEvent::CwdChanged => "CwdChanged",
+            HookEvent::Elicitation => "Elicitation",
+            HookEvent::ElicitationResult => "ElicitationResult",
         }
     }
 

@@ -367,3 +367,50 @@ print(json.dumps([c["text"] for c in r["content"]]))
         assert!(lines[1].contains("from the harness"), "{out}");
     });
 }
+
+/// Claude Code 2.1.332's Elicitation hooks answer for the user (an answer
+/// that does not fit the schema is not taken); ElicitationResult hooks may
+/// change what the user (or a hook) answered; exit code 2 declines.
+#[test]
+fn elicitation_hooks_answer_for_the_user_and_result_hooks_change_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\ncat >/dev/null\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    };
+    let answer = write(
+        "answer.sh",
+        r#"echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","content":{"name":"Hook","count":2}}}'"#,
+    );
+    let hooks = json!({ "Elicitation": [{ "matcher": "t", "hooks": [{ "type": "command", "command": answer }] }] });
+    on_t(json!({ "hooks": hooks }), async |T { mut c, sid, .. }| {
+        // Nobody follows the session to answer: the hook does.
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
+        assert_eq!(text(&r), "accepted: Hook x2", "{r}");
+    });
+    let bad = write(
+        "bad.sh",
+        r#"echo '{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"accept","content":{"name":"Hook","count":"two"}}}'"#,
+    );
+    let refuse = write("refuse.sh", "echo 'not to this server' >&2; exit 2");
+    let change =
+        write("change.sh", r#"echo '{"hookSpecificOutput":{"hookEventName":"ElicitationResult","action":"cancel"}}'"#);
+    let hooks = json!({
+        "Elicitation": [{ "hooks": [{ "type": "command", "command": bad }] }],
+        "ElicitationResult": [{ "hooks": [{ "type": "command", "command": change }] }]
+    });
+    on_t(json!({ "hooks": hooks }), async |T { mut c, sid, .. }| {
+        // The hook's content does not fit: not taken; nobody else answers
+        // (declined), and the result hook turns that into a cancel.
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
+        assert_eq!(text(&r), "answer: cancel", "{r}");
+    });
+    let hooks = json!({ "Elicitation": [{ "hooks": [{ "type": "command", "command": refuse }] }] });
+    on_t(json!({ "hooks": hooks }), async |T { mut c, sid, .. }| {
+        let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
+        assert_eq!(text(&r), "answer: decline", "{r}");
+    });
+}

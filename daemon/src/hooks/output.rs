@@ -94,6 +94,8 @@ pub struct HookResult {
     pub updated_mcp_output: Option<Value>,
     /// PermissionDenied's `retry`: the model may make the call again.
     pub retry: bool,
+    /// Elicitation's and ElicitationResult's `action` and `content`.
+    pub elicited: Option<(String, Option<Value>)>,
 }
 
 impl HookResult {
@@ -108,6 +110,7 @@ impl HookResult {
             stop_reason: None,
             updated_mcp_output: None,
             retry: false,
+            elicited: None,
         }
     }
 
@@ -166,7 +169,9 @@ fn blocking_decision(event: HookEvent) -> Option<Decision> {
         HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => Some(Decision::Block),
         // Claude Code 2.1.332: "show stderr to model and prevent task
         // creation" (completion).
-        HookEvent::TaskCreated | HookEvent::TaskCompleted => Some(Decision::Block),
+        HookEvent::TaskCreated | HookEvent::TaskCompleted | HookEvent::Elicitation | HookEvent::ElicitationResult => {
+            Some(Decision::Block)
+        }
         _ => None,
     }
 }
@@ -337,6 +342,24 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
             }
         }
         HookEvent::PermissionDenied => result.retry = field("retry").and_then(Value::as_bool) == Some(true),
+        HookEvent::Elicitation | HookEvent::ElicitationResult => {
+            match field("action").and_then(Value::as_str) {
+                Some(a @ ("accept" | "decline" | "cancel")) => {
+                    result.elicited = Some((a.to_owned(), field("content").cloned()));
+                }
+                Some(other) => {
+                    return HookResult::ended(
+                        Outcome::Error,
+                        Some(format!("action must be accept, decline or cancel, got {other:?}")),
+                    );
+                }
+                None => {}
+            }
+            if legacy == Some("block") {
+                result.decision = Some(Decision::Block);
+                result.message = Some(reason.unwrap_or_else(|| "(no reason given)".into()));
+            }
+        }
         _ => {}
     }
     result.additional_context = field("additionalContext").and_then(Value::as_str).map(|c| trimmed(c, false));
@@ -368,6 +391,8 @@ pub struct Combined {
     pub updated_mcp_output: Option<Value>,
     /// A PermissionDenied hook said `retry`.
     pub retry: bool,
+    /// The last Elicitation/ElicitationResult hook's answer.
+    pub elicited: Option<(String, Option<Value>)>,
     /// The `hook/completed` events [`super::Hooks::run`] left (with [`super::Completions::Returned`]) for
     /// its caller to push.
     pub events: Vec<agentd_protocol::turn::EventKind>,
@@ -417,6 +442,9 @@ impl Combined {
                 out.updated_mcp_output = r.updated_mcp_output.clone();
             }
             out.retry |= r.retry;
+            if r.elicited.is_some() {
+                out.elicited = r.elicited.clone();
+            }
         }
         out
     }

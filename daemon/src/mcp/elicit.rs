@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use agentd_protocol::hooks::HookEvent;
 use agentd_protocol::mcp::McpElicitationAction;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::events::EventLog;
 
@@ -65,6 +66,8 @@ pub struct Elicitations {
     /// beside the workspace while its call is in flight.
     add_dirs: Vec<std::path::PathBuf>,
     next: AtomicU64,
+    /// The session's hooks (Elicitation, ElicitationResult), once known.
+    hooks: std::sync::OnceLock<Weak<crate::hooks::Hooks>>,
 }
 
 impl Elicitations {
@@ -89,7 +92,65 @@ impl Elicitations {
             sampling_allowed: Mutex::new(Default::default()),
             add_dirs,
             next: AtomicU64::new(1),
+            hooks: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The session's hooks, which hear (and may answer) its elicitations.
+    pub fn set_hooks(&self, hooks: &Arc<crate::hooks::Hooks>) {
+        let _ = self.hooks.set(Arc::downgrade(hooks));
+    }
+
+    /// Asks the client as [`Elicitations::ask_client`] does, with the
+    /// session's Elicitation hooks first (one that answers, answers for the
+    /// user; exit code 2 declines) and its ElicitationResult hooks after
+    /// (they may change the answer; exit code 2 declines), as Claude Code
+    /// 2.1.332 runs them.
+    pub async fn ask(&self, server: &str, message: &str, schema: Value) -> Answer {
+        let hooks = self.hooks.get().and_then(Weak::upgrade);
+        let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
+        let token = tokio_util::sync::CancellationToken::new();
+        let pushed = crate::hooks::Completions::Pushed;
+        let mut answer = None;
+        if let Some(hooks) = hooks.as_ref().filter(|h| h.wants(HookEvent::Elicitation, server)) {
+            let input =
+                json!({ "mcp_server_name": server, "message": message, "mode": "form", "requested_schema": schema });
+            let said = hooks.run(HookEvent::Elicitation, server, input, &about, &token, pushed).await;
+            if !said.blocks.is_empty() {
+                return Answer::decline();
+            }
+            answer = said.elicited.and_then(|(action, content)| self.answer_of(&schema, &action, content));
+        }
+        let mut answer = match answer {
+            Some(answer) => answer,
+            None => self.ask_client(server, message, schema.clone()).await,
+        };
+        if let Some(hooks) = hooks.as_ref().filter(|h| h.wants(HookEvent::ElicitationResult, server)) {
+            let input = json!({ "mcp_server_name": server, "mode": "form", "action": answer.action, "content": answer.content });
+            let said = hooks.run(HookEvent::ElicitationResult, server, input, &about, &token, pushed).await;
+            if !said.blocks.is_empty() {
+                return Answer::decline();
+            }
+            if let Some(changed) = said.elicited.and_then(|(action, content)| self.answer_of(&schema, &action, content))
+            {
+                answer = changed;
+            }
+        }
+        answer
+    }
+
+    /// A hook's answer, if it is one: an accept's content must fit the
+    /// schema, as a client's must.
+    fn answer_of(&self, schema: &Value, action: &str, content: Option<Value>) -> Option<Answer> {
+        let action: McpElicitationAction = serde_json::from_value(Value::String(action.to_owned())).ok()?;
+        let content = match action {
+            McpElicitationAction::Accept => {
+                let map = content.and_then(|c| c.as_object().cloned()).unwrap_or_default();
+                Some(fits(schema, map).map_err(|e| tracing::warn!("an Elicitation hook's content: {e}")).ok()?)
+            }
+            _ => None,
+        };
+        Some(Answer { action, content })
     }
 
     /// Asks the session's client for a completion (`request` is MCP's
@@ -180,7 +241,7 @@ impl Elicitations {
 
     /// Asks the session's client; declines when nobody can answer, too
     /// many are waiting, or no answer comes in time.
-    pub async fn ask(&self, server: &str, message: &str, schema: Value) -> Answer {
+    async fn ask_client(&self, server: &str, message: &str, schema: Value) -> Answer {
         let Some(events) = self.events.upgrade() else { return Answer::decline() };
         if !events.has_elicitor() {
             tracing::info!(server, "MCP elicitation declined: no client of the session answers elicitations");

@@ -105,9 +105,11 @@ impl SessionMcp {
         events: &Arc<crate::events::EventLog>,
         timeout: std::time::Duration,
         add_dirs: &[std::path::PathBuf],
+        hooks: &Arc<crate::hooks::Hooks>,
     ) {
         let _ = self.events.set(Arc::downgrade(events));
         let elicitations = Arc::new(elicit::Elicitations::with_dirs(session_id, events, timeout, add_dirs.to_vec()));
+        elicitations.set_hooks(hooks);
         let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
         self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
         *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);

@@ -694,7 +694,7 @@ impl SessionManager {
             executor.hooks().set_parent(parent.executor.hooks().clone());
         }
         let timeout = std::time::Duration::from_millis(info.permission_timeout_ms);
-        mcp.attach(&info.session_id, executor.events(), timeout, &info.add_dirs);
+        mcp.attach(&info.session_id, executor.events(), timeout, &info.add_dirs, executor.hooks());
         mcp.watch_notices(self.on_notice(&info, sources, &executor));
         let saved = AtomicU64::new(executor.revision());
         let removed = Default::default();
