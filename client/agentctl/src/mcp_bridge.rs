@@ -632,12 +632,17 @@ impl rmcp::ServerHandler for Bridge {
             // Tools it loaded are in the session's list from now on.
             let _ = context.peer.notify_tool_list_changed().await;
         }
-        Ok(CallToolResponse::Complete(convert(result)))
+        Ok(CallToolResponse::Complete(convert(&name, result)))
     }
 }
 
-/// A `tool/call` result as an MCP `CallToolResult`.
-fn convert(result: ToolCallResult) -> rmcp::model::CallToolResult {
+/// A `tool/call` result of the tool `name` as an MCP `CallToolResult`.
+/// An MCP server's `structuredContent` goes on as its own; agentd's own
+/// tools' structured fields do not: they declare no output schema, and
+/// Claude Code 2.1.332 hands a model the structured JSON instead of the
+/// text when there is some (a Bash result would then be only its
+/// `returnCodeInterpretation`, Monitor's only its ids).
+fn convert(name: &str, result: ToolCallResult) -> rmcp::model::CallToolResult {
     let content: Vec<Value> = result
         .content
         .iter()
@@ -649,7 +654,7 @@ fn convert(result: ToolCallResult) -> rmcp::model::CallToolResult {
         })
         .collect();
     let mut value = json!({ "content": content, "isError": result.is_error });
-    if let Some(structured) = &result.structured_content {
+    if let Some(structured) = result.structured_content.as_ref().filter(|_| name.starts_with("mcp__")) {
         value["structuredContent"] = structured.clone();
     }
     serde_json::from_value(value)
@@ -662,4 +667,29 @@ fn internal(e: impl std::fmt::Display) -> rmcp::ErrorData {
 
 fn rand_u32() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(structured: Value) -> ToolCallResult {
+        serde_json::from_value(json!({
+            "tool_use_id": "t", "name": "x", "is_error": false,
+            "content": [{ "type": "text", "text": "a\nb\n" }],
+            "render": "r", "render_use": "u", "structured_content": structured
+        }))
+        .unwrap()
+    }
+
+    /// Claude Code 2.1.332 shows a model the structured JSON instead of the
+    /// text: agentd's own tools' fields stay off, an MCP server's go on.
+    #[test]
+    fn only_an_mcp_servers_structured_content_goes_on() {
+        let own = serde_json::to_value(convert("Bash", result(json!({ "returnCodeInterpretation": "x" })))).unwrap();
+        assert!(own.get("structuredContent").is_none(), "{own}");
+        assert_eq!(own["content"][0]["text"], "a\nb\n");
+        let theirs = serde_json::to_value(convert("mcp__t__weather", result(json!({ "celsius": 21 })))).unwrap();
+        assert_eq!(theirs["structuredContent"], json!({ "celsius": 21 }), "{theirs}");
+    }
 }
