@@ -7,6 +7,7 @@ mod agentctl;
 mod agents;
 mod bad_input;
 mod bash;
+mod claude_cli;
 mod conventions;
 mod deploy;
 mod fidelity;
