@@ -625,7 +625,9 @@ async fn an_isolated_agent_works_in_a_worktree_of_its_own() {
     git(&["add", "a.txt"]);
     git(&["commit", "-qm", "one"]);
     let mut c = d.raw().await;
-    let sid = c.session(json!({ "cwd": d.dir.path(), "mode": "accept_edits" })).await;
+    // A new worktree asks, as EnterWorktree does: allowed by a rule here.
+    let params = json!({ "cwd": d.dir.path(), "mode": "accept_edits", "permissions": { "allow": ["Agent"] } });
+    let sid = c.session(params).await;
     let mut events = runner(&d, &sid).await;
     let input =
         json!({ "description": "iso", "prompt": "Write b.", "isolation": "worktree", "run_in_background": false });

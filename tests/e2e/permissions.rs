@@ -552,11 +552,13 @@ async fn sandbox_settings_agentd_cannot_honour_are_reported_and_deny_paths_hold(
     std::fs::create_dir_all(d.dir.path().join("secrets")).unwrap();
     std::fs::write(d.dir.path().join("secrets/key.txt"), "k").unwrap();
     std::fs::write(d.dir.path().join("private.txt"), "p").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let guarded = elsewhere.path().canonicalize().unwrap().join("guarded");
     let settings = json!({ "sandbox": {
         "excludedCommands": ["docker"],
         "failIfUnavailable": true,
-        "network": { "allowedDomains": ["ok.example", "ported.example:8443"] },
-        "filesystem": { "denyWrite": ["secrets/"], "denyRead": ["private.txt"], "allowWrite": ["/opt"] }
+        "network": { "allowedDomains": ["ok.example", "ported.example:8443"], "deniedDomains": ["evil.example:443"] },
+        "filesystem": { "denyWrite": ["secrets/", guarded], "denyRead": ["private.txt"], "allowWrite": ["/opt"] }
     }});
     std::fs::write(d.dir.path().join(".claude/settings.json"), settings.to_string()).unwrap();
     let mut c = d.raw().await;
@@ -582,4 +584,13 @@ async fn sandbox_settings_agentd_cannot_honour_are_reported_and_deny_paths_hold(
     assert_eq!(r["is_error"], true, "{r}");
     let r = c.tool(&sid, "Read", json!({ "file_path": "secrets/key.txt" })).await;
     assert_eq!(r["is_error"], false, "only writes are denied there: {r}");
+    // An absolute path is one from the root (review finding).
+    let rules = info["rules_in_force"].to_string();
+    assert!(rules.contains(&format!("Edit(/{}/**)", guarded.display())), "{rules}");
+    let r = c.tool(&sid, "Write", json!({ "file_path": guarded.join("a.txt"), "content": "x" })).await;
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!guarded.join("a.txt").exists());
+    // A denied entry with a port denies its host on every port.
+    let r = c.tool(&sid, "WebFetch", json!({ "url": "https://evil.example/", "prompt": "p" })).await;
+    assert!(r["is_error"] == true && r.to_string().contains("WebFetch(domain:evil.example)"), "{r}");
 }

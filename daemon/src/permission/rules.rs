@@ -734,30 +734,40 @@ impl RuleSet {
         // network gate.
         // An entry with a port is left out (reported below): the gate
         // tells hosts apart, not ports, and allowing the host would widen it.
-        let domains = |key: &str| -> Vec<String> {
+        // A denied entry with a port denies its host on every port (the
+        // narrower reading).
+        let domains = |key: &str, ported: bool| -> Vec<String> {
             value["sandbox"]["network"][key]
                 .as_array()
                 .map(|a| {
                     a.iter()
                         .map(|v| v.as_str().unwrap_or(""))
-                        .filter(|d| !super::sandbox_settings::has_port(d))
+                        .filter_map(|d| match super::sandbox_settings::has_port(d) {
+                            false => Some(d),
+                            true if ported => super::sandbox_settings::without_port(d),
+                            true => None,
+                        })
                         .map(|d| format!("WebFetch(domain:{d})"))
                         .collect()
                 })
                 .unwrap_or_default()
         };
-        allow.extend(domains("allowedDomains"));
-        deny.extend(domains("deniedDomains"));
+        allow.extend(domains("allowedDomains", false));
+        deny.extend(domains("deniedDomains", true));
         // `sandbox.filesystem.denyWrite`/`denyRead` are Edit and Read deny
-        // rules (a place and everything under it).
+        // rules (a place and everything under it); `/path` there is a path
+        // from the root, as the sandbox's settings mean it (a rule's own
+        // `/path` would start at the settings file's directory).
         let paths = |key: &str, tool: &str| -> Vec<String> {
             let under = |p: &str| if p.ends_with('/') { format!("{p}**") } else { format!("{p}/**") };
+            let rooted =
+                |p: &str| if p.starts_with('/') && !p.starts_with("//") { format!("/{p}") } else { p.to_owned() };
             value["sandbox"]["filesystem"][key]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|v| v.as_str().filter(|p| !p.trim().is_empty()))
-                .flat_map(|p| [format!("{tool}({})", p.trim_end_matches('/')), format!("{tool}({})", under(p))])
+                .filter_map(|v| v.as_str().filter(|p| !p.trim().is_empty()).map(rooted))
+                .flat_map(|p| [format!("{tool}({})", p.trim_end_matches('/')), format!("{tool}({})", under(&p))])
                 .collect()
         };
         deny.extend(paths("denyWrite", "Edit"));

@@ -25,6 +25,16 @@ pub fn has_port(entry: &str) -> bool {
     }
 }
 
+/// The host of an entry with a port (`example.com:8443` → `example.com`).
+pub fn without_port(entry: &str) -> Option<&str> {
+    let host = entry.trim();
+    match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map(|(h, _)| h),
+        None => host.split_once(':').map(|(h, _)| h),
+    }
+    .filter(|h| !h.is_empty())
+}
+
 /// Every `sandbox` setting of `value` (a settings file's JSON) agentd does
 /// not honour as written, with why; `project`: the file is a workspace's
 /// own (whose settings may only narrow).
@@ -88,7 +98,9 @@ fn top(key: &str, v: &Value, project: bool) -> Reading {
 fn network(key: &str, v: &Value, project: bool) -> Reading {
     let no = |why: String| Reading::NotHonoured(why);
     match key {
-        "allowedDomains" | "deniedDomains" => {
+        // A denied entry with a port denies its host on every port.
+        "deniedDomains" => Reading::Obeyed,
+        "allowedDomains" => {
             let ported: Vec<&str> =
                 v.as_array().into_iter().flatten().filter_map(Value::as_str).filter(|d| has_port(d)).collect();
             if ported.is_empty() {

@@ -127,8 +127,8 @@ fn valid_agent_name(name: &str) -> bool {
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
         && name.len() <= 64
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && !["main", "team-lead", "user", "system"].contains(&name)
-        && !name.starts_with("job_")
+        && !["main", "team-lead", "user", "system"].iter().any(|r| r.eq_ignore_ascii_case(name))
+        && !name.to_ascii_lowercase().starts_with("job_")
 }
 
 /// The models a Task call may name (Claude Code 2.1's, and `inherit`).
@@ -229,8 +229,13 @@ impl Tool for TaskTool {
         crate::permission::PermissionTarget::Name(input.subagent_type.trim().to_owned())
     }
 
-    fn check_permissions(&self, _input: &TaskInput, _ctx: &ToolContext) -> Decision {
-        // The sub-agent's calls are checked in its session, by the parent's rules.
+    fn check_permissions(&self, input: &TaskInput, _ctx: &ToolContext) -> Decision {
+        // A new worktree and branch in the repository asks, as EnterWorktree
+        // does; the sub-agent's calls are checked in its session, by the
+        // parent's rules.
+        if input.isolation.as_deref() == Some("worktree") {
+            return Decision::ask("give the sub-agent a new git worktree and branch of this repository");
+        }
         Decision::Allow
     }
 
@@ -333,6 +338,11 @@ impl TaskTool {
             _ => None,
         };
         let isolated = worktree.clone();
+        // However the call ends, the child goes with it — also when the call
+        // is dropped (stopped, cancelled) while the child is being made: the
+        // maker then closes it itself.
+        let close = Close { host: agent.host.clone(), made: Arc::new(std::sync::Mutex::new(Made::default())) };
+        let made = close.made.clone();
         let spawned = tokio::task::spawn_blocking(move || {
             let ask = crate::agents::ChildAsk {
                 tools: wanted.as_deref(),
@@ -340,22 +350,24 @@ impl TaskTool {
                 name: name.as_deref(),
                 worktree: isolated.as_ref(),
             };
-            host.spawn_child(&parent, ask)
+            let spawned = host.spawn_child(&parent, ask);
+            if let Ok((child, _)) = &spawned {
+                let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+                if made.dropped {
+                    host.cancel_child(child);
+                    host.close_child(child);
+                } else {
+                    made.child = Some(child.clone());
+                }
+            }
+            spawned
         });
         let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
             Ok(Ok(made)) => made.map_err(ToolError::new)?,
             Ok(Err(e)) => return Err(ToolError::new(format!("the child session could not be made: {e}"))),
             Err(_) => return Err(ToolError::new("making the child session took longer than 30 s")),
         };
-        // However the call ends, the child goes with it.
-        struct Close(crate::agents::Host, String);
-        impl Drop for Close {
-            fn drop(&mut self) {
-                self.0.cancel_child(&self.1);
-                self.0.close_child(&self.1);
-            }
-        }
-        let _close = Close(agent.host.clone(), child.clone());
+        let _close = close;
         let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
         let mut waiting = agent.requests.wait_for(&request_id);
         let run_hook = async |event: HookEvent, input: serde_json::Value| {
@@ -433,6 +445,31 @@ impl TaskTool {
             return Err(ToolError::new(answer.result));
         }
         Ok(TaskOutput { child_session_id: child, result: answer.result, job_id: None })
+    }
+}
+
+/// A child session being made for a Task call, and whether the call is
+/// gone (see [`Close`]).
+#[derive(Default)]
+struct Made {
+    child: Option<String>,
+    dropped: bool,
+}
+
+/// Closes a Task call's child when the call ends, however it ends.
+struct Close {
+    host: crate::agents::Host,
+    made: Arc<std::sync::Mutex<Made>>,
+}
+
+impl Drop for Close {
+    fn drop(&mut self) {
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.dropped = true;
+        if let Some(child) = made.child.take() {
+            self.host.cancel_child(&child);
+            self.host.close_child(&child);
+        }
     }
 }
 
