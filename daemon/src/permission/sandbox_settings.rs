@@ -17,22 +17,29 @@ pub enum Reading {
 /// A `sandbox.network.allowedDomains`/`deniedDomains` entry with a port
 /// (`example.com:8443`): the gate tells hosts apart, not ports.
 pub fn has_port(entry: &str) -> bool {
-    let host = entry.trim();
-    match host.strip_prefix('[') {
-        // `[::1]:8080`
-        Some(rest) => rest.split_once(']').is_some_and(|(_, after)| after.starts_with(':')),
-        None => host.matches(':').count() == 1,
-    }
+    without_port(entry).is_some()
 }
 
 /// The host of an entry with a port (`example.com:8443` → `example.com`).
 pub fn without_port(entry: &str) -> Option<&str> {
-    let host = entry.trim();
-    match host.strip_prefix('[') {
-        Some(rest) => rest.split_once(']').map(|(h, _)| h),
-        None => host.split_once(':').map(|(h, _)| h),
-    }
-    .filter(|h| !h.is_empty())
+    let entry = entry.trim();
+    let (host, port) = match entry.strip_prefix('[') {
+        // `[::1]:8080`
+        Some(rest) => {
+            let (host, after) = rest.split_once(']')?;
+            (host, after.strip_prefix(':')?)
+        }
+        None => {
+            let (host, port) = entry.split_once(':')?;
+            if host.contains('/') || port.contains(':') {
+                return None;
+            }
+            (host, port)
+        }
+    };
+    let digits = !port.is_empty() && port.chars().all(|c| c.is_ascii_digit());
+    // Only `host:digits`: a URL (`https://x/`) is no host with a port.
+    (digits && !host.is_empty() && !host.contains('/')).then_some(host)
 }
 
 /// Every `sandbox` setting of `value` (a settings file's JSON) agentd does
@@ -153,10 +160,12 @@ mod tests {
 
     #[test]
     fn ports_are_told_from_hosts() {
+        assert_eq!(without_port("evil.example:443"), Some("evil.example"));
+        assert_eq!(without_port("[::1]:8080"), Some("::1"));
         for with in ["example.com:8443", "[::1]:8080", "10.0.0.1:22"] {
             assert!(has_port(with), "{with}");
         }
-        for without in ["example.com", "*.example.com", "[::1]", "::1"] {
+        for without in ["example.com", "*.example.com", "[::1]", "::1", "https://bad/", "a.com:", "a.com:x1"] {
             assert!(!has_port(without), "{without}");
         }
     }
