@@ -650,4 +650,22 @@ async fn an_isolated_agent_works_in_a_worktree_of_its_own() {
     assert!(text.starts_with("wrote b\nworktreePath: ") && text.contains("worktreeBranch: worktree/agent-"), "{done}");
     assert!(std::path::Path::new(&cwd).join("b.txt").exists(), "written in the worktree");
     assert!(!d.dir.path().join("b.txt").exists(), "the checkout is left alone");
+
+    // One that changes nothing: its worktree and branch go, as in 2.1.332.
+    let input =
+        json!({ "description": "look", "prompt": "Look.", "isolation": "worktree", "run_in_background": false });
+    let turn = c
+        .ok("turn/submit", json!({ "session_id": sid, "tool_uses": [tool_use("l", "Agent", input)], "end": true }))
+        .await["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let request = until(&mut events, |e| e["type"] == "agent/request").await.pop().unwrap();
+    let child = request["child_session_id"].as_str().unwrap().to_owned();
+    let looked = c.ok("session/get", json!({ "session_id": child })).await["cwd"].as_str().unwrap().to_owned();
+    c.ok("agent/respond", json!({ "session_id": sid, "request_id": request["request_id"], "result": "looked" })).await;
+    let done = until(&mut events, |e| e["type"] == "tool/result" && e["turn_id"] == turn.as_str()).await.pop().unwrap();
+    let text = done["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("it changed nothing in its worktree: Removed the worktree"), "{done}");
+    assert!(!std::path::Path::new(&looked).exists(), "{looked}");
 }

@@ -362,10 +362,20 @@ impl TaskTool {
             }
             spawned
         });
-        let (child, tools) = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
-            Ok(Ok(made)) => made.map_err(ToolError::new)?,
-            Ok(Err(e)) => return Err(ToolError::new(format!("the child session could not be made: {e}"))),
-            Err(_) => return Err(ToolError::new("making the child session took longer than 30 s")),
+        let spawned = match tokio::time::timeout(std::time::Duration::from_secs(30), spawned).await {
+            Ok(Ok(made)) => made,
+            Ok(Err(e)) => Err(format!("the child session could not be made: {e}")),
+            Err(_) => Err("making the child session took longer than 30 s".to_owned()),
+        };
+        let (child, tools) = match spawned {
+            Ok(made) => made,
+            Err(why) => {
+                // The worktree made for it goes too (it holds nothing yet).
+                if let Some(w) = &worktree {
+                    let _ = crate::tools::worktree::remove(w, false, &ctx.cancel).await;
+                }
+                return Err(ToolError::new(why));
+            }
         };
         let _close = close;
         let request_id = format!("agent_{}", uuid::Uuid::new_v4().simple());
@@ -438,8 +448,16 @@ impl TaskTool {
             }
         }
         if let Some(w) = &worktree {
-            // 2.1.332's lines: where its work is.
-            answer.result.push_str(&format!("\nworktreePath: {}\nworktreeBranch: {}", w.path.display(), w.branch));
+            // A worktree the agent changed nothing in goes, as in Claude
+            // Code 2.1.332; else 2.1.332's lines say where its work is.
+            match crate::tools::worktree::remove(w, false, &ctx.cancel).await {
+                Ok(said) => answer.result.push_str(&format!("\n[it changed nothing in its worktree: {said}]")),
+                Err(_) => answer.result.push_str(&format!(
+                    "\nworktreePath: {}\nworktreeBranch: {}",
+                    w.path.display(),
+                    w.branch
+                )),
+            }
         }
         if answer.is_error {
             return Err(ToolError::new(answer.result));

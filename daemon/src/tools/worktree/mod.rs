@@ -416,6 +416,91 @@ pub(crate) async fn repository(ctx: &ToolContext) -> Result<(PathBuf, PathBuf), 
     Ok((top, common_dir))
 }
 
+/// Why a worktree was not removed: it holds work (or is not as it was
+/// made), or git failed.
+pub(crate) enum Removal {
+    Kept(String),
+    Failed(ToolError),
+}
+
+impl From<ToolError> for Removal {
+    fn from(e: ToolError) -> Self {
+        Removal::Failed(e)
+    }
+}
+
+/// Removes the worktree `w` — only when nothing in it is unsaved, unless
+/// `discard` — and its branch when the branch holds no commit another ref
+/// lacks: what was removed, said.
+pub(crate) async fn remove(
+    w: &WorktreeInfo,
+    discard: bool,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<String, Removal> {
+    let common = format!("--git-dir={}", w.common_dir.display());
+    let gone = !w.path.exists();
+    if gone {
+        // Deleted by hand: only its registration and branch are left.
+        // Its registration alone goes (`git worktree prune` would take
+        // every other stale one of the repository with it).
+        let recorded = std::fs::read_to_string(w.git_dir.join("gitdir")).unwrap_or_default();
+        let ours = w.git_dir.parent() == Some(w.common_dir.join("worktrees").as_path())
+            && Path::new(recorded.trim()) == w.path.join(".git");
+        if ours && std::fs::symlink_metadata(&w.git_dir).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir_all(&w.git_dir);
+        }
+    } else {
+        intact(w).map_err(|why| Removal::Kept(format!("{why}; refusing to run git on it")))?;
+        if !discard && let Some(why) = unsaved_work(w, cancel).await? {
+            return Err(Removal::Kept(format!(
+                "{why}. Commit or push that work, or exit with action \"keep\"; remove with discard_changes \
+                     only if the user wants it thrown away."
+            )));
+        }
+        let path_arg = w.path.to_string_lossy().into_owned();
+        let remove: Vec<&str> = if discard {
+            vec![&common, "worktree", "remove", "--force", "--force", "--", &path_arg]
+        } else {
+            // Git itself refuses if anything changed since the check.
+            vec![&common, "worktree", "remove", "--", &path_arg]
+        };
+        let out = git(&w.repository, &remove, cancel).await?;
+        if !out.ok && w.path.exists() {
+            return Err(Removal::Kept(format!("git worktree remove refused: {}", out.why())));
+        }
+    }
+    // The branch goes only if it holds nothing no other ref does
+    // (checked again now that the worktree is gone).
+    let branch_ref = format!("refs/heads/{}", w.branch);
+    let branch_exists =
+        git_line(&w.repository, &[&common, "rev-parse", "--verify", "-q", &branch_ref], cancel).await?.is_some();
+    let mut message = format!("Removed the worktree {}", w.path.display());
+    if branch_exists {
+        let only_here = if discard {
+            None
+        } else {
+            let exclude = format!("--exclude={}", w.branch);
+            let args =
+                [&common, "rev-list", "--count", &branch_ref, "--not", &exclude, "--branches", "--tags", "--remotes"];
+            let count = git_line(&w.repository, &args, cancel).await?;
+            (count.as_deref() != Some("0")).then(|| count.unwrap_or_else(|| "?".into()))
+        };
+        match only_here {
+            Some(n) => message
+                .push_str(&format!("; kept its branch {}, which holds {n} commit(s) no other branch has", w.branch)),
+            None => {
+                let out = git(&w.repository, &[&common, "branch", "-D", "--", &w.branch], cancel).await?;
+                if out.ok {
+                    message.push_str(&format!(" and its branch {}", w.branch));
+                } else {
+                    message.push_str(&format!("; its branch {} stays: {}", w.branch, out.why()));
+                }
+            }
+        }
+    }
+    Ok(message)
+}
+
 /// Makes a worktree of the repository at `top` (its common git directory
 /// `common_dir`) under `.claude/worktrees/<name>` on a new branch
 /// `worktree/<name>` from HEAD, as EnterWorktree and Agent's `isolation:
@@ -717,78 +802,10 @@ impl Tool for ExitWorktree {
                     .into(),
             ));
         }
-        let common = format!("--git-dir={}", w.common_dir.display());
-        let gone = !w.path.exists();
-        if gone {
-            // Deleted by hand: only its registration and branch are left.
-            // Its registration alone goes (`git worktree prune` would take
-            // every other stale one of the repository with it).
-            let recorded = std::fs::read_to_string(w.git_dir.join("gitdir")).unwrap_or_default();
-            let ours = w.git_dir.parent() == Some(w.common_dir.join("worktrees").as_path())
-                && Path::new(recorded.trim()) == w.path.join(".git");
-            if ours && std::fs::symlink_metadata(&w.git_dir).is_ok_and(|m| m.is_dir()) {
-                let _ = std::fs::remove_dir_all(&w.git_dir);
-            }
-        } else {
-            intact(&w).map_err(|why| kept(format!("{why}; refusing to run git on it")))?;
-            if !discard && let Some(why) = unsaved_work(&w, cancel).await? {
-                return Err(kept(format!(
-                    "{why}. Commit or push that work, or exit with action \"keep\"; remove with discard_changes \
-                     only if the user wants it thrown away."
-                )));
-            }
-            let path_arg = w.path.to_string_lossy().into_owned();
-            let remove: Vec<&str> = if discard {
-                vec![&common, "worktree", "remove", "--force", "--force", "--", &path_arg]
-            } else {
-                // Git itself refuses if anything changed since the check.
-                vec![&common, "worktree", "remove", "--", &path_arg]
-            };
-            let out = git(&w.repository, &remove, cancel).await?;
-            if !out.ok && w.path.exists() {
-                return Err(kept(format!("git worktree remove refused: {}", out.why())));
-            }
-        }
-        // The branch goes only if it holds nothing no other ref does
-        // (checked again now that the worktree is gone).
-        let branch_ref = format!("refs/heads/{}", w.branch);
-        let branch_exists =
-            git_line(&w.repository, &[&common, "rev-parse", "--verify", "-q", &branch_ref], cancel).await?.is_some();
-        let mut message = format!("Removed the worktree {}", w.path.display());
-        if branch_exists {
-            let only_here = if discard {
-                None
-            } else {
-                let exclude = format!("--exclude={}", w.branch);
-                let args = [
-                    &common,
-                    "rev-list",
-                    "--count",
-                    &branch_ref,
-                    "--not",
-                    &exclude,
-                    "--branches",
-                    "--tags",
-                    "--remotes",
-                ];
-                let count = git_line(&w.repository, &args, cancel).await?;
-                (count.as_deref() != Some("0")).then(|| count.unwrap_or_else(|| "?".into()))
-            };
-            match only_here {
-                Some(n) => message.push_str(&format!(
-                    "; kept its branch {}, which holds {n} commit(s) no other branch has",
-                    w.branch
-                )),
-                None => {
-                    let out = git(&w.repository, &[&common, "branch", "-D", "--", &w.branch], cancel).await?;
-                    if out.ok {
-                        message.push_str(&format!(" and its branch {}", w.branch));
-                    } else {
-                        message.push_str(&format!("; its branch {} stays: {}", w.branch, out.why()));
-                    }
-                }
-            }
-        }
+        let mut message = remove(&w, discard, cancel).await.map_err(|e| match e {
+            Removal::Kept(why) => kept(why),
+            Removal::Failed(e) => e,
+        })?;
         message.push_str(&format!(". The session works in {} again.", back.display()));
         Ok(ToolOutput::with_modifier(done(true, message), Box::new(leave)))
     }
