@@ -293,14 +293,12 @@ impl Monitor {
         let bypass = crate::tools::plan_mode::current_mode(ctx) == agentd_protocol::session::PermissionMode::Bypass;
         let (policy, _) = crate::sandbox::gate::GatePolicy::from_options(&ctx.info.sandbox, bypass);
         // Admission asked the user unless a rule allowed it: what only
-        // needed a question is allowed here; the session's lists, deny
-        // rules and strictAllowlist still refuse.
+        // needed a question is allowed here; the session's lists
+        // (denied_domains, a closed allowed_domains), deny rules and
+        // strictAllowlist still refuse, as the gate decides.
         if let crate::sandbox::gate::Verdict::Deny(why) =
             crate::sandbox::gate::decide(&canonical, &policy, &ctx.rules, Some("the user's answer".into()))
         {
-            return Err(ToolError::new(format!("refused: {why}")));
-        }
-        if let Some(why) = crate::sandbox::gate::session_refuses(&host, &ctx.info.sandbox) {
             return Err(ToolError::new(format!("refused: {why}")));
         }
         let port = url.port_or_known_default().unwrap_or(if url.scheme() == "wss" { 443 } else { 80 });

@@ -145,34 +145,15 @@ pub(super) fn moved_result(
     started: std::time::Instant,
     network_refused: Vec<String>,
 ) -> BashResult {
-    let profile = ctx.grant.sandbox_profile;
+    // A background job's start, with what the call saw before it moved.
     BashResult {
-        exit_code: None,
-        killed: None,
         output: summary.text,
         elided_chars: summary.elided_chars,
-        output_file: job.output_file.clone(),
-        note: None,
-        stale_reads: Vec::new(),
-        stale_read_hint: None,
         output_bytes: summary.total_bytes,
-        ended_leftovers: 0,
-        cwd: None,
-        cwd_reset: false,
-        reset_to: None,
-        job_id: Some(job.id.clone()),
         timed_out_after_ms: Some(timeout_ms),
         duration_ms: started.elapsed().as_millis() as u64,
-        timeout_ms,
-        sandbox: profile,
-        network: network_of(ctx, profile),
         network_refused,
-        quarantined: Vec::new(),
-        unexamined: Vec::new(),
-        objects_refused: Vec::new(),
-        walls_missing: walls_missing(ctx, profile),
-        layered: false,
-        effects: super::effects::Effects::default(),
+        ..BashResult::started(job.id.clone(), job.output_file.clone(), timeout_ms, ctx)
     }
 }
 
