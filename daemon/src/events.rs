@@ -588,7 +588,7 @@ mod tests {
     use super::*;
 
     fn done(turn: &str) -> EventKind {
-        EventKind::TurnCompleted { turn_id: turn.into() }
+        EventKind::TurnCompleted { turn_id: turn.into(), additional_context: None, stop_reason: None }
     }
 
     #[test]

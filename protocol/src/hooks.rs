@@ -43,11 +43,26 @@ pub enum HookEvent {
     /// When the answer to an elicitation is known: may change it; exit
     /// code 2 declines.
     ElicitationResult,
+    /// Once every call of a turn (one message's tool calls) has its
+    /// result, before `turn/completed`: `tool_calls` with each call's
+    /// input and response; may add context for the model once for the
+    /// batch, or stop the harness's loop (exit code 2, `decision:
+    /// "block"`, `continue: false`). Its matcher is ignored.
+    PostToolBatch,
+    /// Instead of `git worktree add` (EnterWorktree, Agent's `isolation:
+    /// "worktree"`): makes a worktree named `name` and prints its path
+    /// (a command's last line of output; `hookSpecificOutput.worktreePath`
+    /// in JSON). Its matcher is ignored.
+    WorktreeCreate,
+    /// When agentd removes a worktree (`worktree_path`): a worktree a
+    /// WorktreeCreate hook made is removed by these hooks alone. Its
+    /// matcher is ignored.
+    WorktreeRemove,
 }
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 15] = [
+    pub const ALL: [HookEvent; 18] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -63,6 +78,9 @@ impl HookEvent {
         HookEvent::CwdChanged,
         HookEvent::Elicitation,
         HookEvent::ElicitationResult,
+        HookEvent::PostToolBatch,
+        HookEvent::WorktreeCreate,
+        HookEvent::WorktreeRemove,
     ];
 
     /// The name as settings files and `hook_event_name` spell it.
@@ -83,6 +101,9 @@ impl HookEvent {
             HookEvent::CwdChanged => "CwdChanged",
             HookEvent::Elicitation => "Elicitation",
             HookEvent::ElicitationResult => "ElicitationResult",
+            HookEvent::PostToolBatch => "PostToolBatch",
+            HookEvent::WorktreeCreate => "WorktreeCreate",
+            HookEvent::WorktreeRemove => "WorktreeRemove",
         }
     }
 
@@ -96,6 +117,21 @@ impl HookEvent {
                 | HookEvent::PostToolUseFailure
                 | HookEvent::PermissionRequest
                 | HookEvent::PermissionDenied
+        )
+    }
+
+    /// Whether a hook's matcher chooses among this event's moments (a tool
+    /// name, a notification type, …); Claude Code ignores the matcher of
+    /// the others, and so does agentd.
+    pub fn has_matcher(self) -> bool {
+        !matches!(
+            self,
+            HookEvent::TaskCreated
+                | HookEvent::TaskCompleted
+                | HookEvent::CwdChanged
+                | HookEvent::PostToolBatch
+                | HookEvent::WorktreeCreate
+                | HookEvent::WorktreeRemove
         )
     }
 

@@ -504,6 +504,10 @@ pub struct WorktreeInfo {
     /// keeps it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub entered: bool,
+    /// A WorktreeCreate hook made it (in place of git): it has no branch
+    /// or git directories of agentd's, and WorktreeRemove hooks remove it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_hook: bool,
 }
 
 /// What the web tools may reach.

@@ -251,11 +251,21 @@ pub enum EventKind {
         /// Who decided, in words (`client: allow`, `timeout`, ...).
         reason: String,
     },
-    /// The turn ended and all its results are out.
+    /// The turn ended and all its results are out (after the session's
+    /// PostToolBatch hooks, when it has any, have answered).
     #[serde(rename = "turn/completed")]
     TurnCompleted {
         /// The turn.
         turn_id: String,
+        /// What PostToolBatch hooks added for the model, once for the
+        /// whole batch (joined by blank lines): the harness puts it before
+        /// its next request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        additional_context: Option<String>,
+        /// A PostToolBatch hook asked the harness to stop its loop (exit
+        /// code 2, `decision: "block"` or `continue: false`): why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
     },
     /// The turn was discarded: nothing more comes for it.
     #[serde(rename = "turn/discarded")]

@@ -920,3 +920,59 @@ async fn a_permission_denied_hook_hears_the_refusal_and_may_say_retry() {
     turn_events(&mut s, &turn).await;
     assert_eq!(std::fs::read_to_string(&log).unwrap().matches("PermissionDenied").count(), 1);
 }
+
+/// PostToolBatch: once every call of a streamed turn has its result, the
+/// hook sees them all (inputs and responses); what it adds and its stop
+/// ride on `turn/completed`, which comes after it. Its matcher is ignored
+/// (as Claude Code ignores it); a `tool/call` is no batch of the model's.
+#[tokio::test]
+async fn a_post_tool_batch_hook_sees_the_whole_turn_before_it_completes() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let log = dir.path().join("batch.log");
+    let stop = dir.path().join("stop");
+    let hook = script(
+        dir.path(),
+        "batch.sh",
+        &format!(
+            "cat >> {log}; echo >> {log}\nif [ -e {stop} ]; then echo 'the tests fail' >&2; exit 2; fi\n\
+             echo '{{\"hookSpecificOutput\":{{\"hookEventName\":\"PostToolBatch\",\"additionalContext\":\"lint: 2 warnings\"}}}}'",
+            log = log.display(),
+            stop = stop.display()
+        ),
+    );
+    let mut s = session(&d, json!({ "hooks": hooks("PostToolBatch", "NoSuchTool", &[hook.to_str().unwrap()]) })).await;
+    std::fs::write(d.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let turn = s
+        .submit_ended(vec![
+            tool_use("r", "Read", json!({ "file_path": d.dir.path().join("a.txt") })),
+            tool_use("b", "Bash", json!({ "command": "echo from-bash" })),
+        ])
+        .await;
+    let events = turn_events(&mut s, &turn).await;
+    let done = events.iter().find(|e| e["type"] == "turn/completed").unwrap();
+    assert_eq!(done["additional_context"], "lint: 2 warnings", "{done}");
+    assert!(done.get("stop_reason").is_none(), "{done}");
+    let seen: Value = serde_json::from_str(std::fs::read_to_string(&log).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(seen["hook_event_name"], "PostToolBatch");
+    let calls = seen["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{seen}");
+    assert_eq!((calls[0]["tool_name"].as_str(), calls[0]["tool_use_id"].as_str()), (Some("Read"), Some("r")));
+    assert!(calls[0]["tool_response"].as_str().unwrap().contains("alpha"), "{seen}");
+    assert_eq!(calls[1]["tool_input"]["command"], "echo from-bash");
+    assert!(calls[1]["tool_response"].as_str().unwrap().contains("from-bash"), "{seen}");
+    // Its hook/completed comes before the turn's end.
+    let hook_at = events.iter().position(|e| e["type"] == "hook/completed" && e["event"] == "PostToolBatch");
+    let done_at = events.iter().position(|e| e["type"] == "turn/completed");
+    assert!(hook_at.unwrap() < done_at.unwrap(), "{events:?}");
+    // Exit code 2 stops the harness's loop.
+    std::fs::write(&stop, "").unwrap();
+    let turn = s.submit_ended(vec![tool_use("e", "Bash", json!({ "command": "true" }))]).await;
+    let events = turn_events(&mut s, &turn).await;
+    let done = events.iter().find(|e| e["type"] == "turn/completed").unwrap();
+    assert!(done["stop_reason"].as_str().unwrap().contains("the tests fail"), "{done}");
+    // A tool/call is not a model's batch.
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
+    s.c.tool(&s.id, "Bash", json!({ "command": "true" })).await;
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), before);
+}

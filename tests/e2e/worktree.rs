@@ -446,3 +446,66 @@ async fn the_attack_reviews_worktree_findings_stay_closed() {
     let list = git(&repo, &["worktree", "list", "--porcelain"]);
     assert!(!list.contains(".claude/worktrees/gone") && list.contains("stale-wt"), "{list}");
 }
+
+/// WorktreeCreate hooks make the worktree in place of git (any version
+/// control, anywhere: here a plain directory outside any repository); the
+/// session works there, and WorktreeRemove hooks remove it. Without one,
+/// agentd keeps what a hook made rather than guess how to remove it.
+#[tokio::test]
+async fn worktree_hooks_make_and_remove_the_worktree_in_place_of_git() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TestDaemon::start().await;
+    let plain = d.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let scripts = tempfile::tempdir().unwrap();
+    let trees = std::fs::canonicalize(scripts.path()).unwrap().join("trees");
+    let script = |name: &str, body: String| {
+        let path = scripts.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    };
+    let create = script(
+        "create.sh",
+        format!(
+            "name=$(sed 's/.*\"name\":\"\\([^\"]*\\)\".*/\\1/'); mkdir -p {t}/$name; echo making $name; echo {t}/$name",
+            t = trees.display()
+        ),
+    );
+    let remove = script("remove.sh", "p=$(sed 's/.*\"worktree_path\":\"\\([^\"]*\\)\".*/\\1/'); rm -rf \"$p\"".into());
+    let hooks = |with_remove: bool| {
+        let mut h = json!({ "WorktreeCreate": [{ "hooks": [{ "type": "command", "command": create }] }] });
+        if with_remove {
+            h["WorktreeRemove"] =
+                json!([{ "matcher": "ignored", "hooks": [{ "type": "command", "command": remove }] }]);
+        }
+        h
+    };
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass", "hooks": hooks(true) })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "feature" })).await;
+    let made = trees.join("feature");
+    assert!(!err && text.contains(&made.display().to_string()) && text.contains("WorktreeCreate hook"), "{text}");
+    assert_eq!(s.worktree().await["by_hook"], true);
+    let (err, text) = s.call("Bash", json!({ "command": "pwd; echo work > w.txt" })).await;
+    assert!(!err && text.contains(&made.display().to_string()), "{text}");
+    assert_eq!(std::fs::read_to_string(made.join("w.txt")).unwrap(), "work\n");
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(!err && text.contains("WorktreeRemove hook"), "{text}");
+    assert!(!made.exists());
+    assert_eq!(s.worktree().await, Value::Null);
+
+    // No WorktreeRemove hook: kept, and the session stays in it.
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass", "hooks": hooks(false) })).await;
+    let (err, _) = s.call("EnterWorktree", json!({ "name": "second" })).await;
+    assert!(!err);
+    let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
+    assert!(err && text.contains("no WorktreeRemove hook"), "{text}");
+    assert!(trees.join("second").is_dir());
+    // A hook that names no directory fails the call, changing nothing.
+    let liar = script("liar.sh", "echo /nonexistent/place".into());
+    let h = json!({ "WorktreeCreate": [{ "hooks": [{ "type": "command", "command": liar }] }] });
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass", "hooks": h })).await;
+    let (err, text) = s.call("EnterWorktree", json!({})).await;
+    assert!(err && text.contains("WorktreeCreate hook failed") && text.contains("not a directory"), "{text}");
+    assert_eq!(s.worktree().await, Value::Null);
+}

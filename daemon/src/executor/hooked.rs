@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use agentd_protocol::hooks::HookEvent;
 use agentd_protocol::tools::ContentBlock;
+use agentd_protocol::turn::EventKind;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -380,6 +381,35 @@ impl SessionExecutor {
 }
 
 /// `outcome` with the hooks' `additionalContext` for the model after it.
+impl SessionExecutor {
+    /// The turn `t` is over: `turn/completed` — after the session's
+    /// PostToolBatch hooks have answered, when the turn kept its calls for
+    /// them (what they add for the model and a stop ride on the event).
+    pub(super) fn turn_completed(&self, inner: &mut Inner, t: super::TurnIdx) {
+        let turn_id = inner.turns[t].id.to_string();
+        let batch = inner.turns[t].batch.take().filter(|b| !b.is_empty());
+        let (Some(calls), Some(me)) = (batch, self.me.upgrade()) else {
+            self.events.push(EventKind::TurnCompleted { turn_id, additional_context: None, stop_reason: None });
+            return;
+        };
+        inner.batches_running += 1;
+        let cancel = self.cancel.clone();
+        inner.starts.push(Box::pin(async move {
+            let about = About { turn_id: Some(turn_id.clone()), tool_use_id: None, tool_name: None };
+            let (mode, cwd) = me.mode_and_cwd(&me.lock());
+            let input = json!({"tool_calls": calls, "permission_mode": mode, "cwd": cwd});
+            let said =
+                me.services.hooks.run(HookEvent::PostToolBatch, "", input, &about, &cancel, Completions::Pushed).await;
+            let stop_reason = said.stop_reason.or_else(|| (!said.blocks.is_empty()).then(|| said.blocks.join("; ")));
+            let additional_context = (!said.context.is_empty()).then(|| said.context.join("\n\n"));
+            let mut inner = me.lock();
+            inner.batches_running -= 1;
+            me.events.push(EventKind::TurnCompleted { turn_id, additional_context, stop_reason });
+            me.report_closed(&mut inner);
+        }));
+    }
+}
+
 pub(super) fn with_context(mut outcome: CallOutcome, event: &str, context: &[String]) -> CallOutcome {
     for c in context.iter().filter(|c| !c.trim().is_empty()) {
         outcome.content.push(ContentBlock::text(format!("{event} hook additional context: {c}")));
@@ -399,6 +429,16 @@ pub(super) fn pre_tool_use_json(name: &str, input: &Value, tool_use_id: Option<&
 }
 
 /// The text blocks of `content`, one a line.
+/// A result's content as the model is sent it: its text when it is all
+/// text, the blocks otherwise (PostToolBatch's `tool_response`).
+pub(super) fn as_sent(content: &[ContentBlock]) -> Value {
+    if content.iter().all(|b| matches!(b, ContentBlock::Text { .. })) {
+        Value::String(text_of(content))
+    } else {
+        serde_json::to_value(content).unwrap_or_default()
+    }
+}
+
 pub(super) fn text_of(content: &[ContentBlock]) -> String {
     let texts: Vec<&str> = content
         .iter()

@@ -171,7 +171,7 @@ impl Forgotten {
                         forgotten.turn(Arc::from(turn_id.as_str()));
                     }
                 }
-                EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id }
+                EventKind::TurnCompleted { turn_id, .. } | EventKind::TurnDiscarded { turn_id }
                     if !forgotten.turn_set.contains(turn_id.as_str()) =>
                 {
                     forgotten.turn(Arc::from(turn_id.as_str()))
@@ -273,6 +273,10 @@ struct TurnSlot {
     /// The first failed call of the turn (tool, `tool_use` id), for the
     /// message of the siblings it cancels after its own record is gone.
     failed: Option<(String, String)>,
+    /// The turn's calls for its PostToolBatch hooks (`tool_name`,
+    /// `tool_input`, `tool_use_id`, and `tool_response` once yielded):
+    /// kept only for a `turn/submit` turn of a session with such hooks.
+    batch: Option<Vec<serde_json::Value>>,
 }
 
 struct Inner {
@@ -289,6 +293,9 @@ struct Inner {
     closed: bool,
     /// `session/closed` was pushed (after the last running call ended).
     close_reported: bool,
+    /// Turns whose PostToolBatch hooks are running (their `turn/completed`
+    /// comes after them, and `session/closed` after that).
+    batches_running: usize,
     /// Calls started under the lock, run once it is released.
     starts: Vec<crate::inline::BoxFuture<()>>,
 }
@@ -525,6 +532,7 @@ impl SessionExecutor {
                 context,
                 closed: false,
                 close_reported: false,
+                batches_running: 0,
                 starts: Vec::new(),
             }),
             events,

@@ -33,7 +33,14 @@ impl SessionExecutor {
                 return Err(TurnError::TurnEnded { turn_id: inner.turns[t].id.to_string() });
             }
             Some(t) => t,
-            None => self.new_turn(&mut inner, turn_id),
+            None => {
+                let t = self.new_turn(&mut inner, turn_id);
+                // One message's calls: the batch the PostToolBatch hooks see.
+                if self.services.hooks.wants(agentd_protocol::hooks::HookEvent::PostToolBatch, "") {
+                    inner.turns[t].batch = Some(Vec::new());
+                }
+                t
+            }
         };
         let turn_id = inner.turns[turn].id.clone();
         for tu in tool_uses {
@@ -50,7 +57,7 @@ impl SessionExecutor {
     pub(super) fn new_turn(&self, inner: &mut Inner, id: Option<String>) -> TurnIdx {
         let id: Arc<str> = Arc::from(id.unwrap_or_else(|| self.fresh_id("turn")));
         let t = inner.machine.new_turn();
-        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token(), failed: None });
+        inner.turns.push(TurnSlot { id: id.clone(), token: self.cancel.child_token(), failed: None, batch: None });
         inner.turn_ids.insert(id, t);
         t
     }
@@ -111,6 +118,9 @@ impl SessionExecutor {
         tu: ToolUse,
         waiter: Option<oneshot::Sender<ToolCallResult>>,
     ) -> Vec<Action> {
+        if let Some(batch) = &mut inner.turns[turn].batch {
+            batch.push(serde_json::json!({"tool_name": tu.name, "tool_input": tu.input, "tool_use_id": tu.id}));
+        }
         let turn_slot = &inner.turns[turn];
         let token = turn_slot.token.child_token();
         let parsed = match self.tools().find(&tu.name) {

@@ -28,9 +28,7 @@ impl SessionExecutor {
                         slot.token = None;
                     }
                 }
-                Action::TurnCompleted(t) => {
-                    self.events.push(EventKind::TurnCompleted { turn_id: inner.turns[t].id.to_string() });
-                }
+                Action::TurnCompleted(t) => self.turn_completed(inner, t),
                 Action::TurnDiscarded(t) => {
                     inner.turns[t].token.cancel();
                     self.events.push(EventKind::TurnDiscarded { turn_id: inner.turns[t].id.to_string() });
@@ -85,7 +83,7 @@ impl SessionExecutor {
     /// is closed and no call is running any more (their cancelled results
     /// come first).
     pub(super) fn report_closed(&self, inner: &mut Inner) {
-        if inner.closed && !inner.close_reported && inner.machine.running() == 0 {
+        if inner.closed && !inner.close_reported && inner.machine.running() == 0 && inner.batches_running == 0 {
             inner.close_reported = true;
             self.events.push(EventKind::SessionClosed {});
         }
@@ -129,6 +127,12 @@ impl SessionExecutor {
         // record is saved again.
         let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
         let slot = &mut inner.slots[i];
+        if let Some(t) = inner.machine.turn_of(i)
+            && let Some(batch) = inner.turns.get_mut(t).and_then(|turn| turn.batch.as_mut())
+            && let Some(entry) = batch.iter_mut().find(|e| e["tool_use_id"] == slot.tool_use_id.as_str())
+        {
+            entry["tool_response"] = super::hooked::as_sent(&outcome.content);
+        }
         let mut changes = self.services.history.changes_of(&slot.turn_id, &slot.tool_use_id);
         // A result stays small: the first changes, and how many more.
         let changes_omitted = (changes.len() > RESULT_CHANGES).then(|| (changes.len() - RESULT_CHANGES) as u64);

@@ -250,14 +250,16 @@ impl HookSet {
 
     /// Whether any hook would run for `event` on `subject`.
     pub fn wants(&self, event: HookEvent, subject: &str) -> bool {
-        self.groups.iter().any(|g| g.event == event && g.matcher.matches(subject))
+        self.groups.iter().any(|g| g.event == event && (!event.has_matcher() || g.matcher.matches(subject)))
     }
 
     /// The hooks to run for `event` on `subject`: each command once (the
     /// same command line in two places runs once, as in Claude Code).
     pub fn matching(&self, event: HookEvent, subject: &str) -> Vec<CommandHook> {
         let mut out: Vec<CommandHook> = Vec::new();
-        for group in self.groups.iter().filter(|g| g.event == event && g.matcher.matches(subject)) {
+        for group in
+            self.groups.iter().filter(|g| g.event == event && (!event.has_matcher() || g.matcher.matches(subject)))
+        {
             for hook in &group.hooks {
                 if !out.iter().any(|h| h.same_as(hook)) {
                     out.push(hook.clone());

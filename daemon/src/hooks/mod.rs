@@ -202,7 +202,10 @@ impl Hooks {
             }
             let sockets = owner.sockets();
             out.extend(
-                sockets.iter().filter(|h| h.event == event && h.matcher.matches(subject)).map(|h| (owner, h.clone())),
+                sockets
+                    .iter()
+                    .filter(|h| h.event == event && (!event.has_matcher() || h.matcher.matches(subject)))
+                    .map(|h| (owner, h.clone())),
             );
         }
         out

@@ -96,6 +96,9 @@ pub struct HookResult {
     pub retry: bool,
     /// Elicitation's and ElicitationResult's `action` and `content`.
     pub elicited: Option<(String, Option<Value>)>,
+    /// WorktreeCreate's worktree: a command's last line of output, or
+    /// `hookSpecificOutput.worktreePath`.
+    pub worktree_path: Option<String>,
 }
 
 impl HookResult {
@@ -111,6 +114,7 @@ impl HookResult {
             updated_mcp_output: None,
             retry: false,
             elicited: None,
+            worktree_path: None,
         }
     }
 
@@ -169,9 +173,11 @@ fn blocking_decision(event: HookEvent) -> Option<Decision> {
         HookEvent::PostToolUse | HookEvent::PostToolUseFailure | HookEvent::SubagentStop => Some(Decision::Block),
         // Claude Code 2.1.332: "show stderr to model and prevent task
         // creation" (completion).
-        HookEvent::TaskCreated | HookEvent::TaskCompleted | HookEvent::Elicitation | HookEvent::ElicitationResult => {
-            Some(Decision::Block)
-        }
+        HookEvent::TaskCreated
+        | HookEvent::TaskCompleted
+        | HookEvent::Elicitation
+        | HookEvent::ElicitationResult
+        | HookEvent::PostToolBatch => Some(Decision::Block),
         _ => None,
     }
 }
@@ -202,6 +208,9 @@ fn read_command(event: HookEvent, ran: &super::run::Ran, timeout: Duration) -> H
                 let mut result = HookResult::ended(Outcome::Success, None);
                 if event == HookEvent::SessionStart && !text.is_empty() {
                     result.additional_context = Some(trimmed(text, ran.cut));
+                }
+                if event == HookEvent::WorktreeCreate && !ran.cut {
+                    result.worktree_path = text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(str::to_owned);
                 }
                 result
             }
@@ -331,7 +340,8 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
         | HookEvent::PostToolUseFailure
         | HookEvent::SubagentStop
         | HookEvent::TaskCreated
-        | HookEvent::TaskCompleted => {
+        | HookEvent::TaskCompleted
+        | HookEvent::PostToolBatch => {
             if legacy == Some("block") {
                 result.decision = Some(Decision::Block);
                 result.message = Some(reason.unwrap_or_else(|| "(no reason given)".into()));
@@ -342,6 +352,9 @@ pub fn from_json(event: HookEvent, value: Value) -> HookResult {
             }
         }
         HookEvent::PermissionDenied => result.retry = field("retry").and_then(Value::as_bool) == Some(true),
+        HookEvent::WorktreeCreate => {
+            result.worktree_path = field("worktreePath").and_then(Value::as_str).map(str::to_owned);
+        }
         HookEvent::Elicitation | HookEvent::ElicitationResult => {
             match field("action").and_then(Value::as_str) {
                 Some(a @ ("accept" | "decline" | "cancel")) => {
@@ -393,6 +406,10 @@ pub struct Combined {
     pub retry: bool,
     /// The last Elicitation/ElicitationResult hook's answer.
     pub elicited: Option<(String, Option<Value>)>,
+    /// The first WorktreeCreate hook's worktree.
+    pub worktree_path: Option<String>,
+    /// Why hooks failed (an error, no answer in time), in order.
+    pub failures: Vec<String>,
     /// The `hook/completed` events [`super::Hooks::run`] left (with [`super::Completions::Returned`]) for
     /// its caller to push.
     pub events: Vec<agentd_protocol::turn::EventKind>,
@@ -444,6 +461,12 @@ impl Combined {
             out.retry |= r.retry;
             if r.elicited.is_some() {
                 out.elicited = r.elicited.clone();
+            }
+            if out.worktree_path.is_none() {
+                out.worktree_path = r.worktree_path.clone();
+            }
+            if matches!(r.outcome, Outcome::Error | Outcome::Timeout | Outcome::Gone) {
+                out.failures.push(r.message.clone().unwrap_or_else(|| "failed".into()));
             }
         }
         out

@@ -105,7 +105,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
                 requests.push((turn_id.clone(), tool_use_id.clone(), request_id.clone()));
             }
             EventKind::PermissionResolved { request_id, .. } => requests.retain(|r| &r.2 != request_id),
-            EventKind::TurnCompleted { turn_id } | EventKind::TurnDiscarded { turn_id } => {
+            EventKind::TurnCompleted { turn_id, .. } | EventKind::TurnDiscarded { turn_id } => {
                 turns.retain(|t| t != turn_id);
             }
             _ => {}
@@ -137,7 +137,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
         });
     }
     for turn_id in turns {
-        out.push(EventKind::TurnCompleted { turn_id });
+        out.push(EventKind::TurnCompleted { turn_id, additional_context: None, stop_reason: None });
     }
     out
 }

@@ -65,6 +65,7 @@ fn the_last_events_bring_a_restored_context_up_to_date() {
         git_dir: "/r/.git/worktrees/a".into(),
         base: None,
         entered: false,
+        by_hook: false,
     };
     let event = |seq, kind| Event { seq, kind };
     let moved = |w: Option<agentd_protocol::session::WorktreeInfo>| EventKind::WorktreeChanged {

@@ -331,9 +331,8 @@ impl TaskTool {
         // result names it).
         let worktree = match input.isolation.as_deref() {
             Some("worktree") => {
-                let (top, common) = crate::tools::worktree::repository(&ctx).await?;
                 let short = uuid::Uuid::new_v4().simple().to_string();
-                Some(crate::tools::worktree::make(&ctx, Some(format!("agent-{}", &short[..8])), top, common).await?)
+                Some(crate::tools::worktree::create(&ctx, Some(format!("agent-{}", &short[..8]))).await?)
             }
             _ => None,
         };
@@ -372,7 +371,8 @@ impl TaskTool {
             Err(why) => {
                 // The worktree made for it goes too (it holds nothing yet).
                 if let Some(w) = &worktree {
-                    let _ = crate::tools::worktree::remove(w, false, &ctx.cancel).await;
+                    let hooks = ctx.services.get::<crate::hooks::Hooks>();
+                    let _ = crate::tools::worktree::remove(w, false, hooks, &ctx.cancel).await;
                 }
                 return Err(ToolError::new(why));
             }
@@ -449,10 +449,16 @@ impl TaskTool {
         }
         if let Some(w) = &worktree {
             // A worktree the agent changed nothing in goes, as in Claude
-            // Code 2.1.332; else 2.1.332's lines say where its work is.
-            match crate::tools::worktree::remove(w, false, &ctx.cancel).await {
-                Ok(said) => answer.result.push_str(&format!("\n[it changed nothing in its worktree: {said}]")),
-                Err(_) => answer.result.push_str(&format!(
+            // Code 2.1.332; else 2.1.332's lines say where its work is. What
+            // a hook made, agentd cannot look into: it stays.
+            let hooks = ctx.services.get::<crate::hooks::Hooks>();
+            let removed = match w.by_hook {
+                true => None,
+                false => crate::tools::worktree::remove(w, false, hooks, &ctx.cancel).await.ok(),
+            };
+            match removed {
+                Some(said) => answer.result.push_str(&format!("\n[it changed nothing in its worktree: {said}]")),
+                None => answer.result.push_str(&format!(
                     "\nworktreePath: {}\nworktreeBranch: {}",
                     w.path.display(),
                     w.branch

@@ -724,7 +724,7 @@ pub(super) fn event_turn(kind: &EventKind) -> Option<&str> {
         | EventKind::ToolResult { turn_id, .. }
         | EventKind::PermissionRequest { turn_id, .. }
         | EventKind::PermissionResolved { turn_id, .. }
-        | EventKind::TurnCompleted { turn_id }
+        | EventKind::TurnCompleted { turn_id, .. }
         | EventKind::TurnDiscarded { turn_id }
         | EventKind::TasksChanged { turn_id, .. }
         | EventKind::WorktreeChanged { turn_id, .. }
@@ -902,7 +902,16 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
         EventKind::PermissionResolved { tool_use_id, allowed, reason, .. } => {
             format!("{} {tool_use_id}  {reason}", if *allowed { "approved " } else { "refused  " })
         }
-        EventKind::TurnCompleted { turn_id } => format!("turn {turn_id} completed"),
+        EventKind::TurnCompleted { turn_id, additional_context, stop_reason } => {
+            let mut text = format!("turn {turn_id} completed");
+            if let Some(c) = additional_context {
+                text.push_str(&format!("\n          context for the model: {}", super::trust::visible(c)));
+            }
+            if let Some(r) = stop_reason {
+                text.push_str(&format!("\n          a hook stops the loop: {}", super::trust::visible(r)));
+            }
+            text
+        }
         EventKind::TurnDiscarded { turn_id } => format!("turn {turn_id} discarded"),
         EventKind::TasksChanged { tasks, .. } => {
             let mut text = format!("tasks     {} task(s)", tasks.len());

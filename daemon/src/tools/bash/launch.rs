@@ -18,7 +18,7 @@ use crate::tool::{ToolContext, ToolError};
 pub(super) fn sandbox_roots(ctx: &ToolContext) -> Vec<PathBuf> {
     let mut roots = vec![ctx.cwd.to_path_buf()];
     roots.extend(ctx.info.add_dirs.iter().cloned());
-    if let Some(w) = &ctx.session.worktree {
+    if let Some(w) = ctx.session.worktree.as_ref().filter(|w| !w.by_hook) {
         let c = &w.common_dir;
         // Not the repository's objects (add-only: see object_staging).
         for dir in [c.join("refs/heads/worktree"), c.join("logs/refs/heads/worktree"), w.git_dir.clone()] {
@@ -34,7 +34,8 @@ pub(super) fn sandbox_roots(ctx: &ToolContext) -> Vec<PathBuf> {
 /// (made if missing), the repository's objects, and whether it hashes with
 /// SHA-256.
 pub(super) fn object_staging(ctx: &ToolContext) -> Option<(PathBuf, PathBuf, bool)> {
-    let w = ctx.session.worktree.as_ref()?;
+    // A hook's worktree has no git directory of agentd's.
+    let w = ctx.session.worktree.as_ref().filter(|w| !w.by_hook)?;
     let staging = crate::sandbox::objects::staging_dir(&w.git_dir);
     if !staging.is_dir() {
         std::fs::create_dir(&staging).ok()?;

@@ -176,6 +176,7 @@ pub(super) async fn enter_existing(
         git_dir: git_dir.clone(),
         base: entry.head.clone(),
         entered: true,
+        by_hook: false,
     };
     intact(&info).map_err(|why| ToolError::new(format!("Cannot enter worktree: {why}")))?;
     // Git's record of the worktree names this very directory back.

@@ -18,9 +18,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use agentd_protocol::hooks::HookEvent;
 use agentd_protocol::session::WorktreeInfo;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::permission::Decision;
 use crate::tool::{ProgressSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
@@ -342,20 +345,27 @@ impl Tool for EnterWorktree {
                 "background commands of this session are still running; end them with TaskStop first",
             ));
         }
-        let (top, common_dir) = repository(&ctx).await?;
         if let Some(path) = &input.path {
+            let (top, common_dir) = repository(&ctx).await?;
             return enter_existing(path, &ctx, top, common_dir).await;
         }
-        let info = make(&ctx, input.name.clone(), top, common_dir).await?;
+        let info = create(&ctx, input.name.clone()).await?;
         let WorktreeInfo { path, branch, cwd: session_cwd, base, .. } = info.clone();
+        let made = if info.by_hook {
+            "(by the WorktreeCreate hook)".to_owned()
+        } else {
+            format!(
+                "on the new branch {branch} ({})",
+                match &base {
+                    Some(c) => format!("from {}", &c[..c.len().min(12)]),
+                    None => "an orphan branch: the repository has no commits".to_owned(),
+                }
+            )
+        };
         let message = format!(
-            "Created the worktree {} on the new branch {branch} ({}). The session now works there: \
-             its working directory is {}. Leave with ExitWorktree (keep or remove).",
+            "Created the worktree {} {made}. The session now works there: its working directory is {}. Leave \
+             with ExitWorktree (keep or remove).",
             path.display(),
-            match &base {
-                Some(c) => format!("from {}", &c[..c.len().min(12)]),
-                None => "an orphan branch: the repository has no commits".to_owned(),
-            },
             session_cwd.display()
         );
         let output = WorktreeOutput { worktree_path: path, branch, cwd: session_cwd, removed: false, message };
@@ -416,6 +426,62 @@ pub(crate) async fn repository(ctx: &ToolContext) -> Result<(PathBuf, PathBuf), 
     Ok((top, common_dir))
 }
 
+/// Makes a new worktree named `name` (a random one when `None`) for
+/// EnterWorktree or an isolated sub-agent: by the session's WorktreeCreate
+/// hooks when it has any (in place of git, as in Claude Code: any version
+/// control, anywhere the hook chooses), otherwise by `git worktree add`.
+pub(crate) async fn create(ctx: &ToolContext, name: Option<String>) -> Result<WorktreeInfo, ToolError> {
+    let hooks = ctx.services.get::<crate::hooks::Hooks>();
+    let Some(hooks) = hooks.filter(|h| h.wants(HookEvent::WorktreeCreate, "")) else {
+        let (top, common_dir) = repository(ctx).await?;
+        return make(ctx, name, top, common_dir).await;
+    };
+    let name = name.unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+    check_name(&name).map_err(ToolError::new)?;
+    let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
+    let input = serde_json::json!({ "name": name, "cwd": ctx.cwd.display().to_string() });
+    let said =
+        hooks.run(HookEvent::WorktreeCreate, "", input, &about, &ctx.cancel, crate::hooks::Completions::Pushed).await;
+    let failed = |why: String| ToolError::new(format!("WorktreeCreate hook failed: {why}"));
+    if !said.blocks.is_empty() || !said.failures.is_empty() {
+        return Err(failed(said.blocks.iter().chain(&said.failures).cloned().collect::<Vec<_>>().join("; ")));
+    }
+    let Some(named) = said.worktree_path else {
+        return Err(failed(
+            "it succeeded but named no worktree (a command prints the path as its last line of output; a \
+             socket or http hook answers hookSpecificOutput.worktreePath)"
+                .into(),
+        ));
+    };
+    let path = ctx.cwd.join(&named);
+    let path = std::fs::canonicalize(&path)
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| failed(format!("it named {named:?}, which is not a directory: it must make it first")))?;
+    Ok(WorktreeInfo {
+        path: path.clone(),
+        branch: String::new(),
+        cwd: path,
+        original_cwd: ctx.cwd.to_path_buf(),
+        repository: ctx.cwd.to_path_buf(),
+        common_dir: PathBuf::new(),
+        git_dir: PathBuf::new(),
+        base: None,
+        entered: false,
+        by_hook: true,
+    })
+}
+
+/// Runs the session's WorktreeRemove hooks on `w`: what they said went
+/// wrong, if anything (a hook that failed or blocked).
+async fn removal_hooks(w: &WorktreeInfo, hooks: &crate::hooks::Hooks, cancel: &CancellationToken) -> Option<String> {
+    let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
+    let input = serde_json::json!({ "worktree_path": w.path.display().to_string() });
+    let said = hooks.run(HookEvent::WorktreeRemove, "", input, &about, cancel, crate::hooks::Completions::Pushed).await;
+    let wrong: Vec<String> = said.blocks.into_iter().chain(said.failures).collect();
+    (!wrong.is_empty()).then(|| wrong.join("; "))
+}
+
 /// Why a worktree was not removed: it holds work (or is not as it was
 /// made), or git failed.
 pub(crate) enum Removal {
@@ -435,8 +501,35 @@ impl From<ToolError> for Removal {
 pub(crate) async fn remove(
     w: &WorktreeInfo,
     discard: bool,
-    cancel: &tokio_util::sync::CancellationToken,
+    hooks: Option<&crate::hooks::Hooks>,
+    cancel: &CancellationToken,
 ) -> Result<String, Removal> {
+    let hooks = hooks.filter(|h| h.wants(HookEvent::WorktreeRemove, ""));
+    if w.by_hook {
+        // Made by a hook: only hooks know how to remove it.
+        let Some(hooks) = hooks else {
+            return Err(Removal::Kept(
+                "a WorktreeCreate hook made it and the session has no WorktreeRemove hook to remove it".into(),
+            ));
+        };
+        if let Some(why) = removal_hooks(w, hooks, cancel).await
+            && w.path.exists()
+        {
+            return Err(Removal::Kept(format!("the WorktreeRemove hook failed: {why}")));
+        }
+        return Ok(format!("Removed the worktree {} (by the WorktreeRemove hook)", w.path.display()));
+    }
+    let mut message = remove_by_git(w, discard, cancel).await?;
+    // The user's hooks hear of it (cleaning up what they keep beside it).
+    if let Some(hooks) = hooks
+        && let Some(why) = removal_hooks(w, hooks, cancel).await
+    {
+        message.push_str(&format!(" (the WorktreeRemove hook failed: {why})"));
+    }
+    Ok(message)
+}
+
+async fn remove_by_git(w: &WorktreeInfo, discard: bool, cancel: &CancellationToken) -> Result<String, Removal> {
     let common = format!("--git-dir={}", w.common_dir.display());
     let gone = !w.path.exists();
     if gone {
@@ -565,6 +658,7 @@ pub(crate) async fn make(
         git_dir,
         base: base.clone(),
         entered: false,
+        by_hook: false,
     };
     Ok(info)
 }
@@ -783,10 +877,10 @@ impl Tool for ExitWorktree {
             message,
         };
         if input.action == ExitAction::Keep {
+            let kept = if w.by_hook { "kept".to_owned() } else { format!("kept, with its branch {}", w.branch) };
             let message = format!(
-                "Left the worktree {} (kept, with its branch {}). The session works in {} again.",
+                "Left the worktree {} ({kept}). The session works in {} again.",
                 w.path.display(),
-                w.branch,
                 back.display()
             );
             return Ok(ToolOutput::with_modifier(done(false, message), Box::new(leave)));
@@ -802,7 +896,8 @@ impl Tool for ExitWorktree {
                     .into(),
             ));
         }
-        let mut message = remove(&w, discard, cancel).await.map_err(|e| match e {
+        let hooks = ctx.services.get::<crate::hooks::Hooks>();
+        let mut message = remove(&w, discard, hooks, cancel).await.map_err(|e| match e {
             Removal::Kept(why) => kept(why),
             Removal::Failed(e) => e,
         })?;
