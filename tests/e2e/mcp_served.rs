@@ -498,3 +498,65 @@ for auth in ([], [("Authorization", "Bearer " + token)]):
     bridge.kill().unwrap();
     bridge.wait().unwrap();
 }
+
+/// A client of MCP 2026-07-28 (the official Python SDK's `Client` in that
+/// mode), over stdio and over HTTP: every result complete (`resultType`),
+/// a call that needs the user's approval asked through `input_required`
+/// rounds (approved: it runs; declined: refused, nothing written), the
+/// call's events as log messages at the request's own level, and
+/// `subscriptions/listen` telling it that a watched file and the tools
+/// changed. Over HTTP, whose 2026-07-28 requests each make a new bridge,
+/// the requests share one daemon session (a tool ToolSearch loaded is
+/// still listed by the next request).
+#[test]
+fn a_2026_07_28_client_uses_agentctl_mcp_over_stdio_and_http() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let check = |seen: &[Value], ws: &Path| {
+        let find = |key: &str| {
+            seen.iter().find(|v| v.get(key).is_some()).unwrap_or_else(|| panic!("no {key}: {seen:?}"))[key].clone()
+        };
+        assert_eq!(find("protocol"), "2026-07-28");
+        let tools: Vec<String> = serde_json::from_value(find("tools")).unwrap();
+        assert!(tools.iter().any(|t| t == "Read") && tools.iter().any(|t| t == "Write"), "{tools:?}");
+        assert_eq!(find("read_error"), false);
+        assert!(find("read").as_str().unwrap().contains("hello resource"), "{seen:?}");
+        assert_eq!((find("write_allowed"), find("exists")), (json!(true), json!(true)), "{seen:?}");
+        assert!(find("asked_text").as_str().unwrap().contains("allow Write"), "{seen:?}");
+        assert_eq!(std::fs::read_to_string(ws.join("allowed.txt")).unwrap(), "yes\n");
+        assert_eq!((find("write_refused"), find("refused_exists")), (json!(true), json!(false)), "{seen:?}");
+        assert!(find("refused_text").as_str().unwrap().contains("declined"), "{seen:?}");
+        let logs = find("logs");
+        assert!(logs.as_array().unwrap().iter().any(|l| l == "debug"), "the request asked for debug: {logs}");
+        let resources: Vec<String> = serde_json::from_value(find("resources")).unwrap();
+        assert!(resources.contains(&"hello.txt".to_owned()), "{resources:?}");
+        assert_eq!(find("prompts"), json!(["greet"]));
+        assert_eq!(find("resource_text"), "hello resource\n");
+        assert_eq!(find("honored_tools"), true);
+        assert_eq!(find("honored_uris"), json!([url_of(&ws.join("hello.txt"))]));
+        assert_eq!(find("tool_search_error"), false);
+        assert_eq!(find("seen"), json!(["tools", "updated"]), "{seen:?}");
+        let after: Vec<String> = serde_json::from_value(find("after")).unwrap();
+        assert!(after.contains(&"NotebookEdit".to_owned()), "{after:?}");
+    };
+    let (_dir, ws) = workspace();
+    let cwd = ws.to_str().unwrap();
+    let seen = super::mcp_support::sdk_client(&python, "modern_client.py", &d.socket, &ws, &["stdio", "--cwd", cwd]);
+    check(&seen, &ws);
+
+    let (_dir, ws) = workspace();
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let cwd = ws.to_str().unwrap();
+    let args = ["--http", "127.0.0.1:0", "--cwd", cwd, "--token-file", token_file.to_str().unwrap()];
+    let (mut bridge, port) = http_bridge(&d.socket, &args);
+    let transport = format!("http:http://127.0.0.1:{port}/mcp:{}", token_file.display());
+    let seen = super::mcp_support::sdk_client(&python, "modern_client.py", &d.socket, &ws, &[&transport]);
+    check(&seen, &ws);
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        assert_eq!(sessions(&mut c).await, 1, "the 2026-07-28 requests shared one session");
+    });
+    bridge.kill().unwrap();
+    bridge.wait().unwrap();
+}

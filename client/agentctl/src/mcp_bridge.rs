@@ -15,6 +15,7 @@
 //! checks, a daemon session per MCP session).
 
 pub mod http;
+mod rounds;
 pub mod served;
 
 use std::collections::HashMap;
@@ -40,10 +41,32 @@ struct Route {
     elicit: bool,
     /// Its MCP client declared sampling.
     sample: bool,
+    /// A call of MCP 2026-07-28: its questions go back as `input_required`
+    /// results (see [`rounds`]), never as requests to the client.
+    rounds: Option<tokio::sync::mpsc::UnboundedSender<rounds::Question>>,
+    /// Its request's log level (`_meta`, 2026-07-28): the call's events as
+    /// log messages on its own stream, and how many were sent.
+    log: Option<(usize, u32)>,
 }
 
-/// The MCP server: one session of the daemon.
+/// The MCP server. A client of MCP's earlier revisions has an MCP session
+/// and a daemon session of its own (over HTTP, a bridge each); the requests
+/// of 2026-07-28, which has no sessions, share one ([`Served`]), so what one
+/// request does (ToolSearch loading a tool, a background job, a call
+/// waiting for an answer) is there for the next.
 pub struct Bridge {
+    legacy: Arc<Served>,
+    modern: Arc<Served>,
+}
+
+/// Whether the request is of MCP 2026-07-28 or later (no handshake: its
+/// version and the client's capabilities come with it).
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// One daemon session served over MCP.
+pub struct Served {
     /// The daemon connection, or how to make one of the bridge's own.
     link: Link,
     /// The session and its workspace, once attached.
@@ -57,6 +80,11 @@ pub struct Bridge {
     watched: Arc<Mutex<served::Watched>>,
     next: AtomicU64,
     prefix: String,
+    /// Calls of 2026-07-28 waiting for their client's answer, by their
+    /// `requestState`.
+    suspended: Mutex<HashMap<String, rounds::Suspended>>,
+    /// `subscriptions/listen` of 2026-07-28 clients, open.
+    listeners: Arc<Mutex<Vec<rmcp::service::SubscriptionSink>>>,
 }
 
 /// How a bridge reaches the daemon.
@@ -97,8 +125,11 @@ struct Attached {
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-impl Drop for Bridge {
+impl Drop for Served {
     fn drop(&mut self) {
+        for (_, s) in lock(&self.suspended).drain() {
+            s.call.abort();
+        }
         let Some(a) = self.attached.get() else { return };
         a.follower.abort();
         if a.owned
@@ -117,9 +148,43 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Bridge {
-    /// A bridge to the session `source` names (or opens), reached by `link`.
+    /// A bridge to the session `source` names (or opens), reached by `link`,
+    /// for every client (stdio: one process, one session).
     pub fn new(link: Link, source: SessionSource) -> Self {
-        Bridge {
+        let served = Arc::new(Served::new(link, source));
+        Bridge { legacy: served.clone(), modern: served }
+    }
+
+    /// A bridge with a session of its own for an MCP session of an earlier
+    /// revision, and `modern` for requests of 2026-07-28 (HTTP).
+    pub fn with_shared(link: Link, source: SessionSource, modern: Arc<Served>) -> Self {
+        Bridge { legacy: Arc::new(Served::new(link, source)), modern }
+    }
+
+    /// What serves `context`'s request.
+    fn served(&self, context: &RequestContext<RoleServer>) -> &Arc<Served> {
+        if modern(context) { &self.modern } else { &self.legacy }
+    }
+
+    /// Serves MCP on stdin/stdout until the client goes away (or the
+    /// session closes).
+    pub async fn serve_stdio(self) -> Result<(), String> {
+        let attached = self.legacy.attach().await?;
+        let closed = attached.closed.clone();
+        let _ = self.legacy.attached.set(attached);
+        let service = self.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP handshake: {e}"))?;
+        tokio::select! {
+            _ = service.waiting() => {}
+            _ = closed.notified() => eprintln!("agentctl mcp: the session was closed"),
+        }
+        Ok(())
+    }
+}
+
+impl Served {
+    /// The session `source` names (or opens), reached by `link`.
+    pub fn new(link: Link, source: SessionSource) -> Self {
+        Served {
             link,
             attached: tokio::sync::OnceCell::new(),
             source,
@@ -129,6 +194,8 @@ impl Bridge {
             watched: Arc::default(),
             next: AtomicU64::new(0),
             prefix: format!("mcp-{}-{:x}", std::process::id(), rand_u32()),
+            suspended: Mutex::default(),
+            listeners: Arc::default(),
         }
     }
 
@@ -209,27 +276,44 @@ impl Bridge {
         let closed = Arc::new(tokio::sync::Notify::new());
         let follower = tokio::spawn({
             let (closed, client, id) = (closed.clone(), client.clone(), session.clone());
-            let (calls, asking, log) = (self.calls.clone(), self.asking.clone(), self.log.clone());
+            let routes = Routes {
+                calls: self.calls.clone(),
+                asking: self.asking.clone(),
+                log: self.log.clone(),
+                listeners: self.listeners.clone(),
+            };
             async move {
-                follow(events, client, id, only_client, calls, asking, log).await;
+                follow(events, client, id, only_client, routes).await;
                 closed.notify_one();
             }
         });
         Ok(Attached { client, session, root, owned, follower, closed, _slot: slot })
     }
 
-    /// Serves MCP on stdin/stdout until the client goes away (or the
-    /// session closes).
-    pub async fn serve_stdio(self) -> Result<(), String> {
-        let attached = self.attach().await?;
-        let closed = attached.closed.clone();
-        let _ = self.attached.set(attached);
-        let service = self.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP handshake: {e}"))?;
-        tokio::select! {
-            _ = service.waiting() => {}
-            _ = closed.notified() => eprintln!("agentctl mcp: the session was closed"),
+    /// Tells the 2026-07-28 clients listening for it that the tools changed.
+    async fn tools_changed(&self) {
+        tell_listeners(&self.listeners).await;
+    }
+}
+
+/// Where the follower sends what it sees.
+struct Routes {
+    calls: Arc<Mutex<HashMap<String, Route>>>,
+    asking: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
+    log: Arc<Mutex<served::LogTarget>>,
+    listeners: Arc<Mutex<Vec<rmcp::service::SubscriptionSink>>>,
+}
+
+/// `notifications/tools/list_changed` to each listener that asked for it
+/// (those whose subscription ended are forgotten).
+async fn tell_listeners(listeners: &Mutex<Vec<rmcp::service::SubscriptionSink>>) {
+    let sinks: Vec<_> = lock(listeners).clone();
+    for sink in sinks {
+        if sink.accepted().tools_list_changed == Some(true)
+            && let Err(rmcp::service::SubscriptionSendError::SubscriptionClosed) = sink.notify_tool_list_changed().await
+        {
+            lock(listeners).retain(|s| s.id() != sink.id());
         }
-        Ok(())
     }
 }
 
@@ -240,14 +324,27 @@ async fn follow(
     client: Arc<Client>,
     session: String,
     only_client: bool,
-    calls: Arc<Mutex<HashMap<String, Route>>>,
-    asking: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>,
-    log: Arc<Mutex<served::LogTarget>>,
+    routes: Routes,
 ) {
+    let Routes { calls, asking, log, listeners } = routes;
     while let Some(Ok(event)) = events.next().await {
         let message = lock(&log).take(&event.kind);
         if let Some((peer, note)) = message
             && let Ok(note) = serde_json::from_value(note)
+        {
+            #[allow(deprecated)]
+            let _ = peer.notify_logging_message(note).await;
+        }
+        // A 2026-07-28 call that asked for its events as log messages.
+        if let Some((peer, note)) = served::call_log(&event.kind, |id, level| {
+            let mut calls = lock(&calls);
+            let route = calls.get_mut(id)?;
+            let (wanted, sent) = route.log.as_mut()?;
+            (*sent < served::LOG_PER_CALL && level >= *wanted).then(|| {
+                *sent += 1;
+                route.peer.clone()
+            })
+        }) && let Ok(note) = serde_json::from_value(note)
         {
             #[allow(deprecated)]
             let _ = peer.notify_logging_message(note).await;
@@ -266,8 +363,12 @@ async fn follow(
                 }
             }
             EventKind::PermissionRequest { request_id, tool_use_id, tool, reason, input, render, .. } => {
-                let route = lock(&calls).get(&tool_use_id).map(|r| (r.peer.clone(), r.elicit));
-                let Some((peer, elicit)) = route else { continue };
+                let route = lock(&calls).get(&tool_use_id).map(|r| (r.peer.clone(), r.elicit, r.rounds.clone()));
+                let Some((peer, elicit, rounds)) = route else { continue };
+                if elicit && let Some(rounds) = rounds {
+                    let _ = rounds.send(rounds::Question::Permission { request_id, tool, reason, render, input });
+                    continue;
+                }
                 let client = client.clone();
                 let session = session.clone();
                 let id = request_id.clone();
@@ -307,11 +408,18 @@ async fn follow(
                 if let Some(peer) = lister {
                     let _ = peer.notify_tool_list_changed().await;
                 }
+                tell_listeners(&listeners).await;
             }
             EventKind::McpElicitation { request_id, server, message, requested_schema, .. } => {
                 // The bridge's calls are the session's calls: ask the
                 // client of one in flight.
-                let peer = lock(&calls).values().find(|r| r.elicit).map(|r| r.peer.clone());
+                let route = lock(&calls).values().find(|r| r.elicit).map(|r| (r.peer.clone(), r.rounds.clone()));
+                if let Some((_, Some(rounds))) = &route {
+                    let schema = requested_schema;
+                    let _ = rounds.send(rounds::Question::Elicitation { request_id, server, message, schema });
+                    continue;
+                }
+                let peer = route.map(|(peer, _)| peer);
                 if peer.is_none() && !only_client {
                     continue;
                 }
@@ -332,7 +440,12 @@ async fn follow(
                 });
             }
             EventKind::McpSampling { request_id, server, request, .. } => {
-                let peer = lock(&calls).values().find(|r| r.sample).map(|r| r.peer.clone());
+                let route = lock(&calls).values().find(|r| r.sample).map(|r| (r.peer.clone(), r.rounds.clone()));
+                if let Some((_, Some(rounds))) = &route {
+                    let _ = rounds.send(rounds::Question::Sampling { request_id, server, request });
+                    continue;
+                }
+                let peer = route.map(|(peer, _)| peer);
                 if peer.is_none() && !only_client {
                     continue;
                 }
@@ -388,15 +501,49 @@ async fn pass_on(
     let params = json!({ "mode": "form", "message": format!("{server}: {message}"), "requestedSchema": schema });
     let Ok(params) = serde_json::from_value(params) else { return (Action::Decline, None) };
     match peer.create_elicitation(params).await {
-        Ok(answer) => {
-            let answer = serde_json::to_value(&answer).unwrap_or_default();
-            match answer["action"].as_str() {
-                Some("accept") => (Action::Accept, answer["content"].as_object().cloned()),
-                Some("cancel") => (Action::Cancel, None),
-                _ => (Action::Decline, None),
-            }
-        }
+        Ok(answer) => elicited(&serde_json::to_value(&answer).unwrap_or_default()),
         Err(_) => (Action::Decline, None),
+    }
+}
+
+/// An elicitation's answer as agentd takes it.
+fn elicited(answer: &Value) -> (agentd_protocol::mcp::McpElicitationAction, Option<serde_json::Map<String, Value>>) {
+    use agentd_protocol::mcp::McpElicitationAction as Action;
+    match answer["action"].as_str() {
+        Some("accept") => (Action::Accept, answer["content"].as_object().cloned()),
+        Some("cancel") => (Action::Cancel, None),
+        _ => (Action::Decline, None),
+    }
+}
+
+/// The form that asks the MCP client's user about a call: what is
+/// approved, shown (the call, and a plan in full, cut at 8,000 characters).
+fn permission_form(tool: &str, reason: &str, render: &str, input: &Value) -> Value {
+    let mut message = format!("agentd: allow {tool}? {reason}\n\n{render}");
+    if let Some(plan) = input.get("plan").and_then(Value::as_str) {
+        let cut: String = plan.chars().take(8000).collect();
+        message.push_str(&format!("\n\nThe plan:\n{cut}"));
+        if cut.len() < plan.len() {
+            message.push_str("\n[plan cut at 8,000 characters]");
+        }
+    }
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": { "allow": { "type": "boolean", "title": "Allow", "description": format!("Run {tool} this once") } },
+            "required": ["allow"]
+        }
+    })
+}
+
+/// The answer to [`permission_form`].
+fn permission_answer(answer: &Value) -> (PermissionDecision, Option<String>) {
+    if answer["action"] == "accept" && answer["content"]["allow"] == true {
+        (PermissionDecision::Allow, None)
+    } else {
+        (PermissionDecision::Deny, Some("the user declined".into()))
     }
 }
 
@@ -408,38 +555,11 @@ async fn ask(
     render: &str,
     input: &Value,
 ) -> (PermissionDecision, Option<String>) {
-    // What is approved, shown: the call, and a plan in full (cut at 8,000
-    // characters).
-    let mut message = format!("agentd: allow {tool}? {reason}\n\n{render}");
-    if let Some(plan) = input.get("plan").and_then(Value::as_str) {
-        let cut: String = plan.chars().take(8000).collect();
-        message.push_str(&format!("\n\nThe plan:\n{cut}"));
-        if cut.len() < plan.len() {
-            message.push_str("\n[plan cut at 8,000 characters]");
-        }
-    }
-    let params = json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": {
-            "type": "object",
-            "properties": { "allow": { "type": "boolean", "title": "Allow", "description": format!("Run {tool} this once") } },
-            "required": ["allow"]
-        }
-    });
-    let Ok(params) = serde_json::from_value(params) else {
+    let Ok(params) = serde_json::from_value(permission_form(tool, reason, render, input)) else {
         return (PermissionDecision::Deny, Some("agentctl mcp could not ask".into()));
     };
     match peer.create_elicitation(params).await {
-        Ok(answer) => {
-            let answer = serde_json::to_value(&answer).unwrap_or_default();
-            let allowed = answer["action"] == "accept" && answer["content"]["allow"] == true;
-            if allowed {
-                (PermissionDecision::Allow, None)
-            } else {
-                (PermissionDecision::Deny, Some("the user declined".into()))
-            }
-        }
+        Ok(answer) => permission_answer(&serde_json::to_value(&answer).unwrap_or_default()),
         Err(e) => (PermissionDecision::Deny, Some(format!("asking the user failed: {e}"))),
     }
 }
@@ -473,8 +593,12 @@ impl rmcp::ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
-        lock(&self.log).listed(context.peer.clone());
+        let served = self.served(&context);
+        let (client, session) = served.session().await?;
+        if !modern(&context) {
+            // 2026-07-28 clients hear of changes only by listening.
+            lock(&served.log).listed(context.peer.clone());
+        }
         let params = ToolsListParams { session_id: session, hints: true };
         let list = client.call::<ToolsList>(params).await.map_err(internal)?;
         let mut tools = Vec::with_capacity(list.tools.len());
@@ -499,9 +623,9 @@ impl rmcp::ServerHandler for Bridge {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
+        let (client, session) = self.served(&context).session().await?;
         served::list_resources(&client, &session, request.and_then(|r| r.cursor)).await
     }
 
@@ -516,9 +640,9 @@ impl rmcp::ServerHandler for Bridge {
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
+        let (client, session) = self.served(&context).session().await?;
         Ok(served::read_resource(&client, &session, &request.uri).await?.into())
     }
 
@@ -527,34 +651,54 @@ impl rmcp::ServerHandler for Bridge {
         request: rmcp::model::SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
-        served::subscribe(&self.watched, &client, &session, request.uri, context.peer).await
+        let served = self.served(&context);
+        let (client, session) = served.session().await?;
+        let notify = served::Notify::Peer(context.peer);
+        served::subscribe(&served.watched, &client, &session, request.uri, notify, None).await
     }
 
     async fn unsubscribe(
         &self,
         request: rmcp::model::UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        served::unsubscribe(&self.watched, &request.uri);
+        served::unsubscribe(&self.served(&context).watched, &request.uri);
         Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        // The tools' list and files' changes; the skills (prompts) and the
+        // list of files are not followed.
+        let mut accepted = rmcp::model::SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), rmcp::ErrorData> {
+        let served = &self.modern;
+        let (client, session) = served.session().await?;
+        served::listen(&served.listeners, &client, &session, context).await
     }
 
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
+        let (client, session) = self.served(&context).session().await?;
         served::list_prompts(&client, &session).await
     }
 
     async fn get_prompt(
         &self,
         request: rmcp::model::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
-        let (client, session) = self.session().await?;
+        let (client, session) = self.served(&context).session().await?;
         Ok(served::get_prompt(&client, &session, &request.name, request.arguments.as_ref()).await?.into())
     }
 
@@ -563,19 +707,24 @@ impl rmcp::ServerHandler for Bridge {
         request: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
+        if modern(&context) {
+            // Gone in 2026-07-28: a request carries its own log level.
+            return Err(rmcp::ErrorData::method_not_found::<rmcp::model::SetLevelRequestMethod>());
+        }
+        let served = self.served(&context);
         // Events flow once the session is followed.
-        self.session().await?;
+        served.session().await?;
         let level = serde_json::to_value(request.level).map_err(internal)?;
-        lock(&self.log).set(context.peer, &level);
+        lock(&served.log).set(context.peer, &level);
         Ok(())
     }
 
     async fn complete(
         &self,
         request: rmcp::model::CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
-        let attached = self.attached().await?;
+        let attached = self.served(&context).attached().await?;
         let request = serde_json::to_value(&request).map_err(internal)?;
         served::complete(&attached.client, &attached.session, &attached.root, &request).await
     }
@@ -585,32 +734,13 @@ impl rmcp::ServerHandler for Bridge {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
-        // The daemon takes lines up to 16 MiB; the call wraps the arguments.
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if serde_json::to_string(&arguments).map_or(true, |t| t.len() > MAX_ARGUMENT_BYTES) {
-            return Err(rmcp::ErrorData::invalid_params(
-                format!("the arguments are larger than {} MiB", MAX_ARGUMENT_BYTES >> 20),
-                None,
-            ));
+        let served = self.served(&context);
+        if modern(&context) {
+            return served.call_in_rounds(request, context).await;
         }
-        let (client, session) = self.session().await?;
-        let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
-        let declared = |what: &str| {
-            context.peer.peer_info().is_some_and(|info| {
-                serde_json::to_value(&info.capabilities).map(|c| !c[what].is_null()).unwrap_or(false)
-            })
-        };
-        let (elicit, sample) = (declared("elicitation"), declared("sampling"));
-        let progress = context.meta.get_progress_token();
-        lock(&self.calls).insert(id.clone(), Route { peer: context.peer.clone(), progress, steps: 0, elicit, sample });
-        let name = request.name.to_string();
-        let params = ToolCallParams {
-            session_id: session.clone(),
-            name: name.clone(),
-            input: arguments,
-            tool_use_id: Some(id.clone()),
-        };
-        let call = client.call::<ToolCall>(params);
+        let (id, call) = served.start_call(&request, &context, None).await?;
+        let (client, session) = served.session().await?;
+        let call = async { call.await.unwrap_or_else(|e| Err(e.to_string())) };
         tokio::pin!(call);
         let result = tokio::select! {
             r = &mut call => r,
@@ -620,19 +750,168 @@ impl rmcp::ServerHandler for Bridge {
                 call.await
             }
         };
-        lock(&self.calls).remove(&id);
-        if result.is_err() && !client.is_connected() && matches!(self.link, Link::Shared(_)) {
-            // Nothing more can be done for any call: end, so the client
-            // sees the server go (the daemon closes the bridge's session).
-            eprintln!("agentctl mcp: the connection to agentd is gone");
-            std::process::exit(3);
-        }
-        let result = result.map_err(internal)?;
+        let name = request.name.to_string();
+        let result = served.end_call(&id, result)?;
         if name == "ToolSearch" && !result.is_error {
             // Tools it loaded are in the session's list from now on.
             let _ = context.peer.notify_tool_list_changed().await;
         }
         Ok(CallToolResponse::Complete(convert(&name, result)))
+    }
+}
+
+impl Served {
+    /// Starts the daemon's call for `request` (its questions go to
+    /// `rounds` when given): its `tool_use` id and the call, running.
+    async fn start_call(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        rounds: Option<tokio::sync::mpsc::UnboundedSender<rounds::Question>>,
+    ) -> Result<(String, tokio::task::JoinHandle<Result<ToolCallResult, String>>), rmcp::ErrorData> {
+        // The daemon takes lines up to 16 MiB; the call wraps the arguments.
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if serde_json::to_string(&arguments).map_or(true, |t| t.len() > MAX_ARGUMENT_BYTES) {
+            return Err(rmcp::ErrorData::invalid_params(
+                format!("the arguments are larger than {} MiB", MAX_ARGUMENT_BYTES >> 20),
+                None,
+            ));
+        }
+        let (client, session) = self.session().await?;
+        let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
+        // What the client can answer: this request says (2026-07-28), or
+        // its handshake did.
+        let capabilities = context.client_capabilities().and_then(|c| serde_json::to_value(c).ok());
+        let declared = |what: &str| capabilities.as_ref().is_some_and(|c| !c[what].is_null());
+        let (elicit, sample) = (declared("elicitation"), declared("sampling"));
+        let progress = context.meta.get_progress_token();
+        let log = context
+            .meta
+            .log_level()
+            .and_then(|l| serde_json::to_value(l).ok())
+            .map(|l| (served::rank(l.as_str().unwrap_or("info")), 0));
+        let route = Route { peer: context.peer.clone(), progress, steps: 0, elicit, sample, rounds, log };
+        lock(&self.calls).insert(id.clone(), route);
+        let params = ToolCallParams {
+            session_id: session,
+            name: request.name.to_string(),
+            input: arguments,
+            tool_use_id: Some(id.clone()),
+        };
+        Ok((id, tokio::spawn(async move { client.call::<ToolCall>(params).await.map_err(|e| e.to_string()) })))
+    }
+
+    /// The call `id` is over: its route goes, and its result is read.
+    fn end_call(&self, id: &str, result: Result<ToolCallResult, String>) -> Result<ToolCallResult, rmcp::ErrorData> {
+        lock(&self.calls).remove(id);
+        let lost = self.attached.get().is_some_and(|a| !a.client.is_connected());
+        if result.is_err() && lost && matches!(self.link, Link::Shared(_)) {
+            // Nothing more can be done for any call: end, so the client
+            // sees the server go (the daemon closes the bridge's session).
+            eprintln!("agentctl mcp: the connection to agentd is gone");
+            std::process::exit(3);
+        }
+        result.map_err(internal)
+    }
+
+    /// `tools/call` of MCP 2026-07-28: the call runs until it is done or
+    /// needs an answer from the client's user, which the result then asks
+    /// for (`input_required`); the client's next round (the same call with
+    /// `requestState` and `inputResponses`) answers and goes on.
+    async fn call_in_rounds(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let (client, session) = self.session().await?;
+        let name = request.name.to_string();
+        let mut waiting = match &request.request_state {
+            Some(state) => {
+                let waiting = self.resume(state, &name)?;
+                if let Some(asked) = &waiting.asked {
+                    let answer = request.input_responses.as_ref().and_then(|r| r.get(rounds::KEY));
+                    asked.answer(&client, &session, answer).await;
+                }
+                // This round's stream carries the call's progress now.
+                if let Some(route) = lock(&self.calls).get_mut(&waiting.tool_use_id) {
+                    route.peer = context.peer.clone();
+                    route.progress = context.meta.get_progress_token();
+                }
+                waiting
+            }
+            None => {
+                let (tx, questions) = tokio::sync::mpsc::unbounded_channel();
+                let (tool_use_id, call) = self.start_call(&request, &context, Some(tx)).await?;
+                let until = std::time::Instant::now() + rounds::SUSPENDED_FOR;
+                rounds::Suspended { name: name.clone(), tool_use_id, call, questions, asked: None, until }
+            }
+        };
+        let id = waiting.tool_use_id.clone();
+        let result = tokio::select! {
+            r = &mut waiting.call => r.unwrap_or_else(|e| Err(e.to_string())),
+            Some(question) = waiting.questions.recv() => {
+                let state = rounds::new_state().map_err(internal)?;
+                let asking = rounds::input_required(&question, &state).map_err(internal)?;
+                waiting.asked = Some(question);
+                waiting.until = std::time::Instant::now() + rounds::SUSPENDED_FOR;
+                self.suspend(state, waiting, &client, &session);
+                return Ok(CallToolResponse::InputRequired(asking));
+            }
+            _ = context.ct.cancelled() => {
+                let cancel = TurnCancelParams { session_id: session.clone(), turn_id: None, tool_use_id: Some(id.clone()) };
+                let _ = client.call::<TurnCancel>(cancel).await;
+                (&mut waiting.call).await.unwrap_or_else(|e| Err(e.to_string()))
+            }
+        };
+        let result = self.end_call(&id, result)?;
+        if name == "ToolSearch" && !result.is_error {
+            self.tools_changed().await;
+        }
+        Ok(CallToolResponse::Complete(convert(&name, result)))
+    }
+
+    /// The call `state` names, taken to go on (it must be a call of `name`).
+    fn resume(&self, state: &str, name: &str) -> Result<rounds::Suspended, rmcp::ErrorData> {
+        let mut suspended = lock(&self.suspended);
+        if let Some(s) = suspended.get(state).filter(|s| s.name != name) {
+            let why = format!("requestState is of a call of {}, not of {name}", s.name);
+            return Err(rmcp::ErrorData::invalid_params(why, None));
+        }
+        suspended.remove(state).ok_or_else(|| {
+            rmcp::ErrorData::invalid_params(
+                "requestState names no call waiting here (it was answered, or waited too long, or is not ours)",
+                None,
+            )
+        })
+    }
+
+    /// Keeps `waiting` for its next round under `state`; calls that waited
+    /// too long (or the oldest, past [`rounds::MAX_SUSPENDED`]) are
+    /// cancelled.
+    fn suspend(&self, state: String, waiting: rounds::Suspended, client: &Arc<Client>, session: &str) {
+        let now = std::time::Instant::now();
+        let mut given_up = Vec::new();
+        {
+            let mut suspended = lock(&self.suspended);
+            let expired: Vec<String> =
+                suspended.iter().filter(|(_, s)| s.until <= now).map(|(k, _)| k.clone()).collect();
+            given_up.extend(expired.iter().filter_map(|k| suspended.remove(k)));
+            while suspended.len() >= rounds::MAX_SUSPENDED {
+                let Some(oldest) = suspended.iter().min_by_key(|(_, s)| s.until).map(|(k, _)| k.clone()) else { break };
+                given_up.extend(suspended.remove(&oldest));
+            }
+            suspended.insert(state, waiting);
+        }
+        for s in given_up {
+            lock(&self.calls).remove(&s.tool_use_id);
+            let cancel =
+                TurnCancelParams { session_id: session.to_owned(), turn_id: None, tool_use_id: Some(s.tool_use_id) };
+            let client = client.clone();
+            tokio::spawn(async move {
+                let _ = client.call::<TurnCancel>(cancel).await;
+                s.call.abort();
+            });
+        }
     }
 }
 
@@ -653,7 +932,7 @@ fn convert(name: &str, result: ToolCallResult) -> rmcp::model::CallToolResult {
             }
         })
         .collect();
-    let mut value = json!({ "content": content, "isError": result.is_error });
+    let mut value = json!({ "content": content, "isError": result.is_error, "resultType": "complete" });
     if let Some(structured) = result.structured_content.as_ref().filter(|_| name.starts_with("mcp__")) {
         value["structuredContent"] = structured.clone();
     }

@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{Bridge, Link, SessionSource};
+use super::{Bridge, Link, Served, SessionSource};
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -196,9 +196,13 @@ pub async fn serve(
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
-    // Cheap and without effects: rmcp makes throwaway instances too; a
-    // bridge connects and opens its daemon session on first use.
-    let factory = move || Ok(Bridge::new(Link::Own(endpoint.clone(), slots.clone()), source.clone()));
+    // Cheap and without effects: rmcp makes throwaway instances too (and
+    // one for each request of MCP 2026-07-28); a bridge connects and opens
+    // its daemon session on first use. The requests of 2026-07-28 share
+    // one session, closed when the server stops.
+    let modern = Arc::new(Served::new(Link::Own(endpoint.clone(), slots.clone()), source.clone()));
+    let factory =
+        move || Ok(Bridge::with_shared(Link::Own(endpoint.clone(), slots.clone()), source.clone(), modern.clone()));
     let mcp = StreamableHttpService::new(factory, Arc::new(sessions), config);
 
     eprintln!("agentctl mcp: serving MCP at {scheme}://{local}{MCP_PATH} (streamable HTTP)");

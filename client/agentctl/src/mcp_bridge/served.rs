@@ -20,8 +20,14 @@ use super::{internal, lock};
 pub const MAX_SUBSCRIPTIONS: usize = 100;
 /// How often watched files are looked at.
 const POLL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How recent a change to a file a 2026-07-28 listener names counts as
+/// possibly after its acknowledgement (reported at the first look).
+const RECENT_MS: u64 = 2_000;
 /// Log messages sent a second at most (the rest are counted and said).
 const LOG_PER_SECOND: u32 = 50;
+/// Log messages one call of MCP 2026-07-28 is sent at most (its request's
+/// own log level asks for them).
+pub const LOG_PER_CALL: u32 = 200;
 /// The resource template: any file of the workspace by its absolute path.
 pub const FILE_TEMPLATE: &str = "file://{+path}";
 /// Longest `args` of a prompt.
@@ -40,14 +46,20 @@ pub fn path_of(uri: &str) -> Result<String, rmcp::ErrorData> {
     if url.scheme() != "file" || url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
         return Err(rmcp::ErrorData::resource_not_found(
             format!("{uri}: agentd's resources are the workspace's files (file:// URIs)"),
-            None,
+            Some(json!({ "uri": uri })),
         ));
     }
     let path = url.to_file_path().map_err(|_| rmcp::ErrorData::invalid_params(format!("{uri}: no path"), None))?;
     Ok(path.to_string_lossy().into_owned())
 }
 
-fn from_value<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, rmcp::ErrorData> {
+/// A result from its JSON, complete: MCP 2026-07-28 requires `resultType`
+/// on every result (rmcp takes it off again for a client of an earlier
+/// revision).
+fn from_value<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, rmcp::ErrorData> {
+    if let Value::Object(map) = &mut v {
+        map.entry("resultType").or_insert_with(|| json!("complete"));
+    }
     serde_json::from_value(v).map_err(internal)
 }
 
@@ -211,7 +223,8 @@ pub async fn complete(
 /// MCP's log levels, least severe first.
 const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
-fn rank(level: &str) -> usize {
+/// A log level's place among [`LEVELS`].
+pub fn rank(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).unwrap_or(0)
 }
 
@@ -271,6 +284,25 @@ impl LogTarget {
     }
 }
 
+/// The log message of `event`, about a call, for the request that asked
+/// for its call's events (MCP 2026-07-28's per-request log level):
+/// `wants(tool_use_id, rank)` says where it goes, if anywhere.
+pub fn call_log(
+    event: &EventKind,
+    wants: impl FnOnce(&str, usize) -> Option<Peer<RoleServer>>,
+) -> Option<(Peer<RoleServer>, Value)> {
+    let id = match event {
+        EventKind::ToolStarted { tool_use_id, .. }
+        | EventKind::ToolResult { tool_use_id, .. }
+        | EventKind::PermissionRequest { tool_use_id, .. }
+        | EventKind::SandboxNetwork { tool_use_id, .. } => tool_use_id.as_str(),
+        _ => return None,
+    };
+    let (level, data) = log_line(event)?;
+    let peer = wants(id, rank(level))?;
+    Some((peer, json!({ "level": level, "logger": "agentd", "data": data })))
+}
+
 /// An event as a log message: its level and data.
 fn log_line(event: &EventKind) -> Option<(&'static str, Value)> {
     Some(match event {
@@ -308,6 +340,74 @@ pub struct Watched {
     polling: bool,
 }
 
+/// Who hears that a watched file changed: the client that subscribed (an
+/// earlier revision's `resources/subscribe`), or a 2026-07-28 listener.
+#[derive(Clone)]
+pub enum Notify {
+    Peer(Peer<RoleServer>),
+    Listener(rmcp::service::SubscriptionSink),
+}
+
+impl Notify {
+    /// `notifications/resources/updated` for `uri`; false once nobody hears.
+    async fn updated(&self, uri: &str) -> bool {
+        match self {
+            Notify::Peer(peer) => {
+                if let Ok(note) = serde_json::from_value(json!({ "uri": uri })) {
+                    let _ = peer.notify_resource_updated(note).await;
+                }
+                !peer.is_transport_closed()
+            }
+            Notify::Listener(sink) => !matches!(
+                sink.notify_resource_updated(uri).await,
+                Err(rmcp::service::SubscriptionSendError::SubscriptionClosed)
+            ),
+        }
+    }
+
+    fn gone(&self) -> bool {
+        match self {
+            Notify::Peer(peer) => peer.is_transport_closed(),
+            Notify::Listener(_) => false,
+        }
+    }
+}
+
+/// `subscriptions/listen` (MCP 2026-07-28): the listener hears that the
+/// tools changed (through `listeners`) and that the files it named did,
+/// until it goes.
+pub async fn listen(
+    listeners: &Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    client: &Arc<Client>,
+    session: &str,
+    context: rmcp::service::SubscriptionContext,
+) -> Result<(), rmcp::ErrorData> {
+    let sink = context.sink().clone();
+    let watched = Arc::new(Mutex::new(Watched::default()));
+    let uris = context.accepted().resource_subscriptions.clone().unwrap_or_default();
+    if uris.len() > MAX_SUBSCRIPTIONS {
+        return Err(rmcp::ErrorData::invalid_params(
+            format!("at most {MAX_SUBSCRIPTIONS} resources are watched by one subscription"),
+            None,
+        ));
+    }
+    // The acknowledgement went before this runs: a file changed meanwhile
+    // (or just before) is said to have changed at the first look.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+        .saturating_sub(RECENT_MS);
+    for uri in uris {
+        subscribe(&watched, client, session, uri, Notify::Listener(sink.clone()), Some(since)).await?;
+    }
+    lock(listeners).push(sink.clone());
+    context.cancelled().await;
+    lock(listeners).retain(|s| s.id() != sink.id());
+    // The poller ends with the last reference to what it watches.
+    drop(watched);
+    Ok(())
+}
+
 /// `resources/subscribe`: the file's state is noted now; a poller (one a
 /// client, ended with the client) says `notifications/resources/updated`
 /// when its size or modification time changes, or it goes away.
@@ -316,14 +416,21 @@ pub async fn subscribe(
     client: &Arc<Client>,
     session: &str,
     uri: String,
-    peer: Peer<RoleServer>,
+    notify: Notify,
+    changed_since: Option<u64>,
 ) -> Result<(), rmcp::ErrorData> {
     let path = match path_of(&uri) {
         Ok(path) => path,
         // A URI that is not a file is never updated: nothing to watch.
         Err(_) => return Ok(()),
     };
-    let seen = stat(client, session, &path).await;
+    let mut seen = stat(client, session, &path).await;
+    if let (Some(since), Some((modified, _))) = (changed_since, seen)
+        && modified >= since
+    {
+        // Not what was seen: the first look reports it.
+        seen = Some((u64::MAX, u64::MAX));
+    }
     let start = {
         let mut w = lock(watched);
         if !w.files.contains_key(&uri) && w.files.len() >= MAX_SUBSCRIPTIONS {
@@ -336,7 +443,7 @@ pub async fn subscribe(
         !std::mem::replace(&mut w.polling, true)
     };
     if start {
-        tokio::spawn(poll(Arc::downgrade(watched), client.clone(), session.to_owned(), peer));
+        tokio::spawn(poll(Arc::downgrade(watched), client.clone(), session.to_owned(), notify));
     }
     Ok(())
 }
@@ -351,14 +458,14 @@ async fn stat(client: &Client, session: &str, path: &str) -> Seen {
     client.call::<WorkspaceRead>(params).await.ok().map(|r| (r.modified_ms, r.size))
 }
 
-async fn poll(watched: Weak<Mutex<Watched>>, client: Arc<Client>, session: String, peer: Peer<RoleServer>) {
+async fn poll(watched: Weak<Mutex<Watched>>, client: Arc<Client>, session: String, notify: Notify) {
     loop {
         tokio::time::sleep(POLL).await;
         let Some(strong) = watched.upgrade() else { return };
         let files: Vec<(String, String, Seen)> =
             lock(&strong).files.iter().map(|(u, (p, s))| (u.clone(), p.clone(), *s)).collect();
         drop(strong);
-        if peer.is_transport_closed() {
+        if notify.gone() {
             return;
         }
         for (uri, path, before) in files {
@@ -371,8 +478,8 @@ async fn poll(watched: Weak<Mutex<Watched>>, client: Arc<Client>, session: Strin
                 entry.1 = now;
             }
             drop(strong);
-            if let Ok(note) = serde_json::from_value(json!({ "uri": uri })) {
-                let _ = peer.notify_resource_updated(note).await;
+            if !notify.updated(&uri).await {
+                return;
             }
         }
     }

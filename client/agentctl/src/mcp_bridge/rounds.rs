@@ -1,0 +1,133 @@
+//! MCP 2026-07-28's multi-round-trip requests. A server of that revision
+//! sends its client no request of its own: a call that needs an answer
+//! from the client's user — a permission request of agentd, or an
+//! elicitation or sampling request of one of agentd's own MCP servers —
+//! ends its `tools/call` with an `input_required` result (one input
+//! request, and a `requestState` naming the waiting call), and goes on
+//! when the client sends the call again with the answer
+//! (`inputResponses`) and that `requestState`. Meanwhile the daemon's call
+//! waits here: at most [`MAX_SUSPENDED`] calls, each for at most
+//! [`SUSPENDED_FOR`] (then it is cancelled, as a call whose client left).
+
+use std::time::{Duration, Instant};
+
+use agentd_client::Client;
+use agentd_protocol::mcp::{McpElicitationAction, McpSamplingDecision};
+use agentd_protocol::methods::{McpElicitationRespond, McpSamplingRespond, PermissionRespond};
+use agentd_protocol::permission::{PermissionDecision, PermissionRespondParams};
+use agentd_protocol::tools::ToolCallResult;
+use serde_json::{Value, json};
+
+/// The key of the one input request a round asks.
+pub(super) const KEY: &str = "agentd";
+/// Calls waiting for their client's answer, at most.
+pub(super) const MAX_SUSPENDED: usize = 64;
+/// How long a call waits for its client to send it again.
+pub(super) const SUSPENDED_FOR: Duration = Duration::from_secs(600);
+
+/// What a call needs its client's user to answer.
+pub(super) enum Question {
+    /// agentd asks whether the call may run.
+    Permission { request_id: String, tool: String, reason: String, render: String, input: Value },
+    /// One of agentd's MCP servers asks the user for input.
+    Elicitation { request_id: String, server: String, message: String, schema: Value },
+    /// One of agentd's MCP servers asks for a completion of the client's model.
+    Sampling { request_id: String, server: String, request: Value },
+}
+
+/// A call waiting between two rounds.
+pub(super) struct Suspended {
+    /// The tool called (the next round must call the same).
+    pub name: String,
+    /// The daemon call's `tool_use` id.
+    pub tool_use_id: String,
+    /// The daemon call.
+    pub call: tokio::task::JoinHandle<Result<ToolCallResult, String>>,
+    /// Its questions, as the bridge's follower sees them.
+    pub questions: tokio::sync::mpsc::UnboundedReceiver<Question>,
+    /// The question the last round asked.
+    pub asked: Option<Question>,
+    /// When it is given up.
+    pub until: Instant,
+}
+
+impl Question {
+    /// The input request the client is sent.
+    pub fn input_request(&self) -> Value {
+        match self {
+            Question::Permission { tool, reason, render, input, .. } => json!({
+                "method": "elicitation/create",
+                "params": super::permission_form(tool, reason, render, input),
+            }),
+            Question::Elicitation { server, message, schema, .. } => json!({
+                "method": "elicitation/create",
+                "params": { "mode": "form", "message": format!("{server}: {message}"), "requestedSchema": schema },
+            }),
+            Question::Sampling { request, .. } => json!({ "method": "sampling/createMessage", "params": request }),
+        }
+    }
+
+    /// Answers the daemon with what the client's user said (`response`;
+    /// absent or unreadable: declined). Answered elsewhere meanwhile (by
+    /// `agentctl respond`, a timeout): the daemon says so, and that is fine.
+    pub async fn answer(&self, client: &Client, session: &str, response: Option<&Value>) {
+        let session_id = session.to_owned();
+        match self {
+            Question::Permission { request_id, .. } => {
+                let (decision, message) = match response {
+                    Some(r) => super::permission_answer(r),
+                    None => (PermissionDecision::Deny, Some("the MCP client sent no answer".into())),
+                };
+                let request_id = request_id.clone();
+                let params = PermissionRespondParams {
+                    session_id,
+                    request_id,
+                    decision,
+                    rule: None,
+                    message,
+                    answers: None,
+                    no_user: false,
+                };
+                let _ = client.call::<PermissionRespond>(params).await;
+            }
+            Question::Elicitation { request_id, .. } => {
+                let (action, content) = response.map_or((McpElicitationAction::Decline, None), super::elicited);
+                let request_id = request_id.clone();
+                let params =
+                    agentd_protocol::mcp::McpElicitationRespondParams { session_id, request_id, action, content };
+                let _ = client.call::<McpElicitationRespond>(params).await;
+            }
+            Question::Sampling { request_id, server, .. } => {
+                let (result, error) = match response {
+                    Some(r) if r.get("content").is_some() => (Some(r.clone()), None),
+                    _ => (None, Some(format!("{server}: the MCP client of agentctl mcp sent no completion"))),
+                };
+                let request_id = request_id.clone();
+                // The MCP client asks its user (MCP's human in the loop).
+                let decision = McpSamplingDecision::Allow;
+                let params =
+                    agentd_protocol::mcp::McpSamplingRespondParams { session_id, request_id, decision, result, error };
+                let _ = client.call::<McpSamplingRespond>(params).await;
+            }
+        }
+    }
+}
+
+/// The `input_required` result asking `question`, resumed by `state`.
+pub(super) fn input_required(question: &Question, state: &str) -> Result<rmcp::model::InputRequiredResult, String> {
+    let request: rmcp::model::InputRequest =
+        serde_json::from_value(question.input_request()).map_err(|e| format!("an input request: {e}"))?;
+    let requests = rmcp::model::InputRequests::from([(KEY.to_owned(), request)]);
+    Ok(rmcp::model::InputRequiredResult::new(Some(requests), Some(state.to_owned())))
+}
+
+/// A `requestState`: unguessable, naming nothing of the call (the client
+/// holds it; the call stays here).
+pub(super) fn new_state() -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("no randomness for a request state: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
