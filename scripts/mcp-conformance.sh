@@ -3,13 +3,19 @@
 # (@modelcontextprotocol/conformance, pinned in scripts/lib-conformance.sh)
 # against agentd's MCP client, and prints a table scenario -> pass/fail.
 #
-#   scripts/mcp-conformance.sh [--tools DIR] [--bin DIR] [--out DIR] [--only-declared]
+#   scripts/mcp-conformance.sh [--suite stable|2026-07-28] [--tools DIR] [--bin DIR]
+#                              [--out DIR] [--only-declared]
 #
-#   --tools DIR      where the pinned npm packages go (default target/ci-tools/node)
+#   --suite S        stable (default: the stable pin, MCP 2025-11-25) or 2026-07-28
+#                    (the pinned pre-release, its scenarios of that revision, whose
+#                    test servers speak only that revision's wire)
+#   --tools DIR      where the pinned npm packages go (default target/ci-tools/conformance,
+#                    as in .ci/run; the pre-release in its subdirectory 2026-07-28)
 #   --bin DIR        where agentd and agentd-sandbox are (default target/debug;
 #                    this script builds nothing)
 #   --out DIR        the suite's results, one folder a scenario, with the
-#                    adapter's stderr (default target/mcp-conformance)
+#                    adapter's stderr (default target/mcp-conformance, with
+#                    -2026-07-28 for the pre-release)
 #   --only-declared  skip the scenarios of features agentd does not declare
 #
 # For each scenario the suite starts a test server and runs
@@ -28,14 +34,15 @@
 # Needs python3 and npm (npm brings Node 22 as the `node` package: the
 # suite needs Node >= 22). On 2 cores: about 32 s for every scenario (most
 # of it the 22 OAuth ones, ~1.2 s each), 25 s with --only-declared, plus
-# ~20 s for the first install. The suite splits the adapter's command on
-# spaces: the checkout's path must have none.
+# ~20 s for the first install (the pre-release: about 30 s, ~10 s more to
+# install). The suite splits the adapter's command on spaces: the
+# checkout's path must have none.
 set -euo pipefail
 . "$(dirname "$0")/lib-conformance.sh"
 
-tools=$top/target/ci-tools/node
+tools=$top/target/ci-tools/conformance
 out=$top/target/mcp-conformance
-conformance_options mcp-conformance --only-declared 30 "$@"
+conformance_options mcp-conformance --only-declared 39 "$@"
 
 for exe in agentd agentd-sandbox; do
   if [ ! -x "$bin/$exe" ]; then
@@ -45,7 +52,7 @@ for exe in agentd agentd-sandbox; do
 done
 
 # The pinned packages.
-install_conformance "mcp-conformance: installing @modelcontextprotocol/conformance@$CONFORMANCE_VERSION and node@$NODE_VERSION into $tools"
+install_conformance "mcp-conformance: installing @modelcontextprotocol/conformance@$version and node@$NODE_VERSION into $tools"
 if [ "$("$node" --version 2>/dev/null)" != "v$NODE_VERSION" ]; then
   echo "mcp-conformance: $node is not Node $NODE_VERSION (did npm run the node package's install script?)" >&2
   exit 2
@@ -93,11 +100,14 @@ not_declared() {
     *url-elicitation* | *elicitation-url*) echo "URL-mode elicitation" ;;
     *task*) echo "tasks" ;;
     initialize | tools_call | elicitation-sep1034-client-defaults | sse-retry) ;;
+    # MCP 2026-07-28's (the pre-release's): what its clients must do.
+    request-metadata | sep-2322-client-request-state | http-standard-headers | http-custom-headers \
+      | http-invalid-tool-headers | json-schema-ref-no-deref | json-schema-2020-12-preservation) ;;
     *) echo "?" ;;
   esac
 }
 
-scenarios=$("$node" "$suite" list --client | sed -n '/^Client scenarios/,$ s/^  - \([^ ]*\).*/\1/p')
+scenarios=$("$node" "$suite" list --client "${spec_args[@]}" | sed -n '/^Client scenarios/,$ s/^  - \([^ ]*\).*/\1/p')
 [ -n "$scenarios" ] || { echo "mcp-conformance: the suite lists no client scenarios" >&2; exit 1; }
 
 rm -rf "$out"
@@ -115,16 +125,17 @@ for s in $scenarios; do
   log=$out/$(echo "$s" | tr / _).log
   t0=$(date +%s.%N)
   rc=0
-  "$node" "$suite" client --command "$adapter" --scenario "$s" --timeout 30000 -o "$out/results" >"$log" 2>&1 || rc=$?
+  "$node" "$suite" client --command "$adapter" --scenario "$s" "${spec_args[@]}" --timeout 30000 -o "$out/results" \
+    >"$log" 2>&1 || rc=$?
   secs=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
   printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$rc" "$secs" "$reason" "$log" >>"$rows"
 done
 total=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$started" "$(date +%s.%N)")
 
-python3 - "$rows" "$out/results" "$total" "$CONFORMANCE_VERSION" <<'EOF'
+python3 - "$rows" "$out/results" "$total" "$version" "$spec" <<'EOF'
 import glob, json, os, re, sys
 
-rows_file, results, total, version = sys.argv[1:]
+rows_file, results, total, version, spec = sys.argv[1:]
 
 
 def checks_of(scenario):
@@ -168,7 +179,8 @@ for line in open(rows_file):
     (unknown if reason == "?" else undeclared if reason else declared).append(row)
 
 width = max(len(r[0]) for r in declared + undeclared + unknown)
-print(f"\nMCP conformance suite {version}, client scenarios, against agentd's MCP client\n")
+revision = "" if spec == "stable" else f" (MCP {spec})"
+print(f"\nMCP conformance suite {version}{revision}, client scenarios, against agentd's MCP client\n")
 
 
 def table(title, rows, with_reason=False):

@@ -142,6 +142,10 @@ pub struct McpPoolServer {
     /// Its OAuth authorization (HTTP servers that asked for one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<McpAuthState>,
+    /// The MCP revision agentd speaks with it (`2026-07-28`, or
+    /// `2025-11-25` with a server of that revision), while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
 }
 
 /// An HTTP server's OAuth authorization.

@@ -6,14 +6,15 @@
 //! harness's completion back to the server; refused without such a
 //! client, on a denial, a bad completion, or no answer in time. With the
 //! Python SDK's test server (`tests/mcp/test_server.py`, tool `sample`).
-//! And a tool's `structuredContent`, passed on as its own field.
+//! And a tool's `structuredContent`, passed on as its own field. A server
+//! of MCP 2026-07-28 asks the same in its results, answered the same way.
 
 use std::path::{Path, PathBuf};
 
 use agentd_tests::{RawConn, StandaloneDaemon, within};
 use serde_json::{Value, json};
 
-use super::mcp_support::{bridge_client, call, py_entry, python_client, required, rt, session, text};
+use super::mcp_support::{bridge_client, call, py_entry, py_entry_2026, python_client, required, rt, session, text};
 
 /// A session on `work` with the Python test server as `t` (every tool
 /// offered, bypass mode) and `extra` options: its id.
@@ -412,5 +413,70 @@ fn elicitation_hooks_answer_for_the_user_and_result_hooks_change_the_answer() {
     on_t(json!({ "hooks": hooks }), async |T { mut c, sid, .. }| {
         let r = call(&mut c, &sid, "mcp__t__ask", json!({ "question": "who?" })).await;
         assert_eq!(text(&r), "answer: decline", "{r}");
+    });
+}
+
+/// A server of MCP 2026-07-28 (the Python test server in that revision):
+/// agentd meets it without a handshake; it asks for the roots, the user
+/// and the model in its results (`input_required`), which agentd answers
+/// as it answers a server's requests (the session's client answers the
+/// elicitation and the completion) and then calls again; its log messages
+/// come at the level each request carries; and a tool it adds reaches the
+/// session through agentd's `subscriptions/listen`.
+#[test]
+fn a_server_of_2026_07_28_asks_in_its_results_logs_per_request_and_says_its_tools_changed_on_a_listen() {
+    let Some(python) = required("AGENTD_TEST_MCP_PYTHON") else { return };
+    let d = StandaloneDaemon::start(&[], &[]);
+    let work = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut c = RawConn::connect(&d.socket).await;
+        let options = json!({ "mcp_servers": { "t": py_entry_2026(&python, &[], json!({})) }, "mode": "bypass",
+            "tools": { "defer": { "mode": "never" } }, "mcp_log_level": "info", "permission_timeout_ms": 20000 });
+        let sid = session(&mut c, work.path(), options).await["session_id"].as_str().unwrap().to_owned();
+
+        let r = call(&mut c, &sid, "mcp__t__roots", json!({})).await;
+        let pool = c.ok("mcp/list", json!({})).await;
+        assert_eq!(pool["servers"][0]["protocol_version"], "2026-07-28", "{pool}");
+        let root = format!("file://{}/", work.path().canonicalize().unwrap().display());
+        assert_eq!((r["is_error"].clone(), text(&r)), (json!(false), root), "{r}");
+
+        let mut stream = subscribe(&d.socket, &sid, "mcp/elicitation", "elicitation").await;
+        let pending = spawn_call(&d.socket, &sid, "mcp__t__ask", json!({ "question": "who?" }));
+        let event = next_event(&mut stream, "mcp/elicitation").await;
+        assert_eq!((event["server"].clone(), event["message"].clone()), (json!("t"), json!("who?")), "{event}");
+        let answer = json!({ "session_id": sid, "request_id": event["request_id"], "action": "accept",
+            "content": { "name": "Ada", "count": 2 } });
+        c.ok("mcp/elicitation_respond", answer).await;
+        assert_eq!(text(&within("ask", pending).await.unwrap()), "accepted: Ada x2");
+
+        let mut samples = subscribe(&d.socket, &sid, "mcp/sampling", "sampling").await;
+        let pending = spawn_call(&d.socket, &sid, "mcp__t__sample", json!({ "prompt": "say hi" }));
+        let event = next_sampling(&mut samples).await;
+        assert_eq!(event["request"]["messages"][0]["content"]["text"], "say hi", "{event}");
+        let good = json!({ "role": "assistant", "content": { "type": "text", "text": "hi" }, "model": "m1",
+            "stopReason": "endTurn" });
+        let answer =
+            json!({ "session_id": sid, "request_id": event["request_id"], "decision": "allow", "result": good });
+        c.ok("mcp/sampling_respond", answer).await;
+        assert_eq!(text(&within("sample", pending).await.unwrap()), "model m1 said: hi");
+
+        let mut events = agentd_tests::EventStream::open(&d.socket, &sid, None).await.unwrap();
+        let r = call(&mut c, &sid, "mcp__t__log", json!({ "message": "m1" })).await;
+        assert_eq!(text(&r), "logged", "{r}");
+        let logs = within("a log message", events.until(|e: &Value| e["type"] == "mcp/log")).await;
+        let log = logs.iter().find(|e| e["type"] == "mcp/log").unwrap();
+        assert_eq!((log["server"].clone(), log["data"].clone()), (json!("t"), json!("info: m1")), "{log}");
+
+        let r = call(&mut c, &sid, "mcp__t__grow", json!({ "name": "late" })).await;
+        assert_eq!(text(&r), "added late", "{r}");
+        let deadline = std::time::Instant::now() + agentd_tests::STEP;
+        loop {
+            let tools = c.ok("tools/list", json!({ "session_id": sid })).await;
+            if tools.to_string().contains("mcp__t__late") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the added tool never reached the session: {tools}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     });
 }

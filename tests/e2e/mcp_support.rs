@@ -24,8 +24,20 @@ pub(crate) fn test_server() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/test_server.py")
 }
 
-/// A stdio entry for the Python test server with `args`.
+/// A stdio entry for the Python test server with `args`, speaking MCP
+/// 2025-11-25 only (`--legacy`): what the tests written for that revision
+/// exercise (its requests to the client, `logging/setLevel`, list changes
+/// on the session). [`py_entry_2026`] is a server of both revisions, which
+/// agentd meets as one of 2026-07-28.
 pub(crate) fn py_entry(python: &Path, args: &[&str], env: Value) -> Value {
+    let mut all = vec![test_server().display().to_string(), "--legacy".to_owned()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    json!({ "command": python, "args": all, "env": env })
+}
+
+/// A stdio entry for the Python test server with `args`, speaking MCP
+/// 2026-07-28 (and 2025-11-25 to a client that asks).
+pub(crate) fn py_entry_2026(python: &Path, args: &[&str], env: Value) -> Value {
     let mut all = vec![test_server().display().to_string()];
     all.extend(args.iter().map(|a| (*a).to_owned()));
     json!({ "command": python, "args": all, "env": env })

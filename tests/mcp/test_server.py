@@ -10,6 +10,15 @@ garbage), so the tests exercise a real server, not a mock.
     test_server.py --bad-schema     one tool's input schema is not an object
     test_server.py --bad-name       one tool's name is not [A-Za-z0-9_-]
     test_server.py --no-logging     declares no logging capability
+    test_server.py --legacy         speaks MCP 2025-11-25 only (refuses
+                                    `server/discover`, as a server of that
+                                    revision does)
+
+By default it speaks MCP 2026-07-28 to a client that opens with
+`server/discover` (asking for the user, the model and the roots in its
+results, `input_required`; saying its lists changed on a
+`subscriptions/listen` stream) and 2025-11-25 to one that opens with
+`initialize` (asking with requests of its own).
 
 It declares logging (each `logging/setLevel` it is sent is appended to
 $MCP_TEST_LEVELS when set), offers prompts, and has tools that log, flood
@@ -25,9 +34,21 @@ import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated
+
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    ListRoots,
+    MCPServer,
+    Resolve,
+    Sample,
+)
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import EmptyResult, SetLevelRequestParams, ToolAnnotations
+from mcp.types import CreateMessageResult, EmptyResult, ListRootsResult, SetLevelRequestParams, ToolAnnotations
+from pydantic import BaseModel
 
 args = sys.argv[1:]
 if "--fail-start" in args:
@@ -146,30 +167,63 @@ async def flood(count: int, ctx: Context) -> str:
     return f"flooded {count}"
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def roots(ctx: Context) -> str:
-    """The roots the client lists (`roots/list`), one URI a line."""
-    listed = await ctx.session.list_roots()
-    return "\n".join(str(r.uri) for r in listed.roots)
+class Answer(BaseModel):
+    name: str
+    count: int = 1
 
 
-@server.tool()
-async def ask(question: str, ctx: Context) -> str:
-    """Asks the user (an elicitation) for a name and a count; says what came back."""
-    from pydantic import BaseModel
+if "--legacy" in args:
 
-    class Answer(BaseModel):
-        name: str
-        count: int = 1
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def roots(ctx: Context) -> str:
+        """The roots the client lists (`roots/list`), one URI a line."""
+        listed = await ctx.session.list_roots()
+        return "\n".join(str(r.uri) for r in listed.roots)
 
-    result = await ctx.elicit(message=question, schema=Answer)
-    if result.action == "accept" and result.data is not None:
-        return f"accepted: {result.data.name} x{result.data.count}"
-    return f"answer: {result.action}"
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str:
+        """Asks the user (an elicitation) for a name and a count; says what came back."""
+        result = await ctx.elicit(message=question, schema=Answer)
+        if result.action == "accept" and result.data is not None:
+            return f"accepted: {result.data.name} x{result.data.count}"
+        return f"answer: {result.action}"
+
+else:
+    # Resolvers: the SDK asks in the result (2026-07-28) or with a request
+    # of its own (2025-11-25), whichever the client speaks.
+
+    def client_roots() -> ListRoots:
+        return ListRoots()
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def roots(listed: Annotated[ListRootsResult, Resolve(client_roots)]) -> str:
+        """The roots the client lists (`roots/list`), one URI a line."""
+        return "\n".join(str(r.uri) for r in listed.roots)
+
+    def ask_user(question: str) -> Elicit[Answer]:
+        return Elicit(question, Answer)
+
+    @server.tool()
+    async def ask(question: str, answer: Annotated[ElicitationResult[Answer], Resolve(ask_user)]) -> str:
+        """Asks the user (an elicitation) for a name and a count; says what came back."""
+        if isinstance(answer, AcceptedElicitation):
+            return f"accepted: {answer.data.name} x{answer.data.count}"
+        return f"answer: {answer.action}"
+
+    async def ask_model(prompt: str, delay_ms: int = 0) -> Sample:
+        from mcp.types import SamplingMessage, TextContent
+
+        await asyncio.sleep(delay_ms / 1000)
+        message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+        return Sample([message], max_tokens=50, system_prompt="Be brief.")
+
+    @server.tool()
+    async def sample(prompt: str, result: Annotated[CreateMessageResult, Resolve(ask_model)], delay_ms: int = 0) -> str:
+        """Asks the client's model for a completion (sampling), after `delay_ms`; says what came back."""
+        return f"model {result.model} said: {getattr(result.content, 'text', '')}"
 
 
-@server.tool()
-async def sample(prompt: str, ctx: Context, delay_ms: int = 0) -> str:
+async def legacy_sample(prompt: str, ctx: Context, delay_ms: int = 0) -> str:
     """Asks the client's model for a completion (sampling), after `delay_ms`; says what came back."""
     import warnings
 
@@ -189,6 +243,10 @@ async def sample(prompt: str, ctx: Context, delay_ms: int = 0) -> str:
             return f"sampling failed: {e}"
     text = getattr(result.content, "text", "")
     return f"model {result.model} said: {text}"
+
+
+if "--legacy" in args:
+    server.add_tool(legacy_sample, name="sample")
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -211,6 +269,13 @@ def record() -> list:
     return [sound, EmbeddedResource(type="resource", resource=pdf)]
 
 
+async def tools_changed(ctx: Context) -> None:
+    """Says the tool list changed: on the session to a client of 2025-11-25,
+    on its subscriptions/listen stream to one of 2026-07-28."""
+    await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
+
+
 @server.tool()
 async def grow(name: str, ctx: Context, times: int = 1) -> str:
     """Adds a tool `name` (it echoes) and says the tool list changed, `times` times."""
@@ -221,7 +286,7 @@ async def grow(name: str, ctx: Context, times: int = 1) -> str:
     added.__doc__ = f"A tool added at run time ({name})."
     server.add_tool(added, name=name)
     for _ in range(times):
-        await ctx.session.send_tool_list_changed()
+        await tools_changed(ctx)
     return f"added {name}"
 
 
@@ -229,15 +294,19 @@ async def grow(name: str, ctx: Context, times: int = 1) -> str:
 async def shrink(name: str, ctx: Context) -> str:
     """Removes the tool `name` and says the tool list changed."""
     server.remove_tool(name)
-    await ctx.session.send_tool_list_changed()
+    await tools_changed(ctx)
     return f"removed {name}"
 
 
 @server.tool()
 async def lists_changed(ctx: Context) -> str:
     """Says its resources and prompts changed (they did not)."""
+    # A client of 2025-11-25 hears it on the session; one of 2026-07-28
+    # on its subscriptions/listen stream.
     await ctx.session.send_resource_list_changed()
     await ctx.session.send_prompt_list_changed()
+    await ctx.notify_resources_changed()
+    await ctx.notify_prompts_changed()
     return "told"
 
 
@@ -284,8 +353,37 @@ if "--bad-name" in args:
         return "bad"
 
 
+async def legacy_stdio():
+    """Serves stdio as a server of 2025-11-25 only: `server/discover` is a
+    method it does not know (so a client falls back to `initialize`)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError, JSONRPCRequest
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        send, recv = anyio.create_memory_object_stream(64)
+
+        async def refuse_discover():
+            async with send:
+                async for m in read:
+                    message = getattr(m, "message", None)
+                    if isinstance(message, JSONRPCRequest) and message.method == "server/discover":
+                        error = ErrorData(code=-32601, message="Method not found")
+                        await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
+                        continue
+                    await send.send(m)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(refuse_discover)
+            await low.run(recv, write, low.create_initialization_options())
+
+
 if "--http" in args:
     port = int(args[args.index("--http") + 1])
     server.run("streamable-http", host="127.0.0.1", port=port)
+elif "--legacy" in args:
+    asyncio.run(legacy_stdio())
 else:
     server.run()

@@ -26,6 +26,8 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// and remake every session's set).
 const SLOW_INTERVAL: Duration = Duration::from_secs(10);
 const BUSY: usize = 10;
+/// How long a server may take to acknowledge that agentd listens.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Signals that may wait (more are dropped: one of each kind is enough).
 const WAITING: usize = 8;
 
@@ -98,6 +100,42 @@ impl Signal {
 pub fn channel() -> (Signal, tokio::sync::mpsc::Receiver<McpList>) {
     let (tx, rx) = tokio::sync::mpsc::channel(WAITING);
     (Signal(tx), rx)
+}
+
+/// A server of MCP 2026-07-28 says that its lists changed only to a
+/// client that listens (`subscriptions/listen`): for such a server, a
+/// task listens for the lists it says may change and signals them, until
+/// the connection ends. Nothing for a server of an earlier revision (its
+/// notifications reach the handler).
+pub async fn listen(peer: &Peer<RoleClient>, signal: Signal) {
+    let Some(info) = peer.peer_info() else { return };
+    if info.protocol_version.has_initialize() {
+        return;
+    }
+    let caps = &info.capabilities;
+    let mut filter = rmcp::model::SubscriptionFilter::new();
+    let changes = |c: Option<bool>| c.unwrap_or(false).then_some(true);
+    filter.tools_list_changed = caps.tools.as_ref().and_then(|t| changes(t.list_changed));
+    filter.prompts_list_changed = caps.prompts.as_ref().and_then(|p| changes(p.list_changed));
+    filter.resources_list_changed = caps.resources.as_ref().and_then(|r| changes(r.list_changed));
+    if filter == rmcp::model::SubscriptionFilter::new() {
+        return;
+    }
+    // Established (acknowledged) before the caller lists anything.
+    let Ok(Ok(mut subscription)) = tokio::time::timeout(LISTEN_TIMEOUT, peer.listen(filter)).await else {
+        tracing::warn!("an MCP server did not acknowledge subscriptions/listen: its list changes are not followed");
+        return;
+    };
+    tokio::spawn(async move {
+        while let Ok(Some(note)) = subscription.next().await {
+            match note {
+                rmcp::model::ServerNotification::ToolListChangedNotification(_) => signal.send(McpList::Tools),
+                rmcp::model::ServerNotification::PromptListChangedNotification(_) => signal.send(McpList::Prompts),
+                rmcp::model::ServerNotification::ResourceListChangedNotification(_) => signal.send(McpList::Resources),
+                _ => {}
+            }
+        }
+    });
 }
 
 /// Acts on one connection's signals until the connection ends (its

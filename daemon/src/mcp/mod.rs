@@ -2,6 +2,7 @@
 //! `mcpServers` configuration (`config`), one pool of running servers per
 //! daemon (`pool`), and their tools as deferred agentd tools (`tools`).
 
+pub mod answers;
 pub mod auth;
 pub mod binary;
 pub mod changes;

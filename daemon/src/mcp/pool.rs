@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd_protocol::mcp::{McpPoolServer, McpServerState};
-use rmcp::ServiceExt;
+use rmcp::service::{ClientInitializeError, ClientServiceExt};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -179,6 +179,7 @@ impl Pool {
                     elicit: Arc::new(super::elicit::Targets::default()),
                     notices: Arc::new(super::changes::Notices::default()),
                     log_level: Mutex::new(None),
+                    legacy_only: Default::default(),
                     cache_file,
                     hash,
                     secrets: secrets.to_vec(),
@@ -296,6 +297,8 @@ pub struct Server {
     secrets: Vec<String>,
     /// Where its process is recorded.
     ledger: Arc<crate::process::Ledger>,
+    /// It speaks MCP 2025-11-25 only, as its last start found.
+    legacy_only: std::sync::atomic::AtomicBool,
 }
 
 struct Conn {
@@ -357,6 +360,9 @@ impl Server {
             starts: status.starts,
             last_error,
             auth: self.auth_state(),
+            protocol_version: (state == McpServerState::Running)
+                .then(|| status.peer.as_ref()?.peer_info().map(|i| i.protocol_version.to_string()))
+                .flatten(),
         }
     }
 
@@ -452,25 +458,21 @@ impl Server {
         why
     }
 
-    async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
-        let (signal, signals) = super::changes::channel();
-        let handler = Handler {
-            changes: signal,
-            progress: self.progress.clone(),
-            tapped: false,
-            name: self.name.clone(),
-            workspace: self.workspace.clone(),
-            logs: self.logs.clone(),
-            elicit: self.elicit.clone(),
-        };
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let (service, process) = match &self.transport {
+    /// Starts the server (stdio) or reaches it (HTTP) and meets it as
+    /// `lifecycle` says.
+    async fn connect(
+        &self,
+        handler: Handler,
+        lifecycle: rmcp::service::ClientLifecycleMode,
+        stderr: &Arc<Mutex<VecDeque<String>>>,
+    ) -> Result<(RunningService<RoleClient, Handler>, Option<crate::process::ProcessTree>), Refused> {
+        let started = match &self.transport {
             Transport::Stdio { command, args, env, cwd } => {
                 let marker = format!("mcp-{}", uuid::Uuid::new_v4().simple());
                 let mut tree = crate::process::spawn_server(command, args, cwd, env, &marker, &self.ledger)
-                    .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+                    .map_err(|e| Refused::Other(format!("cannot start {command:?}: {e}")))?;
                 let (Some(stdin), Some(stdout)) = (tree.child.stdin.take(), tree.child.stdout.take()) else {
-                    return Err("its pipes could not be opened".into());
+                    return Err(Refused::Other("its pipes could not be opened".into()));
                 };
                 if let Some(err) = tree.child.stderr.take() {
                     let tail = stderr.clone();
@@ -501,12 +503,22 @@ impl Server {
                 // Progress read off the pipe, in order with the results.
                 let stdout = super::progress::Tap::new(stdout, self.progress.clone());
                 let handler = Handler { tapped: true, ..handler };
-                match handler.serve((stdout, stdin)).await {
+                match handler.serve_with_lifecycle((stdout, stdin), lifecycle).await {
                     Ok(service) => (service, Some(tree)),
                     Err(e) => {
-                        let dead = Self::exit_note(&mut tree, &stderr).await;
+                        let dead = Self::exit_note(&mut tree, stderr).await;
                         tree.terminate().await;
-                        return Err(format!("the MCP handshake failed ({e}){dead}"));
+                        // A server that answered, but not as either revision
+                        // has it, may yet take 2025-11-25's handshake; one
+                        // that died or closed its pipes is not tried again.
+                        let answered = !matches!(
+                            e,
+                            ClientInitializeError::ConnectionClosed(_)
+                                | ClientInitializeError::TransportError { .. }
+                                | ClientInitializeError::LegacyFallbackFailed { .. }
+                        );
+                        let why = format!("the MCP handshake failed ({e}){dead}");
+                        return Err(if answered { Refused::Protocol(why) } else { Refused::Other(why) });
                     }
                 }
             }
@@ -517,30 +529,72 @@ impl Server {
                 for (k, v) in headers {
                     let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v))
                     else {
-                        return Err(format!("header {k:?} is not valid"));
+                        return Err(Refused::Other(format!("header {k:?} is not valid")));
                     };
                     map.insert(k, v);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-                let started = match self.authorized_manager(url).await? {
+                let started = match self.authorized_manager(url).await.map_err(Refused::Other)? {
                     Some(manager) => {
                         let client = rmcp::transport::auth::AuthClient::new(reqwest::Client::new(), manager);
-                        handler.serve(StreamableHttpClientTransport::with_client(client, config)).await
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        handler.serve_with_lifecycle(transport, lifecycle).await
                     }
-                    None => handler.serve(StreamableHttpClientTransport::from_config(config)).await,
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        handler.serve_with_lifecycle(transport, lifecycle).await
+                    }
                 };
                 let service = match started {
                     Ok(service) => service,
                     Err(rmcp::service::ClientInitializeError::TransportError { error, .. })
                         if let Some(challenge) = super::auth::challenge_in(&error) =>
                     {
-                        return Err(self.needs_login(challenge));
+                        return Err(Refused::Other(self.needs_login(challenge)));
                     }
-                    Err(e) => return Err(format!("cannot connect to {url}: {e}")),
+                    // Over HTTP nothing was started: any other failure may
+                    // be a server of 2025-11-25 refusing the revision's way.
+                    Err(e) => return Err(Refused::Protocol(format!("cannot connect to {url}: {e}"))),
                 };
                 (service, None)
             }
         };
+        Ok(started)
+    }
+
+    async fn start(&self) -> Result<(Conn, Vec<ServerTool>), String> {
+        let (signal, signals) = super::changes::channel();
+        let listening = signal.clone();
+        let handler = Handler {
+            changes: signal,
+            progress: self.progress.clone(),
+            tapped: false,
+            name: self.name.clone(),
+            workspace: self.workspace.clone(),
+            logs: self.logs.clone(),
+            elicit: self.elicit.clone(),
+        };
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let first = if self.legacy_only.load(Ordering::Relaxed) {
+            rmcp::service::ClientLifecycleMode::Initialize
+        } else {
+            lifecycle()
+        };
+        let (service, process) = match self.connect(handler.clone(), first, &stderr).await {
+            Ok(connected) => connected,
+            Err(Refused::Other(why)) => return Err(why),
+            Err(Refused::Protocol(why)) if self.legacy_only.load(Ordering::Relaxed) => return Err(why),
+            Err(Refused::Protocol(why)) => {
+                tracing::info!(server = %self.name, "MCP 2026-07-28 failed ({why}); trying 2025-11-25's handshake");
+                let initialize = rmcp::service::ClientLifecycleMode::Initialize;
+                let connected = self.connect(handler, initialize, &stderr).await.map_err(Refused::why)?;
+                // It is one of 2025-11-25: its next start goes there at once.
+                self.legacy_only.store(true, Ordering::Relaxed);
+                connected
+            }
+        };
+        // Listening before listing: no change between the two is missed.
+        super::changes::listen(service.peer(), listening).await;
         let listed = list_tools(service.peer()).await;
         let mut conn = Conn { service, process, stderr };
         let listed = match listed {
@@ -563,7 +617,9 @@ impl Server {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if logs {
             let level = self.logs.wanted().unwrap_or_default();
-            if set_level(conn.service.peer(), level).await {
+            // MCP 2026-07-28 has no setLevel: each request carries the
+            // level (see `request_log_level`).
+            if modern(conn.service.peer()) || set_level(conn.service.peer(), level).await {
                 *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
             }
         }
@@ -634,6 +690,19 @@ impl Server {
         }
     }
 
+    /// The `_meta` a request to a server of MCP 2026-07-28 carries for its
+    /// log messages (the level the sessions want; a server of an earlier
+    /// revision was told it with `logging/setLevel`).
+    pub fn request_meta(&self, peer: &Peer<RoleClient>) -> Option<rmcp::model::RequestMetaObject> {
+        if !modern(peer) {
+            return None;
+        }
+        let level = (*self.log_level.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.set_log_level(super::logs::rmcp_level(level));
+        Some(meta)
+    }
+
     /// Passes the server's log messages at `level` or above to `sink` while
     /// the guard lives; a running server already told a more severe level
     /// is told this one.
@@ -649,6 +718,9 @@ impl Server {
             && let Some(peer) = self.status().peer.clone()
         {
             *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+            if modern(&peer) {
+                return guard;
+            }
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
                     set_level(&peer, level).await;
@@ -812,7 +884,44 @@ async fn set_level(peer: &Peer<RoleClient>, level: agentd_protocol::mcp::McpLogL
     matches!(tokio::time::timeout(Duration::from_secs(5), peer.set_level(params)).await, Ok(Ok(())))
 }
 
+/// Whether agentd speaks MCP 2026-07-28 or later with the server behind
+/// `peer` (no handshake; each request carries what it needs).
+pub fn modern(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|i| !i.protocol_version.has_initialize())
+}
+
+/// Why a server could not be met.
+enum Refused {
+    /// It answered, but not as expected (or, over HTTP, refused): a
+    /// server of 2025-11-25 may, met the revision's way.
+    Protocol(String),
+    /// Anything else (it did not start, died, needs a login).
+    Other(String),
+}
+
+impl Refused {
+    fn why(self) -> String {
+        match self {
+            Refused::Protocol(why) | Refused::Other(why) => why,
+        }
+    }
+}
+
+/// How agentd meets a server: MCP 2026-07-28 first (`server/discover`,
+/// then every request carries its version and agentd's capabilities),
+/// and a server that answers that it does not know it (or nothing within
+/// 10 s) with 2025-11-25's handshake, on the same connection. A server
+/// that answers otherwise is met again, on a new one, with that handshake
+/// (see `Server::start`).
+fn lifecycle() -> rmcp::service::ClientLifecycleMode {
+    rmcp::service::ClientLifecycleMode::Auto {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
 /// What agentd does with what a server sends unasked.
+#[derive(Clone)]
 struct Handler {
     progress: super::progress::Listeners,
     /// Progress is read off the server's pipe ([`super::progress::Tap`]),
@@ -858,41 +967,18 @@ impl rmcp::ClientHandler for Handler {
         self.logs.route(&self.name, super::logs::level_of(params.level), params.logger, params.data);
     }
 
-    /// The user, through the session whose call is in flight: a flat form
-    /// of MCP's types (anything else is refused to the server), declined
-    /// when no client can answer.
+    /// The user, through the session whose call is in flight.
     async fn create_elicitation(
         &self,
         request: rmcp::model::ElicitRequestParams,
         _cx: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         let request = serde_json::to_value(&request).unwrap_or_default();
-        let decline = || -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-            serde_json::from_value(serde_json::json!({ "action": "decline" }))
-                .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
-        };
-        if request.get("mode").and_then(Value::as_str).is_some_and(|m| m != "form") {
-            return Err(rmcp::ErrorData::invalid_params("agentd answers form elicitations only", None));
-        }
-        let schema = request.get("requestedSchema").cloned().unwrap_or_default();
-        super::elicit::check_schema(&schema).map_err(|e| rmcp::ErrorData::invalid_params(e, None))?;
-        let message = request.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let Some((target, _)) = self.elicit.route() else {
-            tracing::info!(server = %self.name, "MCP elicitation declined: no one session's call to it is in flight");
-            return decline();
-        };
-        let answer = target.ask(&self.name, &message, schema).await;
-        let action = serde_json::to_value(answer.action).unwrap_or_default();
-        let mut result = serde_json::json!({ "action": action });
-        if let Some(content) = answer.content {
-            result["content"] = Value::Object(content);
-        }
-        serde_json::from_value(result).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+        let answer = super::answers::elicitation(&self.name, &self.elicit, request).await?;
+        serde_json::from_value(answer).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
 
-    /// A completion, from the harness of the session whose call is in
-    /// flight (agentd has no model): refused when no client can answer or
-    /// the user declines.
+    /// A completion, from the harness of the session whose call is in flight.
     #[allow(deprecated)]
     async fn create_message(
         &self,
@@ -900,47 +986,19 @@ impl rmcp::ClientHandler for Handler {
         _cx: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let request = serde_json::to_value(&params).unwrap_or_default();
-        let Some((target, in_flight)) = self.elicit.route() else {
-            return Err(rmcp::ErrorData::invalid_request(
-                "no one agentd session's call to this server is in flight to answer sampling",
-                None,
-            ));
-        };
-        match target.sample(&self.name, request, in_flight).await {
-            Ok(result) => serde_json::from_value(result)
-                .map_err(|e| rmcp::ErrorData::internal_error(format!("the client's completion: {e}"), None)),
-            Err(e) => {
-                tracing::debug!(server = %self.name, "MCP sampling refused: {e}");
-                Err(rmcp::ErrorData::invalid_request(e, None))
-            }
-        }
+        let result = super::answers::sampling(&self.name, &self.elicit, request).await?;
+        serde_json::from_value(result)
+            .map_err(|e| rmcp::ErrorData::internal_error(format!("the client's completion: {e}"), None))
     }
 
-    /// The workspace the server serves (servers are pooled per workspace),
-    /// and the added directories of the session whose call is in flight.
+    /// The workspace, and the added directories of the session whose call
+    /// is in flight.
     #[allow(deprecated)]
     async fn list_roots(
         &self,
         _cx: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        let uri = url::Url::from_directory_path(&self.workspace)
-            .map(|u| u.to_string())
-            .map_err(|()| rmcp::ErrorData::internal_error("the workspace is not an absolute path", None))?;
-        let name = self.workspace.file_name().map(|n| n.to_string_lossy().into_owned());
-        let mut root = rmcp::model::Root::new(uri);
-        root.name = name;
-        let mut roots = vec![root];
-        // And the added directories of the session whose call is in flight.
-        if let Some((target, true)) = self.elicit.route() {
-            for dir in target.add_dirs() {
-                if let Ok(uri) = url::Url::from_directory_path(dir) {
-                    let mut root = rmcp::model::Root::new(uri.to_string());
-                    root.name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-                    roots.push(root);
-                }
-            }
-        }
-        Ok(rmcp::model::ListRootsResult::new(roots))
+        super::answers::roots(&self.workspace, &self.elicit)
     }
 
     fn get_info(&self) -> rmcp::model::ClientConfig {

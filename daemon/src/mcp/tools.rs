@@ -240,41 +240,69 @@ async fn call_tool(
     let _in_flight = server.elicit_targets().in_flight(&ctx.session_id);
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(arguments);
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await.map_err(|e| {
-        server.auth_failure(&e).unwrap_or_else(|| redact(format!("MCP server {name}: sending the call failed: {e}")))
-    })?;
-    let _progress = progress.map(|report| server.watch_progress(&handle.progress_token, report));
-    let mut guard = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()), reason: "cancelled by the user" };
-    let answer = tokio::select! {
-        answer = handle.await_response() => answer,
-        _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
-        _ = tokio::time::sleep(timeout) => {
-            guard.reason = "timed out";
-            return Err(format!(
-                "MCP server {name}: {tool} did not answer within {} s (the session's mcp_tool_timeout_ms); the call was cancelled",
-                timeout.as_secs_f64()
-            ));
+    let deadline = tokio::time::Instant::now() + timeout;
+    // A server of MCP 2026-07-28 asks for input in its result: the call is
+    // made again with the answers, a round at a time.
+    for _round in 0..super::answers::MAX_ROUNDS {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = server.request_meta(&peer);
+        let handle = peer.send_cancellable_request(request, options).await.map_err(|e| {
+            server
+                .auth_failure(&e)
+                .unwrap_or_else(|| redact(format!("MCP server {name}: sending the call failed: {e}")))
+        })?;
+        let _progress = progress.clone().map(|report| server.watch_progress(&handle.progress_token, report));
+        let mut guard =
+            CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()), reason: "cancelled by the user" };
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
+            _ = tokio::time::sleep_until(deadline) => {
+                guard.reason = "timed out";
+                return Err(format!(
+                    "MCP server {name}: {tool} did not answer within {} s (the session's mcp_tool_timeout_ms); the call was cancelled",
+                    timeout.as_secs_f64()
+                ));
+            }
+        };
+        guard.id = None;
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let value = serde_json::to_value(&result).unwrap_or_default();
+                let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+                let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
+                let (content, is_error) = convert_result(&value, &mut |b| saver.save(b));
+                return Ok((content, is_error, value.get("structuredContent").cloned()));
+            }
+            Ok(ServerResult::InputRequiredResult(asked)) => {
+                let elicit = server.elicit_targets();
+                let answered = super::answers::rounds(name, &server.workspace, elicit, asked);
+                let (responses, state) = tokio::select! {
+                    answered = answered => answered.map_err(|why| format!("MCP server {name}: {tool}: {why}"))?,
+                    _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
+                };
+                params.input_responses = responses;
+                params.request_state = state;
+            }
+            Ok(_) => return Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
+            Err(rmcp::ServiceError::McpError(e)) => {
+                return Err(redact(format!("MCP server {name}: {tool} failed: {}", e.message)));
+            }
+            Err(e) if let Some(why) = server.auth_failure(&e) => return Err(why),
+            Err(rmcp::ServiceError::TransportClosed) | Err(rmcp::ServiceError::TransportSend(_)) => {
+                let why = server.died().await;
+                return Err(format!(
+                    "MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"
+                ));
+            }
+            Err(e) => return Err(redact(format!("MCP server {name}: {tool} failed: {e}"))),
         }
-    };
-    guard.id = None;
-    match answer {
-        Ok(ServerResult::CallToolResult(result)) => {
-            let value = serde_json::to_value(&result).unwrap_or_default();
-            let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
-            let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
-            let (content, is_error) = convert_result(&value, &mut |b| saver.save(b));
-            Ok((content, is_error, value.get("structuredContent").cloned()))
-        }
-        Ok(_) => Err(format!("MCP server {name}: the answer to {tool} was not a tool result")),
-        Err(rmcp::ServiceError::McpError(e)) => Err(redact(format!("MCP server {name}: {tool} failed: {}", e.message))),
-        Err(e) if let Some(why) = server.auth_failure(&e) => Err(why),
-        Err(rmcp::ServiceError::TransportClosed) | Err(rmcp::ServiceError::TransportSend(_)) => {
-            let why = server.died().await;
-            Err(format!("MCP server {name} stopped during the call to {tool}: {why}; the next call starts it again"))
-        }
-        Err(e) => Err(redact(format!("MCP server {name}: {tool} failed: {e}"))),
     }
+    Err(format!(
+        "MCP server {name}: {tool} asked for input more than {} times; the call was given up",
+        super::answers::MAX_ROUNDS
+    ))
 }
 
 /// Largest `structuredContent` kept, serialised.
