@@ -313,10 +313,28 @@ fn agentctl_mcp_http_refuses_other_machines_without_tls_and_a_readable_token() {
 fn the_conformance_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
     let bins = ["agentd", "agentd-sandbox", "agentctl"];
-    let text = super::mcp_support::conformance("mcp-conformance-server.sh", &tools, &bins, "--only-served");
+    let text = super::mcp_support::conformance("mcp-conformance-server.sh", &tools, &bins, &["--only-served"]);
     assert!(text.contains("served: 11 passed, 0 failed"), "{text}");
     for scenario in
         ["server-initialize", "resources-list", "prompts-list", "logging-set-level", "dns-rebinding-protection"]
+    {
+        assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
+    }
+}
+
+/// The pinned pre-release's server scenarios of MCP 2026-07-28 against
+/// `agentctl mcp --http`: `resultType` and the caching hints on every
+/// result, `subscriptions/listen`, per-request `_meta` and its errors, the
+/// revision's headers; each scenario of what agentctl serves passes (those
+/// that call the suite's own fixture tools are listed apart, and why).
+#[test]
+fn the_2026_07_28_suites_server_scenarios_that_agentctl_mcp_serves_pass() {
+    let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
+    let bins = ["agentd", "agentd-sandbox", "agentctl"];
+    let flags = ["--suite", "2026-07-28", "--only-served"];
+    let text = super::mcp_support::conformance("mcp-conformance-server.sh", &tools, &bins, &flags);
+    assert!(text.contains("served: 11 passed, 0 failed"), "{text}");
+    for scenario in ["server-stateless", "caching", "completion-complete", "input-required-result-unsupported-methods"]
     {
         assert!(text.lines().any(|l| l.contains(scenario) && l.contains("pass")), "{scenario}: {text}");
     }

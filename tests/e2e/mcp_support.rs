@@ -95,9 +95,9 @@ pub(crate) async fn python_client(script: &str, socket: &Path, sid: &str) -> Str
 }
 
 /// Runs `scripts/<script>` (one of the conformance suite's runners) with
-/// the suite in `tools` and the binaries `bins`, plus `flag`; its output
+/// the suite in `tools` and the binaries `bins`, plus `flags`; its output
 /// (it must succeed).
-pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flag: &str) -> String {
+pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flags: &[&str]) -> String {
     let bin = tempfile::tempdir().unwrap();
     for name in bins {
         std::os::unix::fs::symlink(agentd_tests::bin_path(name), bin.path().join(name)).unwrap();
@@ -112,7 +112,7 @@ pub(crate) fn conformance(script: &str, tools: &Path, bins: &[&str], flag: &str)
         .arg(bin.path())
         .arg("--out")
         .arg(out_dir.path())
-        .arg(flag)
+        .args(flags)
         .env_remove("AGENTD_SOCKET")
         .output()
         .unwrap();

@@ -286,6 +286,15 @@ impl Logins {
             .map_err(|e| format!("OAuth discovery for {url} failed: {e}"))?;
         manager.set_metadata(resolved.metadata);
         let mut request = AuthorizationRequest::new(redirect_uri).with_client_name("agentd");
+        // A step-up asks for what was granted before and what the server
+        // asks for now (MCP 2026-07-28, SEP-2350): the scopes accumulate.
+        let before = credentials.stored().map(|c| c.granted_scopes).unwrap_or_default();
+        if !before.is_empty() {
+            let asked = challenge.as_deref().map(challenged_scopes).unwrap_or_default();
+            let mut scopes = before;
+            scopes.extend(asked.into_iter().filter(|s| !scopes.contains(s)).collect::<Vec<_>>());
+            request = request.with_scopes(scopes);
+        }
         if let Some(challenge) = challenge {
             request = request.with_challenge(challenge);
         }
@@ -344,6 +353,30 @@ impl Logins {
             .await
             .map_err(|e| format!("the login could not be completed: {e}"))?;
         Ok((waiting.key, granted_scopes(&tokens)))
+    }
+}
+
+/// The scopes a `WWW-Authenticate` challenge asks for (its `scope`
+/// parameter, RFC 6750 §3): its auth-params read in order, quoted values
+/// whole (a `scope=` inside another's quoted value is not it).
+fn challenged_scopes(challenge: &str) -> Vec<String> {
+    let mut rest = challenge.trim_start();
+    // The scheme (`Bearer`).
+    rest = rest.split_once(char::is_whitespace).map_or("", |(_, r)| r);
+    loop {
+        rest = rest.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
+        let Some((name, after)) = rest.split_once('=') else { return Vec::new() };
+        let (value, after) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.split_once('"') {
+                Some((v, a)) => (v, a),
+                None => (quoted, ""),
+            },
+            None => after.split_once([',', ' ']).unwrap_or((after, "")),
+        };
+        if name.trim().eq_ignore_ascii_case("scope") {
+            return value.split_whitespace().map(str::to_owned).collect();
+        }
+        rest = after;
     }
 }
 
@@ -441,6 +474,16 @@ mod tests {
         let memory = Credentials::new(None, "https://mcp.example/mcp");
         memory.clone().save_now(StoredCredentials::new("c".into(), None, vec![], None)).unwrap();
         assert_eq!(memory.stored().unwrap().client_id, "c");
+    }
+
+    #[test]
+    fn a_challenges_scope_parameter_is_read_alone() {
+        let c = r#"Bearer error="insufficient_scope", scope="mcp:write mcp:profile", resource_metadata="https://x/y""#;
+        assert_eq!(challenged_scopes(c), ["mcp:write", "mcp:profile"]);
+        assert_eq!(challenged_scopes(r#"Bearer resource_scope="no", scope=read"#), ["read"]);
+        assert!(challenged_scopes(r#"Bearer resource_metadata="https://x/?scope=1", realm="a""#).is_empty());
+        assert!(challenged_scopes("Bearer realm=\"x\"").is_empty());
+        assert_eq!(challenged_scopes(r#"Bearer error="a, scope=b", scope="c""#), ["c"]);
     }
 
     #[test]
