@@ -205,6 +205,11 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         assert!(text(&r).contains("note://hello") && text(&r).contains("\"server\":\"t\""), "{r}");
         let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://hello" })).await;
         assert!(text(&r).contains("hello from the test server"), "{r}");
+        // Bytes are kept as a file of the call, as a tool result's are.
+        let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "t", "uri": "note://logo" })).await;
+        let said = text(&r);
+        let file = said.split(" saved to ").nth(1).and_then(|rest| rest.split(']').next()).unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(std::fs::read(file).unwrap(), b"\x89PNG-test-logo", "{r}");
         let r = call(&mut c, &sid, "ReadMcpResource", json!({ "server": "nope", "uri": "note://hello" })).await;
         assert_eq!(r["is_error"], true);
         assert!(text(&r).contains("no MCP server named \"nope\""), "{r}");

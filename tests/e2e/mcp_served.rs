@@ -190,6 +190,20 @@ fn agentctl_mcp_serves_files_skills_logs_and_completion_over_stdio_and_http() {
         assert_eq!(status(port, &initialize(&host, &format!("{bearer}Origin: http://evil.example.com\r\n"))), 403);
         assert_eq!(status(port, &initialize(&host, &bearer).replace("POST /mcp ", "POST /other ")), 404);
         assert_eq!(sessions(&mut c).await, 0, "a refused request opens nothing");
+        // The 401 says where to read how to authorize (RFC 9728), which
+        // says: a bearer token in the header, from no authorization server.
+        let head = response_head(port, &initialize(&host, "")).to_ascii_lowercase();
+        let metadata = format!("http://{host}/.well-known/oauth-protected-resource/mcp");
+        assert!(head.contains(&format!("www-authenticate: bearer resource_metadata=\"{metadata}\"")), "{head}");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body["resource"], format!("http://{host}/mcp"), "{answer}");
+        assert_eq!((body["authorization_servers"].clone(), body["bearer_methods_supported"].clone()),
+            (json!([]), json!(["header"])), "{answer}");
         // The right token, Host and Origin: served.
         assert_eq!(status(port, &initialize(&host, &format!("{bearer}Origin: http://localhost:{port}\r\n"))), 200);
 

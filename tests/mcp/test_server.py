@@ -149,6 +149,11 @@ def numbers() -> str:
     return "[1, 2, 3]"
 
 
+@server.resource("note://logo", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    return b"\x89PNG-test-logo"
+
+
 @server.tool()
 async def log(message: str, ctx: Context) -> str:
     """Logs `message` at debug, info, warning and error, then returns."""

@@ -801,24 +801,48 @@ impl Tool for ReadMcpResource {
         let name = &server.name;
         let read = async {
             let peer = server.peer().await.map_err(|e| format!("MCP server {name} is not available: {e}"))?;
-            let params = rmcp::model::ReadResourceRequestParams::new(input.uri.clone());
-            peer.read_resource(params)
-                .await
-                .map_err(|e| format!("MCP server {name}: reading {} failed: {e}", input.uri))
+            let _in_flight = server.elicit_targets().in_flight(&ctx.session_id);
+            let failed = |e: &dyn std::fmt::Display| format!("MCP server {name}: reading {} failed: {e}", input.uri);
+            let mut params = rmcp::model::ReadResourceRequestParams::new(input.uri.clone());
+            // A server of MCP 2026-07-28 may ask for input first.
+            for _round in 0..super::answers::MAX_ROUNDS {
+                match peer.read_resource_once(params.clone()).await.map_err(|e| failed(&e))? {
+                    rmcp::model::ReadResourceResponse::Complete(result) => return Ok(result),
+                    rmcp::model::ReadResourceResponse::InputRequired(asked) => {
+                        let elicit = server.elicit_targets();
+                        let (responses, state) = super::answers::rounds(name, &server.workspace, elicit, asked)
+                            .await
+                            .map_err(|e| failed(&e))?;
+                        params.input_responses = responses;
+                        params.request_state = state;
+                    }
+                    _ => return Err(failed(&"the answer was not a resource")),
+                }
+            }
+            Err(failed(&format_args!("it asked for input more than {} times", super::answers::MAX_ROUNDS)))
         };
         let result = tokio::select! {
             r = read => r.map_err(ToolError::new)?,
             _ = ctx.cancel.cancelled() => return Err(ToolError::new("cancelled")),
         };
         let value = serde_json::to_value(&result).unwrap_or_default();
+        // Bytes are kept as files of the call, as a tool result's are (Read
+        // reads them); the result says where.
+        let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+        let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
         let contents: Vec<Value> = value
             .get("contents")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .map(|c| match c.get("blob") {
-                Some(_) => serde_json::json!({"uri": c.get("uri"), "mimeType": c.get("mimeType"),
-                    "text": "[binary content, not shown]"}),
+            .map(|c| match c.get("blob").and_then(Value::as_str) {
+                Some(blob) => {
+                    let uri = c.get("uri").and_then(Value::as_str).unwrap_or_default();
+                    let media_type = c.get("mimeType").and_then(Value::as_str).unwrap_or("application/octet-stream");
+                    let what = format!("resource {uri}");
+                    let said = saver.save(super::binary::Binary { what: &what, media_type, data: blob });
+                    serde_json::json!({ "uri": uri, "mimeType": media_type, "text": said })
+                }
                 None => c.clone(),
             })
             .collect();

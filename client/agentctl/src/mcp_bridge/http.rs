@@ -148,6 +148,51 @@ fn plain(
     response
 }
 
+/// Where the protected resource metadata of RFC 9728 is served (the
+/// root's, and the path-based one of `/mcp`), without a token.
+const METADATA_PATHS: [&str; 2] =
+    ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"];
+
+/// `scheme://host:port` of this server as the request named it, when it
+/// named one of the allowed hosts (else its local address).
+fn base_address(
+    scheme: &str,
+    host: Option<&http::HeaderValue>,
+    hosts: &[String],
+    local: std::net::SocketAddr,
+) -> String {
+    let named = host.and_then(|h| h.to_str().ok()).filter(|h| {
+        let name = match h.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => h,
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(name))
+    });
+    match named {
+        Some(host) => format!("{scheme}://{host}"),
+        None => format!("{scheme}://{local}"),
+    }
+}
+
+/// The protected resource metadata (RFC 9728): the MCP endpoint, taking
+/// a bearer token in the header, which no authorization server issues
+/// (agentctl mcp --http saved it; its user gives it to the client).
+fn resource_metadata(
+    base: &str,
+) -> http::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>> {
+    let document = serde_json::json!({
+        "resource": format!("{base}{MCP_PATH}"),
+        "authorization_servers": [],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "agentd (agentctl mcp)",
+        "resource_documentation": "The bearer token is the one `agentctl mcp --http` saved in its token file (mode 0600).",
+    });
+    let mut response = http::Response::new(Full::new(Bytes::from(document.to_string())).boxed());
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
 /// Serves until interrupted. `source` says where each MCP session's daemon
 /// session comes from.
 pub async fn serve(
@@ -234,15 +279,28 @@ pub async fn serve(
         let Some((id, authorized_once)) = conns.admit() else { continue };
         let _ = stream.set_nodelay(true);
         let (mcp, token, tls, done) = (mcp.clone(), token.clone(), tls.clone(), conns.clone());
+        let (hosts, scheme) = (hosts.clone(), scheme);
         let task = tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let (mcp, token, authorized_once) = (mcp.clone(), token.clone(), authorized_once.clone());
+                let base = base_address(scheme, request.headers().get(http::header::HOST), &hosts, local);
                 async move {
+                    if request.method() == http::Method::GET && METADATA_PATHS.contains(&request.uri().path()) {
+                        return Ok::<_, std::convert::Infallible>(resource_metadata(&base));
+                    }
                     if !authorized(request.headers().get(http::header::AUTHORIZATION), &token) {
-                        return Ok::<_, std::convert::Infallible>(plain(
+                        let mut refused = plain(
                             http::StatusCode::UNAUTHORIZED,
                             "a bearer token is needed (Authorization: Bearer <the token agentctl mcp --http saved>)\n",
-                        ));
+                        );
+                        // Where a client reads how to authorize (RFC 9728):
+                        // a bearer token given out of band, no authorization
+                        // server.
+                        let challenge = format!("Bearer resource_metadata=\"{base}{}\"", METADATA_PATHS[1]);
+                        if let Ok(value) = http::HeaderValue::from_str(&challenge) {
+                            refused.headers_mut().insert(http::header::WWW_AUTHENTICATE, value);
+                        }
+                        return Ok(refused);
                     }
                     authorized_once.store(true, std::sync::atomic::Ordering::Relaxed);
                     if request.uri().path() != MCP_PATH {
