@@ -552,8 +552,12 @@ fn approx_size(kind: &EventKind) -> usize {
                     + tools.iter().map(String::len).sum::<usize>()
             }
             EventKind::McpSampling { request, server, .. } => value_size(request) + server.len(),
-            EventKind::McpElicitation { message, requested_schema, server, .. } => {
-                message.len() + value_size(requested_schema) + server.len()
+            EventKind::McpElicitation { message, requested_schema, server, url, elicitation_id, .. } => {
+                message.len()
+                    + value_size(requested_schema)
+                    + server.len()
+                    + url.as_ref().map_or(0, String::len)
+                    + elicitation_id.as_ref().map_or(0, String::len)
             }
             EventKind::McpLog { data, server, .. } => value_size(data) + server.len(),
             EventKind::ToolsChanged { server, added, removed, changed } => {

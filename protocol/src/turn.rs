@@ -376,11 +376,22 @@ pub enum EventKind {
         /// What the server says it needs.
         message: String,
         /// The values asked for: a flat JSON Schema object whose properties
-        /// are strings (maybe an `enum`), numbers, integers or booleans.
+        /// are strings (maybe an `enum`), numbers, integers or booleans;
+        /// `null` when the server sends the user to `url` instead.
         requested_schema: serde_json::Value,
         /// The call in flight on that server, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_use_id: Option<String>,
+        /// URL mode (MCP 2025-11-25): the server's page the user is sent
+        /// to (a login, a payment: what should not pass through agentd),
+        /// `https://` or `http://` on the loopback interface. Show it,
+        /// and open it only if the user agrees; `accept` says they did
+        /// (no `content`), `decline` or `cancel` that they did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// The server's id of a URL-mode request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elicitation_id: Option<String>,
     },
     /// An MCP server asks for a completion (`sampling/createMessage`)
     /// during a call of this session: the harness asks the user (unless

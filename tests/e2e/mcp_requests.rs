@@ -294,6 +294,22 @@ fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_wi
                 .await;
             assert_eq!(again["error"]["code"], -32602, "answered once: {again}");
         }
+        // URL mode: the page is shown to the harness, which says whether
+        // the user goes; an address that is not https (or loopback http)
+        // is refused to the server before anyone is asked.
+        let pending = spawn_call(&d.socket, &sid, "mcp__t__visit", json!({ "url": "https://login.example.com/x" }));
+        let event = next_event(&mut stream, "mcp/elicitation").await;
+        assert_eq!(
+            (event["url"].clone(), event["elicitation_id"].clone()),
+            (json!("https://login.example.com/x"), json!("visit-1")),
+            "{event}"
+        );
+        assert_eq!(event["requested_schema"], Value::Null, "{event}");
+        let answer = json!({ "session_id": sid, "request_id": event["request_id"], "action": "accept" });
+        c.ok("mcp/elicitation_respond", answer).await;
+        assert_eq!(text(&within("visit", pending).await.unwrap()), "answer: accept");
+        let r = call(&mut c, &sid, "mcp__t__visit", json!({ "url": "file:///etc/passwd" })).await;
+        assert!(text(&r).contains("visit failed") && text(&r).contains("https://"), "{r}");
         drop(stream);
         // The Python client's handler answers them too.
         let script = r#"

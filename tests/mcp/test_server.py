@@ -177,6 +177,16 @@ class Answer(BaseModel):
     count: int = 1
 
 
+@server.tool()
+async def visit(url: str, ctx: Context) -> str:
+    """Sends the user to `url` (a URL-mode elicitation); says what came back."""
+    try:
+        result = await ctx.elicit_url(message="Sign in to the test service", url=url, elicitation_id="visit-1")
+    except Exception as e:
+        return f"visit failed: {e}"
+    return f"answer: {result.action}"
+
+
 if "--legacy" in args:
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -39,6 +39,8 @@ struct Route {
     progress: Option<rmcp::model::ProgressToken>,
     steps: u64,
     elicit: bool,
+    /// Its MCP client declared URL-mode elicitation.
+    elicit_url: bool,
     /// Its MCP client declared sampling.
     sample: bool,
     /// A call of MCP 2026-07-28: its questions go back as `input_required`
@@ -410,13 +412,19 @@ async fn follow(
                 }
                 tell_listeners(&listeners).await;
             }
-            EventKind::McpElicitation { request_id, server, message, requested_schema, .. } => {
+            EventKind::McpElicitation {
+                request_id, server, message, requested_schema, url, elicitation_id, ..
+            } => {
                 // The bridge's calls are the session's calls: ask the
-                // client of one in flight.
-                let route = lock(&calls).values().find(|r| r.elicit).map(|r| (r.peer.clone(), r.rounds.clone()));
+                // client of one in flight (one that takes URLs, for a URL).
+                let page = url.zip(elicitation_id);
+                let route = lock(&calls)
+                    .values()
+                    .find(|r| r.elicit && (page.is_none() || r.elicit_url))
+                    .map(|r| (r.peer.clone(), r.rounds.clone()));
                 if let Some((_, Some(rounds))) = &route {
                     let schema = requested_schema;
-                    let _ = rounds.send(rounds::Question::Elicitation { request_id, server, message, schema });
+                    let _ = rounds.send(rounds::Question::Elicitation { request_id, server, message, schema, page });
                     continue;
                 }
                 let peer = route.map(|(peer, _)| peer);
@@ -427,7 +435,7 @@ async fn follow(
                 let session = session.clone();
                 tokio::spawn(async move {
                     let (action, content) = match peer {
-                        Some(peer) => pass_on(&peer, &server, &message, requested_schema).await,
+                        Some(peer) => pass_on(&peer, &server, &message, requested_schema, page).await,
                         None => (agentd_protocol::mcp::McpElicitationAction::Decline, None),
                     };
                     let params = agentd_protocol::mcp::McpElicitationRespondParams {
@@ -496,13 +504,24 @@ async fn pass_on(
     server: &str,
     message: &str,
     schema: Value,
+    page: Option<(String, String)>,
 ) -> (agentd_protocol::mcp::McpElicitationAction, Option<serde_json::Map<String, Value>>) {
     use agentd_protocol::mcp::McpElicitationAction as Action;
-    let params = json!({ "mode": "form", "message": format!("{server}: {message}"), "requestedSchema": schema });
+    let params = elicitation_params(server, message, schema, page);
     let Ok(params) = serde_json::from_value(params) else { return (Action::Decline, None) };
     match peer.create_elicitation(params).await {
         Ok(answer) => elicited(&serde_json::to_value(&answer).unwrap_or_default()),
         Err(_) => (Action::Decline, None),
+    }
+}
+
+/// The `elicitation/create` params that pass one of agentd's servers'
+/// elicitations on: a form, or (URL mode) its page and id.
+fn elicitation_params(server: &str, message: &str, schema: Value, page: Option<(String, String)>) -> Value {
+    let message = format!("{server}: {message}");
+    match page {
+        Some((url, id)) => json!({ "mode": "url", "message": message, "url": url, "elicitationId": id }),
+        None => json!({ "mode": "form", "message": message, "requestedSchema": schema }),
     }
 }
 
@@ -784,13 +803,14 @@ impl Served {
         let capabilities = context.client_capabilities().and_then(|c| serde_json::to_value(c).ok());
         let declared = |what: &str| capabilities.as_ref().is_some_and(|c| !c[what].is_null());
         let (elicit, sample) = (declared("elicitation"), declared("sampling"));
+        let elicit_url = capabilities.as_ref().is_some_and(|c| c["elicitation"].get("url").is_some());
         let progress = context.meta.get_progress_token();
         let log = context
             .meta
             .log_level()
             .and_then(|l| serde_json::to_value(l).ok())
             .map(|l| (served::rank(l.as_str().unwrap_or("info")), 0));
-        let route = Route { peer: context.peer.clone(), progress, steps: 0, elicit, sample, rounds, log };
+        let route = Route { peer: context.peer.clone(), progress, steps: 0, elicit, elicit_url, sample, rounds, log };
         lock(&self.calls).insert(id.clone(), route);
         let params = ToolCallParams {
             session_id: session,

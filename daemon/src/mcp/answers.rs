@@ -18,20 +18,28 @@ use super::elicit::Targets;
 /// Rounds of one request a server may ask for input in, at most.
 pub const MAX_ROUNDS: usize = 10;
 
-/// An elicitation: a flat form of MCP's types (anything else is refused
-/// to the server), declined when no client can answer.
+/// An elicitation: a flat form of MCP's types, or a page of the server's
+/// the user is sent to (URL mode); anything else is refused to the
+/// server; declined when no client can answer.
 pub async fn elicitation(server: &str, elicit: &Targets, request: Value) -> Result<Value, rmcp::ErrorData> {
-    if request.get("mode").and_then(Value::as_str).is_some_and(|m| m != "form") {
-        return Err(rmcp::ErrorData::invalid_params("agentd answers form elicitations only", None));
-    }
-    let schema = request.get("requestedSchema").cloned().unwrap_or_default();
-    super::elicit::check_schema(&schema).map_err(|e| rmcp::ErrorData::invalid_params(e, None))?;
+    let invalid = |e: String| rmcp::ErrorData::invalid_params(e, None);
+    let (schema, url) = match request.get("mode").and_then(Value::as_str) {
+        None | Some("form") => {
+            let schema = request.get("requestedSchema").cloned().unwrap_or_default();
+            super::elicit::check_schema(&schema).map_err(invalid)?;
+            (schema, None)
+        }
+        // The user is sent to a page of the server's: the harness shows
+        // the address and asks whether to go.
+        Some("url") => (Value::Null, Some(super::elicit::UrlRequest::of(&request).map_err(invalid)?)),
+        Some(other) => return Err(invalid(format!("agentd does not answer {other:?} elicitations"))),
+    };
     let message = request.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
     let Some((target, _)) = elicit.route() else {
         tracing::info!(server, "MCP elicitation declined: no one session's call to it is in flight");
         return Ok(json!({ "action": "decline" }));
     };
-    let answer = target.ask(server, &message, schema).await;
+    let answer = target.ask(server, &message, schema, url.as_ref()).await;
     let mut result = json!({ "action": serde_json::to_value(answer.action).unwrap_or_default() });
     if let Some(content) = answer.content {
         result["content"] = Value::Object(content);

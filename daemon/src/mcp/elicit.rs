@@ -43,7 +43,39 @@ impl Answer {
     }
 }
 
+/// A URL-mode elicitation (MCP 2025-11-25): the user is sent to `url`
+/// (the server's own page: a login, a payment) rather than asked for
+/// values; the answer is whether they consent to go.
+pub struct UrlRequest {
+    /// Where: `https://`, or `http://` on the loopback interface.
+    pub url: String,
+    /// The server's id for it.
+    pub elicitation_id: String,
+}
+
+impl UrlRequest {
+    /// `url` and `elicitation_id` of a URL-mode request, checked.
+    pub fn of(request: &Value) -> Result<UrlRequest, String> {
+        let url = request.get("url").and_then(Value::as_str).ok_or("a URL elicitation needs url")?;
+        let elicitation_id =
+            request.get("elicitationId").and_then(Value::as_str).ok_or("a URL elicitation needs elicitationId")?;
+        if url.len() > 4096
+            || elicitation_id.len() > 256
+            || url.chars().chain(elicitation_id.chars()).any(char::is_control)
+        {
+            return Err("the URL or its elicitationId is too long or holds control characters".into());
+        }
+        let parsed = url::Url::parse(url).map_err(|e| format!("url is not an address: {e}"))?;
+        let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        if !(parsed.scheme() == "https" || parsed.scheme() == "http" && loopback) || !parsed.username().is_empty() {
+            return Err("url must be https:// (or http:// on the loopback interface), without credentials".into());
+        }
+        Ok(UrlRequest { url: parsed.to_string(), elicitation_id: elicitation_id.to_owned() })
+    }
+}
+
 struct Pending {
+    /// `Null` for a URL-mode request (no values).
     schema: Value,
     answer: tokio::sync::oneshot::Sender<Answer>,
 }
@@ -106,15 +138,22 @@ impl Elicitations {
     /// user; exit code 2 declines) and its ElicitationResult hooks after
     /// (they may change the answer; exit code 2 declines), as Claude Code
     /// 2.1.332 runs them.
-    pub async fn ask(&self, server: &str, message: &str, schema: Value) -> Answer {
+    pub async fn ask(&self, server: &str, message: &str, schema: Value, url: Option<&UrlRequest>) -> Answer {
         let hooks = self.hooks.get().and_then(Weak::upgrade);
         let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
         let token = tokio_util::sync::CancellationToken::new();
         let pushed = crate::hooks::Completions::Pushed;
         let mut answer = None;
         if let Some(hooks) = hooks.as_ref().filter(|h| h.wants(HookEvent::Elicitation, server)) {
-            let input =
-                json!({ "mcp_server_name": server, "message": message, "mode": "form", "requested_schema": schema });
+            let mut input = json!({ "mcp_server_name": server, "message": message, "mode": "form" });
+            match url {
+                Some(u) => {
+                    input["mode"] = json!("url");
+                    input["url"] = json!(u.url);
+                    input["elicitation_id"] = json!(u.elicitation_id);
+                }
+                None => input["requested_schema"] = schema.clone(),
+            }
             let said = hooks.run(HookEvent::Elicitation, server, input, &about, &token, pushed).await;
             if !said.blocks.is_empty() {
                 return Answer::decline();
@@ -123,10 +162,15 @@ impl Elicitations {
         }
         let mut answer = match answer {
             Some(answer) => answer,
-            None => self.ask_client(server, message, schema.clone()).await,
+            None => self.ask_client(server, message, schema.clone(), url).await,
         };
         if let Some(hooks) = hooks.as_ref().filter(|h| h.wants(HookEvent::ElicitationResult, server)) {
-            let input = json!({ "mcp_server_name": server, "mode": "form", "action": answer.action, "content": answer.content });
+            let mode = if url.is_some() { "url" } else { "form" };
+            let mut input =
+                json!({ "mcp_server_name": server, "mode": mode, "action": answer.action, "content": answer.content });
+            if let Some(u) = url {
+                input["elicitation_id"] = json!(u.elicitation_id);
+            }
             let said = hooks.run(HookEvent::ElicitationResult, server, input, &about, &token, pushed).await;
             if !said.blocks.is_empty() {
                 return Answer::decline();
@@ -144,6 +188,7 @@ impl Elicitations {
     fn answer_of(&self, schema: &Value, action: &str, content: Option<Value>) -> Option<Answer> {
         let action: McpElicitationAction = serde_json::from_value(Value::String(action.to_owned())).ok()?;
         let content = match action {
+            McpElicitationAction::Accept if schema.is_null() => None,
             McpElicitationAction::Accept => {
                 let map = content.and_then(|c| c.as_object().cloned()).unwrap_or_default();
                 Some(fits(schema, map).map_err(|e| tracing::warn!("an Elicitation hook's content: {e}")).ok()?)
@@ -241,7 +286,7 @@ impl Elicitations {
 
     /// Asks the session's client; declines when nobody can answer, too
     /// many are waiting, or no answer comes in time.
-    async fn ask_client(&self, server: &str, message: &str, schema: Value) -> Answer {
+    async fn ask_client(&self, server: &str, message: &str, schema: Value, url: Option<&UrlRequest>) -> Answer {
         let Some(events) = self.events.upgrade() else { return Answer::decline() };
         if !events.has_elicitor() {
             tracing::info!(server, "MCP elicitation declined: no client of the session answers elicitations");
@@ -263,6 +308,8 @@ impl Elicitations {
             message: message.chars().take(4000).collect(),
             requested_schema: schema,
             tool_use_id: None,
+            url: url.map(|u| u.url.clone()),
+            elicitation_id: url.map(|u| u.elicitation_id.clone()),
         });
         drop(events);
         let answer = tokio::time::timeout(self.timeout, rx).await;
@@ -288,6 +335,8 @@ impl Elicitations {
             return Err(format!("no elicitation {request_id:?} waits for an answer in this session"));
         };
         let content = match action {
+            // A URL's consent carries no values.
+            McpElicitationAction::Accept if waiting.schema.is_null() => None,
             McpElicitationAction::Accept => Some(fits(&waiting.schema, content.unwrap_or_default())?),
             _ => None,
         };

@@ -1006,8 +1006,10 @@ impl rmcp::ClientHandler for Handler {
             // Roots (the workspace). Not listChanged: a server's workspace
             // does not change (a session in a worktree uses its own pool
             // entries).
-            serde_json::from_value(serde_json::json!({ "roots": {}, "elicitation": {}, "sampling": {} }))
-                .unwrap_or_default(),
+            serde_json::from_value(
+                serde_json::json!({ "roots": {}, "elicitation": { "form": {}, "url": {} }, "sampling": {} }),
+            )
+            .unwrap_or_default(),
             rmcp::model::Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)

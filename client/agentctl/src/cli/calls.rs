@@ -228,10 +228,16 @@ pub(super) async fn run_turn(
         };
         let Some(event) = next else { break };
         let event = event.map_err(|e| Failure::Local(format!("bad event: {e}")))?;
-        if let EventKind::McpElicitation { request_id, server, message, requested_schema, .. } = &event.kind
+        if let EventKind::McpElicitation { request_id, server, message, requested_schema, url, .. } = &event.kind
             && let Answering::Prompt(asker) = answering
         {
-            let (server, message, schema) = (server.clone(), message.clone(), requested_schema.clone());
+            // URL mode: the page is shown, not opened; yes says the user
+            // goes there.
+            let message = match url {
+                Some(url) => format!("{message}\n  the page: {url} (open it yourself if you agree)"),
+                None => message.clone(),
+            };
+            let (server, message, schema) = (server.clone(), message, requested_schema.clone());
             let multi = live.as_ref().map(|l| l.multi.clone());
             let (client, session, request_id) = (client, session.to_owned(), request_id.clone());
             // Asked again while the values do not fit (the daemon says why).
@@ -832,8 +838,9 @@ pub(super) fn describe(event: &agentd_client::protocol::turn::Event, session: &s
                 format!("network   {tool_use_id}  {host}:{port} refused: {rule}")
             }
         }
-        EventKind::McpElicitation { server, message, request_id, .. } => {
-            format!("mcp asks {server}: {message} (answer with mcp/elicitation_respond {session} {request_id})")
+        EventKind::McpElicitation { server, message, request_id, url, .. } => {
+            let page = url.as_ref().map(|u| format!(" [the page {u}]")).unwrap_or_default();
+            format!("mcp asks {server}: {message}{page} (answer with mcp/elicitation_respond {session} {request_id})")
         }
         EventKind::McpSampling { server, request_id, .. } => {
             format!("mcp asks {server} for a completion (answer with mcp/sampling_respond {session} {request_id})")

@@ -29,8 +29,9 @@ pub(super) const SUSPENDED_FOR: Duration = Duration::from_secs(600);
 pub(super) enum Question {
     /// agentd asks whether the call may run.
     Permission { request_id: String, tool: String, reason: String, render: String, input: Value },
-    /// One of agentd's MCP servers asks the user for input.
-    Elicitation { request_id: String, server: String, message: String, schema: Value },
+    /// One of agentd's MCP servers asks the user for input (a form, or
+    /// its page and id in URL mode).
+    Elicitation { request_id: String, server: String, message: String, schema: Value, page: Option<(String, String)> },
     /// One of agentd's MCP servers asks for a completion of the client's model.
     Sampling { request_id: String, server: String, request: Value },
 }
@@ -59,9 +60,9 @@ impl Question {
                 "method": "elicitation/create",
                 "params": super::permission_form(tool, reason, render, input),
             }),
-            Question::Elicitation { server, message, schema, .. } => json!({
+            Question::Elicitation { server, message, schema, page, .. } => json!({
                 "method": "elicitation/create",
-                "params": { "mode": "form", "message": format!("{server}: {message}"), "requestedSchema": schema },
+                "params": super::elicitation_params(server, message, schema.clone(), page.clone()),
             }),
             Question::Sampling { request, .. } => json!({ "method": "sampling/createMessage", "params": request }),
         }
