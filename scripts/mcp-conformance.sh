@@ -91,7 +91,6 @@ done
 # does not know fails the run until it is classified here.
 not_declared() {
   case $1 in
-    auth/basic-cimd) echo "OAuth client id metadata documents (agentd registers itself instead)" ;;
     auth/2025-03-26-oauth-metadata-backcompat) echo "metadata whose issuer is not its address (refused, RFC 8414 3.3)" ;;
     auth/client-credentials-* | auth/cross-app-access-*) echo "OAuth extensions (client credentials, enterprise)" ;;
     auth/*) ;;

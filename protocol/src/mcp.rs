@@ -61,6 +61,12 @@ pub struct McpOAuthEntry {
     /// shown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// The address of a Client ID Metadata Document describing agentd as
+    /// a client (`https://`, with a path; hosted by the user): used as
+    /// the client id with an authorization server that says it takes them
+    /// (`client_id_metadata_document_supported`), in place of registering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
 }
 
 /// Where a server's entry came from.

@@ -107,7 +107,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 20, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 21, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];
@@ -792,7 +792,7 @@ fn the_conformance_suites_client_scenarios_that_agentd_declares_pass() {
     // state refused first) and log in again when a call needs more scope.
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
     let text = conformance("mcp-conformance.sh", &tools, &["agentd", "agentd-sandbox"], &["--only-declared"]);
-    assert!(text.contains("declared: 21 passed, 0 failed"), "{text}");
+    assert!(text.contains("declared: 22 passed, 0 failed"), "{text}");
     for scenario in [
         "initialize",
         "tools_call",
@@ -820,7 +820,7 @@ fn the_2026_07_28_suites_client_scenarios_that_agentd_declares_pass() {
     let Some(tools) = required("AGENTD_TEST_CONFORMANCE") else { return };
     let flags = ["--suite", "2026-07-28", "--only-declared"];
     let text = conformance("mcp-conformance.sh", &tools, &["agentd", "agentd-sandbox"], &flags);
-    assert!(text.contains("declared: 32 passed, 0 failed"), "{text}");
+    assert!(text.contains("declared: 33 passed, 0 failed"), "{text}");
     for scenario in [
         "tools_call",
         "request-metadata",

@@ -220,6 +220,9 @@ def main():
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
         if scenario == "auth/pre-registration":
             entry["oauth"] = {"clientId": context.get("client_id"), "clientSecret": context.get("client_secret")}
+        if scenario == "auth/basic-cimd":
+            # The suite's document address (a user hosts agentd's own).
+            entry["oauth"] = {"clientMetadataUrl": "https://conformance-test.local/client-metadata.json"}
         created = d.call("session/create", cwd=work, mode="bypass", mcp_servers={SERVER: entry})
         sid = created["session_id"]
         mcp = created.get("session", {}).get("mcp", [])

@@ -273,9 +273,7 @@ struct TurnSlot {
     /// The first failed call of the turn (tool, `tool_use` id), for the
     /// message of the siblings it cancels after its own record is gone.
     failed: Option<(String, String)>,
-    /// The turn's calls for its PostToolBatch hooks (`tool_name`,
-    /// `tool_input`, `tool_use_id`, and `tool_response` once yielded):
-    /// kept only for a `turn/submit` turn of a session with such hooks.
+    /// Its calls for PostToolBatch hooks (a `turn/submit` turn of a session with some).
     batch: Option<Vec<serde_json::Value>>,
 }
 
@@ -293,8 +291,7 @@ struct Inner {
     closed: bool,
     /// `session/closed` was pushed (after the last running call ended).
     close_reported: bool,
-    /// Turns whose PostToolBatch hooks are running (their `turn/completed`
-    /// comes after them, and `session/closed` after that).
+    /// Turns whose PostToolBatch hooks run (`turn/completed`, then `session/closed`, wait).
     batches_running: usize,
     /// Calls started under the lock, run once it is released.
     starts: Vec<crate::inline::BoxFuture<()>>,

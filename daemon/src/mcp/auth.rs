@@ -207,6 +207,8 @@ pub struct Client {
     pub id: Option<String>,
     /// `oauth.clientSecret`.
     pub secret: Option<String>,
+    /// `oauth.clientMetadataUrl`: a Client ID Metadata Document's address.
+    pub metadata_url: Option<String>,
 }
 
 /// An authorization manager for the server at `url`, keeping tokens in
@@ -303,6 +305,10 @@ impl Logins {
             if let Some(secret) = &client.secret {
                 request = request.with_client_secret(secret.clone());
             }
+        } else if let Some(document) = &client.metadata_url {
+            // Its address is the client id where the authorization server
+            // takes such documents; elsewhere agentd registers itself.
+            request = request.with_client_metadata_url(document.clone());
         }
         let session = AuthorizationSession::new(manager, request)
             .await

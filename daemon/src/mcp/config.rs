@@ -263,7 +263,17 @@ fn spec(name: &str, source: McpSource, entry: &Value, cwd: &Path) -> Result<Serv
             let client = super::auth::Client {
                 id: oauth.client_id.as_deref().map(&expand).transpose()?,
                 secret: oauth.client_secret.as_deref().map(&expand).transpose()?,
+                metadata_url: oauth.client_metadata_url.as_deref().map(&expand).transpose()?,
             };
+            if let Some(document) = &client.metadata_url {
+                let parsed = url::Url::parse(document).ok();
+                if !parsed
+                    .as_ref()
+                    .is_some_and(|u| u.scheme() == "https" && u.path().len() > 1 && u.username().is_empty())
+                {
+                    return Err("oauth.clientMetadataUrl must be an https:// address with a path".into());
+                }
+            }
             if let Some(secret) = &client.secret {
                 secrets.borrow_mut().push(secret.clone());
             }
