@@ -496,3 +496,30 @@ fn a_server_of_2026_07_28_asks_in_its_results_logs_per_request_and_says_its_tool
         }
     });
 }
+
+/// `type: "mcp_tool"` hooks call a tool of one of the session's MCP
+/// servers with the moment's JSON filled into their input (`${path}`);
+/// the tool's text is read as a command hook's output (here a deny that
+/// names the command), and a tool that fails is a hook error the call
+/// goes on after.
+#[test]
+fn an_mcp_tool_hook_calls_a_servers_tool_and_its_text_decides() {
+    let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "the server says no to ${tool_input.command} (${tool_name})"}}"#;
+    let hooks = json!({
+        "PreToolUse": [
+            { "matcher": "Bash", "hooks": [{ "type": "mcp_tool", "server": "t", "tool": "echo", "input": { "text": deny } }] },
+            { "matcher": "Write", "hooks": [{ "type": "mcp_tool", "server": "t", "tool": "fails" }] }
+        ]
+    });
+    on_t(json!({ "hooks": hooks }), async |T { work, mut c, sid, .. }| {
+        let r = call(&mut c, &sid, "Bash", json!({ "command": "echo hi" })).await;
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(text(&r).contains("the server says no to echo hi (Bash)"), "{r}");
+        let file = work.path().join("w.txt");
+        let r = call(&mut c, &sid, "Write", json!({ "file_path": file, "content": "x" })).await;
+        assert_eq!(r["is_error"], false, "a failing hook blocks nothing: {r}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+        let info = c.ok("session/get", json!({ "session_id": sid })).await;
+        assert!(info.to_string().contains("mcp_tool t echo"), "{info}");
+    });
+}

@@ -113,6 +113,8 @@ pub struct CommandHook {
     pub command: String,
     /// `type: "http"`: where it posts instead of running a program.
     pub http: Option<HttpTarget>,
+    /// `type: "mcp_tool"`: the MCP tool it calls instead.
+    pub mcp: Option<McpToolTarget>,
     /// It comes from a workspace's own settings file: its http headers
     /// take variables from the session's environment only, never the
     /// daemon's.
@@ -156,8 +158,59 @@ impl CommandHook {
         format!(
             "{}\0{:?}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
             self.command, self.args, self.bash, self.background, self.fail_closed, self.once, self.condition, self.http
-        )
+        ) + &format!("\0{:?}", self.mcp)
     }
+}
+
+/// An `mcp_tool` hook's tool: one of the session's MCP servers' (as its
+/// entry names the server), called with `input`, whose strings may name
+/// `${path}` in the moment's JSON (`${tool_input.file_path}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpToolTarget {
+    /// The server's entry name.
+    pub server: String,
+    /// The tool, as the server names it.
+    pub tool: String,
+    /// Its arguments, before `${…}` are filled in.
+    pub input: serde_json::Map<String, Value>,
+}
+
+impl McpToolTarget {
+    /// The arguments for the moment `hook_input`: each `${a.b}` in a
+    /// string replaced by that value of the moment's JSON (a string as
+    /// it is, anything else as JSON, nothing for what is missing or null),
+    /// in strings at any depth.
+    pub fn arguments(&self, hook_input: &Value) -> serde_json::Map<String, Value> {
+        fn fill(v: &Value, from: &Value) -> Value {
+            match v {
+                Value::String(s) => Value::String(interpolate(s, from)),
+                Value::Array(a) => Value::Array(a.iter().map(|x| fill(x, from)).collect()),
+                Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), fill(x, from))).collect()),
+                other => other.clone(),
+            }
+        }
+        self.input.iter().map(|(k, v)| (k.clone(), fill(v, hook_input))).collect()
+    }
+}
+
+/// `text` with each `${a.b}` replaced from `from` (see [`McpToolTarget::arguments`]).
+fn interpolate(text: &str, from: &Value) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        let Some(end) = rest[at..].find('}') else { break };
+        out.push_str(&rest[..at]);
+        let path = &rest[at + 2..at + end];
+        let found = path.split('.').try_fold(from, |v, key| v.get(key));
+        match found {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => out.push_str(s),
+            Some(other) => out.push_str(&other.to_string()),
+        }
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Command hooks for one event and matcher.
@@ -296,20 +349,22 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     let Some(map) = entry.as_object() else {
         return Err(format!("must be an object, got {}", agentd_protocol::json_kind(entry)));
     };
-    let http = match map.get("type").and_then(Value::as_str) {
-        Some("command") => None,
-        Some("http") => Some(http_target(map)?),
+    let (http, mcp) = match map.get("type").and_then(Value::as_str) {
+        Some("command") => (None, None),
+        Some("http") => (Some(http_target(map)?), None),
+        Some("mcp_tool") => (None, Some(mcp_target(map)?)),
         Some(other) => {
             return Err(format!(
-                "type {other:?} is not run by agentd (\"command\" and \"http\" hooks run: a prompt or agent hook \
-                 needs a model, and mcp_tool hooks are not supported yet)"
+                "type {other:?} is not run by agentd (\"command\", \"http\" and \"mcp_tool\" hooks run: a prompt or \
+                 agent hook needs a model)"
             ));
         }
-        None => return Err("type must be \"command\" or \"http\"".into()),
+        None => return Err("type must be \"command\", \"http\" or \"mcp_tool\"".into()),
     };
-    let command = match (&http, map.get("command")) {
-        (Some(target), _) => target.url.clone(),
-        (None, Some(Value::String(c))) if !c.trim().is_empty() => c.clone(),
+    let command = match (&http, &mcp, map.get("command")) {
+        (Some(target), _, _) => target.url.clone(),
+        (_, Some(target), _) => format!("mcp_tool {} {}", target.server, target.tool),
+        (None, None, Some(Value::String(c))) if !c.trim().is_empty() => c.clone(),
         _ => return Err("command must be a non-empty string".into()),
     };
     let (timeout, timeout_set) = match map.get("timeout") {
@@ -354,6 +409,7 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
     Ok(CommandHook {
         command,
         http,
+        mcp,
         workspace: false,
         args,
         bash,
@@ -365,6 +421,20 @@ fn command_hook(entry: &Value, source: &Arc<str>) -> Result<CommandHook, String>
         condition,
         source: source.clone(),
     })
+}
+
+/// An mcp_tool hook's target, from its entry.
+fn mcp_target(map: &serde_json::Map<String, Value>) -> Result<McpToolTarget, String> {
+    let text = |key: &str| match map.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        _ => Err(format!("an mcp_tool hook needs {key} (a non-empty string)")),
+    };
+    let input = match map.get("input") {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(other) => return Err(format!("input must be an object, got {}", agentd_protocol::json_kind(other))),
+    };
+    Ok(McpToolTarget { server: text("server")?, tool: text("tool")?, input })
 }
 
 /// An http hook's target, from its entry.
@@ -488,6 +558,26 @@ pub fn resolve(session: Option<&Value>, files: &[SettingsSource<'_>], trusted: b
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_mcp_tool_hooks_input_is_filled_from_the_moment() {
+        let target = McpToolTarget {
+            server: "s".into(),
+            tool: "t".into(),
+            input: json!({ "path": "${tool_input.file_path}", "all": ["${tool_input}", "${nope.x}!", 3],
+                "deep": { "e": "${hook_event_name}:${tool_input.n}" }, "open": "${unclosed" })
+            .as_object()
+            .unwrap()
+            .clone(),
+        };
+        let moment =
+            json!({ "hook_event_name": "PreToolUse", "tool_input": { "file_path": "/w/a.rs", "n": 2, "z": null } });
+        let args = Value::Object(target.arguments(&moment));
+        assert_eq!(args["path"], "/w/a.rs");
+        assert_eq!(args["all"], json!([r#"{"file_path":"/w/a.rs","n":2,"z":null}"#, "!", 3]));
+        assert_eq!(args["deep"]["e"], "PreToolUse:2");
+        assert_eq!(args["open"], "${unclosed", "an unclosed ${{ stays as written");
+    }
 
     #[test]
     fn matchers_read_as_claude_code_reads_them() {

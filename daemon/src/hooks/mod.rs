@@ -111,6 +111,24 @@ pub struct Hooks {
     parent: std::sync::OnceLock<Arc<Hooks>>,
     /// Where command hooks' processes are recorded.
     ledger: Arc<crate::process::Ledger>,
+    /// What calls `mcp_tool` hooks' tools: the session's MCP servers.
+    mcp: std::sync::OnceLock<Arc<dyn McpCaller>>,
+}
+
+/// What runs an `mcp_tool` hook: a tool of one of the session's MCP
+/// servers (set by the session's MCP part once it exists).
+pub trait McpCaller: Send + Sync {
+    /// Calls `tool` of the server `server` with `arguments` within
+    /// `timeout`: its text (text blocks joined by newlines) and whether
+    /// the tool said it failed; `Err` when it could not be called.
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: serde_json::Map<String, Value>,
+        timeout: std::time::Duration,
+        cancel: &'a CancellationToken,
+    ) -> futures_util::future::BoxFuture<'a, Result<(String, bool), String>>;
 }
 
 /// Runs a command hook in `cwd` (also its project directory) and reads
@@ -122,17 +140,40 @@ async fn command(
     cwd: &std::path::Path,
     env: &std::collections::BTreeMap<String, String>,
     ledger: &Arc<crate::process::Ledger>,
+    mcp: Option<&Arc<dyn McpCaller>>,
     cancel: &CancellationToken,
 ) -> output::HookResult {
-    let ran = match &hook.http {
-        Some(target) => run::post(target, input, hook.timeout, env, !hook.workspace, cancel).await,
-        None => {
+    let ran = match (&hook.http, &hook.mcp) {
+        (Some(target), _) => run::post(target, input, hook.timeout, env, !hook.workspace, cancel).await,
+        (_, Some(target)) => mcp_tool(target, input, hook.timeout, mcp, cancel).await,
+        _ => {
             let program = run::Program { command: &hook.command, args: hook.args.as_deref(), bash: hook.bash, ledger };
             run::command(program, input, cwd, cwd, hook.timeout, env, cancel).await
         }
     };
     // An `async` hook's failure blocks nothing: nobody waits for it.
     output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
+}
+
+/// Calls an `mcp_tool` hook's tool with the moment's JSON filled into its
+/// input: what it answered read as a command's output (its text as
+/// stdout, exit code 0), a tool error or a failed call as a hook error.
+async fn mcp_tool(
+    target: &config::McpToolTarget,
+    input: &[u8],
+    timeout: std::time::Duration,
+    mcp: Option<&Arc<dyn McpCaller>>,
+    cancel: &CancellationToken,
+) -> run::Ran {
+    let failed = |why: String| run::Ran { failed: Some(why), ..run::Ran::default() };
+    let Some(mcp) = mcp else { return failed("the session has no MCP servers".into()) };
+    let moment: Value = serde_json::from_slice(input).unwrap_or_default();
+    match mcp.call(&target.server, &target.tool, target.arguments(&moment), timeout, cancel).await {
+        Ok((text, false)) => run::Ran { code: Some(0), stdout: text, ..run::Ran::default() },
+        Ok((text, true)) => failed(format!("{} {} failed: {}", target.server, target.tool, text.trim())),
+        Err(why) if cancel.is_cancelled() => run::Ran { cancelled: true, failed: None, ..failed(why) },
+        Err(why) => failed(why),
+    }
 }
 
 /// A permission mode as Claude Code names it in a hook's `permission_mode`.
@@ -183,6 +224,7 @@ impl Hooks {
             me: me.clone(),
             parent: std::sync::OnceLock::new(),
             ledger,
+            mcp: std::sync::OnceLock::new(),
         })
     }
 
@@ -301,6 +343,11 @@ impl Hooks {
         Ok(id)
     }
 
+    /// What calls `mcp_tool` hooks' tools (the session's MCP servers).
+    pub fn set_mcp(&self, caller: Arc<dyn McpCaller>) {
+        let _ = self.mcp.set(caller);
+    }
+
     /// `hooks/unregister`.
     pub fn unregister(&self, id: &str) -> Result<(), HookError> {
         let mut sockets = self.sockets();
@@ -406,8 +453,10 @@ impl Hooks {
                 let Some(me) = self.me.upgrade() else { continue };
                 let (about, token, env) = (about.clone(), self.background.child_token(), self.set.env.clone());
                 self.tracker.spawn(async move {
-                    let run =
-                        async { command(event, &hook, &bytes, &cwd, &env, &me.ledger, &token).await.without_effect() };
+                    let run = async {
+                        let mcp = me.mcp.get();
+                        command(event, &hook, &bytes, &cwd, &env, &me.ledger, mcp, &token).await.without_effect()
+                    };
                     me.reported(event, &about, name, run, true, None).await;
                 });
                 continue;
@@ -416,7 +465,10 @@ impl Hooks {
                 event,
                 about,
                 name,
-                async move { command(event, &hook, &bytes, &cwd, &self.set.env, &self.ledger, cancel).await },
+                async move {
+                    let mcp = self.mcp.get();
+                    command(event, &hook, &bytes, &cwd, &self.set.env, &self.ledger, mcp, cancel).await
+                },
                 true,
                 deferred,
             )));

@@ -111,6 +111,7 @@ impl SessionMcp {
         let _ = self.events.set(Arc::downgrade(events));
         let elicitations = Arc::new(elicit::Elicitations::with_dirs(session_id, events, timeout, add_dirs.to_vec()));
         elicitations.set_hooks(hooks);
+        hooks.set_mcp(Arc::new(self.servers.clone()));
         let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
         self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
         *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);

@@ -618,6 +618,51 @@ impl Servers {
     }
 }
 
+/// `mcp_tool` hooks call a tool of one of the session's servers: as the
+/// user's own configuration, without the session's permission checks
+/// (a hook is not the model's call), one round (a server that asks for
+/// input gets none).
+impl crate::hooks::McpCaller for Servers {
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: serde_json::Map<String, Value>,
+        timeout: Duration,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> futures_util::future::BoxFuture<'a, Result<(String, bool), String>> {
+        Box::pin(async move {
+            let found = self.find(server).map_err(|e| e.message)?;
+            let calling = async {
+                let peer = found.peer().await.map_err(|e| format!("MCP server {server} is not available: {e}"))?;
+                let mut params = CallToolRequestParams::new(tool.to_owned());
+                params.arguments = Some(arguments);
+                match peer.call_tool_once(params).await {
+                    Ok(rmcp::model::CallToolResponse::Complete(result)) => {
+                        let value = serde_json::to_value(&result).unwrap_or_default();
+                        let text: Vec<&str> = value["content"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter(|b| b["type"] == "text")
+                            .filter_map(|b| b["text"].as_str())
+                            .collect();
+                        Ok((text.join("\n"), value["isError"] == true))
+                    }
+                    Ok(_) => Err(format!("MCP server {server}: {tool} asked for input, which a hook cannot give")),
+                    Err(e) => Err(found.redact(format!("MCP server {server}: {tool} failed: {e}"))),
+                }
+            };
+            tokio::select! {
+                done = tokio::time::timeout(timeout, calling) => {
+                    done.unwrap_or_else(|_| Err(format!("MCP server {server}: {tool} did not answer within its timeout")))
+                }
+                _ = cancel.cancelled() => Err("cancelled".into()),
+            }
+        })
+    }
+}
+
 /// Input of ListMcpResources.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ListInput {
