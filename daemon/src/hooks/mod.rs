@@ -138,11 +138,10 @@ async fn command(
     hook: &config::CommandHook,
     input: &[u8],
     cwd: &std::path::Path,
-    env: &std::collections::BTreeMap<String, String>,
-    ledger: &Arc<crate::process::Ledger>,
-    mcp: Option<&Arc<dyn McpCaller>>,
+    means: Means<'_>,
     cancel: &CancellationToken,
 ) -> output::HookResult {
+    let Means { env, ledger, mcp } = means;
     let ran = match (&hook.http, &hook.mcp) {
         (Some(target), _) => run::post(target, input, hook.timeout, env, !hook.workspace, cancel).await,
         (_, Some(target)) => mcp_tool(target, input, hook.timeout, mcp, cancel).await,
@@ -153,6 +152,15 @@ async fn command(
     };
     // An `async` hook's failure blocks nothing: nobody waits for it.
     output::from_command(event, &ran, hook.timeout, hook.fail_closed && !hook.background)
+}
+
+/// What a hook runs with: the session's environment, where processes are
+/// recorded, and what calls MCP tools.
+#[derive(Clone, Copy)]
+struct Means<'a> {
+    env: &'a std::collections::BTreeMap<String, String>,
+    ledger: &'a Arc<crate::process::Ledger>,
+    mcp: Option<&'a Arc<dyn McpCaller>>,
 }
 
 /// Calls an `mcp_tool` hook's tool with the moment's JSON filled into its
@@ -454,8 +462,8 @@ impl Hooks {
                 let (about, token, env) = (about.clone(), self.background.child_token(), self.set.env.clone());
                 self.tracker.spawn(async move {
                     let run = async {
-                        let mcp = me.mcp.get();
-                        command(event, &hook, &bytes, &cwd, &env, &me.ledger, mcp, &token).await.without_effect()
+                        let means = Means { env: &env, ledger: &me.ledger, mcp: me.mcp.get() };
+                        command(event, &hook, &bytes, &cwd, means, &token).await.without_effect()
                     };
                     me.reported(event, &about, name, run, true, None).await;
                 });
@@ -466,8 +474,8 @@ impl Hooks {
                 about,
                 name,
                 async move {
-                    let mcp = self.mcp.get();
-                    command(event, &hook, &bytes, &cwd, &self.set.env, &self.ledger, mcp, cancel).await
+                    let means = Means { env: &self.set.env, ledger: &self.ledger, mcp: self.mcp.get() };
+                    command(event, &hook, &bytes, &cwd, means, cancel).await
                 },
                 true,
                 deferred,
