@@ -58,11 +58,16 @@ pub enum HookEvent {
     /// WorktreeCreate hook made is removed by these hooks alone. Its
     /// matcher is ignored.
     WorktreeRemove,
+    /// When a file its matcher names (`.envrc|.env`: paths from the
+    /// session's workspace, or absolute) appears, changes or goes
+    /// (`file_path`, `event`: `add`, `change`, `unlink`); looked at once a
+    /// second. Observed, not decided.
+    FileChanged,
 }
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 18] = [
+    pub const ALL: [HookEvent; 19] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -81,6 +86,7 @@ impl HookEvent {
         HookEvent::PostToolBatch,
         HookEvent::WorktreeCreate,
         HookEvent::WorktreeRemove,
+        HookEvent::FileChanged,
     ];
 
     /// The name as settings files and `hook_event_name` spell it.
@@ -104,6 +110,7 @@ impl HookEvent {
             HookEvent::PostToolBatch => "PostToolBatch",
             HookEvent::WorktreeCreate => "WorktreeCreate",
             HookEvent::WorktreeRemove => "WorktreeRemove",
+            HookEvent::FileChanged => "FileChanged",
         }
     }
 

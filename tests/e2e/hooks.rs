@@ -976,3 +976,47 @@ async fn a_post_tool_batch_hook_sees_the_whole_turn_before_it_completes() {
     s.c.tool(&s.id, "Bash", json!({ "command": "true" })).await;
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), before);
 }
+
+/// FileChanged: the files a hook's matcher names (from the workspace, or
+/// absolute) are watched while the session lives; one that appears,
+/// changes or goes runs the hooks that name it (and not those naming
+/// another file).
+#[tokio::test]
+async fn file_changed_hooks_hear_the_files_they_name_appear_change_and_go() {
+    let d = TestDaemon::start().await;
+    let dir = scripts();
+    let log = dir.path().join("files.log");
+    let other_log = dir.path().join("other.log");
+    let hook = script(dir.path(), "files.sh", &format!("cat >> {}; echo >> {}", log.display(), log.display()));
+    let other = script(dir.path(), "other.sh", &format!("cat >> {}", other_log.display()));
+    let entry = json!({ "FileChanged": [
+        { "matcher": ".envrc|notes.txt", "hooks": [{ "type": "command", "command": hook }] },
+        { "matcher": "elsewhere.txt", "hooks": [{ "type": "command", "command": other }] }
+    ] });
+    let _s = session(&d, json!({ "hooks": entry })).await;
+    let notes = d.dir.path().join("notes.txt");
+    let seen = |want: usize| {
+        let log = log.clone();
+        async move {
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+                if lines.len() >= want {
+                    return lines;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    std::fs::write(&notes, "one").unwrap();
+    let lines = within("add", seen(1)).await;
+    assert_eq!((lines[0]["event"].as_str(), lines[0]["hook_event_name"].as_str()), (Some("add"), Some("FileChanged")));
+    assert_eq!(lines[0]["file_path"], notes.display().to_string());
+    std::fs::write(&notes, "two, longer").unwrap();
+    let lines = within("change", seen(2)).await;
+    assert_eq!(lines[1]["event"], "change", "{lines:?}");
+    std::fs::remove_file(&notes).unwrap();
+    let lines = within("unlink", seen(3)).await;
+    assert_eq!(lines[2]["event"], "unlink", "{lines:?}");
+    assert!(!other_log.exists(), "a hook naming another file did not run");
+}

@@ -75,7 +75,27 @@ impl Matcher {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// The files a FileChanged matcher names: its `|`-separated entries,
+    /// as written (not a pattern).
+    pub fn files(&self) -> impl Iterator<Item = &str> {
+        self.text.split('|').map(str::trim).filter(|e| !e.is_empty() && *e != "*")
+    }
+
+    /// Whether it is for `subject` at `event`: a FileChanged matcher names
+    /// its files; another event's matcher chooses among its moments (and
+    /// one whose matcher Claude Code ignores matches everything).
+    pub fn selects(&self, event: HookEvent, subject: &str) -> bool {
+        match event {
+            HookEvent::FileChanged => self.files().any(|f| f == subject),
+            _ if !event.has_matcher() => true,
+            _ => self.matches(subject),
+        }
+    }
 }
+
+/// Files FileChanged hooks may watch in one session, at most.
+pub const MAX_WATCHED: usize = 64;
 
 /// Tool names of agentd's and the names Claude Code's current release
 /// gives the same tools: a matcher naming either matches.
@@ -303,16 +323,28 @@ impl HookSet {
 
     /// Whether any hook would run for `event` on `subject`.
     pub fn wants(&self, event: HookEvent, subject: &str) -> bool {
-        self.groups.iter().any(|g| g.event == event && (!event.has_matcher() || g.matcher.matches(subject)))
+        self.groups.iter().any(|g| g.event == event && g.matcher.selects(event, subject))
+    }
+
+    /// The files FileChanged hooks watch, each once (at most
+    /// [`MAX_WATCHED`]).
+    pub fn watched_files(&self) -> Vec<String> {
+        let mut files: Vec<String> = Vec::new();
+        for g in self.groups.iter().filter(|g| g.event == HookEvent::FileChanged) {
+            for f in g.matcher.files() {
+                if files.len() < MAX_WATCHED && !files.iter().any(|w| w == f) {
+                    files.push(f.to_owned());
+                }
+            }
+        }
+        files
     }
 
     /// The hooks to run for `event` on `subject`: each command once (the
     /// same command line in two places runs once, as in Claude Code).
     pub fn matching(&self, event: HookEvent, subject: &str) -> Vec<CommandHook> {
         let mut out: Vec<CommandHook> = Vec::new();
-        for group in
-            self.groups.iter().filter(|g| g.event == event && (!event.has_matcher() || g.matcher.matches(subject)))
-        {
+        for group in self.groups.iter().filter(|g| g.event == event && g.matcher.selects(event, subject)) {
             for hook in &group.hooks {
                 if !out.iter().any(|h| h.same_as(hook)) {
                     out.push(hook.clone());

@@ -13,6 +13,7 @@
 pub mod config;
 pub mod output;
 mod run;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -217,7 +218,7 @@ impl Hooks {
         cancel: CancellationToken,
         ledger: Arc<crate::process::Ledger>,
     ) -> Arc<Hooks> {
-        Arc::new_cyclic(|me| Hooks {
+        let hooks = Arc::new_cyclic(|me| Hooks {
             set,
             socket: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
@@ -233,7 +234,9 @@ impl Hooks {
             parent: std::sync::OnceLock::new(),
             ledger,
             mcp: std::sync::OnceLock::new(),
-        })
+        });
+        watch::start(&hooks);
+        hooks
     }
 
     /// Makes these a child session's hooks: the parent's socket hooks
@@ -254,7 +257,7 @@ impl Hooks {
             out.extend(
                 sockets
                     .iter()
-                    .filter(|h| h.event == event && (!event.has_matcher() || h.matcher.matches(subject)))
+                    .filter(|h| h.event == event && h.matcher.selects(event, subject))
                     .map(|h| (owner, h.clone())),
             );
         }
