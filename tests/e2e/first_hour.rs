@@ -130,10 +130,17 @@ fn an_interrupted_call_in_a_named_session_cancels_only_itself() {
             .unwrap()
     };
     let (mine, theirs) = (format!("mine{}", tag()), format!("theirs{}", tag()));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut events = rt.block_on(agentd_tests::EventStream::open(&d.socket, &sid, None)).unwrap();
     let mut interrupted = call(&mine);
     let mut other = call(&theirs);
     // Each agentctl's command line names its marker too.
     eventually_blocking("both commands run", || procs(&mine).len() >= 2 && procs(&theirs).len() >= 2);
+    // Its output has reached the daemon (a loaded machine may take a while
+    // to pass it on): the result must hold it once.
+    let said_tick =
+        |e: &serde_json::Value| e["type"] == "tool/progress" && e.to_string().contains(&format!("tick-{mine}"));
+    rt.block_on(agentd_tests::within("the command's output", events.until(said_tick)));
     kill(Pid::from_raw(interrupted.id() as i32), Signal::SIGINT).unwrap();
     let status = exits_within(&mut interrupted, Duration::from_secs(10)).expect("agentctl exits");
     assert!(!status.success(), "a cancelled call is a failed call");
