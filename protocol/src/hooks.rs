@@ -63,11 +63,17 @@ pub enum HookEvent {
     /// (`file_path`, `event`: `add`, `change`, `unlink`); looked at once a
     /// second. Observed, not decided.
     FileChanged,
+    /// When one of the session's settings files changes (`source`:
+    /// `user_settings`, `project_settings`, `local_settings`; `file_path`),
+    /// looked at once a second. Observed: agentd reads a session's
+    /// settings when it opens, so the change counts for sessions opened
+    /// after (a block changes nothing). Its matcher names sources.
+    ConfigChange,
 }
 
 impl HookEvent {
     /// Every event, in the order above.
-    pub const ALL: [HookEvent; 19] = [
+    pub const ALL: [HookEvent; 20] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PostToolUseFailure,
@@ -87,6 +93,7 @@ impl HookEvent {
         HookEvent::WorktreeCreate,
         HookEvent::WorktreeRemove,
         HookEvent::FileChanged,
+        HookEvent::ConfigChange,
     ];
 
     /// The name as settings files and `hook_event_name` spell it.
@@ -111,6 +118,7 @@ impl HookEvent {
             HookEvent::WorktreeCreate => "WorktreeCreate",
             HookEvent::WorktreeRemove => "WorktreeRemove",
             HookEvent::FileChanged => "FileChanged",
+            HookEvent::ConfigChange => "ConfigChange",
         }
     }
 

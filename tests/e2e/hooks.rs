@@ -980,19 +980,21 @@ async fn a_post_tool_batch_hook_sees_the_whole_turn_before_it_completes() {
 /// FileChanged: the files a hook's matcher names (from the workspace, or
 /// absolute) are watched while the session lives; one that appears,
 /// changes or goes runs the hooks that name it (and not those naming
-/// another file).
+/// another file). ConfigChange: the session's settings files, by source.
 #[tokio::test]
-async fn file_changed_hooks_hear_the_files_they_name_appear_change_and_go() {
+async fn file_changed_and_config_change_hooks_hear_their_files_appear_change_and_go() {
     let d = TestDaemon::start().await;
     let dir = scripts();
     let log = dir.path().join("files.log");
     let other_log = dir.path().join("other.log");
     let hook = script(dir.path(), "files.sh", &format!("cat >> {}; echo >> {}", log.display(), log.display()));
     let other = script(dir.path(), "other.sh", &format!("cat >> {}", other_log.display()));
+    let config_log = dir.path().join("config.log");
+    let config = script(dir.path(), "config.sh", &format!("cat >> {}", config_log.display()));
     let entry = json!({ "FileChanged": [
         { "matcher": ".envrc|notes.txt", "hooks": [{ "type": "command", "command": hook }] },
         { "matcher": "elsewhere.txt", "hooks": [{ "type": "command", "command": other }] }
-    ] });
+    ], "ConfigChange": [{ "matcher": "project_settings", "hooks": [{ "type": "command", "command": config }] }] });
     let _s = session(&d, json!({ "hooks": entry })).await;
     let notes = d.dir.path().join("notes.txt");
     let seen = |want: usize| {
@@ -1019,4 +1021,22 @@ async fn file_changed_hooks_hear_the_files_they_name_appear_change_and_go() {
     let lines = within("unlink", seen(3)).await;
     assert_eq!(lines[2]["event"], "unlink", "{lines:?}");
     assert!(!other_log.exists(), "a hook naming another file did not run");
+    // ConfigChange: the workspace's settings file appears.
+    std::fs::create_dir_all(d.dir.path().join(".claude")).unwrap();
+    std::fs::write(d.dir.path().join(".claude/settings.json"), "{}").unwrap();
+    let said = within("ConfigChange", async {
+        loop {
+            let text = std::fs::read_to_string(&config_log).unwrap_or_default();
+            if let Ok(v) = serde_json::from_str::<Value>(text.trim()) {
+                return v;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (said["hook_event_name"].as_str(), said["source"].as_str()),
+        (Some("ConfigChange"), Some("project_settings"))
+    );
+    assert!(said["file_path"].as_str().unwrap().ends_with(".claude/settings.json"), "{said}");
 }

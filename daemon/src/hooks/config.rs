@@ -2,7 +2,7 @@
 //! settings files and `session/create`, with the workspace's own entries
 //! only once the workspace is trusted.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,6 +254,8 @@ pub struct HookSet {
     /// The session's command environment (`SessionInfo::env`), which
     /// command hooks get too.
     pub env: std::collections::BTreeMap<String, String>,
+    /// The session's settings files and their ConfigChange `source`.
+    pub config_files: Vec<(PathBuf, &'static str)>,
     count: usize,
 }
 

@@ -1,9 +1,11 @@
-//! FileChanged: the files a session's FileChanged hooks name, looked at
+//! FileChanged and ConfigChange: the files a session's FileChanged hooks
+//! name, and its settings files when it has ConfigChange hooks, looked at
 //! once a second while the session lives (a `stat` each: no inotify
 //! instance or watch is taken from the user's, and a file that does not
 //! exist yet is watched as well as one that does). A file that appears,
 //! changes (its size, modification time or inode) or goes runs the hooks
-//! that name it, with `file_path` and `event` (`add`, `change`, `unlink`).
+//! for it: FileChanged with `file_path` and `event` (`add`, `change`,
+//! `unlink`), ConfigChange with `source` and `file_path`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,20 +32,27 @@ fn look(path: &std::path::Path) -> Seen {
 /// Starts watching, when the session has FileChanged hooks (and a runtime
 /// to watch on); the task ends with the session.
 pub(super) fn start(hooks: &Arc<Hooks>) {
-    let files = hooks.set.watched_files();
-    if files.is_empty() || tokio::runtime::Handle::try_current().is_err() {
-        return;
-    }
-    let watched: Vec<(String, PathBuf)> = files
+    // (event, subject, path)
+    let mut watched: Vec<(HookEvent, String, PathBuf)> = hooks
+        .set
+        .watched_files()
         .into_iter()
         .map(|f| {
             let path = if f.starts_with('/') { PathBuf::from(&f) } else { hooks.cwd.join(&f) };
-            (f, path)
+            (HookEvent::FileChanged, f, path)
         })
         .collect();
+    for (path, source) in &hooks.set.config_files {
+        if hooks.set.wants(HookEvent::ConfigChange, source) {
+            watched.push((HookEvent::ConfigChange, (*source).to_owned(), path.clone()));
+        }
+    }
+    if watched.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
     let (me, stop) = (Arc::downgrade(hooks), hooks.background.clone());
     hooks.tracker.spawn(async move {
-        let mut seen: Vec<Seen> = watched.iter().map(|(_, p)| look(p)).collect();
+        let mut seen: Vec<Seen> = watched.iter().map(|(_, _, p)| look(p)).collect();
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -51,9 +60,9 @@ pub(super) fn start(hooks: &Arc<Hooks>) {
                 _ = tick.tick() => {}
                 _ = stop.cancelled() => return,
             }
-            for ((entry, path), before) in watched.iter().zip(seen.iter_mut()) {
+            for ((event, subject, path), before) in watched.iter().zip(seen.iter_mut()) {
                 let now = look(path);
-                let event = match (&*before, &now) {
+                let change = match (&*before, &now) {
                     (None, Some(_)) => "add",
                     (Some(_), None) => "unlink",
                     (Some(a), Some(b)) if a != b => "change",
@@ -65,8 +74,12 @@ pub(super) fn start(hooks: &Arc<Hooks>) {
                     return;
                 }
                 let about = About { turn_id: None, tool_use_id: None, tool_name: None };
-                let input = json!({ "file_path": path.display().to_string(), "event": event });
-                hooks.run(HookEvent::FileChanged, entry, input, &about, &stop, Completions::Pushed).await;
+                let file_path = path.display().to_string();
+                let input = match event {
+                    HookEvent::ConfigChange => json!({ "source": subject, "file_path": file_path }),
+                    _ => json!({ "file_path": file_path, "event": change }),
+                };
+                hooks.run(*event, subject, input, &about, &stop, Completions::Pushed).await;
             }
         }
     });

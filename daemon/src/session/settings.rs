@@ -133,6 +133,17 @@ pub(super) fn session_hooks(info: &mut SessionInfo, files: &[SettingsFile]) -> c
     let mut set = crate::hooks::config::resolve(info.session_hooks.as_ref(), &sources, info.enable_project_hooks);
     info.hook_errors = set.errors.clone();
     set.env = info.env.clone();
+    set.config_files = files
+        .iter()
+        .map(|f| {
+            let source = match (f.project, f.path.ends_with(".claude/settings.local.json")) {
+                (false, _) => "user_settings",
+                (true, true) => "local_settings",
+                (true, false) => "project_settings",
+            };
+            (f.path.clone(), source)
+        })
+        .collect();
     set
 }
 
