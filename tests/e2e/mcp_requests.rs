@@ -308,8 +308,12 @@ fn a_servers_elicitation_reaches_the_client_that_answers_them_and_is_declined_wi
         let answer = json!({ "session_id": sid, "request_id": event["request_id"], "action": "accept" });
         c.ok("mcp/elicitation_respond", answer).await;
         assert_eq!(text(&within("visit", pending).await.unwrap()), "answer: accept");
-        let r = call(&mut c, &sid, "mcp__t__visit", json!({ "url": "file:///etc/passwd" })).await;
-        assert!(text(&r).contains("visit failed") && text(&r).contains("https://"), "{r}");
+        for bad in
+            ["file:///etc/passwd", "https://:accounts.example.com@evil.example.com/login", "http://evil.example.com/"]
+        {
+            let r = call(&mut c, &sid, "mcp__t__visit", json!({ "url": bad })).await;
+            assert!(text(&r).contains("visit failed") && text(&r).contains("https://"), "{bad}: {r}");
+        }
         drop(stream);
         // The Python client's handler answers them too.
         let script = r#"

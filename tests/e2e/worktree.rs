@@ -501,6 +501,28 @@ async fn worktree_hooks_make_and_remove_the_worktree_in_place_of_git() {
     let (err, text) = s.call("ExitWorktree", json!({ "action": "remove" })).await;
     assert!(err && text.contains("no WorktreeRemove hook"), "{text}");
     assert!(trees.join("second").is_dir());
+    // The attack review's: a link the model planted where the hook makes
+    // worktrees would send the session (and the removal) anywhere; a
+    // directory holding the workspace neither.
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::write(victim.path().join("precious.txt"), "keep").unwrap();
+    let planted = script(
+        "planted.sh",
+        format!("mkdir -p {p}/.wt; echo {p}/.wt/$(sed 's/.*\"name\":\"\\([^\"]*\\)\".*/\\1/')", p = plain.display()),
+    );
+    std::fs::create_dir_all(plain.join(".wt")).unwrap();
+    std::os::unix::fs::symlink(victim.path(), plain.join(".wt/evil")).unwrap();
+    let h = json!({ "WorktreeCreate": [{ "hooks": [{ "type": "command", "command": planted }] }] });
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass", "hooks": h })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "evil" })).await;
+    assert!(err && text.contains("symbolic link"), "{text}");
+    assert_eq!(s.worktree().await, Value::Null);
+    let up = script("up.sh", format!("echo {}", plain.parent().unwrap().display()));
+    let h = json!({ "WorktreeCreate": [{ "hooks": [{ "type": "command", "command": up }] }] });
+    let mut s = S::new(&d, &plain, json!({ "mode": "bypass", "hooks": h })).await;
+    let (err, text) = s.call("EnterWorktree", json!({ "name": "up" })).await;
+    assert!(err && text.contains("holding"), "{text}");
+    assert_eq!(std::fs::read_to_string(victim.path().join("precious.txt")).unwrap(), "keep");
     // A hook that names no directory fails the call, changing nothing.
     let liar = script("liar.sh", "echo /nonexistent/place".into());
     let h = json!({ "WorktreeCreate": [{ "hooks": [{ "type": "command", "command": liar }] }] });

@@ -84,7 +84,7 @@ pub struct Served {
     prefix: String,
     /// Calls of 2026-07-28 waiting for their client's answer, by their
     /// `requestState`.
-    suspended: Mutex<HashMap<String, rounds::Suspended>>,
+    suspended: Arc<Mutex<HashMap<String, rounds::Suspended>>>,
     /// `subscriptions/listen` of 2026-07-28 clients, open.
     listeners: Arc<Mutex<Vec<rmcp::service::SubscriptionSink>>>,
 }
@@ -196,7 +196,7 @@ impl Served {
             watched: Arc::default(),
             next: AtomicU64::new(0),
             prefix: format!("mcp-{}-{:x}", std::process::id(), rand_u32()),
-            suspended: Mutex::default(),
+            suspended: Arc::default(),
             listeners: Arc::default(),
         }
     }
@@ -897,6 +897,10 @@ impl Served {
             let why = format!("requestState is of a call of {}, not of {name}", s.name);
             return Err(rmcp::ErrorData::invalid_params(why, None));
         }
+        if suspended.get(state).is_some_and(|s| s.until <= std::time::Instant::now()) {
+            // Its time is over: its timer gives it up.
+            return Err(rmcp::ErrorData::invalid_params("requestState names a call that waited too long", None));
+        }
         suspended.remove(state).ok_or_else(|| {
             rmcp::ErrorData::invalid_params(
                 "requestState names no call waiting here (it was answered, or waited too long, or is not ours)",
@@ -920,8 +924,27 @@ impl Served {
                 let Some(oldest) = suspended.iter().min_by_key(|(_, s)| s.until).map(|(k, _)| k.clone()) else { break };
                 given_up.extend(suspended.remove(&oldest));
             }
-            suspended.insert(state, waiting);
+            suspended.insert(state.clone(), waiting);
         }
+        // Given up when its time is over, whatever else happens meanwhile.
+        let (all, calls, timer_client, timer_session) =
+            (Arc::downgrade(&self.suspended), self.calls.clone(), client.clone(), session.to_owned());
+        tokio::spawn(async move {
+            let (client, session) = (timer_client, timer_session);
+            tokio::time::sleep(rounds::SUSPENDED_FOR).await;
+            let Some(all) = all.upgrade() else { return };
+            let expired = {
+                let mut all = lock(&all);
+                let over = all.get(&state).is_some_and(|s| s.until <= std::time::Instant::now());
+                if over { all.remove(&state) } else { None }
+            };
+            if let Some(s) = expired {
+                lock(&calls).remove(&s.tool_use_id);
+                let cancel = TurnCancelParams { session_id: session, turn_id: None, tool_use_id: Some(s.tool_use_id) };
+                let _ = client.call::<TurnCancel>(cancel).await;
+                s.call.abort();
+            }
+        });
         for s in given_up {
             lock(&self.calls).remove(&s.tool_use_id);
             let cancel =

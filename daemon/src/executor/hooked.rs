@@ -393,7 +393,8 @@ impl SessionExecutor {
             return;
         };
         inner.batches_running += 1;
-        let cancel = self.cancel.clone();
+        // The turn's: `turn/cancel` (and the session's end) stop the hooks.
+        let cancel = inner.turns[t].token.clone();
         inner.starts.push(Box::pin(async move {
             let about = About { turn_id: Some(turn_id.clone()), tool_use_id: None, tool_name: None };
             let (mode, cwd) = me.mode_and_cwd(&me.lock());
@@ -433,11 +434,22 @@ pub(super) fn pre_tool_use_json(name: &str, input: &Value, tool_use_id: Option<&
 /// text, the blocks otherwise (PostToolBatch's `tool_response`).
 pub(super) fn as_sent(content: &[ContentBlock]) -> Value {
     if content.iter().all(|b| matches!(b, ContentBlock::Text { .. })) {
-        Value::String(text_of(content))
+        let text = text_of(content);
+        // A hook reads what it needs of a long result; the turn keeps
+        // its calls' responses until it ends.
+        match text.char_indices().nth(BATCH_RESPONSE_CHARS) {
+            Some((cut, _)) => {
+                Value::String(format!("{}\n[cut: {} characters in all]", &text[..cut], text.chars().count()))
+            }
+            None => Value::String(text),
+        }
     } else {
         serde_json::to_value(content).unwrap_or_default()
     }
 }
+
+/// Characters of a call's response a PostToolBatch hook is given.
+const BATCH_RESPONSE_CHARS: usize = 30_000;
 
 pub(super) fn text_of(content: &[ContentBlock]) -> String {
     let texts: Vec<&str> = content

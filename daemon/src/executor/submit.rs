@@ -118,7 +118,7 @@ impl SessionExecutor {
         tu: ToolUse,
         waiter: Option<oneshot::Sender<ToolCallResult>>,
     ) -> Vec<Action> {
-        if let Some(batch) = &mut inner.turns[turn].batch {
+        if let Some(batch) = inner.turns[turn].batch.as_mut().filter(|b| b.len() < 1_000) {
             batch.push(serde_json::json!({"tool_name": tu.name, "tool_input": tu.input, "tool_use_id": tu.id}));
         }
         let turn_slot = &inner.turns[turn];

@@ -17,6 +17,9 @@ use super::elicit::Targets;
 
 /// Rounds of one request a server may ask for input in, at most.
 pub const MAX_ROUNDS: usize = 10;
+/// Input requests of one round, at most (each may be a question to the
+/// user or a completion of the harness's model).
+pub const MAX_REQUESTS: usize = 8;
 
 /// An elicitation: a flat form of MCP's types, or a page of the server's
 /// the user is sent to (URL mode); anything else is refused to the
@@ -96,7 +99,14 @@ pub async fn rounds(
     asked: InputRequiredResult,
 ) -> Result<(Option<InputResponses>, Option<String>), String> {
     let mut responses = InputResponses::new();
-    for (key, request) in asked.input_requests.unwrap_or_default() {
+    let requests = asked.input_requests.unwrap_or_default();
+    if requests.len() > MAX_REQUESTS {
+        return Err(format!(
+            "it asked for {} inputs in one round; agentd answers {MAX_REQUESTS} at most",
+            requests.len()
+        ));
+    }
+    for (key, request) in requests {
         let answer = match request {
             InputRequest::Elicitation(r) => {
                 let request = serde_json::to_value(&r.params).unwrap_or_default();

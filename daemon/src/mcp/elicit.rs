@@ -67,7 +67,8 @@ impl UrlRequest {
         }
         let parsed = url::Url::parse(url).map_err(|e| format!("url is not an address: {e}"))?;
         let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-        if !(parsed.scheme() == "https" || parsed.scheme() == "http" && loopback) || !parsed.username().is_empty() {
+        let credentials = !parsed.username().is_empty() || parsed.password().is_some();
+        if !(parsed.scheme() == "https" || parsed.scheme() == "http" && loopback) || credentials {
             return Err("url must be https:// (or http:// on the loopback interface), without credentials".into());
         }
         Ok(UrlRequest { url: parsed.to_string(), elicitation_id: elicitation_id.to_owned() })

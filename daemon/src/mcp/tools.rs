@@ -278,9 +278,17 @@ async fn call_tool(
             Ok(ServerResult::InputRequiredResult(asked)) => {
                 let elicit = server.elicit_targets();
                 let answered = super::answers::rounds(name, &server.workspace, elicit, asked);
+                // Answering counts within the call's timeout, as a server's
+                // own requests during a call do.
                 let (responses, state) = tokio::select! {
                     answered = answered => answered.map_err(|why| format!("MCP server {name}: {tool}: {why}"))?,
                     _ = ctx.cancel.cancelled() => return Err("cancelled".into()),
+                    _ = tokio::time::sleep_until(deadline) => {
+                        return Err(format!(
+                            "MCP server {name}: {tool}: its questions were not answered within {} s (the session's mcp_tool_timeout_ms)",
+                            timeout.as_secs_f64()
+                        ));
+                    }
                 };
                 params.input_responses = responses;
                 params.request_state = state;

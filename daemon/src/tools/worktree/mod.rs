@@ -323,6 +323,10 @@ impl Tool for EnterWorktree {
             };
         }
         let name = input.name.as_deref().unwrap_or("<generated>");
+        if ctx.services.get::<crate::hooks::Hooks>().is_some_and(|h| h.wants(HookEvent::WorktreeCreate, "")) {
+            let reason = format!("create the worktree {name} with the session's WorktreeCreate hook and work there");
+            return Decision::Ask { reason, suggestion: Some(Self::NAME.to_owned()) };
+        }
         let mut reason = format!("create the git worktree {WORKTREES}/{name} on a new branch worktree/{name}");
         if let Some(what) = crate::permission::git_config_runs_code(&ctx.cwd) {
             reason.push_str(&format!(
@@ -453,11 +457,11 @@ pub(crate) async fn create(ctx: &ToolContext, name: Option<String>) -> Result<Wo
                 .into(),
         ));
     };
-    let path = ctx.cwd.join(&named);
-    let path = std::fs::canonicalize(&path)
-        .ok()
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| failed(format!("it named {named:?}, which is not a directory: it must make it first")))?;
+    let path = crate::fs::normalize(&ctx.cwd.join(&named));
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+        return Err(failed(format!("it named {named:?}, which is not a directory: it must make it first")));
+    }
+    hook_worktree_allowed(&path, &ctx.cwd).map_err(|why| failed(format!("it named {named:?}: {why}")))?;
     Ok(WorktreeInfo {
         path: path.clone(),
         branch: String::new(),
@@ -470,6 +474,28 @@ pub(crate) async fn create(ctx: &ToolContext, name: Option<String>) -> Result<Wo
         entered: false,
         by_hook: true,
     })
+}
+
+/// Whether a hook's worktree may become the session's working directory
+/// and write root (and later be given to the WorktreeRemove hook): a
+/// directory reached through no symbolic link (one a command planted
+/// would send the session, and the removal, anywhere), and none of `/`,
+/// the home directory, the workspace or a directory holding it, agentd's
+/// state or a file kept secret.
+fn hook_worktree_allowed(path: &Path, workspace: &Path) -> Result<(), String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if real != path {
+        return Err(format!("the way there goes through a symbolic link (it is {})", real.display()));
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    if real == Path::new("/") || home.as_deref().is_some_and(|h| h.starts_with(&real)) || workspace.starts_with(&real) {
+        return Err("it is /, the home directory, the workspace or a directory holding one of them".into());
+    }
+    if crate::fs::in_state_dir(&real) || crate::fs::holds_state_dir(&real) || crate::fs::holds_secret(&real) {
+        return Err("it is or holds what agentd keeps from every tool".into());
+    }
+    Ok(())
 }
 
 /// Runs the session's WorktreeRemove hooks on `w`: what they said went
@@ -506,7 +532,11 @@ pub(crate) async fn remove(
 ) -> Result<String, Removal> {
     let hooks = hooks.filter(|h| h.wants(HookEvent::WorktreeRemove, ""));
     if w.by_hook {
-        // Made by a hook: only hooks know how to remove it.
+        // Made by a hook: only hooks know how to remove it — the directory
+        // it was, still reached the same way (not a link planted since).
+        if let Err(why) = hook_worktree_allowed(&w.path, &w.original_cwd) {
+            return Err(Removal::Kept(format!("{} is no longer the worktree the hook made: {why}", w.path.display())));
+        }
         let Some(hooks) = hooks else {
             return Err(Removal::Kept(
                 "a WorktreeCreate hook made it and the session has no WorktreeRemove hook to remove it".into(),
@@ -824,6 +854,16 @@ impl Tool for ExitWorktree {
     }
 
     fn check_permissions(&self, input: &ExitWorktreeInput, ctx: &ToolContext) -> Decision {
+        // What a hook made agentd cannot look into: removing it (by the
+        // WorktreeRemove hook) may lose work, so it is asked.
+        if input.action == ExitAction::Remove
+            && let Some(w) = ctx.session.worktree.as_ref().filter(|w| w.by_hook)
+        {
+            return Decision::ask(format!(
+                "remove the worktree {} with the WorktreeRemove hook (whatever is in it goes)",
+                w.path.display()
+            ));
+        }
         match (input.action, input.discard_changes == Some(true)) {
             (ExitAction::Remove, true) => Decision::ask(format!(
                 "remove the worktree {} and its branch, throwing away uncommitted changes and commits only it holds",
