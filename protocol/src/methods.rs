@@ -345,6 +345,20 @@ pub struct SandboxStatus {
     /// The helpers started ahead of their calls (absent without a helper).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_helpers: Option<WarmHelpers>,
+    /// The limit on a confined call's processes.
+    #[serde(default)]
+    pub processes: ProcessLimit,
+}
+
+/// How many processes (threads included) one confined call may have at
+/// once: its `RLIMIT_NPROC` in its own user namespace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct ProcessLimit {
+    /// The limit: half the daemon user's own `RLIMIT_NPROC`, at most 4,096.
+    pub per_call: u64,
+    /// Whether the kernel holds calls to it: it needs the calls' user
+    /// namespaces, and does not hold root (a daemon running as root).
+    pub enforced: bool,
 }
 
 /// The sandbox helpers started ahead of their calls: at most one waits at

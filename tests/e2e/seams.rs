@@ -860,3 +860,48 @@ async fn a_command_binds_a_unix_socket_in_its_temp_directory() {
     let (_, out) = bash(&mut c, &id, "touch made; b=$(dirname \"$TMPDIR\"); ls -a \"$b\"; cat \"$b\"/*/secret").await;
     assert!(!out.contains("t-decoy") && !out.contains("DECOY-SECRET"), "another call's temp directory is seen: {out}");
 }
+
+/// Issue 54: one confined call cannot take the user's whole process
+/// allowance. A daemon of a user allowed 600 processes gives each call
+/// 300 (its `RLIMIT_NPROC`, counted in the call's own user namespace): a
+/// call that starts 600 `sleep`s gets about 300, and another session's
+/// command still forks. As `nobody` (the kernel does not hold root to
+/// the limit); CI runs as root.
+#[test]
+fn a_fork_bomb_in_one_call_leaves_another_session_room_to_fork() {
+    use std::os::unix::process::CommandExt;
+    let Some(n) = agentd_tests::AsNobody::new(&[]) else { return };
+    let (dir, ws) = (&n.dir, &n.ws);
+    let socket = dir.path().join("agentd.sock");
+    // The user's allowance, as `ulimit -u 600` in its shell sets it.
+    let mut daemon = std::process::Command::new("bash");
+    daemon.args(["-c", "ulimit -u 600 && exec \"$0\" \"$@\""]).arg(dir.path().join("agentd"));
+    daemon.arg("--socket").arg(&socket).arg("--state-dir").arg(dir.path().join("state"));
+    daemon.uid(agentd_tests::NOBODY).gid(agentd_tests::NOBODY).env("HOME", dir.path()).env_remove("AGENTD_SOCKET");
+    let _daemon = agentd_tests::ChildGuard::spawn(&mut daemon);
+    agentd_tests::eventually_blocking("agentd as nobody listens", || socket.exists());
+    let call = |command: &str| {
+        let mut cmd = n.command("agentctl");
+        cmd.arg("--socket").arg(&socket).args(["call", "Bash", "--arg", &format!("command={command}")]);
+        cmd.args(["--mode", "bypass", "--cwd"]).arg(ws).stdin(std::process::Stdio::null());
+        cmd
+    };
+    let out = n.command("agentctl").arg("--socket").arg(&socket).args(["--json", "status"]).output().unwrap();
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(info["sandbox"]["processes"], json!({ "per_call": 300, "enforced": true }), "{info}");
+    let marker = format!("9{}", tag().chars().filter(char::is_ascii_digit).take(6).collect::<String>());
+    let bomb = format!(
+        "sh -c 'i=0; while [ $i -lt 600 ]; do sleep {marker} & i=$((i+1)); done 2>/dev/null; echo spawned; sleep {marker}'"
+    );
+    let mut bomber =
+        call(&bomb).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    agentd_tests::eventually_blocking("the bomb reaches its limit", || procs(&format!("sleep {marker}")).len() >= 250);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let held = procs(&format!("sleep {marker}")).len();
+    assert!(held <= 300, "one call holds {held} processes");
+    let out = call("sh -c 'sleep 0.1 & sleep 0.1 & wait' && echo still-forks").output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("still-forks"), "another session could not fork: {said}");
+    let _ = bomber.kill();
+    let _ = bomber.wait();
+}

@@ -830,6 +830,14 @@ fn exec_confined(spec: &Spec, command: &[CString], report: OwnedFd, gate_port: O
         if let Some(port) = gate_port {
             super::netns::prepare_command(port)?;
         }
+        // Counted in the call's own user namespace: the call's processes
+        // only (without one it would count every process of the user's).
+        if spec.namespaces
+            && let Some(most) = spec.max_processes
+        {
+            use nix::sys::resource::{Resource, setrlimit};
+            setrlimit(Resource::RLIMIT_NPROC, most, most).map_err(|e| format!("limit the processes: {e}"))?;
+        }
         if spec.profile != SandboxProfile::Off {
             super::confine::drop_capabilities()?;
             super::confine::landlock(spec)?;

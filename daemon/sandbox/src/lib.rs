@@ -103,6 +103,12 @@ pub struct Spec {
     /// writable.
     #[serde(default)]
     pub layers: Vec<Layer>,
+    /// The most processes (and threads) the call may have at once: its
+    /// `RLIMIT_NPROC`, which counts in the call's own user namespace, so
+    /// one call cannot take the user's whole allowance (with namespaces
+    /// only; the kernel does not hold root to it).
+    #[serde(default)]
+    pub max_processes: Option<u64>,
 }
 
 /// One root's copy-on-write layer: an overlay mounted over `root` in the
@@ -221,6 +227,7 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         gate: false,
         caches: Vec::new(),
         layers: Vec::new(),
+        max_processes: None,
     };
     // The whole namespace set-up, as a workspace_write call does it, and
     // the call's own /proc, mounted by the first process of the new PID

@@ -161,6 +161,10 @@ impl Facility {
         ledger: std::sync::Arc<crate::process::Ledger>,
     ) -> Facility {
         let helper = config.helper.clone().or_else(default_helper);
+        let processes = |namespaces: bool| agentd_protocol::methods::ProcessLimit {
+            per_call: process_limit(),
+            enforced: namespaces && !nix::unistd::getuid().is_root(),
+        };
         let unavailable = |helper: Option<PathBuf>, reason: String, probe: Probe| {
             tracing::warn!(
                 "the Bash sandbox is unavailable ({reason}): commands run unconfined, and those that \
@@ -183,6 +187,7 @@ impl Facility {
                     network_allow_all: false,
                     level: agentd_protocol::methods::SandboxLevel::None,
                     warm_helpers: None,
+                    processes: processes(false),
                 },
                 warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h, ledger.clone()))),
                 helper,
@@ -277,6 +282,7 @@ impl Facility {
                 network_allow_all: false,
                 level,
                 warm_helpers: None,
+                processes: processes(probe.namespaces),
             },
             warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone(), ledger.clone()))),
             helper: Some(path),
@@ -607,6 +613,14 @@ const REFUSALS: &[&str] = &[
 /// wall stopped, and the note names it (issue 49: a failure the wall
 /// caused said nothing of the wall).
 pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf]) -> Option<String> {
+    if profile != SandboxProfile::Off && output.contains("fork") && output.contains("Resource temporarily unavailable")
+    {
+        return Some(format!(
+            "[forks failed: the call may have reached its limit of {} processes and threads at once (daemon/info \
+             sandbox.processes); run fewer at once]",
+            process_limit()
+        ));
+    }
     if profile == SandboxProfile::Off || !REFUSALS.iter().any(|s| output.contains(s)) {
         return None;
     }
@@ -743,4 +757,17 @@ mod tests {
             }
         }
     }
+}
+
+/// The most processes (threads included) one confined call may have at
+/// once: half the user's own allowance (`RLIMIT_NPROC` of the daemon), at
+/// most 4,096 — so one call (a fork bomb, a runaway `make -j`) leaves the
+/// user's other sessions and programs room to fork.
+pub fn process_limit() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let soft =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC).map_or(u64::MAX, |(s, _)| s);
+        (soft / 2).clamp(16, 4_096)
+    })
 }

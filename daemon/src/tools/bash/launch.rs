@@ -241,6 +241,7 @@ pub(super) fn launch<'a>(
         report: Some(ctx.output_dir.join(format!("bash-{marker}.report"))),
         caches,
         layers: wall.layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
+        max_processes: Some(crate::sandbox::process_limit()),
     };
     let mut spec = spec;
     if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
