@@ -695,6 +695,19 @@ fn refused_path(output: &str, writable: &[PathBuf]) -> Option<String> {
     after_first.into_iter().find(|w| outside(w))
 }
 
+/// The most processes (threads included) one confined call may have at
+/// once: half the user's own allowance (`RLIMIT_NPROC` of the daemon), at
+/// most 4,096 — so one call (a fork bomb, a runaway `make -j`) leaves the
+/// user's other sessions and programs room to fork.
+pub fn process_limit() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let soft =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC).map_or(u64::MAX, |(s, _)| s);
+        (soft / 2).clamp(16, 4_096)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -757,17 +770,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The most processes (threads included) one confined call may have at
-/// once: half the user's own allowance (`RLIMIT_NPROC` of the daemon), at
-/// most 4,096 — so one call (a fork bomb, a runaway `make -j`) leaves the
-/// user's other sessions and programs room to fork.
-pub fn process_limit() -> u64 {
-    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        let soft =
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC).map_or(u64::MAX, |(s, _)| s);
-        (soft / 2).clamp(16, 4_096)
-    })
 }
