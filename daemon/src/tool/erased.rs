@@ -57,8 +57,10 @@ impl CallOutcome {
     /// such errors; the render stays plain.
     pub fn input_error(message: impl Into<String>) -> Self {
         let message = message.into();
+        // What the model sent, echoed, cannot end the tag early.
+        let inside = message.replace("</tool_use_error>", "&lt;/tool_use_error&gt;");
         CallOutcome {
-            content: vec![ContentBlock::text(format!("<tool_use_error>{message}</tool_use_error>"))],
+            content: vec![ContentBlock::text(format!("<tool_use_error>{inside}</tool_use_error>"))],
             is_error: true,
             render: message,
             modifier: None,
