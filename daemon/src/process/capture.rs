@@ -8,6 +8,54 @@ use std::path::{Path, PathBuf};
 
 /// Most bytes written to the full-output file.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// What a session keeps of its calls' outputs (full command output,
+/// monitors' logs, MCP results' files), at most: past it, the oldest go.
+pub const SESSION_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Keeps the outputs in `dir` within `budget` bytes: the oldest files a
+/// call wrote there (`bash-`, `monitor-`, `mcp-`) are removed first, never
+/// one of `keep`. What was removed, in a sentence, when anything was.
+pub fn keep_within(dir: &std::path::Path, budget: u64, keep: &[std::path::PathBuf]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> = Vec::new();
+    let mut total = 0u64;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        // Blocks on disk: a sparse file counts what it takes.
+        let size = meta.blocks() * 512;
+        total += size;
+        let name = entry.file_name();
+        let ours = ["bash-", "monitor-", "mcp-"].iter().any(|p| name.to_string_lossy().starts_with(p));
+        let path = entry.path();
+        if ours && !keep.contains(&path) {
+            files.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), size, path));
+        }
+    }
+    if total <= budget {
+        return None;
+    }
+    files.sort();
+    let (mut count, mut freed) = (0usize, 0u64);
+    for (_, size, path) in files {
+        if total - freed <= budget {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            count += 1;
+            freed += size;
+        }
+    }
+    (count > 0).then(|| {
+        format!(
+            "the session's outputs passed {} MiB: its {count} oldest output file(s) ({} MiB) were removed",
+            budget >> 20,
+            freed >> 20
+        )
+    })
+}
 
 /// Captures one command's output.
 pub struct Capture {
@@ -200,5 +248,32 @@ mod tests {
         assert!(s.text.contains("20 characters") || s.text.contains(&format!("{} characters elided", s.elided_chars)));
         assert!(s.text.contains(path.to_str().unwrap()));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 20_008);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::keep_within;
+
+    /// Past the bound, the oldest outputs go first; a file kept (a running
+    /// job's, the call's own) and files of other kinds stay.
+    #[test]
+    fn the_oldest_outputs_go_first_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, age_s: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, vec![7u8; 100_000]).unwrap();
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age_s);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
+            path
+        };
+        let (oldest, old, kept, newest) =
+            (write("bash-1.log", 40), write("mcp-x-1.bin", 30), write("bash-2.log", 35), write("bash-3.log", 1));
+        let plan = write("plan.md", 50);
+        assert_eq!(keep_within(dir.path(), 10 << 20, &[]), None, "within the bound nothing goes");
+        let said = keep_within(dir.path(), 330_000, std::slice::from_ref(&kept)).unwrap();
+        assert!(said.contains("2 oldest"), "{said}");
+        assert!(!oldest.exists() && !old.exists(), "the oldest two went");
+        assert!(kept.exists() && newest.exists() && plan.exists());
     }
 }

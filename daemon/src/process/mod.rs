@@ -25,7 +25,7 @@ mod warm;
 mod zygote;
 use report::{REPORT_MAX, read_until_report};
 
-pub use capture::{Capture, CaptureSummary};
+pub use capture::{Capture, CaptureSummary, SESSION_OUTPUT_BYTES, keep_within};
 pub use child::Child;
 pub use ledger::Ledger;
 pub use warm::WarmPool;

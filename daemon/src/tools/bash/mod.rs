@@ -445,6 +445,8 @@ impl Tool for Bash {
             Some(dir) if !carries(&ctx, &dir) => (Some(workspace.to_owned()), Some(dir), true),
             _ => (None, None, false),
         };
+        let kept = running_outputs(&ctx, summary.file.as_deref());
+        let outputs_removed = crate::process::keep_within(&ctx.output_dir, crate::process::SESSION_OUTPUT_BYTES, &kept);
         let result = BashResult {
             exit_code: code,
             killed,
@@ -467,6 +469,7 @@ impl Tool for Bash {
             network: network_of(&ctx, profile),
             network_refused: gate.as_ref().map(|g| g.refusals()).unwrap_or_default(),
             quarantined: finished.moved,
+            outputs_removed,
             unexamined: finished.unexamined,
             objects_refused: finished.objects_refused,
             walls_missing: walls_missing(&ctx, profile),
@@ -906,6 +909,17 @@ fn only_edits_inside(command: &str, ctx: &ToolContext) -> bool {
 /// Whether `command` parses and only reads.
 fn read_only(command: &str) -> bool {
     shell::parse(command).map(|s| shell::is_read_only(&s)).unwrap_or(false)
+}
+
+/// The output files no sweep may remove: this call's, and those of the
+/// session's background jobs still running (written as they go).
+fn running_outputs(ctx: &ToolContext, own: Option<&Path>) -> Vec<PathBuf> {
+    let mut keep: Vec<PathBuf> = own.map(Path::to_path_buf).into_iter().collect();
+    if let Ok(jobs) = ctx.need::<crate::process::jobs::JobTable>() {
+        let running = jobs.list().into_iter().filter(|j| j.status == "running");
+        keep.extend(running.filter_map(|j| jobs.get(&j.job_id)?.output_file.clone()));
+    }
+    keep
 }
 
 fn flush(progress: &ProgressSink, pending: &mut Vec<u8>, streamed: &mut usize) {

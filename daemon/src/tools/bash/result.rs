@@ -80,6 +80,10 @@ pub struct BashResult {
     pub network_refused: Vec<String>,
     /// Settings files the command created, moved aside (from → to).
     pub quarantined: Vec<String>,
+    /// Older outputs of the session removed to keep its outputs within
+    /// their bound, in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_removed: Option<String>,
     /// What could not be examined after the command (an unreadable
     /// directory it left), and what was done with it: moved aside, or
     /// calls refused there until the user gives it its permissions back.
@@ -190,6 +194,7 @@ impl BashResult {
             network: network_of(ctx, profile),
             network_refused: Vec::new(),
             quarantined: Vec::new(),
+            outputs_removed: None,
             unexamined: Vec::new(),
             objects_refused: Vec::new(),
             walls_missing: walls_missing(ctx, profile),
@@ -276,6 +281,9 @@ pub(super) fn result_text(r: &BashResult) -> String {
     }
     for what in &r.unexamined {
         note(format!("[{what}]"));
+    }
+    if let Some(removed) = &r.outputs_removed {
+        note(format!("[{removed}]"));
     }
     for line in r.effects.lines() {
         note(line);
