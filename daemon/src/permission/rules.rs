@@ -118,6 +118,19 @@ enum Spec {
     Param { key: String, pattern: String },
 }
 
+/// Whether `s` is a `param:value` naming one of Monitor's own fields
+/// (`Monitor(description:deploy*)`): a param rule, not a command.
+fn names_a_monitor_field(tool: &str, s: &str) -> bool {
+    tool == crate::tools::monitor::NAME
+        && s.split_once(':')
+            .is_some_and(|(field, _)| ["description", "command", "timeout_ms", "ws"].contains(&field.trim()))
+}
+
+/// Whether `tool`'s rules name shell commands (`Tool(npm test:*)`).
+fn takes_commands(tool: &str) -> bool {
+    tool == crate::tools::bash::NAME || tool == crate::tools::monitor::NAME
+}
+
 /// `param:value` of a `Tool(param:value)` rule, when `s` is one.
 fn param_spec(s: &str) -> Option<Spec> {
     let (key, value) = s.trim().split_once(':')?;
@@ -194,9 +207,10 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
     let spec = match spec {
         None => Spec::Any,
         Some(s) if s.trim().is_empty() => return Err(err("an empty specifier; write the tool name alone".into())),
-        // `Bash(*)` is every command: the tool itself.
-        Some(s) if tool == "Bash" && s.trim() == "*" => Spec::Any,
-        Some(s) if tool == "Bash" => bash_spec(s.trim()).map_err(err)?,
+        // `Bash(*)` is every command: the tool itself. A Monitor's command
+        // is a shell command too: `Monitor(tail -f:*)` names it as Bash does.
+        Some(s) if takes_commands(tool) && s.trim() == "*" => Spec::Any,
+        Some(s) if takes_commands(tool) && !names_a_monitor_field(tool, s) => bash_spec(s.trim()).map_err(err)?,
         // `Tool(param:value)` for tools whose specifier is not a command,
         // a path or a domain.
         Some(s)

@@ -552,3 +552,20 @@ fn param_rules_look_at_the_calls_input() {
     let named = set(&["Task(Explore)"], &[], &[]);
     assert_eq!(named.decide("Task", &Facts::Name("Explore".into())).map(|r| r.kind), Some(RuleKind::Allow));
 }
+
+/// A Monitor's command is a shell command: `Monitor(rm:*)` names commands
+/// as `Bash(rm:*)` does; `param:value` of one of Monitor's own fields stays
+/// a param rule.
+#[test]
+fn monitor_rules_name_commands_or_its_own_fields() {
+    use serde_json::json;
+    let s = set(&["Monitor(tail -f:*)"], &["Monitor(rm:*)", "Monitor(description:secret*)"], &[]);
+    let decide = |command: &str, description: &str| {
+        let input = json!({ "command": command, "description": description });
+        s.decide_call("Monitor", &Facts::Bash(command.into()), Some(&input)).map(|r| r.kind)
+    };
+    assert_eq!(decide("rm -rf build", "clean"), Some(RuleKind::Deny));
+    assert_eq!(decide("tail -f app.log", "logs"), Some(RuleKind::Allow));
+    assert_eq!(decide("tail -f app.log", "secret logs"), Some(RuleKind::Deny));
+    assert_eq!(decide("ls", "x"), None);
+}
