@@ -93,6 +93,11 @@ struct Args {
     /// in (PEM); a client without one gets nothing
     #[arg(long, env = "AGENTD_TLS_CLIENT_CA", value_name = "FILE", requires = "listen_tls")]
     tls_client_ca: Option<PathBuf>,
+    /// Serve the signals a fleet scales on (sessions, calls, jobs,
+    /// questions waiting, call durations by tool, memory, descriptors) in
+    /// OpenMetrics text at http://ADDR/metrics; a loopback address only
+    #[arg(long, env = "AGENTD_METRICS", value_name = "HOST:PORT")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 /// Runs the `agentd` command with the process's arguments.
@@ -138,6 +143,7 @@ fn start(args: Args) -> anyhow::Result<()> {
     };
     config.persist = !args.ephemeral;
     config.trust_project_files = args.trust_project_files;
+    config.metrics = args.metrics;
     if let (Some(listen), Some(cert), Some(key), Some(client_ca)) =
         (args.listen_tls, args.tls_cert, args.tls_key, args.tls_client_ca)
     {

@@ -63,6 +63,8 @@ pub struct Config {
     pub trust_project_files: bool,
     /// The network face (`--listen-tls`): the protocol over mutual TLS.
     pub tls: Option<TlsConfig>,
+    /// Where `GET /metrics` is served (`--metrics`, a loopback address).
+    pub metrics: Option<std::net::SocketAddr>,
     /// The daemon's way to the web: `--resolve` pins, the WebSearch
     /// backend (`--web-search-url`), the HTTP clients.
     pub web: std::sync::Arc<crate::web::Web>,
@@ -82,6 +84,7 @@ impl Config {
             refuse_descendants: true,
             store_limits: crate::store::disk::StoreLimits::default(),
             tls: None,
+            metrics: None,
             persist: true,
             trust_project_files: false,
             web: Default::default(),

@@ -12,6 +12,9 @@ pub enum DaemonError {
     /// `--listen-tls` cannot be set up (a file, a key, the address).
     #[error("--listen-tls: {0}")]
     Tls(String),
+    /// `--metrics` cannot be served (not a loopback address, taken).
+    #[error("{0}")]
+    Metrics(String),
     /// A file-system or socket operation on a path failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -16,6 +16,7 @@ pub(crate) mod fs;
 pub(crate) mod hooks;
 pub(crate) mod inline;
 pub(crate) mod mcp;
+pub mod metrics;
 pub mod peers;
 pub(crate) mod permission;
 pub(crate) mod process;

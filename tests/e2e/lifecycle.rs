@@ -215,3 +215,52 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
     assert_eq!(after["tasks"], before["tasks"]);
     assert_eq!(after["connections_total"].as_u64().unwrap(), before["connections_total"].as_u64().unwrap() + 10_000);
 }
+
+/// `--metrics`: the signals a fleet scales on, in OpenMetrics text at
+/// `/metrics` on a loopback address: open sessions, calls ended by tool
+/// and outcome with their durations, memory and descriptors; anything
+/// else is 404; an address that is not loopback is refused at start.
+#[test]
+fn metrics_are_served_in_openmetrics_text_on_loopback() {
+    use std::io::{Read, Write};
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let d = agentd_tests::StandaloneDaemon::start(&["--metrics", &addr], &[]);
+    let scrape = |path: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "a").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = agentd_tests::RawConn::connect(&d.socket).await;
+        let sid = c.session(serde_json::json!({ "cwd": work.path(), "mode": "bypass" })).await;
+        c.tool(&sid, "Read", serde_json::json!({ "file_path": work.path().join("a.txt") })).await;
+        c.tool(&sid, "Read", serde_json::json!({ "file_path": work.path().join("missing.txt") })).await;
+        let page = scrape("/metrics");
+        assert!(page.starts_with("HTTP/1.1 200") && page.contains("application/openmetrics-text"), "{page}");
+        for line in [
+            "agentd_sessions 1\n",
+            "agentd_calls_total{tool=\"Read\",outcome=\"ok\"} 1\n",
+            "agentd_calls_total{tool=\"Read\",outcome=\"error\"} 1\n",
+            "agentd_call_duration_seconds_count{tool=\"Read\"} 2\n",
+            "agentd_call_duration_seconds_bucket{tool=\"Read\",le=\"+Inf\"} 2\n",
+        ] {
+            assert!(page.contains(line), "{line}: {page}");
+        }
+        assert!(page.contains("agentd_resident_memory_bytes ") && page.trim_end().ends_with("# EOF"), "{page}");
+    });
+    assert!(scrape("/other").starts_with("HTTP/1.1 404"));
+    let refused = std::process::Command::new(agentd_tests::bin_path("agentd"))
+        .args(["--metrics", "0.0.0.0:9", "--socket"])
+        .arg(work.path().join("s.sock"))
+        .arg("--state-dir")
+        .arg(work.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("loopback"), "{refused:?}");
+}

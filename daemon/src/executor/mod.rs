@@ -434,6 +434,8 @@ pub struct SessionExecutor {
     peers: std::sync::OnceLock<crate::peers::PeerBook>,
     /// The daemon's schedules (CronCreate, CronList, CronDelete).
     schedules: std::sync::OnceLock<Arc<crate::schedule::Scheduler>>,
+    /// The daemon's call counters (`--metrics`).
+    metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
     /// The session's open `agent/request`s.
     agent_requests: Arc<crate::agents::Requests>,
 }
@@ -560,6 +562,7 @@ impl SessionExecutor {
             agent_host: std::sync::OnceLock::new(),
             peers: std::sync::OnceLock::new(),
             schedules: std::sync::OnceLock::new(),
+            metrics: std::sync::OnceLock::new(),
             agent_requests: Arc::default(),
         });
         executor.services.asks.restore_granted(&granted);
@@ -592,8 +595,7 @@ impl SessionExecutor {
         let _ = self.agent_host.set(host);
     }
 
-    /// Gives the executor the daemon's other sessions, for ListAgents and
-    /// SendMessage.
+    /// Gives the executor the daemon's other sessions (ListAgents, SendMessage).
     pub fn set_peers(&self, book: crate::peers::PeerBook) {
         let _ = self.peers.set(book);
     }
@@ -670,17 +672,15 @@ impl SessionExecutor {
         self.report_closed(&mut inner);
     }
 
-    /// Records kept now: calls, turns, and the event log's events and
-    /// estimated bytes (what bounds a session's memory).
+    /// Calls, turns, events and their bytes kept now (a session's memory).
     pub fn kept(&self) -> (usize, usize, usize, usize) {
         let (calls, turns) = self.lock().machine.kept();
         let (events, bytes) = self.events.kept();
         (calls, turns, events, bytes)
     }
 
-    /// Stops everything for a daemon shutdown: calls are cancelled (block
-    /// tools too) and their results recorded, but the session is not
-    /// closed: it is back after the restart.
+    /// Stops everything for a daemon shutdown: calls cancelled (block tools
+    /// too), results recorded; the session is back after the restart.
     pub fn stop(&self) {
         let mut inner = self.lock();
         if inner.closed {

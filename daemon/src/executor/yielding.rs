@@ -127,6 +127,9 @@ impl SessionExecutor {
         // record is saved again.
         let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
         let slot = &mut inner.slots[i];
+        if let Some(metrics) = self.metrics.get() {
+            metrics.record(&slot.name, slot.since.elapsed(), outcome.is_error);
+        }
         if let Some(t) = inner.machine.turn_of(i)
             && let Some(batch) = inner.turns.get_mut(t).and_then(|turn| turn.batch.as_mut())
             && let Some(entry) = batch.iter_mut().find(|e| e["tool_use_id"] == slot.tool_use_id.as_str())
@@ -194,5 +197,12 @@ fn answer_waiter(
             changes,
             changes_omitted,
         });
+    }
+}
+
+impl SessionExecutor {
+    /// Gives the executor the daemon's call counters (`--metrics`).
+    pub fn set_metrics(&self, metrics: Arc<crate::metrics::Metrics>) {
+        let _ = self.metrics.set(metrics);
     }
 }

@@ -121,14 +121,14 @@ enum Spec {
 /// Whether `s` is a `param:value` naming one of Monitor's own fields
 /// (`Monitor(description:deploy*)`): a param rule, not a command.
 fn names_a_monitor_field(tool: &str, s: &str) -> bool {
-    tool == crate::tools::monitor::NAME
+    tool == "Monitor"
         && s.split_once(':')
             .is_some_and(|(field, _)| ["description", "command", "timeout_ms", "ws"].contains(&field.trim()))
 }
 
 /// Whether `tool`'s rules name shell commands (`Tool(npm test:*)`).
 fn takes_commands(tool: &str) -> bool {
-    tool == crate::tools::bash::NAME || tool == crate::tools::monitor::NAME
+    tool == "Bash" || tool == "Monitor"
 }
 
 /// `param:value` of a `Tool(param:value)` rule, when `s` is one.

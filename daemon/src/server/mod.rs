@@ -69,6 +69,8 @@ pub struct Daemon {
     socket: listen::BoundSocket,
     listener: tokio::net::UnixListener,
     tls: Option<tls::TlsListener>,
+    /// `--metrics`'s listener, served once the daemon serves.
+    metrics: Option<std::net::TcpListener>,
     shared: Arc<Shared>,
     root: CancellationToken,
     config: Config,
@@ -109,6 +111,7 @@ impl Daemon {
         // leaves no socket behind. Its files are read now and hidden from
         // every tool from now on.
         let tls = config.tls.as_ref().map(tls::bind).transpose()?;
+        let metrics = config.metrics.map(crate::metrics::bind).transpose().map_err(DaemonError::Metrics)?;
         let secret_files =
             config.tls.as_ref().map(|t| vec![t.cert.clone(), t.key.clone(), t.client_ca.clone()]).unwrap_or_default();
         let off_limits = Arc::new(crate::fs::OffLimits::guard(&config.state_dir, &secret_files));
@@ -246,7 +249,17 @@ impl Daemon {
             allowed_uid,
             refuse_descendants: config.refuse_descendants,
         });
-        Ok(Daemon { socket, listener, tls, shared, root, config, _state_lock: state_lock, _off_limits: off_limits })
+        Ok(Daemon {
+            socket,
+            listener,
+            tls,
+            metrics,
+            shared,
+            root,
+            config,
+            _state_lock: state_lock,
+            _off_limits: off_limits,
+        })
     }
 
     /// The socket path the daemon serves, when it has one.
@@ -275,6 +288,14 @@ impl Daemon {
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), DaemonError> {
         let next_conn = AtomicUsize::new(1);
         self.shared.tracker.spawn(crate::process::reaper(self.root.clone()));
+        if let Some(listener) = self.metrics {
+            let state = self.shared.state.clone();
+            let page = Arc::new(move || {
+                let rss = crate::process::rss_kib(std::process::id() as i32).unwrap_or(0);
+                state.sessions.metrics().render(&state.sessions.activity(), rss, crate::metrics::open_fds())
+            });
+            self.shared.tracker.spawn(crate::metrics::serve(listener, page, self.root.clone()));
+        }
         // The sessions a restart brought back: their SessionStart hooks run
         // with `source: resume` (what they add is in their hook events).
         let restored: Vec<String> = self.shared.state.sessions.list().into_iter().map(|s| s.session_id).collect();

@@ -287,6 +287,8 @@ pub struct SessionManager {
     idle_watchers: Mutex<HashMap<String, std::collections::HashSet<String>>>,
     /// The sessions' schedules.
     schedules: Arc<crate::schedule::Scheduler>,
+    /// The daemon's call counters.
+    metrics: Arc<crate::metrics::Metrics>,
     /// Held while a named session is committed.
     naming: Mutex<()>,
     /// Rung at every session's every event, and as sessions come and go
@@ -339,6 +341,7 @@ impl SessionManager {
             peers: std::sync::OnceLock::new(),
             idle_watchers: Mutex::new(HashMap::new()),
             schedules: Arc::new(crate::schedule::Scheduler::open(Path::new("/nonexistent"), false)),
+            metrics: Arc::default(),
             naming: Mutex::new(()),
             bell: Arc::default(),
         }
@@ -354,6 +357,11 @@ impl SessionManager {
     /// What rings when any session's work changes (`daemon/watch`).
     pub fn bell(&self) -> &Arc<crate::events::Bell> {
         &self.bell
+    }
+
+    /// The daemon's call counters (`--metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// The sessions' schedules.
@@ -685,6 +693,7 @@ impl SessionManager {
             executor.set_peers(book.clone());
         }
         executor.set_schedules(self.schedules.clone());
+        executor.set_metrics(self.metrics.clone());
         executor.events().ring_on_push(self.bell.clone());
         if !info.untrusted.is_empty() {
             executor.events().push(EventKind::TrustRequired { files: info.untrusted.clone() });
