@@ -126,16 +126,8 @@ impl SessionExecutor {
         // restart restores the worktree from it even before the session's
         // record is saved again.
         let worktree_changed = (worktree_before != inner.context.worktree).then(|| inner.context.worktree.clone());
+        self.tally(inner, i, &outcome);
         let slot = &mut inner.slots[i];
-        if let Some(metrics) = self.metrics.get() {
-            metrics.record(&slot.name, slot.since.elapsed(), outcome.is_error);
-        }
-        if let Some(t) = inner.machine.turn_of(i)
-            && let Some(batch) = inner.turns.get_mut(t).and_then(|turn| turn.batch.as_mut())
-            && let Some(entry) = batch.iter_mut().find(|e| e["tool_use_id"] == slot.tool_use_id.as_str())
-        {
-            entry["tool_response"] = super::hooked::as_sent(&outcome.content);
-        }
         let mut changes = self.services.history.changes_of(&slot.turn_id, &slot.tool_use_id);
         // A result stays small: the first changes, and how many more.
         let changes_omitted = (changes.len() > RESULT_CHANGES).then(|| (changes.len() - RESULT_CHANGES) as u64);
@@ -201,6 +193,21 @@ fn answer_waiter(
 }
 
 impl SessionExecutor {
+    /// A call's result, counted (`--metrics`) and kept for its turn's
+    /// PostToolBatch hooks when they want it.
+    fn tally(&self, inner: &mut Inner, i: CallIdx, outcome: &CallOutcome) {
+        let slot = &inner.slots[i];
+        if let Some(metrics) = self.metrics.get() {
+            metrics.record(&slot.name, slot.since.elapsed(), outcome.is_error);
+        }
+        if let Some(t) = inner.machine.turn_of(i)
+            && let Some(batch) = inner.turns.get_mut(t).and_then(|turn| turn.batch.as_mut())
+            && let Some(entry) = batch.iter_mut().find(|e| e["tool_use_id"] == slot.tool_use_id.as_str())
+        {
+            entry["tool_response"] = super::hooked::as_sent(&outcome.content);
+        }
+    }
+
     /// Gives the executor the daemon's call counters (`--metrics`).
     pub fn set_metrics(&self, metrics: Arc<crate::metrics::Metrics>) {
         let _ = self.metrics.set(metrics);
