@@ -380,7 +380,6 @@ impl SessionExecutor {
     }
 }
 
-/// `outcome` with the hooks' `additionalContext` for the model after it.
 impl SessionExecutor {
     /// The turn `t` is over: `turn/completed` — after the session's
     /// PostToolBatch hooks have answered, when the turn kept its calls for
@@ -411,6 +410,7 @@ impl SessionExecutor {
     }
 }
 
+/// `outcome` with the hooks' `additionalContext` for the model after it.
 pub(super) fn with_context(mut outcome: CallOutcome, event: &str, context: &[String]) -> CallOutcome {
     for c in context.iter().filter(|c| !c.trim().is_empty()) {
         outcome.content.push(ContentBlock::text(format!("{event} hook additional context: {c}")));
@@ -429,7 +429,6 @@ pub(super) fn pre_tool_use_json(name: &str, input: &Value, tool_use_id: Option<&
     })
 }
 
-/// The text blocks of `content`, one a line.
 /// A result's content as the model is sent it: its text when it is all
 /// text, the blocks otherwise (PostToolBatch's `tool_response`).
 pub(super) fn as_sent(content: &[ContentBlock]) -> Value {
@@ -451,6 +450,7 @@ pub(super) fn as_sent(content: &[ContentBlock]) -> Value {
 /// Characters of a call's response a PostToolBatch hook is given.
 const BATCH_RESPONSE_CHARS: usize = 30_000;
 
+/// The text blocks of `content`, one a line.
 pub(super) fn text_of(content: &[ContentBlock]) -> String {
     let texts: Vec<&str> = content
         .iter()
