@@ -306,3 +306,21 @@ fn the_tool_context_has_at_most_ten_fields() {
         assert!(!field.contains("agents") && !field.contains("process"), "{field}");
     }
 }
+
+/// Issue 53: every member crate takes the workspace's minimum Rust version
+/// (one place says it), and every `unsafe` block must say why it is sound
+/// (`clippy::undocumented_unsafe_blocks` denied for the whole workspace).
+#[test]
+fn members_take_the_workspaces_rust_version_and_unsafe_says_why() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = workspace.lines().find_map(|l| l.strip_prefix("members = ")).expect("a members line");
+    for member in members.trim_matches(['[', ']']).split(',').map(|m| m.trim().trim_matches('"')) {
+        let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+        assert!(manifest.lines().any(|l| l.trim() == "rust-version.workspace = true"), "{member}/Cargo.toml");
+        assert!(!manifest.contains("[lints.clippy]"), "{member} must not override the workspace's lints");
+        assert!(manifest.lines().any(|l| l.trim() == "workspace = true"), "{member}/Cargo.toml: [lints] workspace");
+    }
+    let clippy = workspace.split("[workspace.lints.clippy]").nth(1).unwrap_or_default();
+    assert!(clippy.lines().any(|l| l.trim() == "undocumented_unsafe_blocks = \"deny\""), "{clippy}");
+}
