@@ -323,4 +323,8 @@ fn members_take_the_workspaces_rust_version_and_unsafe_says_why() {
     }
     let clippy = workspace.split("[workspace.lints.clippy]").nth(1).unwrap_or_default();
     assert!(clippy.lines().any(|l| l.trim() == "undocumented_unsafe_blocks = \"deny\""), "{clippy}");
+    // Bash's temp directory goes with its guard (`CallTmp`), not by hand at
+    // each way out: its drop, and the removal after the result is out.
+    let bash = std::fs::read_to_string(root.join("daemon/src/tools/bash/mod.rs")).unwrap();
+    assert_eq!(bash.matches("remove_dir_all").count(), 2, "Bash's temp directory is removed by hand again");
 }

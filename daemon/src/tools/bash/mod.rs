@@ -234,7 +234,7 @@ impl Tool for Bash {
         // Code looks only at commands that may write.
         let watched = (!read_only(&input.command)).then(|| stale::Watched::before(ctx.session.files.keys().cloned()));
         let wall = Wall { guard: guard.as_ref(), layers: layers.as_ref() };
-        let launched = launch(&ctx, &self.0, &input, &marker, &tmp, true, wall);
+        let launched = launch(&ctx, &self.0, &input, &marker, tmp.path(), true, wall);
         let started_tree = launched.and_then(|(launch, gate)| {
             process::spawn_bash(&script, &cwd, &marker, &ctx.info.env, launch)
                 .map(|tree| (tree, gate))
@@ -243,7 +243,6 @@ impl Tool for Bash {
         let (mut tree, gate) = match started_tree {
             Ok(started) => started,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
                 if let Some(layers) = layers {
                     layers.discard();
                 }
@@ -349,7 +348,7 @@ impl Tool for Bash {
                 capture,
                 process::jobs::Adopted {
                     limit: Duration::from_millis(BACKGROUND_DEFAULT_TIMEOUT_MS),
-                    tmp: Some(tmp),
+                    tmp: Some(tmp.keep()),
                     at_end: match layers {
                         Some(layers) => Some(effects::at_end(layers, ctx.rules.clone(), effects::asking(&ctx, &input))),
                         None => job_end(guard),
@@ -399,6 +398,7 @@ impl Tool for Bash {
         };
         // Nothing of the call is left to use it: removed after the result
         // is out (a directory's removal cost the call ~0.1 ms on ext4).
+        let tmp = tmp.keep();
         let stale = tmp.clone();
         tokio::task::spawn_blocking(move || std::fs::remove_dir_all(stale));
         if let Some(report) = report {
@@ -539,7 +539,7 @@ struct Ready {
     cwd: PathBuf,
     marker: String,
     log_file: PathBuf,
-    tmp: PathBuf,
+    tmp: CallTmp,
     cwd_file: PathBuf,
     script: String,
     profile: SandboxProfile,
@@ -560,10 +560,7 @@ impl Bash {
     ) -> Result<std::sync::Arc<process::jobs::Job>, ToolError> {
         let Ready { cwd, marker, log_file, tmp, script, guard, .. } = self.ready(input, ctx).await?;
         let (launch, _gate) =
-            launch(ctx, &self.0, input, &marker, &tmp, false, Wall { guard: guard.as_ref(), layers: None })
-                .inspect_err(|_| {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                })?;
+            launch(ctx, &self.0, input, &marker, tmp.path(), false, Wall { guard: guard.as_ref(), layers: None })?;
         ctx.need::<process::jobs::JobTable>()?
             .start(
                 &input.command,
@@ -574,16 +571,17 @@ impl Bash {
                     output_file: Some(&log_file),
                     launch,
                     env: &ctx.info.env,
-                    tmp: Some(tmp.clone()),
+                    tmp: Some(tmp.path().to_owned()),
                     limit: Duration::from_millis(input.timeout.unwrap_or(BACKGROUND_DEFAULT_TIMEOUT_MS)),
                     at_end: job_end(guard),
                     watcher,
                 },
             )
-            .map_err(|e| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                ToolError::new(format!("cannot start bash: {e}"))
+            // Started, the job removes it at its end; not, it goes now.
+            .inspect(move |_| {
+                tmp.keep();
             })
+            .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))
     }
 
     /// Makes ready what a call's command needs: its directory, private
@@ -600,13 +598,12 @@ impl Bash {
         let _ = std::fs::create_dir_all(&*ctx.output_dir);
         let log_file = ctx.output_dir.join(format!("bash-{marker}.log"));
         let tmp = private_tmp(ctx.sandbox().call_tmp.as_deref().unwrap_or(&ctx.output_dir), &marker)?;
-        let cwd_file = tmp.join(".agentd-cwd");
+        let cwd_file = tmp.path().join(".agentd-cwd");
         let script = format!("trap 'pwd -P > {}' EXIT\n{}", quote(&cwd_file), input.command);
         let profile = ctx.grant.sandbox_profile;
         if profile == SandboxProfile::Off
             && ctx.info.sandbox.network.gate().is_some_and(|g| g.allowed_domains.is_some())
         {
-            let _ = std::fs::remove_dir_all(&tmp);
             return Err(ToolError::new(
                 "this session limits the network to its sandbox.network.allowed_domains, and a command outside \
                  the sandbox would not be held to that list, so it was not run; run it in the sandbox (without \
@@ -629,10 +626,7 @@ impl Bash {
         // ends, and nothing of the workspace is examined before (issue 48).
         // Background jobs write through, behind the older wall.
         let layers = if effects::layered(ctx, profile, input.run_in_background, staging.is_some()) {
-            Some(effects::prepare(ctx, &roots, &marker).map_err(|e| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                ToolError::new(e)
-            })?)
+            Some(effects::prepare(ctx, &roots, &marker).map_err(ToolError::new)?)
         } else {
             None
         };
@@ -660,7 +654,6 @@ impl Bash {
                 }
             };
             if let Err(why) = asked {
-                let _ = std::fs::remove_dir_all(&tmp);
                 return Err(ToolError::new(format!("permission denied: {why}")));
             }
         }
@@ -673,10 +666,7 @@ impl Bash {
                 })
             })
             .transpose()
-            .map_err(|e: String| {
-                let _ = std::fs::remove_dir_all(&tmp);
-                ToolError::new(e)
-            })?;
+            .map_err(|e: String| ToolError::new(e))?;
         let script = match &staging {
             Some((staging, main, _)) => format!(
                 "export GIT_OBJECT_DIRECTORY={} GIT_ALTERNATE_OBJECT_DIRECTORIES={}\n{script}",
@@ -741,14 +731,39 @@ fn read_cwd_file(path: &Path) -> Option<PathBuf> {
 /// short `/tmp/agentd-tmp-UID` where there is one: `TMPDIR/x.sock` must fit
 /// a socket address, 107 bytes). Named by the first 12 characters of the
 /// call's marker (48 random bits: `create` fails rather than reuse one).
-fn private_tmp(base: &Path, marker: &str) -> Result<PathBuf, ToolError> {
+fn private_tmp(base: &Path, marker: &str) -> Result<CallTmp, ToolError> {
     use std::os::unix::fs::DirBuilderExt;
     let tmp = base.join(format!("t-{}", marker.get(..12).unwrap_or(marker)));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&tmp)
         .map_err(|e| ToolError::new(format!("cannot create a temp directory for the command: {e}")))?;
-    Ok(tmp)
+    Ok(CallTmp(Some(tmp)))
+}
+
+/// A call's temp directory, removed when this goes (a call that fails, or
+/// is dropped, part-way leaves none behind) unless it is handed on with
+/// [`CallTmp::keep`] (to a background job, or to be removed after the
+/// result is out).
+struct CallTmp(Option<PathBuf>);
+
+impl CallTmp {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// The directory, now the caller's to remove.
+    fn keep(mut self) -> PathBuf {
+        self.0.take().unwrap_or_default()
+    }
+}
+
+impl Drop for CallTmp {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 fn profile_name(profile: SandboxProfile) -> &'static str {
