@@ -618,7 +618,7 @@ impl Server {
         if logs {
             let level = self.logs.wanted().unwrap_or_default();
             // MCP 2026-07-28 has no setLevel: each request carries the
-            // level (see `request_log_level`).
+            // level (see `request_meta`).
             if modern(conn.service.peer()) || set_level(conn.service.peer(), level).await {
                 *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
             }
