@@ -542,10 +542,14 @@ pub(crate) async fn remove(
                 "a WorktreeCreate hook made it and the session has no WorktreeRemove hook to remove it".into(),
             ));
         };
-        if let Some(why) = removal_hooks(w, hooks, cancel).await
-            && w.path.exists()
-        {
-            return Err(Removal::Kept(format!("the WorktreeRemove hook failed: {why}")));
+        // Removed when it is gone (a hook that failed after removing it
+        // removed it all the same).
+        let failed = removal_hooks(w, hooks, cancel).await;
+        if std::fs::symlink_metadata(&w.path).is_ok() {
+            return Err(Removal::Kept(match failed {
+                Some(why) => format!("the WorktreeRemove hook failed: {why}"),
+                None => "the WorktreeRemove hook left it in place".into(),
+            }));
         }
         return Ok(format!("Removed the worktree {} (by the WorktreeRemove hook)", w.path.display()));
     }
