@@ -16,6 +16,7 @@ mod first_hour;
 mod gate;
 mod grep_vs_rg;
 mod history;
+mod hook_moments;
 mod hooks;
 mod layer;
 mod lifecycle;

@@ -16,6 +16,8 @@ use agentd_client::{Client, ClientError, Endpoint, TlsEndpoint};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+mod ask;
+use ask::*;
 mod calls;
 use calls::*;
 mod changes;

@@ -8,11 +8,13 @@ pub mod binary;
 pub mod changes;
 pub mod config;
 pub mod elicit;
+mod handler;
 pub mod listing;
 pub mod logs;
 pub mod pool;
 pub mod progress;
 pub mod prompts;
+pub mod resources;
 pub mod tools;
 
 use std::sync::{Arc, Mutex};

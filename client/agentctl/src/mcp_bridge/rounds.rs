@@ -9,9 +9,16 @@
 //! waits here: at most [`MAX_SUSPENDED`] calls, each for at most
 //! [`SUSPENDED_FOR`] (then it is cancelled, as a call whose client left).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentd_client::Client;
+use agentd_protocol::methods::TurnCancel;
+use agentd_protocol::turn::TurnCancelParams;
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::service::{RequestContext, RoleServer};
+
+use super::{Served, convert, internal, lock};
 use agentd_protocol::mcp::{McpElicitationAction, McpSamplingDecision};
 use agentd_protocol::methods::{McpElicitationRespond, McpSamplingRespond, PermissionRespond};
 use agentd_protocol::permission::{PermissionDecision, PermissionRespondParams};
@@ -131,4 +138,129 @@ pub(super) fn new_state() -> Result<String, String> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| format!("no randomness for a request state: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl Served {
+    /// `tools/call` of MCP 2026-07-28: the call runs until it is done or
+    /// needs an answer from the client's user, which the result then asks
+    /// for (`input_required`); the client's next round (the same call with
+    /// `requestState` and `inputResponses`) answers and goes on.
+    pub(super) async fn call_in_rounds(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let (client, session) = self.session().await?;
+        let name = request.name.to_string();
+        let mut waiting = match &request.request_state {
+            Some(state) => {
+                let waiting = self.resume(state, &name)?;
+                if let Some(asked) = &waiting.asked {
+                    let answer = request.input_responses.as_ref().and_then(|r| r.get(KEY));
+                    asked.answer(&client, &session, answer).await;
+                }
+                // This round's stream carries the call's progress now.
+                if let Some(route) = lock(&self.calls).get_mut(&waiting.tool_use_id) {
+                    route.peer = context.peer.clone();
+                    route.progress = context.meta.get_progress_token();
+                }
+                waiting
+            }
+            None => {
+                let (tx, questions) = tokio::sync::mpsc::unbounded_channel();
+                let (tool_use_id, call) = self.start_call(&request, &context, Some(tx)).await?;
+                let until = Instant::now() + SUSPENDED_FOR;
+                Suspended { name: name.clone(), tool_use_id, call, questions, asked: None, until }
+            }
+        };
+        let id = waiting.tool_use_id.clone();
+        let result = tokio::select! {
+            r = &mut waiting.call => r.unwrap_or_else(|e| Err(e.to_string())),
+            Some(question) = waiting.questions.recv() => {
+                let state = new_state().map_err(internal)?;
+                let asking = input_required(&question, &state).map_err(internal)?;
+                waiting.asked = Some(question);
+                waiting.until = Instant::now() + SUSPENDED_FOR;
+                self.suspend(state, waiting, &client, &session);
+                return Ok(CallToolResponse::InputRequired(asking));
+            }
+            _ = context.ct.cancelled() => {
+                let cancel = TurnCancelParams { session_id: session.clone(), turn_id: None, tool_use_id: Some(id.clone()) };
+                let _ = client.call::<TurnCancel>(cancel).await;
+                (&mut waiting.call).await.unwrap_or_else(|e| Err(e.to_string()))
+            }
+        };
+        let result = self.end_call(&id, result)?;
+        if name == "ToolSearch" && !result.is_error {
+            self.tools_changed().await;
+        }
+        Ok(CallToolResponse::Complete(convert(&name, result)))
+    }
+
+    /// The call `state` names, taken to go on (it must be a call of `name`).
+    fn resume(&self, state: &str, name: &str) -> Result<Suspended, rmcp::ErrorData> {
+        let mut suspended = lock(&self.suspended);
+        if let Some(s) = suspended.get(state).filter(|s| s.name != name) {
+            let why = format!("requestState is of a call of {}, not of {name}", s.name);
+            return Err(rmcp::ErrorData::invalid_params(why, None));
+        }
+        if suspended.get(state).is_some_and(|s| s.until <= Instant::now()) {
+            // Its time is over: its timer gives it up.
+            return Err(rmcp::ErrorData::invalid_params("requestState names a call that waited too long", None));
+        }
+        suspended.remove(state).ok_or_else(|| {
+            rmcp::ErrorData::invalid_params(
+                "requestState names no call waiting here (it was answered, or waited too long, or is not ours)",
+                None,
+            )
+        })
+    }
+
+    /// Keeps `waiting` for its next round under `state`; calls that waited
+    /// too long (or the oldest, past [`MAX_SUSPENDED`]) are
+    /// cancelled.
+    fn suspend(&self, state: String, waiting: Suspended, client: &Arc<Client>, session: &str) {
+        let now = Instant::now();
+        let mut given_up = Vec::new();
+        {
+            let mut suspended = lock(&self.suspended);
+            let expired: Vec<String> =
+                suspended.iter().filter(|(_, s)| s.until <= now).map(|(k, _)| k.clone()).collect();
+            given_up.extend(expired.iter().filter_map(|k| suspended.remove(k)));
+            while suspended.len() >= MAX_SUSPENDED {
+                let Some(oldest) = suspended.iter().min_by_key(|(_, s)| s.until).map(|(k, _)| k.clone()) else { break };
+                given_up.extend(suspended.remove(&oldest));
+            }
+            suspended.insert(state.clone(), waiting);
+        }
+        // Given up when its time is over, whatever else happens meanwhile.
+        let (all, calls, timer_client, timer_session) =
+            (Arc::downgrade(&self.suspended), self.calls.clone(), client.clone(), session.to_owned());
+        tokio::spawn(async move {
+            let (client, session) = (timer_client, timer_session);
+            tokio::time::sleep(SUSPENDED_FOR).await;
+            let Some(all) = all.upgrade() else { return };
+            let expired = {
+                let mut all = lock(&all);
+                let over = all.get(&state).is_some_and(|s| s.until <= Instant::now());
+                if over { all.remove(&state) } else { None }
+            };
+            if let Some(s) = expired {
+                lock(&calls).remove(&s.tool_use_id);
+                let cancel = TurnCancelParams { session_id: session, turn_id: None, tool_use_id: Some(s.tool_use_id) };
+                let _ = client.call::<TurnCancel>(cancel).await;
+                s.call.abort();
+            }
+        });
+        for s in given_up {
+            lock(&self.calls).remove(&s.tool_use_id);
+            let cancel =
+                TurnCancelParams { session_id: session.to_owned(), turn_id: None, tool_use_id: Some(s.tool_use_id) };
+            let client = client.clone();
+            tokio::spawn(async move {
+                let _ = client.call::<TurnCancel>(cancel).await;
+                s.call.abort();
+            });
+        }
+    }
 }

@@ -29,6 +29,7 @@ use crate::permission::Decision;
 use crate::tool::{ProgressSink, SessionContext, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
 mod existing;
+mod hooked;
 use existing::{ensure_worktree_config, enter_existing};
 
 /// Longest a git command may take.
@@ -435,77 +436,13 @@ pub(crate) async fn repository(ctx: &ToolContext) -> Result<(PathBuf, PathBuf), 
 /// hooks when it has any (in place of git, as in Claude Code: any version
 /// control, anywhere the hook chooses), otherwise by `git worktree add`.
 pub(crate) async fn create(ctx: &ToolContext, name: Option<String>) -> Result<WorktreeInfo, ToolError> {
+    let name = name.unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
     let hooks = ctx.services.get::<crate::hooks::Hooks>();
     let Some(hooks) = hooks.filter(|h| h.wants(HookEvent::WorktreeCreate, "")) else {
         let (top, common_dir) = repository(ctx).await?;
         return make(ctx, name, top, common_dir).await;
     };
-    let name = name.unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
-    check_name(&name).map_err(ToolError::new)?;
-    let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
-    let input = serde_json::json!({ "name": name, "cwd": ctx.cwd.display().to_string() });
-    let said =
-        hooks.run(HookEvent::WorktreeCreate, "", input, &about, &ctx.cancel, crate::hooks::Completions::Pushed).await;
-    let failed = |why: String| ToolError::new(format!("WorktreeCreate hook failed: {why}"));
-    if !said.blocks.is_empty() || !said.failures.is_empty() {
-        return Err(failed(said.blocks.iter().chain(&said.failures).cloned().collect::<Vec<_>>().join("; ")));
-    }
-    let Some(named) = said.worktree_path else {
-        return Err(failed(
-            "it succeeded but named no worktree (a command prints the path as its last line of output; a \
-             socket or http hook answers hookSpecificOutput.worktreePath)"
-                .into(),
-        ));
-    };
-    let path = crate::fs::normalize(&ctx.cwd.join(&named));
-    if !std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-        return Err(failed(format!("it named {named:?}, which is not a directory: it must make it first")));
-    }
-    hook_worktree_allowed(&path, &ctx.cwd).map_err(|why| failed(format!("it named {named:?}: {why}")))?;
-    Ok(WorktreeInfo {
-        path: path.clone(),
-        branch: String::new(),
-        cwd: path,
-        original_cwd: ctx.cwd.to_path_buf(),
-        repository: ctx.cwd.to_path_buf(),
-        common_dir: PathBuf::new(),
-        git_dir: PathBuf::new(),
-        base: None,
-        entered: false,
-        by_hook: true,
-    })
-}
-
-/// Whether a hook's worktree may become the session's working directory
-/// and write root (and later be given to the WorktreeRemove hook): a
-/// directory reached through no symbolic link (one a command planted
-/// would send the session, and the removal, anywhere), and none of `/`,
-/// the home directory, the workspace or a directory holding it, agentd's
-/// state or a file kept secret.
-fn hook_worktree_allowed(path: &Path, workspace: &Path) -> Result<(), String> {
-    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if real != path {
-        return Err(format!("the way there goes through a symbolic link (it is {})", real.display()));
-    }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    if real == Path::new("/") || home.as_deref().is_some_and(|h| h.starts_with(&real)) || workspace.starts_with(&real) {
-        return Err("it is /, the home directory, the workspace or a directory holding one of them".into());
-    }
-    if crate::fs::in_state_dir(&real) || crate::fs::holds_state_dir(&real) || crate::fs::holds_secret(&real) {
-        return Err("it is or holds what agentd keeps from every tool".into());
-    }
-    Ok(())
-}
-
-/// Runs the session's WorktreeRemove hooks on `w`: what they said went
-/// wrong, if anything (a hook that failed or blocked).
-async fn removal_hooks(w: &WorktreeInfo, hooks: &crate::hooks::Hooks, cancel: &CancellationToken) -> Option<String> {
-    let about = crate::hooks::About { turn_id: None, tool_use_id: None, tool_name: None };
-    let input = serde_json::json!({ "worktree_path": w.path.display().to_string() });
-    let said = hooks.run(HookEvent::WorktreeRemove, "", input, &about, cancel, crate::hooks::Completions::Pushed).await;
-    let wrong: Vec<String> = said.blocks.into_iter().chain(said.failures).collect();
-    (!wrong.is_empty()).then(|| wrong.join("; "))
+    hooked::make(ctx, hooks, name).await
 }
 
 /// Why a worktree was not removed: it holds work (or is not as it was
@@ -532,31 +469,12 @@ pub(crate) async fn remove(
 ) -> Result<String, Removal> {
     let hooks = hooks.filter(|h| h.wants(HookEvent::WorktreeRemove, ""));
     if w.by_hook {
-        // Made by a hook: only hooks know how to remove it — the directory
-        // it was, still reached the same way (not a link planted since).
-        if let Err(why) = hook_worktree_allowed(&w.path, &w.original_cwd) {
-            return Err(Removal::Kept(format!("{} is no longer the worktree the hook made: {why}", w.path.display())));
-        }
-        let Some(hooks) = hooks else {
-            return Err(Removal::Kept(
-                "a WorktreeCreate hook made it and the session has no WorktreeRemove hook to remove it".into(),
-            ));
-        };
-        // Removed when it is gone (a hook that failed after removing it
-        // removed it all the same).
-        let failed = removal_hooks(w, hooks, cancel).await;
-        if std::fs::symlink_metadata(&w.path).is_ok() {
-            return Err(Removal::Kept(match failed {
-                Some(why) => format!("the WorktreeRemove hook failed: {why}"),
-                None => "the WorktreeRemove hook left it in place".into(),
-            }));
-        }
-        return Ok(format!("Removed the worktree {} (by the WorktreeRemove hook)", w.path.display()));
+        return hooked::remove(w, hooks, cancel).await;
     }
     let mut message = remove_by_git(w, discard, cancel).await?;
     // The user's hooks hear of it (cleaning up what they keep beside it).
     if let Some(hooks) = hooks
-        && let Some(why) = removal_hooks(w, hooks, cancel).await
+        && let Some(why) = hooked::removal_hooks(w, hooks, cancel).await
     {
         message.push_str(&format!(" (the WorktreeRemove hook failed: {why})"));
     }
@@ -632,14 +550,8 @@ async fn remove_by_git(w: &WorktreeInfo, discard: bool, cancel: &CancellationTok
 /// `common_dir`) under `.claude/worktrees/<name>` on a new branch
 /// `worktree/<name>` from HEAD, as EnterWorktree and Agent's `isolation:
 /// "worktree"` make one: what a session working there needs to know.
-pub(crate) async fn make(
-    ctx: &ToolContext,
-    name: Option<String>,
-    top: PathBuf,
-    common_dir: PathBuf,
-) -> Result<WorktreeInfo, ToolError> {
+async fn make(ctx: &ToolContext, name: String, top: PathBuf, common_dir: PathBuf) -> Result<WorktreeInfo, ToolError> {
     let cancel = &ctx.cancel;
-    let name = name.unwrap_or_else(|| format!("wt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
     let branch = format!("worktree/{name}");
     git_line(&top, &["check-ref-format", "--branch", &branch], cancel)
         .await?
