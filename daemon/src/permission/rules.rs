@@ -120,10 +120,20 @@ enum Spec {
 
 /// Whether `s` is a `param:value` naming one of Monitor's own fields
 /// (`Monitor(description:deploy*)`): a param rule, not a command.
+/// (`command:` is not one: `Monitor(command:rm *)` is `Monitor(rm *)`,
+/// a command parsed as Bash's are, not the raw text compared.)
 fn names_a_monitor_field(tool: &str, s: &str) -> bool {
     tool == "Monitor"
-        && s.split_once(':')
-            .is_some_and(|(field, _)| ["description", "command", "timeout_ms", "ws"].contains(&field.trim()))
+        && s.split_once(':').is_some_and(|(field, _)| ["description", "timeout_ms", "ws"].contains(&field.trim()))
+}
+
+/// A command rule's specifier: a Monitor's `command:` prefix dropped.
+fn command_spec<'a>(tool: &str, s: &'a str) -> &'a str {
+    let s = s.trim();
+    match s.strip_prefix("command:") {
+        Some(rest) if tool == "Monitor" => rest.trim(),
+        _ => s,
+    }
 }
 
 /// Whether `tool`'s rules name shell commands (`Tool(npm test:*)`).
@@ -210,7 +220,13 @@ pub fn parse(text: &str, kind: RuleKind, origin: &Origin, index: usize) -> Resul
         // `Bash(*)` is every command: the tool itself. A Monitor's command
         // is a shell command too: `Monitor(tail -f:*)` names it as Bash does.
         Some(s) if takes_commands(tool) && s.trim() == "*" => Spec::Any,
-        Some(s) if takes_commands(tool) && !names_a_monitor_field(tool, s) => bash_spec(s.trim()).map_err(err)?,
+        Some(s) if takes_commands(tool) && !names_a_monitor_field(tool, s) => {
+            bash_spec(command_spec(tool, s)).map_err(err)?
+        }
+        // The model writes a Monitor's description: it approves nothing.
+        Some(s) if kind == RuleKind::Allow && names_a_monitor_field(tool, s) && s.trim().starts_with("description") => {
+            return Err(err("an allow rule cannot name Monitor's description, which the model writes".into()));
+        }
         // `Tool(param:value)` for tools whose specifier is not a command,
         // a path or a domain.
         Some(s)

@@ -568,4 +568,21 @@ fn monitor_rules_name_commands_or_its_own_fields() {
     assert_eq!(decide("tail -f app.log", "logs"), Some(RuleKind::Allow));
     assert_eq!(decide("tail -f app.log", "secret logs"), Some(RuleKind::Deny));
     assert_eq!(decide("ls", "x"), None);
+    // The attack review's: `command:` names the command, parsed, not its
+    // raw text; the description approves nothing.
+    let s = set(&["Monitor(command:echo *)"], &["Monitor(command:rm *)"], &[]);
+    let decide = |command: &str| {
+        let input = json!({ "command": command, "description": "d" });
+        s.decide_call("Monitor", &Facts::Bash(command.into()), Some(&input)).map(|r| r.kind)
+    };
+    for hidden in ["echo; rm victim", "env rm victim", "true && rm -f victim"] {
+        assert_eq!(decide(hidden), Some(RuleKind::Deny), "{hidden}");
+    }
+    assert_eq!(decide("echo hi"), Some(RuleKind::Allow));
+    for more in ["echo hi; touch pwn", "echo $(touch pwn)"] {
+        assert_ne!(decide(more), Some(RuleKind::Allow), "{more}");
+    }
+    let origin = Origin::session("test", std::path::Path::new("/ws"));
+    assert!(parse("Monitor(description:deploy*)", RuleKind::Allow, &origin, 0).is_err());
+    assert!(parse("Monitor(description:deploy*)", RuleKind::Deny, &origin, 0).is_ok());
 }

@@ -12,26 +12,33 @@ pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// monitors' logs, MCP results' files), at most: past it, the oldest go.
 pub const SESSION_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Keeps the outputs in `dir` within `budget` bytes: the oldest files a
-/// call wrote there (`bash-`, `monitor-`, `mcp-`) are removed first, never
-/// one of `keep`. What was removed, in a sentence, when anything was.
+/// Keeps the outputs in `dir` within `budget` bytes: the files calls wrote
+/// there (commands' and monitors' logs, MCP results' files) count, and the
+/// oldest go first — never one of `keep`, nor one written in the last
+/// minute (a call may still be writing it). What was removed, in a
+/// sentence, when anything was.
 pub fn keep_within(dir: &std::path::Path, budget: u64, keep: &[std::path::PathBuf]) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> = Vec::new();
     let mut total = 0u64;
+    let recent = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let output = (name.starts_with("bash-") || name.starts_with("monitor-")) && name.ends_with(".log")
+            || name.starts_with("mcp-");
+        // Not following links: a link is not an output.
         let Ok(meta) = entry.metadata() else { continue };
-        if !meta.is_file() {
+        if !output || !meta.is_file() {
             continue;
         }
         // Blocks on disk: a sparse file counts what it takes.
         let size = meta.blocks() * 512;
         total += size;
-        let name = entry.file_name();
-        let ours = ["bash-", "monitor-", "mcp-"].iter().any(|p| name.to_string_lossy().starts_with(p));
         let path = entry.path();
-        if ours && !keep.contains(&path) {
-            files.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), size, path));
+        let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if !keep.contains(&path) && modified < recent {
+            files.push((modified, size, path));
         }
     }
     if total <= budget {
@@ -268,10 +275,10 @@ mod budget_tests {
             path
         };
         let (oldest, old, kept, newest) =
-            (write("bash-1.log", 40), write("mcp-x-1.bin", 30), write("bash-2.log", 35), write("bash-3.log", 1));
-        let plan = write("plan.md", 50);
+            (write("bash-1.log", 400), write("mcp-x-1.bin", 300), write("bash-2.log", 350), write("bash-3.log", 1));
+        let plan = write("plan.md", 500);
         assert_eq!(keep_within(dir.path(), 10 << 20, &[]), None, "within the bound nothing goes");
-        let said = keep_within(dir.path(), 330_000, std::slice::from_ref(&kept)).unwrap();
+        let said = keep_within(dir.path(), 250_000, std::slice::from_ref(&kept)).unwrap();
         assert!(said.contains("2 oldest"), "{said}");
         assert!(!oldest.exists() && !old.exists(), "the oldest two went");
         assert!(kept.exists() && newest.exists() && plan.exists());

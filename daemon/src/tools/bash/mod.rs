@@ -445,8 +445,12 @@ impl Tool for Bash {
             Some(dir) if !carries(&ctx, &dir) => (Some(workspace.to_owned()), Some(dir), true),
             _ => (None, None, false),
         };
-        let kept = running_outputs(&ctx, summary.file.as_deref());
-        let outputs_removed = crate::process::keep_within(&ctx.output_dir, crate::process::SESSION_OUTPUT_BYTES, &kept);
+        // Outputs grow by the files calls write: a call that wrote none
+        // (most) looks at nothing.
+        let outputs_removed =
+            summary.file.is_some().then(|| running_outputs(&ctx, summary.file.as_deref())).and_then(|kept| {
+                crate::process::keep_within(&ctx.output_dir, crate::process::SESSION_OUTPUT_BYTES, &kept)
+            });
         let result = BashResult {
             exit_code: code,
             killed,
