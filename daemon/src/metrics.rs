@@ -41,8 +41,13 @@ impl Metrics {
     /// A call of `tool` ended after `took`.
     pub fn record(&self, tool: &str, took: Duration, failed: bool) {
         let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
-        let name = if tools.contains_key(tool) || tools.len() < MAX_TOOLS { tool } else { "other" };
-        let calls = tools.entry(name.to_owned()).or_default();
+        // A name seen before costs no allocation.
+        if !tools.contains_key(tool) {
+            let name = if tools.len() < MAX_TOOLS { tool } else { "other" };
+            tools.entry(name.to_owned()).or_default();
+        }
+        let name = if tools.contains_key(tool) { tool } else { "other" };
+        let Some(calls) = tools.get_mut(name) else { return };
         let seconds = took.as_secs_f64();
         if failed {
             calls.error += 1;

@@ -108,10 +108,7 @@ pub fn channel() -> (Signal, tokio::sync::mpsc::Receiver<McpList>) {
 /// the connection ends. Nothing for a server of an earlier revision (its
 /// notifications reach the handler).
 pub async fn listen(peer: &Peer<RoleClient>, signal: Signal) {
-    let Some(info) = peer.peer_info() else { return };
-    if info.protocol_version.has_initialize() {
-        return;
-    }
+    let Some(info) = peer.peer_info().filter(|_| super::pool::modern(peer)) else { return };
     let caps = &info.capabilities;
     let mut filter = rmcp::model::SubscriptionFilter::new();
     let changes = |c: Option<bool>| c.unwrap_or(false).then_some(true);

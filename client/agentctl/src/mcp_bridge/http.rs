@@ -62,6 +62,14 @@ pub fn default_token_file() -> Option<PathBuf> {
     Some(config.join("agentd").join("mcp-http-token"))
 }
 
+/// `N` random bytes from the kernel, as hex (a bearer token, a round's
+/// `requestState`).
+pub(super) fn random_hex<const N: usize>() -> std::io::Result<String> {
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// The token in `path`, or a new one written there (0600, never replacing
 /// a file) and returned with `true`. A token file that is not a regular
 /// file of this user's, or that others may read, is refused; it is read
@@ -107,11 +115,7 @@ pub fn token(path: &Path) -> Result<(String, bool), String> {
                     .create(dir)
                     .map_err(|e| format!("{}: {e}", dir.display()))?;
             }
-            let mut bytes = [0u8; 32];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-                .map_err(|e| format!("no randomness for a token: {e}"))?;
-            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let token = random_hex::<32>().map_err(|e| format!("no randomness for a token: {e}"))?;
             let mut file =
                 std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(shown)?;
             file.write_all(format!("{token}\n").as_bytes()).map_err(shown)?;

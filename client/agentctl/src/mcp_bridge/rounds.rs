@@ -132,12 +132,7 @@ pub(super) fn input_required(question: &Question, state: &str) -> Result<rmcp::m
 /// A `requestState`: unguessable, naming nothing of the call (the client
 /// holds it; the call stays here).
 pub(super) fn new_state() -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("no randomness for a request state: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    super::http::random_hex::<16>().map_err(|e| format!("no randomness for a request state: {e}"))
 }
 
 impl Served {
