@@ -592,7 +592,7 @@ mod tests {
     use super::*;
 
     fn done(turn: &str) -> EventKind {
-        EventKind::TurnCompleted { turn_id: turn.into(), additional_context: None, stop_reason: None }
+        EventKind::turn_completed(turn)
     }
 
     #[test]

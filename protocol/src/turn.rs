@@ -664,6 +664,11 @@ pub enum SiblingCancel {
 }
 
 impl EventKind {
+    /// `turn/completed` of `turn_id`, with nothing from PostToolBatch hooks.
+    pub fn turn_completed(turn_id: impl Into<String>) -> EventKind {
+        EventKind::TurnCompleted { turn_id: turn_id.into(), additional_context: None, stop_reason: None }
+    }
+
     /// The event's `type` on the wire (`tool/result`, …).
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -388,7 +388,7 @@ impl SessionExecutor {
         let turn_id = inner.turns[t].id.to_string();
         let batch = inner.turns[t].batch.take().filter(|b| !b.is_empty());
         let (Some(calls), Some(me)) = (batch, self.me.upgrade()) else {
-            self.events.push(EventKind::TurnCompleted { turn_id, additional_context: None, stop_reason: None });
+            self.events.push(EventKind::turn_completed(turn_id));
             return;
         };
         inner.batches_running += 1;

@@ -137,7 +137,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
         });
     }
     for turn_id in turns {
-        out.push(EventKind::TurnCompleted { turn_id, additional_context: None, stop_reason: None });
+        out.push(EventKind::turn_completed(turn_id));
     }
     out
 }

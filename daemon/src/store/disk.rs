@@ -424,14 +424,7 @@ mod tests {
         let path = dir.path().join("events.log");
         let j = journal_at(&path);
         for seq in 1..=3 {
-            j.append(&Event {
-                seq,
-                kind: EventKind::TurnCompleted {
-                    turn_id: format!("t{seq}"),
-                    additional_context: None,
-                    stop_reason: None,
-                },
-            });
+            j.append(&Event { seq, kind: EventKind::turn_completed(format!("t{seq}")) });
         }
         let whole = std::fs::read(&path).unwrap();
         let (events, _, good, total) = read_log(&path, 100);
@@ -460,14 +453,7 @@ mod tests {
         let j = journal_at(&path);
         let state = |rule: &str| super::super::Durable { granted_rules: vec![rule.into()], ..Default::default() };
         for (seq, rule) in [(1, "Bash(a)"), (2, "Bash(b)")] {
-            j.append(&Event {
-                seq,
-                kind: EventKind::TurnCompleted {
-                    turn_id: format!("t{seq}"),
-                    additional_context: None,
-                    stop_reason: None,
-                },
-            });
+            j.append(&Event { seq, kind: EventKind::turn_completed(format!("t{seq}")) });
             let mut line = Vec::new();
             super::super::durable_line(&state(rule), &mut line);
             j.append_lines(&line);
@@ -481,10 +467,7 @@ mod tests {
         let store = DiskStore::open(root.path(), StoreLimits { max_log_bytes: 1, ..StoreLimits::default() }).unwrap();
         std::fs::create_dir_all(store.dir("s")).unwrap();
         let journal = store.journal("s").unwrap();
-        let last = Arc::new(Event {
-            seq: 2,
-            kind: EventKind::TurnCompleted { turn_id: "t2".into(), additional_context: None, stop_reason: None },
-        });
+        let last = Arc::new(Event { seq: 2, kind: EventKind::turn_completed("t2") });
         journal.append(&last);
         let mut line = Vec::new();
         super::super::durable_line(&state("Bash(c)"), &mut line);
