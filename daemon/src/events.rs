@@ -534,8 +534,11 @@ fn approx_size(kind: &EventKind) -> usize {
     };
     EVENT_OVERHEAD
         + match kind {
-            EventKind::ToolResult { content: blocks, render, structured_content, .. } => {
-                content(blocks) + render.len() + structured_content.as_ref().map_or(0, value_size)
+            EventKind::ToolResult { content: blocks, render, structured_content, content_meta, .. } => {
+                content(blocks)
+                    + render.len()
+                    + structured_content.as_ref().map_or(0, value_size)
+                    + content_meta.iter().map(|m| value_size(&m.block)).sum::<usize>()
             }
             EventKind::ToolProgress { data, render, .. } => value_size(data) + render.len(),
             EventKind::PermissionRequest { input, reason, render, suggestions, .. } => {
@@ -639,6 +642,7 @@ mod tests {
             sandbox: None,
             network: None,
             structured_content: None,
+            content_meta: Vec::new(),
             changes: Vec::new(),
             changes_omitted: None,
         };

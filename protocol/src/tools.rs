@@ -53,7 +53,7 @@ pub struct ToolsListParams {
     /// The session whose tools to list.
     pub session_id: String,
     /// Also return each listed tool's behaviour hints (`hints`), as MCP's
-    /// tool annotations want them.
+    /// tool annotations want them, and its title and icons (`labels`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hints: bool,
 }
@@ -115,6 +115,10 @@ pub struct ToolsListResult {
     /// for with `hints: true`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub hints: std::collections::BTreeMap<String, ToolHints>,
+    /// Tools of `tools` whose server gave a title or icons, by name (only
+    /// when asked for with `hints: true`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, ToolLabel>,
 }
 
 /// A block of a `tool_result`'s content, as model APIs read it.
@@ -138,6 +142,35 @@ impl ContentBlock {
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
     }
+}
+
+/// What an MCP server said of one block of a result beyond what a model
+/// reads: the block as the server sent it without its text or data (those
+/// are `content[index]`'s). Its `annotations` (`audience`, `priority`,
+/// `lastModified`) and `_meta`; for a `resource_link` (whose `content` block
+/// is a line of text) the link itself (`uri`, `name`, `title`,
+/// `description`, `mimeType`, `size`, `icons`); for an embedded `resource`,
+/// the resource's `uri` and `mimeType` (its text or blob is `content`'s
+/// text or image). A block saved to a file (audio, a binary resource) is
+/// a `text` block here. At most 64 KiB of them a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContentMeta {
+    /// The block of `content` it describes.
+    pub index: u32,
+    /// The server's block, without its text or data.
+    pub block: serde_json::Value,
+}
+
+/// How a client shows a tool beyond its name (MCP's `title` and `icons`),
+/// as the tool's server gave them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolLabel {
+    /// A title for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// MCP `Icon`s (`src`, `mimeType`, `sizes`, `theme`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<serde_json::Value>,
 }
 
 /// The data of an image block.
@@ -203,6 +236,12 @@ pub struct ToolCallResult {
     /// applies, and only on a result that is not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<serde_json::Value>,
+    /// An MCP tool's content blocks as their server described them, beyond
+    /// what a model reads in `content` (a client that passes MCP results on
+    /// rebuilds them from the two): only blocks that say more than their
+    /// kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content_meta: Vec<ContentMeta>,
     /// What the call changed in the workspace (Write, Edit, NotebookEdit,
     /// and a foreground Bash command behind its layer), in the order it
     /// changed it: the first 1,000 (`turn/diff` has all).

@@ -183,6 +183,10 @@ pub enum EventKind {
         /// structured fields (see `tool/call`'s result).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         structured_content: Option<serde_json::Value>,
+        /// An MCP tool's blocks as their server described them (see
+        /// `tool/call`'s result).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        content_meta: Vec<crate::tools::ContentMeta>,
         /// What the call changed in the workspace (Write, Edit,
         /// NotebookEdit, and a foreground Bash command behind its layer), in
         /// the order it changed it: the first 1,000 (`turn/diff` has all).

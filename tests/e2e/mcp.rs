@@ -107,7 +107,7 @@ fn progress_errors_crashes_hangs_and_garbage_end_as_results() {
         )
         .await;
         let sid = created["session_id"].as_str().unwrap().to_owned();
-        assert_eq!(created["session"]["mcp"][0]["tools"], 21, "{created}");
+        assert_eq!(created["session"]["mcp"][0]["tools"], 22, "{created}");
         // The server's annotations as it gave them, MCP's defaults where none.
         let listed = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
         let hints = &listed["hints"];

@@ -205,6 +205,27 @@ print(served_call(d.serve_sampling, handler, "mcp__t__sample", prompt="from pyth
         assert!(seen[1]["text"].as_str().unwrap().contains("no completion within"), "{seen:?}");
         // A structured result reaches the bridge's client as structuredContent.
         assert_eq!(seen[2]["structured"], json!({ "city": "Bergen", "celsius": 21, "sunny": true }), "{seen:?}");
+        // Annotations, a resource link and an embedded resource reach the
+        // bridge's client as the server sent them; so do the tool's title
+        // and its icons that a client may load (not a file: URI).
+        assert_eq!(
+            seen[3]["content"],
+            json!([
+                { "type": "text", "text": "for the user", "annotations": { "audience": ["user"], "priority": 0.9 } },
+                { "type": "text", "text": "plain" },
+                { "type": "resource_link", "uri": "file:///notes/all.md", "name": "all", "title": "All notes",
+                  "mimeType": "text/markdown" },
+                { "type": "resource", "annotations": { "priority": 0.2 },
+                  "resource": { "uri": "file:///notes/today.md", "mimeType": "text/markdown", "text": "# Today" } },
+            ]),
+            "{seen:?}"
+        );
+        assert_eq!(seen[3]["title"], "Linked notes", "{seen:?}");
+        assert_eq!(
+            seen[3]["icons"],
+            json!([{ "src": "data:image/png;base64,AAAA", "mimeType": "image/png", "sizes": ["16x16"] }]),
+            "{seen:?}"
+        );
     });
 }
 
@@ -242,6 +263,33 @@ fn a_tools_structured_content_is_its_own_field() {
         assert_eq!(std::fs::read(&pdf).unwrap(), b"%PDF-1.4 test");
         let read = call(&mut c, &sid, "Read", json!({ "file_path": sound })).await;
         assert_eq!(read["is_error"], false, "Read reads it: {read}");
+        // Saved blocks say nothing more than their text does.
+        assert!(r.get("content_meta").is_none(), "{r}");
+        // What the server said beyond the text is content_meta, by block.
+        let r = call(&mut c, &sid, "mcp__t__linked", json!({})).await;
+        let texts: Vec<&str> = r["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+        assert_eq!(texts, ["for the user", "plain", "[resource all: file:///notes/all.md]", "# Today"], "{r}");
+        assert_eq!(
+            r["content_meta"],
+            json!([
+                { "index": 0, "block": { "type": "text", "annotations": { "audience": ["user"], "priority": 0.9 } } },
+                { "index": 2, "block": { "type": "resource_link", "uri": "file:///notes/all.md", "name": "all",
+                  "title": "All notes", "mimeType": "text/markdown" } },
+                { "index": 3, "block": { "type": "resource", "annotations": { "priority": 0.2 },
+                  "resource": { "uri": "file:///notes/today.md", "mimeType": "text/markdown" } } },
+            ]),
+            "{r}"
+        );
+        // The tool's title and loadable icons, asked for with the hints.
+        let list = c.ok("tools/list", json!({ "session_id": sid, "hints": true })).await;
+        assert_eq!(
+            list["labels"]["mcp__t__linked"],
+            json!({ "title": "Linked notes",
+                    "icons": [{ "src": "data:image/png;base64,AAAA", "mimeType": "image/png", "sizes": ["16x16"] }] }),
+            "{list}"
+        );
+        let plain = c.ok("tools/list", json!({ "session_id": sid })).await;
+        assert!(plain.get("labels").is_none(), "{plain}");
         // Other tools (agentd's own) have none.
         let r = call(&mut c, &sid, "Glob", json!({ "pattern": "*" })).await;
         assert!(r.get("structured_content").is_none(), "{r}");

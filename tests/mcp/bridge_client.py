@@ -154,6 +154,15 @@ async def server_sample(session):
             say(is_error=res.is_error, text=text_of(res))
             res = await s.call_tool("mcp__t__weather", {"city": "Bergen"})
             say(is_error=res.is_error, structured=res.structured_content)
+            # What the server described beyond the text: annotations, a
+            # link, an embedded resource; the tool's title and icons.
+            res = await s.call_tool("mcp__t__linked", {})
+            tool = next(t for t in (await s.list_tools()).tools if t.name == "mcp__t__linked")
+            say(
+                content=[c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in res.content],
+                title=tool.title,
+                icons=[i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in tool.icons or []],
+            )
 
 
 async def server_grow(session):

@@ -47,7 +47,7 @@ from mcp.server.mcpserver import (
     Sample,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CreateMessageResult, EmptyResult, ListRootsResult, SetLevelRequestParams, ToolAnnotations
+from mcp.types import CreateMessageResult, EmptyResult, Icon, ListRootsResult, SetLevelRequestParams, ToolAnnotations
 from pydantic import BaseModel
 
 args = sys.argv[1:]
@@ -282,6 +282,27 @@ def record() -> list:
         uri="file:///report.pdf", blob=base64.b64encode(b"%PDF-1.4 test").decode(), mime_type="application/pdf"
     )
     return [sound, EmbeddedResource(type="resource", resource=pdf)]
+
+
+@server.tool(
+    title="Linked notes",
+    icons=[
+        Icon(src="data:image/png;base64,AAAA", mime_type="image/png", sizes=["16x16"]),
+        Icon(src="file:///etc/passwd", mime_type="image/png"),
+    ],
+)
+def linked() -> list:
+    """Content MCP describes beyond its text: annotations, a resource link, an embedded resource."""
+    from mcp.types import Annotations, EmbeddedResource, ResourceLink, TextContent, TextResourceContents
+
+    for_user = Annotations(audience=["user"], priority=0.9)
+    notes = TextResourceContents(uri="file:///notes/today.md", text="# Today", mime_type="text/markdown")
+    return [
+        TextContent(type="text", text="for the user", annotations=for_user),
+        TextContent(type="text", text="plain"),
+        ResourceLink(type="resource_link", uri="file:///notes/all.md", name="all", title="All notes", mime_type="text/markdown"),
+        EmbeddedResource(type="resource", resource=notes, annotations=Annotations(priority=0.2)),
+    ]
 
 
 async def tools_changed(ctx: Context) -> None:

@@ -627,7 +627,7 @@ impl rmcp::ServerHandler for Bridge {
         let mut tools = Vec::with_capacity(list.tools.len());
         for t in &list.tools {
             let hints = list.hints.get(&t.name).copied().unwrap_or_default();
-            let tool = json!({
+            let mut tool = json!({
                 "name": t.name,
                 "description": t.description,
                 "inputSchema": t.input_schema,
@@ -638,7 +638,19 @@ impl rmcp::ServerHandler for Bridge {
                     "openWorldHint": hints.open_world,
                 },
             });
-            tools.push(serde_json::from_value(tool).map_err(|e| internal(format!("tool {}: {e}", t.name)))?);
+            let plain = tool.clone();
+            if let Some(label) = list.labels.get(&t.name) {
+                if let Some(title) = &label.title {
+                    tool["title"] = json!(title);
+                }
+                if !label.icons.is_empty() {
+                    tool["icons"] = json!(label.icons);
+                }
+            }
+            // An icon MCP's types do not take leaves the tool without its
+            // label, not the list without the tool.
+            let tool = serde_json::from_value(tool).or_else(|_| serde_json::from_value(plain));
+            tools.push(tool.map_err(|e| internal(format!("tool {}: {e}", t.name)))?);
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -846,21 +858,23 @@ impl Served {
 /// text when there is some (a Bash result would then be only its
 /// `returnCodeInterpretation`, Monitor's only its ids).
 fn convert(name: &str, result: ToolCallResult) -> rmcp::model::CallToolResult {
-    let content: Vec<Value> = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text { text } => json!({ "type": "text", "text": text }),
-            ContentBlock::Image { source } => {
-                json!({ "type": "image", "data": source.data, "mimeType": source.media_type })
-            }
-        })
-        .collect();
-    let mut value = json!({ "content": content, "isError": result.is_error, "resultType": "complete" });
-    if let Some(structured) = result.structured_content.as_ref().filter(|_| name.starts_with("mcp__")) {
-        value["structuredContent"] = structured.clone();
-    }
-    serde_json::from_value(value)
+    let theirs = name.starts_with("mcp__");
+    let described = |described: bool| -> Value {
+        let content: Vec<Value> = (result.content.iter().enumerate())
+            .map(|(i, block)| {
+                let meta = result.content_meta.iter().find(|m| m.index as usize == i).map(|m| &m.block);
+                as_mcp(block, meta.filter(|_| described && theirs))
+            })
+            .collect();
+        let mut value = json!({ "content": content, "isError": result.is_error, "resultType": "complete" });
+        if let Some(structured) = result.structured_content.as_ref().filter(|_| theirs) {
+            value["structuredContent"] = structured.clone();
+        }
+        value
+    };
+    // A description MCP's types do not take leaves the blocks plain.
+    serde_json::from_value(described(true))
+        .or_else(|_| serde_json::from_value(described(false)))
         .unwrap_or_else(|_| rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(result.render)]))
 }
 
@@ -883,6 +897,37 @@ fn pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::
     let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(stdin).ok()?;
     let writer = tokio::net::unix::pipe::Sender::from_owned_fd(stdout).ok()?;
     Some((reader, writer))
+}
+
+/// A block of a result as an MCP content block: its server's description
+/// of it (`meta`: annotations, a resource link, an embedded resource's
+/// URI) filled with its text or data again.
+fn as_mcp(block: &ContentBlock, meta: Option<&Value>) -> Value {
+    let plain = match block {
+        ContentBlock::Text { text } => json!({ "type": "text", "text": text }),
+        ContentBlock::Image { source } => {
+            json!({ "type": "image", "data": source.data, "mimeType": source.media_type })
+        }
+    };
+    let Some(Value::Object(meta)) = meta else { return plain };
+    let mut out = meta.clone();
+    match (meta.get("type").and_then(Value::as_str), block) {
+        // The link itself; the text is agentd's line for the model.
+        (Some("resource_link"), _) => {}
+        (Some("resource"), ContentBlock::Text { text }) if out["resource"].is_object() => {
+            out["resource"]["text"] = json!(text);
+        }
+        (Some("resource"), ContentBlock::Image { source }) if out["resource"].is_object() => {
+            out["resource"]["blob"] = json!(source.data);
+            out["resource"]["mimeType"] = json!(source.media_type);
+        }
+        _ => {
+            let Value::Object(plain) = plain else { return plain };
+            out.retain(|k, _| k == "annotations" || k == "_meta");
+            out.extend(plain);
+        }
+    }
+    Value::Object(out)
 }
 
 fn internal(e: impl std::fmt::Display) -> rmcp::ErrorData {
@@ -915,5 +960,25 @@ mod tests {
         assert_eq!(own["content"][0]["text"], "a\nb\n");
         let theirs = serde_json::to_value(convert("mcp__t__weather", result(json!({ "celsius": 21 })))).unwrap();
         assert_eq!(theirs["structuredContent"], json!({ "celsius": 21 }), "{theirs}");
+    }
+
+    /// A server's description of a block goes on with the block; one MCP's
+    /// types do not take leaves the block plain rather than failing the
+    /// result; agentd's own tools have none to pass on.
+    #[test]
+    fn a_blocks_description_goes_on_unless_it_is_not_mcp() {
+        let mut r = result(Value::Null);
+        let meta = |block: Value| serde_json::from_value(json!({ "index": 0, "block": block })).unwrap();
+        r.content_meta = vec![meta(json!({ "type": "text", "annotations": { "audience": ["user"] } }))];
+        let out = serde_json::to_value(convert("mcp__t__x", r.clone())).unwrap();
+        assert_eq!(
+            out["content"][0],
+            json!({ "type": "text", "text": "a\nb\n", "annotations": { "audience": ["user"] } })
+        );
+        assert!(serde_json::to_value(convert("Read", r.clone())).unwrap()["content"][0].get("annotations").is_none());
+        r.content_meta = vec![meta(json!({ "type": "text", "annotations": { "audience": "everyone" } }))];
+        let out = serde_json::to_value(convert("mcp__t__x", r)).unwrap();
+        assert_eq!(out["content"][0], json!({ "type": "text", "text": "a\nb\n" }), "{out}");
+        assert_eq!(out["isError"], false, "{out}");
     }
 }

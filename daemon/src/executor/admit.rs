@@ -290,7 +290,14 @@ fn protected_target(ctx: &ToolContext, facts: &Facts) -> Option<String> {
 /// The result of a call the permission check refused.
 pub(super) fn refused(call: &dyn PreparedCall, message: String) -> CallOutcome {
     let render = call.render_rejected(&message);
-    CallOutcome { content: vec![ContentBlock::text(message)], is_error: true, render, modifier: None, structured: None }
+    CallOutcome {
+        content: vec![ContentBlock::text(message)],
+        is_error: true,
+        render,
+        modifier: None,
+        structured: None,
+        content_meta: Box::default(),
+    }
 }
 
 /// A PreToolUse hook's allow counts as an allow rule for its call: it

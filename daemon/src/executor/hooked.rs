@@ -159,6 +159,7 @@ impl SessionExecutor {
                 render,
                 modifier: None,
                 structured: None,
+                content_meta: Box::default(),
             }
         };
         let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());

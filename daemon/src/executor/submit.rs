@@ -103,6 +103,7 @@ impl SessionExecutor {
             sandbox: None,
             network: None,
             structured_content: None,
+            content_meta: Vec::new(),
             changes: Vec::new(),
             changes_omitted: None,
         }))

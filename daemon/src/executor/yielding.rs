@@ -145,6 +145,7 @@ impl SessionExecutor {
             sandbox: slot.sandbox,
             network: slot.network,
             structured_content: outcome.structured.clone(),
+            content_meta: outcome.content_meta.to_vec(),
             changes: changes.clone(),
             changes_omitted,
         });
@@ -186,6 +187,7 @@ fn answer_waiter(
             sandbox: slot.sandbox,
             network: slot.network,
             structured_content: outcome.structured,
+            content_meta: outcome.content_meta.into_vec(),
             changes,
             changes_omitted,
         });

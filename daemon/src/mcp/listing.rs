@@ -46,7 +46,40 @@ pub fn check_tool(server: &str, tool: Value) -> ServerTool {
         open_world: hint("openWorldHint"),
         unusable,
         output_schema: tool.get("outputSchema").filter(|s| s.is_object()).cloned(),
+        label: label(&tool),
     }
+}
+
+/// Most icons kept of a tool.
+const MAX_ICONS: usize = 8;
+/// Most bytes of a tool's title and icons kept.
+const MAX_LABEL_BYTES: usize = 64 << 10;
+
+/// A tool's `title` (or, as earlier revisions put it, `annotations.title`)
+/// and its icons whose `src` is `https:` or a `data:image/` URI, as MCP
+/// asks clients to take them (no `file:`, `javascript:` or plain `http:`
+/// for a client to load): within [`MAX_ICONS`] and [`MAX_LABEL_BYTES`].
+fn label(tool: &Value) -> Option<agentd_protocol::tools::ToolLabel> {
+    let title = tool
+        .get("title")
+        .or_else(|| tool.pointer("/annotations/title"))
+        .and_then(Value::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .map(str::to_owned);
+    let mut budget = MAX_LABEL_BYTES.saturating_sub(title.as_ref().map_or(0, String::len));
+    let mut icons = Vec::new();
+    for icon in tool.get("icons").and_then(Value::as_array).into_iter().flatten() {
+        let src = icon.get("src").and_then(Value::as_str).unwrap_or_default();
+        let loadable = src.starts_with("https://") || src.starts_with("data:image/");
+        let size = icon.to_string().len();
+        if !loadable || !icon.is_object() || size > budget || icons.len() == MAX_ICONS {
+            continue;
+        }
+        budget -= size;
+        icons.push(icon.clone());
+    }
+    let label = agentd_protocol::tools::ToolLabel { title: title.filter(|t| t.len() <= MAX_LABEL_BYTES), icons };
+    (label.title.is_some() || !label.icons.is_empty()).then_some(label)
 }
 
 /// The first thing in `schema` that is not JSON Schema a model API takes.

@@ -65,6 +65,9 @@ pub struct ServerTool {
     /// Its `outputSchema`: what its `structuredContent` must fit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Its `title` and `icons`, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<agentd_protocol::tools::ToolLabel>,
 }
 
 /// The daemon's servers.

@@ -7,7 +7,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentd_protocol::tools::{ContentBlock, ImageSource};
+use agentd_protocol::tools::{ContentBlock, ContentMeta, ImageSource};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
 use serde_json::Value;
@@ -98,6 +98,10 @@ impl DynTool for McpTool {
         }
     }
 
+    fn label(&self) -> Option<agentd_protocol::tools::ToolLabel> {
+        self.tool.label.clone()
+    }
+
     /// A tool a model API would reject is never offered; a call that names
     /// it anyway is told why.
     fn is_legacy(&self) -> bool {
@@ -176,7 +180,12 @@ impl PreparedCall for McpCall {
             let McpCall { full_name, server, tool, arguments, output_schema, .. } = *self;
             let timeout = Duration::from_millis(ctx.info.mcp_tool_timeout_ms);
             match call_tool(&server, &tool, arguments, timeout, &ctx, progress).await {
-                Ok((content, is_error, structured)) => {
+                Ok(value) => {
+                    let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+                    let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
+                    let (content, is_error) = convert_result(&value, &mut |b| saver.save(b));
+                    let content_meta = content_meta(&value, &content);
+                    let structured = value.get("structuredContent").cloned();
                     let structured = match structured_checked(structured, output_schema.as_ref(), is_error) {
                         Ok(structured) => structured,
                         Err(why) => {
@@ -188,7 +197,14 @@ impl PreparedCall for McpCall {
                     };
                     let render =
                         if is_error { format!("{tool} ({}) failed", server.name) } else { format!("{full_name} done") };
-                    CallOutcome { content, is_error, render, modifier: None, structured }
+                    CallOutcome {
+                        content,
+                        is_error,
+                        render,
+                        modifier: None,
+                        structured,
+                        content_meta: content_meta.into(),
+                    }
                 }
                 Err(message) => CallOutcome::error(message),
             }
@@ -226,7 +242,7 @@ async fn call_tool(
     timeout: Duration,
     ctx: &ToolContext,
     progress: Option<ProgressReporter>,
-) -> Result<(Vec<ContentBlock>, bool, Option<Value>), String> {
+) -> Result<Value, String> {
     let name = &server.name;
     let peer = tokio::select! {
         peer = server.peer() => peer.map_err(|e| format!("MCP server {name} is not available: {e}"))?,
@@ -266,11 +282,7 @@ async fn call_tool(
         guard.id = None;
         match answer {
             Ok(ServerResult::CallToolResult(result)) => {
-                let value = serde_json::to_value(&result).unwrap_or_default();
-                let prefix = format!("mcp-{}", uuid::Uuid::new_v4().simple());
-                let mut saver = super::binary::Saver::new((*ctx.output_dir).clone(), &prefix);
-                let (content, is_error) = convert_result(&value, &mut |b| saver.save(b));
-                return Ok((content, is_error, value.get("structuredContent").cloned()));
+                return Ok(serde_json::to_value(&result).unwrap_or_default());
             }
             Ok(ServerResult::InputRequiredResult(asked)) => {
                 let elicit = server.elicit_targets();
@@ -578,6 +590,64 @@ pub fn convert_result(
     (blocks, is_error)
 }
 
+/// Most bytes of [`ContentMeta`] kept for one result.
+const MAX_META_BYTES: usize = 64 << 10;
+
+/// What the server said of each block of `result` beyond what a model
+/// reads in `content` (one block each, in order, as [`convert_result`]
+/// made them): the block without its text or data, when it says more
+/// than its kind. A block [`convert_result`] saved to a file (audio, a
+/// binary resource) keeps only its annotations, as a text block's.
+pub fn content_meta(result: &Value, content: &[ContentBlock]) -> Vec<ContentMeta> {
+    let mut out = Vec::new();
+    let mut budget = MAX_META_BYTES;
+    let blocks = result.get("content").and_then(Value::as_array).into_iter().flatten();
+    for (index, (block, shown)) in blocks.zip(content).enumerate() {
+        let Some(mut kept) = block.as_object().cloned() else { continue };
+        kept.remove("text");
+        kept.remove("data");
+        let kind = kept.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if let Some(Value::Object(resource)) = kept.get_mut("resource") {
+            resource.remove("text");
+            resource.remove("blob");
+            tidy_priority(resource);
+        }
+        tidy_priority(&mut kept);
+        let saved = match kind.as_str() {
+            "audio" => true,
+            "resource" => block.pointer("/resource/blob").is_some() && matches!(shown, ContentBlock::Text { .. }),
+            _ => false,
+        };
+        if saved {
+            kept.retain(|k, _| k == "annotations" || k == "_meta");
+            kept.insert("type".into(), "text".into());
+        }
+        if !kept.keys().any(|k| !matches!(k.as_str(), "type" | "mimeType")) {
+            continue;
+        }
+        let kept = Value::Object(kept);
+        let size = kept.to_string().len();
+        if size > budget {
+            continue;
+        }
+        budget -= size;
+        out.push(ContentMeta { index: index as u32, block: kept });
+    }
+    out
+}
+
+/// An annotation's `priority` as the server wrote it: rmcp reads it as an
+/// `f32`, so 0.9 comes back 0.8999999761581421; the shortest `f32` text
+/// gives 0.9 again.
+fn tidy_priority(block: &mut serde_json::Map<String, Value>) {
+    if let Some(p) = block.get_mut("annotations").and_then(|a| a.get_mut("priority"))
+        && let Some(f) = p.as_f64()
+        && let Ok(shortest) = (f as f32).to_string().parse::<f64>()
+    {
+        *p = serde_json::json!(shortest);
+    }
+}
+
 fn str_of(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
@@ -675,6 +745,27 @@ mod tests {
     /// `convert_result` with binary content said, not kept.
     fn convert_result_kept(result: &Value) -> (Vec<ContentBlock>, bool) {
         convert_result(result, &mut |b| format!("[{} kept]", b.what))
+    }
+
+    /// A block saved to a file keeps only its annotations (as a text
+    /// block's); an image blob stays an embedded resource; a block that
+    /// says nothing beyond its kind has no description.
+    #[test]
+    fn a_saved_block_is_described_as_text() {
+        let result = serde_json::json!({"content": [
+            {"type": "audio", "data": "AAAA", "mimeType": "audio/wav", "annotations": {"priority": 0.5}},
+            {"type": "resource", "resource": {"uri": "file:///p.png", "mimeType": "image/png", "blob": "AAAA"}},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+        ]});
+        let (content, _) = convert_result_kept(&result);
+        let meta = serde_json::to_value(content_meta(&result, &content)).unwrap();
+        assert_eq!(
+            meta,
+            serde_json::json!([
+                {"index": 0, "block": {"type": "text", "annotations": {"priority": 0.5}}},
+                {"index": 1, "block": {"type": "resource", "resource": {"uri": "file:///p.png", "mimeType": "image/png"}}},
+            ])
+        );
     }
 
     #[test]

@@ -228,6 +228,11 @@ impl Session {
         self.tools().find(name).map(|t| t.hints())
     }
 
+    /// The title and icons of one of the session's tools, if it has any.
+    pub fn label(&self, name: &str) -> Option<agentd_protocol::tools::ToolLabel> {
+        self.tools().find(name).and_then(|t| t.label())
+    }
+
     /// `tools/list` for this session: Task only while a client that runs
     /// sub-agents follows it.
     pub fn tools_list(&self) -> ToolsListResult {

@@ -132,6 +132,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<EventKind> {
             sandbox: None,
             network: None,
             structured_content: None,
+            content_meta: Vec::new(),
             changes: Vec::new(),
             changes_omitted: None,
         });

@@ -48,6 +48,8 @@ pub struct CallOutcome {
     pub modifier: Option<ContextModifier>,
     /// An MCP tool's `structuredContent`, checked.
     pub structured: Option<serde_json::Value>,
+    /// An MCP tool's blocks as their server described them.
+    pub content_meta: Box<[agentd_protocol::tools::ContentMeta]>,
 }
 
 impl CallOutcome {
@@ -65,6 +67,7 @@ impl CallOutcome {
             render: message,
             modifier: None,
             structured: None,
+            content_meta: Box::default(),
         }
     }
 
@@ -77,6 +80,7 @@ impl CallOutcome {
             render: message,
             modifier: None,
             structured: None,
+            content_meta: Box::default(),
         }
     }
 }
@@ -123,6 +127,10 @@ pub trait DynTool: Send + Sync + 'static {
     /// What the tool does whatever its input (MCP tool annotations).
     fn hints(&self) -> agentd_protocol::tools::ToolHints {
         agentd_protocol::tools::ToolHints::FAIL_CLOSED
+    }
+    /// A title and icons for people (an MCP tool's), when it has any.
+    fn label(&self) -> Option<agentd_protocol::tools::ToolLabel> {
+        None
     }
     /// Parses `input` into a call of this tool.
     fn prepare(&self, input: Value) -> Result<Box<dyn PreparedCall>, InputError>;
@@ -374,6 +382,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     is_error: false,
                     render: tool.render_result(&out.output),
                     structured: tool.structured(&out.output),
+                    content_meta: Box::default(),
                     modifier: out.modifier,
                 },
                 Ok(Err(err)) => CallOutcome {
@@ -382,6 +391,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     render: tool.render_error(&kept, &err),
                     modifier: None,
                     structured: None,
+                    content_meta: Box::default(),
                 },
                 Err(panic) => {
                     let what = panic

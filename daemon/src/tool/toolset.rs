@@ -280,6 +280,7 @@ impl ToolSet {
             estimated_tokens,
             deferred_tokens_saved: still_deferred.iter().map(|e| e.tokens).sum(),
             hints: Default::default(),
+            labels: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ pub(super) fn register(module: &mut RpcModule<DaemonState>) {
         let mut list = session.tools_list();
         if params.hints {
             list.hints = list.tools.iter().filter_map(|t| Some((t.name.clone(), session.hints(&t.name)?))).collect();
+            list.labels = list.tools.iter().filter_map(|t| Some((t.name.clone(), session.label(&t.name)?))).collect();
         }
         Ok(list)
     });

@@ -140,6 +140,7 @@ impl PreparedCall for SyntheticCall {
                 render: format!("{} done", self.tool),
                 modifier: None,
                 structured: None,
+                content_meta: Box::default(),
             }
         })
     }
