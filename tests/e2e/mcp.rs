@@ -516,7 +516,10 @@ fn agentctl_mcp_serves_a_session_to_the_python_sdk_client() {
     assert!(seen[2]["text"].as_str().unwrap().contains("a needle"), "{:?}", seen[2]);
     assert_eq!(seen[3]["text"], "step1\nstep2\nstep3\n");
     assert_eq!(seen[3]["progress"], json!(["step1", "step2", "step3"]), "progress as MCP progress notifications");
-    assert_eq!(seen[4]["is_error"], true);
+    // A tool the session does not have is the request's error, as MCP
+    // wants it: -32602, "Unknown tool".
+    assert_eq!(seen[4]["error"], -32602, "{:?}", seen[4]);
+    assert!(seen[4]["text"].as_str().unwrap().contains("Unknown tool: NoSuchTool"), "{:?}", seen[4]);
 
     // Cancelling the MCP request cancels the call: its process ends.
     let tag = agentd_tests::tag();

@@ -70,8 +70,11 @@ async def basic():
                 "Bash", {"command": "for i in 1 2 3; do echo step$i; sleep 0.2; done"}, progress_callback=progress
             )
             say(tool="Bash", is_error=res.is_error, text=text_of(res), progress=seen)
-            res = await s.call_tool("NoSuchTool", {})
-            say(tool="NoSuchTool", is_error=res.is_error, text=text_of(res))
+            try:
+                await s.call_tool("NoSuchTool", {})
+                say(tool="NoSuchTool", error=None)
+            except Exception as e:
+                say(tool="NoSuchTool", error=getattr(getattr(e, "error", None), "code", None), text=str(e))
 
 
 async def cancel(tag):

@@ -786,7 +786,7 @@ impl rmcp::ServerHandler for Bridge {
             }
         };
         let name = request.name.to_string();
-        let result = served.end_call(&id, result)?;
+        let result = known(&name, served.end_call(&id, result)?)?;
         if name == "ToolSearch" && !result.is_error {
             // Tools it loaded are in the session's list from now on.
             let _ = context.peer.notify_tool_list_changed().await;
@@ -897,6 +897,17 @@ fn pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::
     let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(stdin).ok()?;
     let writer = tokio::net::unix::pipe::Sender::from_owned_fd(stdout).ok()?;
     Some((reader, writer))
+}
+
+/// `result`, unless it says the session has no tool `name`: MCP wants that
+/// as the request's error (-32602), not a tool's failure.
+fn known(name: &str, result: ToolCallResult) -> Result<ToolCallResult, rmcp::ErrorData> {
+    // The daemon's words for it (agentd's `LookupError::Unknown`), with
+    // the name as it quotes it: no tool's own failure renders so.
+    if result.is_error && result.render.starts_with(&format!("no tool named {name:?} ")) {
+        return Err(rmcp::ErrorData::invalid_params(format!("Unknown tool: {name}"), None));
+    }
+    Ok(result)
 }
 
 /// A block of a result as an MCP content block: its server's description

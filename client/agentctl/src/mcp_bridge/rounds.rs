@@ -185,7 +185,7 @@ impl Served {
                 (&mut waiting.call).await.unwrap_or_else(|e| Err(e.to_string()))
             }
         };
-        let result = self.end_call(&id, result)?;
+        let result = super::known(&name, self.end_call(&id, result)?)?;
         if name == "ToolSearch" && !result.is_error {
             self.tools_changed().await;
         }
