@@ -28,7 +28,9 @@
 //! `mcp [--calls 1000]` runs the same MCP client (the official Python
 //! SDK's, `tests/mcp/bridge_client.py`) against the reference filesystem
 //! server and against `agentctl mcp`, reading one 1 KB file: p50/p99 and
-//! calls/s from one client, then calls/s of 8 clients at once. It needs
+//! calls/s from one client, then calls/s of 8 clients at once; then the
+//! client against a server that only reads the file (`mcp-floor`): the
+//! client's own cost, so the best ratio any server could reach. It needs
 //! `AGENTD_TEST_MCP_PYTHON` (a Python with `mcp`) and `AGENTD_TEST_MCP_FS`
 //! (the filesystem server), as `.ci/run` sets them.
 //!
@@ -64,6 +66,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("echo-server") => echo_server(Path::new(&args[1])),
+        Some("mcp-floor") => mcp_floor(),
         Some("rpc") => rpc(&args[1..]),
         Some("bash") => bash(&args[1..]),
         Some("search") => search(&args[1..]),
@@ -793,6 +796,29 @@ fn mcp(args: &[String]) {
     mcp_table(&format!("{calls} calls of a 1 KB read per client, the MCP Python SDK client"), |clients, through_fs| {
         run(clients, through_fs)
     });
+    // The client's own cost: a server that only reads the file.
+    let floor = {
+        let out = Command::new(&python)
+            .arg(&script)
+            .arg(&agentctl)
+            .arg(&socket)
+            .arg(&ws)
+            .arg("bench-floor")
+            .arg(std::env::current_exe().unwrap())
+            .arg(&file)
+            .arg(calls.to_string())
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the client's latencies");
+        let mut lat: Vec<f64> = v["latencies"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() * 1e6).collect();
+        lat.sort_by(f64::total_cmp);
+        (lat[lat.len() / 2], calls as f64 / (lat.iter().sum::<f64>() / 1e6))
+    };
+    println!(
+        "{:<34} {:>9.0} {:>9} {:>10.0}   (a server that only reads the file: the client's own cost)",
+        "floor", floor.0, "", floor.1
+    );
 
     // The same loop from a Rust client (the SDK's client side): what the
     // servers cost without the Python client's own time per call.
@@ -814,6 +840,37 @@ fn mcp(args: &[String]) {
         };
         rt.block_on(rust_clients(clients, calls, &command, tool, &input))
     });
+}
+
+/// `bench mcp-floor`: the least an MCP server can do for `bench mcp`'s
+/// client, on stdio: answers `initialize`, `tools/list` and every
+/// `tools/call` (reading the file `path` names), one line each.
+fn mcp_floor() {
+    use std::io::{BufRead, Write};
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(request) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let Some(id) = request.get("id").cloned() else { continue };
+        let result = match request["method"].as_str().unwrap_or_default() {
+            "initialize" => serde_json::json!({
+                "protocolVersion": request["params"]["protocolVersion"], "capabilities": { "tools": {} },
+                "serverInfo": { "name": "floor", "version": "0" } }),
+            "tools/list" => serde_json::json!({ "tools": [{ "name": "read_text_file",
+                "inputSchema": { "type": "object", "properties": { "path": { "type": "string" } } } }] }),
+            "tools/call" => {
+                let path = request["params"]["arguments"]["path"].as_str().unwrap_or_default();
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                serde_json::json!({ "content": [{ "type": "text", "text": text }] })
+            }
+            _ => serde_json::json!({}),
+        };
+        let reply = serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        if writeln!(out, "{reply}").and_then(|_| out.flush()).is_err() {
+            return;
+        }
+    }
 }
 
 /// One table of `bench mcp`: the filesystem server and agentctl mcp, with

@@ -22,6 +22,8 @@ Scenarios:
     bench FILE N          read FILE N times; print per-call latencies
     bench-fs FS FILE N    the same through the reference filesystem server
                           FS (its read_text_file), for comparison
+    bench-floor BIN FILE N  the same through `BIN mcp-floor`, a server that
+                          only reads the file (the client's own cost)
 """
 
 import asyncio
@@ -216,6 +218,13 @@ async def bench_fs(fs, path, n):
     await timed(StdioServerParameters(command=fs, args=[workspace]), "read_text_file", {"path": path}, n)
 
 
+async def bench_floor(server_bin, path, n):
+    # A server that answers at once (the bench binary's `mcp-floor`): what
+    # this client costs by itself.
+    params = StdioServerParameters(command=server_bin, args=["mcp-floor"])
+    await timed(params, "read_text_file", {"path": path}, n)
+
+
 scenarios = {
     "basic": basic,
     "cancel": cancel,
@@ -228,5 +237,6 @@ scenarios = {
     "readme": readme,
     "bench": lambda path, n: bench(path, int(n)),
     "bench-fs": lambda fs, path, n: bench_fs(fs, path, int(n)),
+    "bench-floor": lambda server_bin, path, n: bench_floor(server_bin, path, int(n)),
 }
 asyncio.run(scenarios[scenario](*rest))
