@@ -113,7 +113,31 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
+/// Allocations from this size are mapped and unmapped whole.
+#[cfg(target_env = "gnu")]
+const MMAP_THRESHOLD: nix::libc::c_int = 128 << 10;
+
+/// glibc's allocator kept for a long-lived daemon: a fixed threshold for
+/// mapped allocations (by default it rises after each large free, up to
+/// 32 MiB, and later large buffers stay in the heap for good) and free
+/// memory at the heap's top given back from that size. Measured with
+/// `bench calls`: RSS growth between 20,000 and 80,000 Read calls in one
+/// session about 160 KiB per 10,000 calls without, 65 with.
+#[allow(unsafe_code)] // mallopt(3), which nix does not wrap
+fn tune_allocator() {
+    #[cfg(target_env = "gnu")]
+    for (param, value) in [(nix::libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD), (nix::libc::M_TRIM_THRESHOLD, MMAP_THRESHOLD)]
+    {
+        // SAFETY: mallopt only sets a parameter of glibc's allocator; it is
+        // called before any other thread exists.
+        if unsafe { nix::libc::mallopt(param, value) } != 1 {
+            tracing::debug!("mallopt({param}) refused");
+        }
+    }
+}
+
 fn start(args: Args) -> anyhow::Result<()> {
+    tune_allocator();
     // Out of reach of `ptrace`, /proc/PID/mem and `pidfd_getfd` of the
     // user's other processes: a command run with the sandbox off would
     // otherwise take the daemon's descriptors (its socket, the TLS key)

@@ -232,8 +232,21 @@ fn parse_line(line: &[u8]) -> Option<Line> {
 /// Writes `body` to `tmp`, syncs it, renames it over `path`, syncs the
 /// directory.
 pub(crate) fn write_atomically(tmp: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(tmp)?;
-    f.write_all(body)?;
+    write_atomically_with(tmp, path, |f| f.write_all(body))
+}
+
+/// [`write_atomically`] with the body written by `fill`, through a
+/// buffer: a body made piece by piece (a compacted log) is never whole in
+/// memory.
+fn write_atomically_with(
+    tmp: &Path,
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(tmp)?;
+    let mut buffered = std::io::BufWriter::with_capacity(64 << 10, f);
+    fill(&mut buffered)?;
+    let f = buffered.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()?;
     drop(f);
     std::fs::rename(tmp, path)?;
@@ -340,16 +353,26 @@ impl Store for DiskStore {
         }
         let mut file = journal.file.lock().unwrap_or_else(|e| e.into_inner());
         let tmp = journal.path.with_extension("log.tmp");
-        let mut body = Vec::new();
-        for event in events {
-            super::journal_line(event, &mut body);
-        }
-        // What the events do not carry, newest, after them.
-        body.extend_from_slice(&journal.durable.lock().unwrap_or_else(|e| e.into_inner()));
-        match write_atomically(&tmp, &journal.path, &body) {
+        // Written line by line: the log (up to max_log_bytes) is never
+        // whole in memory, where the allocator would keep its pages.
+        let mut written = 0u64;
+        let wrote = write_atomically_with(&tmp, &journal.path, |out| {
+            let mut line = Vec::new();
+            for event in events {
+                line.clear();
+                super::journal_line(event, &mut line);
+                out.write_all(&line)?;
+                written += line.len() as u64;
+            }
+            // What the events do not carry, newest, after them.
+            let durable = journal.durable.lock().unwrap_or_else(|e| e.into_inner());
+            written += durable.len() as u64;
+            out.write_all(&durable)
+        });
+        match wrote {
             Ok(()) => {
                 *file = open_append(&journal.path).ok();
-                journal.bytes.store(body.len() as u64, Ordering::Relaxed);
+                journal.bytes.store(written, Ordering::Relaxed);
             }
             Err(e) => tracing::warn!("cannot rewrite {}: {e}", journal.path.display()),
         }
