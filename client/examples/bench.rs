@@ -61,12 +61,15 @@ const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"daemon/info"}"#;
 
 #[path = "support/bench_layer.rs"]
 mod layer;
+#[path = "support/bench_soak.rs"]
+mod soak;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("echo-server") => echo_server(Path::new(&args[1])),
         Some("mcp-floor") => mcp_floor(),
+        Some("soak") => soak::soak(&args[1..]),
         Some("rpc") => rpc(&args[1..]),
         Some("bash") => bash(&args[1..]),
         Some("search") => search(&args[1..]),

@@ -13,6 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Upper bounds of the duration histogram's buckets, in seconds.
 const BOUNDS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 600.0];
+/// Upper bounds of the sandbox set-up histogram's buckets, in seconds.
+const SETUP_BOUNDS: [f64; 9] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
 /// Tools counted by name; the calls of any more (MCP servers' tools are
 /// many) count as `other`.
 const MAX_TOOLS: usize = 256;
@@ -31,10 +33,21 @@ struct Calls {
     seconds: f64,
 }
 
+/// Durations of one kind, by bucket of [`SETUP_BOUNDS`].
+#[derive(Default)]
+struct Setups {
+    /// Per bucket (not cumulative), then the rest.
+    buckets: [u64; SETUP_BOUNDS.len() + 1],
+    seconds: f64,
+    count: u64,
+}
+
 /// The daemon's call counters.
 #[derive(Default)]
 pub struct Metrics {
     tools: Mutex<BTreeMap<String, Calls>>,
+    /// Bash commands' set-up, by sandbox profile.
+    setups: Mutex<BTreeMap<&'static str, Setups>>,
 }
 
 impl Metrics {
@@ -57,6 +70,18 @@ impl Metrics {
         let bucket = BOUNDS.iter().position(|b| seconds <= *b).unwrap_or(BOUNDS.len());
         calls.buckets[bucket] += 1;
         calls.seconds += seconds;
+    }
+
+    /// A Bash command in the sandbox `profile` (`read_only`,
+    /// `workspace_write`, `off`) started `took` after its call did (its
+    /// checks, layer, walls and process).
+    pub fn sandbox_setup(&self, profile: &'static str, took: Duration) {
+        let mut setups = self.setups.lock().unwrap_or_else(|e| e.into_inner());
+        let s = setups.entry(profile).or_default();
+        let seconds = took.as_secs_f64();
+        s.buckets[SETUP_BOUNDS.iter().position(|b| seconds <= *b).unwrap_or(SETUP_BOUNDS.len())] += 1;
+        s.seconds += seconds;
+        s.count += 1;
     }
 
     /// The exposition: `activity` (the open sessions), the daemon's
@@ -105,6 +130,26 @@ impl Metrics {
             out.push_str(&format!("agentd_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {count}\n"));
             out.push_str(&format!("agentd_call_duration_seconds_sum{{tool=\"{tool}\"}} {}\n", calls.seconds));
             out.push_str(&format!("agentd_call_duration_seconds_count{{tool=\"{tool}\"}} {count}\n"));
+        }
+        drop(tools);
+        out.push_str(
+            "# TYPE agentd_sandbox_setup_seconds histogram\n# HELP agentd_sandbox_setup_seconds From a Bash \
+             call's start to its command's, by sandbox profile.\n",
+        );
+        for (profile, s) in self.setups.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let mut seen = 0;
+            for (i, bound) in SETUP_BOUNDS.iter().enumerate() {
+                seen += s.buckets[i];
+                out.push_str(&format!(
+                    "agentd_sandbox_setup_seconds_bucket{{profile=\"{profile}\",le=\"{bound}\"}} {seen}\n"
+                ));
+            }
+            out.push_str(&format!(
+                "agentd_sandbox_setup_seconds_bucket{{profile=\"{profile}\",le=\"+Inf\"}} {}\n",
+                s.count
+            ));
+            out.push_str(&format!("agentd_sandbox_setup_seconds_sum{{profile=\"{profile}\"}} {}\n", s.seconds));
+            out.push_str(&format!("agentd_sandbox_setup_seconds_count{{profile=\"{profile}\"}} {}\n", s.count));
         }
         out.push_str("# EOF\n");
         out

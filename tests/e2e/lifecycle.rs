@@ -218,7 +218,8 @@ async fn ten_thousand_connections_leak_no_descriptors_or_tasks() {
 
 /// `--metrics`: the signals a fleet scales on, in OpenMetrics text at
 /// `/metrics` on a loopback address: open sessions, calls ended by tool
-/// and outcome with their durations, memory and descriptors; anything
+/// and outcome with their durations, a Bash command's sandbox set-up by
+/// profile, memory and descriptors; anything
 /// else is 404; an address that is not loopback is refused at start.
 #[test]
 fn metrics_are_served_in_openmetrics_text_on_loopback() {
@@ -241,6 +242,8 @@ fn metrics_are_served_in_openmetrics_text_on_loopback() {
         let sid = c.session(serde_json::json!({ "cwd": work.path(), "mode": "bypass" })).await;
         c.tool(&sid, "Read", serde_json::json!({ "file_path": work.path().join("a.txt") })).await;
         c.tool(&sid, "Read", serde_json::json!({ "file_path": work.path().join("missing.txt") })).await;
+        let bash = c.tool(&sid, "Bash", serde_json::json!({ "command": "true" })).await;
+        let profile = bash["sandbox"].as_str().unwrap_or("off").to_owned();
         let page = scrape("/metrics");
         assert!(page.starts_with("HTTP/1.1 200") && page.contains("application/openmetrics-text"), "{page}");
         for line in [
@@ -249,6 +252,9 @@ fn metrics_are_served_in_openmetrics_text_on_loopback() {
             "agentd_calls_total{tool=\"Read\",outcome=\"error\"} 1\n",
             "agentd_call_duration_seconds_count{tool=\"Read\"} 2\n",
             "agentd_call_duration_seconds_bucket{tool=\"Read\",le=\"+Inf\"} 2\n",
+            // The Bash command's set-up, in the profile it ran in.
+            &format!("agentd_sandbox_setup_seconds_count{{profile=\"{profile}\"}} 1\n"),
+            &format!("agentd_sandbox_setup_seconds_bucket{{profile=\"{profile}\",le=\"+Inf\"}} 1\n"),
         ] {
             assert!(page.contains(line), "{line}: {page}");
         }

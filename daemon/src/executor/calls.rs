@@ -81,6 +81,9 @@ impl SessionExecutor {
         services.provide(self.services.plan_file.clone());
         services.provide(self.services.pending_writes.clone());
         services.provide(self.services.hooks.clone());
+        if let Some(metrics) = self.metrics.get() {
+            services.provide(metrics.clone());
+        }
         ToolContext {
             session_id: self.session_id.clone(),
             cwd,

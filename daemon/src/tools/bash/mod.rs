@@ -241,7 +241,12 @@ impl Tool for Bash {
                 .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))
         });
         let (mut tree, gate) = match started_tree {
-            Ok(started) => started,
+            Ok(tree) => {
+                if let Ok(metrics) = ctx.need::<crate::metrics::Metrics>() {
+                    metrics.sandbox_setup(profile_name(profile), started.elapsed());
+                }
+                tree
+            }
             Err(e) => {
                 if let Some(layers) = layers {
                     layers.discard();
