@@ -8,9 +8,13 @@
 #    the manifests are written for (1.30) and the newest the validator knows
 #    (1.37). A resource it has no schema for is an error too, not the
 #    validator's warning: a wrong apiVersion would otherwise pass unchecked.
-#    The agent-sandbox Sandbox (a custom resource) is checked by hand against
-#    its v1beta1 fields, and its podTemplate and volumeClaimTemplates are
-#    validated as the Pod and PersistentVolumeClaims its controller makes.
+#    agent-sandbox's custom resources (Sandbox, SandboxTemplate,
+#    SandboxWarmPool, SandboxClaim) are checked by hand against their
+#    v1beta1 fields (their CRDs are published only on GitHub, out of CI's
+#    reach); pod templates and volumeClaimTemplates are validated as the
+#    Pod and PersistentVolumeClaims the controller makes, a template's
+#    networkPolicy as a NetworkPolicy; a pool's template and a claim's pool
+#    must be in the directory.
 #    The Kustomization's resources must exist.
 # 2. What the sandbox needs of every pod: every container runs as uid and
 #    gid 10001 (the socket's directory is 0700, so a harness must be the
@@ -84,6 +88,74 @@ def sandbox(name, doc):
         errors.append(f"{name}: spec.shutdownPolicy must be Delete or Retain")
     if not isinstance(spec.get("service", False), bool):
         errors.append(f"{name}: spec.service must be a boolean")
+    return pod_and_claims(name, doc, spec)
+
+def enum(where, value, allowed):
+    if value is not None and value not in allowed:
+        errors.append(f"{where} must be one of {', '.join(allowed)}")
+
+def ref(where, value):
+    value = only(where, value, {"name"})
+    if not isinstance(value.get("name"), str) or not value.get("name"):
+        errors.append(f"{where}.name is required")
+    return value.get("name")
+
+# agent-sandbox's extensions (extensions.agents.x-k8s.io/v1beta1), their
+# spec fields as its api/v1beta1 types give them. The template's pod and
+# claims are validated as the Pod and claims its Sandboxes get; its
+# network policy as the NetworkPolicy the controller makes of it.
+templates, pools = set(), []
+
+def sandbox_template(name, doc):
+    only(name, doc, {"apiVersion", "kind", "metadata", "spec"})
+    spec = only(f"{name}: spec", doc.get("spec"), {
+        "podTemplate", "volumeClaimTemplates", "service", "networkPolicy", "networkPolicyManagement",
+        "envVarsInjectionPolicy", "volumeClaimTemplatesPolicy"})
+    enum(f"{name}: spec.networkPolicyManagement", spec.get("networkPolicyManagement"), ("Managed", "Unmanaged"))
+    enum(f"{name}: spec.envVarsInjectionPolicy", spec.get("envVarsInjectionPolicy"),
+         ("Allowed", "Overrides", "Disallowed"))
+    enum(f"{name}: spec.volumeClaimTemplatesPolicy", spec.get("volumeClaimTemplatesPolicy"),
+         ("Disallowed", "Allowed", "Overrides"))
+    if not isinstance(spec.get("service", False), bool):
+        errors.append(f"{name}: spec.service must be a boolean")
+    templates.add(doc["metadata"]["name"])
+    derived = pod_and_claims(name, doc, spec)
+    if "networkPolicy" in spec:
+        policy = only(f"{name}: spec.networkPolicy", spec["networkPolicy"], {"ingress", "egress"})
+        derived.append({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                        "metadata": {"name": doc["metadata"]["name"]},
+                        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"], **policy}})
+    return derived
+
+def sandbox_warm_pool(name, doc):
+    only(name, doc, {"apiVersion", "kind", "metadata", "spec"})
+    spec = only(f"{name}: spec", doc.get("spec"), {"sandboxTemplateRef", "replicas", "updateStrategy"})
+    pools.append((name, doc["metadata"]["name"], ref(f"{name}: spec.sandboxTemplateRef", spec.get("sandboxTemplateRef"))))
+    replicas = spec.get("replicas", 1)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        errors.append(f"{name}: spec.replicas must be a whole number, 0 or more")
+    strategy = only(f"{name}: spec.updateStrategy", spec.get("updateStrategy", {}), {"type"})
+    enum(f"{name}: spec.updateStrategy.type", strategy.get("type"), ("Recreate", "OnReplenish"))
+    return []
+
+def sandbox_claim(name, doc):
+    only(name, doc, {"apiVersion", "kind", "metadata", "spec"})
+    spec = only(f"{name}: spec", doc.get("spec"), {
+        "warmPoolRef", "lifecycle", "additionalPodMetadata", "env", "volumeClaimTemplates"})
+    claim_refs.append((name, ref(f"{name}: spec.warmPoolRef", spec.get("warmPoolRef"))))
+    life = only(f"{name}: spec.lifecycle", spec.get("lifecycle", {}),
+                {"shutdownTime", "ttlSecondsAfterFinished", "shutdownPolicy"})
+    enum(f"{name}: spec.lifecycle.shutdownPolicy", life.get("shutdownPolicy"), ("Delete", "DeleteForeground", "Retain"))
+    only(f"{name}: spec.additionalPodMetadata", spec.get("additionalPodMetadata", {}), {"labels", "annotations"})
+    for i, e in enumerate(spec.get("env", [])):
+        e = only(f"{name}: spec.env[{i}]", e, {"name", "value", "containerName"})
+        if "name" not in e or "value" not in e:
+            errors.append(f"{name}: spec.env[{i}] needs name and value")
+    return []
+
+claim_refs = []
+
+def pod_and_claims(name, doc, spec):
     template = only(f"{name}: spec.podTemplate", spec.get("podTemplate"), {"metadata", "spec"})
     meta = only(f"{name}: spec.podTemplate.metadata", template.get("metadata", {}), {"labels", "annotations"})
     pod_spec = template.get("spec")
@@ -124,6 +196,12 @@ for name in sorted(os.listdir(src)):
                     errors.append(f"{name}: resource {r} does not exist")
         elif (api, kind) == ("agents.x-k8s.io/v1beta1", "Sandbox"):
             derived += sandbox(name, doc)
+        elif (api, kind) == ("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate"):
+            derived += sandbox_template(name, doc)
+        elif (api, kind) == ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"):
+            derived += sandbox_warm_pool(name, doc)
+        elif (api, kind) == ("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim"):
+            derived += sandbox_claim(name, doc)
         else:
             plain.append(doc)
     if plain:
@@ -132,6 +210,14 @@ for name in sorted(os.listdir(src)):
     if derived:
         with open(os.path.join(out, f"{name}.pod.yaml"), "w") as f:
             yaml.safe_dump_all(derived, f, sort_keys=False)
+
+# What the pools and claims name must be here.
+for file, pool, template in pools:
+    if template not in templates:
+        errors.append(f"{file}: SandboxWarmPool {pool} names SandboxTemplate {template!r}, which is not here")
+for file, pool in claim_refs:
+    if pool not in {p for _, p, _ in pools}:
+        errors.append(f"{file}: SandboxClaim names SandboxWarmPool {pool!r}, which is not here")
 
 for e in errors:
     print(f"ERROR {e}")

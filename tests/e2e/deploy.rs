@@ -92,7 +92,34 @@ fn manifests_pass_kubernetes_validate_strict() {
             assert!(text.contains(&line), "no {line:?} in:\n{text}");
         }
     }
-    assert!(text.contains("3 pod specs: every container runs as 10001"), "{text}");
+    // The warm pool's template is checked as its Sandboxes' pods are, and
+    // its network policy as the NetworkPolicy the controller makes.
+    assert!(text.contains("sandbox-warmpool.yaml.pod.yaml passed for resource networkpolicy/agentd"), "{text}");
+    assert!(text.contains("4 pod specs: every container runs as 10001"), "{text}");
+}
+
+/// agent-sandbox's SandboxTemplate, SandboxWarmPool and SandboxClaim are
+/// held to their v1beta1 fields; what a pool or a claim names must be
+/// there; the template's pod meets what the sandbox needs.
+#[test]
+fn the_warm_pool_its_template_and_a_claim_are_checked() {
+    fails_saying(&[("sandbox-warmpool.yaml", "  replicas: 2", "  replica: 2")], "unknown field 'replica'");
+    fails_saying(
+        &[("sandbox-warmpool.yaml", "  envVarsInjectionPolicy: Disallowed", "  envVarsInjectionPolicy: Never")],
+        "spec.envVarsInjectionPolicy must be one of Allowed, Overrides, Disallowed",
+    );
+    fails_saying(
+        &[("sandbox-claim.yaml", "  warmPoolRef:\n    name: agentd", "  warmPoolRef:\n    name: agentd-gpu")],
+        "SandboxClaim names SandboxWarmPool 'agentd-gpu', which is not here",
+    );
+    fails_saying(
+        &[("sandbox-claim.yaml", "    shutdownPolicy: Delete", "    shutdownPolicy: Remove")],
+        "spec.lifecycle.shutdownPolicy must be one of Delete, DeleteForeground, Retain",
+    );
+    fails_saying(
+        &[("sandbox-warmpool.yaml", "              type: Localhost", "              type: RuntimeDefault")],
+        "Localhost",
+    );
 }
 
 #[test]
