@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::sync::MutexExt;
+
 /// Most definitions a session lists.
 const MAX_AGENTS: usize = 50;
 /// Largest definition file read.
@@ -251,7 +253,7 @@ impl Drop for Waiting {
 
 impl Requests {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, tokio::sync::oneshot::Sender<AgentAnswer>>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        self.open.locked()
     }
 
     /// Opens request `request_id` for an answer.

@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 use agentd_protocol::turn::{Event, EventKind};
 use tokio::sync::broadcast;
 
+use crate::sync::MutexExt;
+
 pub use crate::store::DEFAULT_LOG_CAPACITY;
 /// Bytes of events (their text, estimated) kept for replay per session.
 pub const DEFAULT_LOG_BYTES: usize = 4 * 1024 * 1024;
@@ -234,7 +236,7 @@ impl EventLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Appends an event; returns its seq.

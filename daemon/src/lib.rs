@@ -26,6 +26,7 @@ pub mod server;
 pub mod session;
 pub(crate) mod shell;
 pub(crate) mod store;
+pub(crate) mod sync;
 pub(crate) mod tool;
 pub(crate) mod tools;
 pub mod trust;

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::sync::MutexExt;
+
 /// Upper bounds of the duration histogram's buckets, in seconds.
 const BOUNDS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 600.0];
 /// Upper bounds of the sandbox set-up histogram's buckets, in seconds.
@@ -53,7 +55,7 @@ pub struct Metrics {
 impl Metrics {
     /// A call of `tool` ended after `took`.
     pub fn record(&self, tool: &str, took: Duration, failed: bool) {
-        let mut tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tools = self.tools.locked();
         // A name seen before costs no allocation.
         if !tools.contains_key(tool) {
             let name = if tools.len() < MAX_TOOLS { tool } else { "other" };
@@ -76,7 +78,7 @@ impl Metrics {
     /// `workspace_write`, `off`) started `took` after its call did (its
     /// checks, layer, walls and process).
     pub fn sandbox_setup(&self, profile: &'static str, took: Duration) {
-        let mut setups = self.setups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut setups = self.setups.locked();
         let s = setups.entry(profile).or_default();
         let seconds = took.as_secs_f64();
         s.buckets[SETUP_BOUNDS.iter().position(|b| seconds <= *b).unwrap_or(SETUP_BOUNDS.len())] += 1;
@@ -106,7 +108,7 @@ impl Metrics {
         gauge("agentd_questions_waiting", "Permission requests waiting for an answer.", sum(&|s| s.questions.len()));
         gauge("agentd_resident_memory_bytes", "The daemon's resident memory.", rss_kib * 1024);
         gauge("agentd_open_fds", "The daemon's open file descriptors.", fds);
-        let tools = self.tools.lock().unwrap_or_else(|e| e.into_inner());
+        let tools = self.tools.locked();
         out.push_str("# TYPE agentd_calls counter\n# HELP agentd_calls Calls ended, by tool and outcome.\n");
         for (tool, calls) in tools.iter() {
             let tool = label(tool);
@@ -136,7 +138,7 @@ impl Metrics {
             "# TYPE agentd_sandbox_setup_seconds histogram\n# HELP agentd_sandbox_setup_seconds From a Bash \
              call's start to its command's, by sandbox profile.\n",
         );
-        for (profile, s) in self.setups.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (profile, s) in self.setups.locked().iter() {
             let mut seen = 0;
             for (i, bound) in SETUP_BOUNDS.iter().enumerate() {
                 seen += s.buckets[i];

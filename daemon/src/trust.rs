@@ -18,6 +18,8 @@ use std::sync::Mutex;
 use agentd_protocol::workspace::{ProjectFile, ProjectFileKind, TrustApproval, TrustStanding};
 use serde::{Deserialize, Serialize};
 
+use crate::sync::MutexExt;
+
 /// Most approvals kept; past it the oldest are forgotten (asked again).
 pub const MAX_APPROVALS: usize = 10_000;
 /// Most of a file's text `workspace/trust` shows.
@@ -89,7 +91,7 @@ impl TrustStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Approval>> {
-        self.approved.lock().unwrap_or_else(|e| e.into_inner())
+        self.approved.locked()
     }
 
     /// Where the file `path` whose content is `bytes` stands.

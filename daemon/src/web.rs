@@ -16,6 +16,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use crate::sync::MutexExt;
+
 /// Most bytes of a response body read.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 /// Longest a request may take, body included (`AGENTD_WEB_TIMEOUT_MS`
@@ -103,7 +105,7 @@ pub fn is_refused(ip: IpAddr) -> bool {
 /// This machine's interface addresses, read at most every 5 s.
 fn local_addresses() -> Vec<IpAddr> {
     static SEEN: std::sync::Mutex<Option<(std::time::Instant, Vec<IpAddr>)>> = std::sync::Mutex::new(None);
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = SEEN.locked();
     if let Some((at, addrs)) = seen.as_ref()
         && at.elapsed() < Duration::from_secs(5)
     {

@@ -328,3 +328,29 @@ fn members_take_the_workspaces_rust_version_and_unsafe_says_why() {
     let bash = std::fs::read_to_string(root.join("daemon/src/tools/bash/mod.rs")).unwrap();
     assert_eq!(bash.matches("remove_dir_all").count(), 2, "Bash's temp directory is removed by hand again");
 }
+
+/// Issue 53: a poisoned lock is taken over in one place per crate (the
+/// daemon's `sync.rs`, agentctl's `mcp_bridge::lock`, the sandbox helper's
+/// one static), not written out at each lock: at most 5 sites in product
+/// code.
+#[test]
+fn a_poisoned_lock_is_taken_over_in_one_place() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for crate_dir in ["protocol", "daemon", "client"] {
+        rust_files(&root.join(crate_dir), &mut files);
+    }
+    let sites: Vec<String> = files
+        .iter()
+        .filter(|f| !f.to_string_lossy().contains("/examples/"))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            // The daemon's helper counts once.
+            let helper = f.ends_with("daemon/src/sync.rs");
+            let n = text.matches("e.into_inner())").count() + text.matches("PoisonError::into_inner").count();
+            let n = if helper { n.min(1) } else { n };
+            std::iter::repeat_n(f.display().to_string(), n)
+        })
+        .collect();
+    assert!(sites.len() <= 5, "{} sites: {sites:#?}", sites.len());
+}

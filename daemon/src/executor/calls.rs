@@ -4,6 +4,7 @@
 //! (`daemon/activity`, whether the session is busy).
 
 use super::*;
+use crate::sync::RwLockExt;
 
 /// A background task's end is the session's to hear: a
 /// `task/notification` (2.1.332 tells the model; the harness hands it over).
@@ -58,13 +59,13 @@ impl SessionExecutor {
 
     /// The session's tools now.
     pub fn tools(&self) -> Arc<ToolSet> {
-        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tools.read_locked().clone()
     }
 
     /// Replaces the session's tools (an MCP server's list changed); calls
     /// admitted before keep the tool they resolved. Returns the old set.
     pub fn replace_tools(&self, tools: Arc<ToolSet>) -> Arc<ToolSet> {
-        std::mem::replace(&mut *self.tools.write().unwrap_or_else(|e| e.into_inner()), tools)
+        std::mem::replace(&mut *self.tools.write_locked(), tools)
     }
 
     /// The session's workspace as calls see it now (a worktree's, once

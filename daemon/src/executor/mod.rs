@@ -74,11 +74,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::events::EventLog;
 use crate::permission::ask::{self, Answer, Asks};
 use crate::permission::rules::RuleSet;
-
-use crate::events::EventLog;
 use crate::process::jobs::JobTable;
+use crate::sync::MutexExt;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 use crate::tool::{CallOutcome, InterruptBehavior, PreparedCall, SessionContext, ToolContext, ToolSet};
 use machine::{Action, CallIdx, CallSpec, CancelReason, Event, Machine, Scope, TurnIdx, Window};
@@ -479,14 +479,14 @@ pub struct Restored {
 impl SessionExecutor {
     /// The slots for connections through the network gate.
     pub fn net_slots(&self) -> Arc<tokio::sync::Semaphore> {
-        self.services.net_slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.services.net_slots.locked().clone()
     }
 
     /// Shares `parent`'s gate slots (a child session: a tree of sessions
     /// has one budget, so children cannot multiply it).
     pub fn share_net_slots(&self, parent: &SessionExecutor) {
         let slots = parent.net_slots();
-        *self.services.net_slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+        *self.services.net_slots.locked() = slots;
     }
 
     /// An executor for the session `info`, whose token is `cancel`.
@@ -619,7 +619,7 @@ impl SessionExecutor {
     fn changed(&self, context: &SessionContext) {
         self.revision.fetch_add(1, Ordering::Relaxed);
         let now = crate::store::Durable::of(context, self.services.asks.granted_texts());
-        let mut written = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        let mut written = self.durable.locked();
         if *written != now {
             self.events.record_durable(&now);
             *written = now;
@@ -635,7 +635,7 @@ impl SessionExecutor {
 
     fn lock(&self) -> Locked<'_> {
         let batch = Some(self.events.batch());
-        Locked { guard: Some(self.inner.lock().unwrap_or_else(|e| e.into_inner())), tracker: &self.tracker, batch }
+        Locked { guard: Some(self.inner.locked()), tracker: &self.tracker, batch }
     }
 
     /// The session's event log.

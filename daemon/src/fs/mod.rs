@@ -21,6 +21,8 @@ use std::path::{Component, Path, PathBuf};
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 
+use crate::sync::{MutexExt, RwLockExt};
+
 mod canonical;
 pub use canonical::{canonical, open_dir_as, remember_canonical, still_at};
 
@@ -699,7 +701,7 @@ pub const SECRET_REFUSAL: &str =
 static STATE_DIRS: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
 
 fn state_dirs() -> std::sync::RwLockReadGuard<'static, Vec<PathBuf>> {
-    STATE_DIRS.read().unwrap_or_else(|e| e.into_inner())
+    STATE_DIRS.read_locked()
 }
 
 /// What a daemon keeps from every tool — its state directory and its TLS
@@ -753,7 +755,7 @@ pub struct StateDirGuard(Option<PathBuf>);
 impl Drop for StateDirGuard {
     fn drop(&mut self) {
         if let Some(dir) = self.0.take() {
-            let mut dirs = STATE_DIRS.write().unwrap_or_else(|e| e.into_inner());
+            let mut dirs = STATE_DIRS.write_locked();
             if let Some(i) = dirs.iter().position(|d| *d == dir) {
                 dirs.remove(i);
             }
@@ -766,7 +768,7 @@ impl Drop for StateDirGuard {
 fn guard_state_dir(dir: &Path) -> StateDirGuard {
     let canonical = std::fs::canonicalize(dir).ok();
     if let Some(c) = &canonical {
-        STATE_DIRS.write().unwrap_or_else(|e| e.into_inner()).push(c.clone());
+        STATE_DIRS.write_locked().push(c.clone());
     }
     StateDirGuard(canonical)
 }
@@ -804,7 +806,7 @@ fn secret_sets() -> Vec<std::sync::Arc<Secrets>> {
     if SECRET_SETS.load(std::sync::atomic::Ordering::Acquire) == 0 {
         return Vec::new();
     }
-    SECRETS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    SECRETS.locked().clone()
 }
 
 /// A daemon's secret files, kept from every tool while this lives (the
@@ -813,7 +815,7 @@ pub struct SecretsGuard(std::sync::Arc<Secrets>);
 
 impl Drop for SecretsGuard {
     fn drop(&mut self) {
-        let mut sets = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sets = SECRETS.locked();
         if let Some(i) = sets.iter().position(|s| std::sync::Arc::ptr_eq(s, &self.0)) {
             sets.remove(i);
             SECRET_SETS.fetch_sub(1, std::sync::atomic::Ordering::Release);
@@ -841,7 +843,7 @@ fn guard_secret_files(files: &[PathBuf]) -> SecretsGuard {
         })
         .collect();
     let secrets = std::sync::Arc::new(Secrets { given, at_start, ids_at_start, _held: held });
-    let mut sets = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sets = SECRETS.locked();
     sets.push(secrets.clone());
     SECRET_SETS.fetch_add(1, std::sync::atomic::Ordering::Release);
     SecretsGuard(secrets)

@@ -27,6 +27,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventLog;
+use crate::sync::MutexExt;
 
 pub use config::HookSet;
 pub use output::{Combined, Decision};
@@ -266,7 +267,7 @@ impl Hooks {
 
     /// Whether a `once` hook runs now (the first time it matches).
     fn first_time(&self, hook: &config::CommandHook) -> bool {
-        self.ran_once.lock().unwrap_or_else(|e| e.into_inner()).insert(format!("{}\0{}", hook.source, hook.key()))
+        self.ran_once.locked().insert(format!("{}\0{}", hook.source, hook.key()))
     }
 
     /// The session closed: see [`Hooks::run`].
@@ -284,11 +285,11 @@ impl Hooks {
     }
 
     fn sockets(&self) -> std::sync::MutexGuard<'_, Vec<SocketHook>> {
-        self.socket.lock().unwrap_or_else(|e| e.into_inner())
+        self.socket.locked()
     }
 
     fn pendings(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.locked()
     }
 
     /// The command hooks (settings and session), for a child session to
@@ -417,7 +418,7 @@ impl Hooks {
         let deferred = (completions == Completions::Returned).then(|| Mutex::new(Vec::new()));
         let mut combined = self.run_now(event, subject, input, about, cancel, deferred.as_ref()).await;
         if let Some(deferred) = deferred {
-            combined.events = deferred.into_inner().unwrap_or_else(|e| e.into_inner());
+            combined.events = deferred.into_held();
         }
         combined
     }
@@ -583,7 +584,7 @@ impl Hooks {
             additional_context: result.additional_context.clone(),
         };
         match deferred {
-            Some(later) => later.lock().unwrap_or_else(|e| e.into_inner()).push(completed),
+            Some(later) => later.locked().push(completed),
             None => {
                 self.events.push(completed);
             }

@@ -26,6 +26,8 @@ use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore, StoredCredentials,
 };
 
+use crate::sync::MutexExt;
+
 /// How long a login started with `mcp/login` may wait for its redirect.
 pub const LOGIN_TTL: Duration = Duration::from_secs(600);
 /// Logins waiting at once (the oldest goes first).
@@ -61,7 +63,7 @@ impl Credentials {
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Option<StoredCredentials>> {
-        self.0.memory.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.memory.locked()
     }
 
     /// What is kept, if anything (a file that is not the daemon's own, not

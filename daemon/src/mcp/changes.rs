@@ -17,6 +17,8 @@ use rmcp::service::{Peer, RoleClient};
 
 use super::pool::Server;
 
+use crate::sync::MutexExt;
+
 /// A burst of notifications closer together than this is one change.
 const SETTLE: Duration = Duration::from_millis(200);
 /// At most one round of work a second per server...
@@ -54,7 +56,7 @@ pub struct Notices {
 
 impl Notices {
     fn sinks(&self) -> std::sync::MutexGuard<'_, HashMap<u64, NoticeSink>> {
-        self.sinks.lock().unwrap_or_else(|e| e.into_inner())
+        self.sinks.locked()
     }
 
     /// Adds a listener; it listens while the guard lives.

@@ -21,6 +21,7 @@ use agentd_protocol::mcp::McpElicitationAction;
 use serde_json::{Map, Value, json};
 
 use crate::events::EventLog;
+use crate::sync::MutexExt;
 
 /// Elicitations one session waits on at once; more are declined.
 const MAX_PENDING: usize = 4;
@@ -217,14 +218,13 @@ impl Elicitations {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let request_id = format!("sample-{}", self.next.fetch_add(1, Ordering::Relaxed));
         {
-            let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+            let mut samples = self.samples.locked();
             if samples.len() >= MAX_PENDING {
                 return Err(format!("{MAX_PENDING} sampling requests of this session already wait for an answer"));
             }
             samples.insert(request_id.clone(), (server.to_owned(), tx));
         }
-        let needs_approval =
-            !in_flight || !self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).contains(server);
+        let needs_approval = !in_flight || !self.sampling_allowed.locked().contains(server);
         events.push(agentd_protocol::turn::EventKind::McpSampling {
             request_id: request_id.clone(),
             server: server.to_owned(),
@@ -233,7 +233,7 @@ impl Elicitations {
         });
         drop(events);
         let answer = tokio::time::timeout(self.timeout, rx).await;
-        self.samples.lock().unwrap_or_else(|e| e.into_inner()).remove(&request_id);
+        self.samples.locked().remove(&request_id);
         match answer {
             Ok(Ok(answer)) => answer,
             _ => Err(format!("no completion within {} ms", self.timeout.as_millis())),
@@ -251,7 +251,7 @@ impl Elicitations {
         error: Option<String>,
     ) -> Result<(), String> {
         use agentd_protocol::mcp::McpSamplingDecision as D;
-        let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let mut samples = self.samples.locked();
         if !samples.contains_key(request_id) {
             return Err(format!("no sampling request {request_id:?} waits for an answer in this session"));
         }
@@ -265,14 +265,14 @@ impl Elicitations {
         };
         let Some((server, waiting)) = samples.remove(request_id) else { return Err("answered already".into()) };
         if decision == D::AllowAlways {
-            self.sampling_allowed.lock().unwrap_or_else(|e| e.into_inner()).insert(server);
+            self.sampling_allowed.locked().insert(server);
         }
         let _ = waiting.send(answer);
         Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.pending.locked()
     }
 
     /// The session's id.
@@ -496,7 +496,7 @@ const RECENT: Duration = Duration::from_secs(2);
 
 impl Targets {
     fn lock(&self) -> std::sync::MutexGuard<'_, TargetsInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Adds a session; it is a target while the guard lives.

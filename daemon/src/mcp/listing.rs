@@ -12,6 +12,8 @@ use serde_json::Value;
 
 use super::pool::{MAX_LISTED, ServerTool};
 
+use crate::sync::MutexExt;
+
 /// Most pages read for one list.
 const MAX_PAGES: usize = 64;
 
@@ -185,7 +187,7 @@ pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, ListFailu
             async move {
                 let params = cursor.map(|c| serde_json::from_value(serde_json::json!({ "cursor": c }))).transpose();
                 let page = peer.list_tools(params.map_err(|e| e.to_string())?).await.map_err(|e| {
-                    *challenge.lock().unwrap_or_else(|e| e.into_inner()) = super::auth::challenge_in(&e);
+                    *challenge.locked() = super::auth::challenge_in(&e);
                     e.to_string()
                 })?;
                 serde_json::to_value(&page).map_err(|e| e.to_string())
@@ -194,10 +196,7 @@ pub async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, ListFailu
         "tools",
     )
     .await;
-    listed.map_err(|message| ListFailure {
-        message,
-        challenge: challenge.into_inner().unwrap_or_else(|e| e.into_inner()),
-    })
+    listed.map_err(|message| ListFailure { message, challenge: challenge.into_held() })
 }
 
 /// Follows `nextCursor` through pages of `key` items: at most

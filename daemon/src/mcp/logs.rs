@@ -13,6 +13,8 @@ use std::time::Instant;
 use agentd_protocol::mcp::McpLogLevel;
 use serde_json::Value;
 
+use crate::sync::MutexExt;
+
 /// Messages a second one server may pass on (the rest are counted).
 const RATE: f64 = 20.0;
 /// Messages passed on at once after a quiet spell.
@@ -55,7 +57,7 @@ pub struct LogRouter {
 
 impl LogRouter {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// Adds a listener for messages at `level` or above; it listens while

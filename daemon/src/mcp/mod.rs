@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use agentd_protocol::mcp::McpServerStatus;
 
+use crate::sync::MutexExt;
+
 pub use config::ServerSpec;
 pub use pool::{Lease, Pool};
 
@@ -115,8 +117,8 @@ impl SessionMcp {
         elicitations.set_hooks(hooks);
         hooks.set_mcp(Arc::new(self.servers.clone()));
         let guards = self.servers.iter().map(|s| s.elicit_targets().add(elicitations.clone()));
-        self.targets.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
-        *self.elicitations.lock().unwrap_or_else(|e| e.into_inner()) = Some(elicitations);
+        self.targets.locked().extend(guards);
+        *self.elicitations.locked() = Some(elicitations);
     }
 
     /// `mcp/elicitation_respond`.
@@ -126,7 +128,7 @@ impl SessionMcp {
         action: agentd_protocol::mcp::McpElicitationAction,
         content: Option<serde_json::Map<String, serde_json::Value>>,
     ) -> Result<(), String> {
-        let elicitations = self.elicitations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let elicitations = self.elicitations.locked().clone();
         match elicitations {
             Some(e) => e.respond(request_id, action, content),
             None => Err(format!("no elicitation {request_id:?} waits for an answer in this session")),
@@ -135,7 +137,7 @@ impl SessionMcp {
 
     /// `mcp/sampling_respond`.
     pub fn respond_sampling(&self, params: agentd_protocol::mcp::McpSamplingRespondParams) -> Result<(), String> {
-        let elicitations = self.elicitations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let elicitations = self.elicitations.locked().clone();
         let Some(e) = elicitations else {
             return Err(format!("no sampling request {:?} waits for an answer in this session", params.request_id));
         };
@@ -159,7 +161,7 @@ impl SessionMcp {
             }
         });
         let guards = self.servers.iter().map(|s| s.watch_logs(level, sink.clone()));
-        self.logs.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
+        self.logs.locked().extend(guards);
     }
 
     /// Tells `sink` when one of its servers' lists changes (tools: once the
@@ -172,7 +174,7 @@ impl SessionMcp {
             }
         }
         let guards = self.servers.iter().map(|s| s.notices().watch(sink.clone()));
-        self.lists.lock().unwrap_or_else(|e| e.into_inner()).extend(guards);
+        self.lists.locked().extend(guards);
     }
 
     /// One of its servers, by name.
@@ -217,9 +219,9 @@ impl SessionMcp {
 
     /// Gives the leases back: a server no other session uses stops.
     pub fn release(&self) {
-        self.logs.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.lists.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.targets.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.leases.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.logs.locked().clear();
+        self.lists.locked().clear();
+        self.targets.locked().clear();
+        self.leases.locked().clear();
     }
 }

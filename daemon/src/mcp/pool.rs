@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use super::config::Transport;
 use super::handler::Handler;
 use super::listing::{ListFailure, check_tool, file_key, list_tools, read_cache, write_cache};
+use crate::sync::MutexExt;
 use crate::tool::context::ProgressReporter;
 
 /// How long a server may take to start and list its tools.
@@ -112,7 +113,7 @@ impl Pool {
 
     /// The tokens kept for the server at `url`.
     fn credentials(&self, url: &str) -> super::auth::Credentials {
-        let mut all = self.credentials.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.credentials.locked();
         all.entry(url.to_owned())
             .or_insert_with(|| super::auth::Credentials::new(self.auth_dir.as_deref(), url))
             .clone()
@@ -148,7 +149,7 @@ impl Pool {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Server>>> {
-        self.servers.lock().unwrap_or_else(|e| e.into_inner())
+        self.servers.locked()
     }
 
     /// The server for `name` with `transport` on `workspace`, counted as
@@ -313,7 +314,7 @@ struct Conn {
 
 impl Server {
     fn status(&self) -> std::sync::MutexGuard<'_, Status> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
+        self.status.locked()
     }
 
     /// `stdio` or `http`.
@@ -496,7 +497,7 @@ impl Server {
                             let line = String::from_utf8_lossy(&piece);
                             let line = line.trim_end();
                             tracing::debug!(server = %name, "stderr: {line}");
-                            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut tail = tail.locked();
                             if tail.len() == STDERR_LINES {
                                 tail.pop_front();
                             }
@@ -618,13 +619,13 @@ impl Server {
         // Its log messages at the level the sessions want (MCP's servers
         // send everything until told).
         let logs = conn.service.peer().peer_info().is_some_and(|i| i.capabilities.logging.is_some());
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.log_level.locked() = None;
         if logs {
             let level = self.logs.wanted().unwrap_or_default();
             // MCP 2026-07-28 has no setLevel: each request carries the
             // level (see `request_meta`).
             if modern(conn.service.peer()) || set_level(conn.service.peer(), level).await {
-                *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+                *self.log_level.locked() = Some(level);
             }
         }
         if let Some(p) = conn.process.as_mut() {
@@ -664,7 +665,7 @@ impl Server {
             }
             _ => String::new(),
         };
-        let tail: Vec<String> = stderr.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let tail: Vec<String> = stderr.locked().iter().cloned().collect();
         if !tail.is_empty() {
             note.push_str(&format!("; its stderr ended with: {}", tail.join(" | ")));
         }
@@ -701,7 +702,7 @@ impl Server {
         if !modern(peer) {
             return None;
         }
-        let level = (*self.log_level.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let level = (*self.log_level.locked())?;
         let mut meta = rmcp::model::RequestMetaObject::new();
         meta.set_log_level(super::logs::rmcp_level(level));
         Some(meta)
@@ -716,12 +717,12 @@ impl Server {
         sink: super::logs::LogSink,
     ) -> super::logs::LogGuard {
         let guard = self.logs.watch(level, sink);
-        let sent = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = *self.log_level.locked();
         if let Some(sent) = sent
             && level < sent
             && let Some(peer) = self.status().peer.clone()
         {
-            *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level);
+            *self.log_level.locked() = Some(level);
             if modern(&peer) {
                 return guard;
             }
@@ -735,7 +736,7 @@ impl Server {
     }
 
     fn auth(&self) -> std::sync::MutexGuard<'_, AuthStatus> {
-        self.auth.lock().unwrap_or_else(|e| e.into_inner())
+        self.auth.locked()
     }
 
     /// Its OAuth standing (`None`: it never asked for an authorization).
@@ -864,7 +865,7 @@ impl Server {
     /// while the guard lives.
     pub fn watch_progress(&self, token: &impl Serialize, report: ProgressReporter) -> ProgressGuard {
         let key = serde_json::to_string(token).unwrap_or_default();
-        self.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), report);
+        self.progress.locked().insert(key.clone(), report);
         ProgressGuard { map: self.progress.clone(), key }
     }
 }
@@ -877,7 +878,7 @@ pub struct ProgressGuard {
 
 impl Drop for ProgressGuard {
     fn drop(&mut self) {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        self.map.locked().remove(&self.key);
     }
 }
 

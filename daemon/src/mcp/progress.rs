@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use crate::sync::MutexExt;
 use crate::tool::context::{ProgressReport, ProgressReporter};
 
 /// Calls listening for progress, by their token (as JSON text).
@@ -29,7 +30,7 @@ const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Reports one notification's progress to the call listening for `token`.
 pub fn route(listeners: &Listeners, token: &Value, progress: f64, total: Option<f64>, message: Option<&str>) {
     let key = serde_json::to_string(token).unwrap_or_default();
-    let Some(report) = listeners.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned() else { return };
+    let Some(report) = listeners.locked().get(&key).cloned() else { return };
     let message = message.map(|m| match m.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((i, _)) => format!("{}…", &m[..i]),
         None => m.to_owned(),

@@ -14,6 +14,8 @@ use super::PermissionTarget;
 pub type Answers = std::collections::BTreeMap<String, String>;
 use super::rules::{Facts, Origin, Rule, RuleKind, RuleSet, parse};
 
+use crate::sync::MutexExt;
+
 /// A client's answer, as the waiting call sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -180,7 +182,7 @@ impl Asks {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 /// Rules that would allow calls like this one, best first: a command

@@ -15,6 +15,8 @@ use tokio_util::task::TaskTracker;
 
 use super::{Capture, ProcessTree, spawn_bash};
 
+use crate::sync::MutexExt;
+
 /// Background jobs a session may have running at once.
 const MAX_RUNNING_JOBS: usize = 32;
 
@@ -130,7 +132,7 @@ pub struct JobOutput {
 
 impl Job {
     fn lock(&self) -> std::sync::MutexGuard<'_, JobState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Takes the output written since the last call.
@@ -349,7 +351,7 @@ impl JobTable {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Job>>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+        self.jobs.locked()
     }
 
     /// Whether another job may start now.

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::fs::append_log::{AppendLog, read_left};
+use crate::sync::MutexExt;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -108,18 +109,18 @@ impl Ledger {
 
     fn registered(self) -> Arc<Ledger> {
         let me = Arc::new(self);
-        let mut all = LEDGERS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = LEDGERS.locked();
         all.retain(|l| l.strong_count() > 0);
         all.push(Arc::downgrade(&me));
         me
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<i32, String>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.locked()
     }
 
     fn file(&self) -> std::sync::MutexGuard<'_, Option<AppendLog<i32>>> {
-        self.file.lock().unwrap_or_else(|e| e.into_inner())
+        self.file.locked()
     }
 
     /// Ends what the ledger of `state_dir` leaves running and opens it,
@@ -238,8 +239,7 @@ fn carries(pid: i32, marker: &str) -> bool {
 /// and to every process marked as one of its commands (a daemon exiting
 /// without its clean shutdown).
 pub fn kill_all() {
-    let ledgers: Vec<Arc<Ledger>> =
-        LEDGERS.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
+    let ledgers: Vec<Arc<Ledger>> = LEDGERS.locked().iter().filter_map(Weak::upgrade).collect();
     let groups: Vec<(i32, String)> =
         ledgers.iter().flat_map(|l| l.live().iter().map(|(p, m)| (*p, m.clone())).collect::<Vec<_>>()).collect();
     for (pgid, marker) in groups {

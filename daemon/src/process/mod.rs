@@ -38,6 +38,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
+use crate::sync::MutexExt;
+
 /// What a process tree keeps alive while it lives (a call's network gate,
 /// which serves its connections), opaque to this module.
 pub type Kept = Box<dyn std::any::Any + Send + Sync>;
@@ -101,7 +103,7 @@ static BASH: LazyLock<PathBuf> = LazyLock::new(|| {
 static OWNED: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
 
 fn owned() -> std::sync::MutexGuard<'static, HashSet<i32>> {
-    OWNED.lock().unwrap_or_else(|e| e.into_inner())
+    OWNED.locked()
 }
 
 /// Marks every descriptor above stderr close-on-exec, so nothing the

@@ -11,6 +11,8 @@ use super::child::Child;
 use super::zygote::{ForkError, Zygote};
 use super::{Kept, Ledger, ProcessTree};
 
+use crate::sync::MutexExt;
+
 /// Sandbox helpers started ahead of their calls: one waits, already past
 /// its `exec`, its loader and its runtime's start, for the next call, and
 /// a new one is made as soon as it is taken — forked by the zygote, or
@@ -120,7 +122,7 @@ impl WarmPool {
 
     /// What `daemon/info` says of the pool.
     pub fn status(&self) -> agentd_protocol::methods::WarmHelpers {
-        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|w| w.pid);
+        let waiting = self.idle.locked().as_ref().map(|w| w.pid);
         let zygote = {
             let z = self.zygotes();
             z.running.as_ref().map(Zygote::pid).or(z.busy).map(|pid| agentd_protocol::methods::ZygoteStatus {
@@ -140,7 +142,7 @@ impl WarmPool {
     }
 
     fn zygotes(&self) -> std::sync::MutexGuard<'_, Zygotes> {
-        self.zygote.lock().unwrap_or_else(|e| e.into_inner())
+        self.zygote.locked()
     }
 
     /// Makes a helper that waits for its call: forked by the zygote (which
@@ -277,7 +279,7 @@ impl WarmPool {
     /// A waiting helper, or a new one; a new one is started for the next
     /// call meanwhile.
     fn take(&self) -> std::io::Result<Warm> {
-        let waiting = self.idle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let waiting = self.idle.locked().take();
         // Still waiting: not exited (`try_wait` also reaps one that died).
         let alive = waiting.and_then(|mut w| match w.child.as_mut().map(|c| c.try_wait()) {
             Some(Ok(None)) => Some(w),
@@ -316,17 +318,17 @@ impl WarmPool {
             }
             std::sync::Mutex::new(tx)
         });
-        let _ = spawner.lock().unwrap_or_else(|e| e.into_inner()).send(());
+        let _ = spawner.locked().send(());
     }
 
     /// Starts a waiting helper if none waits.
     fn fill(&self) {
-        if self.idle.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if self.idle.locked().is_some() {
             return;
         }
         match self.start(true) {
             Ok(w) => {
-                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let mut idle = self.idle.locked();
                 if idle.is_none() {
                     *idle = Some(w);
                 }

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use nix::fcntl::{Flock, FlockArg};
 
 use crate::fs::append_log::{AppendLog, read_left};
+use crate::sync::MutexExt;
 
 static LIVE: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
 
@@ -151,7 +152,7 @@ impl Ledger {
     /// Appends the record of `made` (deepest first, as they are removed); its
     /// id.
     fn record(&self, made: &[PathBuf]) -> Option<u64> {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.0.locked();
         let (log, next) = guard.as_mut()?;
         let id = *next;
         *next += 1;
@@ -162,7 +163,7 @@ impl Ledger {
 
     /// Closes record `id`: what it names is gone.
     fn close(&self, id: u64) {
-        if let Some((log, _)) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some((log, _)) = self.0.locked().as_mut() {
             log.close(&id, &format!("- {id}\n"));
         }
     }
@@ -354,7 +355,7 @@ fn remove_once_free(file: File, made: Vec<PathBuf>, record: Option<(Arc<Ledger>,
 
 /// Adds `path` to [`WAITING`], or takes it out.
 fn set_waiting(path: &Path, wait: bool) {
-    let mut w = WAITING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut w = WAITING.locked();
     if wait {
         w.push(path.to_path_buf());
     } else if let Some(i) = w.iter().position(|p| p == path) {

@@ -15,6 +15,8 @@ use agentd_protocol::turn::EventKind;
 use chrono::{DateTime, Local, TimeZone};
 use serde::{Deserialize, Serialize};
 
+use crate::sync::MutexExt;
+
 /// Most schedules of one session.
 pub const MAX_PER_SESSION: usize = 50;
 /// Most schedules of the daemon.
@@ -121,7 +123,7 @@ impl Scheduler {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Job>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+        self.jobs.locked()
     }
 
     /// Writes the durable schedules whole.

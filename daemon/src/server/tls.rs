@@ -18,6 +18,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::DaemonError;
+use crate::sync::MutexExt;
 
 /// How long a client has to complete the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -182,7 +183,7 @@ struct Refusals {
 
 impl Refusals {
     fn note(&self, peer: SocketAddr, why: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         state.1 += 1;
         let now = std::time::Instant::now();
         if state.0.is_none_or(|last| now.duration_since(last) >= Duration::from_secs(1)) {
@@ -206,7 +207,7 @@ impl Slots {
     fn take(self: &Arc<Self>) -> (Slot, Option<u64>) {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let token = tokio_util::sync::CancellationToken::new();
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.locked();
         let evicted = if pending.len() >= MAX_HANDSHAKES {
             pending.pop_front().map(|(old, t)| {
                 t.cancel();
@@ -229,7 +230,7 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut pending = self.slots.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.slots.pending.locked();
         if let Some(i) = pending.iter().position(|(id, _)| *id == self.id) {
             pending.remove(i);
         }
@@ -260,7 +261,7 @@ struct AddressSlot {
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.locked();
         if let Some(n) = map.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -277,7 +278,7 @@ impl Pending {
     pub(crate) async fn handshake(self) -> Option<Accepted> {
         let key = address_key(self.peer.ip());
         let _address_slot = {
-            let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.per_address.locked();
             let n = map.entry(key).or_insert(0);
             if *n >= MAX_HANDSHAKES_PER_ADDRESS {
                 drop(map);

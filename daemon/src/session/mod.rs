@@ -21,6 +21,7 @@ use crate::config::MAX_TOOL_CONCURRENCY_LIMIT;
 use crate::executor::{Restored, SessionExecutor, Storage};
 use crate::hooks::Completions;
 use crate::store::{RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
+use crate::sync::MutexExt;
 use crate::tool::{ExternalToolSource, Registry, SessionContext, ToolSet};
 
 mod children;
@@ -426,7 +427,7 @@ impl SessionManager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+        self.sessions.locked()
     }
 
     /// Opens a session without starting its MCP servers (those never seen
@@ -612,7 +613,7 @@ impl SessionManager {
         let Prepared { mut info, rules, hooks, mcp } = prepared;
         // A name is checked again and taken under one lock: two creates
         // asking for it at once get it once.
-        let _naming = info.name.is_some().then(|| self.naming.lock().unwrap_or_else(|e| e.into_inner()));
+        let _naming = info.name.is_some().then(|| self.naming.locked());
         if let Some(name) = &info.name
             && self.name_taken(name)
         {
@@ -732,7 +733,7 @@ impl SessionManager {
     /// Saves what changed in each session since it was last saved, and
     /// syncs the event logs (called every 200 ms and at shutdown).
     pub fn flush(&self) {
-        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        let _saving = self.saving.locked();
         let sessions: Vec<Arc<Session>> = self.lock().values().cloned().collect();
         for session in sessions {
             if session.removed.load(Ordering::Relaxed) {
@@ -817,7 +818,7 @@ impl SessionManager {
     /// A connection that is already gone closes the session at once (its
     /// `session/create` finished after the connection ended).
     pub fn own(&self, conn: usize, session_id: &str) {
-        let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut owned = self.owned.locked();
         if owned.gone.contains(&conn) {
             drop(owned);
             let _ = self.close(session_id);
@@ -829,7 +830,7 @@ impl SessionManager {
     /// Closes the sessions connection `conn` created to close with it.
     pub fn close_owned(&self, conn: usize) {
         let ids = {
-            let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            let mut owned = self.owned.locked();
             // Remembered (the last few thousand) for a create still running.
             owned.gone.insert(conn);
             while owned.gone.len() > 4096 {
@@ -878,7 +879,7 @@ impl SessionManager {
             });
         }
         crate::tools::web_fetch::forget_session(session_id);
-        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        let _saving = self.saving.locked();
         session.removed.store(true, Ordering::Relaxed);
         // Full outputs of its commands go with the session.
         let dir = self.state_dir.join("sessions").join(session_id);

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::peers::{Delivered, MAX_IDLE_WATCHERS, Outgoing, Peer, PeerBook, Peers};
+use crate::sync::MutexExt;
 
 /// The [`Peers`] of a [`SessionManager`] (held weakly: sessions hold it).
 pub(super) struct PeerDesk(std::sync::Weak<SessionManager>);
@@ -81,7 +82,7 @@ impl SessionManager {
     fn notify_when_idle(self: &Arc<Self>, target: &Arc<Session>, sender: &Arc<Session>) -> Result<(), String> {
         let key = target.info.session_id.clone();
         let sender_id = sender.info.session_id.clone();
-        let mut watching = self.idle_watchers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watching = self.idle_watchers.locked();
         let senders = watching.entry(key.clone()).or_default();
         // One notice a sender: asking again changes nothing.
         if senders.contains(&sender_id) {
@@ -117,7 +118,7 @@ impl SessionManager {
             };
             log.push(EventKind::SessionIdle { session_id: session_id.clone(), name, closed });
             if let Some(manager) = manager.upgrade() {
-                let mut watching = manager.idle_watchers.lock().unwrap_or_else(|e| e.into_inner());
+                let mut watching = manager.idle_watchers.locked();
                 if let Some(senders) = watching.get_mut(&session_id) {
                     senders.remove(&sender_id);
                     if senders.is_empty() {

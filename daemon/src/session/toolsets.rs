@@ -11,6 +11,7 @@ use agentd_protocol::tools::ToolDefinition;
 use agentd_protocol::turn::EventKind;
 
 use crate::executor::SessionExecutor;
+use crate::sync::MutexExt;
 use crate::tool::toolset::ToolSetOptions;
 use crate::tool::{DeferralSettings, ExternalToolSource, Registry, ToolSet};
 
@@ -67,7 +68,7 @@ impl ToolSets {
             sources.skills.identity(),
             sources.agents.identity()
         );
-        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let mut made = self.made.locked();
         if let Some(set) = made.get(&key).and_then(Weak::upgrade) {
             return set;
         }
@@ -86,7 +87,7 @@ impl ToolSets {
     /// session gets a `tools/changed` event for each server whose tools
     /// differ (another server's change taken in meanwhile is said too).
     pub fn refresh(&self, info: &SessionInfo, sources: &Sources, executor: &SessionExecutor) {
-        let _one = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = self.refreshing.locked();
         let new = self.get(options(info), sources);
         let before = mcp_tools(&executor.tools());
         let after = mcp_tools(&new);

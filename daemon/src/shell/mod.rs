@@ -10,6 +10,7 @@ mod effective;
 mod readonly;
 mod words;
 
+use crate::sync::MutexExt;
 pub use effective::{Effective, effective};
 pub use readonly::{dangerous_assignment, is_inspection, is_read_only, program_reads};
 use words::{expands, glob_root, literal, substitutes, target_text};
@@ -201,7 +202,7 @@ type Recent = Vec<(String, Result<Script, ParseError>)>;
 
 fn recent() -> std::sync::MutexGuard<'static, Recent> {
     static RECENT: std::sync::Mutex<Recent> = std::sync::Mutex::new(Vec::new());
-    RECENT.lock().unwrap_or_else(|e| e.into_inner())
+    RECENT.locked()
 }
 
 fn parse_uncached(command: &str) -> Result<Script, ParseError> {

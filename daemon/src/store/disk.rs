@@ -30,6 +30,8 @@ use agentd_protocol::turn::Event;
 
 use super::{Journal, RECORD_VERSION, SessionRecord, Store, StoreError, Stored};
 
+use crate::sync::MutexExt;
+
 /// Limits of what the store keeps.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreLimits {
@@ -78,14 +80,14 @@ pub struct FileJournal {
 
 impl Journal for FileJournal {
     fn remember_durable(&self, line: &[u8]) {
-        *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = line.to_vec();
+        *self.durable.locked() = line.to_vec();
     }
 
     fn append_lines(&self, line: &[u8]) {
         if line.is_empty() {
             return;
         }
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = self.file.locked();
         if file.is_none() {
             *file = open_append(&self.path).inspect_err(|e| warn_once(&self.path, e)).ok();
         }
@@ -108,7 +110,7 @@ impl Journal for FileJournal {
 impl FileJournal {
     fn sync(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+            let file = self.file.locked();
             if let Some(f) = file.as_ref() {
                 let _ = f.sync_data();
             }
@@ -140,7 +142,7 @@ impl DiskStore {
     }
 
     fn journals(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<FileJournal>>> {
-        self.journals.lock().unwrap_or_else(|e| e.into_inner())
+        self.journals.locked()
     }
 
     /// Moves a session that cannot be read out of the way.
@@ -351,7 +353,7 @@ impl Store for DiskStore {
         if journal.bytes.load(Ordering::Relaxed) <= self.limits.max_log_bytes {
             return;
         }
-        let mut file = journal.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = journal.file.locked();
         let tmp = journal.path.with_extension("log.tmp");
         // Written line by line: the log (up to max_log_bytes) is never
         // whole in memory, where the allocator would keep its pages.
@@ -365,7 +367,7 @@ impl Store for DiskStore {
                 written += line.len() as u64;
             }
             // What the events do not carry, newest, after them.
-            let durable = journal.durable.lock().unwrap_or_else(|e| e.into_inner());
+            let durable = journal.durable.locked();
             written += durable.len() as u64;
             out.write_all(&durable)
         });
@@ -388,7 +390,7 @@ impl Store for DiskStore {
     fn size(&self) -> u64 {
         // Walking the store costs a system call per file: measured at most
         // once every few seconds.
-        let mut cached = self.size_cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = self.size_cache.locked();
         if let Some((at, bytes)) = *cached
             && at.elapsed() < Duration::from_secs(5)
         {

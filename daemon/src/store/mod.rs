@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use disk::DiskStore;
 
+use crate::sync::MutexExt;
 use crate::tool::SessionContext;
 
 /// Events kept for replay per session.
@@ -218,19 +219,19 @@ pub struct MemoryStore {
 
 impl Store for MemoryStore {
     fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.sessions.locked();
         map.insert(record.info.session_id.clone(), record.clone());
         Ok(())
     }
 
     fn remove_session(&self, session_id: &str) -> Result<(), StoreError> {
-        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.sessions.locked();
         map.remove(session_id);
         Ok(())
     }
 
     fn load_sessions(&self) -> Result<Vec<Stored>, StoreError> {
-        let map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.sessions.locked();
         Ok(map.values().map(|r| Stored { record: r.clone(), events: Vec::new(), durable: None }).collect())
     }
 

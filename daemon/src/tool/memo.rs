@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
 
+use crate::sync::MutexExt;
+
 /// Remembers up to `cap` values by key; when full, it starts over (no
 /// bookkeeping per hit, and a bound on memory).
 pub struct Memo<K, V> {
@@ -36,7 +38,7 @@ impl<K: Eq + Hash, V: Clone> Memo<K, V> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, V>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        self.map.locked()
     }
 }
 

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::permission::Decision;
+use crate::sync::MutexExt;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
 /// Paths returned when no limit is given.
@@ -306,10 +307,10 @@ fn glob(
             let Ok(rel) = entry.path().strip_prefix(dir) else { return ignore::WalkState::Continue };
             if matcher.is_match(rel) {
                 let mtime = entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH);
-                found.lock().unwrap_or_else(|e| e.into_inner()).push((mtime, entry.path().to_owned()));
+                found.locked().push((mtime, entry.path().to_owned()));
             }
             ignore::WalkState::Continue
         })
     });
-    Ok(finish(found.into_inner().unwrap_or_else(|e| e.into_inner()), input))
+    Ok(finish(found.into_held(), input))
 }

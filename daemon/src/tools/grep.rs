@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::permission::Decision;
+use crate::sync::MutexExt;
 use crate::tool::memo::Memo;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
@@ -673,7 +674,7 @@ fn search(
             let Ok(entry) = entry else { return ignore::WalkState::Continue };
             let full = collected.load(std::sync::atomic::Ordering::Relaxed) > MAX_COLLECTED_LINES;
             if cancel.is_cancelled() || Instant::now() > plan.deadline || full {
-                let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+                let mut found = found.locked();
                 found.cut.get_or_insert_with(|| format!("while walking {}", entry.path().display()));
                 return ignore::WalkState::Quit;
             }
@@ -682,7 +683,7 @@ fn search(
             }
             let result =
                 plan.open(entry.path()).and_then(|opened| plan.file(&mut searcher, entry.path(), opened, collected));
-            let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+            let mut found = found.locked();
             found.searched += 1;
             match result {
                 Ok(Some(hits)) => found.hits.push(hits),
@@ -692,7 +693,7 @@ fn search(
             ignore::WalkState::Continue
         })
     });
-    Ok(finish(found.into_inner().unwrap_or_else(|e| e.into_inner()), &plan))
+    Ok(finish(found.into_held(), &plan))
 }
 
 /// Sorts what was found by path, lays it out as entries, and applies

@@ -33,6 +33,7 @@ pub mod testing;
 
 use std::sync::Arc;
 
+use crate::sync::MutexExt;
 use crate::tool::{ExternalToolSource, Registry};
 
 /// Every built-in tool this build carries.
@@ -111,7 +112,7 @@ pub fn global_gitignore_exists() -> bool {
     use std::time::{Duration, Instant};
     static SEEN: Mutex<Option<(Instant, bool)>> = Mutex::new(None);
     const FRESH: Duration = Duration::from_secs(5);
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = SEEN.locked();
     if let Some((at, exists)) = *seen
         && at.elapsed() < FRESH
     {

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::permission::Decision;
 use crate::process::jobs::{Job, JobEnd, JobKind, Watcher, xml};
+use crate::sync::MutexExt;
 use crate::tool::context::SessionEvents;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 use crate::tools::bash::{Bash, BashInput};
@@ -523,7 +524,7 @@ impl Watch {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WatchState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// The job is known: it can be stopped when its output is too much.

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::{AgentAnswer, AgentDef, Announce};
 use crate::permission::Decision;
+use crate::sync::MutexExt;
 use crate::tool::{
     DynTool, ExternalToolSource, ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError,
 };
@@ -351,7 +352,7 @@ impl TaskTool {
             };
             let spawned = host.spawn_child(&parent, ask);
             if let Ok((child, _)) = &spawned {
-                let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+                let mut made = made.locked();
                 if made.dropped {
                     host.cancel_child(child);
                     host.close_child(child);
@@ -488,7 +489,7 @@ struct Close {
 
 impl Drop for Close {
     fn drop(&mut self) {
-        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let mut made = self.made.locked();
         made.dropped = true;
         if let Some(child) = made.child.take() {
             self.host.cancel_child(&child);

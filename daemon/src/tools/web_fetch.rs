@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::permission::{Decision, PermissionTarget};
+use crate::sync::MutexExt;
 use crate::tool::{ProgressSink, Tool, ToolContext, ToolError, ToolOutput, ValidationError};
 
 /// How long a fetched page is reused within a session.
@@ -138,7 +139,7 @@ type CacheMap = HashMap<(String, String), (Instant, Fetched)>;
 static CACHE: LazyLock<Mutex<CacheMap>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn cache() -> std::sync::MutexGuard<'static, CacheMap> {
-    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+    CACHE.locked()
 }
 
 /// Most pages kept, all sessions together.

@@ -418,7 +418,7 @@ impl Live {
     }
 
     fn bars(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, indicatif::ProgressBar>> {
-        self.bars.lock().unwrap_or_else(|e| e.into_inner())
+        crate::mcp_bridge::lock(&self.bars)
     }
 
     /// Prints `line` above the spinners as it is, ended by a newline: the

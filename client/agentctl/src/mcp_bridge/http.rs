@@ -357,7 +357,7 @@ impl Conns {
     /// never made an authorized request is ended; `None` when every one
     /// has (the new one is then closed).
     fn admit(&self) -> Option<(u64, Arc<std::sync::atomic::AtomicBool>)> {
-        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = crate::mcp_bridge::lock(&self.live);
         let (next, live) = &mut *guard;
         if live.len() >= MAX_CONNECTIONS {
             let idle = live
@@ -375,7 +375,7 @@ impl Conns {
     }
 
     fn started(&self, id: u64, task: tokio::task::AbortHandle) {
-        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = crate::mcp_bridge::lock(&self.live);
         // Gone already when it ended (or was ended) first.
         if let Some(conn) = guard.1.get_mut(&id) {
             conn.task = Some(task);
@@ -383,7 +383,7 @@ impl Conns {
     }
 
     fn end(&self, id: u64) {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&id);
+        crate::mcp_bridge::lock(&self.live).1.remove(&id);
     }
 }
 

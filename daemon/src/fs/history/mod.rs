@@ -50,6 +50,8 @@ use std::sync::{Arc, Mutex};
 use agentd_protocol::changes::{ChangeKind, FileChange};
 use serde::{Deserialize, Serialize};
 
+use crate::sync::MutexExt;
+
 pub use rewind::{Target, file_diff};
 
 /// Turns kept per session; a new one drops the oldest whole.
@@ -287,7 +289,7 @@ impl History {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
+        self.index.locked()
     }
 
     fn blobs(&self) -> PathBuf {

@@ -42,6 +42,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::permission::rules::{Facts, RuleKind, RuleSet, canonical_host, domain_covers, domain_rule};
+use crate::sync::MutexExt;
 use line::{CallChannel, MidCallAsk, NetworkNote};
 use relay::{Audit, SPLICE_RELAYS, relay};
 use wire::{absolute_http, authority, forward_head, one_line, parse_head, socks_reply};
@@ -295,7 +296,7 @@ impl Shared {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.locked()
 }
 
 /// One call's gate: serves its connections until dropped.
