@@ -575,3 +575,21 @@ fn an_mcp_tool_hook_calls_a_servers_tool_and_its_text_decides() {
         assert!(info.to_string().contains("mcp_tool t echo"), "{info}");
     });
 }
+
+/// A PostToolUse hook that replaces an MCP tool's output replaces all of
+/// it: the server's descriptions of its blocks (a resource link) and its
+/// structured content go too, so nothing the hook hid reaches a client.
+#[test]
+fn a_hook_that_replaces_an_mcp_result_hides_its_links_and_structured_content() {
+    let said = r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","updatedMCPToolOutput":"[redacted]"}}"#;
+    let hook = json!({ "type": "command", "command": format!("echo '{said}'") });
+    let hooks = json!({ "PostToolUse": [{ "matcher": "mcp__t__linked|mcp__t__weather", "hooks": [hook] }] });
+    on_t(json!({ "hooks": hooks }), async |T { mut c, sid, .. }| {
+        let r = call(&mut c, &sid, "mcp__t__linked", json!({})).await;
+        assert_eq!(r["content"], json!([{ "type": "text", "text": "[redacted]" }]), "{r}");
+        assert!(r.get("content_meta").is_none(), "{r}");
+        let r = call(&mut c, &sid, "mcp__t__weather", json!({ "city": "Oslo" })).await;
+        assert_eq!(text(&r), "[redacted]", "{r}");
+        assert!(r.get("structured_content").is_none(), "{r}");
+    });
+}

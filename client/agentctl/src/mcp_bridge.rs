@@ -879,25 +879,37 @@ fn convert(name: &str, result: ToolCallResult) -> rmcp::model::CallToolResult {
         .unwrap_or_else(|_| rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(result.render)]))
 }
 
-/// stdin and stdout as non-blocking pipes, when both are pipes (as an MCP
-/// client starts its servers): read and written on the runtime itself.
-/// Otherwise (a terminal, a file, a socket) `None`, and rmcp's stdio, which
-/// hands each read and write to a blocking thread (two thread hops per
-/// message, a third of the bridge's time per call).
+/// stdin and stdout as non-blocking pipes, when both are pipes of their
+/// own (as an MCP client starts its servers): read and written on the
+/// runtime itself. Otherwise (a terminal, a file, a socket, stderr on the
+/// stdout pipe, whose messages must not meet a non-blocking pipe) `None`,
+/// and rmcp's stdio, which hands each read and write to a blocking thread
+/// (two thread hops per message, a third of the bridge's time per call).
+/// The pipes stay non-blocking after agentctl ends: a wrapper that starts
+/// it should `exec` it.
 fn pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
     use std::os::fd::AsFd;
     let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
     let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
-    // Both checked before either is made non-blocking.
-    let fifo = |fd: &std::os::fd::OwnedFd| {
-        nix::sys::stat::fstat(fd).is_ok_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFIFO)
-    };
-    if !fifo(&stdin) || !fifo(&stdout) {
+    // All checked before either is made non-blocking.
+    let stat = |fd: std::os::fd::BorrowedFd<'_>| nix::sys::stat::fstat(fd).ok();
+    let fifo =
+        |s: &Option<nix::sys::stat::FileStat>| s.is_some_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFIFO);
+    let (input, output) = (stat(stdin.as_fd()), stat(stdout.as_fd()));
+    let errors = stat(std::io::stderr().as_fd());
+    let same = |a: &Option<nix::sys::stat::FileStat>, b: &Option<nix::sys::stat::FileStat>| matches!((a, b), (Some(a), Some(b)) if a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    if !fifo(&input) || !fifo(&output) || same(&output, &errors) || same(&input, &output) {
         return None;
     }
     let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(stdin).ok()?;
-    let writer = tokio::net::unix::pipe::Sender::from_owned_fd(stdout).ok()?;
-    Some((reader, writer))
+    match tokio::net::unix::pipe::Sender::from_owned_fd(stdout) {
+        Ok(writer) => Some((reader, writer)),
+        // stdin back as it was, for rmcp's blocking reads.
+        Err(_) => {
+            let _ = reader.into_blocking_fd();
+            None
+        }
+    }
 }
 
 /// `result`, unless it says the session has no tool `name`: MCP wants that

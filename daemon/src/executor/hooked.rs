@@ -369,6 +369,10 @@ impl SessionExecutor {
                 other => serde_json::from_value::<Vec<ContentBlock>>(other.clone())
                     .unwrap_or_else(|_| vec![ContentBlock::text(other.to_string())]),
             };
+            // What the server said beside its content goes with it: a hook
+            // that hid the content hides its links and structured fields.
+            outcome.content_meta = Box::default();
+            outcome.structured = None;
         }
         for reason in &said.blocks {
             outcome.content.push(ContentBlock::text(format!("{} hook feedback: {reason}", event.as_str())));

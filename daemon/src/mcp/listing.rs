@@ -57,10 +57,19 @@ const MAX_ICONS: usize = 8;
 /// Most bytes of a tool's title and icons kept.
 const MAX_LABEL_BYTES: usize = 64 << 10;
 
+/// Whether a server's icon is one a client may load: an object whose `src`
+/// is `https:` or a raster `data:image/` URI, as MCP asks clients to take
+/// them (no `file:`, `javascript:` or plain `http:`; no SVG, which may
+/// hold script where a client inlines it).
+pub(super) fn loadable_icon(icon: &Value) -> bool {
+    let src = icon.get("src").and_then(Value::as_str).unwrap_or_default();
+    icon.is_object()
+        && (src.starts_with("https://")
+            || (src.starts_with("data:image/") && !src.to_ascii_lowercase().starts_with("data:image/svg")))
+}
+
 /// A tool's `title` (or, as earlier revisions put it, `annotations.title`)
-/// and its icons whose `src` is `https:` or a `data:image/` URI, as MCP
-/// asks clients to take them (no `file:`, `javascript:` or plain `http:`
-/// for a client to load): within [`MAX_ICONS`] and [`MAX_LABEL_BYTES`].
+/// and its [`loadable_icon`]s, within [`MAX_ICONS`] and [`MAX_LABEL_BYTES`].
 fn label(tool: &Value) -> Option<agentd_protocol::tools::ToolLabel> {
     let title = tool
         .get("title")
@@ -71,10 +80,8 @@ fn label(tool: &Value) -> Option<agentd_protocol::tools::ToolLabel> {
     let mut budget = MAX_LABEL_BYTES.saturating_sub(title.as_ref().map_or(0, String::len));
     let mut icons = Vec::new();
     for icon in tool.get("icons").and_then(Value::as_array).into_iter().flatten() {
-        let src = icon.get("src").and_then(Value::as_str).unwrap_or_default();
-        let loadable = src.starts_with("https://") || src.starts_with("data:image/");
         let size = icon.to_string().len();
-        if !loadable || !icon.is_object() || size > budget || icons.len() == MAX_ICONS {
+        if !loadable_icon(icon) || size > budget || icons.len() == MAX_ICONS {
             continue;
         }
         budget -= size;

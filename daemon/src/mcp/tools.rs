@@ -622,6 +622,9 @@ pub fn content_meta(result: &Value, content: &[ContentBlock]) -> Vec<ContentMeta
             kept.retain(|k, _| k == "annotations" || k == "_meta");
             kept.insert("type".into(), "text".into());
         }
+        if kind == "resource_link" && !safe_link(&mut kept) {
+            continue;
+        }
         if !kept.keys().any(|k| !matches!(k.as_str(), "type" | "mimeType")) {
             continue;
         }
@@ -634,6 +637,20 @@ pub fn content_meta(result: &Value, content: &[ContentBlock]) -> Vec<ContentMeta
         out.push(ContentMeta { index: index as u32, block: kept });
     }
     out
+}
+
+/// Whether a server's resource link may go on as a link, its icons cut to
+/// those a client may load (see [`super::listing::loadable_icon`]): not a
+/// `javascript:`, `vbscript:` or `data:` URI a client could open.
+fn safe_link(link: &mut serde_json::Map<String, Value>) -> bool {
+    let uri = link.get("uri").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
+    if ["javascript:", "vbscript:", "data:"].iter().any(|s| uri.starts_with(s)) {
+        return false;
+    }
+    if let Some(Value::Array(icons)) = link.get_mut("icons") {
+        icons.retain(super::listing::loadable_icon);
+    }
+    true
 }
 
 /// An annotation's `priority` as the server wrote it: rmcp reads it as an
@@ -745,6 +762,25 @@ mod tests {
     /// `convert_result` with binary content said, not kept.
     fn convert_result_kept(result: &Value) -> (Vec<ContentBlock>, bool) {
         convert_result(result, &mut |b| format!("[{} kept]", b.what))
+    }
+
+    /// A link a client could run (`javascript:`, `data:`) is not passed on
+    /// as a link; a link's icons are the loadable ones only.
+    #[test]
+    fn a_link_a_client_could_run_stays_text() {
+        let result = serde_json::json!({"content": [
+            {"type": "resource_link", "uri": " JavaScript:alert(1)", "name": "x"},
+            {"type": "resource_link", "uri": "file:///n.md", "name": "n", "icons": [
+                {"src": "https://example.com/i.png"}, {"src": "file:///etc/passwd"},
+                {"src": "data:image/svg+xml;base64,PHN2Zz4="}]},
+        ]});
+        let (content, _) = convert_result_kept(&result);
+        let meta = serde_json::to_value(content_meta(&result, &content)).unwrap();
+        assert_eq!(
+            meta,
+            serde_json::json!([{"index": 1, "block": {"type": "resource_link", "uri": "file:///n.md", "name": "n",
+                "icons": [{"src": "https://example.com/i.png"}]}}])
+        );
     }
 
     /// A block saved to a file keeps only its annotations (as a text
