@@ -63,9 +63,12 @@ const MAX_LABEL_BYTES: usize = 64 << 10;
 /// hold script where a client inlines it).
 pub(super) fn loadable_icon(icon: &Value) -> bool {
     let src = icon.get("src").and_then(Value::as_str).unwrap_or_default();
+    // The media type as a reader of the URI sees it: blanks and controls
+    // dropped, in any case (`data:image/ SVG+xml` is SVG).
+    let read: String = src.chars().filter(|c| !c.is_whitespace() && !c.is_control()).collect();
     icon.is_object()
         && (src.starts_with("https://")
-            || (src.starts_with("data:image/") && !src.to_ascii_lowercase().starts_with("data:image/svg")))
+            || (src.starts_with("data:image/") && !read.to_ascii_lowercase().starts_with("data:image/svg")))
 }
 
 /// A tool's `title` (or, as earlier revisions put it, `annotations.title`)
@@ -235,6 +238,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Icons a client may load: https: and raster data: images; not SVG
+    /// however its type is written, not http:, file: or javascript:.
+    #[test]
+    fn only_loadable_icons_are_kept() {
+        for (src, kept) in [
+            ("https://example.com/i.png", true),
+            ("data:image/png;base64,AAAA", true),
+            ("data:image/svg+xml;base64,PHN2Zz4=", false),
+            ("data:image/SVG+xml,<svg/>", false),
+            ("data:image/\tsvg+xml,<svg/>", false),
+            ("data:image/ svg+xml,<svg/>", false),
+            ("http://example.com/i.png", false),
+            ("file:///etc/passwd", false),
+            ("javascript:alert(1)", false),
+            (" https://example.com/i.png", false),
+        ] {
+            assert_eq!(loadable_icon(&serde_json::json!({ "src": src })), kept, "{src:?}");
+        }
+        assert!(!loadable_icon(&serde_json::json!("https://example.com/i.png")), "not an object");
+    }
 
     #[test]
     fn schemas_a_model_api_rejects_are_found() {

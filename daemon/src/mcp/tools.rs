@@ -641,9 +641,14 @@ pub fn content_meta(result: &Value, content: &[ContentBlock]) -> Vec<ContentMeta
 
 /// Whether a server's resource link may go on as a link, its icons cut to
 /// those a client may load (see [`super::listing::loadable_icon`]): not a
-/// `javascript:`, `vbscript:` or `data:` URI a client could open.
+/// `javascript:`, `vbscript:` or `data:` URI a client could open. A URL
+/// parser drops tabs, newlines and leading controls before it reads the
+/// scheme (`java\tscript:` is `javascript:`), so they are dropped here too.
 fn safe_link(link: &mut serde_json::Map<String, Value>) -> bool {
-    let uri = link.get("uri").and_then(Value::as_str).unwrap_or_default().trim().to_ascii_lowercase();
+    let uri: String = (link.get("uri").and_then(Value::as_str).unwrap_or_default().chars())
+        .filter(|c| !c.is_whitespace() && !c.is_control())
+        .collect::<String>()
+        .to_ascii_lowercase();
     if ["javascript:", "vbscript:", "data:"].iter().any(|s| uri.starts_with(s)) {
         return false;
     }
@@ -770,6 +775,9 @@ mod tests {
     fn a_link_a_client_could_run_stays_text() {
         let result = serde_json::json!({"content": [
             {"type": "resource_link", "uri": " JavaScript:alert(1)", "name": "x"},
+            {"type": "resource_link", "uri": "java\tscript:alert(1)", "name": "x"},
+            {"type": "resource_link", "uri": "\u{1}\nDATA:text/html,x", "name": "x"},
+            {"type": "resource_link", "uri": "vb\rscript:x", "name": "x"},
             {"type": "resource_link", "uri": "file:///n.md", "name": "n", "icons": [
                 {"src": "https://example.com/i.png"}, {"src": "file:///etc/passwd"},
                 {"src": "data:image/svg+xml;base64,PHN2Zz4="}]},
@@ -778,7 +786,7 @@ mod tests {
         let meta = serde_json::to_value(content_meta(&result, &content)).unwrap();
         assert_eq!(
             meta,
-            serde_json::json!([{"index": 1, "block": {"type": "resource_link", "uri": "file:///n.md", "name": "n",
+            serde_json::json!([{"index": 4, "block": {"type": "resource_link", "uri": "file:///n.md", "name": "n",
                 "icons": [{"src": "https://example.com/i.png"}]}}])
         );
     }
