@@ -151,17 +151,7 @@ impl SessionExecutor {
         let mut said =
             hooks.run(HookEvent::PreToolUse, &asked.name, input, &asked.about, &token, Completions::Returned).await;
         let completed = std::mem::take(&mut said.events);
-        let refuse = |call: &dyn PreparedCall, message: String| {
-            let render = call.render_rejected(&message);
-            CallOutcome {
-                content: vec![ContentBlock::text(message)],
-                is_error: true,
-                render,
-                modifier: None,
-                structured: None,
-                content_meta: Box::default(),
-            }
-        };
+        let refuse = super::admit::refused;
         let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());
         let mut refusal = match said.decision {
             _ if token.is_cancelled() => Some(CallOutcome::error("cancelled")),
