@@ -18,7 +18,8 @@ use agentd_protocol::turn::TurnCancelParams;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::{RequestContext, RoleServer};
 
-use super::{Served, convert, internal, lock};
+use super::results::{convert, known};
+use super::{Served, internal, lock};
 use agentd_protocol::mcp::{McpElicitationAction, McpSamplingDecision};
 use agentd_protocol::methods::{McpElicitationRespond, McpSamplingRespond, PermissionRespond};
 use agentd_protocol::permission::{PermissionDecision, PermissionRespondParams};
@@ -185,7 +186,7 @@ impl Served {
                 (&mut waiting.call).await.unwrap_or_else(|e| Err(e.to_string()))
             }
         };
-        let result = super::known(&name, self.end_call(&id, result)?)?;
+        let result = known(&name, self.end_call(&id, result)?)?;
         if name == "ToolSearch" && !result.is_error {
             self.tools_changed().await;
         }
