@@ -630,7 +630,7 @@ impl rmcp::ServerHandler for Bridge {
         let mut tools = Vec::with_capacity(list.tools.len());
         for t in &list.tools {
             let hints = list.hints.get(&t.name).copied().unwrap_or_default();
-            let mut tool = json!({
+            let tool = json!({
                 "name": t.name,
                 "description": t.description,
                 "inputSchema": t.input_schema,
@@ -641,18 +641,20 @@ impl rmcp::ServerHandler for Bridge {
                     "openWorldHint": hints.open_world,
                 },
             });
-            let plain = tool.clone();
-            if let Some(label) = list.labels.get(&t.name) {
+            // A labelled tool is tried with its label first: an icon MCP's
+            // types do not take leaves the tool without its label, not the
+            // list without the tool.
+            let labelled = list.labels.get(&t.name).and_then(|label| {
+                let mut labelled = tool.clone();
                 if let Some(title) = &label.title {
-                    tool["title"] = json!(title);
+                    labelled["title"] = json!(title);
                 }
                 if !label.icons.is_empty() {
-                    tool["icons"] = json!(label.icons);
+                    labelled["icons"] = json!(label.icons);
                 }
-            }
-            // An icon MCP's types do not take leaves the tool without its
-            // label, not the list without the tool.
-            let tool = serde_json::from_value(tool).or_else(|_| serde_json::from_value(plain));
+                serde_json::from_value(labelled).ok()
+            });
+            let tool = labelled.map_or_else(|| serde_json::from_value(tool), Ok);
             tools.push(tool.map_err(|e| internal(format!("tool {}: {e}", t.name)))?);
         }
         Ok(ListToolsResult::with_all_items(tools))
