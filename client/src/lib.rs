@@ -1,9 +1,9 @@
 //! `agentd-client`: a typed async client for the agentd daemon.
 //!
-//! It speaks the same NDJSON JSON-RPC as any other client, through
-//! jsonrpsee's async client over a Unix socket transport, and calls methods
-//! through the protocol crate's [`Method`] types so params and results are
-//! checked at compile time.
+//! It speaks the same NDJSON JSON-RPC as any other client (one connection,
+//! requests and subscriptions multiplexed on it: `transport`), and calls
+//! methods through the protocol crate's [`Method`] types so params and
+//! results are checked at compile time.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), agentd_client::ClientError> {
@@ -31,8 +31,7 @@ use agentd_protocol::session::{
 };
 use agentd_protocol::tools::{ToolCallParams, ToolCallResult, ToolsListParams, ToolsListResult};
 use agentd_protocol::{ErrorCode, Method};
-use jsonrpsee::async_client::ClientBuilder;
-use jsonrpsee::core::client::ClientT;
+use serde::de::DeserializeOwned;
 
 pub use agentd_protocol as protocol;
 
@@ -103,41 +102,23 @@ impl ClientError {
 }
 
 impl ClientError {
-    /// jsonrpsee's error for a call on the connection to `path`, in
-    /// agentd's words: a connection that ended is [`ClientError::Disconnected`]
-    /// (not "restart required"), and an error the daemon sent before
-    /// closing it (a request over its size limit) is that error.
-    fn from_rpc(e: jsonrpsee::core::ClientError, path: &Path) -> ClientError {
-        use jsonrpsee::core::ClientError as Rpc;
-        match e {
-            Rpc::Call(obj) => ClientError::Rpc {
-                code: obj.code(),
-                message: obj.message().to_owned(),
-                data: obj.data().and_then(|d| serde_json::from_str(d.get()).ok()),
-            },
-            Rpc::RestartNeeded(why) => match &*why {
-                Rpc::Transport(source) => match source.downcast_ref::<transport::TransportError>() {
-                    Some(transport::TransportError::Refused { code, message, data }) => {
-                        ClientError::Rpc { code: *code, message: message.clone(), data: data.clone() }
-                    }
-                    Some(transport::TransportError::Closed | transport::TransportError::Io(_)) | None => {
-                        ClientError::Disconnected { path: path.to_owned() }
-                    }
-                    Some(other) => ClientError::Transport(other.to_string()),
-                },
-                // The reader went away with the connection.
-                Rpc::Custom(_) => ClientError::Disconnected { path: path.to_owned() },
-                other => ClientError::Transport(other.to_string()),
-            },
-            other => ClientError::Transport(other.to_string()),
+    /// Why a connection to `path` ended, in agentd's words: a connection
+    /// that ended is [`ClientError::Disconnected`], and an error the daemon
+    /// sent before closing it (a request over its size limit) is that error.
+    fn ended(ended: transport::Ended, path: &Path) -> ClientError {
+        match ended {
+            transport::Ended::Closed => ClientError::Disconnected { path: path.to_owned() },
+            transport::Ended::Line(why) => ClientError::Transport(why),
+            transport::Ended::Refused { code, message, data } => ClientError::Rpc { code, message, data },
         }
     }
 }
 
-impl From<jsonrpsee::core::ClientError> for ClientError {
-    fn from(e: jsonrpsee::core::ClientError) -> Self {
-        ClientError::from_rpc(e, Path::new("the socket"))
-    }
+/// A lock held only for bookkeeping that cannot be left half done (a map
+/// insert or remove), taken over even if a panic poisoned it: the one place
+/// the client and `agentctl` say so.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The socket clients connect to when not told otherwise: `$AGENTD_SOCKET`,
@@ -191,7 +172,7 @@ impl std::fmt::Display for Endpoint {
 /// A connection to the daemon. Cheap to share by reference; calls may run
 /// concurrently over the one connection.
 pub struct Client {
-    inner: jsonrpsee::async_client::Client,
+    core: std::sync::Arc<transport::Core>,
     socket: PathBuf,
     timeout: Duration,
 }
@@ -209,9 +190,7 @@ impl Client {
             Endpoint::Tls(tls) => {
                 let failed = |source| ClientError::Connect { path: PathBuf::from(tls.url()), source };
                 let stream = tls::connect(tls).await.map_err(failed)?;
-                let (sender, receiver) = transport::split_io(stream);
-                let inner = ClientBuilder::default().request_timeout(timeout).build_with_tokio(sender, receiver);
-                let client = Client { inner, socket: PathBuf::from(tls.url()), timeout };
+                let client = Client { core: transport::open_io(stream), socket: PathBuf::from(tls.url()), timeout };
                 // Under TLS 1.3 the daemon judges this client's certificate
                 // after the handshake; a refusal arrives as an alert on the
                 // first read. One round trip here makes it a connect error
@@ -239,15 +218,13 @@ impl Client {
             Ok(cred) => return Err(ClientError::WrongPeer { path: path.to_owned(), uid: cred.uid(), own }),
             Err(source) => return Err(ClientError::Connect { path: path.to_owned(), source }),
         }
-        let (sender, receiver) = transport::split_unix(stream);
-        let inner = ClientBuilder::default().request_timeout(timeout).build_with_tokio(sender, receiver);
-        Ok(Client { inner, socket: path.to_owned(), timeout })
+        Ok(Client { core: transport::open_unix(stream), socket: path.to_owned(), timeout })
     }
 
     /// Whether the connection to the daemon is still up (a daemon that
     /// closed it, say for a line over its limit, cannot be talked to again).
     pub fn is_connected(&self) -> bool {
-        self.inner.is_connected()
+        self.core.is_connected()
     }
 
     /// The socket this client is connected to (`tls://HOST:PORT` for the
@@ -258,12 +235,54 @@ impl Client {
 
     /// Calls method `M` with `params`.
     pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
-        let result = self.inner.request::<M::Result, _>(M::NAME, transport::ByName(params)).await;
-        result.map_err(|e| match e {
-            jsonrpsee::core::ClientError::RequestTimeout => {
-                ClientError::Timeout { path: self.socket.clone(), timeout: self.timeout }
+        let params = serde_json::value::to_raw_value(&params).map_err(|e| ClientError::Transport(e.to_string()))?;
+        let result = self.request(M::NAME, &params, None).await?;
+        serde_json::from_str(result.get())
+            .map_err(|e| ClientError::Transport(format!("reading {}'s result: {e}", M::NAME)))
+    }
+
+    /// Sends one request and waits, at most the request timeout, for its
+    /// result (`events`: it opens a subscription that sends there).
+    async fn request(
+        &self,
+        method: &str,
+        params: &serde_json::value::RawValue,
+        events: Option<tokio::sync::mpsc::Sender<Box<serde_json::value::RawValue>>>,
+    ) -> Result<Box<serde_json::value::RawValue>, ClientError> {
+        let (id, reply) = self.core.send(method, params, events).map_err(|e| ClientError::ended(e, &self.socket))?;
+        // A caller that gives up (dropped, or out of time) is forgotten.
+        struct Forget<'a>(&'a transport::Core, u64);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.forget(self.1);
             }
-            other => ClientError::from_rpc(other, &self.socket),
+        }
+        let _forget = Forget(&self.core, id);
+        match tokio::time::timeout(self.timeout, reply).await {
+            Err(_) => Err(ClientError::Timeout { path: self.socket.clone(), timeout: self.timeout }),
+            Ok(Err(_)) => Err(ClientError::Disconnected { path: self.socket.clone() }),
+            Ok(Ok(transport::Answer::Result(result))) => Ok(result),
+            Ok(Ok(transport::Answer::Error { code, message, data })) => Err(ClientError::Rpc { code, message, data }),
+            Ok(Ok(transport::Answer::Ended(ended))) => Err(ClientError::ended(ended, &self.socket)),
+        }
+    }
+
+    /// Opens a subscription: `method` with `params`, ended by `unsubscribe`.
+    async fn subscribe<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &impl serde::Serialize,
+        unsubscribe: &'static str,
+    ) -> Result<Subscription<T>, ClientError> {
+        let params = serde_json::value::to_raw_value(params).map_err(|e| ClientError::Transport(e.to_string()))?;
+        let (events, received) = tokio::sync::mpsc::channel(transport::SUBSCRIPTION_BUFFER);
+        let name = self.request(method, &params, Some(events)).await?;
+        Ok(Subscription {
+            received,
+            name: name.get().into(),
+            unsubscribe,
+            core: self.core.clone(),
+            _of: std::marker::PhantomData,
         })
     }
 
@@ -310,7 +329,7 @@ impl Client {
         &self,
         session_id: &str,
         after_seq: Option<u64>,
-    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
+    ) -> Result<Subscription<agentd_protocol::turn::Event>, ClientError> {
         self.stream_kinds(session_id, after_seq, None).await
     }
 
@@ -321,7 +340,7 @@ impl Client {
         session_id: &str,
         after_seq: Option<u64>,
         kinds: Option<&[&str]>,
-    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
+    ) -> Result<Subscription<agentd_protocol::turn::Event>, ClientError> {
         self.stream_with(session_id, after_seq, kinds, &[]).await
     }
 
@@ -333,8 +352,7 @@ impl Client {
         after_seq: Option<u64>,
         kinds: Option<&[&str]>,
         capabilities: &[&str],
-    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>, ClientError> {
-        use jsonrpsee::core::client::SubscriptionClientT;
+    ) -> Result<Subscription<agentd_protocol::turn::Event>, ClientError> {
         let kinds = kinds.map(|k| k.iter().map(|s| (*s).to_owned()).collect());
         let params = agentd_protocol::turn::TurnStreamParams {
             session_id: session_id.to_owned(),
@@ -342,36 +360,65 @@ impl Client {
             kinds,
             capabilities: (!capabilities.is_empty()).then(|| capabilities.iter().map(|s| (*s).to_owned()).collect()),
         };
-        let sub = self
-            .inner
-            .subscribe(
-                agentd_protocol::methods::TURN_STREAM,
-                transport::ByName(params),
-                agentd_protocol::methods::TURN_UNSTREAM,
-            )
-            .await
-            .map_err(|e| ClientError::from_rpc(e, &self.socket))?;
-        Ok(sub)
+        self.subscribe(agentd_protocol::methods::TURN_STREAM, &params, agentd_protocol::methods::TURN_UNSTREAM).await
     }
 
     /// `daemon/watch`: what every session does, now and after each change.
     pub async fn watch_activity(
         &self,
-    ) -> Result<jsonrpsee::core::client::Subscription<agentd_protocol::methods::DaemonActivityResult>, ClientError>
-    {
-        use jsonrpsee::core::client::SubscriptionClientT;
-        self.inner
-            .subscribe(
-                agentd_protocol::methods::DAEMON_WATCH,
-                transport::ByName(agentd_protocol::methods::DaemonActivityParams {}),
-                agentd_protocol::methods::DAEMON_UNWATCH,
-            )
-            .await
-            .map_err(|e| ClientError::from_rpc(e, &self.socket))
+    ) -> Result<Subscription<agentd_protocol::methods::DaemonActivityResult>, ClientError> {
+        self.subscribe(
+            agentd_protocol::methods::DAEMON_WATCH,
+            &agentd_protocol::methods::DaemonActivityParams {},
+            agentd_protocol::methods::DAEMON_UNWATCH,
+        )
+        .await
     }
 
     /// `session/close`.
     pub async fn session_close(&self, session_id: &str) -> Result<SessionCloseResult, ClientError> {
         self.call::<SessionClose>(SessionIdParams { session_id: session_id.to_owned() }).await
+    }
+}
+
+/// A subscription's notifications, in order: a stream of `T` that ends when
+/// the connection does, or when this side fell more than
+/// a thousand notifications behind (read them as they come). Dropping it
+/// tells the daemon.
+pub struct Subscription<T> {
+    received: tokio::sync::mpsc::Receiver<Box<serde_json::value::RawValue>>,
+    /// Its id as the daemon wrote it (JSON text).
+    name: Box<str>,
+    unsubscribe: &'static str,
+    core: std::sync::Arc<transport::Core>,
+    _of: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Subscription<T> {
+    /// The next notification; `None` once the subscription is over.
+    pub async fn next(&mut self) -> Option<Result<T, ClientError>> {
+        futures_util::StreamExt::next(self).await
+    }
+}
+
+impl<T> Drop for Subscription<T> {
+    fn drop(&mut self) {
+        self.core.unsubscribe(self.unsubscribe, &self.name);
+    }
+}
+
+impl<T: DeserializeOwned> futures_util::Stream for Subscription<T> {
+    type Item = Result<T, ClientError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.received.poll_recv(cx).map(|next| {
+            next.map(|raw| {
+                serde_json::from_str(raw.get())
+                    .map_err(|e| ClientError::Transport(format!("reading a notification: {e}")))
+            })
+        })
     }
 }

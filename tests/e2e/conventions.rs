@@ -330,7 +330,7 @@ fn members_take_the_workspaces_rust_version_and_unsafe_says_why() {
 }
 
 /// Issue 53: a poisoned lock is taken over in one place per crate (the
-/// daemon's `sync.rs`, agentctl's `mcp_bridge::lock`, the sandbox helper's
+/// daemon's `sync.rs`, the client's `lock` (agentctl's too), the sandbox helper's
 /// one static), not written out at each lock: at most 5 sites in product
 /// code.
 #[test]

@@ -148,9 +148,7 @@ impl Drop for Served {
 }
 
 /// A lock of the bridge's, poisoned or not (its data stays consistent across a panic).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use agentd_client::lock;
 
 impl Bridge {
     /// A bridge to the session `source` names (or opens), reached by `link`,
@@ -329,7 +327,7 @@ async fn tell_listeners(listeners: &Mutex<Vec<rmcp::service::SubscriptionSink>>)
 /// Follows the session's events: progress and permission requests of the
 /// bridge's calls go to their MCP client.
 async fn follow(
-    mut events: jsonrpsee::core::client::Subscription<agentd_protocol::turn::Event>,
+    mut events: agentd_client::Subscription<agentd_protocol::turn::Event>,
     client: Arc<Client>,
     session: String,
     only_client: bool,
