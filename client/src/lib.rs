@@ -114,6 +114,7 @@ impl ClientError {
     }
 }
 
+#[doc(hidden)]
 /// A lock held only for bookkeeping that cannot be left half done (a map
 /// insert or remove), taken over even if a panic poisoned it: the one place
 /// the client and `agentctl` say so.
@@ -170,11 +171,19 @@ impl std::fmt::Display for Endpoint {
 }
 
 /// A connection to the daemon. Cheap to share by reference; calls may run
-/// concurrently over the one connection.
+/// concurrently over the one connection. It needs a tokio runtime with time
+/// enabled (the request timeout); dropping it closes the connection, and
+/// its subscriptions end.
 pub struct Client {
     core: std::sync::Arc<transport::Core>,
     socket: PathBuf,
     timeout: Duration,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.core.end(transport::Ended::Closed);
+    }
 }
 
 impl Client {
@@ -242,14 +251,16 @@ impl Client {
     }
 
     /// Sends one request and waits, at most the request timeout, for its
-    /// result (`events`: it opens a subscription that sends there).
+    /// result (`subscription`: it opens one, which sends there and which
+    /// that method ends).
     async fn request(
         &self,
         method: &str,
         params: &serde_json::value::RawValue,
-        events: Option<tokio::sync::mpsc::Sender<Box<serde_json::value::RawValue>>>,
+        subscription: Option<(tokio::sync::mpsc::Sender<Box<serde_json::value::RawValue>>, &'static str)>,
     ) -> Result<Box<serde_json::value::RawValue>, ClientError> {
-        let (id, reply) = self.core.send(method, params, events).map_err(|e| ClientError::ended(e, &self.socket))?;
+        let (id, reply) =
+            self.core.send(method, params, subscription).map_err(|e| ClientError::ended(e, &self.socket))?;
         // A caller that gives up (dropped, or out of time) is forgotten.
         struct Forget<'a>(&'a transport::Core, u64);
         impl Drop for Forget<'_> {
@@ -264,6 +275,7 @@ impl Client {
             Ok(Ok(transport::Answer::Result(result))) => Ok(result),
             Ok(Ok(transport::Answer::Error { code, message, data })) => Err(ClientError::Rpc { code, message, data }),
             Ok(Ok(transport::Answer::Ended(ended))) => Err(ClientError::ended(ended, &self.socket)),
+            Ok(Ok(transport::Answer::Unreadable(why))) => Err(ClientError::Transport(why)),
         }
     }
 
@@ -276,14 +288,8 @@ impl Client {
     ) -> Result<Subscription<T>, ClientError> {
         let params = serde_json::value::to_raw_value(params).map_err(|e| ClientError::Transport(e.to_string()))?;
         let (events, received) = tokio::sync::mpsc::channel(transport::SUBSCRIPTION_BUFFER);
-        let name = self.request(method, &params, Some(events)).await?;
-        Ok(Subscription {
-            received,
-            name: name.get().into(),
-            unsubscribe,
-            core: self.core.clone(),
-            _of: std::marker::PhantomData,
-        })
+        let name = self.request(method, &params, Some((events, unsubscribe))).await?;
+        Ok(Subscription { received, name: name.get().into(), core: self.core.clone(), _of: std::marker::PhantomData })
     }
 
     /// `daemon/info`.
@@ -382,14 +388,13 @@ impl Client {
 }
 
 /// A subscription's notifications, in order: a stream of `T` that ends when
-/// the connection does, or when this side fell more than
-/// a thousand notifications behind (read them as they come). Dropping it
-/// tells the daemon.
+/// the connection does (the [`Client`] dropped too), or when this side fell
+/// more than a thousand notifications behind (read them as they come; the
+/// daemon is then told to stop). Dropping it tells the daemon.
 pub struct Subscription<T> {
     received: tokio::sync::mpsc::Receiver<Box<serde_json::value::RawValue>>,
     /// Its id as the daemon wrote it (JSON text).
     name: Box<str>,
-    unsubscribe: &'static str,
     core: std::sync::Arc<transport::Core>,
     _of: std::marker::PhantomData<fn() -> T>,
 }
@@ -403,7 +408,7 @@ impl<T: DeserializeOwned> Subscription<T> {
 
 impl<T> Drop for Subscription<T> {
     fn drop(&mut self) {
-        self.core.unsubscribe(self.unsubscribe, &self.name);
+        self.core.unsubscribe(&self.name);
     }
 }
 

@@ -23,8 +23,8 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 /// Longest reply line the client accepts (tool results can be large).
 const MAX_REPLY_BYTES: usize = 1 << 30;
 
-/// Notifications a subscription holds before its reader falls behind and
-/// the subscription ends (as jsonrpsee's client did).
+/// Notifications a subscription holds before its reader falls behind:
+/// the subscription then ends (its stream, and at the daemon).
 pub(crate) const SUBSCRIPTION_BUFFER: usize = 1024;
 
 /// Why a connection ended.
@@ -55,39 +55,60 @@ pub(crate) enum Answer {
     Error { code: i32, message: String, data: Option<serde_json::Value> },
     /// The connection ended first.
     Ended(Ended),
+    /// The reply could not be read.
+    Unreadable(String),
 }
 
 /// A request waiting for its reply.
 enum Waiting {
     Call(oneshot::Sender<Answer>),
-    /// A subscription: when the reply names it, the reader files `events`
-    /// under that name before it reads on, so no notification is missed.
-    Subscribe(oneshot::Sender<Answer>, mpsc::Sender<Box<RawValue>>),
+    /// A subscription: when the reply names it, the reader files it before
+    /// it reads on, so no notification is missed.
+    Subscribe(oneshot::Sender<Answer>, Route),
+    /// A subscription whose caller gave up before the reply: ended (told
+    /// to the daemon) when the reply names it.
+    Abandoned(&'static str),
+}
+
+/// Where one subscription's notifications go, and how it is ended.
+struct Route {
+    events: mpsc::Sender<Box<RawValue>>,
+    unsubscribe: &'static str,
 }
 
 #[derive(Default)]
 struct Routes {
     waiting: HashMap<u64, Waiting>,
     /// Subscriptions by their id as the daemon wrote it (JSON text).
-    subscriptions: HashMap<Box<str>, mpsc::Sender<Box<RawValue>>>,
+    subscriptions: HashMap<Box<str>, Route>,
     next_id: u64,
     ended: Option<Ended>,
+}
+
+/// What the writer is handed.
+enum Queued {
+    /// A request line; `id`: written only while its caller still waits.
+    Line(Option<u64>, Vec<u8>),
+    /// The connection is over: close the write half.
+    Close,
 }
 
 /// The shared half of a connection: what callers and the reader meet on.
 pub(crate) struct Core {
     routes: Mutex<Routes>,
-    lines: mpsc::UnboundedSender<Vec<u8>>,
-    reader: tokio::task::AbortHandle,
+    lines: mpsc::UnboundedSender<Queued>,
+    reader: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        self.reader.abort();
+        if let Some(reader) = self.reader.get() {
+            reader.abort();
+        }
     }
 }
 
-/// The two halves of a Unix socket, each on its own (no lock between them).
+/// A Unix socket's two halves, each on its own (no lock between them).
 pub(crate) fn open_unix(stream: tokio::net::UnixStream) -> Arc<Core> {
     let (read, write) = stream.into_split();
     open(Box::new(read), Box::new(write))
@@ -101,22 +122,37 @@ pub(crate) fn open_io<S: AsyncRead + AsyncWrite + Send + 'static>(stream: S) -> 
 
 fn open(read: Box<dyn AsyncRead + Send + Unpin>, write: Box<dyn AsyncWrite + Send + Unpin>) -> Arc<Core> {
     let (lines, queued) = mpsc::unbounded_channel();
-    tokio::spawn(write_lines(write, queued));
-    Arc::new_cyclic(|core: &std::sync::Weak<Core>| {
-        let reader = tokio::spawn(read_lines(
-            FramedRead::new(read, LinesCodec::new_with_max_length(MAX_REPLY_BYTES)),
-            core.clone(),
-        ));
-        Core { routes: Mutex::default(), lines, reader: reader.abort_handle() }
-    })
+    let core = Arc::new(Core { routes: Mutex::default(), lines, reader: std::sync::OnceLock::new() });
+    tokio::spawn(write_lines(write, queued, Arc::downgrade(&core)));
+    let framed = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_REPLY_BYTES));
+    let reader = tokio::spawn(read_lines(framed, Arc::downgrade(&core)));
+    let _ = core.reader.set(reader.abort_handle());
+    core
 }
 
-/// Writes the queued lines until every sender is gone, then closes the
-/// write half (the daemon then ends the connection).
-async fn write_lines(mut write: Box<dyn AsyncWrite + Send + Unpin>, mut queued: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(line) = queued.recv().await {
-        if write.write_all(&line).await.is_err() {
-            // The reader sees the connection end and tells the callers.
+/// Writes the queued lines (a request whose caller gave up meanwhile is
+/// not sent), flushing whenever nothing more is queued, until the
+/// connection is over; then closes the write half (the daemon then ends
+/// the connection).
+async fn write_lines(
+    mut write: Box<dyn AsyncWrite + Send + Unpin>,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    core: std::sync::Weak<Core>,
+) {
+    while let Some(Queued::Line(id, line)) = queued.recv().await {
+        if let (Some(id), Some(core)) = (id, core.upgrade())
+            && !core.still_wanted(id)
+        {
+            continue;
+        }
+        let mut sent = write.write_all(&line).await;
+        if sent.is_ok() && queued.is_empty() {
+            sent = write.flush().await;
+        }
+        if sent.is_err() {
+            if let Some(core) = core.upgrade() {
+                core.end(Ended::Closed);
+            }
             return;
         }
     }
@@ -177,19 +213,33 @@ struct Notified<'a> {
     result: &'a RawValue,
 }
 
+/// `{"jsonrpc":"2.0","id":ID,"method":METHOD,"params":PARAMS}` and a newline.
+fn request_line(id: u64, method: &str, params: &str) -> Vec<u8> {
+    let mut line = Vec::with_capacity(method.len() + params.len() + 48);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(id.to_string().as_bytes());
+    // Method names are ours: plain ASCII, nothing to escape.
+    line.extend_from_slice(br#","method":""#);
+    line.extend_from_slice(method.as_bytes());
+    line.extend_from_slice(br#"","params":"#);
+    line.extend_from_slice(params.as_bytes());
+    line.extend_from_slice(b"}\n");
+    line
+}
+
 impl Core {
     fn routes(&self) -> MutexGuard<'_, Routes> {
         crate::lock(&self.routes)
     }
 
-    /// Sends `method` with `params` (JSON text); the reply comes on the
-    /// receiver. `events`: this request opens a subscription whose
-    /// notifications go there.
+    /// Sends `method` with `params`; the reply comes on the receiver.
+    /// `subscription`: this request opens one, whose notifications go to
+    /// the sender and which `unsubscribe` ends.
     pub(crate) fn send(
         &self,
         method: &str,
         params: &RawValue,
-        events: Option<mpsc::Sender<Box<RawValue>>>,
+        subscription: Option<(mpsc::Sender<Box<RawValue>>, &'static str)>,
     ) -> Result<(u64, oneshot::Receiver<Answer>), Ended> {
         let (tx, rx) = oneshot::channel();
         let id = {
@@ -199,45 +249,60 @@ impl Core {
             }
             routes.next_id += 1;
             let id = routes.next_id;
-            let waiting = match events {
-                Some(events) => Waiting::Subscribe(tx, events),
+            let waiting = match subscription {
+                Some((events, unsubscribe)) => Waiting::Subscribe(tx, Route { events, unsubscribe }),
                 None => Waiting::Call(tx),
             };
             routes.waiting.insert(id, waiting);
             id
         };
-        let mut line = Vec::with_capacity(method.len() + params.get().len() + 48);
-        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-        line.extend_from_slice(id.to_string().as_bytes());
-        line.extend_from_slice(br#","method":"#);
-        // Method names are ours: plain ASCII, nothing to escape.
-        line.push(b'"');
-        line.extend_from_slice(method.as_bytes());
-        line.extend_from_slice(br#"","params":"#);
-        line.extend_from_slice(params.get().as_bytes());
-        line.extend_from_slice(b"}\n");
-        if self.lines.send(line).is_err() {
-            self.forget(id);
+        if self.lines.send(Queued::Line(Some(id), request_line(id, method, params.get()))).is_err() {
+            self.routes().waiting.remove(&id);
             return Err(Ended::Closed);
         }
         Ok((id, rx))
     }
 
-    /// Stops waiting for the reply to `id` (its caller gave up).
+    /// Stops waiting for the reply to `id` (its caller gave up): a
+    /// subscription it would have opened is ended when the reply comes.
     pub(crate) fn forget(&self, id: u64) {
-        self.routes().waiting.remove(&id);
+        let mut routes = self.routes();
+        if let Some(Waiting::Subscribe(_, route)) = routes.waiting.remove(&id) {
+            routes.waiting.insert(id, Waiting::Abandoned(route.unsubscribe));
+        }
     }
 
-    /// Tells the daemon a subscription is over (`unsubscribe` with its id),
-    /// without waiting for the answer.
-    pub(crate) fn unsubscribe(&self, unsubscribe: &str, subscription: &str) {
-        let removed = self.routes().subscriptions.remove(subscription).is_some();
-        if removed && let Ok(params) = RawValue::from_string(format!("[{subscription}]")) {
-            // Its answer is read and dropped like any late reply.
-            if let Ok((id, _)) = self.send(unsubscribe, &params, None) {
-                self.forget(id);
+    /// Whether the request `id` is still to be sent (its caller waits).
+    fn still_wanted(&self, id: u64) -> bool {
+        let mut routes = self.routes();
+        match routes.waiting.get(&id) {
+            Some(Waiting::Call(_) | Waiting::Subscribe(..)) => true,
+            Some(Waiting::Abandoned(_)) => {
+                // Never sent: nothing to end.
+                routes.waiting.remove(&id);
+                false
             }
+            None => false,
         }
+    }
+
+    /// Ends the subscription `name` (JSON text): tells the daemon, without
+    /// waiting for its answer.
+    pub(crate) fn unsubscribe(&self, name: &str) {
+        let mut routes = self.routes();
+        if let Some(route) = routes.subscriptions.remove(name) {
+            self.tell_unsubscribe(&mut routes, route.unsubscribe, name);
+        }
+    }
+
+    /// Queues `unsubscribe [name]` (its answer is read and dropped like
+    /// any reply nobody waits for).
+    fn tell_unsubscribe(&self, routes: &mut Routes, unsubscribe: &str, name: &str) {
+        if routes.ended.is_some() {
+            return;
+        }
+        routes.next_id += 1;
+        let _ = self.lines.send(Queued::Line(None, request_line(routes.next_id, unsubscribe, &format!("[{name}]"))));
     }
 
     pub(crate) fn is_connected(&self) -> bool {
@@ -247,55 +312,96 @@ impl Core {
     /// Hands one line to whoever waits for it; `Some` when the connection
     /// must end.
     fn route(&self, line: &str) -> Option<Ended> {
-        let Ok(incoming) = serde_json::from_str::<Incoming<'_>>(line) else { return None };
+        let Ok(incoming) = serde_json::from_str::<Incoming<'_>>(line) else {
+            self.unreadable(line);
+            return None;
+        };
         if let Some(Notified { subscription, result }) = incoming.params {
+            let event = result.to_owned();
             let mut routes = self.routes();
-            let key = subscription.get();
-            if let Some(events) = routes.subscriptions.get(key)
-                && let Err(mpsc::error::TrySendError::Full(_)) = events.try_send(result.to_owned())
+            let name = subscription.get();
+            if let Some(route) = routes.subscriptions.get(name)
+                && route.events.try_send(event).is_err()
             {
-                // The reader fell behind: its stream ends rather than grow.
-                routes.subscriptions.remove(key);
+                // Its reader fell behind (the stream ends rather than
+                // grow) or is gone: the daemon is told to stop.
+                if let Some(route) = routes.subscriptions.remove(name) {
+                    self.tell_unsubscribe(&mut routes, route.unsubscribe, name);
+                }
             }
             return None;
         }
-        let id = incoming.id.and_then(|id| id.get().parse::<u64>().ok());
-        let Some(id) = id else {
-            return incoming
-                .error
-                .map(|e| Ended::Refused { code: e.code, message: e.message, data: e.data })
-                .filter(|_| incoming.id.is_none_or(|id| id.get() == "null"));
+        let Some(id) = incoming.id.map(|id| id.get().parse::<u64>().ok()) else {
+            // `"id": null` (read as absent): the daemon could not read a
+            // request and closes the connection.
+            return incoming.error.map(|e| Ended::Refused { code: e.code, message: e.message, data: e.data });
         };
+        let id = id?;
         let answer = match (incoming.result, incoming.error) {
             (_, Some(e)) => Answer::Error { code: e.code, message: e.message, data: e.data },
             (Some(result), None) => Answer::Result(result.to_owned()),
-            (None, None) => return None,
+            (None, None) => Answer::Unreadable("a reply with neither result nor error".into()),
         };
         let mut routes = self.routes();
         match routes.waiting.remove(&id) {
             Some(Waiting::Call(reply)) => {
                 let _ = reply.send(answer);
             }
-            Some(Waiting::Subscribe(reply, events)) => {
-                if let Answer::Result(name) = &answer {
-                    routes.subscriptions.insert(name.get().into(), events);
+            Some(Waiting::Subscribe(reply, route)) => {
+                let Answer::Result(name) = &answer else {
+                    let _ = reply.send(answer);
+                    return None;
+                };
+                let name: Box<str> = name.get().into();
+                routes.subscriptions.insert(name.clone(), route);
+                if reply.send(answer).is_err() {
+                    // Its caller left just now.
+                    if let Some(route) = routes.subscriptions.remove(&name) {
+                        self.tell_unsubscribe(&mut routes, route.unsubscribe, &name);
+                    }
                 }
-                let _ = reply.send(answer);
+            }
+            Some(Waiting::Abandoned(unsubscribe)) => {
+                if let Answer::Result(name) = &answer {
+                    self.tell_unsubscribe(&mut routes, unsubscribe, name.get());
+                }
             }
             None => {}
         }
         None
     }
 
-    /// The connection is over: every waiting request and subscription hears.
-    fn end(&self, ended: Ended) {
+    /// A line that is not JSON-RPC as expected: the request it names, if
+    /// any, fails with why (rather than wait out its timeout).
+    fn unreadable(&self, line: &str) {
+        #[derive(Deserialize)]
+        struct JustId {
+            id: Option<u64>,
+        }
+        let Some(id) = serde_json::from_str::<JustId>(line).ok().and_then(|j| j.id) else { return };
+        let why = serde_json::from_str::<serde::de::IgnoredAny>(line)
+            .err()
+            .map_or_else(|| "a reply that is not JSON-RPC".to_owned(), |e| format!("an unreadable reply: {e}"));
+        if let Some(Waiting::Call(reply) | Waiting::Subscribe(reply, _)) = self.routes().waiting.remove(&id) {
+            let _ = reply.send(Answer::Unreadable(why));
+        }
+    }
+
+    /// The connection is over: every waiting request and subscription
+    /// hears, and the write half is closed.
+    pub(crate) fn end(&self, ended: Ended) {
         let mut routes = self.routes();
-        routes.ended.get_or_insert(ended.clone());
+        if routes.ended.is_some() {
+            return;
+        }
+        routes.ended = Some(ended.clone());
         for (_, waiting) in routes.waiting.drain() {
-            let (Waiting::Call(reply) | Waiting::Subscribe(reply, _)) = waiting;
-            let _ = reply.send(Answer::Ended(ended.clone()));
+            if let Waiting::Call(reply) | Waiting::Subscribe(reply, _) = waiting {
+                let _ = reply.send(Answer::Ended(ended.clone()));
+            }
         }
         routes.subscriptions.clear();
+        let _ = self.lines.send(Queued::Close);
     }
 }
 
@@ -336,7 +442,7 @@ mod tests {
     async fn a_notification_right_after_the_subscription_reply_is_kept() {
         let (core, mut from_client, mut to_client) = pair().await;
         let (events, mut received) = mpsc::channel(4);
-        let (id, reply) = core.send("turn/stream", &params("{}"), Some(events)).unwrap();
+        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
         from_client.next_line().await.unwrap();
         // Reply and first notification in one write.
         let both = format!(
@@ -345,7 +451,7 @@ mod tests {
         to_client.write_all(both.as_bytes()).await.unwrap();
         assert!(matches!(reply.await.unwrap(), Answer::Result(r) if r.get() == "\"s1\""));
         assert_eq!(received.recv().await.unwrap().get(), r#"{"seq":1}"#);
-        core.unsubscribe("turn/unstream", "\"s1\"");
+        core.unsubscribe("\"s1\"");
         let unsub: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(unsub["method"], "turn/unstream");
         assert_eq!(unsub["params"], serde_json::json!(["s1"]));
@@ -373,10 +479,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_subscription_whose_reader_falls_behind_ends() {
+    async fn a_subscription_whose_reader_falls_behind_ends_and_the_daemon_is_told() {
         let (core, mut from_client, mut to_client) = pair().await;
         let (events, mut received) = mpsc::channel(2);
-        let (id, reply) = core.send("turn/stream", &params("{}"), Some(events)).unwrap();
+        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
         from_client.next_line().await.unwrap();
         let mut lines = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":7}}\n");
         for seq in 0..5 {
@@ -391,5 +497,44 @@ mod tests {
             seen.push(event.get().to_owned());
         }
         assert_eq!(seen, ["0", "1"]);
+        let told: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!((&told["method"], &told["params"]), (&serde_json::json!("turn/unstream"), &serde_json::json!([7])));
+    }
+
+    #[tokio::test]
+    async fn a_subscription_given_up_before_its_reply_is_ended_when_it_comes() {
+        let (core, mut from_client, mut to_client) = pair().await;
+        let (events, _received) = mpsc::channel(2);
+        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
+        from_client.next_line().await.unwrap();
+        drop(reply);
+        core.forget(id);
+        to_client
+            .write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":\"s9\"}}\n").as_bytes())
+            .await
+            .unwrap();
+        let told: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(
+            (&told["method"], &told["params"]),
+            (&serde_json::json!("turn/unstream"), &serde_json::json!(["s9"]))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_reply_fails_its_request_at_once() {
+        let (core, mut from_client, mut to_client) = pair().await;
+        let (id, reply) = core.send("daemon/info", &params("{}"), None).unwrap();
+        from_client.next_line().await.unwrap();
+        let bad = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":\"x\"}}}}\n");
+        to_client.write_all(bad.as_bytes()).await.unwrap();
+        assert!(matches!(reply.await.unwrap(), Answer::Unreadable(_)));
+        assert!(core.is_connected(), "one bad line does not end the connection");
+    }
+
+    #[tokio::test]
+    async fn an_ended_connection_closes_its_write_half() {
+        let (core, mut from_client, _to_client) = pair().await;
+        core.end(Ended::Closed);
+        assert!(from_client.next_line().await.unwrap().is_none(), "the daemon sees the end");
     }
 }
