@@ -49,6 +49,12 @@ struct Args {
     /// comma-separated): to see what a container's conditions do
     #[arg(long, env = "AGENTD_SANDBOX_WITHOUT", value_delimiter = ',', value_name = "WALL")]
     sandbox_without: Vec<String>,
+    /// The most memory one Bash call's processes may use together (512M,
+    /// 2G): past it the kernel kills a process of the call, and the result
+    /// says so. Held by a cgroup per call where the daemon can make one
+    /// (`agentctl status` says whether it holds)
+    #[arg(long, env = "AGENTD_CALL_MEMORY_LIMIT", value_name = "SIZE", value_parser = crate::process::cgroup::parse_size)]
+    call_memory_limit: Option<u64>,
     /// Keep nothing across restarts: sessions and their events live in
     /// memory only
     #[arg(long, env = "AGENTD_EPHEMERAL", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false)]
@@ -176,6 +182,7 @@ fn start(args: Args) -> anyhow::Result<()> {
         disabled: args.no_sandbox,
         without: args.sandbox_without,
         require: args.require_sandbox,
+        memory_limit: args.call_memory_limit,
     };
     config.persist = !args.ephemeral;
     config.trust_project_files = args.trust_project_files;

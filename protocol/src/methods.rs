@@ -348,6 +348,40 @@ pub struct SandboxStatus {
     /// The limit on a confined call's processes.
     #[serde(default)]
     pub processes: ProcessLimit,
+    /// The limit on a confined call's inotify instances and watches.
+    #[serde(default)]
+    pub inotify: InotifyLimit,
+    /// The limit on a call's memory (opt-in: `agentd --call-memory-limit`).
+    #[serde(default)]
+    pub memory: MemoryLimit,
+}
+
+/// How much memory one call's processes may use together: a cgroup of the
+/// call's own, where the daemon can make one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct MemoryLimit {
+    /// The limit in bytes; `null` when none was asked for.
+    pub per_call_bytes: Option<u64>,
+    /// Whether the kernel holds calls to it: a process of a call past it
+    /// is killed, and the call's result says so.
+    pub enforced: bool,
+    /// Why a limit asked for is not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// How many inotify instances and watches one confined call may have at
+/// once: the counts of its own user namespace, which the kernel checks
+/// beside the user's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct InotifyLimit {
+    /// Instances: half of the user's (`fs.inotify.max_user_instances`).
+    pub instances_per_call: u64,
+    /// Watches: half of the user's (`fs.inotify.max_user_watches`).
+    pub watches_per_call: u64,
+    /// Whether the kernel holds calls to it (the calls' user namespaces,
+    /// and a kernel that counts per namespace).
+    pub enforced: bool,
 }
 
 /// How many processes (threads included) one confined call may have at
@@ -356,8 +390,9 @@ pub struct SandboxStatus {
 pub struct ProcessLimit {
     /// The limit: half the daemon user's own `RLIMIT_NPROC`, at most 4,096.
     pub per_call: u64,
-    /// Whether the kernel holds calls to it: it needs the calls' user
-    /// namespaces, and does not hold root (a daemon running as root).
+    /// Whether the kernel holds calls to it: in the calls' user
+    /// namespaces (not root: the kernel does not hold root to
+    /// `RLIMIT_NPROC`), or by a cgroup per call (`pids.max`; root too).
     pub enforced: bool,
 }
 

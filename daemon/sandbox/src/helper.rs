@@ -230,6 +230,13 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
         return fail(spec, "the daemon is gone");
     }
     catch_term();
+    // Into the call's cgroups before anything of the call starts: all it
+    // starts is in them.
+    for procs in &spec.cgroups {
+        if let Err(e) = std::fs::write(procs, "0") {
+            return fail(spec, &format!("join the call's cgroup {}: {e}", procs.display()));
+        }
+    }
     if spec.namespaces {
         if let Err(e) = enter_namespaces(spec) {
             return fail(spec, &e);
@@ -494,6 +501,22 @@ fn maps_are_only(uid: u32, gid: u32) -> bool {
         && read("/proc/self/setgroups").trim() == "deny"
 }
 
+/// Whether this process set its user namespace's inotify limits (read by
+/// the probe).
+pub(crate) static INOTIFY_LIMITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets the call's own user namespace's inotify limits (this process holds
+/// every capability there, having just joined it). Where they cannot be
+/// set (no per-namespace counts before Linux 4.9; a read-only /proc/sys, as
+/// containers mount it) the call runs without, as the probe found and
+/// `daemon/info` says.
+fn limit_inotify(most: crate::Inotify) {
+    let set = [("max_inotify_instances", most.instances), ("max_inotify_watches", most.watches)]
+        .iter()
+        .all(|(name, value)| std::fs::write(format!("/proc/sys/user/{name}"), value.to_string()).is_ok());
+    INOTIFY_LIMITED.store(set, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
@@ -517,6 +540,9 @@ pub(crate) fn enter_namespaces(spec: &Spec) -> Result<(), String> {
     drop(userns);
     if !maps_are_only(uid, gid) {
         return Err("the user namespace maps more than the user".into());
+    }
+    if let Some(most) = spec.max_inotify {
+        limit_inotify(most);
     }
     nix::sched::unshare(flags).map_err(|e| format!("unshare namespaces: {e}"))?;
     if spec.gate {

@@ -109,6 +109,26 @@ pub struct Spec {
     /// only; the kernel does not hold root to it).
     #[serde(default)]
     pub max_processes: Option<u64>,
+    /// The most inotify instances and watches the call may have at once:
+    /// the limits of its own user namespace (`/proc/sys/user/max_inotify_*`),
+    /// which the kernel checks beside the user's, so one call (a runaway
+    /// file watcher) cannot take the user's whole allowance (with
+    /// namespaces only; root is held to them too).
+    #[serde(default)]
+    pub max_inotify: Option<Inotify>,
+    /// The `cgroup.procs` files of the call's own cgroups (its memory and
+    /// process limits), which the helper joins before it starts anything.
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
+}
+
+/// A call's inotify allowance.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Inotify {
+    /// Instances (`inotify_init`).
+    pub instances: u64,
+    /// Watches over all of them.
+    pub watches: u64,
 }
 
 /// One root's copy-on-write layer: an overlay mounted over `root` in the
@@ -197,6 +217,10 @@ pub struct Probe {
     /// can be made (their `/proc` cannot).
     #[serde(default)]
     pub namespaces_error: Option<String>,
+    /// Whether a call's user namespace can be given inotify limits of its
+    /// own (`/proc/sys/user` writable there).
+    #[serde(default)]
+    pub inotify_limits: bool,
     /// The first thing that failed.
     pub error: Option<String>,
 }
@@ -228,6 +252,8 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         caches: Vec::new(),
         layers: Vec::new(),
         max_processes: None,
+        max_inotify: None,
+        cgroups: Vec::new(),
     };
     // The whole namespace set-up, as a workspace_write call does it, and
     // the call's own /proc, mounted by the first process of the new PID
@@ -249,6 +275,16 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
     probe.network_namespace =
         probe.namespaces && in_child(|| helper::enter_namespaces(&Spec { gate: true, ..ns_spec.clone() }).is_ok());
     probe.overlay = probe.namespaces && probe_overlay(scratch, &ns_spec);
+    let limited = Spec {
+        profile: SandboxProfile::Off,
+        max_inotify: Some(Inotify { instances: 64, watches: 8192 }),
+        ..ns_spec.clone()
+    };
+    probe.inotify_limits = probe.namespaces
+        && in_child(|| {
+            helper::enter_namespaces(&limited).is_ok()
+                && helper::INOTIFY_LIMITED.load(std::sync::atomic::Ordering::Relaxed)
+        });
     let landlock_ok = probe.landlock_abi > 0 && in_child(|| confine::landlock(&spec).is_ok());
     probe.seccomp = in_child(|| confine::seccomp(&spec).is_ok());
     probe.unix_wall = probe.seccomp

@@ -18,6 +18,7 @@
 //! without the helper.
 
 mod capture;
+pub mod cgroup;
 mod child;
 pub mod jobs;
 mod report;
@@ -160,6 +161,9 @@ pub struct ProcessTree {
     /// The call's network gate: serves its connections while the tree
     /// lives.
     _gate: Option<Kept>,
+    /// The call's own cgroups: removed once its processes are (after
+    /// [`Drop`] has ended them).
+    cgroup: Option<cgroup::CallCgroup>,
     /// Where it is recorded until it is over.
     ledger: std::sync::Arc<Ledger>,
 }
@@ -186,6 +190,9 @@ pub enum Launch<'a> {
         /// The call's network gate and the helper's end of its control
         /// socket (the helper's stdin), when the network is gated.
         gate: Option<(Kept, std::os::fd::OwnedFd)>,
+        /// The call's own cgroups (the helper joins them), kept until its
+        /// processes are gone.
+        cgroup: Option<cgroup::CallCgroup>,
     },
 }
 
@@ -203,7 +210,7 @@ pub fn spawn_bash(
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
     let (tmp, scrub_env, ledger) = match launch {
-        Launch::Helper { pool, spec, gate } => {
+        Launch::Helper { pool, spec, gate, cgroup } => {
             let plain = spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly;
             let request = agentd_sandbox::WarmRequest {
                 command: bash.iter().map(|a| (*a).to_owned()).collect(),
@@ -211,7 +218,9 @@ pub fn spawn_bash(
                 env: command_env(plain, Some(&spec.tmp), env, marker),
                 spec: *spec,
             };
-            return pool.run(request, marker, gate);
+            let mut tree = pool.run(request, marker, gate)?;
+            tree.cgroup = cgroup;
+            return Ok(tree);
         }
         Launch::Direct { tmp, scrub_env, ledger } => (tmp, scrub_env, ledger),
     };
@@ -351,8 +360,15 @@ impl ProcessTree {
             ends_with_report: false,
             ended_by_report: false,
             _gate: None,
+            cgroup: None,
             ledger,
         }
+    }
+
+    /// The call's memory limit, when the kernel killed one of its
+    /// processes for reaching it.
+    pub fn memory_limit_hit(&self) -> Option<u64> {
+        self.cgroup.as_ref().and_then(cgroup::CallCgroup::memory_limit_hit)
     }
 
     /// The process group id.

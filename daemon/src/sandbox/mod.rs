@@ -55,6 +55,10 @@ pub struct SandboxConfig {
     pub without: Vec<String>,
     /// Refuse to start unless every wall stands (`--require-sandbox`).
     pub require: bool,
+    /// The most memory a call's processes may use together, in bytes
+    /// (`--call-memory-limit`): held by a cgroup per call where the daemon
+    /// can make one.
+    pub memory_limit: Option<u64>,
 }
 
 /// The walls of the sandbox, by the names `daemon/info` gives them.
@@ -149,6 +153,8 @@ pub struct Facility {
     /// The daemon's record of the placeholders its calls make (none kept
     /// until the daemon sets it: see [`placeholders::Ledger::open`]).
     pub placeholders: std::sync::Arc<placeholders::Ledger>,
+    /// Where calls get a cgroup of their own (memory and process limits).
+    pub cgroups: std::sync::Arc<crate::process::cgroup::Cgroups>,
 }
 
 impl Facility {
@@ -161,9 +167,31 @@ impl Facility {
         ledger: std::sync::Arc<crate::process::Ledger>,
     ) -> Facility {
         let helper = config.helper.clone().or_else(default_helper);
+        // Calls run through the helper, which joins their cgroups.
+        let cgroups = std::sync::Arc::new(match helper.as_ref().filter(|h| h.is_file()) {
+            Some(_) => crate::process::cgroup::Cgroups::probe(config.memory_limit, process_limit()),
+            None => crate::process::cgroup::Cgroups::default(),
+        });
         let processes = |namespaces: bool| agentd_protocol::methods::ProcessLimit {
             per_call: process_limit(),
-            enforced: namespaces && !nix::unistd::getuid().is_root(),
+            enforced: (namespaces && !nix::unistd::getuid().is_root()) || cgroups.limits_pids(),
+        };
+        let memory = {
+            let (per_call_bytes, enforced) = cgroups.memory();
+            agentd_protocol::methods::MemoryLimit {
+                per_call_bytes,
+                enforced,
+                reason: cgroups.reason().filter(|_| per_call_bytes.is_some() && !enforced).map(str::to_owned),
+            }
+        };
+        // Held where the probe could set a call's namespace's limits.
+        let inotify = |limited: bool| {
+            let most = inotify_limit();
+            agentd_protocol::methods::InotifyLimit {
+                instances_per_call: most.map_or(0, |m| m.instances),
+                watches_per_call: most.map_or(0, |m| m.watches),
+                enforced: limited && most.is_some(),
+            }
         };
         let unavailable = |helper: Option<PathBuf>, reason: String, probe: Probe| {
             tracing::warn!(
@@ -188,6 +216,8 @@ impl Facility {
                     level: agentd_protocol::methods::SandboxLevel::None,
                     warm_helpers: None,
                     processes: processes(false),
+                    inotify: inotify(false),
+                    memory: memory.clone(),
                 },
                 warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h, ledger.clone()))),
                 helper,
@@ -196,6 +226,7 @@ impl Facility {
                 call_tmp: None,
                 ledger: ledger.clone(),
                 placeholders: Default::default(),
+                cgroups: cgroups.clone(),
             }
         };
         let Some(path) = helper.filter(|h| h.is_file()) else {
@@ -283,6 +314,8 @@ impl Facility {
                 level,
                 warm_helpers: None,
                 processes: processes(probe.namespaces),
+                inotify: inotify(probe.namespaces && probe.inotify_limits),
+                memory,
             },
             warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone(), ledger.clone()))),
             helper: Some(path),
@@ -291,6 +324,7 @@ impl Facility {
             call_tmp: None,
             ledger,
             placeholders: Default::default(),
+            cgroups,
         }
     }
 
@@ -319,6 +353,7 @@ impl Facility {
             warm: None,
             ledger: crate::process::Ledger::in_memory(),
             placeholders: Default::default(),
+            cgroups: Default::default(),
         }
     }
 }
@@ -621,6 +656,21 @@ pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf])
             process_limit()
         ));
     }
+    // A line naming inotify and the error (a full disk says the second
+    // too, but not beside inotify).
+    let inotify_refused = |line: &str| {
+        line.contains("inotify") && (line.contains("Too many open files") || line.contains("No space left on device"))
+    };
+    if profile != SandboxProfile::Off
+        && output.lines().any(inotify_refused)
+        && let Some(most) = inotify_limit()
+    {
+        return Some(format!(
+            "[inotify failed: the call may have reached its limit of {} inotify instances or {} watches (daemon/info \
+             sandbox.inotify); watch fewer files]",
+            most.instances, most.watches
+        ));
+    }
     if profile == SandboxProfile::Off || !REFUSALS.iter().any(|s| output.contains(s)) {
         return None;
     }
@@ -708,9 +758,44 @@ pub fn process_limit() -> u64 {
     })
 }
 
+/// The inotify instances and watches one confined call may have at once:
+/// half of what the daemon's user namespace allows the user
+/// (`/proc/sys/user/max_inotify_*`, the limits `fs.inotify.max_user_*`
+/// set), so a runaway watcher leaves the user's editor and other sessions
+/// their share. `None` on a kernel without per-namespace counts.
+pub fn inotify_limit() -> Option<agentd_sandbox::Inotify> {
+    static LIMIT: std::sync::OnceLock<Option<agentd_sandbox::Inotify>> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let read = |path: &str| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
+        // This namespace's own limit (a new one's is unlimited) and the
+        // machine's (the initial namespace's), whichever is lower.
+        let most = |own: &str, machine: &str| {
+            let own = read(&format!("/proc/sys/user/{own}"))?;
+            Some((own.min(read(&format!("/proc/sys/fs/inotify/{machine}")).unwrap_or(own)) / 2).max(1))
+        };
+        Some(agentd_sandbox::Inotify {
+            instances: most("max_inotify_instances", "max_user_instances")?,
+            watches: most("max_inotify_watches", "max_user_watches")?,
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watcher refused at the call's inotify limit is told why, in any
+    /// confined profile; unconfined, there was no such limit to name.
+    #[test]
+    fn an_inotify_refusal_names_the_calls_limit() {
+        let Some(most) = inotify_limit() else { return };
+        let said = "Error: inotify_init: Too many open files";
+        let note = blocked_note(SandboxProfile::ReadOnly, said, &[]).unwrap();
+        assert!(note.contains(&format!("{} inotify instances", most.instances)), "{note}");
+        let watches = "inotify_add_watch failed: No space left on device";
+        assert!(blocked_note(SandboxProfile::WorkspaceWrite, watches, &[]).unwrap().contains("watches"));
+        assert_eq!(blocked_note(SandboxProfile::Off, said, &[]), None);
+    }
 
     /// A path to bind that cannot be looked at (here a name too long; as
     /// `nobody`, mode 000 on the way, e2e) refuses inside a root, and is

@@ -242,6 +242,8 @@ pub(super) fn launch<'a>(
         caches,
         layers: wall.layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
         max_processes: Some(crate::sandbox::process_limit()),
+        max_inotify: crate::sandbox::inotify_limit(),
+        cgroups: Vec::new(),
     };
     let mut spec = spec;
     if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
@@ -257,7 +259,12 @@ pub(super) fn launch<'a>(
         spec.pin = pin;
     }
     let gate = gate.map(|(g, fd)| (Box::new(g) as crate::process::Kept, fd));
-    Ok((Launch::Helper { pool, spec: Box::new(spec), gate }, shared))
+    // Its memory and process limits: the helper joins its cgroups first.
+    let cgroup = ctx.sandbox().cgroups.for_call(marker).map_err(|e| {
+        ToolError::new(format!("the call's limits could not be set up, so the command did not run: {e}"))
+    })?;
+    spec.cgroups = cgroup.as_ref().map(crate::process::cgroup::CallCgroup::procs_files).unwrap_or_default();
+    Ok((Launch::Helper { pool, spec: Box::new(spec), gate, cgroup }, shared))
 }
 
 /// `~/x` or an absolute path, as the session's options name them.

@@ -368,6 +368,7 @@ impl Tool for Bash {
             gate.settle(Duration::from_millis(500)).await;
         }
         let report = tree.report();
+        let memory_limit_hit = tree.memory_limit_hit();
         let new_cwd = read_cwd_file(&cwd_file);
         // Walks, renames and object checks: off the runtime's threads.
         let finished = match guard {
@@ -427,6 +428,11 @@ impl Tool for Bash {
             _ => None,
         };
         let sandbox_note = match code {
+            _ if let Some(limit) = memory_limit_hit => Some(format!(
+                "[the call reached its memory limit of {} MiB (agentd --call-memory-limit): the kernel killed a \
+                 process of it; use less memory at once]",
+                limit >> 20
+            )),
             Some(c) if c != 0 && note.is_none() => {
                 // Where the call could write: a path named outside these
                 // is the one the wall refused.
