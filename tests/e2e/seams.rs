@@ -952,7 +952,7 @@ async fn a_call_that_takes_every_inotify_instance_leaves_the_user_some() {
     };
     let mut last = (0, 0);
     agentd_tests::eventually("the call holds all it can", || {
-        let now = procs(&format!("{hold}")).into_iter().map(held).max().unwrap_or(0);
+        let now = procs(&hold).into_iter().map(held).max().unwrap_or(0);
         let steady = now > 0 && now == last.0;
         last = (now, if steady { last.1 + 1 } else { 0 });
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -1064,4 +1064,28 @@ fn root_s_fork_bomb_is_held_by_the_calls_cgroup() {
     let _ = bomber.kill();
     let _ = bomber.wait();
     assert!(held <= 300, "one call of root's holds {held} processes");
+}
+
+/// Attack review of issue 54's cgroups: a call whose writable roots hold
+/// the cgroup hierarchies (here `add_dirs` naming /sys) finds them
+/// read-only: it cannot move itself out of its cgroup (as root, into the
+/// hierarchy's root) or raise its limits.
+#[tokio::test]
+async fn a_call_cannot_leave_its_cgroup_through_a_writable_root() {
+    let root_procs = std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs");
+    if !nix::unistd::getuid().is_root() || !root_procs.exists() {
+        return;
+    }
+    // Without the layer a writable root is bound writable as it is (with
+    // it, /sys cannot be a layer's lower directory and the call fails).
+    let d = StandaloneDaemon::start(&["--sandbox-without", "layer"], &[]);
+    let mut c = RawConn::connect(&d.socket).await;
+    let info = c.ok("daemon/info", json!({})).await;
+    if info["sandbox"]["processes"]["enforced"] != true || info["sandbox"]["pid_namespaces"] != true {
+        return;
+    }
+    let id = session(&mut c, d.dir.path(), json!({ "mode": "bypass", "add_dirs": ["/sys"] })).await;
+    let (_, out) = bash(&mut c, &id, "grep pids /proc/self/cgroup; echo $$ > /sys/fs/cgroup/pids/cgroup.procs && echo left; grep pids /proc/self/cgroup").await;
+    assert!(!out.contains("left"), "the call left its cgroup: {out}");
+    assert!(out.contains("call-"), "the call is in its own cgroup: {out}");
 }

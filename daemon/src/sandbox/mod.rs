@@ -170,7 +170,7 @@ impl Facility {
         // Calls run through the helper, which joins their cgroups.
         let cgroups = std::sync::Arc::new(match helper.as_ref().filter(|h| h.is_file()) {
             Some(_) => crate::process::cgroup::Cgroups::probe(config.memory_limit, process_limit()),
-            None => crate::process::cgroup::Cgroups::default(),
+            None => crate::process::cgroup::Cgroups::without("no sandbox helper runs the calls", config.memory_limit),
         });
         let processes = |namespaces: bool| agentd_protocol::methods::ProcessLimit {
             per_call: process_limit(),
@@ -647,7 +647,12 @@ const REFUSALS: &[&str] = &[
 /// a path the output names outside them, beside a refusal, is the one the
 /// wall stopped, and the note names it (issue 49: a failure the wall
 /// caused said nothing of the wall).
-pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf]) -> Option<String> {
+pub fn blocked_note(
+    profile: SandboxProfile,
+    output: &str,
+    writable: &[PathBuf],
+    inotify_limited: bool,
+) -> Option<String> {
     if profile != SandboxProfile::Off && output.contains("fork") && output.contains("Resource temporarily unavailable")
     {
         return Some(format!(
@@ -661,7 +666,8 @@ pub fn blocked_note(profile: SandboxProfile, output: &str, writable: &[PathBuf])
     let inotify_refused = |line: &str| {
         line.contains("inotify") && (line.contains("Too many open files") || line.contains("No space left on device"))
     };
-    if profile != SandboxProfile::Off
+    if inotify_limited
+        && profile != SandboxProfile::Off
         && output.lines().any(inotify_refused)
         && let Some(most) = inotify_limit()
     {
@@ -790,11 +796,16 @@ mod tests {
     fn an_inotify_refusal_names_the_calls_limit() {
         let Some(most) = inotify_limit() else { return };
         let said = "Error: inotify_init: Too many open files";
-        let note = blocked_note(SandboxProfile::ReadOnly, said, &[]).unwrap();
+        let note = blocked_note(SandboxProfile::ReadOnly, said, &[], true).unwrap();
         assert!(note.contains(&format!("{} inotify instances", most.instances)), "{note}");
         let watches = "inotify_add_watch failed: No space left on device";
-        assert!(blocked_note(SandboxProfile::WorkspaceWrite, watches, &[]).unwrap().contains("watches"));
-        assert_eq!(blocked_note(SandboxProfile::Off, said, &[]), None);
+        assert!(blocked_note(SandboxProfile::WorkspaceWrite, watches, &[], true).unwrap().contains("watches"));
+        assert_eq!(blocked_note(SandboxProfile::Off, said, &[], true), None);
+        // Where the limit could not be set, it is not blamed.
+        assert_eq!(blocked_note(SandboxProfile::ReadOnly, said, &[], false), None);
+        // A full disk beside a watcher's name on another line is no refusal.
+        let disk = "watching with inotify\nwrite: No space left on device";
+        assert_eq!(blocked_note(SandboxProfile::ReadOnly, disk, &[], true), None);
     }
 
     /// A path to bind that cannot be looked at (here a name too long; as
@@ -827,15 +838,15 @@ mod tests {
 
     #[test]
     fn blocked_note_only_when_confined() {
-        assert!(blocked_note(SandboxProfile::Off, "Permission denied", &[]).is_none());
-        assert!(blocked_note(SandboxProfile::ReadOnly, "all good", &[]).is_none());
-        assert!(blocked_note(SandboxProfile::ReadOnly, "touch: x: Permission denied", &[]).is_some());
+        assert!(blocked_note(SandboxProfile::Off, "Permission denied", &[], true).is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "all good", &[], true).is_none());
+        assert!(blocked_note(SandboxProfile::ReadOnly, "touch: x: Permission denied", &[], true).is_some());
     }
 
     #[test]
     fn blocked_note_names_the_path_outside_the_writable_places() {
         let writable = [PathBuf::from("/ws"), PathBuf::from("/tmp/agentd-tmp-1/t-1")];
-        let note = |out: &str| blocked_note(SandboxProfile::WorkspaceWrite, out, &writable).unwrap_or_default();
+        let note = |out: &str| blocked_note(SandboxProfile::WorkspaceWrite, out, &writable, true).unwrap_or_default();
         let cases = [
             ("bash: /home/u/.cargo/config.toml: Read-only file system", Some("/home/u/.cargo/config.toml")),
             ("/usr/bin/bash: line 2: /home/u/.x: Read-only file system", Some("/home/u/.x")),

@@ -244,6 +244,7 @@ pub(super) fn launch<'a>(
         max_processes: Some(crate::sandbox::process_limit()),
         max_inotify: crate::sandbox::inotify_limit(),
         cgroups: Vec::new(),
+        cgroups_required: false,
     };
     let mut spec = spec;
     if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
@@ -264,6 +265,14 @@ pub(super) fn launch<'a>(
         ToolError::new(format!("the call's limits could not be set up, so the command did not run: {e}"))
     })?;
     spec.cgroups = cgroup.as_ref().map(crate::process::cgroup::CallCgroup::procs_files).unwrap_or_default();
+    spec.cgroups_required = ctx.sandbox().cgroups.memory().1;
+    // A writable root that holds the cgroups' hierarchies (a session on
+    // `/`, `add_dirs` naming /sys): they stay read-only to the call, or it
+    // could leave its cgroup or raise its limits.
+    if profile == SandboxProfile::WorkspaceWrite {
+        let held = ctx.sandbox().cgroups.mounts().iter().filter(|m| spec.roots.iter().any(|r| m.starts_with(r)));
+        spec.protect.extend(held.cloned());
+    }
     Ok((Launch::Helper { pool, spec: Box::new(spec), gate, cgroup }, shared))
 }
 

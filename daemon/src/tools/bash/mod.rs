@@ -427,12 +427,15 @@ impl Tool for Bash {
             (Some(c), Some(script)) if c != 0 => shell::benign_exit(script, c).map(str::to_owned),
             _ => None,
         };
-        let sandbox_note = match code {
-            _ if let Some(limit) = memory_limit_hit => Some(format!(
+        let memory_note = memory_limit_hit.map(|limit| {
+            format!(
                 "[the call reached its memory limit of {} MiB (agentd --call-memory-limit): the kernel killed a \
                  process of it; use less memory at once]",
                 limit >> 20
-            )),
+            )
+        });
+        let sandbox_note = match code {
+            _ if memory_note.is_some() => memory_note,
             Some(c) if c != 0 && note.is_none() => {
                 // Where the call could write: a path named outside these
                 // is the one the wall refused.
@@ -442,7 +445,8 @@ impl Tool for Bash {
                     let env = |var: &str| caches::call_env(&ctx, var);
                     writable.extend(caches::cache_places(Path::new(&home), &env).into_iter().map(|(_, place)| place));
                 }
-                crate::sandbox::blocked_note(profile, &summary.text, &writable)
+                let inotify_limited = ctx.sandbox().status.inotify.enforced;
+                crate::sandbox::blocked_note(profile, &summary.text, &writable, inotify_limited)
             }
             _ => None,
         };
