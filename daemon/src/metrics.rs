@@ -44,17 +44,57 @@ struct Setups {
     count: u64,
 }
 
+/// Why a call failed, as the daemon counts it (`agentd_call_errors_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Failure {
+    /// What the model sent: invalid input, an unknown or unloaded tool.
+    Input,
+    /// Refused before it ran: a rule, the user, a hook, a protected path.
+    Refused,
+    /// The tool ran and failed (a command's non-zero exit is not one: its
+    /// result is the tool's to judge).
+    Tool,
+    /// Cancelled: by the client, a sibling's failure, the session or the
+    /// daemon ending.
+    Cancelled,
+    /// The daemon's own fault (a task that ended without a result).
+    Internal,
+}
+
+impl Failure {
+    /// The metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::Input => "input",
+            Failure::Refused => "refused",
+            Failure::Tool => "tool",
+            Failure::Cancelled => "cancelled",
+            Failure::Internal => "internal",
+        }
+    }
+
+    /// Every kind, for a complete exposition.
+    pub const ALL: [Failure; 5] =
+        [Failure::Input, Failure::Refused, Failure::Tool, Failure::Cancelled, Failure::Internal];
+}
+
 /// The daemon's call counters.
 #[derive(Default)]
 pub struct Metrics {
     tools: Mutex<BTreeMap<String, Calls>>,
+    /// Failed calls by why (every tool together).
+    failures: Mutex<BTreeMap<Failure, u64>>,
     /// Bash commands' set-up, by sandbox profile.
     setups: Mutex<BTreeMap<&'static str, Setups>>,
 }
 
 impl Metrics {
-    /// A call of `tool` ended after `took`.
-    pub fn record(&self, tool: &str, took: Duration, failed: bool) {
+    /// A call of `tool` ended after `took`, failed for `failure` if it did.
+    pub fn record(&self, tool: &str, took: Duration, failure: Option<Failure>) {
+        if let Some(why) = failure {
+            *self.failures.locked().entry(why).or_default() += 1;
+        }
+        let failed = failure.is_some();
         let mut tools = self.tools.locked();
         // A name seen before costs no allocation.
         if !tools.contains_key(tool) {
@@ -115,6 +155,16 @@ impl Metrics {
             out.push_str(&format!("agentd_calls_total{{tool=\"{tool}\",outcome=\"ok\"}} {}\n", calls.ok));
             out.push_str(&format!("agentd_calls_total{{tool=\"{tool}\",outcome=\"error\"}} {}\n", calls.error));
         }
+        out.push_str(
+            "# TYPE agentd_call_errors counter\n# HELP agentd_call_errors Failed calls by kind: input (what the \
+             model sent), refused (a rule, the user, a hook), tool (the tool failed), cancelled, internal.\n",
+        );
+        let failures = self.failures.locked();
+        for why in Failure::ALL {
+            let n = failures.get(&why).copied().unwrap_or(0);
+            out.push_str(&format!("agentd_call_errors_total{{kind=\"{}\"}} {n}\n", why.name()));
+        }
+        drop(failures);
         out.push_str(
             "# TYPE agentd_call_duration_seconds histogram\n# HELP agentd_call_duration_seconds From a call's \
              acceptance to its result.\n",
@@ -242,9 +292,9 @@ mod tests {
     #[test]
     fn calls_are_counted_by_tool_and_bucketed_cumulatively() {
         let m = Metrics::default();
-        m.record("Read", Duration::from_millis(2), false);
-        m.record("Read", Duration::from_millis(200), true);
-        m.record("Bash", Duration::from_secs(900), false);
+        m.record("Read", Duration::from_millis(2), None);
+        m.record("Read", Duration::from_millis(200), Some(Failure::Refused));
+        m.record("Bash", Duration::from_secs(900), None);
         let text = m.render(&[], 1, 7);
         assert!(text.contains("agentd_calls_total{tool=\"Read\",outcome=\"ok\"} 1\n"), "{text}");
         assert!(text.contains("agentd_calls_total{tool=\"Read\",outcome=\"error\"} 1\n"), "{text}");
@@ -253,8 +303,10 @@ mod tests {
         assert!(text.contains("agentd_call_duration_seconds_bucket{tool=\"Bash\",le=\"600\"} 0\n"), "{text}");
         assert!(text.contains("agentd_call_duration_seconds_bucket{tool=\"Bash\",le=\"+Inf\"} 1\n"), "{text}");
         assert!(text.contains("agentd_open_fds 7\n") && text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("agentd_call_errors_total{kind=\"refused\"} 1\n"), "{text}");
+        assert!(text.contains("agentd_call_errors_total{kind=\"internal\"} 0\n"), "every kind, even at 0: {text}");
         for n in 0..300 {
-            m.record(&format!("mcp__s__t{n}"), Duration::ZERO, false);
+            m.record(&format!("mcp__s__t{n}"), Duration::ZERO, None);
         }
         let text = m.render(&[], 1, 7);
         assert!(text.contains("tool=\"other\",outcome=\"ok\"} 46\n"), "at most {MAX_TOOLS} names: {text}");

@@ -244,14 +244,24 @@ fn metrics_are_served_in_openmetrics_text_on_loopback() {
         c.tool(&sid, "Read", serde_json::json!({ "file_path": work.path().join("missing.txt") })).await;
         let bash = c.tool(&sid, "Bash", serde_json::json!({ "command": "true" })).await;
         let profile = bash["sandbox"].as_str().unwrap_or("off").to_owned();
+        // Errors by kind: what the model sent (bad input), a rule's refusal.
+        c.tool(&sid, "Read", serde_json::json!({ "file": "no such field" })).await;
+        let rules = serde_json::json!({ "deny": ["Read(./a.txt)"] });
+        let denied = c.session(serde_json::json!({ "cwd": work.path(), "permissions": rules })).await;
+        c.tool(&denied, "Read", serde_json::json!({ "file_path": work.path().join("a.txt") })).await;
         let page = scrape("/metrics");
         assert!(page.starts_with("HTTP/1.1 200") && page.contains("application/openmetrics-text"), "{page}");
         for line in [
-            "agentd_sessions 1\n",
+            "agentd_sessions 2\n",
             "agentd_calls_total{tool=\"Read\",outcome=\"ok\"} 1\n",
-            "agentd_calls_total{tool=\"Read\",outcome=\"error\"} 1\n",
-            "agentd_call_duration_seconds_count{tool=\"Read\"} 2\n",
-            "agentd_call_duration_seconds_bucket{tool=\"Read\",le=\"+Inf\"} 2\n",
+            "agentd_calls_total{tool=\"Read\",outcome=\"error\"} 3\n",
+            "agentd_call_duration_seconds_count{tool=\"Read\"} 4\n",
+            "agentd_call_duration_seconds_bucket{tool=\"Read\",le=\"+Inf\"} 4\n",
+            // The missing file is the tool's failure; the others are not.
+            "agentd_call_errors_total{kind=\"tool\"} 1\n",
+            "agentd_call_errors_total{kind=\"input\"} 1\n",
+            "agentd_call_errors_total{kind=\"refused\"} 1\n",
+            "agentd_call_errors_total{kind=\"cancelled\"} 0\n",
             // The Bash command's set-up, in the profile it ran in.
             &format!("agentd_sandbox_setup_seconds_count{{profile=\"{profile}\"}} 1\n"),
             &format!("agentd_sandbox_setup_seconds_bucket{{profile=\"{profile}\",le=\"+Inf\"}} 1\n"),

@@ -146,10 +146,12 @@ impl SessionExecutor {
             return Err(CallOutcome::error(format!(
                 "{} is in agentd's state directory, which no tool may read or change",
                 p.display()
-            )));
+            ))
+            .failed_as(crate::metrics::Failure::Refused));
         }
         if crate::fs::is_secret(p) {
-            return Err(CallOutcome::error(format!("{}: {}", p.display(), crate::fs::SECRET_REFUSAL)));
+            return Err(CallOutcome::error(format!("{}: {}", p.display(), crate::fs::SECRET_REFUSAL))
+                .failed_as(crate::metrics::Failure::Refused));
         }
         Ok(plan_file)
     }
@@ -297,6 +299,7 @@ pub(super) fn refused(call: &dyn PreparedCall, message: String) -> CallOutcome {
         modifier: None,
         structured: None,
         content_meta: Box::default(),
+        failure: Some(crate::metrics::Failure::Refused),
     }
 }
 

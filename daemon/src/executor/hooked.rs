@@ -154,7 +154,9 @@ impl SessionExecutor {
         let refuse = super::admit::refused;
         let reason = said.reason.clone().unwrap_or_else(|| "(no reason given)".into());
         let mut refusal = match said.decision {
-            _ if token.is_cancelled() => Some(CallOutcome::error("cancelled")),
+            _ if token.is_cancelled() => {
+                Some(CallOutcome::error("cancelled").failed_as(crate::metrics::Failure::Cancelled))
+            }
             Some(Decision::Stop) => Some(refuse(call.as_ref(), format!("stopped by a PreToolUse hook: {reason}"))),
             Some(Decision::Deny) => Some(refuse(call.as_ref(), format!("denied by a PreToolUse hook: {reason}"))),
             _ => None,
@@ -174,7 +176,7 @@ impl SessionExecutor {
                         format!("a PreToolUse hook's updatedInput is not valid input for {}: {e}", asked.name);
                     refusal = Some(refuse(call.as_ref(), message));
                 }
-                None => refusal = Some(CallOutcome::error(format!("no tool named {:?}", asked.name))),
+                None => refusal = Some(CallOutcome::input_error(format!("no tool named {:?}", asked.name))),
             }
         }
         guard.me.take();

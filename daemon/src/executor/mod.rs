@@ -104,7 +104,7 @@ impl Drop for ReportOnDrop {
         // (a runtime shutting down drops tasks as they are spawned) must not
         // lock again: it would deadlock. Nothing waits on it then anyway.
         let Ok(mut inner) = me.inner.try_lock() else { return };
-        let outcome = CallOutcome::error("internal error: the call's task ended unexpectedly");
+        let outcome = CallOutcome::internal("the call's task ended unexpectedly");
         me.finished_locked(&mut inner, self.call, outcome, false);
     }
 }

@@ -2,6 +2,7 @@
 //! the sandbox profile it runs in, its future and what it yields.
 
 use super::*;
+use crate::metrics::Failure;
 use crate::tool::ToolKind;
 
 /// An admitted call, ready to run: what its future needs.
@@ -249,10 +250,10 @@ impl SessionExecutor {
             outcome = &mut run => outcome,
             _ = token.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut run).await {
                 Ok(outcome) => outcome,
-                Err(_) => Ok(CallOutcome::error("cancelled")),
+                Err(_) => Ok(CallOutcome::error("cancelled").failed_as(Failure::Cancelled)),
             },
         };
-        let outcome = outcome.unwrap_or_else(|_| CallOutcome::error("internal error: the tool failed unexpectedly"));
+        let outcome = outcome.unwrap_or_else(|_| CallOutcome::internal("the tool failed unexpectedly"));
         let (outcome, completed) = match (&guard.me, after) {
             (Some(me), Some(after)) if !token.is_cancelled() => me.after_call(after, outcome, &token).await,
             _ => (outcome, Vec::new()),

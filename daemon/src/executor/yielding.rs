@@ -2,6 +2,7 @@
 //! finished, and yielding results in order with their context modifiers.
 
 use super::*;
+use crate::metrics::Failure;
 
 impl SessionExecutor {
     /// Carries out the machine's actions, under the lock.
@@ -41,7 +42,7 @@ impl SessionExecutor {
         let Some(call) = inner.slots[i].prepared.take() else {
             // Cannot happen (a call starts once); report it rather than hang.
             let actions = inner.machine.apply(Event::Finished { call: i, failed: false });
-            inner.slots[i].outcome = Some(CallOutcome::error("internal error: the call was started twice"));
+            inner.slots[i].outcome = Some(CallOutcome::internal("the call was started twice"));
             return self.carry_out(inner, actions);
         };
         let token = inner.slots[i].token.clone().unwrap_or_default();
@@ -109,9 +110,9 @@ impl SessionExecutor {
                         }
                     }
                 }
-                CallOutcome { render: summary, ..CallOutcome::error(message) }
+                CallOutcome { render: summary, ..CallOutcome::error(message).failed_as(Failure::Cancelled) }
             }
-            None => own.unwrap_or_else(|| CallOutcome::error("the call produced no result")),
+            None => own.unwrap_or_else(|| CallOutcome::internal("the call produced no result")),
         };
         // The task list's tools: what they changed is sent after their result.
         let tasks_before = outcome.modifier.is_some().then(|| inner.context.tasks.clone());
@@ -200,7 +201,8 @@ impl SessionExecutor {
     fn tally(&self, inner: &mut Inner, i: CallIdx, outcome: &CallOutcome) {
         let slot = &inner.slots[i];
         if let Some(metrics) = self.metrics.get() {
-            metrics.record(&slot.name, slot.since.elapsed(), outcome.is_error);
+            let failure = outcome.failure.or(outcome.is_error.then_some(Failure::Tool));
+            metrics.record(&slot.name, slot.since.elapsed(), failure);
         }
         if let Some(t) = inner.machine.turn_of(i)
             && let Some(batch) = inner.turns.get_mut(t).and_then(|turn| turn.batch.as_mut())

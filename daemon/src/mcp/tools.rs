@@ -204,6 +204,7 @@ impl PreparedCall for McpCall {
                         modifier: None,
                         structured,
                         content_meta: content_meta.into(),
+                        failure: None,
                     }
                 }
                 Err(message) => CallOutcome::error(message),

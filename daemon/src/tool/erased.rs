@@ -36,6 +36,8 @@ pub struct InputError {
     pub detail: String,
 }
 
+use crate::metrics::Failure;
+
 /// How a finished call turned out, ready to become a `tool_result`.
 pub struct CallOutcome {
     /// Content for the model.
@@ -50,9 +52,22 @@ pub struct CallOutcome {
     pub structured: Option<serde_json::Value>,
     /// An MCP tool's blocks as their server described them.
     pub content_meta: Box<[agentd_protocol::tools::ContentMeta]>,
+    /// Why it failed, when the daemon knows better than "the tool's own
+    /// error" (`is_error` without one): the metrics' error kinds.
+    pub failure: Option<Failure>,
 }
 
 impl CallOutcome {
+    /// The daemon's own failure (`internal error: …`).
+    pub fn internal(what: &str) -> Self {
+        CallOutcome::error(format!("internal error: {what}")).failed_as(Failure::Internal)
+    }
+
+    /// The same outcome, counted as failed for `why`.
+    pub fn failed_as(self, why: Failure) -> Self {
+        CallOutcome { failure: Some(why), ..self }
+    }
+
     /// A call refused before it ran because of what the model sent (its
     /// input, an unknown or unloaded tool): the model reads it inside
     /// `<tool_use_error>…</tool_use_error>`, as Claude Code 2.1.332 gives
@@ -68,6 +83,7 @@ impl CallOutcome {
             modifier: None,
             structured: None,
             content_meta: Box::default(),
+            failure: Some(Failure::Input),
         }
     }
 
@@ -81,6 +97,7 @@ impl CallOutcome {
             modifier: None,
             structured: None,
             content_meta: Box::default(),
+            failure: None,
         }
     }
 }
@@ -384,6 +401,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     structured: tool.structured(&out.output),
                     content_meta: Box::default(),
                     modifier: out.modifier,
+                    failure: None,
                 },
                 Ok(Err(err)) => CallOutcome {
                     content: vec![ContentBlock::text(err.message.clone())],
@@ -392,6 +410,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                     modifier: None,
                     structured: None,
                     content_meta: Box::default(),
+                    failure: Some(Failure::Tool),
                 },
                 Err(panic) => {
                     let what = panic
@@ -400,7 +419,7 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "unknown panic".into());
                     tracing::error!(tool = T::NAME, "tool panicked: {what}");
-                    CallOutcome::error(format!("internal error: the {} tool failed unexpectedly ({what})", T::NAME))
+                    CallOutcome::internal(&format!("the {} tool failed unexpectedly ({what})", T::NAME))
                 }
             }
         })

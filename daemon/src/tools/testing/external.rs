@@ -141,6 +141,7 @@ impl PreparedCall for SyntheticCall {
                 modifier: None,
                 structured: None,
                 content_meta: Box::default(),
+                failure: None,
             }
         })
     }
