@@ -123,7 +123,10 @@ fn socket_activation_through_systemd_socket_activate() {
             .env("XDG_RUNTIME_DIR", dir.path().join("elsewhere"))
             .stderr(Stdio::null()),
     );
-    eventually_blocking("socket appears", || socket.exists());
+    // The file appears at bind(), a moment before listen(): wait until a
+    // connect is taken (the first one starts the daemon, which accepts it
+    // from the backlog and sees it close).
+    eventually_blocking("the socket listens", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let info = rt.block_on(async {
         let mut c = RawConn::connect(&socket).await;
