@@ -33,6 +33,31 @@ impl Controller {
     }
 }
 
+/// Why a call's cgroup could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {}: {source}", .path.display())]
+pub struct CgroupError {
+    /// What was being done.
+    what: &'static str,
+    /// The directory or file.
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+/// A size the user wrote that is not one.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a number with a unit.
+    #[error("not a size: {0:?} (say 512M or 2G)")]
+    Unreadable(String),
+    /// Past what 64 bits hold.
+    #[error("too large: {0:?}")]
+    TooLarge(String),
+    /// Below what any command needs.
+    #[error("{0:?} is less than 16 MiB: no command would start")]
+    TooSmall(String),
+}
+
 /// The directories the calls' cgroups are made in, per controller.
 #[derive(Debug, Default)]
 pub struct Cgroups {
@@ -187,7 +212,7 @@ impl Cgroups {
     /// runs without if only the process limit was at stake (it has its
     /// `RLIMIT_NPROC`), and does not run when a memory limit was asked for
     /// (a limit the user set is not silently dropped).
-    pub fn for_call(&self, marker: &str) -> Result<Option<CallCgroup>, String> {
+    pub fn for_call(&self, marker: &str) -> Result<Option<CallCgroup>, CgroupError> {
         if self.bases.is_empty() {
             return Ok(None);
         }
@@ -202,7 +227,7 @@ impl Cgroups {
         }
     }
 
-    fn make_for_call(&self, marker: &str) -> Result<CallCgroup, String> {
+    fn make_for_call(&self, marker: &str) -> Result<CallCgroup, CgroupError> {
         let mut call =
             CallCgroup { dirs: Vec::new(), memory_limit: self.memory_limit, leftovers: self.leftovers.clone() };
         for (controller, base) in &self.bases {
@@ -213,11 +238,15 @@ impl Cgroups {
                 std::io::ErrorKind::NotFound => make_dir(base).and_then(|()| std::fs::create_dir(&dir)),
                 _ => Err(e),
             });
-            made.map_err(|e| format!("make the call's cgroup {}: {e}", dir.display()))?;
+            made.map_err(|source| CgroupError { what: "make the call's cgroup", path: dir.clone(), source })?;
             call.dirs.push((*controller, dir.clone()));
             let set = |file: &str, value: u64| {
-                std::fs::write(dir.join(file), value.to_string())
-                    .map_err(|e| format!("set {file} of the call's cgroup: {e}"))
+                let path = dir.join(file);
+                std::fs::write(&path, value.to_string()).map_err(|source| CgroupError {
+                    what: "set the call's limit",
+                    path,
+                    source,
+                })
             };
             match controller {
                 Controller::Pids => set("pids.max", self.pids_limit)?,
@@ -378,23 +407,23 @@ impl Drop for CallCgroup {
 
 /// A size as the user writes it: bytes, or with `K`, `M`, `G` (powers of
 /// 1,024; `KiB`, `MB`… read the same).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let bad = || format!("not a size: {text:?} (say 512M or 2G)");
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(digits);
-    let number: u64 = number.parse().map_err(|_| bad())?;
+    let number: u64 = number.parse().map_err(|_| SizeError::Unreadable(text.to_owned()))?;
     let shift = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 0,
         "K" | "KB" | "KIB" => 10,
         "M" | "MB" | "MIB" => 20,
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
-        _ => return Err(bad()),
+        _ => return Err(SizeError::Unreadable(text.to_owned())),
     };
-    let bytes = number.checked_shl(shift).filter(|b| b >> shift == number).ok_or(format!("too large: {text:?}"))?;
+    let bytes =
+        number.checked_shl(shift).filter(|b| b >> shift == number).ok_or(SizeError::TooLarge(text.to_owned()))?;
     if bytes < 16 << 20 {
-        return Err(format!("{text:?} is less than 16 MiB: no command would start"));
+        return Err(SizeError::TooSmall(text.to_owned()));
     }
     Ok(bytes)
 }
@@ -470,10 +499,10 @@ mod tests {
         assert_eq!(parse_size("2G"), Ok(2 << 30));
         assert_eq!(parse_size("2gib"), Ok(2 << 30));
         assert_eq!(parse_size("67108864"), Ok(64 << 20));
-        assert!(parse_size("1M").unwrap_err().contains("less than 16 MiB"));
+        assert_eq!(parse_size("1M"), Err(SizeError::TooSmall("1M".into())));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("-5G").is_err());
-        assert!(parse_size("99999999999999T").unwrap_err().contains("too large"));
+        assert!(matches!(parse_size("99999999999999T"), Err(SizeError::TooLarge(_))));
         assert!(parse_size("2IB").is_err() && parse_size("16777216iiii").is_err() && parse_size("").is_err());
         assert_eq!(parse_size("64 MiB"), Ok(64 << 20));
     }
