@@ -89,6 +89,9 @@ pub struct Served {
     suspended: Arc<Mutex<HashMap<String, rounds::Suspended>>>,
     /// `subscriptions/listen` of 2026-07-28 clients, open.
     listeners: Arc<Mutex<Vec<rmcp::service::SubscriptionSink>>>,
+    /// The calls' start and result events, followed once a client asks
+    /// for log messages (each costs a Read's worth of JSON a call).
+    logging: tokio::sync::OnceCell<tokio::task::JoinHandle<()>>,
 }
 
 /// How a bridge reaches the daemon.
@@ -203,6 +206,7 @@ impl Served {
             prefix: format!("mcp-{}-{:x}", std::process::id(), rand_u32()),
             suspended: Arc::default(),
             listeners: Arc::default(),
+            logging: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -249,16 +253,14 @@ impl Served {
                 return Err(e);
             }
         };
-        // What the bridge acts on (and logs): a Read then costs no more
-        // than its start and result.
+        // What the bridge acts on (and logs); calls' starts and results
+        // only once a client asks for logs (`follow_logs`).
         let kinds = [
             "tool/progress",
             "permission/request",
             "permission/resolved",
             "mcp/elicitation",
             "mcp/sampling",
-            "tool/started",
-            "tool/result",
             "sandbox/network",
             "mcp/log",
             "tools/changed",
@@ -297,6 +299,27 @@ impl Served {
         Ok(Attached { client, session, root, owned, follower, closed, _slot: slot })
     }
 
+    /// Follows the calls' start and result events as log messages, from
+    /// now on (before the call that asked starts, so none of its is missed).
+    async fn follow_logs(&self) -> Result<(), rmcp::ErrorData> {
+        let (client, session) = self.session().await?;
+        let (log, calls) = (self.log.clone(), self.calls.clone());
+        self.logging
+            .get_or_try_init(|| async {
+                let mut events = client
+                    .stream_kinds(&session, None, Some(&["tool/started", "tool/result"]))
+                    .await
+                    .map_err(internal)?;
+                Ok::<_, rmcp::ErrorData>(tokio::spawn(async move {
+                    while let Some(Ok(event)) = events.next().await {
+                        log_event(&event.kind, &log, &calls).await;
+                    }
+                }))
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Tells the 2026-07-28 clients listening for it that the tools changed.
     async fn tools_changed(&self) {
         tell_listeners(&self.listeners).await;
@@ -324,6 +347,31 @@ async fn tell_listeners(listeners: &Mutex<Vec<rmcp::service::SubscriptionSink>>)
     }
 }
 
+/// `event` as a log message: to the client that set a level, and to the
+/// 2026-07-28 call that asked for its own events.
+async fn log_event(event: &EventKind, log: &Mutex<served::LogTarget>, calls: &Mutex<HashMap<String, Route>>) {
+    let message = lock(log).take(event);
+    if let Some((peer, note)) = message
+        && let Ok(note) = serde_json::from_value(note)
+    {
+        #[allow(deprecated)]
+        let _ = peer.notify_logging_message(note).await;
+    }
+    if let Some((peer, note)) = served::call_log(event, |id, level| {
+        let mut calls = lock(calls);
+        let route = calls.get_mut(id)?;
+        let (wanted, sent) = route.log.as_mut()?;
+        (*sent < served::LOG_PER_CALL && level >= *wanted).then(|| {
+            *sent += 1;
+            route.peer.clone()
+        })
+    }) && let Ok(note) = serde_json::from_value(note)
+    {
+        #[allow(deprecated)]
+        let _ = peer.notify_logging_message(note).await;
+    }
+}
+
 /// Follows the session's events: progress and permission requests of the
 /// bridge's calls go to their MCP client.
 async fn follow(
@@ -335,27 +383,7 @@ async fn follow(
 ) {
     let Routes { calls, asking, log, listeners } = routes;
     while let Some(Ok(event)) = events.next().await {
-        let message = lock(&log).take(&event.kind);
-        if let Some((peer, note)) = message
-            && let Ok(note) = serde_json::from_value(note)
-        {
-            #[allow(deprecated)]
-            let _ = peer.notify_logging_message(note).await;
-        }
-        // A 2026-07-28 call that asked for its events as log messages.
-        if let Some((peer, note)) = served::call_log(&event.kind, |id, level| {
-            let mut calls = lock(&calls);
-            let route = calls.get_mut(id)?;
-            let (wanted, sent) = route.log.as_mut()?;
-            (*sent < served::LOG_PER_CALL && level >= *wanted).then(|| {
-                *sent += 1;
-                route.peer.clone()
-            })
-        }) && let Ok(note) = serde_json::from_value(note)
-        {
-            #[allow(deprecated)]
-            let _ = peer.notify_logging_message(note).await;
-        }
+        log_event(&event.kind, &log, &calls).await;
         match event.kind {
             EventKind::ToolProgress { tool_use_id, render, .. } => {
                 let target = lock(&calls).get_mut(&tool_use_id).and_then(|r| {
@@ -751,7 +779,7 @@ impl rmcp::ServerHandler for Bridge {
         }
         let served = self.served(&context);
         // Events flow once the session is followed.
-        served.session().await?;
+        served.follow_logs().await?;
         let level = serde_json::to_value(request.level).map_err(internal)?;
         lock(&served.log).set(context.peer, &level);
         Ok(())
@@ -829,6 +857,9 @@ impl Served {
             .log_level()
             .and_then(|l| serde_json::to_value(l).ok())
             .map(|l| (served::rank(l.as_str().unwrap_or("info")), 0));
+        if log.is_some() {
+            self.follow_logs().await?;
+        }
         let route = Route { peer: context.peer.clone(), progress, steps: 0, elicit, elicit_url, sample, rounds, log };
         lock(&self.calls).insert(id.clone(), route);
         let params = ToolCallParams {
