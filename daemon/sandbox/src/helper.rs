@@ -230,15 +230,6 @@ fn run(spec: &Spec, command: &[CString]) -> i32 {
         return fail(spec, "the daemon is gone");
     }
     catch_term();
-    // Into the call's cgroups before anything of the call starts: all it
-    // starts is in them.
-    for procs in &spec.cgroups {
-        if let Err(e) = std::fs::write(procs, "0")
-            && spec.cgroups_required
-        {
-            return fail(spec, &format!("join the call's cgroup {}: {e}", procs.display()));
-        }
-    }
     if spec.namespaces {
         if let Err(e) = enter_namespaces(spec) {
             return fail(spec, &e);

@@ -116,15 +116,6 @@ pub struct Spec {
     /// namespaces only; root is held to them too).
     #[serde(default)]
     pub max_inotify: Option<Inotify>,
-    /// The `cgroup.procs` files of the call's own cgroups (its memory and
-    /// process limits), which the helper joins before it starts anything.
-    #[serde(default)]
-    pub cgroups: Vec<PathBuf>,
-    /// A cgroup that cannot be joined fails the call (a memory limit was
-    /// asked for); otherwise the call runs without (its process limit is
-    /// `RLIMIT_NPROC`'s).
-    #[serde(default)]
-    pub cgroups_required: bool,
 }
 
 /// A call's inotify allowance.
@@ -258,8 +249,6 @@ pub fn probe_here(scratch: &std::path::Path) -> Probe {
         layers: Vec::new(),
         max_processes: None,
         max_inotify: None,
-        cgroups: Vec::new(),
-        cgroups_required: false,
     };
     // The whole namespace set-up, as a workspace_write call does it, and
     // the call's own /proc, mounted by the first process of the new PID

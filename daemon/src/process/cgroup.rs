@@ -2,16 +2,17 @@
 //! (opt-in: `agentd --call-memory-limit`) and a process limit that holds
 //! root too (`pids.max`, beside the `RLIMIT_NPROC` that the kernel does not
 //! hold root to; made for a daemon running as root, or with a memory
-//! limit). Joining one costs a call ~0.3–0.5 ms on cgroup v1.
+//! limit). Joining one costs ~0.3 ms on cgroup v1 (an RCU wait).
 //!
 //! Built for cgroup v1 hierarchies the daemon can write (its own cgroup's
 //! directory in the `memory` and `pids` hierarchies: a container or VM
 //! running it as root, or a hierarchy delegated to its user). On cgroup v2
 //! a daemon must first move itself into a leaf of a delegated subtree to
 //! give its children controllers; that is not built, and `daemon/info`
-//! says so. The helper joins the call's cgroups (writes `0` to their
-//! `cgroup.procs`) before it starts anything, so every process of the call
-//! is in them; the daemon removes them when the call's processes are gone.
+//! says so. The daemon moves the call's helper into them before it hands
+//! it the call (a helper waiting for its call while it waits, off the
+//! call's path), so every process of the call is in them; the daemon
+//! removes them when the call's processes are gone.
 
 use std::path::{Path, PathBuf};
 
@@ -131,7 +132,7 @@ impl Cgroups {
     pub fn probe(memory_limit: Option<u64>, pids_limit: u64) -> Cgroups {
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let (cgroup, mountinfo) = (read("/proc/self/cgroup"), read("/proc/self/mountinfo"));
-        // A cgroup costs a call ~0.3-0.5 ms (joining a v1 cgroup waits for
+        // A cgroup costs ~0.3-0.5 ms (joining a v1 cgroup waits for
         // RCU): made for the process limit only where RLIMIT_NPROC cannot
         // hold it (a daemon running as root), and for a memory limit asked
         // for.
@@ -357,9 +358,18 @@ pub struct CallCgroup {
 }
 
 impl CallCgroup {
-    /// The `cgroup.procs` files the helper writes itself into.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|(_, d)| d.join("cgroup.procs")).collect()
+    /// Moves process `pid` (a helper waiting for its call: nothing of the
+    /// call has started) into the call's cgroups.
+    pub fn adopt(&self, pid: i32) -> Result<(), CgroupError> {
+        for (_, dir) in &self.dirs {
+            let path = dir.join("cgroup.procs");
+            std::fs::write(&path, pid.to_string()).map_err(|source| CgroupError {
+                what: "move the call's helper into",
+                path,
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     /// The memory limit, when the kernel killed a process of the call for

@@ -190,9 +190,6 @@ pub enum Launch<'a> {
         /// The call's network gate and the helper's end of its control
         /// socket (the helper's stdin), when the network is gated.
         gate: Option<(Kept, std::os::fd::OwnedFd)>,
-        /// The call's own cgroups (the helper joins them), kept until its
-        /// processes are gone.
-        cgroup: Option<cgroup::CallCgroup>,
     },
 }
 
@@ -210,7 +207,7 @@ pub fn spawn_bash(
     let bash_path = BASH.to_string_lossy();
     let bash = [bash_path.as_ref(), "--noprofile", "--norc", "-c", script];
     let (tmp, scrub_env, ledger) = match launch {
-        Launch::Helper { pool, spec, gate, cgroup } => {
+        Launch::Helper { pool, spec, gate } => {
             let plain = spec.scrub_env || spec.profile == agentd_protocol::session::SandboxProfile::ReadOnly;
             let request = agentd_sandbox::WarmRequest {
                 command: bash.iter().map(|a| (*a).to_owned()).collect(),
@@ -218,9 +215,7 @@ pub fn spawn_bash(
                 env: command_env(plain, Some(&spec.tmp), env, marker),
                 spec: *spec,
             };
-            let mut tree = pool.run(request, marker, gate)?;
-            tree.cgroup = cgroup;
-            return Ok(tree);
+            return pool.run(request, marker, gate);
         }
         Launch::Direct { tmp, scrub_env, ledger } => (tmp, scrub_env, ledger),
     };

@@ -31,6 +31,9 @@ pub struct WarmPool {
     /// Asks the thread that starts waiting helpers for one.
     spawner: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<()>>>,
     zygote: Mutex<Zygotes>,
+    /// Where its helpers get their calls' cgroups (memory and process
+    /// limits): a waiting helper is moved into one ahead of its call.
+    cgroups: std::sync::Arc<super::cgroup::Cgroups>,
 }
 
 /// The zygote, and how it has fared.
@@ -93,6 +96,8 @@ struct Warm {
     parent: i32,
     /// Where it is recorded.
     ledger: std::sync::Arc<Ledger>,
+    /// The cgroup it was moved into while it waited (its call's).
+    cgroup: Option<super::cgroup::CallCgroup>,
 }
 
 impl Drop for Warm {
@@ -108,10 +113,15 @@ impl Drop for Warm {
 impl WarmPool {
     /// A pool of `helper` whose processes are recorded in `ledger`;
     /// nothing is started until the first call.
-    pub fn new(helper: PathBuf, ledger: std::sync::Arc<Ledger>) -> WarmPool {
+    pub fn new(
+        helper: PathBuf,
+        ledger: std::sync::Arc<Ledger>,
+        cgroups: std::sync::Arc<super::cgroup::Cgroups>,
+    ) -> WarmPool {
         WarmPool {
             helper,
             ledger,
+            cgroups,
             idle: Mutex::new(None),
             started: AtomicU64::new(0),
             cold: AtomicU64::new(0),
@@ -182,6 +192,7 @@ impl WarmPool {
                         marker: running.marker().to_owned(),
                         parent: running.pid(),
                         ledger: self.ledger.clone(),
+                        cgroup: None,
                     });
                     z.running = Some(running);
                     z.forks += 1;
@@ -273,7 +284,15 @@ impl WarmPool {
             .stderr(std::process::Stdio::piped());
         let (child, pid) = super::spawn_recorded(&mut cmd, &marker, &self.ledger)?;
         let parent = std::process::id() as i32;
-        Ok(Warm { child: Some(Child::spawned(child)), control, pid, marker, parent, ledger: self.ledger.clone() })
+        Ok(Warm {
+            child: Some(Child::spawned(child)),
+            control,
+            pid,
+            marker,
+            parent,
+            ledger: self.ledger.clone(),
+            cgroup: None,
+        })
     }
 
     /// A waiting helper, or a new one; a new one is started for the next
@@ -327,7 +346,16 @@ impl WarmPool {
             return;
         }
         match self.start(true) {
-            Ok(w) => {
+            Ok(mut w) => {
+                // Its call's cgroup now, while nothing waits on it: joining
+                // a v1 cgroup waits for RCU (~0.3 ms), off the call's path.
+                // (Helpers forked by one zygote share its marker: the pid
+                // tells theirs apart.)
+                if let Ok(Some(cgroup)) = self.cgroups.for_call(&format!("{}-{}", w.marker, w.pid))
+                    && cgroup.adopt(w.pid).is_ok()
+                {
+                    w.cgroup = Some(cgroup);
+                }
                 let mut idle = self.idle.locked();
                 if idle.is_none() {
                     *idle = Some(w);
@@ -364,6 +392,11 @@ impl WarmPool {
         };
         let mut warm = self.take()?;
         self.refill();
+        // The call's cgroup: the one it waited in, or one made now.
+        let cgroup = match warm.cgroup.take() {
+            Some(cgroup) => Some(cgroup),
+            None => self.cgroup_for(marker, warm.pid)?,
+        };
         // Dead before it took its call (killed while it waited, or as the
         // call was handed over): replaced once. Wedged, or dead twice: the
         // call fails. Either way it is dropped (killed), never left
@@ -374,6 +407,9 @@ impl WarmPool {
             Ok(()) => {}
             Err(HandOver::NotTaken(_)) => {
                 warm = self.start(false)?;
+                if let Some(cgroup) = &cgroup {
+                    self.adopt(cgroup, warm.pid)?;
+                }
                 hand_over(&warm.control, &body(warm.parent)?, control_fd.as_ref()).map_err(|e| not_taken(e.into()))?;
             }
             // It may have the call: never given to a second helper.
@@ -390,8 +426,38 @@ impl WarmPool {
         tree.report = Some(control);
         tree.ends_with_report = ends_with_report;
         tree._gate = gate;
+        tree.cgroup = cgroup;
         Ok(tree)
     }
+
+    /// A cgroup for the call marked `marker`, helper `pid` moved into it;
+    /// `None` where there is none (or, when no memory limit was asked
+    /// for, where it cannot be set up: the call keeps its RLIMIT_NPROC).
+    fn cgroup_for(&self, marker: &str, pid: i32) -> std::io::Result<Option<super::cgroup::CallCgroup>> {
+        let Some(cgroup) = self.cgroups.for_call(marker).map_err(limits_failed)? else { return Ok(None) };
+        match self.adopt(&cgroup, pid) {
+            Ok(()) => Ok(Some(cgroup)),
+            Err(_) if !self.cgroups.memory().1 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves helper `pid` into `cgroup`, before it has its call.
+    fn adopt(&self, cgroup: &super::cgroup::CallCgroup, pid: i32) -> std::io::Result<()> {
+        match cgroup.adopt(pid) {
+            Ok(()) => Ok(()),
+            Err(e) if !self.cgroups.memory().1 => {
+                tracing::warn!("a call runs without its cgroup (its process limit is RLIMIT_NPROC's): {e}");
+                Ok(())
+            }
+            Err(e) => Err(limits_failed(e)),
+        }
+    }
+}
+
+/// A call whose limits could not be set up does not run.
+fn limits_failed(e: super::cgroup::CgroupError) -> std::io::Error {
+    std::io::Error::other(format!("the call's limits could not be set up, so the command did not run: {e}"))
 }
 /// Why a helper has not taken its call.
 enum HandOver {

@@ -219,7 +219,9 @@ impl Facility {
                     inotify: inotify(false),
                     memory: memory.clone(),
                 },
-                warm: helper.clone().map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h, ledger.clone()))),
+                warm: helper
+                    .clone()
+                    .map(|h| std::sync::Arc::new(crate::process::WarmPool::new(h, ledger.clone(), cgroups.clone()))),
                 helper,
                 hide: Vec::new(),
                 state_dir: None,
@@ -317,7 +319,11 @@ impl Facility {
                 inotify: inotify(probe.namespaces && probe.inotify_limits),
                 memory,
             },
-            warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(path.clone(), ledger.clone()))),
+            warm: Some(std::sync::Arc::new(crate::process::WarmPool::new(
+                path.clone(),
+                ledger.clone(),
+                cgroups.clone(),
+            ))),
             helper: Some(path),
             hide: Vec::new(),
             state_dir: None,

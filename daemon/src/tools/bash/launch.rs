@@ -243,8 +243,6 @@ pub(super) fn launch<'a>(
         layers: wall.layers.map(crate::sandbox::layer::CallLayers::spec).unwrap_or_default(),
         max_processes: Some(crate::sandbox::process_limit()),
         max_inotify: crate::sandbox::inotify_limit(),
-        cgroups: Vec::new(),
-        cgroups_required: false,
     };
     let mut spec = spec;
     if profile == SandboxProfile::WorkspaceWrite && wall.layers.is_none() {
@@ -260,12 +258,6 @@ pub(super) fn launch<'a>(
         spec.pin = pin;
     }
     let gate = gate.map(|(g, fd)| (Box::new(g) as crate::process::Kept, fd));
-    // Its memory and process limits: the helper joins its cgroups first.
-    let cgroup = ctx.sandbox().cgroups.for_call(marker).map_err(|e| {
-        ToolError::new(format!("the call's limits could not be set up, so the command did not run: {e}"))
-    })?;
-    spec.cgroups = cgroup.as_ref().map(crate::process::cgroup::CallCgroup::procs_files).unwrap_or_default();
-    spec.cgroups_required = ctx.sandbox().cgroups.memory().1;
     // A writable root that holds the cgroups' hierarchies (a session on
     // `/`, `add_dirs` naming /sys): they stay read-only to the call, or it
     // could leave its cgroup or raise its limits.
@@ -273,7 +265,7 @@ pub(super) fn launch<'a>(
         let held = ctx.sandbox().cgroups.mounts().iter().filter(|m| spec.roots.iter().any(|r| m.starts_with(r)));
         spec.protect.extend(held.cloned());
     }
-    Ok((Launch::Helper { pool, spec: Box::new(spec), gate, cgroup }, shared))
+    Ok((Launch::Helper { pool, spec: Box::new(spec), gate }, shared))
 }
 
 /// `~/x` or an absolute path, as the session's options name them.
