@@ -968,8 +968,8 @@ async fn a_call_that_takes_every_inotify_instance_leaves_the_user_some() {
     let _ = within("the grabbing call ends", grabber).await;
 }
 
-/// The calls' cgroups of the daemon `pid` left in the memory or pids
-/// hierarchy (`agentd-PID/call-*`).
+/// The calls' cgroups of the daemon `pid` in the memory or pids hierarchy
+/// (`agentd-PIDNS-PID-START/call-*`).
 fn call_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
     let mut left = Vec::new();
     for hierarchy in ["memory", "pids"] {
@@ -979,10 +979,13 @@ fn call_cgroups(pid: u32) -> Vec<std::path::PathBuf> {
             continue;
         };
         let base = std::path::Path::new("/sys/fs/cgroup").join(hierarchy).join(path.trim_start_matches('/'));
-        let dir = base.join(format!("agentd-{pid}"));
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with("call-") {
-                left.push(entry.path());
+        let mine = |name: &str| name.starts_with("agentd-") && name.split('-').nth(2) == Some(&pid.to_string());
+        let dirs = std::fs::read_dir(&base).into_iter().flatten().flatten();
+        for dir in dirs.filter(|d| mine(&d.file_name().to_string_lossy())) {
+            for entry in std::fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+                if entry.file_name().to_string_lossy().starts_with("call-") {
+                    left.push(entry.path());
+                }
             }
         }
     }
@@ -1017,7 +1020,10 @@ async fn a_call_past_its_memory_limit_is_killed_and_told_why() {
     let off = session(&mut c, d.dir.path(), json!({ "mode": "bypass", "sandbox": { "mode": "off" } })).await;
     let (_, out) = bash(&mut c, &off, hog).await;
     assert!(out.contains("memory limit of 64 MiB"), "profile off: {out}");
-    agentd_tests::eventually("the calls' cgroups are removed", || call_cgroups(d.child.id()).is_empty()).await;
+    // Each call's is removed; the helper waiting for the next call waits
+    // in its own (one per hierarchy).
+    agentd_tests::eventually("the test finds the daemon's cgroups", || !call_cgroups(d.child.id()).is_empty()).await;
+    agentd_tests::eventually("the calls' cgroups are removed", || call_cgroups(d.child.id()).len() <= 2).await;
 }
 
 /// Issue 54: where calls get cgroups, `pids.max` holds their processes

@@ -72,8 +72,11 @@ pub struct Cgroups {
     reason: Option<String>,
     /// Calls' cgroups that could not be removed yet (a process outlived
     /// its call): tried again at each new call.
-    leftovers: std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
+    leftovers: Leftovers,
 }
+
+/// Cgroups to remove later, each with whether what is in it may be killed.
+type Leftovers = std::sync::Arc<std::sync::Mutex<Vec<(PathBuf, bool)>>>;
 
 /// Where `/proc/self/cgroup` puts this process in each v1 hierarchy that
 /// `mountinfo` shows mounted: the directory of each of `wanted`, and where
@@ -189,6 +192,12 @@ impl Cgroups {
         &self.mounts
     }
 
+    /// Whether a call must not run without its cgroup (a memory limit was
+    /// asked for; the process limit has RLIMIT_NPROC besides).
+    pub fn required(&self) -> bool {
+        self.memory_limit.is_some()
+    }
+
     /// The call's memory limit and whether the kernel holds calls to it.
     pub fn memory(&self) -> (Option<u64>, bool) {
         (self.memory_limit, self.memory_limit.is_some() && self.has(Controller::Memory))
@@ -217,10 +226,10 @@ impl Cgroups {
         if self.bases.is_empty() {
             return Ok(None);
         }
-        self.leftovers.locked().retain(|dir| !remove_now(dir));
+        self.leftovers.locked().retain(|(dir, kill)| !remove_now(dir, *kill));
         match self.make_for_call(marker) {
             Ok(call) => Ok(Some(call)),
-            Err(e) if self.memory_limit.is_none() => {
+            Err(e) if !self.required() => {
                 tracing::warn!("a call runs without its cgroup (its process limit is RLIMIT_NPROC's): {e}");
                 Ok(None)
             }
@@ -229,8 +238,12 @@ impl Cgroups {
     }
 
     fn make_for_call(&self, marker: &str) -> Result<CallCgroup, CgroupError> {
-        let mut call =
-            CallCgroup { dirs: Vec::new(), memory_limit: self.memory_limit, leftovers: self.leftovers.clone() };
+        let mut call = CallCgroup {
+            dirs: Vec::new(),
+            memory_limit: self.memory_limit,
+            leftovers: self.leftovers.clone(),
+            kill: true,
+        };
         for (controller, base) in &self.bases {
             let dir = base.join(format!("call-{marker}"));
             let made = std::fs::create_dir(&dir).or_else(|e| match e.kind() {
@@ -326,21 +339,22 @@ fn remove_stale(dir: &Path, me: &Owner) {
         }
         if let Ok(calls) = std::fs::read_dir(entry.path()) {
             for call in calls.flatten().filter(|c| c.file_name().to_string_lossy().starts_with("call-")) {
-                remove_now(&call.path());
+                remove_now(&call.path(), true);
             }
         }
         let _ = std::fs::remove_dir(entry.path());
     }
 }
 
-/// Kills what is left in the cgroup `dir` and removes it; whether it is
-/// gone.
-fn remove_now(dir: &Path) -> bool {
+/// Removes the cgroup `dir` (first killing what is left in it, when
+/// `kill`: the processes of a call that is over); whether it is gone.
+fn remove_now(dir: &Path, kill: bool) -> bool {
     if !dir.exists() {
         return true;
     }
-    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()).filter(|p| *p > 1) {
+    if kill && let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        let me = std::process::id() as i32;
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()).filter(|p| *p > 1 && *p != me) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
     }
@@ -354,7 +368,10 @@ fn remove_now(dir: &Path) -> bool {
 pub struct CallCgroup {
     dirs: Vec<(Controller, PathBuf)>,
     memory_limit: Option<u64>,
-    leftovers: std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>,
+    leftovers: Leftovers,
+    /// What is left in it when it goes is killed: false once it may hold
+    /// a process that is not the call's (see [`CallCgroup::disown`]).
+    kill: bool,
 }
 
 impl CallCgroup {
@@ -370,6 +387,37 @@ impl CallCgroup {
             })?;
         }
         Ok(())
+    }
+
+    /// Whether process `pid` is in every one of the call's cgroups now.
+    pub fn holds(&self, pid: i32) -> bool {
+        let Ok(own) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
+        self.dirs.iter().all(|(controller, dir)| {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            own.lines().any(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                controllers.split(',').any(|c| c == controller.name()) && path.ends_with(&format!("/{name}"))
+            })
+        })
+    }
+
+    /// Gives the cgroup up without killing anything in it: what is in it
+    /// (perhaps not the call's: a helper's pid may be another process's
+    /// once it died) goes back to the daemon's own cgroup, and the
+    /// directories are removed. (A pid is a number: whoever moves a helper
+    /// in checks afterwards that it still lives, and so held the number
+    /// throughout.)
+    pub fn disown(mut self) {
+        self.kill = false;
+        for (_, dir) in &self.dirs {
+            let own = dir.parent().and_then(Path::parent).map(|d| d.join("cgroup.procs"));
+            if let (Ok(procs), Some(own)) = (std::fs::read_to_string(dir.join("cgroup.procs")), own) {
+                for pid in procs.lines() {
+                    let _ = std::fs::write(&own, pid.trim());
+                }
+            }
+        }
     }
 
     /// The memory limit, when the kernel killed a process of the call for
@@ -394,8 +442,9 @@ impl CallCgroup {
 
 impl Drop for CallCgroup {
     fn drop(&mut self) {
+        let kill = self.kill;
         let mut dirs: Vec<PathBuf> = self.dirs.drain(..).map(|(_, d)| d).collect();
-        dirs.retain(|d| !remove_now(d));
+        dirs.retain(|d| !remove_now(d, kill));
         if dirs.is_empty() {
             return;
         }
@@ -405,12 +454,12 @@ impl Drop for CallCgroup {
         let _ = std::thread::Builder::new().name("cgroup-cleanup".into()).spawn(move || {
             for _ in 0..50 {
                 std::thread::sleep(std::time::Duration::from_millis(20));
-                dirs.retain(|d| !remove_now(d));
+                dirs.retain(|d| !remove_now(d, kill));
                 if dirs.is_empty() {
                     return;
                 }
             }
-            leftovers.locked().extend(dirs);
+            leftovers.locked().extend(dirs.into_iter().map(|d| (d, kill)));
         });
     }
 }

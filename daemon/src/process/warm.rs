@@ -107,6 +107,10 @@ impl Drop for Warm {
             let _ = child.start_kill();
             self.ledger.forget(self.pid);
         }
+        // Its cgroup is given up, not swept: nothing of a call is in it.
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.disown();
+        }
     }
 }
 
@@ -351,10 +355,18 @@ impl WarmPool {
                 // a v1 cgroup waits for RCU (~0.3 ms), off the call's path.
                 // (Helpers forked by one zygote share its marker: the pid
                 // tells theirs apart.)
-                if let Ok(Some(cgroup)) = self.cgroups.for_call(&format!("{}-{}", w.marker, w.pid))
-                    && cgroup.adopt(w.pid).is_ok()
-                {
-                    w.cgroup = Some(cgroup);
+                match self.cgroups.for_call(&format!("{}-{}", w.marker, w.pid)) {
+                    Ok(Some(cgroup)) => match cgroup.adopt(w.pid) {
+                        Ok(()) if alive(&mut w) => w.cgroup = Some(cgroup),
+                        // Dead meanwhile: its pid may be another's now.
+                        Ok(()) => cgroup.disown(),
+                        Err(e) => {
+                            tracing::debug!("a waiting helper stays out of its call's cgroup: {e}");
+                            cgroup.disown();
+                        }
+                    },
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!("no cgroup for a waiting helper: {e}"),
                 }
                 let mut idle = self.idle.locked();
                 if idle.is_none() {
@@ -392,10 +404,19 @@ impl WarmPool {
         };
         let mut warm = self.take()?;
         self.refill();
-        // The call's cgroup: the one it waited in, or one made now.
+        // The call's cgroup: the one it waited in (still in it: a helper
+        // may wait for long, and be moved meanwhile), or one made now. A
+        // failure here drops the helper unused, its cgroup given up.
         let cgroup = match warm.cgroup.take() {
-            Some(cgroup) => Some(cgroup),
-            None => self.cgroup_for(marker, warm.pid)?,
+            Some(cgroup) if cgroup.holds(warm.pid) => Some(cgroup),
+            Some(cgroup) => match self.adopt(&cgroup, &mut warm) {
+                Ok(()) => Some(cgroup),
+                Err(e) => {
+                    cgroup.disown();
+                    return Err(e);
+                }
+            },
+            None => self.cgroup_for(marker, &mut warm)?,
         };
         // Dead before it took its call (killed while it waited, or as the
         // call was handed over): replaced once. Wedged, or dead twice: the
@@ -407,8 +428,15 @@ impl WarmPool {
             Ok(()) => {}
             Err(HandOver::NotTaken(_)) => {
                 warm = self.start(false)?;
-                if let Some(cgroup) = &cgroup {
-                    self.adopt(cgroup, warm.pid)?;
+                let adopted = match &cgroup {
+                    Some(c) => self.adopt(c, &mut warm),
+                    None => Ok(()),
+                };
+                if let Err(e) = adopted {
+                    if let Some(c) = cgroup {
+                        c.disown();
+                    }
+                    return Err(e);
                 }
                 hand_over(&warm.control, &body(warm.parent)?, control_fd.as_ref()).map_err(|e| not_taken(e.into()))?;
             }
@@ -430,29 +458,40 @@ impl WarmPool {
         Ok(tree)
     }
 
-    /// A cgroup for the call marked `marker`, helper `pid` moved into it;
+    /// A cgroup for the call marked `marker`, its helper moved into it;
     /// `None` where there is none (or, when no memory limit was asked
     /// for, where it cannot be set up: the call keeps its RLIMIT_NPROC).
-    fn cgroup_for(&self, marker: &str, pid: i32) -> std::io::Result<Option<super::cgroup::CallCgroup>> {
+    fn cgroup_for(&self, marker: &str, warm: &mut Warm) -> std::io::Result<Option<super::cgroup::CallCgroup>> {
         let Some(cgroup) = self.cgroups.for_call(marker).map_err(limits_failed)? else { return Ok(None) };
-        match self.adopt(&cgroup, pid) {
+        match self.adopt(&cgroup, warm) {
             Ok(()) => Ok(Some(cgroup)),
-            Err(_) if !self.cgroups.memory().1 => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => {
+                cgroup.disown();
+                Err(e)
+            }
         }
     }
 
-    /// Moves helper `pid` into `cgroup`, before it has its call.
-    fn adopt(&self, cgroup: &super::cgroup::CallCgroup, pid: i32) -> std::io::Result<()> {
-        match cgroup.adopt(pid) {
-            Ok(()) => Ok(()),
-            Err(e) if !self.cgroups.memory().1 => {
+    /// Moves helper `warm` into `cgroup`, before it has its call. One that
+    /// died meanwhile fails the call (its pid may be another process's
+    /// now: the cgroup is then given up without killing anything).
+    fn adopt(&self, cgroup: &super::cgroup::CallCgroup, warm: &mut Warm) -> std::io::Result<()> {
+        match cgroup.adopt(warm.pid) {
+            Ok(()) if alive(warm) => Ok(()),
+            Ok(()) => Err(std::io::Error::other("the sandbox helper died before it took the call")),
+            Err(e) if !self.cgroups.required() => {
                 tracing::warn!("a call runs without its cgroup (its process limit is RLIMIT_NPROC's): {e}");
                 Ok(())
             }
             Err(e) => Err(limits_failed(e)),
         }
     }
+}
+
+/// Whether the helper still lives (not exited, not reaped: it has held its
+/// pid since it started).
+fn alive(warm: &mut Warm) -> bool {
+    matches!(warm.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
 }
 
 /// A call whose limits could not be set up does not run.

@@ -167,7 +167,8 @@ impl Facility {
         ledger: std::sync::Arc<crate::process::Ledger>,
     ) -> Facility {
         let helper = config.helper.clone().or_else(default_helper);
-        // Calls run through the helper, which joins their cgroups.
+        // Calls run through the helper, which the daemon moves into their
+        // cgroups.
         let cgroups = std::sync::Arc::new(match helper.as_ref().filter(|h| h.is_file()) {
             Some(_) => crate::process::cgroup::Cgroups::probe(config.memory_limit, process_limit()),
             None => crate::process::cgroup::Cgroups::without("no sandbox helper runs the calls", config.memory_limit),
