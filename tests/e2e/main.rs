@@ -20,6 +20,7 @@ mod hook_moments;
 mod hooks;
 mod layer;
 mod lifecycle;
+mod limits;
 mod mcp;
 mod mcp_oauth;
 mod mcp_requests;
