@@ -410,8 +410,7 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncBufReadExt, BufReader};
 
-    async fn pair()
-    -> (Arc<Core>, tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>, tokio::net::unix::OwnedWriteHalf) {
+    async fn pair() -> (Arc<Core>, Lines, tokio::net::unix::OwnedWriteHalf) {
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
         let (read, write) = theirs.into_split();
         (open_unix(ours), BufReader::new(read).lines(), write)
@@ -421,14 +420,34 @@ mod tests {
         RawValue::from_string(text.to_owned()).unwrap()
     }
 
+    type Lines = tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>;
+
+    /// The next request the daemon's side reads.
+    async fn next_request(from_client: &mut Lines) -> serde_json::Value {
+        serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    /// Sends `turn/stream` (buffering `capacity` notifications) and reads
+    /// it on the daemon's side: its id, its reply, its notifications.
+    async fn subscribe(
+        core: &Core,
+        from_client: &mut Lines,
+        capacity: usize,
+    ) -> (u64, oneshot::Receiver<Answer>, mpsc::Receiver<Box<RawValue>>) {
+        let (events, received) = mpsc::channel(capacity);
+        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
+        next_request(from_client).await;
+        (id, reply, received)
+    }
+
     #[tokio::test]
     async fn replies_reach_their_requests_in_any_order() {
         let (core, mut from_client, mut to_client) = pair().await;
         let (a, ra) = core.send("daemon/info", &params("{}"), None).unwrap();
         let (b, rb) = core.send("session/list", &params(r#"{"x":"\""}"#), None).unwrap();
-        let first: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        let first: serde_json::Value = next_request(&mut from_client).await;
         assert_eq!(first["method"], "daemon/info");
-        let second: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        let second: serde_json::Value = next_request(&mut from_client).await;
         assert_eq!(second["params"]["x"], "\"");
         let reply = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{b},\"result\":2}}\n{{\"jsonrpc\":\"2.0\",\"id\":{a},\"error\":{{\"code\":-32601,\"message\":\"no\"}}}}\n"
@@ -441,9 +460,7 @@ mod tests {
     #[tokio::test]
     async fn a_notification_right_after_the_subscription_reply_is_kept() {
         let (core, mut from_client, mut to_client) = pair().await;
-        let (events, mut received) = mpsc::channel(4);
-        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
-        from_client.next_line().await.unwrap();
+        let (id, reply, mut received) = subscribe(&core, &mut from_client, 4).await;
         // Reply and first notification in one write.
         let both = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":\"s1\"}}\n{{\"jsonrpc\":\"2.0\",\"method\":\"turn/event\",\"params\":{{\"subscription\":\"s1\",\"result\":{{\"seq\":1}}}}}}\n"
@@ -452,7 +469,7 @@ mod tests {
         assert!(matches!(reply.await.unwrap(), Answer::Result(r) if r.get() == "\"s1\""));
         assert_eq!(received.recv().await.unwrap().get(), r#"{"seq":1}"#);
         core.unsubscribe("\"s1\"");
-        let unsub: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        let unsub: serde_json::Value = next_request(&mut from_client).await;
         assert_eq!(unsub["method"], "turn/unstream");
         assert_eq!(unsub["params"], serde_json::json!(["s1"]));
     }
@@ -481,9 +498,7 @@ mod tests {
     #[tokio::test]
     async fn a_subscription_whose_reader_falls_behind_ends_and_the_daemon_is_told() {
         let (core, mut from_client, mut to_client) = pair().await;
-        let (events, mut received) = mpsc::channel(2);
-        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
-        from_client.next_line().await.unwrap();
+        let (id, reply, mut received) = subscribe(&core, &mut from_client, 2).await;
         let mut lines = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":7}}\n");
         for seq in 0..5 {
             lines += &format!(
@@ -497,23 +512,21 @@ mod tests {
             seen.push(event.get().to_owned());
         }
         assert_eq!(seen, ["0", "1"]);
-        let told: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        let told: serde_json::Value = next_request(&mut from_client).await;
         assert_eq!((&told["method"], &told["params"]), (&serde_json::json!("turn/unstream"), &serde_json::json!([7])));
     }
 
     #[tokio::test]
     async fn a_subscription_given_up_before_its_reply_is_ended_when_it_comes() {
         let (core, mut from_client, mut to_client) = pair().await;
-        let (events, _received) = mpsc::channel(2);
-        let (id, reply) = core.send("turn/stream", &params("{}"), Some((events, "turn/unstream"))).unwrap();
-        from_client.next_line().await.unwrap();
+        let (id, reply, _received) = subscribe(&core, &mut from_client, 2).await;
         drop(reply);
         core.forget(id);
         to_client
             .write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":\"s9\"}}\n").as_bytes())
             .await
             .unwrap();
-        let told: serde_json::Value = serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        let told: serde_json::Value = next_request(&mut from_client).await;
         assert_eq!(
             (&told["method"], &told["params"]),
             (&serde_json::json!("turn/unstream"), &serde_json::json!(["s9"]))

@@ -103,23 +103,32 @@ fn manifests_pass_kubernetes_validate_strict() {
 /// there; the template's pod meets what the sandbox needs.
 #[test]
 fn the_warm_pool_its_template_and_a_claim_are_checked() {
-    fails_saying(&[("sandbox-warmpool.yaml", "  replicas: 2", "  replica: 2")], "unknown field 'replica'");
-    fails_saying(
-        &[("sandbox-warmpool.yaml", "  envVarsInjectionPolicy: Disallowed", "  envVarsInjectionPolicy: Never")],
-        "spec.envVarsInjectionPolicy must be one of Allowed, Overrides, Disallowed",
-    );
-    fails_saying(
-        &[("sandbox-claim.yaml", "  warmPoolRef:\n    name: agentd", "  warmPoolRef:\n    name: agentd-gpu")],
-        "SandboxClaim names SandboxWarmPool 'agentd-gpu', which is not here",
-    );
-    fails_saying(
-        &[("sandbox-claim.yaml", "    shutdownPolicy: Delete", "    shutdownPolicy: Remove")],
-        "spec.lifecycle.shutdownPolicy must be one of Delete, DeleteForeground, Retain",
-    );
-    fails_saying(
-        &[("sandbox-warmpool.yaml", "              type: Localhost", "              type: RuntimeDefault")],
-        "Localhost",
-    );
+    // (file, text, changed to, what the check says)
+    let broken = [
+        ("sandbox-warmpool.yaml", "  replicas: 2", "  replica: 2", "unknown field 'replica'"),
+        (
+            "sandbox-warmpool.yaml",
+            "  envVarsInjectionPolicy: Disallowed",
+            "  envVarsInjectionPolicy: Never",
+            "spec.envVarsInjectionPolicy must be one of Allowed, Overrides, Disallowed",
+        ),
+        (
+            "sandbox-claim.yaml",
+            "  warmPoolRef:\n    name: agentd",
+            "  warmPoolRef:\n    name: agentd-gpu",
+            "SandboxClaim names SandboxWarmPool 'agentd-gpu', which is not here",
+        ),
+        (
+            "sandbox-claim.yaml",
+            "    shutdownPolicy: Delete",
+            "    shutdownPolicy: Remove",
+            "spec.lifecycle.shutdownPolicy must be one of Delete, DeleteForeground, Retain",
+        ),
+        ("sandbox-warmpool.yaml", "              type: Localhost", "              type: RuntimeDefault", "Localhost"),
+    ];
+    for (file, text, changed, says) in broken {
+        fails_saying(&[(file, text, changed)], says);
+    }
 }
 
 #[test]

@@ -84,10 +84,7 @@ type Leftovers = std::sync::Arc<std::sync::Mutex<Vec<(PathBuf, bool)>>>;
 /// over (a new cpuset cgroup has no CPUs: nothing could join it).
 pub fn own_dirs(cgroup: &str, mountinfo: &str, wanted: &[Controller]) -> Vec<(Controller, PathBuf, PathBuf)> {
     let mut found = Vec::new();
-    for line in cgroup.lines() {
-        // `ID:CONTROLLERS:PATH`; v2's line is `0::PATH`.
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+    for (controllers, path) in memberships(cgroup) {
         if controllers.split(',').any(|c| c == "cpuset") {
             continue;
         }
@@ -101,6 +98,16 @@ pub fn own_dirs(cgroup: &str, mountinfo: &str, wanted: &[Controller]) -> Vec<(Co
         }
     }
     found
+}
+
+/// The lines of a `/proc/PID/cgroup`: `ID:CONTROLLERS:PATH` as
+/// (controllers, path); v2's line is `0::PATH`.
+fn memberships(cgroup: &str) -> impl Iterator<Item = (&str, &str)> {
+    cgroup.lines().filter_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { return None };
+        Some((controllers, path))
+    })
 }
 
 /// The directory of cgroup `path` in the v1 hierarchy of `controller`, and
@@ -394,9 +401,7 @@ impl CallCgroup {
         let Ok(own) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
         self.dirs.iter().all(|(controller, dir)| {
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            own.lines().any(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            memberships(&own).any(|(controllers, path)| {
                 controllers.split(',').any(|c| c == controller.name()) && path.ends_with(&format!("/{name}"))
             })
         })
