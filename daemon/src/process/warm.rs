@@ -350,24 +350,7 @@ impl WarmPool {
             return;
         }
         match self.start(true) {
-            Ok(mut w) => {
-                // Its call's cgroup now, while nothing waits on it: joining
-                // a v1 cgroup waits for RCU (~0.3 ms), off the call's path.
-                // (Helpers forked by one zygote share its marker: the pid
-                // tells theirs apart.)
-                match self.cgroups.for_call(&format!("{}-{}", w.marker, w.pid)) {
-                    Ok(Some(cgroup)) => match cgroup.adopt(w.pid) {
-                        Ok(()) if alive(&mut w) => w.cgroup = Some(cgroup),
-                        // Dead meanwhile: its pid may be another's now.
-                        Ok(()) => cgroup.disown(),
-                        Err(e) => {
-                            tracing::debug!("a waiting helper stays out of its call's cgroup: {e}");
-                            cgroup.disown();
-                        }
-                    },
-                    Ok(None) => {}
-                    Err(e) => tracing::debug!("no cgroup for a waiting helper: {e}"),
-                }
+            Ok(w) => {
                 let mut idle = self.idle.locked();
                 if idle.is_none() {
                     *idle = Some(w);
