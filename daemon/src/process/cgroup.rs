@@ -10,8 +10,7 @@
 //! a daemon must first move itself into a leaf of a delegated subtree to
 //! give its children controllers; that is not built, and `daemon/info`
 //! says so. The daemon moves the call's helper into them before it hands
-//! it the call (a helper waiting for its call while it waits, off the
-//! call's path), so every process of the call is in them; the daemon
+//! it the call, so every process of the call is in them; the daemon
 //! removes them when the call's processes are gone.
 
 use std::path::{Path, PathBuf};
